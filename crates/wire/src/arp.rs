@@ -1,0 +1,1 @@
+//! arp (being written).

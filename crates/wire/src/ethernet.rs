@@ -1,0 +1,1 @@
+//! ethernet (being written).

@@ -1,0 +1,1 @@
+//! icmpv4 (being written).

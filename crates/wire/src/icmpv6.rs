@@ -1,0 +1,1 @@
+//! icmpv6 (being written).

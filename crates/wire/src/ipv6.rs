@@ -1,0 +1,1 @@
+//! ipv6 (being written).

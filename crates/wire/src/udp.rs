@@ -1,0 +1,1 @@
+//! udp (being written).
