@@ -1,5 +1,18 @@
 //! RoCEv2: the InfiniBand transport headers carried in UDP port 4791.
+//!
+//! [`opcode`] holds the one opcode table of the project: every other layer asks it which
+//! extension headers follow a BTH rather than keeping its own list.
+pub mod bth;
+pub mod ext;
+pub mod opcode;
 mod psn;
-mod opcode;
-pub use opcode::Opcode;
+
+pub use bth::{Bth, BthRepr};
+pub use ext::{
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, NakCode, RethRepr, Syndrome,
+};
+pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
 pub use psn::Psn;
+
+/// The UDP destination port IANA assigned to RoCEv2.
+pub const UDP_PORT: u16 = 4791;
