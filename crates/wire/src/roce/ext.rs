@@ -35,7 +35,11 @@ impl RethRepr {
     /// Parse from the first 16 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<RethRepr> {
         check_len(b.len(), len::RETH)?;
-        Ok(RethRepr { va: be_u64(b, 0), rkey: be_u32(b, 8), dma_len: be_u32(b, 12) })
+        Ok(RethRepr {
+            va: be_u64(b, 0),
+            rkey: be_u32(b, 8),
+            dma_len: be_u32(b, 12),
+        })
     }
     /// Write into the first 16 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -117,8 +121,8 @@ pub const CREDITS_INVALID: u8 = 31;
 /// Credits a credit code stands for (Table 44); `None` for [`CREDITS_INVALID`].
 pub const fn credits_from_code(code: u8) -> Option<u32> {
     const TABLE: [u32; 31] = [
-        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
-        1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+        2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
     ];
     if (code as usize) < TABLE.len() {
         Some(TABLE[code as usize])
@@ -167,7 +171,10 @@ impl AethRepr {
     /// Parse from the first 4 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AethRepr> {
         check_len(b.len(), len::AETH)?;
-        Ok(AethRepr { syndrome: Syndrome::from_u8(b[0]), msn: get_u24(b, 1..4) })
+        Ok(AethRepr {
+            syndrome: Syndrome::from_u8(b[0]),
+            msn: get_u24(b, 1..4),
+        })
     }
     /// Write into the first 4 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -247,7 +254,10 @@ impl DethRepr {
     /// Parse from the first 8 bytes of `b`. The reserved byte is ignored on receipt.
     pub fn parse(b: &[u8]) -> Result<DethRepr> {
         check_len(b.len(), len::DETH)?;
-        Ok(DethRepr { qkey: be_u32(b, 0), src_qp: get_u24(b, 5..8) })
+        Ok(DethRepr {
+            qkey: be_u32(b, 0),
+            src_qp: get_u24(b, 5..8),
+        })
     }
     /// Write into the first 8 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -284,8 +294,14 @@ mod tests {
     fn syndrome_decodes_types() {
         assert_eq!(Syndrome::from_u8(0x1f), Syndrome::Ack { credit_code: 31 });
         assert_eq!(Syndrome::from_u8(0x2e), Syndrome::RnrNak { timer: 14 });
-        assert_eq!(Syndrome::from_u8(0x60), Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR));
-        assert_eq!(Syndrome::from_u8(0x62), Syndrome::Nak(NakCode::REMOTE_ACCESS_ERROR));
+        assert_eq!(
+            Syndrome::from_u8(0x60),
+            Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR)
+        );
+        assert_eq!(
+            Syndrome::from_u8(0x62),
+            Syndrome::Nak(NakCode::REMOTE_ACCESS_ERROR)
+        );
         assert_eq!(Syndrome::from_u8(0x41), Syndrome::Reserved(0x41));
         assert_eq!(Syndrome::from_u8(0x80), Syndrome::Reserved(0x80));
     }
@@ -315,22 +331,45 @@ mod tests {
     #[test]
     fn headers_round_trip() {
         let mut b = [0u8; 28];
-        let r = RethRepr { va: 0x0102_0304_0506_0708, rkey: 0xdead_beef, dma_len: 4096 };
+        let r = RethRepr {
+            va: 0x0102_0304_0506_0708,
+            rkey: 0xdead_beef,
+            dma_len: 4096,
+        };
         r.emit(&mut b).unwrap();
-        assert_eq!(&b[..16], &[1, 2, 3, 4, 5, 6, 7, 8, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0x10, 0]);
+        assert_eq!(
+            &b[..16],
+            &[1, 2, 3, 4, 5, 6, 7, 8, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0x10, 0]
+        );
         assert_eq!(RethRepr::parse(&b).unwrap(), r);
 
-        let a = AtomicEthRepr { va: 8, rkey: 7, swap_add: u64::MAX, compare: 3 };
+        let a = AtomicEthRepr {
+            va: 8,
+            rkey: 7,
+            swap_add: u64::MAX,
+            compare: 3,
+        };
         a.emit(&mut b).unwrap();
         assert_eq!(AtomicEthRepr::parse(&b).unwrap(), a);
 
-        let d = DethRepr { qkey: 0x1111_1111, src_qp: 0xabcdef };
+        let d = DethRepr {
+            qkey: 0x1111_1111,
+            src_qp: 0xabcdef,
+        };
         d.emit(&mut b).unwrap();
         assert_eq!(&b[..8], &[0x11, 0x11, 0x11, 0x11, 0, 0xab, 0xcd, 0xef]);
         assert_eq!(DethRepr::parse(&b).unwrap(), d);
-        assert!(DethRepr { qkey: 0, src_qp: 1 << 24 }.emit(&mut b).is_err());
+        assert!(DethRepr {
+            qkey: 0,
+            src_qp: 1 << 24
+        }
+        .emit(&mut b)
+        .is_err());
 
-        let e = AethRepr { syndrome: Syndrome::RnrNak { timer: 3 }, msn: 0x00ab_cdef };
+        let e = AethRepr {
+            syndrome: Syndrome::RnrNak { timer: 3 },
+            msn: 0x00ab_cdef,
+        };
         e.emit(&mut b).unwrap();
         assert_eq!(&b[..4], &[0x23, 0xab, 0xcd, 0xef]);
         assert_eq!(AethRepr::parse(&b).unwrap(), e);
@@ -344,6 +383,12 @@ mod tests {
         assert!(AethRepr::parse(&[0; 3]).is_err());
         assert!(DethRepr::parse(&[0; 7]).is_err());
         assert!(parse_u32(&[0; 3]).is_err());
-        assert!(RethRepr { va: 0, rkey: 0, dma_len: 0 }.emit(&mut [0; 4]).is_err());
+        assert!(RethRepr {
+            va: 0,
+            rkey: 0,
+            dma_len: 0
+        }
+        .emit(&mut [0; 4])
+        .is_err());
     }
 }

@@ -4,14 +4,16 @@
 //! extension headers follow a BTH rather than keeping its own list.
 pub mod bth;
 pub mod ext;
+pub mod icrc;
 pub mod opcode;
+pub mod packet;
 mod psn;
 
 pub use bth::{Bth, BthRepr};
-pub use ext::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, NakCode, RethRepr, Syndrome,
-};
+pub use ext::{AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, NakCode, RethRepr, Syndrome};
+pub use icrc::{IcrcPath, IpPair};
 pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
+pub use packet::{ExtLayout, IbPacket, IbPacketRepr};
 pub use psn::Psn;
 
 /// The UDP destination port IANA assigned to RoCEv2.

@@ -133,7 +133,10 @@ mod tests {
     #[test]
     fn half_space_boundary() {
         let a = Psn::new(0);
-        assert_eq!(a.distance_to(Psn::new(Psn::HALF - 1)), (Psn::HALF - 1) as i32);
+        assert_eq!(
+            a.distance_to(Psn::new(Psn::HALF - 1)),
+            (Psn::HALF - 1) as i32
+        );
         // Exactly half way has no direction we can trust; it reads as "behind".
         assert_eq!(a.distance_to(Psn::new(Psn::HALF)), -(Psn::HALF as i32));
     }
