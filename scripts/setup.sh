@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every system package weft's demo and tests need, on a fresh Debian machine
+# where we are root. Safe to run again: it only calls apt when something is missing.
+set -euo pipefail
+
+packages=(
+  tshark             # interop test: tshark must read back the RoCEv2 fields weft writes
+  python3-scapy      # independent oracle for the ICRC known-answer vectors
+  python3-matplotlib # plots in docs/results
+  iproute2           # network namespaces and veth for multi-host tests
+  iputils-ping
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # tshark asks whether non-root users may capture; answer for it.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: system packages present" >&2
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found; install Rust stable with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+for c in clippy rustfmt; do
+  if ! cargo "$c" --version >/dev/null 2>&1; then
+    rustup component add "$c"
+  fi
+done

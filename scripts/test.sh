@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command of the README and of CI: set up, then format, lint and test the
+# whole workspace. Long soaks and full sweeps are not here; see docs/testing.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+echo "== cargo fmt --check" >&2
+cargo fmt --all --check
+echo "== cargo clippy" >&2
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test" >&2
+cargo test --workspace --locked
+echo "== cargo build --release --bin weft" >&2
+cargo build --release --locked --bin weft
