@@ -78,3 +78,6 @@ pub(crate) fn check_len(have: usize, need: usize) -> Result<()> {
         Ok(())
     }
 }
+
+pub use ethernet::{EtherType, EthernetAddress};
+pub use ipv4::{IpProtocol, Ipv4Address};
