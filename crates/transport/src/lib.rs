@@ -1,3 +1,36 @@
 //! weft-transport: the InfiniBand transport (RC, UC, UD) that RoCEv2 carries, as a
-//! sans-IO state machine. It owns no socket, thread or clock.
+//! sans-IO state machine — the part of an RNIC that runs queue pairs.
+//!
+//! It owns: QP state and its transition table, segmentation by path MTU, PSNs, ACK
+//! and NAK generation and handling, RNR and local-ACK timers, go-back-N and selective
+//! (IRN) recovery, READ/atomic responder resources, the checks a responder makes
+//! before a byte moves (rkey, protection domain, bounds, rights), completions; and a
+//! deterministic network simulator ([`sim`]) to prove it.
+//!
+//! It must not touch: sockets, threads, clocks (`now` is an argument: [`Instant`]),
+//! randomness (the caller seeds everything), `unsafe`, or memory except through the
+//! [`Memory`] trait. Packet formats come from weft-wire, never from here.
+//!
+//! The API is quinn-proto's: feed inputs with [`Endpoint::handle_packet`],
+//! [`Endpoint::post_send`], [`Endpoint::post_recv`], [`Endpoint::handle_timeout`];
+//! then drain [`Endpoint::poll_transmit`], [`Endpoint::poll_completion`] and read
+//! [`Endpoint::poll_timeout`].
 #![forbid(unsafe_code)]
+
+mod ctx;
+mod endpoint;
+pub mod memory;
+pub mod qp;
+mod requester;
+mod responder;
+pub mod sim;
+mod status;
+mod time;
+pub mod wr;
+
+pub use endpoint::{Config, Endpoint, PostError, QpInit, Stats, Transmit, MAX_OVERHEAD};
+pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
+pub use qp::{ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};
+pub use responder::{grh_for, GRH_LEN};
+pub use time::{local_ack_timeout_micros, Instant};
+pub use wr::{Completion, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp};

@@ -1,0 +1,694 @@
+//! The endpoint: every QP of one host keyed by QP number, shared receive queues, the
+//! completion queue, counters, and the quinn-style entry points.
+//!
+//! Inputs: [`Endpoint::handle_packet`], [`Endpoint::post_send`],
+//! [`Endpoint::post_recv`], [`Endpoint::modify_qp`], [`Endpoint::handle_timeout`].
+//! After any of them, call [`Endpoint::poll_transmit`] until it returns `None`,
+//! [`Endpoint::poll_completion`] until `None`, and re-read [`Endpoint::poll_timeout`].
+
+use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
+use crate::memory::{Access, Memory};
+use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
+use crate::requester::{Fault, Requester, SendWqe};
+use crate::responder::Responder;
+use crate::status::local_status;
+use crate::time::Instant;
+use crate::wr::{Completion, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
+use std::collections::{BTreeMap, VecDeque};
+use weft_wire::roce::{opcode::len, IbPacket, IbPacketRepr, IcrcPath, Operation};
+
+/// Bytes a packet may need beyond its payload: BTH, the largest extension-header set
+/// (AtomicETH, 28 bytes), pad and ICRC. `poll_transmit` needs `path_mtu + MAX_OVERHEAD`.
+pub const MAX_OVERHEAD: usize = len::BTH + len::ATOMIC_ETH + 3 + len::ICRC;
+
+/// Endpoint-wide settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Verify the ICRC of every received packet (drop and count on mismatch).
+    pub check_icrc: bool,
+    /// Longest message accepted, in bytes (IBTA allows 2^31).
+    pub max_msg_len: u64,
+    /// The requester asks for an ACK at least every this many PSNs.
+    pub ack_req_interval: u32,
+    /// Largest inline payload.
+    pub max_inline: usize,
+    /// Seed of the QP-number generator (QPNs must be unguessable; the caller supplies
+    /// the randomness, the transport has none of its own).
+    pub qpn_seed: u64,
+    /// Bytes a QP may send per scheduling round before the next QP's turn.
+    pub drr_quantum: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            check_icrc: true,
+            max_msg_len: 1 << 31,
+            ack_req_interval: 16,
+            max_inline: 256,
+            qpn_seed: 0x5eed,
+            drr_quantum: 4096,
+        }
+    }
+}
+
+/// Counters. Every dropped packet lands in exactly one of the drop counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct Stats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Dropped: not a well-formed IB packet.
+    pub malformed: u64,
+    /// Dropped: ICRC mismatch.
+    pub icrc_errors: u64,
+    /// Dropped: no QP with that number.
+    pub unknown_qpn: u64,
+    /// Dropped: opcode of another transport than the QP's.
+    pub wrong_transport: u64,
+    /// Dropped: partition key mismatch.
+    pub pkey_mismatch: u64,
+    /// Dropped: the QP's state does not accept it.
+    pub dropped_state: u64,
+    /// Dropped: UD Q_Key mismatch.
+    pub qkey_mismatch: u64,
+    /// Dropped: UD datagram with no receive WQE posted.
+    pub ud_no_recv: u64,
+    /// UC packets discarded with their message.
+    pub uc_discarded: u64,
+    /// RoCEv2 congestion notifications (counted, no rate control yet).
+    pub cnp_received: u64,
+    pub out_of_sequence: u64,
+    pub duplicate_requests: u64,
+    pub duplicate_responses: u64,
+    pub out_of_order_responses: u64,
+    pub ghost_responses: u64,
+    pub bad_responses: u64,
+    pub unexpected_opcode: u64,
+    pub acks_sent: u64,
+    pub naks_sent: u64,
+    pub seq_naks_sent: u64,
+    pub rnr_naks_sent: u64,
+    pub fatal_naks_sent: u64,
+    pub read_responses_sent: u64,
+    pub seq_naks_received: u64,
+    pub rnr_naks_received: u64,
+    pub fatal_naks_received: u64,
+    pub sacks_received: u64,
+    pub implicit_naks: u64,
+    pub timeouts: u64,
+    pub retransmitted_packets: u64,
+    pub messages_completed: u64,
+    pub bytes_completed: u64,
+}
+
+/// One packet written by [`Endpoint::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Bytes written at the start of the buffer (the UDP payload).
+    pub len: usize,
+    /// The IP/UDP path to send it on (source is this host).
+    pub path: IcrcPath,
+    /// The sending QP.
+    pub qpn: u32,
+}
+
+/// What a QP is created with (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInit {
+    /// Transport service.
+    pub qp_type: QpType,
+    /// Protection domain.
+    pub pd: u32,
+    /// Send queue depth.
+    pub max_send_wr: usize,
+    /// Receive queue depth (ignored with an SRQ).
+    pub max_recv_wr: usize,
+    /// Shared receive queue to take receives from.
+    pub srq: Option<u32>,
+}
+
+/// Why a post was refused synchronously (the `errno` of `ibv_post_send`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// No QP (or SRQ) with this number.
+    UnknownQp(u32),
+    /// The QP's state does not accept this post (RESET, INIT/RTR for sends).
+    InvalidState(QpState),
+    /// The queue is full.
+    QueueFull,
+    /// More than [`MAX_SGE`] entries.
+    TooManySge,
+    /// Inline data longer than `Config::max_inline`.
+    InlineTooLarge,
+    /// The operation does not exist on this QP type (READ on UC, WRITE on UD...).
+    UnsupportedOp,
+    /// A UD send without a destination.
+    MissingUdDest,
+    /// The QP uses an SRQ; post receives there.
+    UsesSrq,
+}
+
+impl core::fmt::Display for PostError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for PostError {}
+
+#[derive(Debug)]
+struct Qp {
+    common: QpCommon,
+    init: QpInit,
+    req: Requester,
+    resp: Responder,
+    rq: VecDeque<RecvWr>,
+    deficit: i64,
+}
+
+/// All QPs of one host.
+#[derive(Debug)]
+pub struct Endpoint<M> {
+    config: Config,
+    mem: M,
+    qps: BTreeMap<u32, Qp>,
+    order: Vec<u32>,
+    rr: usize,
+    srqs: BTreeMap<u32, Srq>,
+    next_srq: u32,
+    qpn_state: u64,
+    cq: VecDeque<Completion>,
+    stats: Stats,
+}
+
+/// `splitmix64`: the QPN generator's mixing step.
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl<M: Memory> Endpoint<M> {
+    /// An endpoint over the caller's memory.
+    pub fn new(config: Config, mem: M) -> Endpoint<M> {
+        let qpn_state = config.qpn_seed;
+        Endpoint {
+            config,
+            mem,
+            qps: BTreeMap::new(),
+            order: Vec::new(),
+            rr: 0,
+            srqs: BTreeMap::new(),
+            next_srq: 1,
+            qpn_state,
+            cq: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The memory.
+    pub fn mem(&self) -> &M {
+        &self.mem
+    }
+
+    /// The memory, mutably (register regions, inspect buffers).
+    pub fn mem_mut(&mut self) -> &mut M {
+        &mut self.mem
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Create a QP in RESET; returns its (unpredictable) number.
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, PostError> {
+        if let Some(s) = init.srq {
+            // An SRQ serves only QPs of its own protection domain.
+            match self.srqs.get(&s) {
+                Some(srq) if srq.pd == init.pd => {}
+                _ => return Err(PostError::UnknownQp(s)),
+            }
+        }
+        let qpn = loop {
+            let n = (splitmix(&mut self.qpn_state) as u32) & weft_wire::roce::bth::QPN_MASK;
+            // QPN 0 and 1 are the special SMI/GSI QPs.
+            if n > 1 && !self.qps.contains_key(&n) {
+                break n;
+            }
+        };
+        let common = QpCommon {
+            qpn,
+            qp_type: init.qp_type,
+            pd: init.pd,
+            state: QpState::Reset,
+            attrs: QpAttrs::default(),
+            srq: init.srq,
+        };
+        self.qps.insert(
+            qpn,
+            Qp {
+                common,
+                init,
+                req: Requester::new(),
+                resp: Responder::new(),
+                rq: VecDeque::new(),
+                deficit: 0,
+            },
+        );
+        self.order.push(qpn);
+        Ok(qpn)
+    }
+
+    /// Destroy a QP without completions (`ibv_destroy_qp`).
+    pub fn destroy_qp(&mut self, qpn: u32) -> bool {
+        self.order.retain(|&q| q != qpn);
+        self.qps.remove(&qpn).is_some()
+    }
+
+    /// Create a shared receive queue in `pd`.
+    pub fn create_srq(&mut self, pd: u32, max_wr: usize) -> u32 {
+        let id = self.next_srq;
+        self.next_srq += 1;
+        self.srqs.insert(
+            id,
+            Srq {
+                pd,
+                max_wr,
+                queue: VecDeque::new(),
+            },
+        );
+        id
+    }
+
+    /// The QP's state.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.qps.get(&qpn).map(|q| q.common.state)
+    }
+
+    /// The QP's attributes.
+    pub fn qp_attrs(&self, qpn: u32) -> Option<QpAttrs> {
+        self.qps.get(&qpn).map(|q| q.common.attrs)
+    }
+
+    fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut BTreeMap<u32, Qp>) {
+        (
+            Ctx {
+                now,
+                mem: &mut self.mem,
+                cq: &mut self.cq,
+                stats: &mut self.stats,
+                srqs: &mut self.srqs,
+                config: &self.config,
+            },
+            &mut self.qps,
+        )
+    }
+
+    /// Change attributes and state (`ibv_modify_qp`). `attr.state == None` modifies
+    /// attributes in the current state (allowed where the table has `X -> X`).
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), ModifyError> {
+        let (mut ctx, qps) = self.split(Instant::ZERO);
+        let qp = qps.get_mut(&qpn).ok_or(ModifyError::UnknownQp(qpn))?;
+        let from = qp.common.state;
+        let to = attr.state.unwrap_or(from);
+        check_transition(qp.common.qp_type, from, to, attr)?;
+        let mut attrs = qp.common.attrs;
+        apply_attr(&mut attrs, attr)?;
+        qp.common.attrs = attrs;
+        match (from, to) {
+            (_, QpState::Reset) => {
+                qp.req.take_all();
+                qp.resp = Responder::new();
+                qp.rq.clear();
+                qp.common.state = QpState::Reset;
+            }
+            (_, QpState::Err) => qp.enter_error(&mut ctx, None),
+            (QpState::Init, QpState::Rtr) => {
+                qp.resp.start(&qp.common);
+                qp.common.state = to;
+            }
+            (QpState::Rtr, QpState::Rts) => {
+                qp.req.start(&qp.common);
+                qp.common.state = to;
+            }
+            _ => qp.common.state = to,
+        }
+        Ok(())
+    }
+
+    /// Post a send work request. Errors the hardware reports through the completion
+    /// queue (a bad lkey, a message over the limit) arrive there, in order.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), PostError> {
+        let (mut ctx, qps) = self.split(Instant::ZERO);
+        let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
+        let q = &qp.common;
+        if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            return Err(PostError::InvalidState(q.state));
+        }
+        if wr.sg_list.len() > MAX_SGE {
+            return Err(PostError::TooManySge);
+        }
+        if qp.req.wqes.len() >= qp.init.max_send_wr {
+            return Err(PostError::QueueFull);
+        }
+        let supported = match q.qp_type {
+            QpType::Rc => true,
+            QpType::Uc => matches!(wr.op, WrOp::Send { .. } | WrOp::Write { .. }),
+            QpType::Ud => matches!(wr.op, WrOp::Send { .. }),
+        };
+        if !supported {
+            return Err(PostError::UnsupportedOp);
+        }
+        if q.qp_type == QpType::Ud && wr.ud.is_none() {
+            return Err(PostError::MissingUdDest);
+        }
+        let len = if wr.op.is_atomic() { 8 } else { wr.sg_len() };
+        if wr.inline && (wr.op.is_read_or_atomic() || len > ctx.config.max_inline as u64) {
+            return Err(PostError::InlineTooLarge);
+        }
+        // Checks a NIC makes when it processes the WQE; reported as completions.
+        let mut pre_fault = None;
+        if len > ctx.config.max_msg_len || (wr.op.is_atomic() && wr.sg_len() != 8) {
+            pre_fault = Some(WcStatus::LocLenErr);
+        }
+        let need = if wr.op.is_read_or_atomic() {
+            Access::LOCAL_WRITE
+        } else {
+            Access::NONE
+        };
+        let mut inline_data = None;
+        if pre_fault.is_none() {
+            if let Err(e) = check_sges(&*ctx.mem, q.pd, &wr.sg_list, need) {
+                pre_fault = Some(local_status(e));
+            } else if wr.inline {
+                let mut data = vec![0u8; len as usize];
+                match gather(&*ctx.mem, q.pd, &wr.sg_list, 0, &mut data) {
+                    Ok(()) => inline_data = Some(data),
+                    Err(e) => pre_fault = Some(local_status(e)),
+                }
+            }
+        }
+        qp.req
+            .wqes
+            .push_back(SendWqe::new(wr, inline_data, len, pre_fault));
+        if matches!(q.state, QpState::Err | QpState::Sqe) {
+            qp.flush_sends(&mut ctx);
+        }
+        Ok(())
+    }
+
+    /// Post a receive work request on a QP without an SRQ.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), PostError> {
+        let (mut ctx, qps) = self.split(Instant::ZERO);
+        let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
+        if qp.common.srq.is_some() {
+            return Err(PostError::UsesSrq);
+        }
+        if qp.common.state == QpState::Reset {
+            return Err(PostError::InvalidState(QpState::Reset));
+        }
+        if wr.sg_list.len() > MAX_SGE {
+            return Err(PostError::TooManySge);
+        }
+        if qp.rq.len() >= qp.init.max_recv_wr {
+            return Err(PostError::QueueFull);
+        }
+        qp.rq.push_back(wr);
+        if qp.common.state == QpState::Err {
+            qp.flush_recvs(&mut ctx);
+        }
+        Ok(())
+    }
+
+    /// Post a receive work request on a shared receive queue.
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<(), PostError> {
+        let s = self.srqs.get_mut(&srq).ok_or(PostError::UnknownQp(srq))?;
+        if wr.sg_list.len() > MAX_SGE {
+            return Err(PostError::TooManySge);
+        }
+        if s.queue.len() >= s.max_wr {
+            return Err(PostError::QueueFull);
+        }
+        s.queue.push_back(wr);
+        Ok(())
+    }
+
+    /// A received IB packet (a UDP payload), arriving on `path` (source = the peer).
+    /// Hostile bytes are dropped and counted, never a panic.
+    pub fn handle_packet(&mut self, now: Instant, path: &IcrcPath, bytes: &[u8]) {
+        self.stats.rx_packets += 1;
+        let Ok(pkt) = IbPacket::new_checked(bytes) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if self.config.check_icrc && !path.check(bytes) {
+            self.stats.icrc_errors += 1;
+            return;
+        }
+        let Ok(repr) = IbPacketRepr::parse(&pkt) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let info = pkt.info();
+        if info.operation == Operation::Cnp {
+            self.stats.cnp_received += 1;
+            return;
+        }
+        let (mut ctx, qps) = self.split(now);
+        let Some(qp) = qps.get_mut(&repr.bth.dest_qp) else {
+            ctx.stats.unknown_qpn += 1;
+            return;
+        };
+        if info.transport != qp.common.qp_type.transport() {
+            ctx.stats.wrong_transport += 1;
+            return;
+        }
+        // IBTA C9-?: the P_Key must match (the membership bit is not compared).
+        if repr.bth.pkey & 0x7fff != qp.common.attrs.pkey & 0x7fff {
+            ctx.stats.pkey_mismatch += 1;
+            return;
+        }
+        qp.handle(
+            &mut ctx,
+            &repr,
+            info.operation,
+            pkt.payload(),
+            path,
+            bytes.len(),
+        );
+    }
+
+    /// Write the next packet to send into `buf` (at least `path_mtu + MAX_OVERHEAD`
+    /// bytes). QPs take turns by deficit round robin over bytes, so a long transfer
+    /// cannot starve small messages on other QPs.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let n = self.order.len();
+        let quantum = i64::from(self.config.drr_quantum.max(1));
+        for _ in 0..=n {
+            if self.order.is_empty() {
+                return None;
+            }
+            let slot = self.rr % self.order.len();
+            let qpn = self.order[slot];
+            let (mut ctx, qps) = self.split(now);
+            let Some(qp) = qps.get_mut(&qpn) else {
+                self.rr += 1;
+                continue;
+            };
+            if qp.deficit <= 0 {
+                qp.deficit += quantum;
+            }
+            match qp.poll_transmit(&mut ctx, buf) {
+                Some((len, path)) => {
+                    qp.deficit -= len as i64;
+                    if qp.deficit <= 0 {
+                        self.rr = slot + 1;
+                    }
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += len as u64;
+                    return Some(Transmit { len, path, qpn });
+                }
+                None => {
+                    qp.deficit = 0;
+                    self.rr = slot + 1;
+                }
+            }
+        }
+        None
+    }
+
+    /// The earliest timer deadline of any QP.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps
+            .values()
+            .filter_map(|q| q.req.next_deadline())
+            .min()
+    }
+
+    /// Run every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let (mut ctx, qps) = self.split(now);
+        for qp in qps.values_mut() {
+            if qp.req.next_deadline().is_some_and(|t| t <= now) {
+                let q = qp.common.clone();
+                if let Err(f) = qp.req.handle_timeout(&q, &mut ctx) {
+                    qp.fault(&mut ctx, f);
+                }
+            }
+        }
+    }
+
+    /// The next completion.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.cq.pop_front()
+    }
+
+    /// True when no QP has anything queued or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.qps
+            .values()
+            .all(|q| q.req.is_empty() && !q.resp.has_output())
+    }
+}
+
+impl Qp {
+    fn handle<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        operation: Operation,
+        payload: &[u8],
+        path: &IcrcPath,
+        wire_len: usize,
+    ) {
+        let accepts = matches!(
+            self.common.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        );
+        if !accepts {
+            ctx.stats.dropped_state += 1;
+            return;
+        }
+        match operation {
+            Operation::ReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge => {
+                if let Err(f) =
+                    self.req
+                        .handle_response(&self.common, ctx, repr, operation, payload)
+                {
+                    self.fault(ctx, f);
+                }
+            }
+            _ => self.resp.handle_request(
+                &self.common,
+                &mut self.rq,
+                ctx,
+                repr,
+                payload,
+                path,
+                wire_len,
+            ),
+        }
+    }
+
+    fn poll_transmit<M: Memory>(
+        &mut self,
+        ctx: &mut Ctx<'_, M>,
+        buf: &mut [u8],
+    ) -> Option<(usize, IcrcPath)> {
+        if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
+            return None;
+        }
+        if self.resp.has_output() && self.common.state != QpState::Reset {
+            if let Some(e) = self.resp.poll_transmit(&self.common, ctx, buf) {
+                if e.fatal {
+                    self.enter_error(ctx, None);
+                }
+                let path = self.common.attrs.path?;
+                return Some((e.len, path));
+            }
+        }
+        match self.req.poll_transmit(&self.common, ctx, buf) {
+            Ok(Some(e)) => Some((e.len, e.path)),
+            Ok(None) => None,
+            Err(f) => {
+                self.fault(ctx, f);
+                None
+            }
+        }
+    }
+
+    /// A send WQE failed: RC goes to ERR; UC and UD to SQE (IBTA §10.3.1.?).
+    fn fault<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, f: Fault) {
+        match self.common.qp_type {
+            QpType::Rc => self.enter_error(ctx, Some(f)),
+            QpType::Uc | QpType::Ud => {
+                self.complete_sends(ctx, Some(f));
+                self.common.state = QpState::Sqe;
+            }
+        }
+    }
+
+    /// Enter ERR: every outstanding work request completes, the failed one with its
+    /// status, all others with `WrFlushErr` (IBTA §10.3.1.?, C10-?).
+    fn enter_error<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, f: Option<Fault>) {
+        self.common.state = QpState::Err;
+        self.complete_sends(ctx, f);
+        if let Some((recv, from_srq)) = self.resp.take_partial() {
+            if from_srq {
+                let mut c = Completion::new(
+                    recv.wr_id,
+                    WcStatus::WrFlushErr,
+                    WcOpcode::Recv,
+                    self.common.qpn,
+                );
+                c.from_srq = true;
+                ctx.cq.push_back(c);
+            } else {
+                self.rq.push_front(recv);
+            }
+        }
+        self.resp = Responder::new();
+        self.flush_recvs(ctx);
+    }
+
+    fn complete_sends<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, f: Option<Fault>) {
+        for (i, w) in self.req.take_all().into_iter().enumerate() {
+            let status = match f {
+                Some(f) if f.idx == i => f.status,
+                _ => WcStatus::WrFlushErr,
+            };
+            let mut c = Completion::new(w.wr.wr_id, status, w.wr.op.wc_opcode(), self.common.qpn);
+            c.byte_len = 0;
+            ctx.cq.push_back(c);
+        }
+        if self.common.state != QpState::Err && self.common.state != QpState::Reset {
+            // SQE keeps the PSN space going for later sends after SQE -> RTS.
+            self.req.start(&self.common);
+        }
+    }
+
+    fn flush_sends<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>) {
+        self.complete_sends(ctx, None);
+    }
+
+    fn flush_recvs<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>) {
+        for r in self.rq.drain(..) {
+            ctx.cq.push_back(Completion::new(
+                r.wr_id,
+                WcStatus::WrFlushErr,
+                WcOpcode::Recv,
+                self.common.qpn,
+            ));
+        }
+    }
+}

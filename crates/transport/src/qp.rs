@@ -1,0 +1,524 @@
+//! Queue-pair types, states, attributes and the declared state-transition table
+//! (IBTA Vol 1 §10.3.1, the `ibv_modify_qp` rules).
+
+use crate::memory::Access;
+use core::fmt;
+use weft_wire::roce::{IcrcPath, Psn};
+
+/// Transport service of a QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable Connected.
+    Rc,
+    /// Unreliable Connected.
+    Uc,
+    /// Unreliable Datagram.
+    Ud,
+}
+
+impl QpType {
+    /// The wire transport whose opcodes this QP accepts.
+    pub const fn transport(self) -> weft_wire::roce::Transport {
+        match self {
+            QpType::Rc => weft_wire::roce::Transport::Rc,
+            QpType::Uc => weft_wire::roce::Transport::Uc,
+            QpType::Ud => weft_wire::roce::Transport::Ud,
+        }
+    }
+}
+
+/// QP state (IBTA §10.3.1 Figure 124).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Reset.
+    Reset,
+    /// Initialized: receives may be posted.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Send queue drain: no new send WQE starts.
+    Sqd,
+    /// Send queue error (UC/UD): sends flushed, receives continue.
+    Sqe,
+    /// Error: every outstanding work request completes with a flush error.
+    Err,
+}
+
+/// Path MTU (IBTA `IBV_MTU_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mtu {
+    /// 256 bytes.
+    M256,
+    /// 512 bytes.
+    M512,
+    /// 1024 bytes.
+    M1024,
+    /// 2048 bytes.
+    M2048,
+    /// 4096 bytes.
+    M4096,
+}
+
+impl Mtu {
+    /// Payload bytes per packet.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            Mtu::M256 => 256,
+            Mtu::M512 => 512,
+            Mtu::M1024 => 1024,
+            Mtu::M2048 => 2048,
+            Mtu::M4096 => 4096,
+        }
+    }
+}
+
+/// How an RC QP recovers from loss; both ends must agree (the connection manager
+/// negotiates it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recovery {
+    /// IBTA go-back-N: the responder drops out-of-order packets and NAKs the gap once;
+    /// the requester resends everything from the NAKed PSN.
+    GoBackN,
+    /// IRN-style selective repeat (SIGCOMM'18): the responder keeps out-of-order
+    /// packets and reports each one (a NAK-sequence carrying the selectively
+    /// acknowledged PSN in the AETH MSN field); the requester resends only the holes and
+    /// caps the PSNs in flight at `max_inflight` (a BDP cap).
+    Selective,
+}
+
+/// Attributes to change with [`crate::Endpoint::modify_qp`]; `None` leaves a value as
+/// it is (the `ibv_qp_attr_mask` idea, as `Option`s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpAttr {
+    /// Target state.
+    pub state: Option<QpState>,
+    /// Partition key (full member bit included).
+    pub pkey: Option<u16>,
+    /// Q_Key (UD).
+    pub qkey: Option<u32>,
+    /// Remote access rights this QP grants (`qp_access_flags`).
+    pub access: Option<Access>,
+    /// Path MTU.
+    pub path_mtu: Option<Mtu>,
+    /// Destination QP number (RC/UC).
+    pub dest_qpn: Option<u32>,
+    /// The IP/UDP path to the peer (the address vector; RC/UC).
+    pub path: Option<IcrcPath>,
+    /// Expected PSN of the first incoming request.
+    pub rq_psn: Option<Psn>,
+    /// PSN of the first outgoing request.
+    pub sq_psn: Option<Psn>,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout; 0 = infinite.
+    pub timeout: Option<u8>,
+    /// Transport retries (0–7).
+    pub retry_cnt: Option<u8>,
+    /// RNR retries (0–7; 7 = infinite).
+    pub rnr_retry: Option<u8>,
+    /// RNR timer code this QP's responder sends in RNR NAKs (IBTA Table 45).
+    pub min_rnr_timer: Option<u8>,
+    /// Outstanding READ/atomic requests this requester may have (1–255).
+    pub max_rd_atomic: Option<u8>,
+    /// READ/atomic requests this responder accepts outstanding (1–255).
+    pub max_dest_rd_atomic: Option<u8>,
+    /// Loss recovery mode (RC).
+    pub recovery: Option<Recovery>,
+    /// Cap on PSNs in flight (the go-back-N window, or IRN's BDP cap).
+    pub max_inflight: Option<u32>,
+}
+
+/// The current attributes of a QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpAttrs {
+    /// Partition key.
+    pub pkey: u16,
+    /// Q_Key.
+    pub qkey: u32,
+    /// Remote access rights granted.
+    pub access: Access,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Destination QP.
+    pub dest_qpn: u32,
+    /// Path to the peer.
+    pub path: Option<IcrcPath>,
+    /// First expected request PSN.
+    pub rq_psn: Psn,
+    /// First request PSN.
+    pub sq_psn: Psn,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 = infinite).
+    pub rnr_retry: u8,
+    /// RNR timer code sent by this responder.
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/atomics as requester.
+    pub max_rd_atomic: u8,
+    /// Outstanding READ/atomics accepted as responder.
+    pub max_dest_rd_atomic: u8,
+    /// Loss recovery.
+    pub recovery: Recovery,
+    /// PSNs in flight cap.
+    pub max_inflight: u32,
+}
+
+impl Default for QpAttrs {
+    fn default() -> QpAttrs {
+        QpAttrs {
+            pkey: weft_wire::roce::bth::DEFAULT_PKEY,
+            qkey: 0,
+            access: Access::NONE,
+            path_mtu: Mtu::M1024,
+            dest_qpn: 0,
+            path: None,
+            rq_psn: Psn::new(0),
+            sq_psn: Psn::new(0),
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            recovery: Recovery::GoBackN,
+            max_inflight: 256,
+        }
+    }
+}
+
+/// An attribute a transition may require.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttrName {
+    /// `pkey`.
+    Pkey,
+    /// `qkey`.
+    Qkey,
+    /// `access`.
+    Access,
+    /// `path_mtu`.
+    PathMtu,
+    /// `dest_qpn`.
+    DestQpn,
+    /// `path`.
+    Path,
+    /// `rq_psn`.
+    RqPsn,
+    /// `sq_psn`.
+    SqPsn,
+    /// `timeout`.
+    Timeout,
+    /// `retry_cnt`.
+    RetryCnt,
+    /// `rnr_retry`.
+    RnrRetry,
+    /// `min_rnr_timer`.
+    MinRnrTimer,
+    /// `max_rd_atomic`.
+    MaxRdAtomic,
+    /// `max_dest_rd_atomic`.
+    MaxDestRdAtomic,
+}
+
+impl AttrName {
+    fn is_set(self, a: &QpAttr) -> bool {
+        match self {
+            AttrName::Pkey => a.pkey.is_some(),
+            AttrName::Qkey => a.qkey.is_some(),
+            AttrName::Access => a.access.is_some(),
+            AttrName::PathMtu => a.path_mtu.is_some(),
+            AttrName::DestQpn => a.dest_qpn.is_some(),
+            AttrName::Path => a.path.is_some(),
+            AttrName::RqPsn => a.rq_psn.is_some(),
+            AttrName::SqPsn => a.sq_psn.is_some(),
+            AttrName::Timeout => a.timeout.is_some(),
+            AttrName::RetryCnt => a.retry_cnt.is_some(),
+            AttrName::RnrRetry => a.rnr_retry.is_some(),
+            AttrName::MinRnrTimer => a.min_rnr_timer.is_some(),
+            AttrName::MaxRdAtomic => a.max_rd_atomic.is_some(),
+            AttrName::MaxDestRdAtomic => a.max_dest_rd_atomic.is_some(),
+        }
+    }
+}
+
+/// One allowed `modify_qp` transition and the attributes it requires per QP type.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition {
+    /// From.
+    pub from: QpState,
+    /// To.
+    pub to: QpState,
+    /// Required on RC.
+    pub rc: &'static [AttrName],
+    /// Required on UC.
+    pub uc: &'static [AttrName],
+    /// Required on UD.
+    pub ud: &'static [AttrName],
+}
+
+impl Transition {
+    /// The attributes required for `qp_type`.
+    pub const fn required(&self, qp_type: QpType) -> &'static [AttrName] {
+        match qp_type {
+            QpType::Rc => self.rc,
+            QpType::Uc => self.uc,
+            QpType::Ud => self.ud,
+        }
+    }
+}
+
+use AttrName as A;
+use QpState as S;
+
+const NONE: &[AttrName] = &[];
+
+/// Every transition `modify_qp` accepts (IBTA §10.3.1; required attributes as
+/// `ibv_modify_qp(3)` lists them). Any state may also go to RESET or ERR.
+pub const TRANSITIONS: &[Transition] = &[
+    Transition {
+        from: S::Reset,
+        to: S::Init,
+        rc: &[A::Pkey, A::Access],
+        uc: &[A::Pkey, A::Access],
+        ud: &[A::Pkey, A::Qkey],
+    },
+    Transition {
+        from: S::Init,
+        to: S::Init,
+        rc: NONE,
+        uc: NONE,
+        ud: NONE,
+    },
+    Transition {
+        from: S::Init,
+        to: S::Rtr,
+        rc: &[
+            A::Path,
+            A::PathMtu,
+            A::DestQpn,
+            A::RqPsn,
+            A::MaxDestRdAtomic,
+            A::MinRnrTimer,
+        ],
+        uc: &[A::Path, A::PathMtu, A::DestQpn, A::RqPsn],
+        ud: NONE,
+    },
+    Transition {
+        from: S::Rtr,
+        to: S::Rts,
+        rc: &[
+            A::SqPsn,
+            A::Timeout,
+            A::RetryCnt,
+            A::RnrRetry,
+            A::MaxRdAtomic,
+        ],
+        uc: &[A::SqPsn],
+        ud: &[A::SqPsn],
+    },
+    Transition {
+        from: S::Rts,
+        to: S::Rts,
+        rc: NONE,
+        uc: NONE,
+        ud: NONE,
+    },
+    Transition {
+        from: S::Rts,
+        to: S::Sqd,
+        rc: NONE,
+        uc: NONE,
+        ud: NONE,
+    },
+    Transition {
+        from: S::Sqd,
+        to: S::Sqd,
+        rc: NONE,
+        uc: NONE,
+        ud: NONE,
+    },
+    Transition {
+        from: S::Sqd,
+        to: S::Rts,
+        rc: NONE,
+        uc: NONE,
+        ud: NONE,
+    },
+    Transition {
+        from: S::Sqe,
+        to: S::Rts,
+        rc: NONE,
+        uc: NONE,
+        ud: NONE,
+    },
+];
+
+/// Why `modify_qp` refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModifyError {
+    /// No QP has this number.
+    UnknownQp(u32),
+    /// The table has no such transition.
+    InvalidTransition {
+        /// Current state.
+        from: QpState,
+        /// Requested state.
+        to: QpState,
+    },
+    /// The transition requires an attribute that was not given.
+    MissingAttr(AttrName),
+    /// An attribute value is out of range; the string names it.
+    InvalidValue(&'static str),
+}
+
+impl fmt::Display for ModifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for ModifyError {}
+
+/// Look up the transition `from → to` for `qp_type` and check `attr` against it.
+/// RESET and ERR are reachable from every state and require nothing.
+pub fn check_transition(
+    qp_type: QpType,
+    from: QpState,
+    to: QpState,
+    attr: &QpAttr,
+) -> Result<(), ModifyError> {
+    if matches!(to, S::Reset | S::Err) {
+        return Ok(());
+    }
+    let t = TRANSITIONS
+        .iter()
+        .find(|t| t.from == from && t.to == to)
+        .ok_or(ModifyError::InvalidTransition { from, to })?;
+    if let Some(missing) = t.required(qp_type).iter().find(|name| !name.is_set(attr)) {
+        return Err(ModifyError::MissingAttr(*missing));
+    }
+    Ok(())
+}
+
+/// Validate values and apply the set fields of `attr` to `attrs`.
+pub(crate) fn apply_attr(attrs: &mut QpAttrs, attr: &QpAttr) -> Result<(), ModifyError> {
+    let check = |ok: bool, name: &'static str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(ModifyError::InvalidValue(name))
+        }
+    };
+    check(attr.retry_cnt.is_none_or(|v| v <= 7), "retry_cnt")?;
+    check(attr.rnr_retry.is_none_or(|v| v <= 7), "rnr_retry")?;
+    check(attr.min_rnr_timer.is_none_or(|v| v <= 31), "min_rnr_timer")?;
+    check(attr.timeout.is_none_or(|v| v <= 31), "timeout")?;
+    check(attr.max_rd_atomic.is_none_or(|v| v >= 1), "max_rd_atomic")?;
+    check(
+        attr.max_dest_rd_atomic.is_none_or(|v| v >= 1),
+        "max_dest_rd_atomic",
+    )?;
+    check(
+        attr.dest_qpn
+            .is_none_or(|v| v <= weft_wire::roce::bth::QPN_MASK),
+        "dest_qpn",
+    )?;
+    check(
+        attr.max_inflight.is_none_or(|v| (1..=1 << 22).contains(&v)),
+        "max_inflight",
+    )?;
+    macro_rules! set {
+        ($($f:ident),*) => { $(if let Some(v) = attr.$f { attrs.$f = v; })* };
+    }
+    set!(
+        pkey,
+        qkey,
+        access,
+        path_mtu,
+        dest_qpn,
+        rq_psn,
+        sq_psn,
+        timeout,
+        retry_cnt,
+        rnr_retry,
+        min_rnr_timer,
+        max_rd_atomic,
+        max_dest_rd_atomic,
+        recovery,
+        max_inflight
+    );
+    if attr.path.is_some() {
+        attrs.path = attr.path;
+    }
+    Ok(())
+}
+
+/// The transition table as text, one line a transition (snapshot-tested).
+pub fn render_transition_table() -> String {
+    let mut out = String::new();
+    for t in TRANSITIONS {
+        out.push_str(&format!(
+            "{:?} -> {:?}: rc {:?}; uc {:?}; ud {:?}\n",
+            t.from, t.to, t.rc, t.uc, t.ud
+        ));
+    }
+    out.push_str("* -> Reset, * -> Err: nothing required\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_table_snapshot() {
+        let expected = "\
+Reset -> Init: rc [Pkey, Access]; uc [Pkey, Access]; ud [Pkey, Qkey]
+Init -> Init: rc []; uc []; ud []
+Init -> Rtr: rc [Path, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer]; uc [Path, PathMtu, DestQpn, RqPsn]; ud []
+Rtr -> Rts: rc [SqPsn, Timeout, RetryCnt, RnrRetry, MaxRdAtomic]; uc [SqPsn]; ud [SqPsn]
+Rts -> Rts: rc []; uc []; ud []
+Rts -> Sqd: rc []; uc []; ud []
+Sqd -> Sqd: rc []; uc []; ud []
+Sqd -> Rts: rc []; uc []; ud []
+Sqe -> Rts: rc []; uc []; ud []
+* -> Reset, * -> Err: nothing required
+";
+        assert_eq!(render_transition_table(), expected);
+    }
+
+    #[test]
+    fn invalid_transitions_are_errors() {
+        let a = QpAttr::default();
+        assert_eq!(
+            check_transition(QpType::Rc, S::Reset, S::Rts, &a),
+            Err(ModifyError::InvalidTransition {
+                from: S::Reset,
+                to: S::Rts
+            })
+        );
+        assert_eq!(
+            check_transition(QpType::Rc, S::Init, S::Rtr, &a),
+            Err(ModifyError::MissingAttr(A::Path))
+        );
+        assert_eq!(check_transition(QpType::Ud, S::Init, S::Rtr, &a), Ok(()));
+        assert_eq!(check_transition(QpType::Rc, S::Rts, S::Err, &a), Ok(()));
+        assert_eq!(check_transition(QpType::Rc, S::Err, S::Reset, &a), Ok(()));
+        assert!(check_transition(QpType::Rc, S::Err, S::Rts, &a).is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_are_refused() {
+        let mut attrs = QpAttrs::default();
+        let bad = QpAttr {
+            retry_cnt: Some(8),
+            ..QpAttr::default()
+        };
+        assert_eq!(
+            apply_attr(&mut attrs, &bad),
+            Err(ModifyError::InvalidValue("retry_cnt"))
+        );
+        assert_eq!(attrs, QpAttrs::default());
+    }
+}

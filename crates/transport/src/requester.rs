@@ -1,0 +1,803 @@
+//! The requester and completer of one QP: segments send work requests into packets,
+//! keeps the PSN scoreboard, reacts to ACKs, NAKs, READ responses and timers, and
+//! retires work requests in order.
+//!
+//! PSNs are kept as 64-bit counters (the 24-bit wire PSN expanded against `una`), so
+//! no window arithmetic here ever wraps. The scoreboard holds one flag byte per PSN in
+//! `[una, next_psn)`.
+
+use crate::ctx::{gather, opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
+use crate::memory::Memory;
+use crate::qp::{QpState, QpType, Recovery};
+use crate::status::{local_status, requester_status};
+use crate::time::{local_ack_timeout_micros, Instant};
+use crate::wr::{Completion, SendWr, WcStatus, WrOp};
+use std::collections::VecDeque;
+use weft_wire::roce::ext::rnr_timer_micros;
+use weft_wire::roce::{
+    AtomicEthRepr, BthRepr, DethRepr, IbPacketRepr, IcrcPath, NakCode, Operation, Psn, RethRepr,
+    Syndrome,
+};
+
+/// The PSN was acknowledged or its response arrived.
+const DELIVERED: u8 = 1;
+/// A READ or atomic PSN: only a response delivers it, an ACK does not.
+const NEEDS_RESPONSE: u8 = 2;
+/// Selective mode: queued for retransmission in this recovery round.
+const RETX_QUEUED: u8 = 4;
+
+/// A send work request on the send queue.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr: SendWr,
+    /// The gathered bytes of an inline work request.
+    pub inline_data: Option<Vec<u8>>,
+    /// Message length in bytes.
+    pub len: u64,
+    /// A local error found at post time, reported when the WQE reaches the head.
+    pub pre_fault: Option<WcStatus>,
+    /// First PSN (valid once started; `u64::MAX` before).
+    pub first_psn: u64,
+    /// PSNs the message occupies.
+    pub npsn: u64,
+    /// READ response packets received (selective mode uses it to choose between
+    /// resending the whole request and single packets).
+    pub resp_seen: u64,
+}
+
+impl SendWqe {
+    pub fn new(
+        wr: SendWr,
+        inline_data: Option<Vec<u8>>,
+        len: u64,
+        pre_fault: Option<WcStatus>,
+    ) -> SendWqe {
+        SendWqe {
+            wr,
+            inline_data,
+            len,
+            pre_fault,
+            first_psn: u64::MAX,
+            npsn: 0,
+            resp_seen: 0,
+        }
+    }
+
+    fn end_psn(&self) -> u64 {
+        self.first_psn.saturating_add(self.npsn)
+    }
+}
+
+/// A failure that ends a work request with an error status; the QP decides what
+/// happens to the others (ERR for RC, SQE for UC/UD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fault {
+    /// Index in the send queue.
+    pub idx: usize,
+    /// Status of that work request.
+    pub status: WcStatus,
+}
+
+/// One packet written by the requester.
+pub(crate) struct Emitted {
+    pub len: usize,
+    pub path: IcrcPath,
+}
+
+#[derive(Debug)]
+pub(crate) struct Requester {
+    pub wqes: VecDeque<SendWqe>,
+    /// `wqes[..started]` have PSNs.
+    started: usize,
+    /// First PSN not yet given to a WQE.
+    next_psn: u64,
+    /// Oldest PSN not delivered.
+    una: u64,
+    /// Next PSN the cursor sends (first transmission, or again after a go-back).
+    send_psn: u64,
+    /// One past the highest PSN ever sent.
+    send_high: u64,
+    /// The responder's expected PSN as last reported (selective mode).
+    cum_acked: u64,
+    board: VecDeque<u8>,
+    holes: VecDeque<u64>,
+    rd_atomic: u32,
+    timer: Option<Instant>,
+    rnr_until: Option<Instant>,
+    rnr_psn: u64,
+    retry_left: u8,
+    rnr_left: u8,
+    /// Go-back-N: the PSN of the last go-back triggered by a NAK or an out-of-order
+    /// response, so a burst of such signals for one loss causes one retransmission.
+    recovering_at: Option<u64>,
+    scratch: Vec<u8>,
+}
+
+impl Requester {
+    pub fn new() -> Requester {
+        Requester {
+            wqes: VecDeque::new(),
+            started: 0,
+            next_psn: 0,
+            una: 0,
+            send_psn: 0,
+            send_high: 0,
+            cum_acked: 0,
+            board: VecDeque::new(),
+            holes: VecDeque::new(),
+            rd_atomic: 0,
+            timer: None,
+            rnr_until: None,
+            rnr_psn: 0,
+            retry_left: 0,
+            rnr_left: 0,
+            recovering_at: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Start the PSN space at `sq_psn` (RTR → RTS). The 64-bit counter starts one
+    /// wrap above zero so expansion of slightly older PSNs never saturates.
+    pub fn start(&mut self, q: &QpCommon) {
+        let base = (1u64 << 24) | u64::from(q.attrs.sq_psn.value());
+        self.next_psn = base;
+        self.una = base;
+        self.send_psn = base;
+        self.send_high = base;
+        self.cum_acked = base;
+        self.retry_left = q.attrs.retry_cnt;
+        self.rnr_left = q.attrs.rnr_retry;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.wqes.is_empty()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.timer, self.rnr_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Index of the started WQE whose PSN range holds `psn`.
+    fn idx_of(&self, psn: u64) -> Option<usize> {
+        let i = self.wqes.partition_point(|w| w.end_psn() <= psn);
+        (i < self.started && self.wqes[i].first_psn <= psn).then_some(i)
+    }
+
+    fn flags(&self, psn: u64) -> u8 {
+        psn.checked_sub(self.una)
+            .and_then(|i| self.board.get(i as usize).copied())
+            .unwrap_or(DELIVERED)
+    }
+
+    fn set_flag(&mut self, psn: u64, f: u8) {
+        if let Some(b) = psn
+            .checked_sub(self.una)
+            .and_then(|i| self.board.get_mut(i as usize))
+        {
+            *b |= f;
+        }
+    }
+
+    fn timeout_micros(q: &QpCommon) -> Option<u64> {
+        local_ack_timeout_micros(q.attrs.timeout)
+    }
+
+    fn arm_timer(&mut self, q: &QpCommon, now: Instant) {
+        self.timer =
+            if q.qp_type == QpType::Rc && self.una < self.send_high && self.rnr_until.is_none() {
+                Self::timeout_micros(q).map(|t| now + t)
+            } else {
+                None
+            };
+    }
+
+    // ---------------------------------------------------------------- transmit
+
+    /// Write the next request packet into `buf`, if one may go now.
+    pub fn poll_transmit<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        buf: &mut [u8],
+    ) -> Result<Option<Emitted>, Fault> {
+        if !matches!(q.state, QpState::Rts | QpState::Sqd) || self.rnr_until.is_some() {
+            return Ok(None);
+        }
+        let cap = u64::from(q.attrs.max_inflight);
+        // Selective repeat: holes first.
+        while let Some(p) = self.holes.pop_front() {
+            if p < self.una || p >= self.next_psn || self.flags(p) & DELIVERED != 0 {
+                continue;
+            }
+            if let Some(idx) = self.idx_of(p) {
+                return self.emit(q, ctx, buf, idx, p, true).map(Some);
+            }
+        }
+        loop {
+            if self.send_psn < self.next_psn {
+                if q.qp_type == QpType::Rc && self.send_psn >= self.una + cap {
+                    return Ok(None);
+                }
+                let Some(idx) = self.idx_of(self.send_psn) else {
+                    // Cannot happen: started WQEs tile [una, next_psn). Resynchronise.
+                    self.send_psn = self.next_psn;
+                    continue;
+                };
+                let p = self.send_psn;
+                return self.emit(q, ctx, buf, idx, p, false).map(Some);
+            }
+            if !self.start_next(q, cap)? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Give the next WQE its PSNs if the rules allow it to start now.
+    fn start_next(&mut self, q: &QpCommon, cap: u64) -> Result<bool, Fault> {
+        let idx = self.started;
+        let Some(w) = self.wqes.get(idx) else {
+            return Ok(false);
+        };
+        if q.state != QpState::Rts {
+            return Ok(false); // SQD: nothing new starts
+        }
+        if let Some(status) = w.pre_fault {
+            // Report in order: only once everything before it has completed.
+            return if idx == 0 {
+                Err(Fault { idx, status })
+            } else {
+                Ok(false)
+            };
+        }
+        let op = w.wr.op;
+        // IBTA §10.8.3.3: a fenced WQE waits for all earlier READ/atomics.
+        if w.wr.fence && self.rd_atomic > 0 {
+            return Ok(false);
+        }
+        if op.is_read_or_atomic() && self.rd_atomic >= u32::from(q.attrs.max_rd_atomic) {
+            return Ok(false);
+        }
+        if q.qp_type == QpType::Rc && self.next_psn >= self.una + cap {
+            return Ok(false);
+        }
+        let mtu = q.mtu();
+        if q.qp_type == QpType::Ud && w.len > mtu {
+            return Err(Fault {
+                idx,
+                status: WcStatus::LocLenErr,
+            });
+        }
+        let npsn = if op.is_atomic() {
+            1
+        } else {
+            packets_for(w.len, mtu)
+        };
+        let flag = if op.is_read_or_atomic() {
+            NEEDS_RESPONSE
+        } else {
+            0
+        };
+        let w = &mut self.wqes[idx];
+        w.first_psn = self.next_psn;
+        w.npsn = npsn;
+        self.next_psn += npsn;
+        self.board.extend(std::iter::repeat_n(flag, npsn as usize));
+        self.started += 1;
+        if op.is_read_or_atomic() {
+            self.rd_atomic += 1;
+        }
+        Ok(true)
+    }
+
+    /// Build the request packet for PSN `p` of WQE `idx`. `single`: a selective-repeat
+    /// hole (one packet; a READ asks for just that packet's bytes).
+    fn emit<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        buf: &mut [u8],
+        idx: usize,
+        p: u64,
+        single: bool,
+    ) -> Result<Emitted, Fault> {
+        let mtu = q.mtu();
+        let w = &self.wqes[idx];
+        let i = p - w.first_psn;
+        let n = w.npsn;
+        let transport = q.qp_type.transport();
+        let fault = |status| Fault { idx, status };
+        let (dest_qpn, path) = match (q.qp_type, w.wr.ud) {
+            (QpType::Ud, Some(ud)) => (ud.qpn, ud.path),
+            (QpType::Ud, None) => return Err(fault(WcStatus::LocQpOpErr)),
+            (_, _) => match q.attrs.path {
+                Some(path) => (q.attrs.dest_qpn, path),
+                None => return Err(fault(WcStatus::LocQpOpErr)),
+            },
+        };
+        let mut bth = BthRepr::new(weft_wire::Opcode(0), dest_qpn, Psn::new(p as u32));
+        bth.pkey = q.attrs.pkey;
+        let mut repr = IbPacketRepr::new(bth);
+        let mut payload_len = 0u64;
+        let mut payload_off = 0u64;
+        let consumed;
+        let last;
+        match w.wr.op {
+            WrOp::Send { imm } | WrOp::Write { imm, .. } => {
+                let pos = position(i, n);
+                let operation = if matches!(w.wr.op, WrOp::Send { .. }) {
+                    Operation::Send
+                } else {
+                    Operation::Write
+                };
+                let with_imm = imm.is_some() && pos.ends_message();
+                repr.bth.opcode = opcode_for(transport, operation, pos, with_imm)
+                    .ok_or(fault(WcStatus::LocQpOpErr))?;
+                if with_imm {
+                    repr.imm = imm;
+                }
+                if let WrOp::Write { remote, .. } = w.wr.op {
+                    if pos.starts_message() {
+                        repr.reth = Some(RethRepr {
+                            va: remote.addr,
+                            rkey: remote.rkey,
+                            dma_len: w.len as u32,
+                        });
+                    }
+                }
+                if q.qp_type == QpType::Ud {
+                    repr.deth = Some(DethRepr {
+                        qkey: w.wr.ud.map_or(0, |u| u.qkey),
+                        src_qp: q.qpn,
+                    });
+                }
+                repr.bth.solicited = w.wr.solicited && pos.ends_message();
+                payload_off = i * mtu;
+                payload_len = packet_len(w.len, mtu, i);
+                consumed = 1;
+                last = pos.ends_message();
+            }
+            WrOp::Read { remote } => {
+                let resp_all = !single || (p == w.first_psn && w.resp_seen == 0);
+                let len = if resp_all {
+                    w.len - (i * mtu).min(w.len)
+                } else {
+                    packet_len(w.len, mtu, i)
+                };
+                repr.bth.opcode = opcode_for(
+                    transport,
+                    Operation::ReadRequest,
+                    weft_wire::roce::Position::Only,
+                    false,
+                )
+                .ok_or(fault(WcStatus::LocQpOpErr))?;
+                repr.reth = Some(RethRepr {
+                    va: remote.addr.wrapping_add(i * mtu),
+                    rkey: remote.rkey,
+                    dma_len: len as u32,
+                });
+                consumed = if resp_all { n - i } else { 1 };
+                last = true;
+            }
+            WrOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            } => {
+                repr.bth.opcode = opcode_for(
+                    transport,
+                    Operation::CompareSwap,
+                    weft_wire::roce::Position::Only,
+                    false,
+                )
+                .ok_or(fault(WcStatus::LocQpOpErr))?;
+                repr.atomic_eth = Some(AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                consumed = 1;
+                last = true;
+            }
+            WrOp::FetchAdd { remote, add } => {
+                repr.bth.opcode = opcode_for(
+                    transport,
+                    Operation::FetchAdd,
+                    weft_wire::roce::Position::Only,
+                    false,
+                )
+                .ok_or(fault(WcStatus::LocQpOpErr))?;
+                repr.atomic_eth = Some(AtomicEthRepr {
+                    va: remote.addr,
+                    rkey: remote.rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                consumed = 1;
+                last = true;
+            }
+        }
+        // AckReq (IBTA §9.7.2, C9-?): on the last packet of a message, every
+        // `ack_req_interval` PSNs, on the packet that fills the window, and on every
+        // selective retransmission, so the responder's ACKs can be coalesced but a
+        // sender never waits for an ACK nobody asked for.
+        let interval = u64::from(ctx.config.ack_req_interval.max(1));
+        repr.bth.ack_req = q.qp_type == QpType::Rc
+            && (last
+                || single
+                || p % interval == interval - 1
+                || p + consumed >= self.una + u64::from(q.attrs.max_inflight));
+
+        let plen = payload_len as usize;
+        self.scratch.resize(plen, 0);
+        if plen > 0 {
+            match &w.inline_data {
+                Some(data) => {
+                    let at = payload_off as usize;
+                    self.scratch.copy_from_slice(&data[at..at + plen]);
+                }
+                None => {
+                    if let Err(e) = gather(
+                        &*ctx.mem,
+                        q.pd,
+                        &w.wr.sg_list,
+                        payload_off,
+                        &mut self.scratch,
+                    ) {
+                        return Err(fault(local_status(e)));
+                    }
+                }
+            }
+        }
+        let len = repr
+            .emit(buf, &self.scratch)
+            .map_err(|_| fault(WcStatus::LocQpOpErr))?;
+        path.fill(&mut buf[..len])
+            .map_err(|_| fault(WcStatus::LocLenErr))?;
+
+        if p < self.send_high {
+            ctx.stats.retransmitted_packets += 1;
+        }
+        if !single {
+            self.send_psn = p + consumed;
+        }
+        self.send_high = self.send_high.max(p + consumed);
+        if self.timer.is_none() {
+            self.arm_timer(q, ctx.now);
+        }
+        if q.qp_type != QpType::Rc && last {
+            // Unreliable: the message is done once its last packet is out.
+            for psn in self.wqes[idx].first_psn..self.wqes[idx].end_psn() {
+                self.set_flag(psn, DELIVERED);
+            }
+            self.advance(q, ctx);
+        }
+        Ok(Emitted { len, path })
+    }
+
+    // ---------------------------------------------------------------- receive
+
+    /// An ACK, NAK, READ response or atomic ACK for this QP.
+    pub fn handle_response<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        operation: Operation,
+        payload: &[u8],
+    ) -> Result<(), Fault> {
+        if !matches!(q.state, QpState::Rts | QpState::Sqd) || q.qp_type != QpType::Rc {
+            ctx.stats.dropped_state += 1;
+            return Ok(());
+        }
+        let p = repr.bth.psn.expand(self.una);
+        if p >= self.next_psn {
+            // Acknowledges something never sent: a forged or confused packet.
+            ctx.stats.ghost_responses += 1;
+            return Ok(());
+        }
+        if p < self.una {
+            ctx.stats.duplicate_responses += 1;
+            return Ok(());
+        }
+        let selective = q.attrs.recovery == Recovery::Selective;
+        match operation {
+            Operation::Acknowledge => {
+                let Some(aeth) = repr.aeth else {
+                    ctx.stats.malformed += 1;
+                    return Ok(());
+                };
+                match aeth.syndrome {
+                    Syndrome::Ack { .. } => {
+                        self.ack_through(q, ctx, p + 1);
+                    }
+                    Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) if selective => {
+                        // Selective mode: PSN = the responder's expected PSN (cumulative
+                        // ACK), MSN field = the out-of-order PSN it now holds.
+                        let sack = Psn::new(aeth.msn).expand(p);
+                        self.on_sack(q, ctx, p, sack);
+                    }
+                    Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) => {
+                        ctx.stats.seq_naks_received += 1;
+                        self.ack_through(q, ctx, p);
+                        // IBTA C9-? : a NAK-sequence error counts against retry_cnt.
+                        if self.recovering_at != Some(p.min(self.una)) {
+                            self.consume_retry(q)?;
+                        }
+                        let from = p.min(self.una);
+                        self.go_back_once(from);
+                    }
+                    Syndrome::RnrNak { timer } => {
+                        ctx.stats.rnr_naks_received += 1;
+                        self.ack_through(q, ctx, p);
+                        if q.attrs.rnr_retry != 7 {
+                            if self.rnr_left == 0 {
+                                let idx = self.idx_of(p).unwrap_or(0);
+                                return Err(Fault {
+                                    idx,
+                                    status: WcStatus::RnrRetryExcErr,
+                                });
+                            }
+                            self.rnr_left -= 1;
+                        }
+                        self.rnr_until = Some(ctx.now + u64::from(rnr_timer_micros(timer)));
+                        self.rnr_psn = p;
+                        self.timer = None;
+                    }
+                    Syndrome::Nak(code) => {
+                        ctx.stats.fatal_naks_received += 1;
+                        self.ack_through(q, ctx, p);
+                        let idx = self.idx_of(p).unwrap_or(0);
+                        let status = requester_status(code).unwrap_or(WcStatus::RemOpErr);
+                        return Err(Fault { idx, status });
+                    }
+                    Syndrome::Reserved(_) => ctx.stats.malformed += 1,
+                }
+            }
+            Operation::ReadResponse | Operation::AtomicAcknowledge => {
+                let Some(idx) = self.idx_of(p) else {
+                    ctx.stats.ghost_responses += 1;
+                    return Ok(());
+                };
+                let w = &self.wqes[idx];
+                let fits = match operation {
+                    Operation::ReadResponse => {
+                        matches!(w.wr.op, WrOp::Read { .. })
+                            && payload.len() as u64 == packet_len(w.len, q.mtu(), p - w.first_psn)
+                    }
+                    _ => w.wr.op.is_atomic() && repr.atomic_ack_eth.is_some(),
+                };
+                if !fits {
+                    ctx.stats.bad_responses += 1;
+                    return Ok(());
+                }
+                if let Some(Syndrome::Nak(_) | Syndrome::RnrNak { .. } | Syndrome::Reserved(_)) =
+                    repr.aeth.map(|a| a.syndrome)
+                {
+                    ctx.stats.bad_responses += 1;
+                    return Ok(());
+                }
+                // A response implicitly acknowledges every earlier request (C9-?).
+                let first = w.first_psn;
+                self.ack_through(q, ctx, first);
+                if self.flags(p) & DELIVERED != 0 {
+                    ctx.stats.duplicate_responses += 1;
+                    return Ok(());
+                }
+                if !selective && p != self.una {
+                    // Go-back-N takes responses in order only.
+                    ctx.stats.out_of_order_responses += 1;
+                    let una = self.una;
+                    self.go_back_once(una);
+                    return Ok(());
+                }
+                // `ack_through` may have retired WQEs in front of this one.
+                let idx = self.idx_of(p).unwrap_or(idx);
+                let w = &self.wqes[idx];
+                let placed = match operation {
+                    Operation::ReadResponse => {
+                        let off = (p - w.first_psn) * q.mtu();
+                        scatter(ctx.mem, q.pd, &w.wr.sg_list, off, payload)
+                    }
+                    _ => {
+                        let orig = repr.atomic_ack_eth.map_or(0, |a| a.orig);
+                        scatter(ctx.mem, q.pd, &w.wr.sg_list, 0, &orig.to_le_bytes())
+                    }
+                };
+                if let Err(e) = placed {
+                    return Err(Fault {
+                        idx,
+                        status: local_status(e),
+                    });
+                }
+                self.wqes[idx].resp_seen += 1;
+                self.set_flag(p, DELIVERED);
+                self.advance(q, ctx);
+            }
+            _ => ctx.stats.unexpected_opcode += 1,
+        }
+        Ok(())
+    }
+
+    fn consume_retry(&mut self, q: &QpCommon) -> Result<(), Fault> {
+        if self.retry_left == 0 {
+            let idx = self.idx_of(self.una).unwrap_or(0);
+            return Err(Fault {
+                idx,
+                status: WcStatus::RetryExcErr,
+            });
+        }
+        let _ = q;
+        self.retry_left -= 1;
+        Ok(())
+    }
+
+    /// Everything before `upto` was received by the responder. Non-READ PSNs become
+    /// delivered; READ/atomic PSNs without their response are holes (the implicit
+    /// NAK of C9-?), resent at once.
+    fn ack_through<M: Memory>(&mut self, q: &QpCommon, ctx: &mut Ctx<'_, M>, upto: u64) {
+        let upto = upto.min(self.next_psn);
+        self.cum_acked = self.cum_acked.max(upto);
+        let mut missing = None;
+        let mut psn = self.una;
+        while psn < upto {
+            let i = (psn - self.una) as usize;
+            let f = self.board[i];
+            if f & NEEDS_RESPONSE == 0 {
+                self.board[i] |= DELIVERED;
+            } else if f & DELIVERED == 0 && missing.is_none() {
+                missing = Some(psn);
+            }
+            psn += 1;
+        }
+        self.advance(q, ctx);
+        if let Some(m) = missing {
+            ctx.stats.implicit_naks += 1;
+            match q.attrs.recovery {
+                Recovery::GoBackN => self.go_back_once(m.max(self.una)),
+                Recovery::Selective => self.queue_holes(upto),
+            }
+        }
+    }
+
+    /// Selective mode: the responder expects `cum` and holds `sack`.
+    fn on_sack<M: Memory>(&mut self, q: &QpCommon, ctx: &mut Ctx<'_, M>, cum: u64, sack: u64) {
+        ctx.stats.sacks_received += 1;
+        self.ack_through(q, ctx, cum);
+        if sack >= self.una && sack < self.next_psn && self.flags(sack) & NEEDS_RESPONSE == 0 {
+            self.set_flag(sack, DELIVERED);
+            self.advance(q, ctx);
+        }
+        self.queue_holes(sack.min(self.next_psn));
+    }
+
+    /// Queue every undelivered PSN in `[una, upto)` not yet queued in this round.
+    /// For a READ whose request the responder has not executed (PSN at or after
+    /// `cum_acked`) only the first PSN is queued: resending the request covers it all.
+    fn queue_holes(&mut self, upto: u64) {
+        let mut psn = self.una;
+        while psn < upto {
+            let i = (psn - self.una) as usize;
+            let f = self.board[i];
+            if f & (DELIVERED | RETX_QUEUED) == 0 {
+                let wanted = if f & NEEDS_RESPONSE != 0 && psn >= self.cum_acked {
+                    self.idx_of(psn)
+                        .is_some_and(|idx| self.wqes[idx].first_psn == psn)
+                } else {
+                    true
+                };
+                if wanted {
+                    self.board[i] |= RETX_QUEUED;
+                    self.holes.push_back(psn);
+                }
+            }
+            psn += 1;
+        }
+    }
+
+    fn go_back_once(&mut self, from: u64) {
+        if self.recovering_at == Some(from) && self.send_psn > from {
+            return;
+        }
+        if self.recovering_at == Some(from) {
+            return;
+        }
+        self.recovering_at = Some(from);
+        self.go_back(from);
+    }
+
+    fn go_back(&mut self, from: u64) {
+        if self.send_psn > from {
+            self.send_psn = from;
+        }
+    }
+
+    /// Retire delivered PSNs and the WQEs they complete, in order.
+    fn advance<M: Memory>(&mut self, q: &QpCommon, ctx: &mut Ctx<'_, M>) {
+        let old = self.una;
+        while self.board.front().is_some_and(|f| f & DELIVERED != 0) {
+            self.board.pop_front();
+            self.una += 1;
+        }
+        while self.started > 0 && self.wqes.front().is_some_and(|w| w.end_psn() <= self.una) {
+            let Some(w) = self.wqes.pop_front() else {
+                break;
+            };
+            self.started -= 1;
+            if w.wr.op.is_read_or_atomic() {
+                self.rd_atomic -= 1;
+            }
+            if w.wr.signaled {
+                let mut c =
+                    Completion::new(w.wr.wr_id, WcStatus::Success, w.wr.op.wc_opcode(), q.qpn);
+                c.byte_len = w.len.min(u64::from(u32::MAX)) as u32;
+                ctx.cq.push_back(c);
+            }
+            ctx.stats.messages_completed += 1;
+            ctx.stats.bytes_completed += w.len;
+        }
+        if self.una > old {
+            self.retry_left = q.attrs.retry_cnt;
+            self.rnr_left = q.attrs.rnr_retry;
+            if self.recovering_at.is_some_and(|r| r < self.una) {
+                self.recovering_at = None;
+            }
+            if self.send_psn < self.una {
+                self.send_psn = self.una;
+            }
+            self.arm_timer(q, ctx.now);
+        }
+    }
+
+    // ---------------------------------------------------------------- timers
+
+    pub fn handle_timeout<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+    ) -> Result<(), Fault> {
+        let now = ctx.now;
+        if self.rnr_until.is_some_and(|t| now >= t) {
+            self.rnr_until = None;
+            // RNR: resend from the refused PSN in both modes.
+            self.reset_recovery();
+            self.go_back(self.rnr_psn.max(self.una));
+            self.arm_timer(q, now);
+        }
+        if self.timer.is_some_and(|t| now >= t) {
+            ctx.stats.timeouts += 1;
+            self.timer = None;
+            self.consume_retry(q)?;
+            match q.attrs.recovery {
+                Recovery::GoBackN => {
+                    self.recovering_at = None;
+                    self.go_back(self.una);
+                }
+                Recovery::Selective => {
+                    self.reset_recovery();
+                    self.queue_holes(self.send_high);
+                }
+            }
+            self.arm_timer(q, now);
+        }
+        Ok(())
+    }
+
+    fn reset_recovery(&mut self) {
+        self.holes.clear();
+        for f in self.board.iter_mut() {
+            *f &= !RETX_QUEUED;
+        }
+        self.recovering_at = None;
+    }
+
+    /// Drop all state (flush or RESET); returns the WQEs for flushing.
+    pub fn take_all(&mut self) -> VecDeque<SendWqe> {
+        let w = std::mem::take(&mut self.wqes);
+        *self = Requester::new();
+        w
+    }
+}

@@ -1,0 +1,867 @@
+//! The responder of one QP: checks each request packet (PSN, opcode sequence, length,
+//! rkey, rights), places its data, consumes receive WQEs, executes READ and atomics,
+//! and queues the responses (ACK, NAK, READ response, atomic ACK) in PSN order.
+
+use crate::ctx::{opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
+use crate::memory::{Access, AccessError, AtomicOp, Key, Memory};
+use crate::qp::{QpType, Recovery};
+use crate::status::RespError;
+use crate::wr::{Completion, RecvWr, WcOpcode, WcStatus};
+use std::collections::{BTreeMap, VecDeque};
+use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
+use weft_wire::roce::{
+    AethRepr, AtomicAckEthRepr, BthRepr, IbPacketRepr, IcrcPath, IpPair, NakCode, Operation,
+    Position, Psn, Syndrome, Transport,
+};
+
+/// Bytes of the GRH a UD receive buffer starts with (IBTA §11.4.1.2).
+pub const GRH_LEN: usize = 40;
+
+/// The message being received.
+#[derive(Debug)]
+enum InMsg {
+    Send {
+        recv: RecvWr,
+        from_srq: bool,
+        offset: u64,
+    },
+    Write {
+        va: u64,
+        rkey: u32,
+        total: u64,
+        offset: u64,
+    },
+    /// UC: the rest of a message that was abandoned.
+    Discard,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ReadJob {
+    /// PSN of the job's first response.
+    first_psn: u64,
+    /// Responses already sent.
+    sent: u64,
+    va: u64,
+    rkey: u32,
+    len: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Response {
+    Ack {
+        psn: u64,
+        syndrome: Syndrome,
+        /// Selective mode: the out-of-order PSN reported in the MSN field.
+        sack: Option<u64>,
+        /// The QP enters ERR once this NAK is sent.
+        fatal: bool,
+    },
+    Read(ReadJob),
+    Atomic {
+        psn: u64,
+        orig: u64,
+    },
+}
+
+/// Why a request was not accepted.
+enum Refusal {
+    /// No receive WQE: RNR NAK (RC) or drop (UC).
+    Rnr,
+    Error(RespError),
+}
+
+impl From<RespError> for Refusal {
+    fn from(e: RespError) -> Refusal {
+        Refusal::Error(e)
+    }
+}
+
+/// Outcome of one `poll_transmit` of the responder.
+pub(crate) struct RespEmitted {
+    pub len: usize,
+    pub fatal: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Responder {
+    epsn: u64,
+    msn: u32,
+    cur: Option<InMsg>,
+    queue: VecDeque<Response>,
+    pending_reads: usize,
+    /// Go-back-N: a NAK (sequence or RNR) is outstanding; stay quiet until the
+    /// expected PSN arrives (C9-?).
+    nak_outstanding: bool,
+    /// A fatal NAK is queued; refuse everything after it.
+    fatal: bool,
+    atomic_replay: VecDeque<(u64, u64)>,
+    ooo: BTreeMap<u64, (IbPacketRepr, Vec<u8>)>,
+    scratch: Vec<u8>,
+}
+
+/// Longest response queue; beyond it duplicates and NAKs are dropped (a hostile
+/// peer cannot make the queue grow without bound).
+const MAX_QUEUE: usize = 4096;
+
+impl Responder {
+    pub fn new() -> Responder {
+        Responder {
+            epsn: 0,
+            msn: 0,
+            cur: None,
+            queue: VecDeque::new(),
+            pending_reads: 0,
+            nak_outstanding: false,
+            fatal: false,
+            atomic_replay: VecDeque::new(),
+            ooo: BTreeMap::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Start expecting `rq_psn` (INIT → RTR).
+    pub fn start(&mut self, q: &QpCommon) {
+        *self = Responder::new();
+        self.epsn = (1u64 << 24) | u64::from(q.attrs.rq_psn.value());
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Return the receive WQE of an abandoned SEND to its queue, and clear state.
+    pub fn take_partial(&mut self) -> Option<(RecvWr, bool)> {
+        match self.cur.take() {
+            Some(InMsg::Send { recv, from_srq, .. }) => Some((recv, from_srq)),
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, r: Response) {
+        if self.queue.len() >= MAX_QUEUE {
+            return;
+        }
+        if matches!(r, Response::Read(_)) {
+            self.pending_reads += 1;
+        }
+        self.queue.push_back(r);
+    }
+
+    /// Queue an ACK of everything through `psn`, coalescing with an ACK already at the
+    /// tail of the queue (IBTA §9.7.5.1.2: one ACK may acknowledge many packets).
+    fn push_ack(&mut self, psn: u64) {
+        if let Some(Response::Ack {
+            psn: last,
+            syndrome: Syndrome::Ack { .. },
+            sack: None,
+            ..
+        }) = self.queue.back_mut()
+        {
+            *last = (*last).max(psn);
+            return;
+        }
+        self.push(Response::Ack {
+            psn,
+            syndrome: Syndrome::Ack { credit_code: 0 },
+            sack: None,
+            fatal: false,
+        });
+    }
+
+    fn push_nak(&mut self, psn: u64, syndrome: Syndrome, fatal: bool) {
+        self.push(Response::Ack {
+            psn,
+            syndrome,
+            sack: None,
+            fatal,
+        });
+    }
+
+    // ------------------------------------------------------------------ receive
+
+    /// A request packet (SEND, WRITE, READ request, atomic) for this QP.
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_request<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+        src_path: &IcrcPath,
+        wire_len: usize,
+    ) {
+        match q.qp_type {
+            QpType::Rc => self.rc_request(q, rq, ctx, repr, payload),
+            QpType::Uc => self.uc_request(q, rq, ctx, repr, payload),
+            QpType::Ud => self.ud_request(q, rq, ctx, repr, payload, src_path, wire_len),
+        }
+    }
+
+    fn rc_request<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+    ) {
+        if self.fatal {
+            ctx.stats.dropped_state += 1;
+            return;
+        }
+        let p = repr.bth.psn.expand(self.epsn);
+        let selective = q.attrs.recovery == Recovery::Selective;
+        if p == self.epsn {
+            self.rc_in_order(q, rq, ctx, repr, payload);
+            // Selective repeat: the gap may have closed; drain what was kept.
+            while selective && !self.fatal {
+                let Some(entry) = self.ooo.first_entry() else {
+                    break;
+                };
+                if *entry.key() > self.epsn {
+                    break;
+                }
+                let (psn, (r, data)) = entry.remove_entry();
+                if psn == self.epsn {
+                    self.rc_in_order(q, rq, ctx, &r, &data);
+                }
+            }
+        } else if p > self.epsn {
+            ctx.stats.out_of_sequence += 1;
+            let window = u64::from(q.attrs.max_inflight);
+            if selective && p - self.epsn < window && !self.nak_outstanding {
+                self.ooo
+                    .entry(p)
+                    .or_insert_with(|| (*repr, payload.to_vec()));
+                self.push(Response::Ack {
+                    psn: self.epsn,
+                    syndrome: Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR),
+                    sack: Some(p),
+                    fatal: false,
+                });
+            } else if !self.nak_outstanding {
+                // C9-?: one NAK-sequence-error per gap, then silence until ePSN arrives.
+                ctx.stats.seq_naks_sent += 1;
+                self.nak_outstanding = true;
+                self.push_nak(self.epsn, Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR), false);
+            }
+        } else {
+            self.rc_duplicate(q, ctx, repr, p);
+        }
+    }
+
+    /// IBTA §9.7.5.1.? duplicate requests: SEND/WRITE are ACKed again; READ is
+    /// executed again (reads have no side effect); an atomic is answered from the
+    /// replay ring, never executed twice.
+    fn rc_duplicate<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        p: u64,
+    ) {
+        ctx.stats.duplicate_requests += 1;
+        let Some(info) = repr.bth.opcode.info() else {
+            return;
+        };
+        match info.operation {
+            Operation::ReadRequest => {
+                let Some(reth) = repr.reth else { return };
+                let len = u64::from(reth.dma_len);
+                if self.check_read(q, ctx, reth.va, reth.rkey, len).is_err()
+                    || self.pending_reads >= 2 * usize::from(q.attrs.max_dest_rd_atomic)
+                {
+                    return;
+                }
+                self.push(Response::Read(ReadJob {
+                    first_psn: p,
+                    sent: 0,
+                    va: reth.va,
+                    rkey: reth.rkey,
+                    len,
+                }));
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                if let Some(&(_, orig)) = self.atomic_replay.iter().find(|(psn, _)| *psn == p) {
+                    self.push(Response::Atomic { psn: p, orig });
+                }
+            }
+            _ => self.push_ack(self.epsn - 1),
+        }
+    }
+
+    fn rc_in_order<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+    ) {
+        let p = self.epsn;
+        self.nak_outstanding = false;
+        match self.execute(q, rq, ctx, repr, payload, p) {
+            Ok(consumed) => {
+                self.epsn += consumed;
+                let op = repr.bth.opcode.info().map(|i| i.operation);
+                if repr.bth.ack_req && matches!(op, Some(Operation::Send | Operation::Write)) {
+                    self.push_ack(p);
+                }
+            }
+            Err(Refusal::Rnr) => {
+                ctx.stats.rnr_naks_sent += 1;
+                self.nak_outstanding = true;
+                self.ooo.clear();
+                self.push_nak(
+                    p,
+                    Syndrome::RnrNak {
+                        timer: q.attrs.min_rnr_timer,
+                    },
+                    false,
+                );
+            }
+            Err(Refusal::Error(e)) => {
+                ctx.stats.fatal_naks_sent += 1;
+                self.fail_current(q, ctx, e);
+                self.fatal = true;
+                self.ooo.clear();
+                self.push_nak(p, Syndrome::Nak(e.nak_code()), true);
+            }
+        }
+    }
+
+    /// Complete the receive WQE of a message that failed, with the status the error names.
+    fn fail_current<M: Memory>(&mut self, q: &QpCommon, ctx: &mut Ctx<'_, M>, e: RespError) {
+        if let Some(InMsg::Send { recv, from_srq, .. }) = self.cur.take() {
+            let mut c = Completion::new(recv.wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
+            c.from_srq = from_srq;
+            ctx.cq.push_back(c);
+        }
+    }
+
+    fn uc_request<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+    ) {
+        let p = repr.bth.psn.expand(self.epsn);
+        let Some(info) = repr.bth.opcode.info() else {
+            return;
+        };
+        if p != self.epsn {
+            // IBTA §9.8.3.? (UC): a PSN gap abandons the message in progress; the
+            // receive WQE stays for the next message.
+            ctx.stats.out_of_sequence += 1;
+            self.abandon(q, rq, ctx);
+            if !info.position.starts_message() {
+                self.cur = Some(InMsg::Discard);
+            }
+        }
+        self.epsn = p + 1;
+        if matches!(self.cur, Some(InMsg::Discard)) {
+            if info.position.starts_message() {
+                self.cur = None;
+            } else {
+                if info.position.ends_message() {
+                    self.cur = None;
+                }
+                ctx.stats.uc_discarded += 1;
+                return;
+            }
+        }
+        match self.execute(q, rq, ctx, repr, payload, p) {
+            Ok(_) => {}
+            Err(refusal) => {
+                ctx.stats.uc_discarded += 1;
+                if let Refusal::Error(
+                    e @ (RespError::RecvTooSmall | RespError::RecvProtection(_)),
+                ) = refusal
+                {
+                    self.fail_current(q, ctx, e);
+                } else {
+                    self.abandon(q, rq, ctx);
+                }
+                if !info.position.ends_message() {
+                    self.cur = Some(InMsg::Discard);
+                }
+            }
+        }
+    }
+
+    /// UC: give back the receive WQE of an unfinished SEND.
+    fn abandon<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+    ) {
+        if let Some((recv, from_srq)) = self.take_partial() {
+            match (from_srq, q.srq.and_then(|s| ctx.srqs.get_mut(&s))) {
+                (true, Some(srq)) => srq.queue.push_front(recv),
+                _ => rq.push_front(recv),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ud_request<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+        src_path: &IcrcPath,
+        wire_len: usize,
+    ) {
+        let Some(deth) = repr.deth else { return };
+        // IBTA C10-?: a datagram whose Q_Key does not match is silently dropped.
+        if deth.qkey != q.attrs.qkey {
+            ctx.stats.qkey_mismatch += 1;
+            return;
+        }
+        if payload.len() as u64 > q.mtu() {
+            ctx.stats.malformed += 1;
+            return;
+        }
+        let Some((recv, from_srq)) = take_recv(q, rq, ctx) else {
+            ctx.stats.ud_no_recv += 1;
+            return;
+        };
+        let mut c = Completion::new(recv.wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
+        c.from_srq = from_srq;
+        c.imm = repr.imm;
+        c.src_qp = Some(deth.src_qp);
+        c.src_path = Some(*src_path);
+        let total = (GRH_LEN + payload.len()) as u64;
+        if total > recv.capacity() {
+            c.status = WcStatus::LocLenErr;
+        } else {
+            let grh = grh_for(src_path, wire_len);
+            let placed = scatter(ctx.mem, q.pd, &recv.sg_list, 0, &grh)
+                .and_then(|()| scatter(ctx.mem, q.pd, &recv.sg_list, GRH_LEN as u64, payload));
+            match placed {
+                Ok(()) => c.byte_len = total as u32,
+                Err(_) => c.status = WcStatus::LocProtErr,
+            }
+        }
+        ctx.cq.push_back(c);
+    }
+
+    /// Check, place and account one in-order request packet of RC or UC. Returns the
+    /// PSNs it consumed (a READ request consumes one per response packet).
+    fn execute<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+        p: u64,
+    ) -> Result<u64, Refusal> {
+        let info = repr
+            .bth
+            .opcode
+            .info()
+            .ok_or(RespError::InvalidRequest("opcode"))?;
+        let pos = info.position;
+        let mtu = q.mtu();
+        let plen = payload.len() as u64;
+        // C9-?: opcode sequence — a message starts only when none is in progress, and
+        // continues with the same operation.
+        let in_progress = match &self.cur {
+            None => None,
+            Some(InMsg::Send { .. }) => Some(Operation::Send),
+            Some(InMsg::Write { .. }) => Some(Operation::Write),
+            Some(InMsg::Discard) => None,
+        };
+        match (in_progress, pos.starts_message()) {
+            (None, true) => {}
+            (Some(op), false) if op == info.operation => {}
+            _ => return Err(RespError::InvalidRequest("opcode sequence").into()),
+        }
+        // Payload length per position (C9-?): First and Middle carry exactly one MTU.
+        let len_ok = match pos {
+            Position::First | Position::Middle => plen == mtu,
+            Position::Last => (1..=mtu).contains(&plen),
+            Position::Only => plen <= mtu,
+        };
+        if matches!(info.operation, Operation::Send | Operation::Write) && !len_ok {
+            return Err(RespError::InvalidRequest("payload length").into());
+        }
+        match info.operation {
+            Operation::Send => {
+                if pos.starts_message() {
+                    let (recv, from_srq) = take_recv(q, rq, ctx).ok_or(Refusal::Rnr)?;
+                    self.cur = Some(InMsg::Send {
+                        recv,
+                        from_srq,
+                        offset: 0,
+                    });
+                }
+                let Some(InMsg::Send { recv, offset, .. }) = &mut self.cur else {
+                    return Err(RespError::InvalidRequest("opcode sequence").into());
+                };
+                if *offset + plen > recv.capacity() {
+                    return Err(RespError::RecvTooSmall.into());
+                }
+                scatter(ctx.mem, q.pd, &recv.sg_list, *offset, payload)
+                    .map_err(RespError::RecvProtection)?;
+                *offset += plen;
+                if pos.ends_message() {
+                    if let Some(InMsg::Send {
+                        recv,
+                        from_srq,
+                        offset,
+                    }) = self.cur.take()
+                    {
+                        let mut c =
+                            Completion::new(recv.wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
+                        c.byte_len = offset as u32;
+                        c.imm = repr.imm;
+                        c.from_srq = from_srq;
+                        ctx.cq.push_back(c);
+                    }
+                    self.msn = self.msn.wrapping_add(1);
+                }
+                Ok(1)
+            }
+            Operation::Write => {
+                if pos.starts_message() {
+                    let reth = repr.reth.ok_or(RespError::InvalidRequest("reth"))?;
+                    let total = u64::from(reth.dma_len);
+                    if total > ctx.config.max_msg_len {
+                        return Err(RespError::InvalidRequest("message length").into());
+                    }
+                    if total > 0 {
+                        self.check_remote(q, ctx, reth.rkey, reth.va, total, Access::REMOTE_WRITE)?;
+                    }
+                    self.cur = Some(InMsg::Write {
+                        va: reth.va,
+                        rkey: reth.rkey,
+                        total,
+                        offset: 0,
+                    });
+                }
+                let Some(InMsg::Write {
+                    va,
+                    rkey,
+                    total,
+                    offset,
+                }) = self.cur
+                else {
+                    return Err(RespError::InvalidRequest("opcode sequence").into());
+                };
+                let end = offset + plen;
+                let fits = if pos.ends_message() {
+                    end == total
+                } else {
+                    end < total
+                };
+                if !fits {
+                    return Err(RespError::InvalidRequest("write length").into());
+                }
+                // WRITE with immediate consumes a receive WQE: refuse (RNR) before any
+                // byte of this packet moves.
+                if repr.imm.is_some() && !has_recv(q, rq, ctx) {
+                    return Err(Refusal::Rnr);
+                }
+                if plen > 0 {
+                    ctx.mem
+                        .write(
+                            Key::Remote(rkey),
+                            q.pd,
+                            va + offset,
+                            payload,
+                            Access::REMOTE_WRITE,
+                        )
+                        .map_err(RespError::RemoteAccess)?;
+                }
+                if pos.ends_message() {
+                    self.cur = None;
+                    self.msn = self.msn.wrapping_add(1);
+                    if let Some(imm) = repr.imm {
+                        if let Some((recv, from_srq)) = take_recv(q, rq, ctx) {
+                            let mut c = Completion::new(
+                                recv.wr_id,
+                                WcStatus::Success,
+                                WcOpcode::RecvRdmaWithImm,
+                                q.qpn,
+                            );
+                            c.byte_len = total as u32;
+                            c.imm = Some(imm);
+                            c.from_srq = from_srq;
+                            ctx.cq.push_back(c);
+                        }
+                    }
+                } else if let Some(InMsg::Write { offset, .. }) = &mut self.cur {
+                    *offset = end;
+                }
+                Ok(1)
+            }
+            Operation::ReadRequest if q.qp_type == QpType::Rc => {
+                let reth = repr.reth.ok_or(RespError::InvalidRequest("reth"))?;
+                let len = u64::from(reth.dma_len);
+                if len > ctx.config.max_msg_len {
+                    return Err(RespError::InvalidRequest("message length").into());
+                }
+                self.check_read(q, ctx, reth.va, reth.rkey, len)?;
+                // §9.4.4 / C9-?: more outstanding READ/atomics than max_dest_rd_atomic.
+                if self.pending_reads >= usize::from(q.attrs.max_dest_rd_atomic) {
+                    return Err(RespError::InvalidRequest("too many outstanding reads").into());
+                }
+                self.push(Response::Read(ReadJob {
+                    first_psn: p,
+                    sent: 0,
+                    va: reth.va,
+                    rkey: reth.rkey,
+                    len,
+                }));
+                self.msn = self.msn.wrapping_add(1);
+                Ok(packets_for(len, mtu))
+            }
+            Operation::CompareSwap | Operation::FetchAdd if q.qp_type == QpType::Rc => {
+                let a = repr
+                    .atomic_eth
+                    .ok_or(RespError::InvalidRequest("atomic eth"))?;
+                // C9-?: an atomic target must be 8-byte aligned.
+                if a.va % 8 != 0 {
+                    return Err(RespError::InvalidRequest("misaligned atomic").into());
+                }
+                if !q.attrs.access.contains(Access::REMOTE_ATOMIC) {
+                    return Err(RespError::RemoteAccess(AccessError::AccessDenied).into());
+                }
+                let op = if info.operation == Operation::CompareSwap {
+                    AtomicOp::CompareSwap {
+                        compare: a.compare,
+                        swap: a.swap_add,
+                    }
+                } else {
+                    AtomicOp::FetchAdd { add: a.swap_add }
+                };
+                let orig = ctx
+                    .mem
+                    .atomic(Key::Remote(a.rkey), q.pd, a.va, op)
+                    .map_err(|e| match e {
+                        AccessError::Misaligned => RespError::InvalidRequest("misaligned atomic"),
+                        e => RespError::RemoteAccess(e),
+                    })?;
+                self.atomic_replay.push_back((p, orig));
+                while self.atomic_replay.len() > usize::from(q.attrs.max_dest_rd_atomic).max(1) {
+                    self.atomic_replay.pop_front();
+                }
+                self.push(Response::Atomic { psn: p, orig });
+                self.msn = self.msn.wrapping_add(1);
+                Ok(1)
+            }
+            _ => Err(RespError::InvalidRequest("opcode not valid on this QP").into()),
+        }
+    }
+
+    fn check_remote<M: Memory>(
+        &self,
+        q: &QpCommon,
+        ctx: &Ctx<'_, M>,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(), RespError> {
+        if !q.attrs.access.contains(need) {
+            return Err(RespError::RemoteAccess(AccessError::AccessDenied));
+        }
+        ctx.mem
+            .check(Key::Remote(rkey), q.pd, va, len, need)
+            .map_err(RespError::RemoteAccess)
+    }
+
+    fn check_read<M: Memory>(
+        &self,
+        q: &QpCommon,
+        ctx: &Ctx<'_, M>,
+        va: u64,
+        rkey: u32,
+        len: u64,
+    ) -> Result<(), RespError> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.check_remote(q, ctx, rkey, va, len, Access::REMOTE_READ)
+    }
+
+    // ----------------------------------------------------------------- transmit
+
+    /// Write the next response packet into `buf`.
+    pub fn poll_transmit<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        buf: &mut [u8],
+    ) -> Option<RespEmitted> {
+        let path = q.attrs.path?;
+        let front = *self.queue.front()?;
+        let mtu = q.mtu();
+        let credits = if q.srq.is_some() {
+            CREDITS_INVALID
+        } else {
+            code_from_credits(0)
+        };
+        let ack = |syndrome| AethRepr {
+            syndrome,
+            msn: self.msn & Psn::MASK,
+        };
+        let mut bth = BthRepr::new(weft_wire::Opcode(0), q.attrs.dest_qpn, Psn::new(0));
+        bth.pkey = q.attrs.pkey;
+        let mut repr = IbPacketRepr::new(bth);
+        let mut payload_len = 0usize;
+        let mut fatal = false;
+        match front {
+            Response::Ack {
+                psn,
+                syndrome,
+                sack,
+                fatal: f,
+            } => {
+                self.queue.pop_front();
+                repr.bth.opcode =
+                    opcode_for(Transport::Rc, Operation::Acknowledge, Position::Only, false)?;
+                repr.bth.psn = Psn::new(psn as u32);
+                let syndrome = match syndrome {
+                    Syndrome::Ack { .. } => Syndrome::Ack {
+                        credit_code: credits,
+                    },
+                    s => s,
+                };
+                let mut a = ack(syndrome);
+                if let Some(s) = sack {
+                    a.msn = s as u32 & Psn::MASK;
+                }
+                repr.aeth = Some(a);
+                fatal = f;
+                if fatal || !matches!(syndrome, Syndrome::Ack { .. }) {
+                    ctx.stats.naks_sent += 1;
+                } else {
+                    ctx.stats.acks_sent += 1;
+                }
+            }
+            Response::Atomic { psn, orig } => {
+                self.queue.pop_front();
+                repr.bth.opcode = opcode_for(
+                    Transport::Rc,
+                    Operation::AtomicAcknowledge,
+                    Position::Only,
+                    false,
+                )?;
+                repr.bth.psn = Psn::new(psn as u32);
+                repr.aeth = Some(ack(Syndrome::Ack {
+                    credit_code: credits,
+                }));
+                repr.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
+            }
+            Response::Read(job) => {
+                let n = packets_for(job.len, mtu);
+                let i = job.sent;
+                let pos = position(i, n);
+                repr.bth.opcode = opcode_for(Transport::Rc, Operation::ReadResponse, pos, false)?;
+                repr.bth.psn = Psn::new((job.first_psn + i) as u32);
+                if pos != Position::Middle {
+                    repr.aeth = Some(ack(Syndrome::Ack {
+                        credit_code: credits,
+                    }));
+                }
+                payload_len = packet_len(job.len, mtu, i) as usize;
+                self.scratch.resize(payload_len, 0);
+                if payload_len > 0 {
+                    let read = ctx.mem.read(
+                        Key::Remote(job.rkey),
+                        q.pd,
+                        job.va + i * mtu,
+                        &mut self.scratch,
+                        Access::REMOTE_READ,
+                    );
+                    if read.is_err() {
+                        // The region went away mid-READ: NAK remote access at this PSN.
+                        self.queue.pop_front();
+                        self.pending_reads -= 1;
+                        self.fatal = true;
+                        self.queue.push_front(Response::Ack {
+                            psn: job.first_psn + i,
+                            syndrome: Syndrome::Nak(NakCode::REMOTE_ACCESS_ERROR),
+                            sack: None,
+                            fatal: true,
+                        });
+                        return self.poll_transmit(q, ctx, buf);
+                    }
+                }
+                if i + 1 >= n {
+                    self.queue.pop_front();
+                    self.pending_reads -= 1;
+                } else if let Some(Response::Read(j)) = self.queue.front_mut() {
+                    j.sent += 1;
+                }
+                ctx.stats.read_responses_sent += 1;
+            }
+        }
+        let payload = &self.scratch[..payload_len];
+        let len = repr.emit(buf, payload).ok()?;
+        path.fill(&mut buf[..len]).ok()?;
+        Some(RespEmitted { len, fatal })
+    }
+}
+
+fn has_recv<M: Memory>(q: &QpCommon, rq: &VecDeque<RecvWr>, ctx: &Ctx<'_, M>) -> bool {
+    match q.srq {
+        Some(s) => ctx.srqs.get(&s).is_some_and(|s| !s.queue.is_empty()),
+        None => !rq.is_empty(),
+    }
+}
+
+fn take_recv<M: Memory>(
+    q: &QpCommon,
+    rq: &mut VecDeque<RecvWr>,
+    ctx: &mut Ctx<'_, M>,
+) -> Option<(RecvWr, bool)> {
+    match q.srq {
+        Some(s) => ctx
+            .srqs
+            .get_mut(&s)
+            .and_then(|s| s.queue.pop_front())
+            .map(|r| (r, true)),
+        None => rq.pop_front().map(|r| (r, false)),
+    }
+}
+
+/// The 40 bytes rdma_rxe writes at the head of a UD receive buffer: for RoCEv2 over
+/// IPv4, 20 zero bytes then the IPv4 header; over IPv6, the IPv6 header (which has the
+/// GRH's layout). Fields weft's links do not carry in the path take their values.
+pub fn grh_for(path: &IcrcPath, ib_len: usize) -> [u8; GRH_LEN] {
+    let mut g = [0u8; GRH_LEN];
+    let udp_len = 8 + ib_len;
+    match path.ips {
+        IpPair::V4 { src, dst } => {
+            let h = &mut g[20..];
+            h[0] = 0x45;
+            h[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+            h[6] = 0x40; // DF, identification 0
+            h[8] = 64; // TTL
+            h[9] = 17; // UDP
+            h[12..16].copy_from_slice(&src.octets());
+            h[16..20].copy_from_slice(&dst.octets());
+            let sum = weft_wire::checksum::checksum(h);
+            h[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        IpPair::V6 { src, dst } => {
+            g[0] = 0x60;
+            g[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            g[6] = 17;
+            g[7] = 64;
+            g[8..24].copy_from_slice(&src.octets());
+            g[24..40].copy_from_slice(&dst.octets());
+        }
+    }
+    g
+}

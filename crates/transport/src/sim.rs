@@ -1,0 +1,522 @@
+//! A deterministic network simulator: seeded fault-injecting links in virtual time, and
+//! a two-endpoint harness (`Pair`) in the shape of quinn-proto's test pair — `step`
+//! jumps time to the next event, `drive` runs until a condition holds.
+//!
+//! Nothing here reads a clock or an OS random source: a seed and the inputs decide
+//! every run, so any failure replays exactly.
+
+use crate::endpoint::{Config, Endpoint, QpInit, MAX_OVERHEAD};
+use crate::memory::{Access, VecMemory};
+use crate::qp::{Mtu, QpAttr, QpState, QpType, Recovery};
+use crate::time::Instant;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::Ipv4Addr;
+use weft_wire::roce::{IcrcPath, Psn};
+
+/// A small, fast, seedable generator (xoshiro256**, seeded through splitmix64).
+///
+/// Hand-rolled rather than `rand::SmallRng` on purpose: `SmallRng`'s algorithm may
+/// change between `rand` releases, and the sweep table in `docs/results/` is a snapshot
+/// that must replay bit for bit.
+#[derive(Debug, Clone)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Rng {
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        Rng {
+            s: [next(), next(), next(), next()],
+        }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+
+    /// Uniform in `[lo, hi)` (`lo` when empty).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.next_u64() % (hi - lo)
+        }
+    }
+}
+
+/// Faults and shape of one direction of a link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkConfig {
+    /// Probability a packet is lost.
+    pub loss: f64,
+    /// Probability a packet is delivered twice.
+    pub duplicate: f64,
+    /// Probability a packet is held back by `reorder_delay_us` (so later ones pass it).
+    pub reorder: f64,
+    /// Extra delay of a reordered packet.
+    pub reorder_delay_us: u64,
+    /// Probability one byte of a packet is flipped.
+    pub corrupt: f64,
+    /// One-way propagation delay.
+    pub delay_us: u64,
+    /// Uniform extra delay in `[0, jitter_us]` (can reorder too).
+    pub jitter_us: u64,
+    /// Line rate in bytes per microsecond (1250 = 10 Gbit/s); 0 = unlimited.
+    pub rate_bytes_per_us: u64,
+    /// Largest UDP payload the link carries; larger packets are dropped.
+    pub mtu: usize,
+}
+
+impl Default for LinkConfig {
+    fn default() -> LinkConfig {
+        LinkConfig {
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay_us: 20,
+            corrupt: 0.0,
+            delay_us: 5,
+            jitter_us: 0,
+            rate_bytes_per_us: 1250,
+            mtu: 4096 + MAX_OVERHEAD,
+        }
+    }
+}
+
+impl LinkConfig {
+    /// A lossless link with `delay_us` one-way delay at 10 Gbit/s.
+    pub fn clean(delay_us: u64) -> LinkConfig {
+        LinkConfig {
+            delay_us,
+            ..LinkConfig::default()
+        }
+    }
+
+    /// Same link with random loss `p`.
+    pub fn with_loss(mut self, p: f64) -> LinkConfig {
+        self.loss = p;
+        self
+    }
+}
+
+/// What a link did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct LinkStats {
+    pub sent: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub too_big: u64,
+}
+
+/// One direction of a simulated wire: serialises at the line rate, then applies delay
+/// and the configured faults. A wrapper with a seed, not a separate world.
+#[derive(Debug)]
+pub struct Link {
+    /// Faults and shape.
+    pub config: LinkConfig,
+    rng: Rng,
+    busy_until_ns: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64)>>,
+    packets: std::collections::HashMap<u64, (Vec<u8>, IcrcPath)>,
+    /// Counters.
+    pub stats: LinkStats,
+}
+
+impl Link {
+    /// A link with its own seed.
+    pub fn new(config: LinkConfig, seed: u64) -> Link {
+        Link {
+            config,
+            rng: Rng::new(seed),
+            busy_until_ns: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            packets: std::collections::HashMap::new(),
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// True when the transmitter is free (within one microsecond) at `now`: the
+    /// harness polls an endpoint only then, like a NIC with a short TX ring.
+    pub fn can_send(&self, now: Instant) -> bool {
+        self.busy_until_ns <= now.micros() * 1000 + 1000
+    }
+
+    /// When the transmitter frees up.
+    pub fn free_at(&self) -> Instant {
+        Instant((self.busy_until_ns.saturating_sub(1000)).div_ceil(1000))
+    }
+
+    fn enqueue(&mut self, at_ns: u64, bytes: Vec<u8>, path: IcrcPath) {
+        self.seq += 1;
+        self.queue.push(Reverse((at_ns, self.seq)));
+        self.packets.insert(self.seq, (bytes, path));
+    }
+
+    /// Put a packet on the wire at `now`.
+    pub fn send(&mut self, now: Instant, path: IcrcPath, bytes: &[u8]) {
+        self.stats.sent += 1;
+        let now_ns = now.micros() * 1000;
+        let start = self.busy_until_ns.max(now_ns);
+        let ser = match self.config.rate_bytes_per_us {
+            0 => 0,
+            r => (bytes.len() as u64 * 1000).div_ceil(r),
+        };
+        self.busy_until_ns = start + ser;
+        if bytes.len() > self.config.mtu {
+            self.stats.too_big += 1;
+            return;
+        }
+        if self.rng.chance(self.config.loss) {
+            self.stats.lost += 1;
+            return;
+        }
+        let mut data = bytes.to_vec();
+        if self.rng.chance(self.config.corrupt) && !data.is_empty() {
+            let i = self.rng.range(0, data.len() as u64) as usize;
+            data[i] ^= 1 << self.rng.range(0, 8);
+            self.stats.corrupted += 1;
+        }
+        let mut at = self.busy_until_ns + self.config.delay_us * 1000;
+        if self.config.jitter_us > 0 {
+            at += self.rng.range(0, self.config.jitter_us * 1000 + 1);
+        }
+        if self.rng.chance(self.config.reorder) {
+            at += self.config.reorder_delay_us * 1000;
+            self.stats.reordered += 1;
+        }
+        if self.rng.chance(self.config.duplicate) {
+            self.stats.duplicated += 1;
+            let extra = self.rng.range(0, 3000);
+            self.enqueue(at + extra, data.clone(), path);
+        }
+        self.enqueue(at, data, path);
+    }
+
+    /// When the next packet arrives.
+    pub fn next_arrival(&self) -> Option<Instant> {
+        self.queue
+            .peek()
+            .map(|Reverse((at, _))| Instant(at.div_ceil(1000)))
+    }
+
+    /// A packet that has arrived by `now`.
+    pub fn receive(&mut self, now: Instant) -> Option<(IcrcPath, Vec<u8>)> {
+        let Reverse((at, seq)) = *self.queue.peek()?;
+        if at > now.micros() * 1000 {
+            return None;
+        }
+        self.queue.pop();
+        let (bytes, path) = self.packets.remove(&seq)?;
+        self.stats.delivered += 1;
+        Some((path, bytes))
+    }
+
+    /// Packets on the wire.
+    pub fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+/// Which side of a [`Pair`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Endpoint A.
+    A,
+    /// Endpoint B.
+    B,
+}
+
+/// Two endpoints joined by two links.
+#[derive(Debug)]
+pub struct Pair {
+    /// Endpoint A (10.0.0.1).
+    pub a: Endpoint<VecMemory>,
+    /// Endpoint B (10.0.0.2).
+    pub b: Endpoint<VecMemory>,
+    /// A → B.
+    pub ab: Link,
+    /// B → A.
+    pub ba: Link,
+    /// Virtual time.
+    pub now: Instant,
+    buf: Vec<u8>,
+}
+
+/// Address of endpoint A.
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// Address of endpoint B.
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+/// Options for [`Pair::connect`].
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOptions {
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Recovery mode (RC).
+    pub recovery: Recovery,
+    /// PSNs in flight cap.
+    pub max_inflight: u32,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// RNR timer code.
+    pub min_rnr_timer: u8,
+    /// READ/atomic depth both ways.
+    pub rd_atomic: u8,
+    /// Remote rights both QPs grant.
+    pub access: Access,
+    /// First PSN A sends (B's rq_psn) — the reverse direction uses `psn_b`.
+    pub psn_a: u32,
+    /// First PSN B sends.
+    pub psn_b: u32,
+    /// Send / receive queue depth.
+    pub depth: usize,
+    /// Use an SRQ on B.
+    pub srq_b: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> ConnectOptions {
+        ConnectOptions {
+            mtu: Mtu::M1024,
+            recovery: Recovery::GoBackN,
+            max_inflight: 64,
+            timeout: 5,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            rd_atomic: 16,
+            access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            psn_a: 0xff_fff0, // close to the wrap, so every test crosses it
+            psn_b: 0x12_3456,
+            depth: 4096,
+            srq_b: false,
+        }
+    }
+}
+
+/// The two QPs [`Pair::connect`] created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    /// QP on A.
+    pub qpn_a: u32,
+    /// QP on B.
+    pub qpn_b: u32,
+    /// B's SRQ, if any.
+    pub srq_b: Option<u32>,
+}
+
+impl Pair {
+    /// Two endpoints with `mem_size`-byte memories; links seeded from `seed`.
+    pub fn new(config: Config, mem_size: usize, ab: LinkConfig, ba: LinkConfig, seed: u64) -> Pair {
+        let mut rng = Rng::new(seed);
+        let mut ca = config.clone();
+        ca.qpn_seed = rng.next_u64();
+        let mut cb = config;
+        cb.qpn_seed = rng.next_u64();
+        Pair {
+            a: Endpoint::new(
+                ca,
+                VecMemory::new(0x10_0000, mem_size, 0xEE, rng.next_u64() as u32),
+            ),
+            b: Endpoint::new(
+                cb,
+                VecMemory::new(0x80_0000, mem_size, 0xDD, rng.next_u64() as u32),
+            ),
+            ab: Link::new(ab, rng.next_u64()),
+            ba: Link::new(ba, rng.next_u64()),
+            now: Instant::ZERO,
+            buf: vec![0; 4096 + MAX_OVERHEAD],
+        }
+    }
+
+    /// The path from `side` to the other side.
+    pub fn path(side: Side, qpn: u32) -> IcrcPath {
+        // RoCEv2 puts flow entropy in the UDP source port; derive it from the QPN.
+        let port = 0xc000 | (qpn as u16 & 0x3fff);
+        match side {
+            Side::A => IcrcPath::v4(ADDR_A, ADDR_B, port),
+            Side::B => IcrcPath::v4(ADDR_B, ADDR_A, port),
+        }
+    }
+
+    /// Create and connect a QP on each side (RESET → INIT → RTR → RTS), both in
+    /// protection domain 1.
+    pub fn connect(&mut self, qp_type: QpType, o: &ConnectOptions) -> Connection {
+        let srq_b = o.srq_b.then(|| self.b.create_srq(1, o.depth));
+        let init = |srq| QpInit {
+            qp_type,
+            pd: 1,
+            max_send_wr: o.depth,
+            max_recv_wr: o.depth,
+            srq,
+        };
+        let qpn_a = self.a.create_qp(init(None)).expect("create");
+        let qpn_b = self.b.create_qp(init(srq_b)).expect("create");
+        let setup =
+            |ep: &mut Endpoint<VecMemory>, me: u32, peer: u32, side: Side, rq: u32, sq: u32| {
+                let steps = [
+                    QpAttr {
+                        state: Some(QpState::Init),
+                        pkey: Some(0xffff),
+                        qkey: Some(0x1111_1111),
+                        access: Some(o.access),
+                        ..QpAttr::default()
+                    },
+                    QpAttr {
+                        state: Some(QpState::Rtr),
+                        path: Some(Pair::path(side, me)),
+                        path_mtu: Some(o.mtu),
+                        dest_qpn: Some(peer),
+                        rq_psn: Some(Psn::new(rq)),
+                        max_dest_rd_atomic: Some(o.rd_atomic),
+                        min_rnr_timer: Some(o.min_rnr_timer),
+                        recovery: Some(o.recovery),
+                        max_inflight: Some(o.max_inflight),
+                        ..QpAttr::default()
+                    },
+                    QpAttr {
+                        state: Some(QpState::Rts),
+                        sq_psn: Some(Psn::new(sq)),
+                        timeout: Some(o.timeout),
+                        retry_cnt: Some(o.retry_cnt),
+                        rnr_retry: Some(o.rnr_retry),
+                        max_rd_atomic: Some(o.rd_atomic),
+                        ..QpAttr::default()
+                    },
+                ];
+                for s in &steps {
+                    ep.modify_qp(me, s).expect("modify");
+                }
+            };
+        setup(&mut self.a, qpn_a, qpn_b, Side::A, o.psn_b, o.psn_a);
+        setup(&mut self.b, qpn_b, qpn_a, Side::B, o.psn_a, o.psn_b);
+        Connection {
+            qpn_a,
+            qpn_b,
+            srq_b,
+        }
+    }
+
+    /// Do everything due at the current time; if nothing was, jump to the next event.
+    /// Returns false when nothing will ever happen again (idle, no timers).
+    pub fn step(&mut self) -> bool {
+        let now = self.now;
+        let mut busy = false;
+        let mut blocked = None::<Instant>;
+        for side in [Side::A, Side::B] {
+            let (ep, link) = match side {
+                Side::A => (&mut self.a, &mut self.ab),
+                Side::B => (&mut self.b, &mut self.ba),
+            };
+            loop {
+                if !link.can_send(now) {
+                    let f = link.free_at();
+                    blocked = Some(blocked.map_or(f, |b: Instant| b.min(f)));
+                    break;
+                }
+                match ep.poll_transmit(now, &mut self.buf) {
+                    Some(t) => {
+                        link.send(now, t.path, &self.buf[..t.len]);
+                        busy = true;
+                    }
+                    None => break,
+                }
+            }
+        }
+        while let Some((path, bytes)) = self.ab.receive(now) {
+            self.b.handle_packet(now, &path, &bytes);
+            busy = true;
+        }
+        while let Some((path, bytes)) = self.ba.receive(now) {
+            self.a.handle_packet(now, &path, &bytes);
+            busy = true;
+        }
+        for ep in [&mut self.a, &mut self.b] {
+            if ep.poll_timeout().is_some_and(|t| t <= now) {
+                ep.handle_timeout(now);
+                busy = true;
+            }
+        }
+        if busy {
+            return true;
+        }
+        let next = [
+            self.ab.next_arrival(),
+            self.ba.next_arrival(),
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+            blocked,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            Some(t) => {
+                self.now = t.max(Instant(now.micros() + 1));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Step until `done(self)` or until nothing can happen or `deadline` passes.
+    /// Returns whether `done` held.
+    pub fn drive(&mut self, deadline: Instant, mut done: impl FnMut(&mut Pair) -> bool) -> bool {
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.now > deadline || !self.step() {
+                return done(self);
+            }
+        }
+    }
+
+    /// The endpoint on `side`.
+    pub fn ep(&mut self, side: Side) -> &mut Endpoint<VecMemory> {
+        match side {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
+    }
+}

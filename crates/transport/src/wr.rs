@@ -1,0 +1,265 @@
+//! Work requests the caller posts and the completions the transport returns
+//! (`ibv_send_wr`, `ibv_recv_wr`, `ibv_wc`).
+
+use weft_wire::roce::IcrcPath;
+
+/// Most scatter-gather entries in one work request.
+pub const MAX_SGE: usize = 32;
+
+/// One scatter-gather entry: `len` bytes at `addr` in the region with local key `lkey`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sge {
+    /// Virtual address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u32,
+    /// Local key of the region.
+    pub lkey: u32,
+}
+
+/// The target of an RDMA operation on the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RemoteAddr {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// What a send work request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WrOp {
+    /// SEND, optionally with immediate data.
+    Send {
+        /// Immediate data.
+        imm: Option<u32>,
+    },
+    /// RDMA WRITE, optionally with immediate data (which consumes a receive WQE).
+    Write {
+        /// Target.
+        remote: RemoteAddr,
+        /// Immediate data.
+        imm: Option<u32>,
+    },
+    /// RDMA READ into the SGEs.
+    Read {
+        /// Source.
+        remote: RemoteAddr,
+    },
+    /// ATOMIC compare-and-swap; the old value lands in the (8-byte) SGE.
+    CompareSwap {
+        /// Target, 8-byte aligned.
+        remote: RemoteAddr,
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+    /// ATOMIC fetch-and-add; the old value lands in the (8-byte) SGE.
+    FetchAdd {
+        /// Target, 8-byte aligned.
+        remote: RemoteAddr,
+        /// Addend.
+        add: u64,
+    },
+}
+
+impl WrOp {
+    /// True for READ and the atomics: operations that need responder resources
+    /// (`max_rd_atomic`) and complete on a response, not an ACK.
+    pub const fn is_read_or_atomic(&self) -> bool {
+        matches!(
+            self,
+            WrOp::Read { .. } | WrOp::CompareSwap { .. } | WrOp::FetchAdd { .. }
+        )
+    }
+
+    /// True for the atomics.
+    pub const fn is_atomic(&self) -> bool {
+        matches!(self, WrOp::CompareSwap { .. } | WrOp::FetchAdd { .. })
+    }
+
+    /// The completion opcode.
+    pub const fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            WrOp::Send { .. } => WcOpcode::Send,
+            WrOp::Write { .. } => WcOpcode::RdmaWrite,
+            WrOp::Read { .. } => WcOpcode::RdmaRead,
+            WrOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            WrOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// Where a UD send goes: the address handle plus the destination QP and its Q_Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdDest {
+    /// IP/UDP path (source is us).
+    pub path: IcrcPath,
+    /// Destination QP number.
+    pub qpn: u32,
+    /// Q_Key the destination QP expects.
+    pub qkey: u32,
+}
+
+/// A send work request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    /// Caller's identifier, returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: WrOp,
+    /// Local buffers (gather for SEND/WRITE, scatter for READ/atomics); at most [`MAX_SGE`].
+    pub sg_list: Vec<Sge>,
+    /// Copy the gathered bytes at post time (`IBV_SEND_INLINE`): the SGE keys are not
+    /// checked and the buffers may be reused as soon as `post_send` returns.
+    pub inline: bool,
+    /// Generate a completion on success (`IBV_SEND_SIGNALED`); errors always complete.
+    pub signaled: bool,
+    /// Wait for all earlier READ and atomic operations to complete (`IBV_SEND_FENCE`).
+    pub fence: bool,
+    /// Set the BTH solicited-event bit on the last packet.
+    pub solicited: bool,
+    /// UD destination; required on UD QPs, ignored elsewhere.
+    pub ud: Option<UdDest>,
+}
+
+impl SendWr {
+    /// A signaled work request with no flags.
+    pub fn new(wr_id: u64, op: WrOp, sg_list: Vec<Sge>) -> SendWr {
+        SendWr {
+            wr_id,
+            op,
+            sg_list,
+            inline: false,
+            signaled: true,
+            fence: false,
+            solicited: false,
+            ud: None,
+        }
+    }
+
+    /// Total bytes of the scatter-gather list.
+    pub fn sg_len(&self) -> u64 {
+        self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+    }
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Caller's identifier.
+    pub wr_id: u64,
+    /// Buffers to scatter the incoming message into; at most [`MAX_SGE`].
+    pub sg_list: Vec<Sge>,
+}
+
+impl RecvWr {
+    /// Total capacity in bytes.
+    pub fn capacity(&self) -> u64 {
+        self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+    }
+}
+
+/// Completion status, named as `ibv_wc_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcStatus {
+    /// The operation completed.
+    Success,
+    /// Local length error: a message did not fit the receive buffer, or a UD message
+    /// exceeded the MTU.
+    LocLenErr,
+    /// Local QP operation error (internal inconsistency).
+    LocQpOpErr,
+    /// Local protection error: an SGE's lkey, bounds or rights were refused.
+    LocProtErr,
+    /// The work request was flushed because the QP entered ERR (or the SQ SQE).
+    WrFlushErr,
+    /// Memory-window bind error (weft has no memory windows; never produced).
+    MwBindErr,
+    /// Bad response from the responder (unexpected opcode or length).
+    BadRespErr,
+    /// Local access error (e.g. a READ response target refused mid-message).
+    LocAccessErr,
+    /// The responder answered NAK Invalid Request.
+    RemInvReqErr,
+    /// The responder answered NAK Remote Access Error.
+    RemAccessErr,
+    /// The responder answered NAK Remote Operational Error.
+    RemOpErr,
+    /// The transport retry counter (`retry_cnt`) was exhausted.
+    RetryExcErr,
+    /// The RNR retry counter (`rnr_retry`) was exhausted.
+    RnrRetryExcErr,
+    /// The responder answered NAK Invalid RD Request.
+    RemInvRdReqErr,
+    /// The responder aborted the operation.
+    RemAbortErr,
+    /// Any other error.
+    GeneralErr,
+}
+
+/// What a completion completes (`ibv_wc_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    /// SEND (with or without immediate).
+    Send,
+    /// RDMA WRITE (with or without immediate).
+    RdmaWrite,
+    /// RDMA READ.
+    RdmaRead,
+    /// Compare-and-swap.
+    CompSwap,
+    /// Fetch-and-add.
+    FetchAdd,
+    /// A receive consumed by a SEND.
+    Recv,
+    /// A receive consumed by an RDMA WRITE with immediate.
+    RecvRdmaWithImm,
+}
+
+impl WcOpcode {
+    /// True for completions of receive work requests.
+    pub const fn is_recv(self) -> bool {
+        matches!(self, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm)
+    }
+}
+
+/// A work completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The work request's identifier.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// Which kind of work request.
+    pub opcode: WcOpcode,
+    /// The QP the work request was posted on (for SRQ receives: the QP that consumed it).
+    pub qpn: u32,
+    /// Bytes received (receives), read (READ), 8 (atomics), or sent.
+    pub byte_len: u32,
+    /// Immediate data of a SEND or WRITE with immediate.
+    pub imm: Option<u32>,
+    /// UD: the sender's QP number.
+    pub src_qp: Option<u32>,
+    /// UD: the path the datagram arrived on (source = the sender).
+    pub src_path: Option<IcrcPath>,
+    /// The receive came from a shared receive queue.
+    pub from_srq: bool,
+}
+
+impl Completion {
+    pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qpn: u32) -> Completion {
+        Completion {
+            wr_id,
+            status,
+            opcode,
+            qpn,
+            byte_len: 0,
+            imm: None,
+            src_qp: None,
+            src_path: None,
+            from_srq: false,
+        }
+    }
+}
