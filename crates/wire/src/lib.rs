@@ -15,6 +15,7 @@
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;
+pub mod frame;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;

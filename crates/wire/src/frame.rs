@@ -1,0 +1,441 @@
+//! Whole RoCEv2 frames: Ethernet (optionally 802.1Q-tagged) / IPv4 or IPv6 / UDP to
+//! port 4791 / IB transport packet with its ICRC.
+//!
+//! [`parse`] finds the IB packet inside a frame and keeps the IP and UDP header bytes
+//! the ICRC covers; [`FrameBuilder`] writes every byte of a frame, ICRC included, as a
+//! frame link (AF_PACKET, AF_XDP) or a capture needs. Both go through the header
+//! modules of this crate; nothing here parses a header of its own.
+
+use crate::ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+use crate::ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr};
+use crate::ipv6::{Ipv6Packet, Ipv6Repr};
+use crate::roce::icrc::{icrc, IpPair};
+use crate::roce::opcode::len;
+use crate::roce::{IbPacketRepr, UDP_PORT};
+use crate::udp::{UdpPacket, UdpRepr};
+use crate::{check_len, Error, Result};
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// The IP header of a RoCEv2 frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpHeader {
+    /// IPv4.
+    V4(Ipv4Repr),
+    /// IPv6.
+    V6(Ipv6Repr),
+}
+
+/// A RoCEv2 frame, parsed down to the start of the IB packet.
+#[derive(Debug, Clone)]
+pub struct RoceFrame<'a> {
+    /// Ethernet header.
+    pub eth: EthernetRepr,
+    /// IP header.
+    pub ip: IpHeader,
+    /// UDP header.
+    pub udp: UdpRepr,
+    /// The IP header bytes (IPv4 options included), as the ICRC covers them.
+    pub ip_header: &'a [u8],
+    /// The 8 UDP header bytes.
+    pub udp_header: &'a [u8],
+    /// The IB packet: BTH up to and including the ICRC (the UDP payload).
+    pub ib: &'a [u8],
+}
+
+impl RoceFrame<'_> {
+    /// Source and destination addresses.
+    pub fn ip_pair(&self) -> IpPair {
+        match self.ip {
+            IpHeader::V4(r) => IpPair::V4 {
+                src: r.src_addr,
+                dst: r.dst_addr,
+            },
+            IpHeader::V6(r) => IpPair::V6 {
+                src: r.src_addr,
+                dst: r.dst_addr,
+            },
+        }
+    }
+
+    /// The ICRC computed over this frame's bytes (`None` when the IB packet is too short
+    /// to hold a BTH and an ICRC).
+    pub fn computed_icrc(&self) -> Option<u32> {
+        if self.ib.len() < len::BTH + len::ICRC {
+            return None;
+        }
+        icrc(
+            self.ip_header,
+            self.udp_header,
+            &self.ib[..self.ib.len() - len::ICRC],
+        )
+        .ok()
+    }
+
+    /// The ICRC stored in the frame (little-endian trailer).
+    pub fn stored_icrc(&self) -> Option<u32> {
+        let t = self.ib.get(self.ib.len().checked_sub(len::ICRC)?..)?;
+        Some(u32::from_le_bytes([t[0], t[1], t[2], t[3]]))
+    }
+
+    /// True when the stored ICRC matches the computed one.
+    pub fn icrc_ok(&self) -> bool {
+        matches!((self.computed_icrc(), self.stored_icrc()), (Some(a), Some(b)) if a == b)
+    }
+}
+
+/// Find the IB packet in an Ethernet frame. `Ok(None)`: a well-formed frame that is not
+/// RoCEv2 (another ethertype or protocol, or a UDP port other than 4791). `Err`: a
+/// frame broken at the Ethernet, IP or UDP layer (IPv4 header checksum included), or
+/// RoCEv2 in IPv6 with extension headers, which the ICRC rules do not cover.
+pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
+    let eth_view = EthernetFrame::new_checked(frame)?;
+    let eth = EthernetRepr::parse(&eth_view)?;
+    let l3 = &frame[eth.header_len()..];
+    let (ip, ip_header, l4) = match eth.ethertype {
+        EtherType::IPV4 => {
+            let v = Ipv4Packet::new_checked(l3)?;
+            let r = Ipv4Repr::parse(&v)?;
+            if r.protocol != IpProtocol::UDP {
+                return Ok(None);
+            }
+            let hl = v.header_len();
+            let total = usize::from(v.total_len());
+            (IpHeader::V4(r), &l3[..hl], &l3[hl..total])
+        }
+        EtherType::IPV6 => {
+            let v = Ipv6Packet::new_checked(l3)?;
+            let r = Ipv6Repr::parse(&v)?;
+            let (proto, offset) = v.upper_layer()?;
+            if proto != IpProtocol::UDP {
+                return Ok(None);
+            }
+            if offset != IPV6_HEADER {
+                return Err(Error::Unsupported("RoCEv2 behind IPv6 extension headers"));
+            }
+            (
+                IpHeader::V6(r),
+                &l3[..IPV6_HEADER],
+                &l3[IPV6_HEADER..v.total_len()],
+            )
+        }
+        _ => return Ok(None),
+    };
+    let u = UdpPacket::new_checked(l4)?;
+    let udp = UdpRepr::parse(&u)?;
+    if udp.dst_port != UDP_PORT {
+        return Ok(None);
+    }
+    let udp_len = usize::from(u.len());
+    Ok(Some(RoceFrame {
+        eth,
+        ip,
+        udp,
+        ip_header,
+        udp_header: &l4[..UDP_HEADER],
+        ib: &l4[UDP_HEADER..udp_len],
+    }))
+}
+
+const IPV4_HEADER: usize = 20;
+const IPV6_HEADER: usize = 40;
+const UDP_HEADER: usize = 8;
+
+/// Writes RoCEv2 frames for one path: every byte of Ethernet, IP, UDP, the IB packet
+/// and its ICRC. IPv4 headers carry no options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameBuilder {
+    /// Source MAC.
+    pub src_mac: EthernetAddress,
+    /// Destination MAC.
+    pub dst_mac: EthernetAddress,
+    /// Optional 802.1Q tag.
+    pub vlan: Option<VlanTag>,
+    /// IP addresses.
+    pub ips: IpPair,
+    /// UDP source port (ECMP entropy).
+    pub src_port: u16,
+    /// UDP destination port, 4791 unless testing.
+    pub dst_port: u16,
+    /// IPv4 TOS or IPv6 traffic class (DSCP + ECN).
+    pub dscp_ecn: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// IPv6 flow label (20 bits).
+    pub flow_label: u32,
+    /// IPv4 identification (0 with DF, as Linux sends from unconnected sockets).
+    pub ident: u16,
+    /// Fill the UDP checksum (RoCEv2 receivers ignore it; capture tools check it).
+    pub udp_checksum: bool,
+}
+
+impl FrameBuilder {
+    fn new(ips: IpPair, src_port: u16) -> FrameBuilder {
+        FrameBuilder {
+            src_mac: EthernetAddress([0x02, 0, 0, 0, 0, 0x01]),
+            dst_mac: EthernetAddress([0x02, 0, 0, 0, 0, 0x02]),
+            vlan: None,
+            ips,
+            src_port,
+            dst_port: UDP_PORT,
+            dscp_ecn: 0,
+            ttl: 64,
+            flow_label: 0,
+            ident: 0,
+            udp_checksum: true,
+        }
+    }
+
+    /// IPv4 from `src` to `dst`.
+    pub fn v4(src: Ipv4Addr, dst: Ipv4Addr, src_port: u16) -> FrameBuilder {
+        FrameBuilder::new(IpPair::V4 { src, dst }, src_port)
+    }
+
+    /// IPv6 from `src` to `dst`.
+    pub fn v6(src: Ipv6Addr, dst: Ipv6Addr, src_port: u16) -> FrameBuilder {
+        FrameBuilder::new(IpPair::V6 { src, dst }, src_port)
+    }
+
+    fn eth_repr(&self) -> EthernetRepr {
+        let ethertype = match self.ips {
+            IpPair::V4 { .. } => EtherType::IPV4,
+            IpPair::V6 { .. } => EtherType::IPV6,
+        };
+        EthernetRepr {
+            src_addr: self.src_mac,
+            dst_addr: self.dst_mac,
+            vlan: self.vlan,
+            ethertype,
+        }
+    }
+
+    /// Bytes before the IB packet: Ethernet, IP and UDP headers.
+    pub fn header_len(&self) -> usize {
+        let ip = match self.ips {
+            IpPair::V4 { .. } => IPV4_HEADER,
+            IpPair::V6 { .. } => IPV6_HEADER,
+        };
+        self.eth_repr().header_len() + ip + UDP_HEADER
+    }
+
+    /// Frame length for an IB packet of `ib_len` bytes (ICRC included).
+    pub fn frame_len(&self, ib_len: usize) -> usize {
+        self.header_len() + ib_len
+    }
+
+    /// Write a whole frame for `ib` and `payload` into `buf`; returns its length.
+    pub fn emit(&self, buf: &mut [u8], ib: &IbPacketRepr, payload: &[u8]) -> Result<usize> {
+        let h = self.header_len();
+        check_len(buf.len(), h)?;
+        let ib_len = ib.emit(&mut buf[h..], payload)?;
+        self.wrap(buf, ib_len)
+    }
+
+    /// Write the Ethernet, IP and UDP headers and the ICRC around an IB packet of
+    /// `ib_len` bytes (ICRC space included) already at `buf[self.header_len()..]`.
+    /// Returns the frame length.
+    pub fn wrap(&self, buf: &mut [u8], ib_len: usize) -> Result<usize> {
+        if ib_len < len::BTH + len::ICRC {
+            return Err(Error::BadLength);
+        }
+        let total = self.frame_len(ib_len);
+        check_len(buf.len(), total)?;
+        let buf = &mut buf[..total];
+        let eth = self.eth_repr();
+        eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]))?;
+        let l3_at = eth.header_len();
+        let udp_len = UDP_HEADER + ib_len;
+        let ip_len = match self.ips {
+            IpPair::V4 { src, dst } => {
+                let r = Ipv4Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    protocol: IpProtocol::UDP,
+                    payload_len: udp_len,
+                    ttl: self.ttl,
+                    dscp_ecn: self.dscp_ecn,
+                    ident: self.ident,
+                    dont_frag: true,
+                };
+                r.emit(&mut Ipv4Packet::new_unchecked(&mut buf[l3_at..]))?;
+                IPV4_HEADER
+            }
+            IpPair::V6 { src, dst } => {
+                let r = Ipv6Repr {
+                    src_addr: src,
+                    dst_addr: dst,
+                    next_header: IpProtocol::UDP,
+                    payload_len: udp_len,
+                    hop_limit: self.ttl,
+                    traffic_class: self.dscp_ecn,
+                    flow_label: self.flow_label,
+                };
+                r.emit(&mut Ipv6Packet::new_unchecked(&mut buf[l3_at..]))?;
+                IPV6_HEADER
+            }
+        };
+        let l4_at = l3_at + ip_len;
+        let udp = UdpRepr {
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            payload_len: ib_len,
+        };
+        udp.emit(&mut UdpPacket::new_unchecked(&mut buf[l4_at..]))?;
+        // The ICRC masks the UDP checksum, so it is computed first and the UDP checksum,
+        // which covers the ICRC bytes, last.
+        let (head, ib) = buf.split_at_mut(l4_at + UDP_HEADER);
+        let n = ib.len() - len::ICRC;
+        let c = icrc(&head[l3_at..l4_at], &head[l4_at..], &ib[..n])?;
+        ib[n..].copy_from_slice(&c.to_le_bytes());
+        if self.udp_checksum {
+            let mut u = UdpPacket::new_unchecked(&mut buf[l4_at..]);
+            match self.ips {
+                IpPair::V4 { src, dst } => u.fill_checksum_v4(src, dst),
+                IpPair::V6 { src, dst } => u.fill_checksum_v6(src, dst),
+            }
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::roce::{BthRepr, IbPacket, IcrcPath, Opcode, Psn, RethRepr};
+
+    fn write_only() -> IbPacketRepr {
+        let mut r = IbPacketRepr::new(BthRepr::new(
+            Opcode::RC_WRITE_ONLY,
+            0x11,
+            Psn::new(0xfffffe),
+        ));
+        r.reth = Some(RethRepr {
+            va: 0x1000,
+            rkey: 0x77,
+            dma_len: 5,
+        });
+        r
+    }
+
+    fn builders() -> [FrameBuilder; 3] {
+        let v4 = FrameBuilder::v4([198, 18, 0, 1].into(), [198, 18, 0, 2].into(), 49152);
+        let mut tagged = v4;
+        tagged.vlan = Some(VlanTag::from_tci(0xa064));
+        let v6 = FrameBuilder::v6(
+            "2001:2::1".parse().unwrap(),
+            "2001:2::2".parse().unwrap(),
+            50000,
+        );
+        [v4, tagged, v6]
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips_with_a_good_icrc() {
+        for b in builders() {
+            let mut buf = [0u8; 256];
+            let n = b.emit(&mut buf, &write_only(), b"hello").unwrap();
+            let f = parse(&buf[..n]).unwrap().expect("a RoCEv2 frame");
+            assert!(f.icrc_ok());
+            assert_eq!(f.ip_pair(), b.ips);
+            assert_eq!(f.udp.src_port, b.src_port);
+            let p = IbPacket::new_checked(f.ib).unwrap();
+            assert_eq!(p.payload(), b"hello");
+            let mut back = IbPacketRepr::parse(&p).unwrap();
+            back.bth.pad_count = 0;
+            assert_eq!(back, write_only());
+            // The kernel-written-path ICRC agrees for plain IPv4/IPv6 with ID 0 and DF.
+            let path = IcrcPath {
+                ips: b.ips,
+                src_port: b.src_port,
+                dst_port: UDP_PORT,
+            };
+            assert!(path.check(f.ib));
+        }
+    }
+
+    #[test]
+    fn udp_checksum_verifies() {
+        for b in builders() {
+            let mut buf = [0u8; 256];
+            let n = b.emit(&mut buf, &write_only(), b"hello").unwrap();
+            let f = parse(&buf[..n]).unwrap().unwrap();
+            let l4_at = n - f.ib.len() - UDP_HEADER;
+            let u = UdpPacket::new_checked(&buf[l4_at..n]).unwrap();
+            let ok = match b.ips {
+                IpPair::V4 { src, dst } => u.verify_checksum_v4(src, dst),
+                IpPair::V6 { src, dst } => u.verify_checksum_v6(src, dst),
+            };
+            assert!(ok);
+        }
+    }
+
+    #[test]
+    fn any_flipped_covered_bit_breaks_the_icrc_and_masked_ones_do_not() {
+        let b = builders()[0];
+        let mut buf = [0u8; 256];
+        let n = b.emit(&mut buf, &write_only(), b"hello").unwrap();
+        let frame = buf[..n].to_vec();
+        // Byte offsets: IPv4 header at 14, TOS 15, TTL 22, checksum 24..26; UDP at 34,
+        // checksum 40..42; BTH at 42, byte 4 at 46.
+        let masked = [15usize, 22, 24, 25, 40, 41, 46];
+        for at in 14 + 20 + 8..n - 4 {
+            let mut f = frame.clone();
+            f[at] ^= 0x01;
+            let parsed = parse(&f).unwrap().unwrap();
+            assert_eq!(parsed.icrc_ok(), masked.contains(&at), "byte {at}");
+        }
+        for at in masked {
+            let mut f = frame.clone();
+            f[at] ^= 0xff;
+            // Recompute the IPv4 checksum so the frame still parses.
+            let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
+            ip.fill_checksum();
+            if let Ok(Some(p)) = parse(&f) {
+                assert!(p.icrc_ok(), "masked byte {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn other_traffic_is_not_roce_and_broken_frames_are_errors() {
+        let b = builders()[0];
+        let mut buf = [0u8; 256];
+        let n = b.emit(&mut buf, &write_only(), b"x").unwrap();
+        let mut other_port = buf;
+        other_port[36..38].copy_from_slice(&53u16.to_be_bytes());
+        assert!(parse(&other_port[..n]).unwrap().is_none());
+        let mut arp = buf;
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert!(parse(&arp[..n]).unwrap().is_none());
+        for cut in 0..n {
+            // Never a panic; a cut inside the headers is an error.
+            let r = parse(&buf[..cut]);
+            if cut < 42 {
+                assert!(r.is_err(), "cut {cut}");
+            }
+        }
+        assert!(b.wrap(&mut buf, 3).is_err());
+        assert!(b.emit(&mut buf[..40], &write_only(), b"x").is_err());
+    }
+
+    #[test]
+    fn random_frames_never_panic() {
+        let b = builders()[2];
+        let mut buf = [0u8; 256];
+        let n = b.emit(&mut buf, &write_only(), b"hello").unwrap();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..50_000 {
+            let mut f = buf[..n].to_vec();
+            for _ in 0..3 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x as usize) % f.len();
+                f[at] = (x >> 40) as u8;
+            }
+            f.truncate(((x >> 20) as usize) % (n + 1));
+            if let Ok(Some(p)) = parse(&f) {
+                let _ = (p.icrc_ok(), p.ip_pair());
+            }
+        }
+    }
+}
