@@ -1,10 +1,326 @@
-//! (being written)
+//! `weft decode [--json] FILE`: one line (or JSON object) per RoCEv2 packet in a pcap or
+//! pcapng capture.
+//!
+//! A RoCEv2 packet is an Ethernet frame (optionally 802.1Q-tagged) carrying IPv4 or
+//! IPv6 and UDP to port 4791. Other packets are skipped and counted. A RoCEv2 packet
+//! whose transport headers do not parse is reported with the reason, in its place, and
+//! decoding goes on: a capture is where broken packets are looked for.
 
-/// Arguments.
+use crate::pcap;
+use anyhow::Context;
+use serde::Serialize;
+use std::io::Write;
+use std::path::PathBuf;
+use weft_wire::frame::RoceFrame;
+use weft_wire::roce::{IbPacket, IbPacketRepr, IpPair, Syndrome};
+
+/// Arguments of `weft decode`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// One JSON object per RoCEv2 packet instead of a line of text.
+    #[arg(long)]
+    pub json: bool,
+    /// A pcap or pcapng file.
+    pub file: PathBuf,
+}
 
-/// Runs the command.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("not available yet")
+/// The RETH of a decoded packet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reth {
+    /// Virtual address.
+    pub va: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// DMA length.
+    pub len: u32,
+}
+
+/// The AETH of a decoded packet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Aeth {
+    /// The raw syndrome byte.
+    pub syndrome: u8,
+    /// The syndrome in words: `ack credits=N`, `rnr_nak timer=N`, `nak code=N`.
+    pub meaning: String,
+    /// Message sequence number.
+    pub msn: u32,
+}
+
+/// The AtomicETH of a decoded packet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AtomicEth {
+    /// Virtual address.
+    pub va: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Swap or add operand.
+    pub swap_add: u64,
+    /// Compare operand.
+    pub compare: u64,
+}
+
+/// The DETH of a decoded packet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Deth {
+    /// Queue key.
+    pub qkey: u32,
+    /// Source QP.
+    pub src_qp: u32,
+}
+
+/// One RoCEv2 packet as `weft decode` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decoded {
+    /// Position among the RoCEv2 packets of the capture, from 0.
+    pub index: usize,
+    /// Position among all packets of the capture, from 0.
+    pub frame: usize,
+    /// Source address and UDP port.
+    pub src: String,
+    /// Destination address and UDP port.
+    pub dst: String,
+    /// Opcode number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opcode: Option<u8>,
+    /// Opcode name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opcode_name: Option<&'static str>,
+    /// Destination QP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dest_qp: Option<u32>,
+    /// PSN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub psn: Option<u32>,
+    /// AckReq.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_req: Option<bool>,
+    /// Whether the ICRC verifies.
+    pub icrc_ok: bool,
+    /// Payload bytes (pad excluded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_len: Option<usize>,
+    /// RETH, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reth: Option<Reth>,
+    /// AETH, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aeth: Option<Aeth>,
+    /// AtomicETH, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic_eth: Option<AtomicEth>,
+    /// AtomicAckETH original value, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic_ack: Option<u64>,
+    /// Immediate data, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imm: Option<u32>,
+    /// IETH (rkey to invalidate), when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ieth: Option<u32>,
+    /// DETH, when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deth: Option<Deth>,
+    /// Why the packet could not be decoded, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a capture held, decoded.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The RoCEv2 packets, in capture order.
+    pub packets: Vec<Decoded>,
+    /// Packets that are not RoCEv2 (other protocols, other link types).
+    pub skipped: usize,
+    /// Why reading the capture stopped early, if it did.
+    pub capture_error: Option<String>,
+}
+
+fn endpoint(ips: &IpPair, src: bool, port: u16) -> String {
+    match (ips, src) {
+        (IpPair::V4 { src, .. }, true) => format!("{src}:{port}"),
+        (IpPair::V4 { dst, .. }, false) => format!("{dst}:{port}"),
+        (IpPair::V6 { src, .. }, true) => format!("[{src}]:{port}"),
+        (IpPair::V6 { dst, .. }, false) => format!("[{dst}]:{port}"),
+    }
+}
+
+fn syndrome_words(s: Syndrome) -> String {
+    match s {
+        Syndrome::Ack { credit_code } => format!("ack credits={credit_code}"),
+        Syndrome::RnrNak { timer } => format!("rnr_nak timer={timer}"),
+        Syndrome::Nak(code) => format!("nak code={}", code.0),
+        Syndrome::Reserved(raw) => format!("reserved {raw:#04x}"),
+    }
+}
+
+/// Decode one RoCEv2 frame found at capture position `frame_index`.
+pub fn decode_frame(index: usize, frame_index: usize, f: &RoceFrame<'_>) -> Decoded {
+    let ips = f.ip_pair();
+    let mut d = Decoded {
+        index,
+        frame: frame_index,
+        src: endpoint(&ips, true, f.udp.src_port),
+        dst: endpoint(&ips, false, f.udp.dst_port),
+        opcode: None,
+        opcode_name: None,
+        dest_qp: None,
+        psn: None,
+        ack_req: None,
+        icrc_ok: f.icrc_ok(),
+        payload_len: None,
+        reth: None,
+        aeth: None,
+        atomic_eth: None,
+        atomic_ack: None,
+        imm: None,
+        ieth: None,
+        deth: None,
+        error: None,
+    };
+    // The BTH fields are reported even when the rest does not parse.
+    if let Ok(bth) = weft_wire::roce::Bth::new_checked(f.ib) {
+        d.opcode = Some(bth.opcode().0);
+        d.opcode_name = bth.opcode().name();
+        d.dest_qp = Some(bth.dest_qp());
+        d.psn = Some(bth.psn().value());
+        d.ack_req = Some(bth.ack_req());
+    }
+    let parsed = IbPacket::new_checked(f.ib).and_then(|p| Ok((IbPacketRepr::parse(&p)?, p)));
+    match parsed {
+        Ok((r, p)) => {
+            d.payload_len = Some(p.payload().len());
+            d.reth = r.reth.map(|x| Reth {
+                va: x.va,
+                rkey: x.rkey,
+                len: x.dma_len,
+            });
+            d.aeth = r.aeth.map(|x| Aeth {
+                syndrome: x.syndrome.to_u8(),
+                meaning: syndrome_words(x.syndrome),
+                msn: x.msn,
+            });
+            d.atomic_eth = r.atomic_eth.map(|x| AtomicEth {
+                va: x.va,
+                rkey: x.rkey,
+                swap_add: x.swap_add,
+                compare: x.compare,
+            });
+            d.atomic_ack = r.atomic_ack_eth.map(|x| x.orig);
+            d.imm = r.imm;
+            d.ieth = r.ieth;
+            d.deth = r.deth.map(|x| Deth {
+                qkey: x.qkey,
+                src_qp: x.src_qp,
+            });
+        }
+        Err(e) => d.error = Some(e.to_string()),
+    }
+    d
+}
+
+/// Decode every RoCEv2 packet of a capture held in memory.
+pub fn decode_capture(bytes: &[u8]) -> anyhow::Result<Report> {
+    let cap = pcap::read(bytes)?;
+    let mut report = Report {
+        capture_error: cap.error.map(|e| e.to_string()),
+        ..Report::default()
+    };
+    for (i, pkt) in cap.packets.iter().enumerate() {
+        if pkt.linktype != pcap::LINKTYPE_ETHERNET {
+            report.skipped += 1;
+            continue;
+        }
+        match weft_wire::frame::parse(pkt.data) {
+            Ok(Some(f)) => {
+                let index = report.packets.len();
+                report.packets.push(decode_frame(index, i, &f));
+            }
+            // Not UDP to 4791, or broken below UDP: not a RoCEv2 packet.
+            Ok(None) | Err(_) => report.skipped += 1,
+        }
+    }
+    Ok(report)
+}
+
+/// One line of text for a decoded packet.
+pub fn format_line(d: &Decoded) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("#{:<4} {} > {}", d.index, d.src, d.dst);
+    match (d.opcode, d.opcode_name) {
+        (_, Some(name)) => write!(s, " {name}").ok(),
+        (Some(op), None) => write!(s, " opcode={op:#04x}").ok(),
+        _ => None,
+    };
+    if let (Some(qp), Some(psn)) = (d.dest_qp, d.psn) {
+        write!(s, " qp={qp:#08x} psn={psn}").ok();
+    }
+    if d.ack_req == Some(true) {
+        s.push_str(" ackreq");
+    }
+    if let Some(r) = &d.reth {
+        write!(s, " reth(va={:#x} rkey={:#x} len={})", r.va, r.rkey, r.len).ok();
+    }
+    if let Some(a) = &d.aeth {
+        write!(s, " aeth({} msn={})", a.meaning, a.msn).ok();
+    }
+    if let Some(a) = &d.atomic_eth {
+        write!(
+            s,
+            " atomic(va={:#x} rkey={:#x} swap_add={} compare={})",
+            a.va, a.rkey, a.swap_add, a.compare
+        )
+        .ok();
+    }
+    if let Some(o) = d.atomic_ack {
+        write!(s, " atomic_ack(orig={o})").ok();
+    }
+    if let Some(x) = &d.deth {
+        write!(s, " deth(qkey={:#x} src_qp={:#x})", x.qkey, x.src_qp).ok();
+    }
+    if let Some(i) = d.imm {
+        write!(s, " imm={i:#x}").ok();
+    }
+    if let Some(i) = d.ieth {
+        write!(s, " ieth={i:#x}").ok();
+    }
+    if let Some(n) = d.payload_len {
+        write!(s, " payload={n}").ok();
+    }
+    s.push_str(if d.icrc_ok { " icrc=ok" } else { " icrc=BAD" });
+    if let Some(e) = &d.error {
+        write!(s, " MALFORMED: {e}").ok();
+    }
+    s
+}
+
+/// Run `weft decode`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let bytes =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let report = decode_capture(&bytes).with_context(|| format!("{}", args.file.display()))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for d in &report.packets {
+        if args.json {
+            serde_json::to_writer(&mut out, d)?;
+            writeln!(out)?;
+        } else {
+            writeln!(out, "{}", format_line(d))?;
+        }
+    }
+    out.flush()?;
+    let bad_icrc = report.packets.iter().filter(|d| !d.icrc_ok).count();
+    let malformed = report.packets.iter().filter(|d| d.error.is_some()).count();
+    eprintln!(
+        "{} RoCEv2 packets ({} with a bad ICRC, {} malformed), {} other packets skipped",
+        report.packets.len(),
+        bad_icrc,
+        malformed,
+        report.skipped
+    );
+    if let Some(e) = report.capture_error {
+        eprintln!("warning: capture damaged: {e}; decoded what came before it");
+    }
+    Ok(())
 }

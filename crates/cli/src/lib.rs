@@ -1,5 +1,7 @@
 //! The library half of the `weft` command: pieces the subcommands and the integration
-//! tests share (capture files, RoCEv2 frame building and decoding).
+//! tests share (capture files, sample RoCEv2 frames, capture decoding).
 #![forbid(unsafe_code)]
 
+pub mod decode;
 pub mod pcap;
+pub mod samples;

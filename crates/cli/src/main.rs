@@ -1,11 +1,11 @@
 //! `weft`: the command-line front end — capture decoding, benchmarks, the demo.
 #![forbid(unsafe_code)]
 
-mod decode;
 mod demo;
 mod lpm_bench;
 
 use clap::{Parser, Subcommand};
+use weft::decode;
 
 /// weft: the RDMA programming model on commodity Ethernet.
 #[derive(Debug, Parser)]
