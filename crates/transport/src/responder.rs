@@ -44,6 +44,17 @@ struct ReadJob {
     va: u64,
     rkey: u32,
     len: u64,
+    /// A re-execution for a duplicate request: not counted against
+    /// `max_dest_rd_atomic`, which limits new requests.
+    dup: bool,
+}
+
+impl ReadJob {
+    /// True when the job has yet to send the response with PSN `psn`.
+    fn will_send(&self, psn: u64, mtu: u64) -> bool {
+        let n = packets_for(self.len, mtu);
+        psn >= self.first_psn + self.sent && psn < self.first_psn + n
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +99,10 @@ pub(crate) struct Responder {
     msn: u32,
     cur: Option<InMsg>,
     queue: VecDeque<Response>,
+    /// New READ jobs queued (duplicates excluded).
     pending_reads: usize,
+    /// Duplicate READ jobs queued.
+    pending_dups: usize,
     /// Go-back-N: a NAK (sequence or RNR) is outstanding; stay quiet until the
     /// expected PSN arrives (C9-?).
     nak_outstanding: bool,
@@ -111,6 +125,7 @@ impl Responder {
             cur: None,
             queue: VecDeque::new(),
             pending_reads: 0,
+            pending_dups: 0,
             nak_outstanding: false,
             fatal: false,
             atomic_replay: VecDeque::new(),
@@ -141,8 +156,12 @@ impl Responder {
         if self.queue.len() >= MAX_QUEUE {
             return;
         }
-        if matches!(r, Response::Read(_)) {
-            self.pending_reads += 1;
+        if let Response::Read(j) = r {
+            if j.dup {
+                self.pending_dups += 1;
+            } else {
+                self.pending_reads += 1;
+            }
         }
         self.queue.push_back(r);
     }
@@ -269,8 +288,14 @@ impl Responder {
             Operation::ReadRequest => {
                 let Some(reth) = repr.reth else { return };
                 let len = u64::from(reth.dma_len);
-                if self.check_read(q, ctx, reth.va, reth.rkey, len).is_err()
-                    || self.pending_reads >= 2 * usize::from(q.attrs.max_dest_rd_atomic)
+                let mtu = q.mtu();
+                let queued = self
+                    .queue
+                    .iter()
+                    .any(|r| matches!(r, Response::Read(j) if j.will_send(p, mtu)));
+                if queued
+                    || self.check_read(q, ctx, reth.va, reth.rkey, len).is_err()
+                    || self.pending_dups >= usize::from(q.attrs.max_dest_rd_atomic)
                 {
                     return;
                 }
@@ -280,6 +305,7 @@ impl Responder {
                     va: reth.va,
                     rkey: reth.rkey,
                     len,
+                    dup: true,
                 }));
             }
             Operation::CompareSwap | Operation::FetchAdd => {
@@ -620,6 +646,7 @@ impl Responder {
                     va: reth.va,
                     rkey: reth.rkey,
                     len,
+                    dup: false,
                 }));
                 self.msn = self.msn.wrapping_add(1);
                 Ok(packets_for(len, mtu))
@@ -694,6 +721,14 @@ impl Responder {
     }
 
     // ----------------------------------------------------------------- transmit
+
+    fn job_done(&mut self, job: &ReadJob) {
+        if job.dup {
+            self.pending_dups -= 1;
+        } else {
+            self.pending_reads -= 1;
+        }
+    }
 
     /// Write the next response packet into `buf`.
     pub fn poll_transmit<M: Memory>(
@@ -786,7 +821,7 @@ impl Responder {
                     if read.is_err() {
                         // The region went away mid-READ: NAK remote access at this PSN.
                         self.queue.pop_front();
-                        self.pending_reads -= 1;
+                        self.job_done(&job);
                         self.fatal = true;
                         self.queue.push_front(Response::Ack {
                             psn: job.first_psn + i,
@@ -799,7 +834,7 @@ impl Responder {
                 }
                 if i + 1 >= n {
                     self.queue.pop_front();
-                    self.pending_reads -= 1;
+                    self.job_done(&job);
                 } else if let Some(Response::Read(j)) = self.queue.front_mut() {
                     j.sent += 1;
                 }

@@ -520,3 +520,6 @@ impl Pair {
         }
     }
 }
+
+mod workload;
+pub use workload::{run_mix, run_stream, MixConfig, MixReport, OpMix, StreamConfig, StreamReport};
