@@ -1,0 +1,573 @@
+//! Negative tests: every refusal gives the NAK or completion status IBTA names, nothing
+//! outside a registered region changes, and nothing panics.
+mod common;
+use common::*;
+use weft_transport::qp::{AttrName, ModifyError};
+use weft_transport::sim::{ConnectOptions, Connection, LinkConfig, Pair, Side};
+use weft_transport::{
+    Access, Config, Instant, Mtu, PostError, QpAttr, QpState, QpType, SendWr, WcOpcode, WcStatus,
+    WrOp,
+};
+use weft_wire::roce::{BthRepr, IbPacket, IbPacketRepr, NakCode, Opcode, Psn, RethRepr, Syndrome};
+
+const MEM: u64 = 1 << 20;
+
+fn setup(o: &ConnectOptions) -> (Pair, Connection) {
+    let mut p = Pair::new(
+        Config::default(),
+        MEM as usize,
+        LinkConfig::clean(5),
+        LinkConfig::clean(5),
+        9,
+    );
+    let c = p.connect(QpType::Rc, o);
+    (p, c)
+}
+
+/// Post one work request on A and run until A completes it; returns A's completions.
+fn run_one(p: &mut Pair, c: &Connection, wr: SendWr) -> Vec<weft_transport::Completion> {
+    p.a.post_send(c.qpn_a, wr).unwrap();
+    let got = wait_completions(p, Side::A, 1, 5_000_000);
+    settle(p, 100_000);
+    let mut all = got;
+    all.extend(completions(p, Side::A));
+    all
+}
+
+fn write_to(
+    b: &weft_transport::Region,
+    addr: u64,
+    src: &weft_transport::Region,
+    len: u32,
+) -> SendWr {
+    SendWr::new(
+        1,
+        WrOp::Write {
+            remote: remote(b, addr),
+            imm: None,
+        },
+        vec![sge(src, src.addr, len)],
+    )
+}
+
+/// A remote-access refusal: A completes with RemAccessErr, both QPs end in ERR, and B's
+/// memory was not written at all.
+fn assert_remote_access_refused(p: &mut Pair, c: &Connection, wr: SendWr) {
+    let writes_before = p.b.mem().write_count();
+    let got = run_one(p, c, wr);
+    assert_eq!(got[0].status, WcStatus::RemAccessErr, "{got:?}");
+    assert_eq!(p.b.stats().fatal_naks_sent, 1);
+    assert_eq!(p.a.qp_state(c.qpn_a), Some(QpState::Err));
+    assert_eq!(p.b.qp_state(c.qpn_b), Some(QpState::Err));
+    assert_eq!(
+        p.b.mem().write_count(),
+        writes_before,
+        "responder wrote despite refusal"
+    );
+    assert_no_stray_writes(p.b.mem());
+}
+
+#[test]
+fn bad_rkey() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let mut wr = write_to(&rb, rb.addr, &ra, 100);
+    if let WrOp::Write { remote, .. } = &mut wr.op {
+        remote.rkey ^= 0x5a5a;
+    }
+    assert_remote_access_refused(&mut p, &c, wr);
+}
+
+#[test]
+fn out_of_bounds_write_and_read() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let ra = reg(&mut p, Side::A, 4096, 65536, Access::ALL, 1);
+    let rb = reg(&mut p, Side::B, 4096, 4096, Access::ALL, 1);
+    // One byte past the end.
+    assert_remote_access_refused(&mut p, &c, write_to(&rb, rb.addr + 1, &ra, 4096));
+
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let ra = reg(&mut p, Side::A, 4096, 65536, Access::ALL, 1);
+    let rb = reg(&mut p, Side::B, 4096, 4096, Access::ALL, 1);
+    let wr = SendWr::new(
+        2,
+        WrOp::Read {
+            remote: remote(&rb, rb.addr - 8),
+        },
+        vec![sge(&ra, ra.addr, 64)],
+    );
+    assert_remote_access_refused(&mut p, &c, wr);
+    // The READ target on A was not touched either.
+    assert_eq!(p.a.mem().write_count(), 0);
+}
+
+#[test]
+fn missing_access_flags() {
+    let cases: [(
+        Access,
+        fn(&weft_transport::Region, &weft_transport::Region) -> SendWr,
+    ); 3] = [
+        (
+            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            |ra, rb| write_to(rb, rb.addr, ra, 64),
+        ),
+        (
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC,
+            |ra, rb| {
+                SendWr::new(
+                    3,
+                    WrOp::Read {
+                        remote: remote(rb, rb.addr),
+                    },
+                    vec![sge(ra, ra.addr, 64)],
+                )
+            },
+        ),
+        (
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            |ra, rb| {
+                SendWr::new(
+                    4,
+                    WrOp::FetchAdd {
+                        remote: remote(rb, rb.addr),
+                        add: 1,
+                    },
+                    vec![sge(ra, ra.addr, 8)],
+                )
+            },
+        ),
+    ];
+    for (access, make) in cases {
+        let (mut p, c) = setup(&ConnectOptions::default());
+        let ra = reg(&mut p, Side::A, 4096, 65536, Access::ALL, 1);
+        let rb = reg(&mut p, Side::B, 4096, 65536, access, 1);
+        let wr = make(&ra, &rb);
+        assert_remote_access_refused(&mut p, &c, wr);
+    }
+}
+
+#[test]
+fn qp_without_remote_write_right() {
+    let o = ConnectOptions {
+        access: Access::REMOTE_READ,
+        ..ConnectOptions::default()
+    };
+    let (mut p, c) = setup(&o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    assert_remote_access_refused(&mut p, &c, write_to(&rb, rb.addr, &ra, 64));
+}
+
+#[test]
+fn wrong_protection_domain() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let ra = reg(&mut p, Side::A, 4096, 65536, Access::ALL, 1);
+    let rb = reg(&mut p, Side::B, 4096, 65536, Access::ALL, 2);
+    assert_remote_access_refused(&mut p, &c, write_to(&rb, rb.addr, &ra, 64));
+}
+
+#[test]
+fn misaligned_atomic_is_invalid_request() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let wr = SendWr::new(
+        5,
+        WrOp::CompareSwap {
+            remote: remote(&rb, rb.addr + 4),
+            compare: 0,
+            swap: 1,
+        },
+        vec![sge(&ra, ra.addr, 8)],
+    );
+    let got = run_one(&mut p, &c, wr);
+    assert_eq!(got[0].status, WcStatus::RemInvReqErr);
+    assert_eq!(p.b.mem().write_count(), 0);
+}
+
+#[test]
+fn send_longer_than_receive_buffer() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(c.qpn_b, recv(70, vec![sge(&rb, rb.addr, 100)]))
+        .unwrap();
+    p.b.post_recv(c.qpn_b, recv(71, vec![sge(&rb, rb.addr + 100, 100)]))
+        .unwrap();
+    let got = run_one(&mut p, &c, send(6, vec![sge(&ra, ra.addr, 101)]));
+    assert_eq!(got[0].status, WcStatus::RemInvReqErr);
+    let cb = completions(&mut p, Side::B);
+    assert_eq!(cb[0].wr_id, 70);
+    assert_eq!(cb[0].status, WcStatus::LocLenErr);
+    // ERR flushes the receive that was never used.
+    assert_eq!(cb[1].wr_id, 71);
+    assert_eq!(cb[1].status, WcStatus::WrFlushErr);
+    assert_no_stray_writes(p.b.mem());
+}
+
+#[test]
+fn bad_lkey_is_a_local_protection_error_and_flushes_the_rest() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let mut bad = sge(&ra, ra.addr, 64);
+    bad.lkey ^= 1;
+    p.a.post_send(c.qpn_a, write_to(&rb, rb.addr, &ra, 64))
+        .unwrap();
+    p.a.post_send(
+        c.qpn_a,
+        SendWr::new(
+            2,
+            WrOp::Write {
+                remote: remote(&rb, rb.addr),
+                imm: None,
+            },
+            vec![bad],
+        ),
+    )
+    .unwrap();
+    p.a.post_send(c.qpn_a, write_to(&rb, rb.addr + 64, &ra, 64))
+        .unwrap();
+    let got = wait_completions(&mut p, Side::A, 3, 1_000_000);
+    let st: Vec<_> = got.iter().map(|c| c.status).collect();
+    assert_eq!(
+        st,
+        vec![
+            WcStatus::Success,
+            WcStatus::LocProtErr,
+            WcStatus::WrFlushErr
+        ]
+    );
+    assert_eq!(p.a.qp_state(c.qpn_a), Some(QpState::Err));
+}
+
+#[test]
+fn rnr_with_no_receive_posted_exhausts_rnr_retry() {
+    let o = ConnectOptions {
+        rnr_retry: 3,
+        min_rnr_timer: 1, // 10 µs
+        ..ConnectOptions::default()
+    };
+    let (mut p, c) = setup(&o);
+    let (ra, _) = big_regions(&mut p, MEM);
+    let got = run_one(&mut p, &c, send(8, vec![sge(&ra, ra.addr, 10)]));
+    assert_eq!(got[0].status, WcStatus::RnrRetryExcErr);
+    // The first attempt plus three retries, each refused.
+    assert_eq!(p.b.stats().rnr_naks_sent, 4);
+    assert_eq!(p.a.stats().rnr_naks_received, 4);
+}
+
+#[test]
+fn rnr_then_receive_posted_succeeds_with_infinite_rnr_retry() {
+    let o = ConnectOptions {
+        rnr_retry: 7,
+        min_rnr_timer: 14, // 960 µs
+        ..ConnectOptions::default()
+    };
+    let (mut p, c) = setup(&o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    p.a.mem_mut().fill(ra.addr, b"hello");
+    p.a.post_send(c.qpn_a, send(9, vec![sge(&ra, ra.addr, 5)]))
+        .unwrap();
+    // Let several RNR rounds pass before a receive appears.
+    let deadline = Instant(p.now.micros() + 5_000);
+    p.drive(deadline, |_| false);
+    assert!(p.b.stats().rnr_naks_sent >= 4);
+    let t_post = p.now;
+    p.b.post_recv(c.qpn_b, recv(90, vec![sge(&rb, rb.addr, 64)]))
+        .unwrap();
+    let got = wait_completions(&mut p, Side::A, 1, 1_000_000);
+    assert_eq!(got[0].status, WcStatus::Success);
+    // Recovery waited for the RNR timer (960 µs), no more.
+    assert!(p.now - t_post <= 960 + 100, "took {}", p.now - t_post);
+    assert_eq!(p.b.mem().bytes(rb.addr, 5), b"hello");
+}
+
+#[test]
+fn retry_exhaustion_on_a_dead_link() {
+    let o = ConnectOptions {
+        timeout: 10, // 4.194 ms
+        retry_cnt: 2,
+        ..ConnectOptions::default()
+    };
+    let mut p = Pair::new(
+        Config::default(),
+        MEM as usize,
+        LinkConfig::clean(5).with_loss(1.0),
+        LinkConfig::clean(5),
+        9,
+    );
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let t0 = p.now;
+    let got = run_one(&mut p, &c, write_to(&rb, rb.addr, &ra, 64));
+    assert_eq!(got[0].status, WcStatus::RetryExcErr);
+    assert_eq!(p.a.stats().timeouts, 3);
+    // Three timeouts of 4.096 µs × 2^10 = 4194.304 µs, at microsecond resolution.
+    let per = weft_transport::local_ack_timeout_micros(10).unwrap();
+    assert_eq!(per, 4195);
+    assert!(p.now - t0 >= 3 * per && p.now - t0 < 3 * per + 200);
+}
+
+#[test]
+fn too_many_outstanding_reads_is_invalid_request() {
+    let o = ConnectOptions {
+        rd_atomic: 4,
+        ..ConnectOptions::default()
+    };
+    let (mut p, c) = setup(&o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    // B accepts only one outstanding READ; A believes it may have four.
+    p.b.modify_qp(
+        c.qpn_b,
+        &QpAttr {
+            max_dest_rd_atomic: Some(1),
+            ..QpAttr::default()
+        },
+    )
+    .unwrap();
+    for i in 0..3 {
+        let wr = SendWr::new(
+            i,
+            WrOp::Read {
+                remote: remote(&rb, rb.addr),
+            },
+            vec![sge(&ra, ra.addr + i * 200_000, 200_000)],
+        );
+        p.a.post_send(c.qpn_a, wr).unwrap();
+    }
+    let got = wait_completions(&mut p, Side::A, 3, 1_000_000);
+    assert!(
+        got.iter().any(|c| c.status == WcStatus::RemInvReqErr),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn entering_err_flushes_everything() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    for i in 0..3 {
+        p.a.post_send(c.qpn_a, write_to(&rb, rb.addr, &ra, 64))
+            .unwrap();
+        p.a.post_recv(c.qpn_a, recv(100 + i, vec![sge(&ra, ra.addr, 64)]))
+            .unwrap();
+    }
+    p.a.modify_qp(
+        c.qpn_a,
+        &QpAttr {
+            state: Some(QpState::Err),
+            ..QpAttr::default()
+        },
+    )
+    .unwrap();
+    let got = completions(&mut p, Side::A);
+    assert_eq!(got.len(), 6);
+    assert!(got.iter().all(|c| c.status == WcStatus::WrFlushErr));
+    assert_eq!(got.iter().filter(|c| c.opcode == WcOpcode::Recv).count(), 3);
+    // Posting in ERR completes at once with a flush error.
+    p.a.post_send(c.qpn_a, write_to(&rb, rb.addr, &ra, 64))
+        .unwrap();
+    assert_eq!(
+        p.a.poll_completion().map(|c| c.status),
+        Some(WcStatus::WrFlushErr)
+    );
+}
+
+#[test]
+fn invalid_transitions_and_posts_are_error_values() {
+    let mut p = Pair::new(
+        Config::default(),
+        MEM as usize,
+        LinkConfig::clean(5),
+        LinkConfig::clean(5),
+        1,
+    );
+    let qpn =
+        p.a.create_qp(weft_transport::QpInit {
+            qp_type: QpType::Rc,
+            pd: 1,
+            max_send_wr: 1,
+            max_recv_wr: 1,
+            srq: None,
+        })
+        .unwrap();
+    assert_eq!(
+        p.a.modify_qp(
+            qpn,
+            &QpAttr {
+                state: Some(QpState::Rts),
+                ..QpAttr::default()
+            }
+        ),
+        Err(ModifyError::InvalidTransition {
+            from: QpState::Reset,
+            to: QpState::Rts
+        })
+    );
+    assert_eq!(
+        p.a.modify_qp(
+            qpn,
+            &QpAttr {
+                state: Some(QpState::Init),
+                pkey: Some(0xffff),
+                ..QpAttr::default()
+            }
+        ),
+        Err(ModifyError::MissingAttr(AttrName::Access))
+    );
+    assert_eq!(p.a.qp_state(qpn), Some(QpState::Reset));
+    assert_eq!(
+        p.a.post_send(qpn, send(1, vec![])),
+        Err(PostError::InvalidState(QpState::Reset))
+    );
+    assert_eq!(
+        p.a.post_send(0x77, send(1, vec![])),
+        Err(PostError::UnknownQp(0x77))
+    );
+}
+
+// ------------------------------------------------------------ crafted packets
+
+fn craft(repr: &IbPacketRepr, payload: &[u8], from: &weft_wire::roce::IcrcPath) -> Vec<u8> {
+    let mut buf = vec![0u8; repr.buffer_len(payload.len())];
+    let n = repr.emit(&mut buf, payload).unwrap();
+    from.fill(&mut buf[..n]).unwrap();
+    buf
+}
+
+/// B's next outgoing packet, parsed.
+fn next_from_b(p: &mut Pair) -> Option<IbPacketRepr> {
+    let mut buf = vec![0u8; 8192];
+    let t = p.b.poll_transmit(p.now, &mut buf)?;
+    let pkt = IbPacket::new_checked(&buf[..t.len]).unwrap();
+    Some(IbPacketRepr::parse(&pkt).unwrap())
+}
+
+#[test]
+fn unknown_qp_number_is_counted_and_dropped() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let from = Pair::path(Side::A, c.qpn_a);
+    let mut r = IbPacketRepr::new(BthRepr::new(
+        Opcode::RC_SEND_ONLY,
+        c.qpn_b ^ 0x40_0000,
+        Psn::new(0),
+    ));
+    r.bth.ack_req = true;
+    p.b.handle_packet(p.now, &from, &craft(&r, b"x", &from));
+    assert_eq!(p.b.stats().unknown_qpn, 1);
+    assert!(next_from_b(&mut p).is_none());
+}
+
+#[test]
+fn psn_far_outside_the_window_gets_a_sequence_nak() {
+    let o = ConnectOptions::default();
+    let (mut p, c) = setup(&o);
+    let from = Pair::path(Side::A, c.qpn_a);
+    let epsn = Psn::new(o.psn_a);
+    let far = epsn.add(1 << 22);
+    let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_WRITE_ONLY, c.qpn_b, far));
+    r.reth = Some(RethRepr {
+        va: 0,
+        rkey: 0,
+        dma_len: 1,
+    });
+    p.b.handle_packet(p.now, &from, &craft(&r, b"x", &from));
+    let nak = next_from_b(&mut p).expect("a NAK");
+    assert_eq!(nak.bth.opcode, Opcode::RC_ACK);
+    assert_eq!(nak.bth.psn, epsn);
+    assert_eq!(
+        nak.aeth.unwrap().syndrome,
+        Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR)
+    );
+    // Only one NAK per gap: a second far packet is dropped silently.
+    p.b.handle_packet(p.now, &from, &craft(&r, b"x", &from));
+    assert!(next_from_b(&mut p).is_none());
+    assert_eq!(p.b.mem().write_count(), 0);
+}
+
+#[test]
+fn malformed_headers_are_counted_never_panic() {
+    let (mut p, c) = setup(&ConnectOptions::default());
+    let from = Pair::path(Side::A, c.qpn_a);
+    let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, c.qpn_b, Psn::new(0)));
+    r.bth.ack_req = true;
+    let good = craft(&r, b"abcdef", &from);
+    let mut cases: Vec<Vec<u8>> = vec![vec![], good[..11].to_vec(), good[..15].to_vec()];
+    // Unknown opcode.
+    let mut v = good.clone();
+    v[0] = 0x1e;
+    from.fill(&mut v).unwrap();
+    cases.push(v);
+    // Pad count larger than the payload.
+    let mut v = craft(
+        &IbPacketRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, c.qpn_b, Psn::new(0))),
+        b"",
+        &from,
+    );
+    v[1] |= 0x30;
+    from.fill(&mut v).unwrap();
+    cases.push(v);
+    // Transport version 1.
+    let mut v = good.clone();
+    v[1] |= 0x01;
+    from.fill(&mut v).unwrap();
+    cases.push(v);
+    // A READ request opcode with a payload.
+    let mut v = good.clone();
+    v[0] = Opcode::RC_READ_REQUEST.0;
+    from.fill(&mut v).unwrap();
+    cases.push(v);
+    let n = cases.len() as u64;
+    for v in &cases {
+        p.b.handle_packet(p.now, &from, v);
+    }
+    assert_eq!(p.b.stats().malformed, n);
+    // A flipped bit fails the ICRC.
+    let mut v = good.clone();
+    v[13] ^= 4;
+    p.b.handle_packet(p.now, &from, &v);
+    assert_eq!(p.b.stats().icrc_errors, 1);
+    // A UC opcode to an RC QP.
+    let mut v = good.clone();
+    v[0] = Opcode::UC_SEND_ONLY.0;
+    from.fill(&mut v).unwrap();
+    p.b.handle_packet(p.now, &from, &v);
+    assert_eq!(p.b.stats().wrong_transport, 1);
+    assert!(next_from_b(&mut p).is_none());
+    assert_eq!(p.b.qp_state(c.qpn_b), Some(QpState::Rts));
+}
+
+#[test]
+fn icrc_check_can_be_switched_off() {
+    let config = Config {
+        check_icrc: false,
+        ..Config::default()
+    };
+    let mut p = Pair::new(
+        config,
+        MEM as usize,
+        LinkConfig::clean(5),
+        LinkConfig::clean(5),
+        1,
+    );
+    let o = ConnectOptions {
+        mtu: Mtu::M256,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let from = Pair::path(Side::A, c.qpn_a);
+    let mut r = IbPacketRepr::new(BthRepr::new(
+        Opcode::RC_SEND_ONLY,
+        c.qpn_b,
+        Psn::new(o.psn_a),
+    ));
+    r.bth.ack_req = true;
+    let mut v = craft(&r, b"abc", &from);
+    let n = v.len();
+    v[n - 1] ^= 0xff; // wrong ICRC, accepted anyway
+    p.b.handle_packet(p.now, &from, &v);
+    assert_eq!(p.b.stats().icrc_errors, 0);
+    // No receive posted: the packet reached the responder, which answers RNR.
+    let nak = next_from_b(&mut p).unwrap();
+    assert!(matches!(
+        nak.aeth.unwrap().syndrome,
+        Syndrome::RnrNak { .. }
+    ));
+}
