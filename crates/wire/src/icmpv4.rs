@@ -215,7 +215,7 @@ pub enum Icmpv4Repr<'a> {
     },
     /// Destination unreachable.
     DstUnreachable {
-        /// Why (see [`unreachable`]).
+        /// Why (see [`mod@unreachable`]).
         code: u8,
         /// Next-hop MTU for [`unreachable::FRAG_NEEDED`], else 0.
         next_hop_mtu: u16,
