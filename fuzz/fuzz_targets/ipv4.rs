@@ -1,7 +1,7 @@
 //! Arbitrary bytes as an IPv4 packet: the checked view and the Repr must never panic,
-//! `decrement_ttl` must keep a valid checksum valid, and whatever parses must re-emit
-//! to an equal Repr. The input is also tried with its checksum refilled, so the
-//! checks behind the checksum are reached.
+//! `decrement_ttl` and `mark_ce` must keep a valid checksum valid, and whatever parses
+//! must re-emit to an equal Repr. The input is also tried with its checksum refilled,
+//! so the checks behind the checksum are reached.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -39,6 +39,9 @@ fn exercise(data: &[u8]) {
     let mut c = Ipv4Packet::new_checked(&mut copy[..]).expect("same bytes check");
     if c.decrement_ttl().is_some() && valid {
         assert!(c.verify_checksum(), "decrement_ttl broke a valid checksum");
+    }
+    if c.mark_ce() && valid {
+        assert!(c.verify_checksum(), "mark_ce broke a valid checksum");
     }
     let Ok(repr) = Ipv4Repr::parse(&p) else {
         return;

@@ -270,6 +270,27 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         &mut self.buffer.as_mut()[h..t]
     }
 
+    /// A congested router's mark (RFC 3168 §5): set ECN to CE (0b11) on an
+    /// ECN-capable packet (ECT(0) or ECT(1)), patching the checksum by RFC 1624. A
+    /// Not-ECT packet is left alone (the router drops it instead) and CE stays CE.
+    /// Returns true when the packet now carries CE. RoCEv2 receivers answer CE with a
+    /// CNP, so this is how a weft router signals congestion.
+    pub fn mark_ce(&mut self) -> bool {
+        match self.ecn() {
+            0b00 => false,
+            0b11 => true,
+            _ => {
+                let b = self.buffer.as_ref();
+                let old_word = u16::from_be_bytes([b[field::VER_IHL], b[field::DSCP_ECN]]);
+                let new_word = old_word | 0b11;
+                let c = checksum::update16(self.checksum(), old_word, new_word);
+                self.set_dscp_ecn(self.dscp_ecn() | 0b11);
+                self.set_checksum(c);
+                true
+            }
+        }
+    }
+
     /// A router's forwarding step (RFC 1812 §5.3.1): TTL − 1, with the checksum
     /// patched by RFC 1624 eqn. 3 instead of recomputed over the header. Returns the
     /// new TTL, or `None` (and changes nothing) when the TTL is already 0. A router
@@ -526,6 +547,20 @@ mod tests {
                 assert_eq!(inc, p.checksum(), "ttl {ttl} proto {proto}");
                 assert_eq!(p.ttl(), ttl.saturating_sub(1));
             }
+        }
+    }
+
+    #[test]
+    fn mark_ce_patches_checksum() {
+        for ecn in 0..4u8 {
+            let mut b = HDR;
+            b[1] = 0xb8 | ecn;
+            Ipv4Packet::new_unchecked(&mut b[..]).fill_checksum();
+            let mut p = Ipv4Packet::new_unchecked(&mut b[..]);
+            assert_eq!(p.mark_ce(), ecn != 0);
+            assert_eq!(p.ecn(), if ecn == 0 { 0 } else { 3 });
+            assert_eq!(p.dscp(), 0xb8 >> 2);
+            assert!(p.verify_checksum());
         }
     }
 

@@ -228,6 +228,21 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
         let t = self.total_len();
         &mut self.buffer.as_mut()[HEADER_LEN..t]
     }
+    /// A congested router's mark (RFC 3168 §5): set ECN to CE on an ECN-capable
+    /// packet; Not-ECT is left alone. Returns true when the packet now carries CE.
+    pub fn mark_ce(&mut self) -> bool {
+        match self.ecn() {
+            0b00 => false,
+            0b11 => true,
+            _ => {
+                // ECN is the low two bits of the traffic class: bits 21:20 of word 0,
+                // i.e. bits 5:4 of byte 1.
+                self.buffer.as_mut()[1] |= 0b0011_0000;
+                true
+            }
+        }
+    }
+
     /// A router's forwarding step (RFC 8200 §3): hop limit − 1. Returns the new hop
     /// limit, or `None` (nothing changed) when it is already 0. IPv6 has no header
     /// checksum to patch.
@@ -464,6 +479,18 @@ mod tests {
         let mut p = Ipv6Packet::new_checked(&mut b[..]).unwrap();
         assert_eq!(p.decrement_hop_limit(), Some(0));
         assert_eq!(p.decrement_hop_limit(), None);
+    }
+
+    #[test]
+    fn mark_ce_sets_only_ecn() {
+        for ecn in 0..4u8 {
+            let mut b = packet(&[], 59);
+            let mut p = Ipv6Packet::new_unchecked(&mut b[..]);
+            p.set_version_tc_flow(0xb8 | ecn, 0x12345);
+            assert_eq!(p.mark_ce(), ecn != 0);
+            assert_eq!(p.traffic_class(), 0xb8 | if ecn == 0 { 0 } else { 3 });
+            assert_eq!((p.version(), p.flow_label()), (6, 0x12345));
+        }
     }
 
     proptest! {

@@ -191,6 +191,9 @@ fn ipv4(data: &[u8]) -> bool {
             "decrement_ttl kept a valid checksum valid"
         );
     }
+    if c.mark_ce() && valid {
+        assert!(c.verify_checksum(), "mark_ce kept a valid checksum valid");
+    }
     let Ok(repr) = Ipv4Repr::parse(&p) else {
         return false;
     };
