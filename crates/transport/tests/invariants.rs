@@ -42,6 +42,7 @@ fn run(seed: u64, recovery: Recovery, loss: f64, ops: u64, mtu: Mtu) {
         mix: OpMix::ALL,
         seed,
         time_limit_us: 200_000_000,
+        unreliable: false,
     };
     let r = run_mix(&mut p, &c, &cfg);
     assert!(

@@ -65,6 +65,9 @@ pub struct MixConfig {
     pub seed: u64,
     /// Give up after this much virtual time.
     pub time_limit_us: u64,
+    /// UC: a send completes when its last packet leaves, before the data lands, so every
+    /// WRITE carries an immediate and is verified at the receiver's completion instead.
+    pub unreliable: bool,
 }
 
 /// What a mixed run did.
@@ -88,6 +91,7 @@ enum Expect {
         seq: u64,
         len: u32,
         slot: usize,
+        checked_by_receiver: bool,
     },
     Read {
         len: u32,
@@ -102,6 +106,10 @@ enum Expect {
         slot: usize,
     },
 }
+
+/// Receives B keeps posted, per window slot: UC senders complete before their data
+/// lands, so more receive-consuming messages than `window` can be on the wire.
+const RECV_FACTOR: u64 = 4;
 
 /// Per-slot layout: each outstanding operation owns slot `i % window` of every area.
 struct Layout {
@@ -122,22 +130,22 @@ impl Layout {
     fn a_atomic(&self, s: usize) -> u64 {
         self.a.addr + 2 * self.window * self.slot + s as u64 * 8
     }
-    // B: [recv slots][write-target slots][read-source slots][counters]
-    fn b_recv(&self, s: usize) -> u64 {
+    // B: [write-target slots][read-source slots][counters][recv slots × RECV_FACTOR]
+    fn b_write(&self, s: usize) -> u64 {
         self.b.addr + s as u64 * self.slot
     }
-    fn b_write(&self, s: usize) -> u64 {
+    fn b_read(&self, s: usize) -> u64 {
         self.b.addr + (self.window + s as u64) * self.slot
     }
-    fn b_read(&self, s: usize) -> u64 {
-        self.b.addr + (2 * self.window + s as u64) * self.slot
-    }
     fn b_counter(&self, which: u64) -> u64 {
-        self.b.addr + 3 * self.window * self.slot + which * 8
+        self.b.addr + 2 * self.window * self.slot + which * 8
+    }
+    fn b_recv(&self, s: usize) -> u64 {
+        self.b.addr + 2 * self.window * self.slot + 64 + s as u64 * self.slot
     }
     /// Bytes each side needs.
     fn need(window: u64, slot: u64) -> u64 {
-        3 * window * slot + 64
+        (2 + RECV_FACTOR) * window * slot + 64
     }
 }
 
@@ -177,9 +185,10 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
     let start = pair.now;
     let deadline = Instant(start.micros() + cfg.time_limit_us);
 
-    // Keep B's receive queue stocked: receive r uses slot r % window.
+    // Keep B's receive queue stocked: receive r uses slot r % recvs.
+    let recvs = RECV_FACTOR * window;
     let post_recv = |pair: &mut Pair, r: u64| {
-        let s = (r % window) as usize;
+        let s = (r % recvs) as usize;
         let wr = RecvWr {
             wr_id: r,
             sg_list: vec![Sge {
@@ -193,18 +202,18 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
             None => pair.b.post_recv(conn.qpn_b, wr),
         }
     };
-    for r in 0..window {
+    for r in 0..recvs {
         if post_recv(pair, r).is_err() {
             report.errors.push("post_recv refused".into());
             return report;
         }
     }
-    let mut next_recv = window;
+    let mut next_recv = recvs;
 
     let mut posted = 0u64;
     let mut outstanding: VecDeque<(u64, Expect)> = VecDeque::new();
-    // Receive-consuming operations in posting order: (seq, len, imm).
-    let mut recv_expect: VecDeque<(u64, u32, Option<u32>)> = VecDeque::new();
+    // Receive-consuming operations in posting order.
+    let mut recv_expect: VecDeque<RecvExpect> = VecDeque::new();
     let mut fetch_adds = 0u64;
     let mut cas = 0u64;
     let total_weight = cfg.mix.send + cfg.mix.write + cfg.mix.read + cfg.mix.atomic;
@@ -229,7 +238,12 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
                 let data = content(seq, len as usize);
                 pair.a.mem_mut().fill(l.a_src(s), &data);
                 let imm = rng.chance(0.5).then_some(seq as u32);
-                recv_expect.push_back((seq, len, imm));
+                recv_expect.push_back(RecvExpect {
+                    seq,
+                    len,
+                    imm,
+                    write_slot: None,
+                });
                 (
                     SendWr::new(seq, WrOp::Send { imm }, vec![src]),
                     Expect::Send,
@@ -237,9 +251,14 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
             } else if pick < cfg.mix.send + cfg.mix.write {
                 let data = content(seq, len as usize);
                 pair.a.mem_mut().fill(l.a_src(s), &data);
-                let imm = rng.chance(0.25).then_some(seq as u32);
+                let imm = (cfg.unreliable || rng.chance(0.25)).then_some(seq as u32);
                 if imm.is_some() {
-                    recv_expect.push_back((seq, len, imm));
+                    recv_expect.push_back(RecvExpect {
+                        seq,
+                        len,
+                        imm,
+                        write_slot: Some(s),
+                    });
                 }
                 let remote = RemoteAddr {
                     addr: l.b_write(s),
@@ -247,7 +266,12 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
                 };
                 (
                     SendWr::new(seq, WrOp::Write { remote, imm }, vec![src]),
-                    Expect::Write { seq, len, slot: s },
+                    Expect::Write {
+                        seq,
+                        len,
+                        slot: s,
+                        checked_by_receiver: cfg.unreliable,
+                    },
                 )
             } else if pick < cfg.mix.send + cfg.mix.write + cfg.mix.read {
                 pair.a.mem_mut().fill(l.a_dst(s), &vec![0u8; len as usize]);
@@ -384,13 +408,29 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
     report
 }
 
+/// A receive the mix expects, in order.
+#[derive(Debug, Clone, Copy)]
+struct RecvExpect {
+    seq: u64,
+    len: u32,
+    imm: Option<u32>,
+    /// WRITE with immediate: the target slot to verify.
+    write_slot: Option<usize>,
+}
+
 fn check_recv(
     pair: &Pair,
     l: &Layout,
     c: &Completion,
-    expect: &mut VecDeque<(u64, u32, Option<u32>)>,
+    expect: &mut VecDeque<RecvExpect>,
 ) -> Result<(), String> {
-    let Some((seq, len, imm)) = expect.pop_front() else {
+    let Some(RecvExpect {
+        seq,
+        len,
+        imm,
+        write_slot,
+    }) = expect.pop_front()
+    else {
         return Err(format!("unexpected receive completion {c:?}"));
     };
     if c.status != WcStatus::Success || c.byte_len != len || c.imm != imm {
@@ -399,10 +439,18 @@ fn check_recv(
         ));
     }
     if c.opcode == WcOpcode::Recv {
-        let s = (c.wr_id % l.window) as usize;
+        let s = (c.wr_id % (RECV_FACTOR * l.window)) as usize;
         let got = pair.b.mem().bytes(l.b_recv(s), len as usize);
         if got != content(seq, len as usize).as_slice() {
             return Err(format!("SEND {seq}: received bytes differ"));
+        }
+    }
+    if let Some(slot) = write_slot {
+        let got = pair.b.mem().bytes(l.b_write(slot), len as usize);
+        if c.opcode != WcOpcode::RecvRdmaWithImm || got != content(seq, len as usize).as_slice() {
+            return Err(format!(
+                "WRITE-with-immediate {seq}: {c:?} or target bytes differ"
+            ));
         }
     }
     Ok(())
@@ -411,6 +459,10 @@ fn check_recv(
 fn check_send(pair: &Pair, l: &Layout, exp: &Expect) -> Result<(), String> {
     match *exp {
         Expect::Send => Ok(()),
+        Expect::Write {
+            checked_by_receiver: true,
+            ..
+        } => Ok(()),
         Expect::Write { seq, len, slot, .. } => {
             let got = pair.b.mem().bytes(l.b_write(slot), len as usize);
             (got == content(seq, len as usize).as_slice())
