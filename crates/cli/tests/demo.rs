@@ -1,0 +1,30 @@
+//! The README's main job runs and its wire step holds together: every frame it writes
+//! decodes with a good ICRC, and tshark (installed by scripts/setup.sh) dissects every one.
+
+use std::process::Command;
+
+#[test]
+fn demo_runs_and_its_capture_checks_out() {
+    let out_dir = std::env::temp_dir().join(format!("weft-demo-test-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["demo", "--json", "--seconds", "0.05", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let frames = v["wire"]["frames"].as_u64().unwrap();
+    assert_eq!(frames, 76, "38 opcodes over IPv4 and IPv6");
+    assert_eq!(v["wire"]["decoded_icrc_ok"], frames);
+    assert_eq!(
+        v["wire"]["tshark_dissected"], frames,
+        "tshark missing or disagreeing"
+    );
+    assert!(v["icrc"]["weft_icrc_gb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(out_dir.join("roce-every-opcode.pcap").exists());
+    std::fs::remove_dir_all(&out_dir).ok();
+}
