@@ -6,6 +6,8 @@
 //!
 //! Mutated inputs get their checksums refilled half of the time, so the checks behind
 //! the checksum are reached, not just the checksum test.
+//!
+//! `WEFT_HOSTILE_ITERS=2000000 cargo test -p weft-wire --test hostile_input` soaks longer.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -19,7 +21,13 @@ use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use weft_wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use weft_wire::udp::{UdpPacket, UdpRepr};
 
-const ITERS: usize = 20_000;
+/// Inputs per parser; `WEFT_HOSTILE_ITERS` raises it for a longer soak.
+fn iters() -> usize {
+    std::env::var("WEFT_HOSTILE_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
 
 // The addresses the fuzz targets and the seed corpus use for pseudo-header checksums.
 const V4_SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
@@ -81,7 +89,7 @@ fn hostile(target: &str, seed: u64, fix: fn(&mut [u8]), check: fn(&[u8]) -> bool
     }
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut parsed = 0;
-    for i in 0..ITERS {
+    for i in 0..iters() {
         let mut b = if i % 4 == 0 {
             let n = rng.gen_range(0..120);
             (0..n).map(|_| rng.gen::<u8>()).collect()
@@ -354,10 +362,11 @@ fn no_fix(_: &mut [u8]) {}
 /// Every parser must let a fair share of mutated seeds through to the emit and
 /// re-parse step, or this test would only be exercising the rejection paths.
 fn assert_reaches_emit(target: &str, parsed: usize) {
-    eprintln!("{target}: {parsed} of {ITERS} hostile inputs parsed and round-tripped");
+    let n = iters();
+    eprintln!("{target}: {parsed} of {n} hostile inputs parsed and round-tripped");
     assert!(
-        parsed > ITERS / 20,
-        "{target}: only {parsed} of {ITERS} inputs parsed"
+        parsed > n / 20,
+        "{target}: only {parsed} of {n} inputs parsed"
     );
 }
 
