@@ -101,12 +101,12 @@ fn out_of_bounds_write_and_read() {
     assert_eq!(p.a.mem().write_count(), 0);
 }
 
+/// Builds a work request from A's and B's regions.
+type MakeWr = fn(&weft_transport::Region, &weft_transport::Region) -> SendWr;
+
 #[test]
 fn missing_access_flags() {
-    let cases: [(
-        Access,
-        fn(&weft_transport::Region, &weft_transport::Region) -> SendWr,
-    ); 3] = [
+    let cases: [(Access, MakeWr); 3] = [
         (
             Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             |ra, rb| write_to(rb, rb.addr, ra, 64),

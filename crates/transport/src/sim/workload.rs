@@ -211,6 +211,7 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
     let mut next_recv = recvs;
 
     let mut posted = 0u64;
+    let mut received = 0u64;
     let mut outstanding: VecDeque<(u64, Expect)> = VecDeque::new();
     // Receive-consuming operations in posting order.
     let mut recv_expect: VecDeque<RecvExpect> = VecDeque::new();
@@ -219,7 +220,14 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
     let total_weight = cfg.mix.send + cfg.mix.write + cfg.mix.read + cfg.mix.atomic;
 
     while report.completed < cfg.ops && report.errors.is_empty() {
-        while outstanding.len() < cfg.window && posted < cfg.ops {
+        // UC: gate on what the receiver has verified, since the sender completes early
+        // (and slots must not be reused while their data is still on the wire).
+        let in_flight = if cfg.unreliable {
+            (posted - received) as usize
+        } else {
+            outstanding.len()
+        };
+        if in_flight < cfg.window && posted < cfg.ops {
             let seq = posted;
             let s = (seq % window) as usize;
             let len = match rng.range(0, 10) {
@@ -336,6 +344,7 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
             }
             outstanding.push_back((seq, exp));
             posted += 1;
+            continue;
         }
 
         let progressed = pair.step();
@@ -349,6 +358,7 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
                 report.errors.push("post_recv refused".into());
             }
             next_recv += 1;
+            received += 1;
         }
         while let Some(c) = pair.a.poll_completion() {
             let Some((seq, exp)) = outstanding.pop_front() else {
