@@ -273,11 +273,12 @@ impl VecMemory {
 
     /// The first address outside every registered region whose byte is not the canary.
     pub fn first_change_outside_regions(&self) -> Option<u64> {
-        (0..self.bytes.len()).find_map(|i| {
-            let a = self.base + i as u64;
-            let inside = self.regions.iter().any(|r| r.contains(a, 1));
-            (!inside && self.bytes[i] != self.canary).then_some(a)
-        })
+        self.bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b != self.canary)
+            .map(|(i, _)| self.base + i as u64)
+            .find(|&a| !self.regions.iter().any(|r| r.contains(a, 1)))
     }
 
     fn resolve(
