@@ -14,9 +14,10 @@
 //!
 //! Throughput is counted in IB packet bytes for all four, so the rates compare directly.
 //! (The ICRC itself hashes 32 bytes more than the IB packet minus its trailer: 8 LRH
-//! bytes, 20 IPv4 and 8 UDP header bytes.) After criterion's own report, a summary reads
-//! the medians back from criterion's output directory (inside the target directory) and
-//! prints ratios and the implied line rate.
+//! bytes, 20 IPv4 and 8 UDP header bytes.) After criterion's own report, two summaries
+//! print ratios and the implied line rate: one from the medians criterion wrote to its
+//! output directory (inside the target directory), one from an interleaved best-of
+//! measurement that keeps ratios meaningful when other processes share the cores.
 
 use std::hint::black_box;
 use std::net::Ipv4Addr;
@@ -168,10 +169,52 @@ fn median_ns(func: &str, size: usize) -> Option<f64> {
     rest[..end].trim().parse().ok()
 }
 
-fn summary() {
-    println!("\nICRC summary (medians; GB/s = 1e9 IB packet bytes per second)");
+/// Interleaved best-of timing: on a shared machine, load that comes and goes between
+/// criterion's (sequential) benchmarks skews their ratios. Here every round times one
+/// short batch of each function in turn and the fastest batch per function is kept, so
+/// all four see the same conditions and the minimum approximates the uncontended cost.
+fn interleaved() -> Vec<(usize, [f64; 4])> {
+    use std::time::Instant;
+    const ROUNDS: usize = 400;
+    let mut out = Vec::new();
+    for size in SIZES {
+        let k = case(size);
+        let body = &k.ib[..size - 4];
+        let fs: [&dyn Fn() -> u32; 4] = [
+            &|| icrc(black_box(&k.ip), black_box(&k.udp), black_box(body)).unwrap(),
+            &|| black_box(&k.path).icrc(black_box(body)).unwrap(),
+            &|| crc32fast::hash(black_box(&k.ib)),
+            &|| naive_icrc(black_box(&k.ip), black_box(&k.udp), black_box(body)),
+        ];
+        // ~20 us batches: long enough for the clock, short enough to dodge preemption.
+        let batch = |i: usize| {
+            if i == 3 {
+                4
+            } else {
+                (20_000 / size).max(8) * 4
+            }
+        };
+        let mut best = [f64::INFINITY; 4];
+        for _ in 0..ROUNDS {
+            for (i, f) in fs.iter().enumerate() {
+                let n = batch(i);
+                let t = Instant::now();
+                for _ in 0..n {
+                    black_box(f());
+                }
+                let ns = t.elapsed().as_nanos() as f64 / n as f64;
+                best[i] = best[i].min(ns);
+            }
+        }
+        out.push((size, best));
+    }
+    out
+}
+
+fn print_table(title: &str, rows: &[(usize, [f64; 4])]) {
+    println!("\n{title}");
     println!(
-        "{:>6} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12} {:>10} {:>8}",
+        "{:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10} {:>8}",
         "size",
         "weft GB/s",
         "path GB/s",
@@ -182,16 +225,10 @@ fn summary() {
         "weft Mpps",
         "Gbit/s"
     );
-    let mut last = None;
-    for size in SIZES {
-        let t: Vec<Option<f64>> = FUNCS.iter().map(|f| median_ns(f, size)).collect();
-        let [Some(w), Some(p), Some(f), Some(n)] = t[..] else {
-            println!("{size:>6} (not measured in this run)");
-            continue;
-        };
+    for &(size, [w, p, f, n]) in rows {
         let gbs = |ns: f64| size as f64 / ns;
         println!(
-            "{:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.2} {:>12.2} {:>10.2} {:>8.1}",
+            "{:>6} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.2} {:>10.2} {:>8.1}",
             size,
             gbs(w),
             gbs(p),
@@ -202,14 +239,13 @@ fn summary() {
             1e3 / w,
             gbs(w) * 8.0
         );
-        last = Some((size, w));
     }
-    if let Some((size, w)) = last {
+    if let Some(&(size, [w, ..])) = rows.last() {
         // On the wire each IB packet also carries UDP 8, IPv4 20, Ethernet 14 + FCS 4,
         // preamble 8 and inter-frame gap 12 bytes.
         let wire = (size + 66) as f64;
         println!(
-            "\nAt {size} B one core computes {:.2} M ICRCs/s = {:.1} Gbit/s of IB bytes.",
+            "At {size} B one core computes {:.2} M ICRCs/s = {:.1} Gbit/s of IB bytes.",
             1e3 / w,
             size as f64 * 8.0 / w
         );
@@ -227,5 +263,22 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     c.final_summary();
-    summary();
+    let medians: Vec<(usize, [f64; 4])> = SIZES
+        .iter()
+        .filter_map(|&size| {
+            let t: Vec<f64> = FUNCS.iter().filter_map(|f| median_ns(f, size)).collect();
+            Some((size, <[f64; 4]>::try_from(t).ok()?))
+        })
+        .collect();
+    print_table(
+        "ICRC summary, criterion medians (GB/s = 1e9 IB packet bytes/s)",
+        &medians,
+    );
+    // `cargo test --benches` runs this binary with --bench absent: keep that quick.
+    if std::env::args().any(|a| a == "--bench") {
+        print_table(
+            "ICRC summary, interleaved best-of-400 batches (ratios robust to shared cores)",
+            &interleaved(),
+        );
+    }
 }
