@@ -593,3 +593,6 @@ pub fn sweep_table(seed: u64, scale: u64) -> String {
     }
     out
 }
+
+mod fuzz;
+pub use fuzz::fuzz_qp_pair;
