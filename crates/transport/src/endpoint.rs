@@ -609,7 +609,11 @@ impl Qp {
             return None;
         }
         if self.resp.has_output() && self.common.state != QpState::Reset {
-            if let Some(e) = self.resp.poll_transmit(&self.common, ctx, buf) {
+            let posted = match self.common.srq {
+                Some(_) => None,
+                None => Some(self.rq.len()),
+            };
+            if let Some(e) = self.resp.poll_transmit(&self.common, ctx, buf, posted) {
                 if e.fatal {
                     self.enter_error(ctx, None);
                 }
@@ -670,10 +674,6 @@ impl Qp {
             let mut c = Completion::new(w.wr.wr_id, status, w.wr.op.wc_opcode(), self.common.qpn);
             c.byte_len = 0;
             ctx.cq.push_back(c);
-        }
-        if self.common.state != QpState::Err && self.common.state != QpState::Reset {
-            // SQE keeps the PSN space going for later sends after SQE -> RTS.
-            self.req.start(&self.common);
         }
     }
 

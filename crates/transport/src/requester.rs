@@ -525,7 +525,7 @@ impl Requester {
                         self.ack_through(q, ctx, p);
                         // IBTA C9-? : a NAK-sequence error counts against retry_cnt.
                         if self.recovering_at != Some(p.min(self.una)) {
-                            self.consume_retry(q)?;
+                            self.consume_retry()?;
                         }
                         let from = p.min(self.una);
                         self.go_back_once(from);
@@ -622,7 +622,9 @@ impl Requester {
         Ok(())
     }
 
-    fn consume_retry(&mut self, q: &QpCommon) -> Result<(), Fault> {
+    /// Spend one transport retry (C9-?: timeouts and NAK-sequence errors count;
+    /// progress refills the counter).
+    fn consume_retry(&mut self) -> Result<(), Fault> {
         if self.retry_left == 0 {
             let idx = self.idx_of(self.una).unwrap_or(0);
             return Err(Fault {
@@ -630,7 +632,6 @@ impl Requester {
                 status: WcStatus::RetryExcErr,
             });
         }
-        let _ = q;
         self.retry_left -= 1;
         Ok(())
     }
@@ -698,15 +699,12 @@ impl Requester {
         }
     }
 
+    /// Go back to `from` unless a go-back to the same PSN is already under way.
     fn go_back_once(&mut self, from: u64) {
-        if self.recovering_at == Some(from) && self.send_psn > from {
-            return;
+        if self.recovering_at != Some(from) {
+            self.recovering_at = Some(from);
+            self.go_back(from);
         }
-        if self.recovering_at == Some(from) {
-            return;
-        }
-        self.recovering_at = Some(from);
-        self.go_back(from);
     }
 
     fn go_back(&mut self, from: u64) {
@@ -770,7 +768,7 @@ impl Requester {
         if self.timer.is_some_and(|t| now >= t) {
             ctx.stats.timeouts += 1;
             self.timer = None;
-            self.consume_retry(q)?;
+            self.consume_retry()?;
             match q.attrs.recovery {
                 Recovery::GoBackN => {
                     self.recovering_at = None;
@@ -794,10 +792,19 @@ impl Requester {
         self.recovering_at = None;
     }
 
-    /// Drop all state (flush or RESET); returns the WQEs for flushing.
+    /// Remove every WQE (for flushing) and forget what was in flight. The PSN counter
+    /// carries on, so a QP that leaves SQE keeps a monotonic PSN stream.
     pub fn take_all(&mut self) -> VecDeque<SendWqe> {
         let w = std::mem::take(&mut self.wqes);
+        let (psn, retry, rnr) = (self.next_psn, self.retry_left, self.rnr_left);
         *self = Requester::new();
+        self.next_psn = psn;
+        self.una = psn;
+        self.send_psn = psn;
+        self.send_high = psn;
+        self.cum_acked = psn;
+        self.retry_left = retry;
+        self.rnr_left = rnr;
         w
     }
 }

@@ -730,20 +730,22 @@ impl Responder {
         }
     }
 
-    /// Write the next response packet into `buf`.
+    /// Write the next response packet into `buf`. `posted`: receive WQEs on the QP's
+    /// own receive queue, advertised as end-to-end credits (`None` with an SRQ, which
+    /// IBTA §9.7.7.1 says to advertise as "invalid").
     pub fn poll_transmit<M: Memory>(
         &mut self,
         q: &QpCommon,
         ctx: &mut Ctx<'_, M>,
         buf: &mut [u8],
+        posted: Option<usize>,
     ) -> Option<RespEmitted> {
         let path = q.attrs.path?;
         let front = *self.queue.front()?;
         let mtu = q.mtu();
-        let credits = if q.srq.is_some() {
-            CREDITS_INVALID
-        } else {
-            code_from_credits(0)
+        let credits = match posted {
+            Some(n) => code_from_credits(u32::try_from(n).unwrap_or(u32::MAX)),
+            None => CREDITS_INVALID,
         };
         let ack = |syndrome| AethRepr {
             syndrome,
@@ -829,7 +831,7 @@ impl Responder {
                             sack: None,
                             fatal: true,
                         });
-                        return self.poll_transmit(q, ctx, buf);
+                        return self.poll_transmit(q, ctx, buf, posted);
                     }
                 }
                 if i + 1 >= n {

@@ -155,6 +155,9 @@ pub struct Link {
     packets: std::collections::HashMap<u64, (Vec<u8>, IcrcPath)>,
     /// Counters.
     pub stats: LinkStats,
+    /// Drop exactly these packets (numbered from 1 in sending order): targeted loss for
+    /// tests that need one specific packet gone.
+    pub drop_nth: std::collections::BTreeSet<u64>,
 }
 
 impl Link {
@@ -168,6 +171,7 @@ impl Link {
             queue: BinaryHeap::new(),
             packets: std::collections::HashMap::new(),
             stats: LinkStats::default(),
+            drop_nth: std::collections::BTreeSet::new(),
         }
     }
 
@@ -202,7 +206,7 @@ impl Link {
             self.stats.too_big += 1;
             return;
         }
-        if self.rng.chance(self.config.loss) {
+        if self.drop_nth.remove(&self.stats.sent) || self.rng.chance(self.config.loss) {
             self.stats.lost += 1;
             return;
         }
