@@ -29,6 +29,12 @@ hex without 0x; byte strings are hex (possibly empty). Keys:
   frame       the whole Ethernet frame as scapy built it (after any deliberate corruption)
   ip          4 or 6
   ihl         IPv4 header bytes (20 + options); 40 for IPv6
+  src dst     IP addresses given to scapy (4 or 16 bytes)
+  tos ttl     IPv4 TOS and TTL, or IPv6 traffic class and hop limit
+  ipid        IPv4 identification (IPv4 frames; DF is always set)
+  fl          IPv6 flow label (IPv6 frames)
+  sport       UDP source port (destination is always 4791)
+  udp_csum    1 if scapy computed the UDP checksum, 0 if it was set to zero
   icrc_by     scapy | script-v6 (see above)
   icrc_ok     1 if the frame's last 4 bytes are the right ICRC for the frame, else 0
   icrc        the frame's ICRC trailer read little-endian (as weft's IbPacket::icrc reads it)
@@ -50,6 +56,7 @@ pseudo-random bytes come from a fixed-seed LCG.
 
 import struct
 import sys
+from socket import AF_INET, AF_INET6, inet_pton
 import zlib
 
 from scapy.compat import raw
@@ -289,9 +296,22 @@ def build(spec):
         frame[BTH].icrc = icrc_field(icrc_v6(frame))
     data = raw(frame)
     ihl = Ether(data)[IP].ihl * 4 if spec.get("ip", 4) == 4 else 40
+    v4 = spec.get("ip", 4) == 4
     fields = dict(
         ip=spec.get("ip", 4),
         ihl=ihl,
+        src=inet_pton(AF_INET if v4 else AF_INET6, ip.src),
+        dst=inet_pton(AF_INET if v4 else AF_INET6, ip.dst),
+        tos=spec.get("tos", 0),
+        ttl=spec.get("ttl", 64),
+    )
+    if v4:
+        fields["ipid"] = spec.get("id", 0)
+    else:
+        fields["fl"] = spec.get("fl", 0)
+    fields.update(
+        sport=spec.get("sport", 0xC000),
+        udp_csum=0 if spec.get("udp_chksum") == 0 else 1,
         icrc_by="scapy" if spec.get("ip", 4) == 4 else "script-v6",
         opcode=op,
         se=b["solicited"],
