@@ -80,6 +80,8 @@ pub struct Stats {
     /// RoCEv2 congestion notifications (counted, no rate control yet).
     pub cnp_received: u64,
     pub out_of_sequence: u64,
+    /// Selective mode: WRITE packets placed in memory ahead of ePSN.
+    pub placed_out_of_order: u64,
     pub duplicate_requests: u64,
     pub duplicate_responses: u64,
     pub out_of_order_responses: u64,

@@ -26,6 +26,8 @@ enum InMsg {
         offset: u64,
     },
     Write {
+        /// PSN of the First/Only packet.
+        first_psn: u64,
         va: u64,
         rkey: u32,
         total: u64,
@@ -74,6 +76,16 @@ enum Response {
     },
 }
 
+/// An out-of-order packet the responder keeps (selective mode).
+#[derive(Debug)]
+struct Kept {
+    repr: IbPacketRepr,
+    /// The payload, or empty when it was already placed in memory on arrival.
+    payload: Vec<u8>,
+    /// `Some(len)` when a WRITE payload of `len` bytes was placed on arrival.
+    placed: Option<u64>,
+}
+
 /// Why a request was not accepted.
 enum Refusal {
     /// No receive WQE: RNR NAK (RC) or drop (UC).
@@ -109,7 +121,8 @@ pub(crate) struct Responder {
     /// A fatal NAK is queued; refuse everything after it.
     fatal: bool,
     atomic_replay: VecDeque<(u64, u64)>,
-    ooo: BTreeMap<u64, (IbPacketRepr, Vec<u8>)>,
+    /// Selective mode: packets that arrived ahead of ePSN, processed when the gap closes.
+    ooo: BTreeMap<u64, Kept>,
     scratch: Vec<u8>,
 }
 
@@ -232,7 +245,7 @@ impl Responder {
         let p = repr.bth.psn.expand(self.epsn);
         let selective = q.attrs.recovery == Recovery::Selective;
         if p == self.epsn {
-            self.rc_in_order(q, rq, ctx, repr, payload);
+            self.rc_in_order(q, rq, ctx, repr, payload, None);
             // Selective repeat: the gap may have closed; drain what was kept.
             while selective && !self.fatal {
                 let Some(entry) = self.ooo.first_entry() else {
@@ -241,18 +254,35 @@ impl Responder {
                 if *entry.key() > self.epsn {
                     break;
                 }
-                let (psn, (r, data)) = entry.remove_entry();
+                let (psn, kept) = entry.remove_entry();
                 if psn == self.epsn {
-                    self.rc_in_order(q, rq, ctx, &r, &data);
+                    self.rc_in_order(q, rq, ctx, &kept.repr, &kept.payload, kept.placed);
                 }
             }
         } else if p > self.epsn {
             ctx.stats.out_of_sequence += 1;
             let window = u64::from(q.attrs.max_inflight);
             if selective && p - self.epsn < window && !self.nak_outstanding {
-                self.ooo
-                    .entry(p)
-                    .or_insert_with(|| (*repr, payload.to_vec()));
+                if !self.ooo.contains_key(&p) {
+                    // IRN: WRITE data goes to its address at once; only the headers wait.
+                    let placed = self.place_early(q, ctx, repr, payload, p);
+                    if placed.is_some() {
+                        ctx.stats.placed_out_of_order += 1;
+                    }
+                    let payload = if placed.is_some() {
+                        Vec::new()
+                    } else {
+                        payload.to_vec()
+                    };
+                    self.ooo.insert(
+                        p,
+                        Kept {
+                            repr: *repr,
+                            payload,
+                            placed,
+                        },
+                    );
+                }
                 self.push(Response::Ack {
                     psn: self.epsn,
                     syndrome: Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR),
@@ -324,10 +354,11 @@ impl Responder {
         ctx: &mut Ctx<'_, M>,
         repr: &IbPacketRepr,
         payload: &[u8],
+        placed: Option<u64>,
     ) {
         let p = self.epsn;
         self.nak_outstanding = false;
-        match self.execute(q, rq, ctx, repr, payload, p) {
+        match self.execute(q, rq, ctx, repr, payload, placed, p) {
             Ok(consumed) => {
                 self.epsn += consumed;
                 let op = repr.bth.opcode.info().map(|i| i.operation);
@@ -399,7 +430,7 @@ impl Responder {
                 return;
             }
         }
-        match self.execute(q, rq, ctx, repr, payload, p) {
+        match self.execute(q, rq, ctx, repr, payload, None, p) {
             Ok(_) => {}
             Err(refusal) => {
                 ctx.stats.uc_discarded += 1;
@@ -478,8 +509,70 @@ impl Responder {
         ctx.cq.push_back(c);
     }
 
+    /// Selective mode, a WRITE packet ahead of ePSN: if its message's First packet is
+    /// known (this one, the message in progress, or a kept one) and the whole message
+    /// passes the rkey checks, write its payload at `va + (psn - first) × MTU` now.
+    /// Returns the bytes placed. Anything doubtful is left to in-order processing.
+    fn place_early<M: Memory>(
+        &self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        repr: &IbPacketRepr,
+        payload: &[u8],
+        p: u64,
+    ) -> Option<u64> {
+        let info = repr.bth.opcode.info()?;
+        if info.operation != Operation::Write || payload.is_empty() {
+            return None;
+        }
+        let mtu = q.mtu();
+        let base = if info.position.starts_message() {
+            repr.reth.map(|r| (p, r.va, r.rkey, u64::from(r.dma_len)))
+        } else {
+            let from_cur = match self.cur {
+                Some(InMsg::Write {
+                    first_psn,
+                    va,
+                    rkey,
+                    total,
+                    ..
+                }) => Some((first_psn, va, rkey, total)),
+                _ => None,
+            };
+            from_cur
+                .into_iter()
+                .chain(self.ooo.range(..p).rev().filter_map(|(&f, k)| {
+                    let first = k.repr.bth.opcode.info()?;
+                    (first.operation == Operation::Write && first.position.starts_message())
+                        .then_some(())?;
+                    k.repr.reth.map(|r| (f, r.va, r.rkey, u64::from(r.dma_len)))
+                }))
+                .find(|&(f, _, _, total)| p < f + packets_for(total, mtu))
+        };
+        let (first, va, rkey, total) = base?;
+        let off = (p - first) * mtu;
+        let len = payload.len() as u64;
+        if total > ctx.config.max_msg_len || off + len > total {
+            return None;
+        }
+        self.check_remote(q, ctx, rkey, va, total, Access::REMOTE_WRITE)
+            .ok()?;
+        ctx.mem
+            .write(
+                Key::Remote(rkey),
+                q.pd,
+                va.checked_add(off)?,
+                payload,
+                Access::REMOTE_WRITE,
+            )
+            .ok()?;
+        Some(len)
+    }
+
     /// Check, place and account one in-order request packet of RC or UC. Returns the
-    /// PSNs it consumed (a READ request consumes one per response packet).
+    /// PSNs it consumed (a READ request consumes one per response packet). `placed`:
+    /// the payload (of that many bytes) is already in memory.
+    #[allow(clippy::too_many_arguments)]
     fn execute<M: Memory>(
         &mut self,
         q: &QpCommon,
@@ -487,6 +580,7 @@ impl Responder {
         ctx: &mut Ctx<'_, M>,
         repr: &IbPacketRepr,
         payload: &[u8],
+        placed: Option<u64>,
         p: u64,
     ) -> Result<u64, Refusal> {
         let info = repr
@@ -496,7 +590,7 @@ impl Responder {
             .ok_or(RespError::InvalidRequest("opcode"))?;
         let pos = info.position;
         let mtu = q.mtu();
-        let plen = payload.len() as u64;
+        let plen = placed.unwrap_or(payload.len() as u64);
         // C9-?: opcode sequence — a message starts only when none is in progress, and
         // continues with the same operation.
         let in_progress = match &self.cur {
@@ -567,6 +661,7 @@ impl Responder {
                         self.check_remote(q, ctx, reth.rkey, reth.va, total, Access::REMOTE_WRITE)?;
                     }
                     self.cur = Some(InMsg::Write {
+                        first_psn: p,
                         va: reth.va,
                         rkey: reth.rkey,
                         total,
@@ -578,6 +673,7 @@ impl Responder {
                     rkey,
                     total,
                     offset,
+                    ..
                 }) = self.cur
                 else {
                     return Err(RespError::InvalidRequest("opcode sequence").into());
@@ -596,7 +692,7 @@ impl Responder {
                 if repr.imm.is_some() && !has_recv(q, rq, ctx) {
                     return Err(Refusal::Rnr);
                 }
-                if plen > 0 {
+                if plen > 0 && placed.is_none() {
                     ctx.mem
                         .write(
                             Key::Remote(rkey),
