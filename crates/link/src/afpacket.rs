@@ -1,0 +1,657 @@
+//! Linux `AF_PACKET` links with `TPACKET_V3` memory-mapped rings (packet(7),
+//! Documentation/networking/packet_mmap.rst): the kernel fills receive blocks that we
+//! read in place and copy once into pooled buffers; we fill transmit frames in the
+//! mapped ring and kick the kernel once per burst.
+//!
+//! Receive latency: a `TPACKET_V3` block becomes visible when it fills or when its
+//! retire timer (`retire_ms`, 1 ms by default here) fires, so an idle link adds up to
+//! that much latency to a lone packet. That is the price of block batching.
+//!
+//! Needs `CAP_NET_RAW`. The interface should have its offloads off (no TSO/GSO/GRO,
+//! no transmit checksum offload), since we forward frames as they are on the wire.
+
+use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use std::ffi::CString;
+use std::io;
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+use std::time::Duration;
+
+// Linux UAPI (include/uapi/linux/if_packet.h), defined here so the layout we rely on
+// is in one place and does not depend on which structs the libc crate exports.
+const SOL_PACKET: libc::c_int = 263;
+const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_STATISTICS: libc::c_int = 6;
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TPACKET_V3: libc::c_int = 2;
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 4;
+const PACKET_OUTGOING: u8 = 4;
+const ETH_P_ALL: u16 = 0x0003;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct TpacketReq3 {
+    tp_block_size: u32,
+    tp_block_nr: u32,
+    tp_frame_size: u32,
+    tp_frame_nr: u32,
+    tp_retire_blk_tov: u32,
+    tp_sizeof_priv: u32,
+    tp_feature_req_word: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct TpacketStatsV3 {
+    tp_packets: u32,
+    tp_drops: u32,
+    tp_freeze_q_cnt: u32,
+}
+
+/// `struct tpacket3_hdr`: 48 bytes.
+mod hdr3 {
+    pub const NEXT_OFFSET: usize = 0;
+    pub const SNAPLEN: usize = 12;
+    pub const LEN: usize = 16;
+    pub const STATUS: usize = 20;
+    pub const MAC: usize = 24;
+    /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where `struct sockaddr_ll`
+    /// follows on receive, and where frame data starts on transmit (the kernel's
+    /// `tp_hdrlen - sizeof(struct sockaddr_ll)`).
+    pub const ALIGNED_LEN: usize = 48;
+    /// `sll_pkttype` inside the `sockaddr_ll` that follows the header.
+    pub const SLL_PKTTYPE: usize = ALIGNED_LEN + 10;
+}
+
+/// `struct tpacket_block_desc` with `struct tpacket_hdr_v1` inside.
+mod block {
+    pub const STATUS: usize = 8;
+    pub const NUM_PKTS: usize = 12;
+    pub const OFFSET_TO_FIRST_PKT: usize = 16;
+}
+
+/// Sizes of an `AF_PACKET` link's rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingConfig {
+    /// Receive block size (a multiple of the page size).
+    pub rx_block_size: u32,
+    /// Receive blocks.
+    pub rx_blocks: u32,
+    /// Block retire timeout in milliseconds (the latency floor of an idle link).
+    pub retire_ms: u32,
+    /// Transmit frame slot size (frame data starts 48 bytes in).
+    pub tx_frame_size: u32,
+    /// Transmit frame slots.
+    pub tx_frames: u32,
+    /// Skip the qdisc layer on transmit (`PACKET_QDISC_BYPASS`).
+    pub qdisc_bypass: bool,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            rx_block_size: 1 << 16,
+            rx_blocks: 64,
+            retire_ms: 1,
+            tx_frame_size: 2048,
+            tx_frames: 1024,
+            qdisc_bypass: true,
+        }
+    }
+}
+
+/// One packet slot of a receive block, as found.
+#[derive(Debug, Clone, Copy)]
+enum RxFrame {
+    /// Frame bytes at this offset and length in the mapping.
+    Data(usize, usize),
+    /// Truncated, or offsets outside the block.
+    Bad,
+    /// Our own transmission looped back: skip.
+    Outgoing,
+}
+
+/// Where we are inside the receive ring.
+#[derive(Debug, Clone, Copy)]
+struct RxCursor {
+    block: usize,
+    /// Packets of the current block already read, and the offset of the next one;
+    /// `None` when the block has not been opened.
+    open: Option<(u32, usize)>,
+}
+
+/// An `AF_PACKET` socket bound to one interface, with `TPACKET_V3` rx and tx rings.
+#[derive(Debug)]
+pub struct AfPacket {
+    fd: libc::c_int,
+    map: *mut u8,
+    map_len: usize,
+    rx_block_size: usize,
+    rx_blocks: usize,
+    tx_frame_size: usize,
+    tx_frames: usize,
+    tx_base: usize,
+    tx_next: usize,
+    rx: RxCursor,
+    info: LinkInfo,
+    pool: BufferPool,
+    stats: LinkStats,
+    kernel_drops: u64,
+}
+
+// SAFETY: the mapping is owned by this value alone (no other handle to it exists in
+// this process) and the fd with it; moving both to another thread is sound. It is not
+// `Sync`: `&AfPacket` offers no ring access.
+unsafe impl Send for AfPacket {}
+
+fn last_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn setsockopt<T>(fd: libc::c_int, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `val` is a live, initialised `T` and we pass its exact size; the kernel
+    // only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            SOL_PACKET,
+            opt,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// `struct ifreq`: the name, then a 24-byte union (`ifr_hwaddr`, `ifr_mtu`, …).
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: [u8; 24],
+}
+
+fn ifreq_ioctl(fd: libc::c_int, interface: &str, req: libc::c_ulong) -> io::Result<[u8; 24]> {
+    let bytes = interface.as_bytes();
+    if bytes.len() >= 16 || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
+    }
+    let mut ifr = IfReq {
+        name: [0; 16],
+        data: [0; 24],
+    };
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a live `struct ifreq` of the kernel's size (40 bytes) with a
+    // NUL-terminated name; SIOCGIFHWADDR and SIOCGIFMTU write only inside it.
+    let r = unsafe { libc::ioctl(fd, req as _, &mut ifr as *mut IfReq) };
+    if r < 0 {
+        return Err(last_err(&format!("ioctl on {interface}")));
+    }
+    Ok(ifr.data)
+}
+
+/// The MAC address and MTU of `interface` in the calling thread's network namespace
+/// (ioctls, not sysfs: sysfs shows the namespace it was mounted in).
+pub fn interface_mac_mtu(interface: &str) -> io::Result<([u8; 6], usize)> {
+    // SAFETY: plain syscall with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(last_err("socket(AF_INET)"));
+    }
+    let r = (|| {
+        let hw = ifreq_ioctl(fd, interface, 0x8927)?; // SIOCGIFHWADDR
+        let mtu = ifreq_ioctl(fd, interface, 0x8921)?; // SIOCGIFMTU
+        let mut mac = [0u8; 6];
+        // struct sockaddr: sa_family (2 bytes), then the address.
+        mac.copy_from_slice(&hw[2..8]);
+        let mtu = i32::from_ne_bytes([mtu[0], mtu[1], mtu[2], mtu[3]]);
+        Ok((mac, usize::try_from(mtu).unwrap_or(1500)))
+    })();
+    // SAFETY: we own the fd and close it once.
+    unsafe { libc::close(fd) };
+    r
+}
+
+impl AfPacket {
+    /// Open `interface` with the default ring sizes, receiving into `pool`.
+    pub fn open(interface: &str, pool: BufferPool) -> io::Result<AfPacket> {
+        AfPacket::with_config(interface, pool, RingConfig::default())
+    }
+
+    /// Open `interface` with the given ring sizes.
+    pub fn with_config(interface: &str, pool: BufferPool, cfg: RingConfig) -> io::Result<AfPacket> {
+        let page = 4096u32;
+        if cfg.rx_block_size == 0
+            || cfg.rx_block_size % page != 0
+            || cfg.tx_frame_size < 256
+            || cfg.tx_frame_size % 16 != 0
+            || page % cfg.tx_frame_size != 0 && cfg.tx_frame_size % page != 0
+            || cfg.rx_blocks == 0
+            || cfg.tx_frames == 0
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad ring config",
+            ));
+        }
+        let cname = CString::new(interface)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
+        // SAFETY: `cname` is a valid NUL-terminated string for the duration of the call.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(last_err(&format!("interface {interface}")));
+        }
+        let (mac, mtu) = interface_mac_mtu(interface)?;
+        // Protocol 0: receive nothing until the rings exist and we bind.
+        // SAFETY: plain syscall with constant arguments.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(last_err("socket(AF_PACKET)"));
+        }
+        let mut link = AfPacket {
+            fd,
+            map: ptr::null_mut(),
+            map_len: 0,
+            rx_block_size: cfg.rx_block_size as usize,
+            rx_blocks: cfg.rx_blocks as usize,
+            tx_frame_size: cfg.tx_frame_size as usize,
+            tx_frames: cfg.tx_frames as usize,
+            tx_base: 0,
+            tx_next: 0,
+            rx: RxCursor {
+                block: 0,
+                open: None,
+            },
+            info: LinkInfo {
+                name: interface.to_string(),
+                mac,
+                max_frame: mtu + 14,
+            },
+            pool,
+            stats: LinkStats::default(),
+            kernel_drops: 0,
+        };
+        // From here `link`'s Drop closes the fd (and unmaps once mapped) on error.
+        setsockopt(fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
+        let one: libc::c_int = 1;
+        // Older kernels lack these two; neither is needed for correctness (we also
+        // check sll_pkttype below), so failure is ignored.
+        let _ = setsockopt(fd, PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
+        if cfg.qdisc_bypass {
+            let _ = setsockopt(fd, PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS");
+        }
+        let rx_req = TpacketReq3 {
+            tp_block_size: cfg.rx_block_size,
+            tp_block_nr: cfg.rx_blocks,
+            tp_frame_size: 2048,
+            tp_frame_nr: cfg.rx_block_size / 2048 * cfg.rx_blocks,
+            tp_retire_blk_tov: cfg.retire_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(fd, PACKET_RX_RING, &rx_req, "PACKET_RX_RING")?;
+        let tx_block = cfg.tx_frame_size.max(page);
+        let per_block = tx_block / cfg.tx_frame_size;
+        let tx_blocks = cfg.tx_frames.div_ceil(per_block);
+        let tx_req = TpacketReq3 {
+            tp_block_size: tx_block,
+            tp_block_nr: tx_blocks,
+            tp_frame_size: cfg.tx_frame_size,
+            tp_frame_nr: tx_blocks * per_block,
+            ..TpacketReq3::default()
+        };
+        setsockopt(fd, PACKET_TX_RING, &tx_req, "PACKET_TX_RING")?;
+        link.tx_frames = (tx_blocks * per_block) as usize;
+        let rx_len = link.rx_block_size * link.rx_blocks;
+        let tx_len = (tx_block * tx_blocks) as usize;
+        // SAFETY: mapping a fresh region backed by the socket's rings, at a kernel-chosen
+        // address; the kernel validates length and flags. The result is checked.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                rx_len + tx_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        let map = if map == libc::MAP_FAILED {
+            // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry without it.
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::mmap(
+                    ptr::null_mut(),
+                    rx_len + tx_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    fd,
+                    0,
+                )
+            };
+            if m == libc::MAP_FAILED {
+                return Err(last_err("mmap packet rings"));
+            }
+            m
+        } else {
+            map
+        };
+        link.map = map.cast();
+        link.map_len = rx_len + tx_len;
+        link.tx_base = rx_len;
+        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETH_P_ALL.to_be();
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: `sll` is a valid sockaddr_ll and we pass its size.
+        let r = unsafe {
+            libc::bind(
+                fd,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(last_err("bind AF_PACKET"));
+        }
+        Ok(link)
+    }
+
+    /// Bounds-checked view of the mapping.
+    fn region(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.map_len {
+            return None;
+        }
+        // SAFETY: `off + len <= map_len`, the mapping is live for `&self`'s lifetime and
+        // readable. The kernel may write other parts concurrently; we only read ranges
+        // it has handed to user space (status bits checked with Acquire first).
+        Some(unsafe { std::slice::from_raw_parts(self.map.add(off), len) })
+    }
+
+    fn region_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
+        if off.checked_add(len)? > self.map_len {
+            return None;
+        }
+        // SAFETY: as `region`, and `&mut self` makes this the only user-space view;
+        // we write only frames whose status says user space owns them.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.map.add(off), len) })
+    }
+
+    /// Read a `u32` status word the kernel writes concurrently.
+    fn load_u32(&self, off: usize) -> u32 {
+        if off + 4 > self.map_len || off % 4 != 0 {
+            return 0;
+        }
+        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); volatile keeps
+        // the compiler from caching a value another agent (the kernel) changes.
+        let v = unsafe { ptr::read_volatile(self.map.add(off).cast::<u32>()) };
+        fence(Ordering::Acquire);
+        v
+    }
+
+    fn store_u32(&mut self, off: usize, v: u32) {
+        if off + 4 > self.map_len || off % 4 != 0 {
+            return;
+        }
+        fence(Ordering::Release);
+        // SAFETY: in bounds and 4-aligned; this word is ours to hand back to the kernel.
+        unsafe { ptr::write_volatile(self.map.add(off).cast::<u32>(), v) };
+    }
+
+    fn read_u32(b: &[u8], at: usize) -> u32 {
+        b.get(at..at + 4)
+            .map_or(0, |s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    fn read_u16(b: &[u8], at: usize) -> u16 {
+        b.get(at..at + 2)
+            .map_or(0, |s| u16::from_ne_bytes([s[0], s[1]]))
+    }
+
+    /// The packet at `off` in the block at `base`: (offset of the next packet, frame).
+    fn parse_rx_frame(&self, base: usize, off: usize) -> (usize, RxFrame) {
+        let Some(blk) = self.region(base, self.rx_block_size) else {
+            return (0, RxFrame::Bad);
+        };
+        let Some(h) = blk.get(off..off + hdr3::ALIGNED_LEN + 20) else {
+            return (0, RxFrame::Bad);
+        };
+        let next = Self::read_u32(h, hdr3::NEXT_OFFSET) as usize;
+        let snap = Self::read_u32(h, hdr3::SNAPLEN) as usize;
+        let len = Self::read_u32(h, hdr3::LEN) as usize;
+        let mac = Self::read_u16(h, hdr3::MAC) as usize;
+        if h[hdr3::SLL_PKTTYPE] == PACKET_OUTGOING {
+            return (next, RxFrame::Outgoing);
+        }
+        let start = off + mac;
+        if snap != len || start.checked_add(snap).is_none_or(|e| e > blk.len()) {
+            return (next, RxFrame::Bad);
+        }
+        (next, RxFrame::Data(base + start, snap))
+    }
+
+    /// Hand the current block back to the kernel and move to the next.
+    fn release_block(&mut self) {
+        let base = self.rx.block * self.rx_block_size;
+        self.store_u32(base + block::STATUS, TP_STATUS_KERNEL);
+        self.rx.block = (self.rx.block + 1) % self.rx_blocks;
+        self.rx.open = None;
+    }
+
+    /// Frames the kernel dropped because the ring was full (since the last call,
+    /// accumulated into `stats().rx_dropped`).
+    fn poll_kernel_stats(&mut self) {
+        let mut st = TpacketStatsV3::default();
+        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+        // SAFETY: `st` is writable and `len` holds its size; the kernel writes at most
+        // `len` bytes. Reading the statistics resets them, hence the accumulation.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd,
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                (&mut st as *mut TpacketStatsV3).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.kernel_drops += u64::from(st.tp_drops);
+        }
+    }
+}
+
+impl Drop for AfPacket {
+    fn drop(&mut self) {
+        if !self.map.is_null() {
+            // SAFETY: `map`/`map_len` are exactly what mmap returned; no view into the
+            // mapping outlives `self`.
+            unsafe { libc::munmap(self.map.cast(), self.map_len) };
+        }
+        // SAFETY: we own the fd and close it once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+impl Link for AfPacket {
+    fn info(&self) -> &LinkInfo {
+        &self.info
+    }
+
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
+        let mut got = 0;
+        // Bounded: at most one pass over the ring per call.
+        let mut blocks_seen = 0;
+        while got < max && blocks_seen <= self.rx_blocks {
+            let base = self.rx.block * self.rx_block_size;
+            let (done, mut off) = match self.rx.open {
+                Some(c) => c,
+                None => {
+                    if self.load_u32(base + block::STATUS) & TP_STATUS_USER == 0 {
+                        break;
+                    }
+                    let first = self
+                        .region(base, self.rx_block_size)
+                        .map_or(0, |b| Self::read_u32(b, block::OFFSET_TO_FIRST_PKT));
+                    (0, first as usize)
+                }
+            };
+            let num = self
+                .region(base, self.rx_block_size)
+                .map_or(0, |b| Self::read_u32(b, block::NUM_PKTS));
+            if done >= num {
+                self.release_block();
+                blocks_seen += 1;
+                continue;
+            }
+            // Every offset the kernel gave us is checked against the block before use.
+            let (next, frame) = self.parse_rx_frame(base, off);
+            match frame {
+                RxFrame::Data(start, len) => {
+                    let copied = match (self.pool.alloc(), self.region(start, len)) {
+                        (Some(mut b), Some(d)) => b.copy_from(d).then_some(b),
+                        _ => None,
+                    };
+                    match copied {
+                        Some(b) => {
+                            out.push(b);
+                            got += 1;
+                        }
+                        None => self.stats.rx_dropped += 1,
+                    }
+                }
+                RxFrame::Bad => self.stats.rx_dropped += 1,
+                RxFrame::Outgoing => {}
+            }
+            let done = done + 1;
+            if done >= num || next == 0 {
+                self.release_block();
+                blocks_seen += 1;
+            } else {
+                off += next;
+                self.rx.open = Some((done, off));
+            }
+        }
+        self.stats.rx_frames += got as u64;
+        Ok(got)
+    }
+
+    fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
+        let mut sent = 0;
+        let room = self.tx_frame_size - hdr3::ALIGNED_LEN;
+        for f in frames.iter() {
+            let slot = self.tx_base + self.tx_next * self.tx_frame_size;
+            let status = self.load_u32(slot + hdr3::STATUS);
+            if status == TP_STATUS_WRONG_FORMAT {
+                // The kernel refused a frame we wrote earlier; count it, reuse the slot.
+                self.stats.tx_dropped += 1;
+            } else if status != TP_STATUS_AVAILABLE {
+                // TP_STATUS_SEND_REQUEST or TP_STATUS_SENDING: the ring is full.
+                self.stats.tx_ring_full += 1;
+                break;
+            }
+            sent += 1;
+            if f.len() > room || f.len() > self.info.max_frame || f.is_empty() {
+                // Accepted and lost: never truncate a frame.
+                self.stats.tx_dropped += 1;
+                continue;
+            }
+            let fsz = self.tx_frame_size;
+            let Some(s) = self.region_mut(slot, fsz) else {
+                break;
+            };
+            s[hdr3::NEXT_OFFSET..hdr3::NEXT_OFFSET + 4].copy_from_slice(&0u32.to_ne_bytes());
+            s[hdr3::LEN..hdr3::LEN + 4].copy_from_slice(&(f.len() as u32).to_ne_bytes());
+            s[hdr3::SNAPLEN..hdr3::SNAPLEN + 4].copy_from_slice(&(f.len() as u32).to_ne_bytes());
+            s[hdr3::ALIGNED_LEN..hdr3::ALIGNED_LEN + f.len()].copy_from_slice(f);
+            self.store_u32(slot + hdr3::STATUS, TP_STATUS_SEND_REQUEST);
+            self.tx_next = (self.tx_next + 1) % self.tx_frames;
+        }
+        frames.drain(..sent);
+        if sent > 0 {
+            // One kick per burst: the doorbell.
+            // SAFETY: a zero-length send on our own socket with null buffer and address
+            // is the documented way to flush the TX ring.
+            let r = unsafe {
+                libc::sendto(self.fd, ptr::null(), 0, libc::MSG_DONTWAIT, ptr::null(), 0)
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                // EAGAIN/ENOBUFS: the kernel will pick the frames up on the next kick.
+                if !matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) {
+                    return Err(e);
+                }
+            }
+        }
+        self.stats.tx_frames += sent as u64;
+        Ok(sent)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
+        let base = self.rx.block * self.rx_block_size;
+        if self.rx.open.is_some() || self.load_u32(base + block::STATUS) & TP_STATUS_USER != 0 {
+            return Ok(true);
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one valid pollfd, count 1.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        Ok(r > 0)
+    }
+
+    fn stats(&self) -> LinkStats {
+        let mut s = self.stats;
+        s.rx_dropped += self.kernel_drops;
+        s
+    }
+}
+
+impl AfPacket {
+    /// Refresh the kernel's drop counter into [`Link::stats`] (a syscall; call it when
+    /// reporting, not per burst).
+    pub fn refresh_stats(&mut self) {
+        self.poll_kernel_stats();
+    }
+}
+
+/// Move the calling thread into the network namespace open at `fd` (setns(2) with
+/// `CLONE_NEWNET`). Tests and the router's namespace runner use it so one process can
+/// open interfaces inside a namespace it did not start in.
+pub fn setns_net(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: setns only reads the fd; an invalid fd is reported as an error.
+    let r = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if r < 0 {
+        Err(last_err("setns"))
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! weft-link: how weft moves whole Ethernet frames in and out — the [`Link`] trait
+//! (burst receive and send of frames in pooled buffers), its backends, and the SPSC
+//! descriptor rings that carry frames between threads.
+//!
+//! It owns: [`pool`] (no allocation per packet), [`spsc`] (batched doorbells),
+//! [`sim`] (in-memory links with a seeded fault injector, for tests) and
+//! [`afpacket`] (Linux `AF_PACKET` with `TPACKET_V3` mmap rings).
+//!
+//! It must not touch: packet contents. A link moves bytes; parsing is weft-wire's,
+//! deciding is the router's or the verbs engine's.
+//!
+//! `unsafe` is allowed in this crate only, for the ring memory shared with the kernel
+//! and between threads; every block carries a `// SAFETY:` comment.
+
+pub mod afpacket;
+pub mod pool;
+pub mod sim;
+pub mod spsc;
+
+pub use pool::{BufferPool, PacketBuf};
+
+use std::io;
+use std::time::Duration;
+
+/// What a link is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// Name (the Linux interface, or a test label).
+    pub name: String,
+    /// The MAC address frames sent on this link carry as source.
+    pub mac: [u8; 6],
+    /// Largest frame, Ethernet header included, without FCS (1514 for MTU 1500).
+    pub max_frame: usize,
+}
+
+/// Counters a link keeps about itself (frames the caller never saw are here).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Frames handed to the caller.
+    pub rx_frames: u64,
+    /// Frames accepted for sending.
+    pub tx_frames: u64,
+    /// Frames lost before the caller could see them (kernel ring full, truncated,
+    /// no free buffer).
+    pub rx_dropped: u64,
+    /// Times a send found the transmit ring full.
+    pub tx_ring_full: u64,
+    /// Frames accepted for sending but not sent (longer than the link allows, or
+    /// refused by the kernel).
+    pub tx_dropped: u64,
+}
+
+/// A frame link with burst receive and send over pooled buffers.
+///
+/// Both calls are non-blocking; [`Link::wait`] blocks until frames may be ready.
+/// The router's port workers and the verbs engine drive links the same way:
+///
+/// ```text
+/// loop { link.recv_burst(&mut rx, 32)?; …process…; link.send_burst(&mut tx)?;
+///        if idle { link.wait(timeout)? } }
+/// ```
+pub trait Link: Send {
+    /// Name, MAC and frame size.
+    fn info(&self) -> &LinkInfo;
+
+    /// The pool receive buffers come from; callers allocate frames to send from it too
+    /// (any pool works for sending; this one is sized for the link).
+    fn pool(&self) -> &BufferPool;
+
+    /// Append up to `max` received frames to `out`; returns how many. 0 when none are
+    /// waiting (or no buffer was free: see [`LinkStats::rx_dropped`]).
+    fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize>;
+
+    /// Send frames from the front of `frames`, removing those accepted; returns how
+    /// many. Frames still in `frames` afterwards did not fit (ring full): retry later
+    /// or drop them. A frame longer than [`LinkInfo::max_frame`] is dropped and counted
+    /// as sent-and-lost by the backend, never truncated.
+    fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize>;
+
+    /// Block until a receive may find frames, or `timeout` passes. Returns true when
+    /// woken by the link (frames may be ready), false on timeout. Spurious wakeups
+    /// are allowed.
+    fn wait(&mut self, timeout: Duration) -> io::Result<bool>;
+
+    /// The link's own counters.
+    fn stats(&self) -> LinkStats;
+}
+
+impl<L: Link + ?Sized> Link for Box<L> {
+    fn info(&self) -> &LinkInfo {
+        (**self).info()
+    }
+    fn pool(&self) -> &BufferPool {
+        (**self).pool()
+    }
+    fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
+        (**self).recv_burst(out, max)
+    }
+    fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
+        (**self).send_burst(frames)
+    }
+    fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
+        (**self).wait(timeout)
+    }
+    fn stats(&self) -> LinkStats {
+        (**self).stats()
+    }
+}

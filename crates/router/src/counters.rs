@@ -1,0 +1,208 @@
+//! Counters: one for every drop reason and for every thing the router does with a
+//! packet. Each worker thread owns a [`Counters`] block and is its only writer, so a
+//! count is a relaxed load and store on a cache line no other core writes; readers
+//! (the control socket) sum the blocks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident = $text:literal, )*) => {
+        /// What happened to a packet.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum Counter { $( $(#[$doc])* $name, )* }
+
+        impl Counter {
+            /// Every counter, in display order.
+            pub const ALL: &'static [Counter] = &[ $( Counter::$name, )* ];
+            /// The name shown by `weft router ctl show counters`.
+            pub const fn name(self) -> &'static str {
+                match self { $( Counter::$name => $text, )* }
+            }
+        }
+    };
+}
+
+counters! {
+    /// Frames received on a port.
+    RxFrames = "rx_frames",
+    /// Packets forwarded to an egress port.
+    Forwarded = "forwarded",
+    /// Frames transmitted by port workers (forwards and the router's own).
+    TxFrames = "tx_frames",
+    /// ARP requests for our addresses answered.
+    ArpReplied = "arp_replied",
+    /// ARP requests we sent to resolve a next hop.
+    ArpRequestsSent = "arp_requests_sent",
+    /// Neighbour entries learned or refreshed from ARP.
+    ArpLearned = "arp_learned",
+    /// Neighbour solicitations for our addresses answered.
+    NdAdvertsSent = "nd_adverts_sent",
+    /// Neighbour solicitations we sent to resolve a next hop.
+    NdSolicitsSent = "nd_solicits_sent",
+    /// Neighbour entries learned or refreshed from ND.
+    NdLearned = "nd_learned",
+    /// Echo requests to our addresses answered.
+    EchoReplied = "echo_replied",
+    /// ICMP/ICMPv6 time exceeded sent.
+    TimeExceededSent = "icmp_time_exceeded_sent",
+    /// ICMP/ICMPv6 destination unreachable sent.
+    UnreachableSent = "icmp_unreachable_sent",
+    /// ICMP fragmentation needed / ICMPv6 packet too big sent.
+    TooBigSent = "icmp_too_big_sent",
+    /// ICMP errors not sent because of the rate limit.
+    IcmpRateLimited = "icmp_rate_limited",
+    /// ICMP errors not sent because the rules forbid one (about an ICMP error, to a
+    /// multicast or broadcast, from a non-unicast source, a later fragment).
+    IcmpSuppressed = "icmp_suppressed",
+    /// Packets queued while their next hop is resolved.
+    QueuedForNeighbor = "queued_for_neighbor",
+    /// Queued packets sent once the next hop answered.
+    ReleasedFromQueue = "released_from_queue",
+    /// IPv4 packets with options, forwarded.
+    Ipv4OptionsForwarded = "ipv4_options_forwarded",
+    /// Drop: frame shorter than an Ethernet header.
+    DropRunt = "drop_runt",
+    /// Drop: unicast frame for another MAC.
+    DropNotOurMac = "drop_not_our_mac",
+    /// Drop: 802.1Q tagged frame (ports are untagged).
+    DropVlanTagged = "drop_vlan_tagged",
+    /// Drop: EtherType we do not handle.
+    DropUnknownEthertype = "drop_unknown_ethertype",
+    /// Drop: ARP that does not parse or is not Ethernet/IPv4.
+    DropArpMalformed = "drop_arp_malformed",
+    /// Drop: ARP request for an address not ours.
+    DropArpNotForUs = "drop_arp_not_for_us",
+    /// Drop: IPv4 shorter than its header (20 bytes, or IHL × 4).
+    DropIpv4Truncated = "drop_ipv4_truncated",
+    /// Drop: IP version field does not match the EtherType.
+    DropIpVersion = "drop_ip_version",
+    /// Drop: IPv4 IHL below 5.
+    DropIpv4BadIhl = "drop_ipv4_bad_ihl",
+    /// Drop: IPv4 total length below the header length or beyond the frame.
+    DropIpv4BadTotalLength = "drop_ipv4_bad_total_length",
+    /// Drop: IPv4 header checksum wrong.
+    DropIpv4BadChecksum = "drop_ipv4_bad_checksum",
+    /// Drop: IPv4 options malformed (an option running past the header).
+    DropIpv4BadOptions = "drop_ipv4_bad_options",
+    /// Drop: IPv4 loose or strict source route option (RFC 7126 §4.3, §4.4).
+    DropIpv4SourceRoute = "drop_ipv4_source_route",
+    /// Drop: source address that must never appear (multicast, broadcast, loopback,
+    /// unspecified).
+    DropMartianSource = "drop_martian_source",
+    /// Drop: destination that must not be routed (loopback, unspecified, 0/8, limited
+    /// broadcast).
+    DropMartianDestination = "drop_martian_destination",
+    /// Drop: multicast destination (no multicast routing).
+    DropMulticast = "drop_multicast",
+    /// Drop: IPv6 link-local source or destination that would leave its link.
+    DropLinkLocalScope = "drop_link_local_scope",
+    /// Drop: IPv6 shorter than 40 bytes.
+    DropIpv6Truncated = "drop_ipv6_truncated",
+    /// Drop: IPv6 payload length beyond the frame.
+    DropIpv6BadPayloadLength = "drop_ipv6_bad_payload_length",
+    /// Drop: IPv6 extension header chain malformed or too long.
+    DropIpv6BadExtHeaders = "drop_ipv6_bad_ext_headers",
+    /// Drop: TTL expired (time exceeded sent unless limited).
+    DropTtlExceeded = "drop_ttl_exceeded",
+    /// Drop: hop limit expired (time exceeded sent unless limited).
+    DropHopLimitExceeded = "drop_hop_limit_exceeded",
+    /// Drop: no route (unreachable sent unless limited).
+    DropNoRoute = "drop_no_route",
+    /// Drop: larger than the egress MTU (IPv4 fragmentation is not done).
+    DropTooBig = "drop_too_big",
+    /// Drop: the next hop's queue was full while resolving.
+    DropNeighborQueueFull = "drop_neighbor_queue_full",
+    /// Drop: the next hop never answered.
+    DropNeighborUnreachable = "drop_neighbor_unreachable",
+    /// Drop: ICMP/ICMPv6 to us that is malformed or has a bad checksum.
+    DropIcmpMalformed = "drop_icmp_malformed",
+    /// Drop: ICMP to us we do not act on (replies, errors, other types).
+    DropIcmpIgnored = "drop_icmp_ignored",
+    /// Drop: neighbour discovery that fails RFC 4861 §7.1 validation.
+    DropNdMalformed = "drop_nd_malformed",
+    /// Drop: NS for an address not ours.
+    DropNdNotForUs = "drop_nd_not_for_us",
+    /// Drop: a fragment addressed to us (we do not reassemble).
+    DropLocalFragment = "drop_local_fragment",
+    /// Drop: TCP/UDP/other protocol to us (unreachable sent unless limited).
+    DropLocalProtocol = "drop_local_protocol",
+    /// Drop: no packet buffer free for a reply or request.
+    DropNoBuffer = "drop_no_buffer",
+    /// Drop: the egress port's descriptor ring was full.
+    DropEgressRingFull = "drop_egress_ring_full",
+    /// Drop: the link's transmit ring stayed full.
+    DropTxRingFull = "drop_tx_ring_full",
+    /// Drop: no address on the port to send an ICMP error or ND/ARP from.
+    DropNoSourceAddress = "drop_no_source_address",
+}
+
+/// Number of counters.
+pub const COUNT: usize = Counter::ALL.len();
+
+/// One worker's counters.
+#[derive(Debug)]
+pub struct Counters {
+    v: [AtomicU64; COUNT],
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            v: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Counters {
+    /// Add `n`. Only the owning worker calls this, so load + store is enough (no
+    /// locked read-modify-write); readers may see a value one update old.
+    #[inline]
+    pub fn add(&self, c: Counter, n: u64) {
+        let a = &self.v[c as usize];
+        a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Add one.
+    #[inline]
+    pub fn inc(&self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    /// Current value.
+    pub fn get(&self, c: Counter) -> u64 {
+        self.v[c as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// The sum over several workers' blocks.
+pub fn sum<'a>(blocks: impl IntoIterator<Item = &'a Counters>) -> Vec<(Counter, u64)> {
+    let mut total = [0u64; COUNT];
+    for b in blocks {
+        for (i, t) in total.iter_mut().enumerate() {
+            *t = t.wrapping_add(b.v[i].load(Ordering::Relaxed));
+        }
+    }
+    Counter::ALL
+        .iter()
+        .map(|&c| (c, total[c as usize]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_sums_add_up() {
+        let mut names: Vec<_> = Counter::ALL.iter().map(|c| c.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), COUNT);
+        let (a, b) = (Counters::default(), Counters::default());
+        a.inc(Counter::DropRunt);
+        b.add(Counter::DropRunt, 2);
+        let s = sum([&a, &b]);
+        assert_eq!(s[Counter::DropRunt as usize], (Counter::DropRunt, 3));
+    }
+}
