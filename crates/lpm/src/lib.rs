@@ -1,2 +1,211 @@
 //! weft-lpm: IPv4 and IPv6 longest-prefix match for the router.
+//!
+//! **Owns**: the forwarding table's lookup structure ([`Table`], aliased
+//! [`Lpm4`]/[`Lpm6`]), its update path while readers keep forwarding ([`Fib`]),
+//! a naive [`reference`] implementation to test against, a seeded [`synth`]etic
+//! route generator with the real prefix-length mix, and a reader for `prefix value`
+//! route files ([`routes`]).
+//!
+//! **Must not touch**: packets, ports, sockets, threads of its own, the next-hop
+//! table's contents (a [`NextHop`] is an opaque index the router resolves), or any
+//! other weft crate. No `unsafe` anywhere.
+//!
+//! # Design (see `docs/results/lpm.md` for the numbers)
+//!
+//! The P2PNIC paper (§6.1, Fig. 14) shows DPDK's `librte_lpm` needing more than the
+//! NIC's 4 MiB SRAM at 60 000 routes. weft's table is a DXR-style range table:
+//!
+//! * a **direct-indexed top level** on the first 16 address bits (65 536 `u32`
+//!   slots). A slot holds the answer when its /16 has a single answer — for a full
+//!   IPv4 table that is 73 % of the address space, resolved with one read;
+//! * below a slot, a **range node** over the next 16 bits storing only the points
+//!   where the answer changes (16-bit keys searched 32 at a time, see `node.rs`),
+//!   and for IPv6 further nodes per 16-bit stride where needed;
+//! * **compact next hops**: a leaf is a 31-bit index into the router's next-hop
+//!   table ([`NextHop`]), stored once per range, not once per prefix or per slot.
+//!
+//! The top level is split into 256 segments of 256 slots, each an `Arc` with its
+//! nodes. An update rebuilds the chunks it touches, copies the one segment they
+//! live in and publishes a new table that shares every other segment
+//! (copy-on-write; [`Fib`] publishes through `arc-swap`, so readers never block and
+//! always see one whole table).
 #![forbid(unsafe_code)]
+
+use std::fmt;
+
+mod fib;
+mod node;
+pub mod reference;
+pub mod routes;
+pub mod synth;
+mod table;
+
+pub use fib::{Fib, Fib4, Fib6, Update};
+pub use table::Table;
+
+/// IPv4 table (`u32` addresses, most significant bit first).
+pub type Lpm4 = Table<u32>;
+/// IPv6 table (`u128` addresses).
+pub type Lpm6 = Table<u128>;
+
+/// An address family, named by its address type: `u32` (IPv4) or `u128` (IPv6).
+pub trait Address: Copy + Eq + Ord + fmt::Debug + Send + Sync + 'static + sealed::Sealed {
+    /// Address width in bits.
+    const BITS: u32;
+    /// Largest address, widened.
+    const MAX: u128;
+    /// Family name as used in reports: `ipv4` or `ipv6`.
+    const FAMILY: &'static str;
+    /// The address in the low `BITS` bits of a `u128`.
+    fn widen(self) -> u128;
+    /// The inverse of [`Address::widen`] (truncates).
+    fn narrow(v: u128) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u128 {}
+}
+
+impl Address for u32 {
+    const BITS: u32 = 32;
+    const MAX: u128 = u32::MAX as u128;
+    const FAMILY: &'static str = "ipv4";
+    fn widen(self) -> u128 {
+        u128::from(self)
+    }
+    fn narrow(v: u128) -> Self {
+        v as u32
+    }
+}
+
+impl Address for u128 {
+    const BITS: u32 = 128;
+    const MAX: u128 = u128::MAX;
+    const FAMILY: &'static str = "ipv6";
+    fn widen(self) -> u128 {
+        self
+    }
+    fn narrow(v: u128) -> Self {
+        v
+    }
+}
+
+/// Index of a next hop in the router's next-hop table. At most [`NextHop::MAX`]:
+/// the top bit of a slot says "node, not leaf" and one value means "no route".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NextHop(u32);
+
+impl NextHop {
+    /// Largest next-hop index a table can hold (2^31 - 2).
+    pub const MAX: u32 = node::NO_ROUTE - 1;
+
+    /// A next-hop index, if it is at most [`NextHop::MAX`].
+    pub fn new(index: u32) -> Result<Self, LpmError> {
+        if index <= Self::MAX {
+            Ok(NextHop(index))
+        } else {
+            Err(LpmError::NextHopTooLarge(index))
+        }
+    }
+
+    /// The index.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// A prefix of family `A`: address with host bits cleared, and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Prefix<A: Address> {
+    addr: A,
+    len: u8,
+}
+
+/// IPv4 prefix.
+pub type Prefix4 = Prefix<u32>;
+/// IPv6 prefix.
+pub type Prefix6 = Prefix<u128>;
+
+impl<A: Address> Prefix<A> {
+    /// The prefix `addr/len`; host bits of `addr` are cleared.
+    pub fn new(addr: A, len: u8) -> Result<Self, LpmError> {
+        if u32::from(len) > A::BITS {
+            return Err(LpmError::PrefixTooLong { len, bits: A::BITS });
+        }
+        let first = addr.widen() & !table::host_mask(A::BITS, len) & A::MAX;
+        Ok(Prefix { addr: A::narrow(first), len })
+    }
+
+    /// Network address (host bits zero).
+    pub fn addr(&self) -> A {
+        self.addr
+    }
+
+    /// Prefix length.
+    pub fn len(&self) -> u8 {
+        self.len
+    }
+
+    /// True for the default route (`/0`), which is the only "empty" prefix.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// First address covered.
+    pub fn first(&self) -> A {
+        self.addr
+    }
+
+    /// Last address covered.
+    pub fn last(&self) -> A {
+        A::narrow(self.addr.widen() | table::host_mask(A::BITS, self.len))
+    }
+
+    /// True if `a` is inside the prefix.
+    pub fn contains(&self, a: A) -> bool {
+        a.widen() & !table::host_mask(A::BITS, self.len) & A::MAX == self.addr.widen()
+    }
+
+    pub(crate) fn first_u128(&self) -> u128 {
+        self.addr.widen()
+    }
+}
+
+impl fmt::Display for Prefix<u32> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", std::net::Ipv4Addr::from(self.addr), self.len)
+    }
+}
+
+impl fmt::Display for Prefix<u128> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", std::net::Ipv6Addr::from(self.addr), self.len)
+    }
+}
+
+/// Why a route or next hop was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LpmError {
+    /// The next-hop index is above [`NextHop::MAX`].
+    NextHopTooLarge(u32),
+    /// The prefix is longer than the address.
+    PrefixTooLong {
+        /// Length given.
+        len: u8,
+        /// Address width.
+        bits: u32,
+    },
+}
+
+impl fmt::Display for LpmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LpmError::NextHopTooLarge(v) => write!(f, "next-hop index {v} above {}", NextHop::MAX),
+            LpmError::PrefixTooLong { len, bits } => write!(f, "prefix length {len} above {bits}"),
+        }
+    }
+}
+
+impl std::error::Error for LpmError {}
