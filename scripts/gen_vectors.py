@@ -15,7 +15,9 @@ Where the ICRC comes from:
   * IPv4: scapy's own BTH.post_build -> BTH.compute_icrc (pseudo-LRH of 8 x 0xff, a copy
     of the IP header with TOS, TTL and checksum set to 0xff, UDP checksum 0xffff, BTH
     FECN/BECN/resv6 set to ones; zlib CRC-32; stored little-endian). IP options are part
-    of the copied header, so frames with IPv4 options are covered by scapy too.
+    of the copied header, so frames with IPv4 options are covered by scapy too. (Linux
+    rdma_rxe's rxe_icrc_hdr copies a fixed sizeof(struct iphdr) + sizeof(struct udphdr)
+    from the IP header, so it would disagree on such frames; it never sends options.)
   * IPv6: scapy 2.5's compute_icrc does not support IPv6 (it warns and writes 0). For
     those frames `icrc_v6` below applies scapy's recipe unchanged to an IPv6 copy, masking
     what Annex A17.3.3 (and rdma_rxe's rxe_icrc.c) mask there: traffic class, flow label,
