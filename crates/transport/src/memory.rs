@@ -273,12 +273,29 @@ impl VecMemory {
 
     /// The first address outside every registered region whose byte is not the canary.
     pub fn first_change_outside_regions(&self) -> Option<u64> {
-        self.bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, &b)| b != self.canary)
-            .map(|(i, _)| self.base + i as u64)
-            .find(|&a| !self.regions.iter().any(|r| r.contains(a, 1)))
+        let end = self.base + self.bytes.len() as u64;
+        let mut a = self.base;
+        while a < end {
+            // Skip the inside of a region; otherwise scan up to the next region's start.
+            if let Some(r) = self.regions.iter().find(|r| r.contains(a, 1)) {
+                a = r.addr + r.len;
+                continue;
+            }
+            let next = self
+                .regions
+                .iter()
+                .filter(|r| r.addr > a && r.len > 0)
+                .map(|r| r.addr)
+                .min()
+                .unwrap_or(end)
+                .min(end);
+            let (i, j) = ((a - self.base) as usize, (next - self.base) as usize);
+            if let Some(off) = self.bytes[i..j].iter().position(|&b| b != self.canary) {
+                return Some(a + off as u64);
+            }
+            a = next;
+        }
+        None
     }
 
     fn resolve(
