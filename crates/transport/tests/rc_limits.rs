@@ -1,0 +1,324 @@
+//! Limits and spec corners: 32 SGEs, a 2 GiB message (through a memory that stores
+//! nothing), MSN in ACKs, NAK Remote Operational Error, atomic replay from responder
+//! resources.
+mod common;
+use common::*;
+use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Side};
+use weft_transport::{
+    Access, AccessError, AtomicOp, Config, Endpoint, Instant, Key, Memory, Mtu, PostError, QpType,
+    SendWr, Sge, WcStatus, WrOp,
+};
+use weft_wire::roce::{BthRepr, IbPacket, IbPacketRepr, Opcode, Psn, Syndrome};
+
+const MEM: u64 = 1 << 20;
+
+fn pair() -> Pair {
+    Pair::new(
+        Config::default(),
+        MEM as usize,
+        LinkConfig::clean(5),
+        LinkConfig::clean(5),
+        11,
+    )
+}
+
+#[test]
+fn thirty_two_sges_gather_and_scatter_thirty_three_refused() {
+    let mut p = pair();
+    let c = p.connect(QpType::Rc, &ConnectOptions::default());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let data = pattern(3, 32 * 100);
+    p.a.mem_mut().fill(ra.addr, &data);
+    // 32 SGEs of 100 bytes, in reverse order in memory.
+    let sges: Vec<Sge> = (0..32)
+        .map(|i| sge(&ra, ra.addr + (31 - i) * 100, 100))
+        .collect();
+    let recvs: Vec<Sge> = (0..32).map(|i| sge(&rb, rb.addr + i * 1000, 100)).collect();
+    p.b.post_recv(c.qpn_b, recv(1, recvs)).unwrap();
+    p.a.post_send(c.qpn_a, send(1, sges.clone())).unwrap();
+    settle(&mut p, 100_000);
+    assert_eq!(completions(&mut p, Side::B)[0].byte_len, 3200);
+    for i in 0..32u64 {
+        let src = (31 - i) as usize * 100;
+        assert_eq!(
+            p.b.mem().bytes(rb.addr + i * 1000, 100),
+            &data[src..src + 100]
+        );
+    }
+    let mut too_many = sges;
+    too_many.push(sge(&ra, ra.addr, 1));
+    assert_eq!(
+        p.a.post_send(c.qpn_a, send(2, too_many)),
+        Err(PostError::TooManySge)
+    );
+}
+
+/// Memory that stores nothing: reads synthesise bytes from the address, writes are
+/// compared against the same function and counted. Lets a 2 GiB message run in a test.
+#[derive(Debug, Default)]
+struct Synthetic {
+    written: u64,
+    mismatches: u64,
+}
+
+fn byte_at(addr: u64) -> u8 {
+    (addr ^ (addr >> 8) ^ (addr >> 16)) as u8
+}
+
+const BASE: u64 = 1 << 40;
+const LEN: u64 = 1 << 31;
+
+impl Memory for Synthetic {
+    fn check(&self, _: Key, pd: u32, addr: u64, len: u64, _: Access) -> Result<(), AccessError> {
+        if pd != 1 {
+            return Err(AccessError::WrongPd);
+        }
+        match addr.checked_add(len) {
+            Some(end) if addr >= BASE && end <= BASE + LEN => Ok(()),
+            _ => Err(AccessError::OutOfBounds),
+        }
+    }
+    fn read(
+        &self,
+        k: Key,
+        pd: u32,
+        addr: u64,
+        out: &mut [u8],
+        n: Access,
+    ) -> Result<(), AccessError> {
+        self.check(k, pd, addr, out.len() as u64, n)?;
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = byte_at(addr + i as u64);
+        }
+        Ok(())
+    }
+    fn write(
+        &mut self,
+        k: Key,
+        pd: u32,
+        addr: u64,
+        data: &[u8],
+        n: Access,
+    ) -> Result<(), AccessError> {
+        self.check(k, pd, addr, data.len() as u64, n)?;
+        self.written += data.len() as u64;
+        self.mismatches += data
+            .iter()
+            .enumerate()
+            .filter(|(i, &b)| b != byte_at(addr + *i as u64))
+            .count() as u64;
+        Ok(())
+    }
+    fn atomic(&mut self, _: Key, _: u32, _: u64, _: AtomicOp) -> Result<u64, AccessError> {
+        Err(AccessError::AccessDenied)
+    }
+}
+
+#[test]
+fn two_gib_write_in_one_message() {
+    use weft_transport::{QpAttr, QpInit, QpState};
+    let mut a = Endpoint::new(Config::default(), Synthetic::default());
+    let mut b = Endpoint::new(
+        Config {
+            qpn_seed: 99,
+            ..Config::default()
+        },
+        Synthetic::default(),
+    );
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        pd: 1,
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        srq: None,
+    };
+    let qa = a.create_qp(init).unwrap();
+    let qb = b.create_qp(init).unwrap();
+    for (ep, me, peer, side) in [(&mut a, qa, qb, Side::A), (&mut b, qb, qa, Side::B)] {
+        for s in [
+            QpAttr {
+                state: Some(QpState::Init),
+                pkey: Some(0xffff),
+                access: Some(Access::ALL),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rtr),
+                path: Some(Pair::path(side, me)),
+                path_mtu: Some(Mtu::M4096),
+                dest_qpn: Some(peer),
+                rq_psn: Some(Psn::new(0xff_ff00)),
+                max_dest_rd_atomic: Some(1),
+                min_rnr_timer: Some(1),
+                max_inflight: Some(256),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(Psn::new(0xff_ff00)),
+                timeout: Some(10),
+                retry_cnt: Some(7),
+                rnr_retry: Some(7),
+                max_rd_atomic: Some(1),
+                ..QpAttr::default()
+            },
+        ] {
+            ep.modify_qp(me, &s).unwrap();
+        }
+    }
+    // A WRITE of exactly 2^31 bytes from A's [BASE, BASE + 2 GiB) to the same addresses on B.
+    let wr = SendWr::new(
+        1,
+        WrOp::Write {
+            remote: weft_transport::RemoteAddr {
+                addr: BASE,
+                rkey: 1,
+            },
+            imm: None,
+        },
+        vec![Sge {
+            addr: BASE,
+            len: LEN as u32,
+            lkey: 1,
+        }],
+    );
+    a.post_send(qa, wr).unwrap();
+    // A lossless wire without a simulator: hand every packet straight across.
+    let mut buf = vec![0u8; 4096 + weft_transport::MAX_OVERHEAD];
+    let mut now = 0u64;
+    let done = loop {
+        let mut moved = false;
+        while let Some(t) = a.poll_transmit(Instant(now), &mut buf) {
+            b.handle_packet(Instant(now), &t.path, &buf[..t.len]);
+            moved = true;
+        }
+        while let Some(t) = b.poll_transmit(Instant(now), &mut buf) {
+            a.handle_packet(Instant(now), &t.path, &buf[..t.len]);
+            moved = true;
+        }
+        if let Some(c) = a.poll_completion() {
+            break c;
+        }
+        assert!(moved, "stalled");
+        now += 1;
+    };
+    assert_eq!(done.status, WcStatus::Success);
+    assert_eq!(done.byte_len, 1 << 31);
+    assert_eq!(b.mem().written, LEN);
+    assert_eq!(b.mem().mismatches, 0);
+    // 2^31 / 4096 packets; the PSN wrapped on the way.
+    assert_eq!(a.stats().tx_packets, LEN / 4096);
+    // One byte more is over the default 2^31 limit.
+    let wr = SendWr::new(
+        2,
+        WrOp::Send { imm: None },
+        vec![
+            Sge {
+                addr: BASE,
+                len: u32::MAX,
+                lkey: 1,
+            },
+            Sge {
+                addr: BASE,
+                len: 2,
+                lkey: 1,
+            },
+        ],
+    );
+    a.post_send(qa, wr).unwrap();
+    let mut buf2 = vec![0u8; 8192];
+    let _ = a.poll_transmit(Instant(now), &mut buf2);
+    assert_eq!(a.poll_completion().unwrap().status, WcStatus::LocLenErr);
+}
+
+#[test]
+fn acks_carry_the_message_sequence_number() {
+    let mut p = pair();
+    let o = ConnectOptions::default();
+    let c = p.connect(QpType::Rc, &o);
+    let (_, rb) = big_regions(&mut p, MEM);
+    for i in 0..3 {
+        p.b.post_recv(c.qpn_b, recv(i, vec![sge(&rb, rb.addr + i * 64, 64)]))
+            .unwrap();
+    }
+    let from = Pair::path(Side::A, c.qpn_a);
+    let mut buf = vec![0u8; 8192];
+    for i in 0..3u32 {
+        let mut r = IbPacketRepr::new(BthRepr::new(
+            Opcode::RC_SEND_ONLY,
+            c.qpn_b,
+            Psn::new(o.psn_a).add(i),
+        ));
+        r.bth.ack_req = true;
+        let mut pkt = vec![0u8; r.buffer_len(4)];
+        let n = r.emit(&mut pkt, b"msg!").unwrap();
+        from.fill(&mut pkt[..n]).unwrap();
+        p.b.handle_packet(p.now, &from, &pkt);
+        // Answer each before the next arrives, so nothing is coalesced.
+        let t = p.b.poll_transmit(p.now, &mut buf).unwrap();
+        let ack = IbPacketRepr::parse(&IbPacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+        let aeth = ack.aeth.unwrap();
+        assert_eq!(aeth.msn, i + 1);
+        assert_eq!(ack.bth.psn, Psn::new(o.psn_a).add(i));
+        // Receives posted: 3 - (i + 1) left, advertised as end-to-end credits.
+        let left = 2 - i;
+        assert_eq!(
+            aeth.syndrome,
+            Syndrome::Ack {
+                credit_code: weft_wire::roce::ext::code_from_credits(left)
+            }
+        );
+    }
+}
+
+#[test]
+fn receive_buffer_protection_error_is_nak_remote_operational() {
+    let mut p = pair();
+    let c = p.connect(QpType::Rc, &ConnectOptions::default());
+    let ra = reg(&mut p, Side::A, 4096, 65536, Access::ALL, 1);
+    // The receive names a region B cannot write locally.
+    let ro = reg(&mut p, Side::B, 4096, 1024, Access::NONE, 1);
+    p.b.post_recv(c.qpn_b, recv(5, vec![sge(&ro, ro.addr, 64)]))
+        .unwrap();
+    p.a.post_send(c.qpn_a, send(1, vec![sge(&ra, ra.addr, 10)]))
+        .unwrap();
+    let ca = wait_completions(&mut p, Side::A, 1, 100_000);
+    assert_eq!(ca[0].status, WcStatus::RemOpErr);
+    let cb = completions(&mut p, Side::B);
+    assert_eq!((cb[0].wr_id, cb[0].status), (5, WcStatus::LocProtErr));
+}
+
+#[test]
+fn lost_atomic_ack_is_replayed_not_executed_twice() {
+    let mut p = pair();
+    let c = p.connect(
+        QpType::Rc,
+        &ConnectOptions {
+            timeout: 4,
+            ..ConnectOptions::default()
+        },
+    );
+    let (ra, rb) = big_regions(&mut p, MEM);
+    p.b.mem_mut().fill(rb.addr, &100u64.to_le_bytes());
+    // B's first packet is the atomic ACK: lose it.
+    p.ba.drop_nth.insert(1);
+    let wr = SendWr::new(
+        1,
+        WrOp::FetchAdd {
+            remote: remote(&rb, rb.addr),
+            add: 5,
+        },
+        vec![sge(&ra, ra.addr, 8)],
+    );
+    p.a.post_send(c.qpn_a, wr).unwrap();
+    let ca = wait_completions(&mut p, Side::A, 1, 1_000_000);
+    assert_eq!(ca[0].status, WcStatus::Success);
+    assert_eq!(p.a.stats().timeouts, 1);
+    assert_eq!(p.b.stats().duplicate_requests, 1);
+    assert_eq!(p.a.mem().bytes(ra.addr, 8), 100u64.to_le_bytes());
+    assert_eq!(
+        p.b.mem().bytes(rb.addr, 8),
+        105u64.to_le_bytes(),
+        "executed twice"
+    );
+}
