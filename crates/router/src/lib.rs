@@ -13,11 +13,15 @@
 //! It must not touch: header layouts (weft-wire's) or link I/O (weft-link's).
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod counters;
+pub mod ctl;
+pub mod dataplane;
 pub mod fib;
 pub mod neighbor;
 pub mod pipeline;
 
 pub use counters::Counter;
+pub use dataplane::{Architecture, Dataplane, Options};
 pub use fib::{Fib, IpPrefix, NextHop, PortId};
 pub use pipeline::{Forward, Outbox, PortSpec, Router, RouterConfig, Worker};

@@ -268,6 +268,7 @@ impl Router {
             cache: HashMap::new(),
             cache_gen: u64::MAX,
             limiter: TokenBucket::new(self.cfg.icmp_rate, self.cfg.icmp_burst),
+            last_tick: None,
         }
     }
 
@@ -425,6 +426,7 @@ pub struct Worker {
     cache: HashMap<(PortId, IpAddr), (EthernetAddress, Instant)>,
     cache_gen: u64,
     limiter: TokenBucket,
+    last_tick: Option<Instant>,
 }
 
 impl Worker {
@@ -1467,6 +1469,13 @@ impl Worker {
     /// Timers: retransmit neighbour requests and drop what never resolved. Cheap when
     /// called often: it runs at most every 100 ms across all workers.
     pub fn tick(&mut self, now: Instant, out: &mut Outbox) {
+        if self
+            .last_tick
+            .is_some_and(|l| now < l + Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last_tick = Some(now);
         let router = Arc::clone(&self.router);
         {
             let mut last = lock(&router.last_tick);

@@ -1,0 +1,486 @@
+//! The data plane: threads that move frames between ports, in one of three
+//! architectures (the P2PNIC paper's, §3.2 and §4, done with threads and SPSC rings
+//! instead of NICs and PCIe):
+//!
+//! - **push** (P2PNIC-Wr): each port's worker receives a burst, runs the whole
+//!   pipeline (classify *and* finish), and writes the finished frame into the egress
+//!   port's descriptor ring for (this ingress, that egress); one doorbell per ring per
+//!   burst. The egress worker only transmits.
+//! - **pull** (P2PNIC-Rd): the ingress worker only classifies (validate, LPM, next
+//!   hop) and posts a descriptor; the egress worker fetches it and does the rest
+//!   (TTL, checksum, MACs) before transmitting.
+//! - **central** (the CPU-driven baseline): port threads only move frames between
+//!   their link and a ring; every packet passes one forwarding thread.
+//!
+//! Rings are SPSC, one per (producer, consumer) pair, so no ring has two writers.
+#![forbid(unsafe_code)]
+
+use crate::counters::Counter;
+use crate::fib::PortId;
+use crate::pipeline::{Outbox, Router, Worker};
+use std::io;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use weft_link::spsc::{self, Consumer, Producer};
+use weft_link::{Link, PacketBuf};
+use weft_wire::EthernetAddress;
+
+/// How packets get from the ingress port to the egress port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    /// Ingress does everything and writes into the egress ring (P2PNIC-Wr).
+    Push,
+    /// Ingress classifies, egress fetches and finishes (P2PNIC-Rd).
+    Pull,
+    /// One forwarding thread for every packet (CPU-driven baseline).
+    Central,
+}
+
+impl FromStr for Architecture {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Architecture, String> {
+        match s {
+            "push" => Ok(Architecture::Push),
+            "pull" => Ok(Architecture::Pull),
+            "central" => Ok(Architecture::Central),
+            _ => Err(format!("unknown architecture {s:?} (push, pull, central)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Architecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Architecture::Push => "push",
+            Architecture::Pull => "pull",
+            Architecture::Central => "central",
+        })
+    }
+}
+
+/// Tuning of the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Architecture.
+    pub arch: Architecture,
+    /// Frames per receive burst and per ring pop.
+    pub burst: usize,
+    /// Slots per descriptor ring.
+    pub ring_slots: usize,
+    /// Idle loops (each yielding the CPU) before blocking in the link.
+    pub spin_before_wait: u32,
+    /// Longest block in the link's wait when idle.
+    pub wait: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            arch: Architecture::Push,
+            burst: 32,
+            ring_slots: 1024,
+            spin_before_wait: 200,
+            wait: Duration::from_millis(1),
+        }
+    }
+}
+
+/// A descriptor in a ring between threads.
+#[derive(Debug)]
+enum Desc {
+    /// A finished frame: transmit as is.
+    Ready(PacketBuf),
+    /// A classified frame for the egress to finish (pull): its next hop's MAC.
+    Classified(PacketBuf, EthernetAddress),
+    /// A frame as received (central: port thread → forwarding thread).
+    Raw(PacketBuf),
+}
+
+/// The running data plane; [`Dataplane::stop`] ends it.
+#[derive(Debug)]
+pub struct Dataplane {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<io::Result<()>>>,
+    router: Arc<Router>,
+}
+
+impl Dataplane {
+    /// Start threads for `links` (index = port id) in the chosen architecture.
+    pub fn start(
+        router: Arc<Router>,
+        links: Vec<Box<dyn Link>>,
+        opts: Options,
+    ) -> io::Result<Dataplane> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = match opts.arch {
+            Architecture::Push | Architecture::Pull => {
+                start_distributed(&router, links, opts, &stop)?
+            }
+            Architecture::Central => start_central(&router, links, opts, &stop)?,
+        };
+        Ok(Dataplane {
+            stop,
+            threads,
+            router,
+        })
+    }
+
+    /// The router the threads serve (FIB updates, counters).
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// The flag that stops the threads when set.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// True while every thread is running.
+    pub fn is_running(&self) -> bool {
+        self.threads.iter().all(|t| !t.is_finished())
+    }
+
+    /// Stop every thread and wait for them; the first error any of them hit.
+    pub fn stop(self) -> io::Result<()> {
+        self.stop.store(true, Ordering::Release);
+        let mut first = Ok(());
+        for t in self.threads {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("data plane thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// Per-(from, to) rings: `producers[from][to]`, `consumers[to][from]`.
+type RingGrid = (
+    Vec<Vec<Option<Producer<Desc>>>>,
+    Vec<Vec<Option<Consumer<Desc>>>>,
+);
+
+fn ring_grid(n: usize, slots: usize) -> RingGrid {
+    let mut prod: Vec<Vec<Option<Producer<Desc>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    let mut cons: Vec<Vec<Option<Consumer<Desc>>>> =
+        (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for from in 0..n {
+        for to in 0..n {
+            if from != to {
+                let (p, c) = spsc::ring(slots);
+                prod[from][to] = Some(p);
+                cons[to][from] = Some(c);
+            }
+        }
+    }
+    (prod, cons)
+}
+
+/// Idle back-off shared by every loop: yield a while, then block briefly.
+#[derive(Debug)]
+struct Idle {
+    spins: u32,
+    limit: u32,
+}
+
+impl Idle {
+    fn busy(&mut self) {
+        self.spins = 0;
+    }
+    /// True when it is time to block.
+    fn idle(&mut self) -> bool {
+        self.spins = self.spins.saturating_add(1);
+        if self.spins > self.limit {
+            true
+        } else {
+            std::thread::yield_now();
+            false
+        }
+    }
+}
+
+/// Transmit `tx`, keeping at most `keep` frames that did not fit for the next round.
+fn transmit(
+    link: &mut dyn Link,
+    tx: &mut Vec<PacketBuf>,
+    worker: &Worker,
+    keep: usize,
+) -> io::Result<()> {
+    if tx.is_empty() {
+        return Ok(());
+    }
+    let sent = link.send_burst(tx)?;
+    worker.count(Counter::TxFrames, sent as u64);
+    if tx.len() > keep {
+        let excess = tx.len() - keep;
+        tx.drain(..excess);
+        worker.count(Counter::DropTxRingFull, excess as u64);
+    }
+    Ok(())
+}
+
+fn start_distributed(
+    router: &Arc<Router>,
+    links: Vec<Box<dyn Link>>,
+    opts: Options,
+    stop: &Arc<AtomicBool>,
+) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
+    let n = links.len();
+    let (mut prod, mut cons) = ring_grid(n, opts.ring_slots);
+    let mut threads = Vec::new();
+    for (id, link) in links.into_iter().enumerate() {
+        let worker = router.worker(link.pool().clone());
+        let to = std::mem::take(&mut prod[id]);
+        let from: Vec<Consumer<Desc>> = std::mem::take(&mut cons[id])
+            .into_iter()
+            .flatten()
+            .collect();
+        let stop = Arc::clone(stop);
+        let name = format!("weft-port-{}", link.info().name);
+        threads.push(
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || port_loop(id, link, worker, to, from, opts, &stop))?,
+        );
+    }
+    Ok(threads)
+}
+
+/// One port's worker in push or pull mode: ingress for its link, egress for the rings
+/// pointing at it.
+fn port_loop(
+    id: PortId,
+    mut link: Box<dyn Link>,
+    mut worker: Worker,
+    mut to: Vec<Option<Producer<Desc>>>,
+    mut from: Vec<Consumer<Desc>>,
+    opts: Options,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let router = Arc::clone(worker.router());
+    let mut rx = Vec::with_capacity(opts.burst);
+    let mut tx: Vec<PacketBuf> = Vec::with_capacity(opts.burst * 4);
+    let mut out: Outbox = Vec::new();
+    let mut descs = Vec::with_capacity(opts.burst);
+    let mut idle = Idle {
+        spins: 0,
+        limit: opts.spin_before_wait,
+    };
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let got = link.recv_burst(&mut rx, opts.burst)?;
+        if got > 0 {
+            let fib = router.fib();
+            for buf in rx.drain(..) {
+                let Some(mut f) = worker.classify(&fib, id, buf, now, &mut out) else {
+                    continue;
+                };
+                let desc = match opts.arch {
+                    Architecture::Pull if f.egress != id => Desc::Classified(f.buf, f.dst_mac),
+                    _ => {
+                        router.finish(&mut f.buf, f.egress, f.dst_mac);
+                        Desc::Ready(f.buf)
+                    }
+                };
+                post(id, f.egress, desc, &mut to, &mut tx, &worker);
+            }
+        }
+        worker.tick(now, &mut out);
+        for (e, b) in out.drain(..) {
+            post(id, e, Desc::Ready(b), &mut to, &mut tx, &worker);
+        }
+        // The batched doorbell: one Release store per ring per burst.
+        for p in to.iter_mut().flatten() {
+            if p.pending() > 0 {
+                p.doorbell();
+            }
+        }
+        // Egress: fetch what other ingress workers posted for us.
+        let mut fetched = 0;
+        for c in &mut from {
+            fetched += c.pop_burst(&mut descs, opts.burst);
+            for d in descs.drain(..) {
+                match d {
+                    Desc::Ready(b) | Desc::Raw(b) => tx.push(b),
+                    Desc::Classified(mut b, mac) => {
+                        router.finish(&mut b, id, mac);
+                        tx.push(b);
+                    }
+                }
+            }
+        }
+        transmit(&mut *link, &mut tx, &worker, opts.burst * 4)?;
+        if got > 0 || fetched > 0 {
+            idle.busy();
+        } else if idle.idle() {
+            link.wait(opts.wait)?;
+        }
+    }
+    Ok(())
+}
+
+/// Put a descriptor on the way to `egress`: straight into our own transmit list when
+/// it is our port, else into the (id → egress) ring.
+fn post(
+    id: PortId,
+    egress: PortId,
+    d: Desc,
+    to: &mut [Option<Producer<Desc>>],
+    tx: &mut Vec<PacketBuf>,
+    worker: &Worker,
+) {
+    if egress == id {
+        let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
+        tx.push(b);
+        return;
+    }
+    match to.get_mut(egress).and_then(Option::as_mut) {
+        Some(p) => {
+            if p.push(d).is_err() {
+                worker.count(Counter::DropEgressRingFull, 1);
+            }
+        }
+        None => worker.count(Counter::DropEgressRingFull, 1),
+    }
+}
+
+fn start_central(
+    router: &Arc<Router>,
+    links: Vec<Box<dyn Link>>,
+    opts: Options,
+    stop: &Arc<AtomicBool>,
+) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
+    let mut threads = Vec::new();
+    let mut to_central = Vec::new();
+    let mut from_central = Vec::new();
+    let pool = links
+        .first()
+        .map(|l| l.pool().clone())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no ports"))?;
+    for (id, link) in links.into_iter().enumerate() {
+        let (in_p, in_c) = spsc::ring::<Desc>(opts.ring_slots);
+        let (out_p, out_c) = spsc::ring::<Desc>(opts.ring_slots);
+        to_central.push(in_c);
+        from_central.push(out_p);
+        let worker = router.worker(link.pool().clone());
+        let stop = Arc::clone(stop);
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("weft-io-{}", link.info().name))
+                .spawn(move || io_loop(id, link, worker, in_p, out_c, opts, &stop))?,
+        );
+    }
+    let worker = router.worker(pool);
+    let stop = Arc::clone(stop);
+    threads.push(
+        std::thread::Builder::new()
+            .name("weft-central".into())
+            .spawn(move || central_loop(worker, to_central, from_central, opts, &stop))?,
+    );
+    Ok(threads)
+}
+
+/// Central mode port thread: link → ring, ring → link; no packet processing.
+fn io_loop(
+    id: PortId,
+    mut link: Box<dyn Link>,
+    worker: Worker,
+    mut up: Producer<Desc>,
+    mut down: Consumer<Desc>,
+    opts: Options,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let _ = id;
+    let mut rx = Vec::with_capacity(opts.burst);
+    let mut tx = Vec::with_capacity(opts.burst * 4);
+    let mut descs = Vec::with_capacity(opts.burst);
+    let mut idle = Idle {
+        spins: 0,
+        limit: opts.spin_before_wait,
+    };
+    while !stop.load(Ordering::Acquire) {
+        let got = link.recv_burst(&mut rx, opts.burst)?;
+        for b in rx.drain(..) {
+            if up.push(Desc::Raw(b)).is_err() {
+                worker.count(Counter::DropEgressRingFull, 1);
+            }
+        }
+        if got > 0 {
+            up.doorbell();
+        }
+        let fetched = down.pop_burst(&mut descs, opts.burst);
+        for d in descs.drain(..) {
+            let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
+            tx.push(b);
+        }
+        transmit(&mut *link, &mut tx, &worker, opts.burst * 4)?;
+        if got > 0 || fetched > 0 {
+            idle.busy();
+        } else if idle.idle() {
+            link.wait(opts.wait)?;
+        }
+    }
+    Ok(())
+}
+
+/// The one forwarding thread of the central architecture.
+fn central_loop(
+    mut worker: Worker,
+    mut inbound: Vec<Consumer<Desc>>,
+    mut outbound: Vec<Producer<Desc>>,
+    opts: Options,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    let router = Arc::clone(worker.router());
+    let mut descs = Vec::with_capacity(opts.burst);
+    let mut out: Outbox = Vec::new();
+    let mut idle = Idle {
+        spins: 0,
+        limit: opts.spin_before_wait,
+    };
+    while !stop.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let mut work = 0;
+        for (ingress, c) in inbound.iter_mut().enumerate() {
+            let n = c.pop_burst(&mut descs, opts.burst);
+            work += n;
+            if n == 0 {
+                continue;
+            }
+            let fib = router.fib();
+            for d in descs.drain(..) {
+                let (Desc::Raw(b) | Desc::Ready(b) | Desc::Classified(b, _)) = d;
+                if let Some(mut f) = worker.classify(&fib, ingress, b, now, &mut out) {
+                    router.finish(&mut f.buf, f.egress, f.dst_mac);
+                    out.push((f.egress, f.buf));
+                }
+            }
+        }
+        worker.tick(now, &mut out);
+        for (e, b) in out.drain(..) {
+            let posted = outbound
+                .get_mut(e)
+                .is_some_and(|p| p.push(Desc::Ready(b)).is_ok());
+            if !posted {
+                worker.count(Counter::DropEgressRingFull, 1);
+            }
+        }
+        for p in &mut outbound {
+            if p.pending() > 0 {
+                p.doorbell();
+            }
+        }
+        if work > 0 {
+            idle.busy();
+        } else if idle.idle() {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! The three architectures over in-memory links: the same traffic, the same result.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_link::sim::{self, SimLink};
+use weft_link::{BufferPool, Link};
+use weft_router::{Architecture, Counter, Dataplane, Options, PortSpec, Router, RouterConfig};
+use weft_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
+use weft_wire::ethernet::EthernetFrame;
+use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use weft_wire::{EtherType, EthernetAddress, IpProtocol};
+
+const R: [EthernetAddress; 3] = [
+    EthernetAddress([2, 0, 0, 0, 1, 1]),
+    EthernetAddress([2, 0, 0, 0, 2, 1]),
+    EthernetAddress([2, 0, 0, 0, 3, 1]),
+];
+const H: [EthernetAddress; 3] = [
+    EthernetAddress([2, 0, 0, 0, 1, 2]),
+    EthernetAddress([2, 0, 0, 0, 2, 2]),
+    EthernetAddress([2, 0, 0, 0, 3, 2]),
+];
+
+fn host_ip(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(198, 18, i as u8 + 1, 2)
+}
+
+fn frame(src_host: usize, dst: Ipv4Addr, seq: u16) -> Vec<u8> {
+    let payload = [seq.to_be_bytes()[0], seq.to_be_bytes()[1], 0, 0, 0, 0, 0, 0];
+    let ip = Ipv4Repr {
+        src_addr: host_ip(src_host),
+        dst_addr: dst,
+        protocol: IpProtocol::UDP,
+        payload_len: payload.len(),
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: seq,
+        dont_frag: true,
+    };
+    let mut f = vec![0u8; 14 + 28];
+    let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+    e.set_dst_addr(R[src_host]);
+    e.set_src_addr(H[src_host]);
+    e.set_tag_and_ethertype(None, EtherType::IPV4);
+    ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]))
+        .expect("ip");
+    f[34..].copy_from_slice(&payload);
+    f
+}
+
+fn arp_request(i: usize) -> Vec<u8> {
+    let r = ArpRepr {
+        operation: ArpOperation::REQUEST,
+        source_hardware_addr: H[i],
+        source_protocol_addr: host_ip(i),
+        target_hardware_addr: EthernetAddress([0; 6]),
+        target_protocol_addr: Ipv4Addr::new(198, 18, i as u8 + 1, 1),
+    };
+    let mut f = vec![0u8; 42];
+    let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+    e.set_dst_addr(EthernetAddress::BROADCAST);
+    e.set_src_addr(H[i]);
+    e.set_tag_and_ethertype(None, EtherType::ARP);
+    r.emit(&mut ArpPacket::new_unchecked(&mut f[14..]))
+        .expect("arp");
+    f
+}
+
+struct Net {
+    hosts: Vec<SimLink>,
+    dp: Dataplane,
+    pool: BufferPool,
+}
+
+fn start(arch: Architecture, ports: usize) -> Net {
+    let pool = BufferPool::new(8192, 2048);
+    let mut hosts = Vec::new();
+    let mut links: Vec<Box<dyn Link>> = Vec::new();
+    let mut specs = Vec::new();
+    for i in 0..ports {
+        let (r, h) = sim::pair(
+            &pool,
+            (&format!("r{i}"), R[i].0),
+            (&format!("h{i}"), H[i].0),
+            4096,
+        );
+        links.push(Box::new(r));
+        hosts.push(h);
+        specs.push(PortSpec {
+            name: format!("p{i}"),
+            mac: R[i],
+            v4: vec![(Ipv4Addr::new(198, 18, i as u8 + 1, 1), 24)],
+            v6: vec![],
+            max_frame: 1514,
+        });
+    }
+    let router = Router::new(specs, RouterConfig::default());
+    router
+        .add_route(
+            "198.19.0.0/16".parse().expect("p"),
+            "198.18.2.2".parse().expect("a"),
+        )
+        .expect("route");
+    let dp = Dataplane::start(
+        router,
+        links,
+        Options {
+            arch,
+            ..Options::default()
+        },
+    )
+    .expect("start");
+    let mut net = Net { hosts, dp, pool };
+    // Every host introduces itself.
+    for i in 0..ports {
+        assert!(net.hosts[i].send_bytes(&arp_request(i)));
+        let got = net.hosts[i].recv_bytes_timeout(1, Duration::from_secs(5));
+        assert_eq!(got.len(), 1, "ARP reply to host {i}");
+    }
+    net
+}
+
+/// Send `n` frames from host `from` to `dst`, paced so no ring overflows; return
+/// what host `to` received.
+fn run(net: &mut Net, from: usize, to: usize, dst: Ipv4Addr, n: u16) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    for seq in 0..n {
+        assert!(net.hosts[from].send_bytes(&frame(from, dst, seq)));
+        if seq % 256 == 255 {
+            got.extend(
+                net.hosts[to]
+                    .recv_bytes_timeout(usize::from(seq) + 1 - got.len(), Duration::from_secs(5)),
+            );
+        }
+    }
+    let want = usize::from(n);
+    got.extend(net.hosts[to].recv_bytes_timeout(want - got.len(), Duration::from_secs(10)));
+    got
+}
+
+fn check_architecture(arch: Architecture) {
+    let mut net = start(arch, 2);
+    let got = run(&mut net, 0, 1, "198.19.7.7".parse().expect("a"), 2000);
+    assert_eq!(got.len(), 2000, "{arch}: all forwarded");
+    for (i, f) in got.iter().enumerate() {
+        assert_eq!(&f[0..6], &H[1].0, "{arch}");
+        assert_eq!(&f[6..12], &R[1].0, "{arch}");
+        let ip = Ipv4Packet::new_checked(&f[14..]).expect("ip");
+        assert_eq!(ip.ttl(), 63);
+        assert!(ip.verify_checksum());
+        assert_eq!(ip.ident(), i as u16, "{arch}: in order");
+    }
+    // And back.
+    let back = run(&mut net, 1, 0, host_ip(0), 500);
+    assert_eq!(back.len(), 500, "{arch}: reverse direction");
+    let router = Arc::clone(net.dp.router());
+    net.dp.stop().expect("clean stop");
+    assert_eq!(router.counter(Counter::Forwarded), 2500, "{arch}");
+    assert_eq!(router.counter(Counter::DropEgressRingFull), 0);
+    drop(got);
+    drop(back);
+    drop(net.hosts);
+    assert_eq!(net.pool.available(), 8192, "{arch}: no buffer leaked");
+}
+
+#[test]
+fn push_forwards_everything_in_order() {
+    check_architecture(Architecture::Push);
+}
+
+#[test]
+fn pull_forwards_everything_in_order() {
+    check_architecture(Architecture::Pull);
+}
+
+#[test]
+fn central_forwards_everything_in_order() {
+    check_architecture(Architecture::Central);
+}
+
+#[test]
+fn flows_from_two_ingress_ports_merge_on_one_egress() {
+    for arch in [
+        Architecture::Push,
+        Architecture::Pull,
+        Architecture::Central,
+    ] {
+        let mut net = start(arch, 3);
+        let dst = host_ip(1);
+        for seq in 0..300u16 {
+            assert!(net.hosts[0].send_bytes(&frame(0, dst, seq)));
+            assert!(net.hosts[2].send_bytes(&frame(2, dst, seq)));
+        }
+        let got = net.hosts[1].recv_bytes_timeout(600, Duration::from_secs(10));
+        assert_eq!(got.len(), 600, "{arch}");
+        let from = |h: usize| {
+            got.iter()
+                .filter(|f| f[26..30] == host_ip(h).octets())
+                .map(|f| u16::from_be_bytes([f[18], f[19]]))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            from(0),
+            (0..300).collect::<Vec<_>>(),
+            "{arch}: each flow in order"
+        );
+        assert_eq!(from(2), (0..300).collect::<Vec<_>>(), "{arch}");
+        net.dp.stop().expect("stop");
+    }
+}
+
+#[test]
+fn a_route_change_mid_flow_moves_the_traffic_without_loss() {
+    let mut net = start(Architecture::Push, 3);
+    let dst: Ipv4Addr = "198.19.1.1".parse().expect("a");
+    let first = run(&mut net, 0, 1, dst, 300);
+    assert_eq!(first.len(), 300);
+    let router = Arc::clone(net.dp.router());
+    let answer = weft_router::ctl::execute(&router, "route add 198.19.0.0/16 via 198.18.3.2");
+    assert!(answer.starts_with("ok"), "{answer}");
+    let second = run(&mut net, 0, 2, dst, 300);
+    assert_eq!(second.len(), 300, "all of the rest on the new port");
+    assert!(net.hosts[1].drain_bytes().is_empty());
+    net.dp.stop().expect("stop");
+}
