@@ -53,7 +53,9 @@ fn expected(s: &Sample) -> Vec<Option<u64>> {
         Some(u64::from(r.bth.ack_req)),
         // Wireshark shows an AtomicETH's VA and R_Key in the RETH fields.
         r.reth.map(|x| x.va).or(r.atomic_eth.map(|x| x.va)),
-        r.reth.map(|x| u64::from(x.rkey)).or(r.atomic_eth.map(|x| u64::from(x.rkey))),
+        r.reth
+            .map(|x| u64::from(x.rkey))
+            .or(r.atomic_eth.map(|x| u64::from(x.rkey))),
         r.reth.map(|x| u64::from(x.dma_len)),
         r.aeth.map(|x| u64::from(x.syndrome.to_u8())),
         r.aeth.map(|x| u64::from(x.msn)),
