@@ -1,11 +1,18 @@
 //! `weft`: the command-line front end — capture decoding, benchmarks, the demo.
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: alloc_count.rs (a counting GlobalAlloc for lpm-bench's
+// memory figures) is the one module allowed `unsafe`.
+#![deny(unsafe_code)]
 
+mod alloc_count;
 mod demo;
 mod lpm_bench;
 
 use clap::{Parser, Subcommand};
 use weft::decode;
+
+/// Counts live heap bytes so lpm-bench measures every implementation's memory alike.
+#[global_allocator]
+static ALLOC: alloc_count::Counting = alloc_count::Counting;
 
 /// weft: the RDMA programming model on commodity Ethernet.
 #[derive(Debug, Parser)]
