@@ -188,7 +188,7 @@ impl Default for QpAttrs {
     }
 }
 
-/// An attribute a transition may require.
+/// An attribute a transition may require or allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttrName {
     /// `pkey`.
@@ -219,9 +219,33 @@ pub enum AttrName {
     MaxRdAtomic,
     /// `max_dest_rd_atomic`.
     MaxDestRdAtomic,
+    /// `recovery` (weft: negotiated when the connection is set up).
+    Recovery,
+    /// `max_inflight` (weft).
+    MaxInflight,
 }
 
 impl AttrName {
+    /// Every attribute, in declaration order.
+    pub const ALL: [AttrName; 16] = [
+        A::Pkey,
+        A::Qkey,
+        A::Access,
+        A::PathMtu,
+        A::DestQpn,
+        A::Path,
+        A::RqPsn,
+        A::SqPsn,
+        A::Timeout,
+        A::RetryCnt,
+        A::RnrRetry,
+        A::MinRnrTimer,
+        A::MaxRdAtomic,
+        A::MaxDestRdAtomic,
+        A::Recovery,
+        A::MaxInflight,
+    ];
+
     fn is_set(self, a: &QpAttr) -> bool {
         match self {
             AttrName::Pkey => a.pkey.is_some(),
@@ -238,28 +262,39 @@ impl AttrName {
             AttrName::MinRnrTimer => a.min_rnr_timer.is_some(),
             AttrName::MaxRdAtomic => a.max_rd_atomic.is_some(),
             AttrName::MaxDestRdAtomic => a.max_dest_rd_atomic.is_some(),
+            AttrName::Recovery => a.recovery.is_some(),
+            AttrName::MaxInflight => a.max_inflight.is_some(),
         }
     }
 }
 
-/// One allowed `modify_qp` transition and the attributes it requires per QP type.
+/// What one transition requires and allows for one QP type.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// Must be set.
+    pub required: &'static [AttrName],
+    /// May be set.
+    pub optional: &'static [AttrName],
+}
+
+/// One allowed `modify_qp` transition and its attribute rules per QP type.
 #[derive(Debug, Clone, Copy)]
 pub struct Transition {
     /// From.
     pub from: QpState,
     /// To.
     pub to: QpState,
-    /// Required on RC.
-    pub rc: &'static [AttrName],
-    /// Required on UC.
-    pub uc: &'static [AttrName],
-    /// Required on UD.
-    pub ud: &'static [AttrName],
+    /// RC.
+    pub rc: Rule,
+    /// UC.
+    pub uc: Rule,
+    /// UD.
+    pub ud: Rule,
 }
 
 impl Transition {
-    /// The attributes required for `qp_type`.
-    pub const fn required(&self, qp_type: QpType) -> &'static [AttrName] {
+    /// The rule for `qp_type`.
+    pub const fn rule(&self, qp_type: QpType) -> Rule {
         match qp_type {
             QpType::Rc => self.rc,
             QpType::Uc => self.uc,
@@ -271,86 +306,115 @@ impl Transition {
 use AttrName as A;
 use QpState as S;
 
-const NONE: &[AttrName] = &[];
+const fn rule(required: &'static [AttrName], optional: &'static [AttrName]) -> Rule {
+    Rule { required, optional }
+}
 
-/// Every transition `modify_qp` accepts (IBTA §10.3.1; required attributes as
-/// `ibv_modify_qp(3)` lists them). Any state may also go to RESET or ERR.
+const NONE: &[AttrName] = &[];
+const SAME: Rule = rule(NONE, NONE);
+
+/// Every transition `modify_qp` accepts (IBTA §10.3.1; required and optional
+/// attributes as `ibv_modify_qp(3)` lists them, plus weft's `recovery` and
+/// `max_inflight`, which are fixed when the connection is set up). Any state may also
+/// go to RESET or ERR, with any attributes (ignored).
 pub const TRANSITIONS: &[Transition] = &[
     Transition {
         from: S::Reset,
         to: S::Init,
-        rc: &[A::Pkey, A::Access],
-        uc: &[A::Pkey, A::Access],
-        ud: &[A::Pkey, A::Qkey],
+        rc: rule(&[A::Pkey, A::Access], NONE),
+        uc: rule(&[A::Pkey, A::Access], NONE),
+        ud: rule(&[A::Pkey, A::Qkey], NONE),
     },
     Transition {
         from: S::Init,
         to: S::Init,
-        rc: NONE,
-        uc: NONE,
-        ud: NONE,
+        rc: rule(NONE, &[A::Pkey, A::Access]),
+        uc: rule(NONE, &[A::Pkey, A::Access]),
+        ud: rule(NONE, &[A::Pkey, A::Qkey]),
     },
     Transition {
         from: S::Init,
         to: S::Rtr,
-        rc: &[
-            A::Path,
-            A::PathMtu,
-            A::DestQpn,
-            A::RqPsn,
-            A::MaxDestRdAtomic,
-            A::MinRnrTimer,
-        ],
-        uc: &[A::Path, A::PathMtu, A::DestQpn, A::RqPsn],
-        ud: NONE,
+        rc: rule(
+            &[
+                A::Path,
+                A::PathMtu,
+                A::DestQpn,
+                A::RqPsn,
+                A::MaxDestRdAtomic,
+                A::MinRnrTimer,
+            ],
+            &[A::Pkey, A::Access, A::Recovery, A::MaxInflight],
+        ),
+        uc: rule(
+            &[A::Path, A::PathMtu, A::DestQpn, A::RqPsn],
+            &[A::Pkey, A::Access],
+        ),
+        ud: rule(NONE, &[A::Pkey, A::Qkey, A::PathMtu]),
     },
     Transition {
         from: S::Rtr,
         to: S::Rts,
-        rc: &[
-            A::SqPsn,
-            A::Timeout,
-            A::RetryCnt,
-            A::RnrRetry,
-            A::MaxRdAtomic,
-        ],
-        uc: &[A::SqPsn],
-        ud: &[A::SqPsn],
+        rc: rule(
+            &[
+                A::SqPsn,
+                A::Timeout,
+                A::RetryCnt,
+                A::RnrRetry,
+                A::MaxRdAtomic,
+            ],
+            &[A::Access, A::MinRnrTimer],
+        ),
+        uc: rule(&[A::SqPsn], &[A::Access]),
+        ud: rule(&[A::SqPsn], &[A::Qkey]),
     },
     Transition {
         from: S::Rts,
         to: S::Rts,
-        rc: NONE,
-        uc: NONE,
-        ud: NONE,
+        rc: rule(NONE, &[A::Access, A::MinRnrTimer]),
+        uc: rule(NONE, &[A::Access]),
+        ud: rule(NONE, &[A::Qkey]),
     },
     Transition {
         from: S::Rts,
         to: S::Sqd,
-        rc: NONE,
-        uc: NONE,
-        ud: NONE,
+        rc: SAME,
+        uc: SAME,
+        ud: SAME,
     },
     Transition {
         from: S::Sqd,
         to: S::Sqd,
-        rc: NONE,
-        uc: NONE,
-        ud: NONE,
+        rc: rule(
+            NONE,
+            &[
+                A::Path,
+                A::Access,
+                A::Timeout,
+                A::RetryCnt,
+                A::RnrRetry,
+                A::MinRnrTimer,
+                A::MaxRdAtomic,
+                A::MaxDestRdAtomic,
+                A::Pkey,
+            ],
+        ),
+        uc: rule(NONE, &[A::Path, A::Access, A::Pkey]),
+        ud: rule(NONE, &[A::Pkey, A::Qkey]),
     },
     Transition {
         from: S::Sqd,
         to: S::Rts,
-        rc: NONE,
-        uc: NONE,
-        ud: NONE,
+        rc: rule(NONE, &[A::Access, A::MinRnrTimer]),
+        uc: rule(NONE, &[A::Access]),
+        ud: rule(NONE, &[A::Qkey]),
     },
     Transition {
         from: S::Sqe,
         to: S::Rts,
-        rc: NONE,
-        uc: NONE,
-        ud: NONE,
+        rc: SAME,
+        uc: rule(NONE, &[A::Access]),
+        ud: rule(NONE, &[A::Qkey]),
     },
 ];
 
@@ -368,6 +432,8 @@ pub enum ModifyError {
     },
     /// The transition requires an attribute that was not given.
     MissingAttr(AttrName),
+    /// The transition does not allow changing this attribute.
+    NotModifiable(AttrName),
     /// An attribute value is out of range; the string names it.
     InvalidValue(&'static str),
 }
@@ -381,7 +447,7 @@ impl fmt::Display for ModifyError {
 impl std::error::Error for ModifyError {}
 
 /// Look up the transition `from → to` for `qp_type` and check `attr` against it.
-/// RESET and ERR are reachable from every state and require nothing.
+/// RESET and ERR are reachable from every state.
 pub fn check_transition(
     qp_type: QpType,
     from: QpState,
@@ -395,8 +461,15 @@ pub fn check_transition(
         .iter()
         .find(|t| t.from == from && t.to == to)
         .ok_or(ModifyError::InvalidTransition { from, to })?;
-    if let Some(missing) = t.required(qp_type).iter().find(|name| !name.is_set(attr)) {
+    let r = t.rule(qp_type);
+    if let Some(missing) = r.required.iter().find(|name| !name.is_set(attr)) {
         return Err(ModifyError::MissingAttr(*missing));
+    }
+    if let Some(extra) = AttrName::ALL
+        .iter()
+        .find(|n| n.is_set(attr) && !r.required.contains(n) && !r.optional.contains(n))
+    {
+        return Err(ModifyError::NotModifiable(*extra));
     }
     Ok(())
 }
@@ -458,12 +531,15 @@ pub(crate) fn apply_attr(attrs: &mut QpAttrs, attr: &QpAttr) -> Result<(), Modif
 pub fn render_transition_table() -> String {
     let mut out = String::new();
     for t in TRANSITIONS {
-        out.push_str(&format!(
-            "{:?} -> {:?}: rc {:?}; uc {:?}; ud {:?}\n",
-            t.from, t.to, t.rc, t.uc, t.ud
-        ));
+        out.push_str(&format!("{:?} -> {:?}\n", t.from, t.to));
+        for (name, r) in [("rc", t.rc), ("uc", t.uc), ("ud", t.ud)] {
+            out.push_str(&format!(
+                "  {name}: required {:?} optional {:?}\n",
+                r.required, r.optional
+            ));
+        }
     }
-    out.push_str("* -> Reset, * -> Err: nothing required\n");
+    out.push_str("* -> Reset, * -> Err: anything, nothing required\n");
     out
 }
 
@@ -474,16 +550,43 @@ mod tests {
     #[test]
     fn transition_table_snapshot() {
         let expected = "\
-Reset -> Init: rc [Pkey, Access]; uc [Pkey, Access]; ud [Pkey, Qkey]
-Init -> Init: rc []; uc []; ud []
-Init -> Rtr: rc [Path, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer]; uc [Path, PathMtu, DestQpn, RqPsn]; ud []
-Rtr -> Rts: rc [SqPsn, Timeout, RetryCnt, RnrRetry, MaxRdAtomic]; uc [SqPsn]; ud [SqPsn]
-Rts -> Rts: rc []; uc []; ud []
-Rts -> Sqd: rc []; uc []; ud []
-Sqd -> Sqd: rc []; uc []; ud []
-Sqd -> Rts: rc []; uc []; ud []
-Sqe -> Rts: rc []; uc []; ud []
-* -> Reset, * -> Err: nothing required
+Reset -> Init
+  rc: required [Pkey, Access] optional []
+  uc: required [Pkey, Access] optional []
+  ud: required [Pkey, Qkey] optional []
+Init -> Init
+  rc: required [] optional [Pkey, Access]
+  uc: required [] optional [Pkey, Access]
+  ud: required [] optional [Pkey, Qkey]
+Init -> Rtr
+  rc: required [Path, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer] optional [Pkey, Access, Recovery, MaxInflight]
+  uc: required [Path, PathMtu, DestQpn, RqPsn] optional [Pkey, Access]
+  ud: required [] optional [Pkey, Qkey, PathMtu]
+Rtr -> Rts
+  rc: required [SqPsn, Timeout, RetryCnt, RnrRetry, MaxRdAtomic] optional [Access, MinRnrTimer]
+  uc: required [SqPsn] optional [Access]
+  ud: required [SqPsn] optional [Qkey]
+Rts -> Rts
+  rc: required [] optional [Access, MinRnrTimer]
+  uc: required [] optional [Access]
+  ud: required [] optional [Qkey]
+Rts -> Sqd
+  rc: required [] optional []
+  uc: required [] optional []
+  ud: required [] optional []
+Sqd -> Sqd
+  rc: required [] optional [Path, Access, Timeout, RetryCnt, RnrRetry, MinRnrTimer, MaxRdAtomic, MaxDestRdAtomic, Pkey]
+  uc: required [] optional [Path, Access, Pkey]
+  ud: required [] optional [Pkey, Qkey]
+Sqd -> Rts
+  rc: required [] optional [Access, MinRnrTimer]
+  uc: required [] optional [Access]
+  ud: required [] optional [Qkey]
+Sqe -> Rts
+  rc: required [] optional []
+  uc: required [] optional [Access]
+  ud: required [] optional [Qkey]
+* -> Reset, * -> Err: anything, nothing required
 ";
         assert_eq!(render_transition_table(), expected);
     }

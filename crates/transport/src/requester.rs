@@ -25,6 +25,10 @@ const DELIVERED: u8 = 1;
 const NEEDS_RESPONSE: u8 = 2;
 /// Selective mode: queued for retransmission in this recovery round.
 const RETX_QUEUED: u8 = 4;
+/// Selective mode: the responder holds this packet out of order. Not a delivery: the
+/// packet is not yet executed (it may still meet RNR), so `una` never passes it on a
+/// SACK alone — only the cumulative ACK retires it. It is just not resent.
+const SACKED: u8 = 8;
 
 /// A send work request on the send queue.
 #[derive(Debug)]
@@ -209,7 +213,7 @@ impl Requester {
         let cap = u64::from(q.attrs.max_inflight);
         // Selective repeat: holes first.
         while let Some(p) = self.holes.pop_front() {
-            if p < self.una || p >= self.next_psn || self.flags(p) & DELIVERED != 0 {
+            if p < self.una || p >= self.next_psn || self.flags(p) & (DELIVERED | SACKED) != 0 {
                 continue;
             }
             if let Some(idx) = self.idx_of(p) {
@@ -543,6 +547,10 @@ impl Requester {
                             }
                             self.rnr_left -= 1;
                         }
+                        // The refused packet is no longer held by the responder.
+                        if let Some(f) = self.board.get_mut((p - self.una) as usize) {
+                            *f &= !SACKED;
+                        }
                         self.rnr_until = Some(ctx.now + u64::from(rnr_timer_micros(timer)));
                         self.rnr_psn = p;
                         self.timer = None;
@@ -669,8 +677,7 @@ impl Requester {
         ctx.stats.sacks_received += 1;
         self.ack_through(q, ctx, cum);
         if sack >= self.una && sack < self.next_psn && self.flags(sack) & NEEDS_RESPONSE == 0 {
-            self.set_flag(sack, DELIVERED);
-            self.advance(q, ctx);
+            self.set_flag(sack, SACKED);
         }
         self.queue_holes(sack.min(self.next_psn));
     }
@@ -683,7 +690,7 @@ impl Requester {
         while psn < upto {
             let i = (psn - self.una) as usize;
             let f = self.board[i];
-            if f & (DELIVERED | RETX_QUEUED) == 0 {
+            if f & (DELIVERED | SACKED | RETX_QUEUED) == 0 {
                 let wanted = if f & NEEDS_RESPONSE != 0 && psn >= self.cum_acked {
                     self.idx_of(psn)
                         .is_some_and(|idx| self.wqes[idx].first_psn == psn)
@@ -760,9 +767,14 @@ impl Requester {
         let now = ctx.now;
         if self.rnr_until.is_some_and(|t| now >= t) {
             self.rnr_until = None;
-            // RNR: resend from the refused PSN in both modes.
             self.reset_recovery();
-            self.go_back(self.rnr_psn.max(self.una));
+            match q.attrs.recovery {
+                // Resend from the refused PSN.
+                Recovery::GoBackN => self.go_back(self.rnr_psn.max(self.una)),
+                // The responder kept what arrived after the refused PSN and said so
+                // (SACKs keep coming during the RNR wait): resend the rest.
+                Recovery::Selective => self.queue_holes(self.send_high),
+            }
             self.arm_timer(q, now);
         }
         if self.timer.is_some_and(|t| now >= t) {
@@ -775,7 +787,14 @@ impl Requester {
                     self.go_back(self.una);
                 }
                 Recovery::Selective => {
+                    // The oldest unacknowledged PSN cannot be waiting in the responder's
+                    // out-of-order buffer (it would have been executed): if it was
+                    // SACKed, it was refused since (RNR) or its ACK was lost. Resend it
+                    // whatever its flags say, and every hole after it.
                     self.reset_recovery();
+                    if let Some(f) = self.board.front_mut() {
+                        *f &= !SACKED;
+                    }
                     self.queue_holes(self.send_high);
                 }
             }

@@ -293,7 +293,15 @@ impl Responder {
                 // C9-?: one NAK-sequence-error per gap, then silence until ePSN arrives.
                 ctx.stats.seq_naks_sent += 1;
                 self.nak_outstanding = true;
-                self.push_nak(self.epsn, Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR), false);
+                // In selective mode every sequence NAK is read as a SACK: name a PSN
+                // already delivered (ePSN - 1), so this one acknowledges nothing new.
+                let sack = selective.then(|| self.epsn - 1);
+                self.push(Response::Ack {
+                    psn: self.epsn,
+                    syndrome: Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR),
+                    sack,
+                    fatal: false,
+                });
             }
         } else {
             self.rc_duplicate(q, ctx, repr, p);
@@ -368,8 +376,10 @@ impl Responder {
             }
             Err(Refusal::Rnr) => {
                 ctx.stats.rnr_naks_sent += 1;
-                self.nak_outstanding = true;
-                self.ooo.clear();
+                // Go-back-N: silence until the refused PSN comes again. Selective: keep
+                // what was kept, and keep taking packets ahead of ePSN; every SACK the
+                // requester has stays true, because kept packets are never dropped.
+                self.nak_outstanding = q.attrs.recovery == Recovery::GoBackN;
                 self.push_nak(
                     p,
                     Syndrome::RnrNak {
@@ -651,6 +661,12 @@ impl Responder {
                 Ok(1)
             }
             Operation::Write => {
+                // WRITE with immediate consumes a receive WQE: refuse (RNR) before any
+                // state changes or byte of this packet moves, so the resent packet
+                // finds the message exactly as it was.
+                if repr.imm.is_some() && !has_recv(q, rq, ctx) {
+                    return Err(Refusal::Rnr);
+                }
                 if pos.starts_message() {
                     let reth = repr.reth.ok_or(RespError::InvalidRequest("reth"))?;
                     let total = u64::from(reth.dma_len);
@@ -686,11 +702,6 @@ impl Responder {
                 };
                 if !fits {
                     return Err(RespError::InvalidRequest("write length").into());
-                }
-                // WRITE with immediate consumes a receive WQE: refuse (RNR) before any
-                // byte of this packet moves.
-                if repr.imm.is_some() && !has_recv(q, rq, ctx) {
-                    return Err(Refusal::Rnr);
                 }
                 if plen > 0 && placed.is_none() {
                     ctx.mem

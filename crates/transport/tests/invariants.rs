@@ -20,6 +20,10 @@ fn faulty(seed: u64, loss: f64) -> LinkConfig {
 }
 
 fn run(seed: u64, recovery: Recovery, loss: f64, ops: u64, mtu: Mtu) {
+    run_with_recvs(seed, recovery, loss, ops, mtu, 0);
+}
+
+fn run_with_recvs(seed: u64, recovery: Recovery, loss: f64, ops: u64, mtu: Mtu, recvs: usize) {
     let mem = 8 << 20;
     let mut p = Pair::new(
         Config::default(),
@@ -43,6 +47,7 @@ fn run(seed: u64, recovery: Recovery, loss: f64, ops: u64, mtu: Mtu) {
         seed,
         time_limit_us: 200_000_000,
         unreliable: false,
+        recvs,
     };
     let r = run_mix(&mut p, &c, &cfg);
     assert!(
@@ -82,5 +87,20 @@ fn selective_under_faults_many_seeds() {
         let loss = [0.001, 0.01, 0.05, 0.1][seed as usize % 4];
         let mtu = [Mtu::M256, Mtu::M1024, Mtu::M4096][seed as usize % 3];
         run(200 + seed, Recovery::Selective, loss, 300, mtu);
+    }
+}
+
+/// Too few receives: the responder answers RNR again and again, in both modes, under
+/// loss (regression: a selective requester must forget SACKs the responder dropped
+/// with its out-of-order buffer when it sent RNR).
+#[test]
+fn rnr_storms_under_loss() {
+    for seed in 0..6 {
+        let recovery = if seed % 2 == 0 {
+            Recovery::Selective
+        } else {
+            Recovery::GoBackN
+        };
+        run_with_recvs(300 + seed, recovery, 0.05, 300, Mtu::M1024, 2);
     }
 }

@@ -48,6 +48,7 @@ fn ten_percent_loss_nothing_lost_duplicated_or_corrupted() {
             seed,
             time_limit_us: u64::MAX / 4,
             unreliable: false,
+            recvs: 0,
         };
         let r = run_mix(&mut p, &c, &cfg);
         assert!(

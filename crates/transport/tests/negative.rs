@@ -314,14 +314,33 @@ fn too_many_outstanding_reads_is_invalid_request() {
     let (mut p, c) = setup(&o);
     let (ra, rb) = big_regions(&mut p, MEM);
     // B accepts only one outstanding READ; A believes it may have four.
-    p.b.modify_qp(
-        c.qpn_b,
-        &QpAttr {
+    // max_dest_rd_atomic may change only in SQD (IBTA §10.3.1 / ibv_modify_qp).
+    for attr in [
+        QpAttr {
+            state: Some(QpState::Sqd),
+            ..QpAttr::default()
+        },
+        QpAttr {
             max_dest_rd_atomic: Some(1),
             ..QpAttr::default()
         },
-    )
-    .unwrap();
+        QpAttr {
+            state: Some(QpState::Rts),
+            ..QpAttr::default()
+        },
+    ] {
+        p.b.modify_qp(c.qpn_b, &attr).unwrap();
+    }
+    assert_eq!(
+        p.b.modify_qp(
+            c.qpn_b,
+            &QpAttr {
+                max_dest_rd_atomic: Some(2),
+                ..QpAttr::default()
+            }
+        ),
+        Err(ModifyError::NotModifiable(AttrName::MaxDestRdAtomic))
+    );
     for i in 0..3 {
         let wr = SendWr::new(
             i,

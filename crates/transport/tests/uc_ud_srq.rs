@@ -30,6 +30,7 @@ fn uc_send_and_write_on_a_clean_link() {
         seed: 4,
         time_limit_us: 10_000_000,
         unreliable: true,
+        recvs: 0,
     };
     let r = run_mix(&mut p, &c, &cfg);
     assert!(r.errors.is_empty(), "{:?}", r.errors);
@@ -251,6 +252,7 @@ fn srq_under_loss_all_operations() {
             seed: 8,
             time_limit_us: 100_000_000,
             unreliable: false,
+            recvs: 0,
         };
         let r = run_mix(&mut p, &c, &cfg);
         assert!(r.errors.is_empty(), "{:?}", r.errors);

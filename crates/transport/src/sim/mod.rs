@@ -396,35 +396,39 @@ impl Pair {
         };
         let qpn_a = self.a.create_qp(init(None)).expect("create");
         let qpn_b = self.b.create_qp(init(srq_b)).expect("create");
+        let rc = qp_type == QpType::Rc;
+        let connected = qp_type != QpType::Ud;
         let setup =
             |ep: &mut Endpoint<VecMemory>, me: u32, peer: u32, side: Side, rq: u32, sq: u32| {
+                // Each step sets exactly what the transition table requires or allows for
+                // this QP type.
                 let steps = [
                     QpAttr {
                         state: Some(QpState::Init),
                         pkey: Some(0xffff),
-                        qkey: Some(0x1111_1111),
-                        access: Some(o.access),
+                        qkey: (!connected).then_some(0x1111_1111),
+                        access: connected.then_some(o.access),
                         ..QpAttr::default()
                     },
                     QpAttr {
                         state: Some(QpState::Rtr),
-                        path: Some(Pair::path(side, me)),
+                        path: connected.then(|| Pair::path(side, me)),
                         path_mtu: Some(o.mtu),
-                        dest_qpn: Some(peer),
-                        rq_psn: Some(Psn::new(rq)),
-                        max_dest_rd_atomic: Some(o.rd_atomic),
-                        min_rnr_timer: Some(o.min_rnr_timer),
-                        recovery: Some(o.recovery),
-                        max_inflight: Some(o.max_inflight),
+                        dest_qpn: connected.then_some(peer),
+                        rq_psn: connected.then(|| Psn::new(rq)),
+                        max_dest_rd_atomic: rc.then_some(o.rd_atomic),
+                        min_rnr_timer: rc.then_some(o.min_rnr_timer),
+                        recovery: rc.then_some(o.recovery),
+                        max_inflight: rc.then_some(o.max_inflight),
                         ..QpAttr::default()
                     },
                     QpAttr {
                         state: Some(QpState::Rts),
                         sq_psn: Some(Psn::new(sq)),
-                        timeout: Some(o.timeout),
-                        retry_cnt: Some(o.retry_cnt),
-                        rnr_retry: Some(o.rnr_retry),
-                        max_rd_atomic: Some(o.rd_atomic),
+                        timeout: rc.then_some(o.timeout),
+                        retry_cnt: rc.then_some(o.retry_cnt),
+                        rnr_retry: rc.then_some(o.rnr_retry),
+                        max_rd_atomic: rc.then_some(o.rd_atomic),
                         ..QpAttr::default()
                     },
                 ];

@@ -68,6 +68,9 @@ pub struct MixConfig {
     /// UC: a send completes when its last packet leaves, before the data lands, so every
     /// WRITE carries an immediate and is verified at the receiver's completion instead.
     pub unreliable: bool,
+    /// Receives B keeps posted (0: four per window slot). Fewer than `window` makes
+    /// the responder run out and answer RNR.
+    pub recvs: usize,
 }
 
 /// What a mixed run did.
@@ -114,6 +117,7 @@ const RECV_FACTOR: u64 = 4;
 /// Per-slot layout: each outstanding operation owns slot `i % window` of every area.
 struct Layout {
     slot: u64,
+    recvs: u64,
     a: Region,
     b: Region,
     window: u64,
@@ -174,7 +178,17 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
         .b
         .mem_mut()
         .register(1, 0x80_0000 + 4096, need, Access::ALL);
-    let l = Layout { slot, a, b, window };
+    let recvs = match cfg.recvs {
+        0 => RECV_FACTOR * window,
+        n => (n as u64).min(RECV_FACTOR * window),
+    };
+    let l = Layout {
+        slot,
+        recvs,
+        a,
+        b,
+        window,
+    };
     for s in 0..window as usize {
         let src = content(1 << 40 | s as u64, slot as usize);
         pair.b.mem_mut().fill(l.b_read(s), &src);
@@ -186,7 +200,7 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
     let deadline = Instant(start.micros() + cfg.time_limit_us);
 
     // Keep B's receive queue stocked: receive r uses slot r % recvs.
-    let recvs = RECV_FACTOR * window;
+
     let post_recv = |pair: &mut Pair, r: u64| {
         let s = (r % recvs) as usize;
         let wr = RecvWr {
@@ -449,7 +463,7 @@ fn check_recv(
         ));
     }
     if c.opcode == WcOpcode::Recv {
-        let s = (c.wr_id % (RECV_FACTOR * l.window)) as usize;
+        let s = (c.wr_id % l.recvs) as usize;
         let got = pair.b.mem().bytes(l.b_recv(s), len as usize);
         if got != content(seq, len as usize).as_slice() {
             return Err(format!("SEND {seq}: received bytes differ"));
