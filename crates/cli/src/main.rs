@@ -6,6 +6,7 @@
 mod alloc_count;
 mod demo;
 mod lpm_bench;
+mod router;
 
 use clap::{Parser, Subcommand};
 use weft::decode;
@@ -30,6 +31,8 @@ enum Command {
     Decode(decode::Args),
     /// Benchmark weft-lpm against the Rust LPM crates on the same table and keys.
     LpmBench(lpm_bench::Args),
+    /// Run the IP router, control a running one, or benchmark it.
+    Router(router::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +40,6 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Decode(args) => decode::run(args),
         Command::LpmBench(args) => lpm_bench::run(args),
+        Command::Router(args) => router::run(args),
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod afpacket;
 pub mod pool;
+pub mod signal;
 pub mod sim;
 pub mod spsc;
 

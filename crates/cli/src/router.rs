@@ -1,0 +1,204 @@
+//! `weft router`: run the router (`--config FILE`, foreground until SIGINT/SIGTERM),
+//! talk to a running one (`ctl`), or benchmark it in memory (`bench`).
+
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_link::afpacket::AfPacket;
+use weft_link::{BufferPool, Link};
+use weft_router::bench::{self, Pattern};
+use weft_router::config::Config;
+use weft_router::ctl::{self, ControlServer};
+use weft_router::{Architecture, Dataplane, Options, Router, RouterConfig};
+
+const DEFAULT_SOCKET: &str = "/run/weft-router.sock";
+
+/// Arguments.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    /// The router's TOML configuration.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override the configured architecture: push, pull or central.
+    #[arg(long)]
+    arch: Option<String>,
+    /// Override the control socket path.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Send one command to a running router's control socket.
+    Ctl(CtlArgs),
+    /// In-memory benchmarks: the per-packet pipeline with a full BGP table, and the
+    /// push/pull/central architectures between generator and sink ports.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CtlArgs {
+    /// Control socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// The command: `route add PREFIX via ADDR`, `route del PREFIX`,
+    /// `show counters [all]`, `show neighbors`, `show routes [N]`, `show ports`.
+    #[arg(trailing_var_arg = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct BenchArgs {
+    /// `prefix asn` table (default: iptrie 0.11's benches/bgpas.lpm from the cargo
+    /// registry; a synthetic 1M-prefix table if neither exists).
+    #[arg(long)]
+    table: Option<PathBuf>,
+    /// Frame size without FCS (60 = a 64-byte packet on the wire).
+    #[arg(long, default_value_t = 60)]
+    size: usize,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Only the per-core pipeline rate.
+    #[arg(long)]
+    pipeline_only: bool,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Some(Sub::Ctl(c)) => {
+            let answer = ctl::request(&c.socket, &c.command.join(" "))
+                .with_context(|| format!("control socket {}", c.socket.display()))?;
+            print!("{answer}");
+            if answer.starts_with("error") {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Some(Sub::Bench(b)) => run_bench(b),
+        None => {
+            let Some(config) = args.config else {
+                bail!("weft router needs --config FILE (or a subcommand: ctl, bench)");
+            };
+            run_router(&config, args.arch.as_deref(), args.socket)
+        }
+    }
+}
+
+fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyhow::Result<()> {
+    let cfg = Config::load(path)?;
+    let arch: Architecture = match arch {
+        Some(a) => a.parse().map_err(anyhow::Error::msg)?,
+        None => cfg.architecture()?,
+    };
+    let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
+    let pool = BufferPool::new(32768, 2048);
+    let mut links: Vec<Box<dyn Link>> = Vec::new();
+    let mut info = Vec::new();
+    for p in &cfg.ports {
+        let l = AfPacket::open(&p.interface, pool.clone())
+            .with_context(|| format!("port {}: interface {}", p.name, p.interface))?;
+        info.push((l.info().mac, l.info().max_frame));
+        links.push(Box::new(l));
+    }
+    let router = Router::new(cfg.port_specs(&info)?, RouterConfig::default());
+    let base = path.parent().unwrap_or(Path::new("."));
+    let n = cfg.install_routes(&router, base)?;
+    let socket = socket
+        .or_else(|| cfg.router.control_socket.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let ctl = ControlServer::start(&socket, Arc::clone(&router))
+        .with_context(|| format!("control socket {}", socket.display()))?;
+    let dp = Dataplane::start(
+        Arc::clone(&router),
+        links,
+        Options {
+            arch,
+            ..Options::default()
+        },
+    )?;
+    eprintln!(
+        "weft router: {} ports, {n} configured routes, architecture {arch}, control socket {}",
+        cfg.ports.len(),
+        socket.display()
+    );
+    while !stop.load(Ordering::SeqCst) && dp.is_running() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = dp.stop();
+    drop(ctl);
+    eprintln!("weft router: stopped; counters:");
+    for (c, v) in router.counters() {
+        if v != 0 {
+            eprintln!("  {} {v}", c.name());
+        }
+    }
+    result.context("data plane")
+}
+
+fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
+    let table = match b.table.or_else(bench::find_bgpas) {
+        Some(p) => {
+            let t = bench::load_bgpas(&p).with_context(|| format!("{}", p.display()))?;
+            eprintln!("table: {} ({} prefixes)", p.display(), t.len());
+            t
+        }
+        None => {
+            eprintln!("table: bgpas.lpm not found; using a synthetic 1,000,000-prefix table");
+            bench::synthetic_table(1_000_000, 1)
+        }
+    };
+    let secs = Duration::from_secs_f64(b.secs.max(0.05));
+    let t = std::time::Instant::now();
+    let router = bench::bench_router(&table, 2, &[1]);
+    let (v4, v6) = router.fib().len();
+    eprintln!(
+        "fib: {v4} ipv4 routes ({v6} ipv6 not used) built in {:.2}s",
+        t.elapsed().as_secs_f64()
+    );
+    let dsts = bench::destinations(&router, &table, 8192, &[1], 42);
+    let frames: Vec<Vec<u8>> = dsts
+        .iter()
+        .map(|d| bench::udp_frame(0, *d, b.size))
+        .collect();
+    let r = bench::pipeline_rate(&router, &frames, secs);
+    println!(
+        "pipeline, 1 core, {}-byte frames, {} random destinations: {:.2} Mpps ({:.0} ns/packet), {} of {} forwarded; FIB lookup alone {:.2} M/s",
+        b.size + 4,
+        frames.len(),
+        r.mpps,
+        1e3 / r.mpps.max(1e-9),
+        r.forwarded,
+        r.packets,
+        r.lookup_mlps
+    );
+    if b.pipeline_only {
+        return Ok(());
+    }
+    for pattern in [
+        Pattern::OneInOneOut,
+        Pattern::TwoInTwoOut,
+        Pattern::TwoInTwoOutMix,
+    ] {
+        for arch in [
+            Architecture::Push,
+            Architecture::Pull,
+            Architecture::Central,
+        ] {
+            let r = bench::architecture_rate(&table, arch, pattern, b.size, secs)?;
+            println!(
+                "{pattern:13} {arch:8} {:.2} Mpps delivered ({:.2} Mpps offered, {:.1}% delivered)",
+                r.mpps,
+                r.offered_mpps,
+                r.delivered_share * 100.0
+            );
+        }
+    }
+    Ok(())
+}
