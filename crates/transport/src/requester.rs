@@ -588,9 +588,11 @@ impl Requester {
                     ctx.stats.bad_responses += 1;
                     return Ok(());
                 }
-                // A response implicitly acknowledges every earlier request (C9-?).
-                let first = w.first_psn;
+                // A response implicitly acknowledges every earlier request (C9-?), and
+                // shows the responder executed this one: its ePSN is past the range.
+                let (first, end) = (w.first_psn, w.end_psn());
                 self.ack_through(q, ctx, first);
+                self.cum_acked = self.cum_acked.max(end);
                 if self.flags(p) & DELIVERED != 0 {
                     ctx.stats.duplicate_responses += 1;
                     return Ok(());
@@ -796,6 +798,10 @@ impl Requester {
                         *f &= !SACKED;
                     }
                     self.queue_holes(self.send_high);
+                    if self.holes.front() != Some(&self.una) && self.una < self.send_high {
+                        self.set_flag(self.una, RETX_QUEUED);
+                        self.holes.push_front(self.una);
+                    }
                 }
             }
             self.arm_timer(q, now);

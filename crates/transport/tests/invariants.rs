@@ -95,12 +95,76 @@ fn selective_under_faults_many_seeds() {
 /// with its out-of-order buffer when it sent RNR).
 #[test]
 fn rnr_storms_under_loss() {
-    for seed in 0..6 {
+    for seed in 0..16 {
         let recovery = if seed % 2 == 0 {
             Recovery::Selective
         } else {
             Recovery::GoBackN
         };
         run_with_recvs(300 + seed, recovery, 0.05, 300, Mtu::M1024, 2);
+    }
+}
+
+/// Random configurations: MTU, window, receive supply, fault mix, recovery mode, SRQ.
+/// CI runs 40; `WEFT_LONG=1` runs 1000.
+#[test]
+fn random_configurations() {
+    use weft_transport::sim::Rng;
+    let long = std::env::var("WEFT_LONG").is_ok_and(|v| v == "1");
+    let n = if long { 1000 } else { 40 };
+    let mut rng = Rng::new(0x5eed_cafe);
+    for case in 0..n {
+        let seed = rng.next_u64();
+        let mtu =
+            [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096][rng.range(0, 5) as usize];
+        let recovery = if rng.chance(0.5) {
+            Recovery::Selective
+        } else {
+            Recovery::GoBackN
+        };
+        let link = |rng: &mut Rng| LinkConfig {
+            loss: [0.0, 0.01, 0.05, 0.15][rng.range(0, 4) as usize],
+            duplicate: if rng.chance(0.3) { 0.05 } else { 0.0 },
+            reorder: if rng.chance(0.3) { 0.1 } else { 0.0 },
+            reorder_delay_us: rng.range(1, 50),
+            corrupt: if rng.chance(0.3) { 0.02 } else { 0.0 },
+            delay_us: rng.range(1, 30),
+            jitter_us: rng.range(0, 5),
+            ..LinkConfig::default()
+        };
+        let (ab, ba) = (link(&mut rng), link(&mut rng));
+        let mut p = Pair::new(Config::default(), 8 << 20, ab, ba, seed);
+        let o = ConnectOptions {
+            recovery,
+            mtu,
+            max_inflight: [8, 32, 128][rng.range(0, 3) as usize],
+            rd_atomic: [1, 4, 16][rng.range(0, 3) as usize],
+            timeout: 6,
+            srq_b: rng.chance(0.3),
+            psn_a: rng.next_u64() as u32 & 0xff_ffff,
+            psn_b: rng.next_u64() as u32 & 0xff_ffff,
+            ..ConnectOptions::default()
+        };
+        let c = p.connect(QpType::Rc, &o);
+        let cfg = MixConfig {
+            ops: 200,
+            max_len: [64, 3000, 9000][rng.range(0, 3) as usize],
+            window: [1, 4, 16, 32][rng.range(0, 4) as usize],
+            mix: OpMix::ALL,
+            seed,
+            time_limit_us: 2_000_000_000,
+            unreliable: false,
+            recvs: [0, 1, 3][rng.range(0, 3) as usize],
+        };
+        let r = run_mix(&mut p, &c, &cfg);
+        assert!(
+            r.errors.is_empty(),
+            "case {case}: {o:?} {cfg:?} {ab:?} {ba:?}: {:?}\nA {:?}\nB {:?}",
+            r.errors,
+            p.a.stats(),
+            p.b.stats()
+        );
+        assert_no_stray_writes(p.a.mem());
+        assert_no_stray_writes(p.b.mem());
     }
 }
