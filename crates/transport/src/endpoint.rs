@@ -475,7 +475,8 @@ impl<M: Memory> Endpoint<M> {
             ctx.stats.wrong_transport += 1;
             return;
         }
-        // IBTA C9-?: the P_Key must match (the membership bit is not compared).
+        // IBTA Vol 1 §9.6 (transport header validation): the P_Key must match; the
+        // membership bit is not compared.
         if repr.bth.pkey & 0x7fff != qp.common.attrs.pkey & 0x7fff {
             ctx.stats.pkey_mismatch += 1;
             return;
@@ -633,7 +634,8 @@ impl Qp {
         }
     }
 
-    /// A send WQE failed: RC goes to ERR; UC and UD to SQE (IBTA §10.3.1.?).
+    /// A send WQE failed: RC goes to ERR; UC and UD to SQE (IBTA Vol 1 §10.3.1, QP
+    /// state transitions).
     fn fault<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, f: Fault) {
         match self.common.qp_type {
             QpType::Rc => self.enter_error(ctx, Some(f)),
@@ -645,7 +647,7 @@ impl Qp {
     }
 
     /// Enter ERR: every outstanding work request completes, the failed one with its
-    /// status, all others with `WrFlushErr` (IBTA §10.3.1.?, C10-?).
+    /// status, all others with `WrFlushErr` (IBTA Vol 1 §10.3.1, Error state).
     fn enter_error<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, f: Option<Fault>) {
         self.common.state = QpState::Err;
         self.complete_sends(ctx, f);

@@ -424,7 +424,7 @@ impl Requester {
                 last = true;
             }
         }
-        // AckReq (IBTA §9.7.2, C9-?): on the last packet of a message, every
+        // AckReq (IBTA Vol 1 §9.7, reliable service): on the last packet of a message, every
         // `ack_req_interval` PSNs, on the packet that fills the window, and on every
         // selective retransmission, so the responder's ACKs can be coalesced but a
         // sender never waits for an ACK nobody asked for.
@@ -527,7 +527,7 @@ impl Requester {
                     Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) => {
                         ctx.stats.seq_naks_received += 1;
                         self.ack_through(q, ctx, p);
-                        // IBTA C9-? : a NAK-sequence error counts against retry_cnt.
+                        // IBTA Vol 1 §9.7: a NAK-sequence error counts against retry_cnt.
                         if self.recovering_at != Some(p.min(self.una)) {
                             self.consume_retry()?;
                         }
@@ -588,7 +588,7 @@ impl Requester {
                     ctx.stats.bad_responses += 1;
                     return Ok(());
                 }
-                // A response implicitly acknowledges every earlier request (C9-?), and
+                // A response implicitly acknowledges every earlier request (§9.7), and
                 // shows the responder executed this one: its ePSN is past the range.
                 let (first, end) = (w.first_psn, w.end_psn());
                 self.ack_through(q, ctx, first);
@@ -632,7 +632,7 @@ impl Requester {
         Ok(())
     }
 
-    /// Spend one transport retry (C9-?: timeouts and NAK-sequence errors count;
+    /// Spend one transport retry (§9.7: timeouts and NAK-sequence errors count;
     /// progress refills the counter).
     fn consume_retry(&mut self) -> Result<(), Fault> {
         if self.retry_left == 0 {
@@ -648,7 +648,7 @@ impl Requester {
 
     /// Everything before `upto` was received by the responder. Non-READ PSNs become
     /// delivered; READ/atomic PSNs without their response are holes (the implicit
-    /// NAK of C9-?), resent at once.
+    /// NAK of §9.7), resent at once.
     fn ack_through<M: Memory>(&mut self, q: &QpCommon, ctx: &mut Ctx<'_, M>, upto: u64) {
         let upto = upto.min(self.next_psn);
         self.cum_acked = self.cum_acked.max(upto);

@@ -116,7 +116,7 @@ pub(crate) struct Responder {
     /// Duplicate READ jobs queued.
     pending_dups: usize,
     /// Go-back-N: a NAK (sequence or RNR) is outstanding; stay quiet until the
-    /// expected PSN arrives (C9-?).
+    /// expected PSN arrives (IBTA Vol 1 §9.7).
     nak_outstanding: bool,
     /// A fatal NAK is queued; refuse everything after it.
     fatal: bool,
@@ -290,7 +290,7 @@ impl Responder {
                     fatal: false,
                 });
             } else if !self.nak_outstanding {
-                // C9-?: one NAK-sequence-error per gap, then silence until ePSN arrives.
+                // §9.7: one NAK-sequence-error per gap, then silence until ePSN arrives.
                 ctx.stats.seq_naks_sent += 1;
                 self.nak_outstanding = true;
                 // In selective mode every sequence NAK is read as a SACK: name a PSN
@@ -308,7 +308,7 @@ impl Responder {
         }
     }
 
-    /// IBTA §9.7.5.1.? duplicate requests: SEND/WRITE are ACKed again; READ is
+    /// IBTA Vol 1 §9.7, duplicate requests: SEND/WRITE are ACKed again; READ is
     /// executed again (reads have no side effect); an atomic is answered from the
     /// replay ring, never executed twice.
     fn rc_duplicate<M: Memory>(
@@ -420,7 +420,7 @@ impl Responder {
             return;
         };
         if p != self.epsn {
-            // IBTA §9.8.3.? (UC): a PSN gap abandons the message in progress; the
+            // IBTA Vol 1 §9.8 (unreliable service, UC): a PSN gap abandons the message in progress; the
             // receive WQE stays for the next message.
             ctx.stats.out_of_sequence += 1;
             self.abandon(q, rq, ctx);
@@ -486,7 +486,7 @@ impl Responder {
         wire_len: usize,
     ) {
         let Some(deth) = repr.deth else { return };
-        // IBTA C10-?: a datagram whose Q_Key does not match is silently dropped.
+        // IBTA Vol 1 §9.8 (UD): a datagram whose Q_Key does not match is silently dropped.
         if deth.qkey != q.attrs.qkey {
             ctx.stats.qkey_mismatch += 1;
             return;
@@ -601,7 +601,7 @@ impl Responder {
         let pos = info.position;
         let mtu = q.mtu();
         let plen = placed.unwrap_or(payload.len() as u64);
-        // C9-?: opcode sequence — a message starts only when none is in progress, and
+        // §9.7: opcode sequence — a message starts only when none is in progress, and
         // continues with the same operation.
         let in_progress = match &self.cur {
             None => None,
@@ -614,9 +614,10 @@ impl Responder {
             (Some(op), false) if op == info.operation => {}
             _ => return Err(RespError::InvalidRequest("opcode sequence").into()),
         }
-        // Payload length per position (C9-?): First and Middle carry exactly one MTU.
+        // Payload length per position (§9.7): First and Middle carry exactly one MTU and
+        // no pad.
         let len_ok = match pos {
-            Position::First | Position::Middle => plen == mtu,
+            Position::First | Position::Middle => plen == mtu && repr.bth.pad_count == 0,
             Position::Last => (1..=mtu).contains(&plen),
             Position::Only => plen <= mtu,
         };
@@ -743,7 +744,7 @@ impl Responder {
                     return Err(RespError::InvalidRequest("message length").into());
                 }
                 self.check_read(q, ctx, reth.va, reth.rkey, len)?;
-                // §9.4.4 / C9-?: more outstanding READ/atomics than max_dest_rd_atomic.
+                // §9.7: more outstanding READ/atomics than max_dest_rd_atomic is an invalid request.
                 if self.pending_reads >= usize::from(q.attrs.max_dest_rd_atomic) {
                     return Err(RespError::InvalidRequest("too many outstanding reads").into());
                 }
@@ -762,7 +763,7 @@ impl Responder {
                 let a = repr
                     .atomic_eth
                     .ok_or(RespError::InvalidRequest("atomic eth"))?;
-                // C9-?: an atomic target must be 8-byte aligned.
+                // §9.4.5 (atomic operations): the target must be 8-byte aligned.
                 if a.va % 8 != 0 {
                     return Err(RespError::InvalidRequest("misaligned atomic").into());
                 }

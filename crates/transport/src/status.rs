@@ -14,7 +14,7 @@ pub(crate) enum RespError {
     /// atomic, too many outstanding READ/atomics, a message over the length limit
     /// (§9.7.5.2.2 "Invalid Request"). The string says which.
     InvalidRequest(&'static str),
-    /// A SEND longer than the receive WQE (C9-?? "message too long": NAK Invalid
+    /// A SEND longer than the receive WQE ("message too long": NAK Invalid
     /// Request, the receive completes with a local length error).
     RecvTooSmall,
     /// The rkey, protection domain, bounds or rights of a RETH/AtomicETH target were
@@ -46,7 +46,7 @@ impl RespError {
     }
 }
 
-/// The requester's completion status for a fatal NAK (§9.7.5.1.? and `ibv_wc_status`).
+/// The requester's completion status for a fatal NAK (§9.7 and `ibv_wc_status`).
 /// `None` for NAK-PSN-sequence-error, which is not fatal but a retry.
 pub(crate) const fn requester_status(code: NakCode) -> Option<WcStatus> {
     match code {

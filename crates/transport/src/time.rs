@@ -46,7 +46,7 @@ impl fmt::Debug for Instant {
     }
 }
 
-/// The local ACK timeout of IBTA §9.7.6.1.3 (C9-141): 4.096 µs × 2^`timeout`, rounded
+/// The local ACK timeout of IBTA Vol 1 §9.7 (transport timer): 4.096 µs × 2^`timeout`, rounded
 /// up to whole microseconds; `timeout == 0` means "infinite" (`None`).
 pub const fn local_ack_timeout_micros(timeout: u8) -> Option<u64> {
     if timeout == 0 {

@@ -112,7 +112,12 @@ fn random_configurations() {
     use weft_transport::sim::Rng;
     let long = std::env::var("WEFT_LONG").is_ok_and(|v| v == "1");
     let n = if long { 1000 } else { 40 };
-    let mut rng = Rng::new(0x5eed_cafe);
+    let mut rng = Rng::new(
+        std::env::var("WEFT_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x5eed_cafe),
+    );
     for case in 0..n {
         let seed = rng.next_u64();
         let mtu =
