@@ -18,6 +18,7 @@
 use crate::counters::Counter;
 use crate::fib::PortId;
 use crate::pipeline::{Outbox, Router, Worker};
+use std::collections::VecDeque;
 use std::io;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -258,12 +259,13 @@ fn port_loop(
     id: PortId,
     mut link: Box<dyn Link>,
     mut worker: Worker,
-    mut to: Vec<Option<Producer<Desc>>>,
+    to: Vec<Option<Producer<Desc>>>,
     mut from: Vec<Consumer<Desc>>,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let router = Arc::clone(worker.router());
+    let mut to = Outbound::new(to);
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx: Vec<PacketBuf> = Vec::with_capacity(opts.burst * 4);
     let mut out: Outbox = Vec::new();
@@ -274,7 +276,15 @@ fn port_loop(
     };
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
-        let got = link.recv_burst(&mut rx, opts.burst)?;
+        to.flush();
+        // Flow control: while a ring we feed is full, or our own transmit list is
+        // long, receive nothing; frames wait in the kernel's ring (and are dropped
+        // and counted there if it overflows), as a NIC drops at its port.
+        let got = if to.blocked() || tx.len() >= opts.burst * 4 {
+            0
+        } else {
+            link.recv_burst(&mut rx, opts.burst)?
+        };
         if got > 0 {
             let fib = router.fib();
             for buf in rx.drain(..) {
@@ -288,22 +298,22 @@ fn port_loop(
                         Desc::Ready(f.buf)
                     }
                 };
-                post(id, f.egress, desc, &mut to, &mut tx, &worker);
+                to.post(id, f.egress, desc, &mut tx, &worker);
             }
         }
         worker.tick(now, &mut out);
         for (e, b) in out.drain(..) {
-            post(id, e, Desc::Ready(b), &mut to, &mut tx, &worker);
+            to.post(id, e, Desc::Ready(b), &mut tx, &worker);
         }
         // The batched doorbell: one Release store per ring per burst.
-        for p in to.iter_mut().flatten() {
-            if p.pending() > 0 {
-                p.doorbell();
-            }
-        }
-        // Egress: fetch what other ingress workers posted for us.
+        to.doorbells();
+        // Egress: fetch what other ingress workers posted for us, while the link
+        // keeps up.
         let mut fetched = 0;
         for c in &mut from {
+            if tx.len() >= opts.burst * 2 {
+                break;
+            }
             fetched += c.pop_burst(&mut descs, opts.burst);
             for d in descs.drain(..) {
                 match d {
@@ -315,8 +325,9 @@ fn port_loop(
                 }
             }
         }
-        transmit(&mut *link, &mut tx, &worker, opts.burst * 4)?;
-        if got > 0 || fetched > 0 {
+        let sent_before = tx.len();
+        transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX)?;
+        if got > 0 || fetched > 0 || tx.len() < sent_before {
             idle.busy();
         } else if idle.idle() {
             link.wait(opts.wait)?;
@@ -325,28 +336,88 @@ fn port_loop(
     Ok(())
 }
 
-/// Put a descriptor on the way to `egress`: straight into our own transmit list when
-/// it is our port, else into the (id → egress) ring.
-fn post(
-    id: PortId,
-    egress: PortId,
-    d: Desc,
-    to: &mut [Option<Producer<Desc>>],
-    tx: &mut Vec<PacketBuf>,
-    worker: &Worker,
-) {
-    if egress == id {
-        let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
-        tx.push(b);
-        return;
+/// Frames a port may hold for its link before dropping (only reached when the link
+/// stops taking frames altogether: flow control stops feeding it long before).
+const TX_BACKLOG_MAX: usize = 4096;
+/// Descriptors waiting for room in one ring before dropping.
+const RING_BACKLOG_MAX: usize = 256;
+
+/// The rings a producer feeds, each with a short backlog for descriptors that found
+/// it full: a full ring pauses the producer instead of dropping (the paper's PCIe
+/// switch does the same with credit-based flow control, §3.2).
+#[derive(Debug)]
+struct Outbound {
+    rings: Vec<Option<Producer<Desc>>>,
+    backlog: Vec<VecDeque<Desc>>,
+}
+
+impl Outbound {
+    fn new(rings: Vec<Option<Producer<Desc>>>) -> Outbound {
+        let backlog = rings.iter().map(|_| VecDeque::new()).collect();
+        Outbound { rings, backlog }
     }
-    match to.get_mut(egress).and_then(Option::as_mut) {
-        Some(p) => {
-            if p.push(d).is_err() {
-                worker.count(Counter::DropEgressRingFull, 1);
+
+    /// True while any descriptor waits for room.
+    fn blocked(&self) -> bool {
+        self.backlog.iter().any(|b| !b.is_empty())
+    }
+
+    /// Move waiting descriptors into their rings, in order, as room allows.
+    fn flush(&mut self) {
+        for (ring, backlog) in self.rings.iter_mut().zip(&mut self.backlog) {
+            let Some(p) = ring else { continue };
+            while let Some(d) = backlog.pop_front() {
+                if let Err(d) = p.push(d) {
+                    backlog.push_front(d);
+                    break;
+                }
             }
         }
-        None => worker.count(Counter::DropEgressRingFull, 1),
+    }
+
+    /// Put a descriptor on the way to `egress`: straight into our own transmit list
+    /// when it is our port (`id`), else into the (id → egress) ring, behind anything
+    /// already waiting for it.
+    fn post(
+        &mut self,
+        id: PortId,
+        egress: PortId,
+        d: Desc,
+        tx: &mut Vec<PacketBuf>,
+        worker: &Worker,
+    ) {
+        if egress == id {
+            let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
+            tx.push(b);
+            return;
+        }
+        let (Some(Some(p)), Some(backlog)) =
+            (self.rings.get_mut(egress), self.backlog.get_mut(egress))
+        else {
+            worker.count(Counter::DropEgressRingFull, 1);
+            return;
+        };
+        let d = if backlog.is_empty() {
+            match p.push(d) {
+                Ok(()) => return,
+                Err(d) => d,
+            }
+        } else {
+            d
+        };
+        if backlog.len() < RING_BACKLOG_MAX {
+            backlog.push_back(d);
+        } else {
+            worker.count(Counter::DropEgressRingFull, 1);
+        }
+    }
+
+    fn doorbells(&mut self) {
+        for p in self.rings.iter_mut().flatten() {
+            if p.pending() > 0 {
+                p.doorbell();
+            }
+        }
     }
 }
 
@@ -404,23 +475,42 @@ fn io_loop(
         spins: 0,
         limit: opts.spin_before_wait,
     };
+    let mut backlog: VecDeque<Desc> = VecDeque::new();
     while !stop.load(Ordering::Acquire) {
-        let got = link.recv_burst(&mut rx, opts.burst)?;
-        for b in rx.drain(..) {
-            if up.push(Desc::Raw(b)).is_err() {
-                worker.count(Counter::DropEgressRingFull, 1);
+        while let Some(d) = backlog.pop_front() {
+            if let Err(d) = up.push(d) {
+                backlog.push_front(d);
+                break;
             }
         }
-        if got > 0 {
+        let got = if backlog.is_empty() && tx.len() < opts.burst * 4 {
+            link.recv_burst(&mut rx, opts.burst)?
+        } else {
+            0
+        };
+        for b in rx.drain(..) {
+            let d = Desc::Raw(b);
+            if !backlog.is_empty() {
+                backlog.push_back(d);
+            } else if let Err(d) = up.push(d) {
+                backlog.push_back(d);
+            }
+        }
+        if up.pending() > 0 {
             up.doorbell();
         }
-        let fetched = down.pop_burst(&mut descs, opts.burst);
+        let fetched = if tx.len() < opts.burst * 2 {
+            down.pop_burst(&mut descs, opts.burst)
+        } else {
+            0
+        };
         for d in descs.drain(..) {
             let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
             tx.push(b);
         }
-        transmit(&mut *link, &mut tx, &worker, opts.burst * 4)?;
-        if got > 0 || fetched > 0 {
+        let before = tx.len();
+        transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX)?;
+        if got > 0 || fetched > 0 || tx.len() < before {
             idle.busy();
         } else if idle.idle() {
             link.wait(opts.wait)?;
@@ -433,11 +523,14 @@ fn io_loop(
 fn central_loop(
     mut worker: Worker,
     mut inbound: Vec<Consumer<Desc>>,
-    mut outbound: Vec<Producer<Desc>>,
+    outbound: Vec<Producer<Desc>>,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let router = Arc::clone(worker.router());
+    let mut outbound = Outbound::new(outbound.into_iter().map(Some).collect());
+    // The central thread is no port: posts never go to a "local" transmit list.
+    let mut no_local_tx = Vec::new();
     let mut descs = Vec::with_capacity(opts.burst);
     let mut out: Outbox = Vec::new();
     let mut idle = Idle {
@@ -447,7 +540,11 @@ fn central_loop(
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
         let mut work = 0;
+        outbound.flush();
         for (ingress, c) in inbound.iter_mut().enumerate() {
+            if outbound.blocked() {
+                break;
+            }
             let n = c.pop_burst(&mut descs, opts.burst);
             work += n;
             if n == 0 {
@@ -464,18 +561,9 @@ fn central_loop(
         }
         worker.tick(now, &mut out);
         for (e, b) in out.drain(..) {
-            let posted = outbound
-                .get_mut(e)
-                .is_some_and(|p| p.push(Desc::Ready(b)).is_ok());
-            if !posted {
-                worker.count(Counter::DropEgressRingFull, 1);
-            }
+            outbound.post(usize::MAX, e, Desc::Ready(b), &mut no_local_tx, &worker);
         }
-        for p in &mut outbound {
-            if p.pending() > 0 {
-                p.doorbell();
-            }
-        }
+        outbound.doorbells();
         if work > 0 {
             idle.busy();
         } else if idle.idle() {

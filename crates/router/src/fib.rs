@@ -1,14 +1,11 @@
 //! The forwarding information base: prefixes to next hops, IPv4 and IPv6.
 //!
-//! The table behind [`Fib`] is a reference longest-prefix match — one hash map per
-//! prefix length, probed from the longest length present down — simple enough to be
-//! obviously right, and the oracle the fast weft-lpm tables are checked against.
-//! Next hops are interned: a route stores a 32-bit index, so a full BGP table with a
+//! The lookup structure is weft-lpm's (a DXR-style range table that readers keep
+//! using while a writer publishes changes). Next hops are interned: a route stores a 32-bit index, so a full BGP table with a
 //! handful of next hops costs one small table of [`NextHop`]s.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
@@ -118,82 +115,16 @@ const fn mask128(len: u8) -> u128 {
     }
 }
 
-/// A multiplicative hasher for integer keys (keys are prefixes, not attacker-chosen
-/// flow keys: the table is written by the operator).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = (u64::from(v) ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn write_u128(&mut self, v: u128) {
-        let x = (v as u64) ^ ((v >> 64) as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f);
-        self.0 = (x ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
-
-/// One address family: a map per prefix length.
-#[derive(Debug, Clone)]
-struct Table<K> {
-    by_len: Vec<IntMap<K, u32>>,
-    /// Lengths with at least one prefix, longest first.
-    present: Vec<u8>,
-}
-
-impl<K: Copy + Eq + std::hash::Hash> Table<K> {
-    fn new(bits: usize) -> Table<K> {
-        Table {
-            by_len: (0..=bits).map(|_| IntMap::default()).collect(),
-            present: Vec::new(),
-        }
-    }
-    fn refresh_present(&mut self) {
-        self.present = (0..self.by_len.len())
-            .rev()
-            .filter(|&l| !self.by_len[l].is_empty())
-            .map(|l| l as u8)
-            .collect();
-    }
-    fn insert(&mut self, key: K, len: u8, nh: u32) -> Option<u32> {
-        let m = &mut self.by_len[usize::from(len)];
-        let was_empty = m.is_empty();
-        let old = m.insert(key, nh);
-        if was_empty {
-            self.refresh_present();
-        }
-        old
-    }
-    fn remove(&mut self, key: K, len: u8) -> Option<u32> {
-        let m = &mut self.by_len[usize::from(len)];
-        let old = m.remove(&key);
-        if m.is_empty() && old.is_some() {
-            self.refresh_present();
-        }
-        old
-    }
-    fn len(&self) -> usize {
-        self.by_len.iter().map(HashMap::len).sum()
-    }
-}
-
-/// The routing table the data plane reads.
-#[derive(Debug, Clone)]
+/// The routing table the data plane reads: weft-lpm's range tables (one per family,
+/// readers never blocked by an update) over an interned next-hop table, plus the
+/// route list for `show routes`.
+#[derive(Debug)]
 pub struct Fib {
-    v4: Table<u32>,
-    v6: Table<u128>,
+    v4: weft_lpm::Fib4,
+    v6: weft_lpm::Fib6,
     next_hops: Vec<NextHop>,
     nh_index: HashMap<NextHop, u32>,
+    routes: BTreeMap<IpPrefix, NextHop>,
 }
 
 impl Default for Fib {
@@ -202,68 +133,107 @@ impl Default for Fib {
     }
 }
 
+fn lpm4(p: IpPrefix) -> Option<weft_lpm::Prefix<u32>> {
+    match p.addr {
+        IpAddr::V4(a) => weft_lpm::Prefix::new(u32::from(a), p.len).ok(),
+        IpAddr::V6(_) => None,
+    }
+}
+
+fn lpm6(p: IpPrefix) -> Option<weft_lpm::Prefix<u128>> {
+    match p.addr {
+        IpAddr::V6(a) => weft_lpm::Prefix::new(u128::from(a), p.len).ok(),
+        IpAddr::V4(_) => None,
+    }
+}
+
 impl Fib {
     /// An empty table.
     pub fn new() -> Fib {
         Fib {
-            v4: Table::new(32),
-            v6: Table::new(128),
+            v4: weft_lpm::Fib4::new(&[]),
+            v6: weft_lpm::Fib6::new(&[]),
             next_hops: Vec::new(),
             nh_index: HashMap::new(),
+            routes: BTreeMap::new(),
         }
     }
 
-    fn intern(&mut self, nh: NextHop) -> u32 {
-        if let Some(&i) = self.nh_index.get(&nh) {
-            return i;
-        }
-        let i = self.next_hops.len() as u32;
-        self.next_hops.push(nh);
-        self.nh_index.insert(nh, i);
-        i
+    fn intern(&mut self, nh: NextHop) -> Option<weft_lpm::NextHop> {
+        let i = match self.nh_index.get(&nh) {
+            Some(&i) => i,
+            None => {
+                let i = self.next_hops.len() as u32;
+                self.next_hops.push(nh);
+                self.nh_index.insert(nh, i);
+                i
+            }
+        };
+        weft_lpm::NextHop::new(i).ok()
+    }
+
+    fn resolve(&self, nh: Option<weft_lpm::NextHop>) -> Option<NextHop> {
+        self.next_hops.get(nh?.get() as usize).copied()
     }
 
     /// Add or replace a route; returns the next hop it replaced.
     pub fn insert(&mut self, prefix: IpPrefix, nh: NextHop) -> Option<NextHop> {
-        let i = self.intern(nh);
-        let old = match prefix.addr {
-            IpAddr::V4(a) => self.v4.insert(u32::from(a), prefix.len, i),
-            IpAddr::V6(a) => self.v6.insert(u128::from(a), prefix.len, i),
-        };
-        old.map(|o| self.next_hops[o as usize])
+        let old = self.routes.get(&prefix).copied();
+        self.bulk_insert(std::iter::once((prefix, nh)));
+        old
     }
 
     /// Remove a route; returns its next hop.
     pub fn remove(&mut self, prefix: IpPrefix) -> Option<NextHop> {
-        let old = match prefix.addr {
-            IpAddr::V4(a) => self.v4.remove(u32::from(a), prefix.len),
-            IpAddr::V6(a) => self.v6.remove(u128::from(a), prefix.len),
-        };
-        old.map(|o| self.next_hops[o as usize])
+        let old = self.routes.remove(&prefix)?;
+        match prefix.addr {
+            IpAddr::V4(_) => {
+                if let Some(p) = lpm4(prefix) {
+                    self.v4.remove(p);
+                }
+            }
+            IpAddr::V6(_) => {
+                if let Some(p) = lpm6(prefix) {
+                    self.v6.remove(p);
+                }
+            }
+        }
+        Some(old)
+    }
+
+    /// Add or replace many routes, publishing each family's table once.
+    pub fn bulk_insert(&mut self, routes: impl IntoIterator<Item = (IpPrefix, NextHop)>) -> usize {
+        let mut u4 = Vec::new();
+        let mut u6 = Vec::new();
+        let mut n = 0;
+        for (p, nh) in routes {
+            let Some(i) = self.intern(nh) else { continue };
+            match p.addr {
+                IpAddr::V4(_) => u4.extend(lpm4(p).map(|q| weft_lpm::Update::Insert(q, i))),
+                IpAddr::V6(_) => u6.extend(lpm6(p).map(|q| weft_lpm::Update::Insert(q, i))),
+            }
+            self.routes.insert(p, nh);
+            n += 1;
+        }
+        if !u4.is_empty() {
+            self.v4.apply(&u4);
+        }
+        if !u6.is_empty() {
+            self.v6.apply(&u6);
+        }
+        n
     }
 
     /// Longest-prefix match for an IPv4 destination.
     #[inline]
     pub fn lookup_v4(&self, dst: Ipv4Addr) -> Option<NextHop> {
-        let d = u32::from(dst);
-        for &len in &self.v4.present {
-            if let Some(&i) = self.v4.by_len[usize::from(len)].get(&(d & mask32(len))) {
-                return self.next_hops.get(i as usize).copied();
-            }
-        }
-        None
+        self.resolve(self.v4.load().lookup(u32::from(dst)))
     }
 
     /// Longest-prefix match for an IPv6 destination.
     #[inline]
     pub fn lookup_v6(&self, dst: Ipv6Addr) -> Option<NextHop> {
-        let d = u128::from(dst);
-        for &len in &self.v6.present {
-            if let Some(&i) = self.v6.by_len[usize::from(len)].get(&(d & mask128(len))) {
-                return self.next_hops.get(i as usize).copied();
-            }
-        }
-        None
+        self.resolve(self.v6.load().lookup(u128::from(dst)))
     }
 
     /// Longest-prefix match for either family.
@@ -276,41 +246,21 @@ impl Fib {
 
     /// Routes held: (IPv4, IPv6).
     pub fn len(&self) -> (usize, usize) {
-        (self.v4.len(), self.v6.len())
+        (self.v4.routes(), self.v6.routes())
     }
 
     /// True when no route is held.
     pub fn is_empty(&self) -> bool {
-        self.len() == (0, 0)
+        self.routes.is_empty()
     }
 
-    /// Every route, sorted (for `show routes`).
-    pub fn routes(&self) -> Vec<(IpPrefix, NextHop)> {
-        let mut v = Vec::new();
-        for (len, m) in self.v4.by_len.iter().enumerate() {
-            for (&k, &i) in m {
-                v.push((
-                    IpPrefix {
-                        addr: IpAddr::V4(Ipv4Addr::from(k)),
-                        len: len as u8,
-                    },
-                    self.next_hops[i as usize],
-                ));
-            }
-        }
-        for (len, m) in self.v6.by_len.iter().enumerate() {
-            for (&k, &i) in m {
-                v.push((
-                    IpPrefix {
-                        addr: IpAddr::V6(Ipv6Addr::from(k)),
-                        len: len as u8,
-                    },
-                    self.next_hops[i as usize],
-                ));
-            }
-        }
-        v.sort();
-        v
+    /// The first `limit` routes in order (for `show routes`).
+    pub fn routes(&self, limit: usize) -> Vec<(IpPrefix, NextHop)> {
+        self.routes
+            .iter()
+            .take(limit)
+            .map(|(p, n)| (*p, *n))
+            .collect()
     }
 }
 
@@ -354,7 +304,7 @@ mod tests {
         assert_eq!(f.insert(p("198.18.0.0/15"), nh(4)), Some(nh(1)));
         assert_eq!(f.lookup(a("198.18.2.9")), Some(nh(4)));
         assert_eq!(f.len(), (2, 1));
-        assert_eq!(f.routes().len(), 3);
+        assert_eq!(f.routes(10).len(), 3);
     }
 
     #[test]

@@ -248,13 +248,10 @@ impl Router {
 
     /// Replace many routes under one write lock (route files).
     pub fn bulk_insert(&self, routes: impl IntoIterator<Item = (IpPrefix, NextHop)>) -> usize {
-        let mut fib = self.fib.write().unwrap_or_else(PoisonError::into_inner);
-        let mut n = 0;
-        for (p, nh) in routes {
-            fib.insert(p, nh);
-            n += 1;
-        }
-        n
+        self.fib
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bulk_insert(routes)
     }
 
     /// A new worker with its own counters, neighbour cache and ICMP budget.

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Builds (or removes) the router test topology: three hosts and a router, each in its
+# own network namespace, joined by veth pairs. Addresses are in 198.18.0.0/15 and
+# 2001:2::/48 (the benchmarking ranges). Hosts B and C both own the "far" network
+# 198.19.0.1 / 2001:2:0:100::1, so moving the 198.19.0.0/16 route moves traffic.
+#
+#   weft-ha  weft-a0 198.18.1.2/24 2001:2:0:1::2/64 ── weft-ra 198.18.1.1 ┐
+#   weft-hb  weft-b0 198.18.2.2/24 2001:2:0:2::2/64 ── weft-rb 198.18.2.1 ├ weft-r
+#   weft-hc  weft-c0 198.18.3.2/24 2001:2:0:3::2/64 ── weft-rc 198.18.3.1 ┘
+#
+# usage: netns-router.sh up weft     router namespace without kernel addresses: weft
+#                                    answers ARP/ND/ICMP for them itself
+#        netns-router.sh up kernel   Linux forwards (ip_forward=1), the baseline
+#        netns-router.sh down        remove everything (safe to run any time)
+#        netns-router.sh config      print the weft router config for this topology
+# `up` always starts from `down`, so it is idempotent. Offloads (TSO/GSO/GRO and
+# checksum offload) are off on every veth: frames cross AF_PACKET as on a wire.
+set -euo pipefail
+
+NS=(weft-ha weft-hb weft-hc weft-r)
+
+down() {
+  for ns in "${NS[@]}"; do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+offloads_off() {
+  local ns=$1 dev=$2
+  if command -v ethtool >/dev/null; then
+    for f in tx rx tso gso gro; do
+      in_ns "$ns" ethtool -K "$dev" "$f" off >/dev/null 2>&1 || true
+    done
+  fi
+}
+
+host() {
+  # host NS DEV ROUTER_PORT SUBNET(1..3)
+  local ns=$1 dev=$2 rdev=$3 n=$4
+  ip link add "$dev" netns "$ns" type veth peer name "$rdev" netns weft-r
+  in_ns "$ns" ip link set lo up
+  in_ns "$ns" ip link set "$dev" up
+  in_ns "$ns" ip addr add "198.18.$n.2/24" dev "$dev"
+  in_ns "$ns" ip -6 addr add "2001:2:0:$n::2/64" dev "$dev" nodad
+  in_ns "$ns" ip route add default via "198.18.$n.1"
+  in_ns "$ns" ip -6 route add default via "2001:2:0:$n::1"
+  offloads_off "$ns" "$dev"
+  offloads_off weft-r "$rdev"
+  in_ns weft-r ip link set "$rdev" up
+}
+
+up() {
+  local mode=${1:-weft}
+  case "$mode" in weft|kernel) ;; *) echo "mode must be weft or kernel" >&2; exit 2 ;; esac
+  down
+  for ns in "${NS[@]}"; do ip netns add "$ns"; done
+  in_ns weft-r ip link set lo up
+  host weft-ha weft-a0 weft-ra 1
+  host weft-hb weft-b0 weft-rb 2
+  host weft-hc weft-c0 weft-rc 3
+  for ns in weft-hb weft-hc; do
+    in_ns "$ns" ip addr add 198.19.0.1/32 dev lo
+    in_ns "$ns" ip -6 addr add 2001:2:0:100::1/128 dev lo
+  done
+  if [[ $mode == kernel ]]; then
+    for n in 1 2 3; do
+      local d; d=weft-r$(printf "\\x$(printf %x $((96 + n)))")
+      in_ns weft-r ip addr add "198.18.$n.1/24" dev "$d"
+      in_ns weft-r ip -6 addr add "2001:2:0:$n::1/64" dev "$d" nodad
+    done
+    in_ns weft-r sysctl -qw net.ipv4.ip_forward=1
+    in_ns weft-r sysctl -qw net.ipv6.conf.all.forwarding=1
+    in_ns weft-r ip route add 198.19.0.0/16 via 198.18.2.2
+    in_ns weft-r ip -6 route add 2001:2:0:100::/56 via 2001:2:0:2::2
+  else
+    # The kernel stays out of the router's way: no addresses, no IPv6 stack on the
+    # ports (AF_PACKET sees frames before the stack would).
+    for d in weft-ra weft-rb weft-rc; do
+      in_ns weft-r sysctl -qw "net.ipv6.conf.$d.disable_ipv6=1"
+    done
+  fi
+}
+
+config() {
+  cat <<'TOML'
+[[port]]
+name = "left"
+interface = "weft-ra"
+addresses = ["198.18.1.1/24", "2001:2:0:1::1/64"]
+
+[[port]]
+name = "right"
+interface = "weft-rb"
+addresses = ["198.18.2.1/24", "2001:2:0:2::1/64"]
+
+[[port]]
+name = "third"
+interface = "weft-rc"
+addresses = ["198.18.3.1/24", "2001:2:0:3::1/64"]
+
+[[route]]
+prefix = "198.19.0.0/16"
+via = "198.18.2.2"
+
+[[route]]
+prefix = "2001:2:0:100::/56"
+via = "2001:2:0:2::2"
+TOML
+}
+
+case "${1:-}" in
+  up) up "${2:-weft}" ;;
+  down) down ;;
+  config) config ;;
+  *) echo "usage: $0 up [weft|kernel] | down | config" >&2; exit 2 ;;
+esac
