@@ -498,7 +498,7 @@ pub(crate) fn apply_attr(attrs: &mut QpAttrs, attr: &QpAttr) -> Result<(), Modif
         "dest_qpn",
     )?;
     check(
-        attr.max_inflight.is_none_or(|v| (1..=1 << 22).contains(&v)),
+        attr.max_inflight.is_none_or(|v| (1..=1 << 16).contains(&v)),
         "max_inflight",
     )?;
     macro_rules! set {
