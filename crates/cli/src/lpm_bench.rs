@@ -182,7 +182,9 @@ impl Lpm<u32> for TreeBitmap4 {
     }
     #[inline]
     fn get(&self, a: u32) -> u32 {
-        self.0.longest_match(Ipv4Addr::from(a)).map_or(NONE, |m| *m.2)
+        self.0
+            .longest_match(Ipv4Addr::from(a))
+            .map_or(NONE, |m| *m.2)
     }
 }
 
@@ -197,7 +199,9 @@ impl Lpm<u128> for TreeBitmap6 {
     }
     #[inline]
     fn get(&self, a: u128) -> u32 {
-        self.0.longest_match(Ipv6Addr::from(a)).map_or(NONE, |m| *m.2)
+        self.0
+            .longest_match(Ipv6Addr::from(a))
+            .map_or(NONE, |m| *m.2)
     }
 }
 
@@ -240,7 +244,11 @@ impl Lpm<u32> for Poptrie4 {
     const NAME: &'static str = "poptrie";
     fn build(r: &[(Prefix<u32>, NextHop)]) -> Self {
         // Bulk construction (its per-insert path is O(n)).
-        Poptrie4(r.iter().map(|(p, nh)| ((p.addr(), p.len()), nh.get())).collect())
+        Poptrie4(
+            r.iter()
+                .map(|(p, nh)| ((p.addr(), p.len()), nh.get()))
+                .collect(),
+        )
     }
     #[inline]
     fn get(&self, a: u32) -> u32 {
@@ -251,7 +259,11 @@ impl Lpm<u32> for Poptrie4 {
 impl Lpm<u128> for Poptrie6 {
     const NAME: &'static str = "poptrie";
     fn build(r: &[(Prefix<u128>, NextHop)]) -> Self {
-        Poptrie6(r.iter().map(|(p, nh)| ((p.addr(), p.len()), nh.get())).collect())
+        Poptrie6(
+            r.iter()
+                .map(|(p, nh)| ((p.addr(), p.len()), nh.get()))
+                .collect(),
+        )
     }
     #[inline]
     fn get(&self, a: u128) -> u32 {
@@ -310,7 +322,9 @@ struct Row {
 /// destinations inside routed prefixes, skewed popularity, as a router's bursts).
 fn keys_for<A: Address>(routes: &[(Prefix<A>, NextHop)], n: usize, seed: u64) -> (Vec<A>, Vec<A>) {
     let mut rng = synth::Rng::new(seed);
-    let random: Vec<A> = (0..n).map(|_| A::narrow(rng.next_u128() & A::MAX)).collect();
+    let random: Vec<A> = (0..n)
+        .map(|_| A::narrow(rng.next_u128() & A::MAX))
+        .collect();
     let hot = synth::addresses(routes, 4096, seed ^ 0x7ace);
     let trace: Vec<A> = (0..n)
         .map(|_| {
@@ -331,7 +345,10 @@ trait Family: Address + std::hash::Hash {
     fn sweep_peers(sub: &[(Prefix<Self>, NextHop)], row: &mut dyn FnMut(&str, usize, f64));
 }
 
-fn sweep_one<A: Address, T: Lpm<A>>(sub: &[(Prefix<A>, NextHop)], row: &mut dyn FnMut(&str, usize, f64)) {
+fn sweep_one<A: Address, T: Lpm<A>>(
+    sub: &[(Prefix<A>, NextHop)],
+    row: &mut dyn FnMut(&str, usize, f64),
+) {
     let (t, bytes, ms) = build_counted::<A, T>(sub);
     row(T::NAME, bytes, ms);
     drop(t);
@@ -416,7 +433,15 @@ where
         let (random, trace) = keys_for(routes, args.keys, args.seed);
         let mut check = synth::addresses(routes, 200_000, args.seed ^ 0xc4ec);
         check.extend_from_slice(&random[..random.len().min(50_000)]);
-        Bench { args, routes, random, trace, check, expect: Vec::new(), rows: Vec::new() }
+        Bench {
+            args,
+            routes,
+            random,
+            trace,
+            check,
+            expect: Vec::new(),
+            rows: Vec::new(),
+        }
     }
 
     /// Builds `T`, checks it against weft (the first built) on the check keys,
@@ -429,10 +454,26 @@ where
             self.expect = got;
         } else {
             let bad = got.iter().zip(&self.expect).filter(|(g, e)| g != e).count();
-            anyhow::ensure!(bad == 0, "{} disagrees with weft on {bad} of {} addresses", T::NAME, got.len());
+            anyhow::ensure!(
+                bad == 0,
+                "{} disagrees with weft on {bad} of {} addresses",
+                T::NAME,
+                got.len()
+            );
         }
-        eprintln!("  {:<16} {:.1} MiB, built in {:.0} ms, agrees on {} addresses", T::NAME, mib(bytes), build_ms, self.check.len());
-        self.rows.push(Row { name: T::NAME, bytes, build_ms, ..Row::default() });
+        eprintln!(
+            "  {:<16} {:.1} MiB, built in {:.0} ms, agrees on {} addresses",
+            T::NAME,
+            mib(bytes),
+            build_ms,
+            self.check.len()
+        );
+        self.rows.push(Row {
+            name: T::NAME,
+            bytes,
+            build_ms,
+            ..Row::default()
+        });
         Ok(t)
     }
 
@@ -450,7 +491,11 @@ fn mib(b: usize) -> f64 {
 }
 
 /// Builds and times every implementation for one family.
-fn family<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)], source: &str) -> anyhow::Result<Vec<Value>>
+fn family<A: Family>(
+    args: &Args,
+    routes: &[(Prefix<A>, NextHop)],
+    source: &str,
+) -> anyhow::Result<Vec<Value>>
 where
     Weft<A>: Lpm<A>,
 {
@@ -464,16 +509,31 @@ where
     // same in batches of 1000 per publish.
     eprintln!("  weft             updates ...");
     let (single, batched, during) = update_rates(args, routes);
-    b.rows[0].extra.push(("updates_per_s", json!(single.round())));
-    b.rows[0].extra.push(("batched_updates_per_s", json!(batched.round())));
-    b.rows[0].extra.push(("reader_mlookups_per_s_during_updates", json!(round2(during))));
+    b.rows[0]
+        .extra
+        .push(("updates_per_s", json!(single.round())));
+    b.rows[0]
+        .extra
+        .push(("batched_updates_per_s", json!(batched.round())));
+    b.rows[0].extra.push((
+        "reader_mlookups_per_s_during_updates",
+        json!(round2(during)),
+    ));
     let (nodes, words) = weft.0.node_stats();
-    b.rows[0].extra.push(("self_reported_bytes", json!(weft.0.memory_bytes())));
+    b.rows[0]
+        .extra
+        .push(("self_reported_bytes", json!(weft.0.memory_bytes())));
     b.rows[0].extra.push(("range_nodes", json!(nodes)));
     b.rows[0].extra.push(("node_words", json!(words)));
 
-    let fastest = b.rows[1..].iter().map(|r| median(r.random.clone())).fold(0.0, f64::max);
-    let fastest_trace = b.rows[1..].iter().map(|r| median(r.trace.clone())).fold(0.0, f64::max);
+    let fastest = b.rows[1..]
+        .iter()
+        .map(|r| median(r.random.clone()))
+        .fold(0.0, f64::max);
+    let fastest_trace = b.rows[1..]
+        .iter()
+        .map(|r| median(r.trace.clone()))
+        .fold(0.0, f64::max);
     let fastest_name = b.rows[1..]
         .iter()
         .max_by(|x, y| median(x.random.clone()).total_cmp(&median(y.random.clone())))
@@ -566,13 +626,16 @@ where
 fn update_rates<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)]) -> (f64, f64, f64) {
     let fib = Arc::new(Fib::new(routes));
     let mut rng = synth::Rng::new(args.seed ^ 0x0bd7);
-    let picks: Vec<(Prefix<A>, NextHop)> =
-        (0..args.updates.min(routes.len())).map(|_| routes[rng.below(routes.len() as u64) as usize]).collect();
+    let picks: Vec<(Prefix<A>, NextHop)> = (0..args.updates.min(routes.len()))
+        .map(|_| routes[rng.below(routes.len() as u64) as usize])
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let looked = Arc::new(AtomicU64::new(0));
     let reader = {
         let (fib, stop, looked) = (fib.clone(), stop.clone(), looked.clone());
-        let keys: Vec<A> = (0..4096).map(|_| A::narrow(rng.next_u128() & A::MAX)).collect();
+        let keys: Vec<A> = (0..4096)
+            .map(|_| A::narrow(rng.next_u128() & A::MAX))
+            .collect();
         std::thread::spawn(move || {
             let mut acc = 0u32;
             while !stop.load(Ordering::Relaxed) {
@@ -629,8 +692,10 @@ where
         let j = rng.below(i as u64 + 1) as usize;
         shuffled.swap(i, j);
     }
-    let mut sizes: Vec<usize> =
-        [10_000, 50_000, 100_000, 250_000, 500_000].into_iter().filter(|&n| n < routes.len()).collect();
+    let mut sizes: Vec<usize> = [10_000, 50_000, 100_000, 250_000, 500_000]
+        .into_iter()
+        .filter(|&n| n < routes.len())
+        .collect();
     sizes.push(routes.len());
     let mut out = Vec::new();
     for n in sizes {
@@ -647,7 +712,11 @@ where
 }
 
 /// Routes as next-hop indexes for both families, and where they came from.
-type Loaded = (Vec<(Prefix<u32>, NextHop)>, Vec<(Prefix<u128>, NextHop)>, String);
+type Loaded = (
+    Vec<(Prefix<u32>, NextHop)>,
+    Vec<(Prefix<u128>, NextHop)>,
+    String,
+);
 
 fn load(args: &Args) -> anyhow::Result<Loaded> {
     let file = match (&args.routes_file, args.synthetic) {
@@ -669,13 +738,30 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
         }
         let (v4, t4) = routes::intern(&rf.v4);
         let (v6, t6) = routes::intern(&rf.v6);
-        eprintln!("  {} IPv4 routes ({} next hops), {} IPv6 routes ({} next hops)", v4.len(), t4.len(), v6.len(), t6.len());
-        let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        eprintln!(
+            "  {} IPv4 routes ({} next hops), {} IPv6 routes ({} next hops)",
+            v4.len(),
+            t4.len(),
+            v6.len(),
+            t6.len()
+        );
+        let name = f.file_name().map_or_else(
+            || f.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         return Ok((v4, v6, name));
     }
     let n = args.synthetic.unwrap_or(1_000_000);
-    eprintln!("generating {n} IPv4 and {} IPv6 synthetic routes (seed {})", n / 6, args.seed);
-    Ok((synth::v4(n, args.seed), synth::v6(n / 6, args.seed), format!("synthetic(seed={})", args.seed)))
+    eprintln!(
+        "generating {n} IPv4 and {} IPv6 synthetic routes (seed {})",
+        n / 6,
+        args.seed
+    );
+    Ok((
+        synth::v4(n, args.seed),
+        synth::v6(n / 6, args.seed),
+        format!("synthetic(seed={})", args.seed),
+    ))
 }
 
 /// Runs `weft lpm-bench`.
@@ -684,7 +770,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(f) = &args.family {
         anyhow::ensure!(f == "ipv4" || f == "ipv6", "--family must be ipv4 or ipv6");
     }
-    anyhow::ensure!(args.rounds >= 1 && args.keys >= BURST, "--rounds >= 1 and --keys >= {BURST}");
+    anyhow::ensure!(
+        args.rounds >= 1 && args.keys >= BURST,
+        "--rounds >= 1 and --keys >= {BURST}"
+    );
     let (v4, v6, source) = load(&args)?;
     let mut rows = Vec::new();
     if args.sweep {
@@ -707,7 +796,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("{r}");
         }
     } else if args.sweep {
-        println!("{:<16} {:<5} {:>9} {:>10} {:>9}", "impl", "fam", "routes", "MiB", "build ms");
+        println!(
+            "{:<16} {:<5} {:>9} {:>10} {:>9}",
+            "impl", "fam", "routes", "MiB", "build ms"
+        );
         for r in &rows {
             println!(
                 "{:<16} {:<5} {:>9} {:>10.2} {:>9.0}",

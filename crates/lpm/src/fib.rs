@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::{ArcSwap, Guard};
 
 use crate::node;
-use crate::table::{build_chunk, host_mask, segs_from, Chunk, SegmentBuilder, Table, CHUNKS, SEG_SLOTS};
+use crate::table::{
+    build_chunk, host_mask, segs_from, Chunk, SegmentBuilder, Table, CHUNKS, SEG_SLOTS,
+};
 use crate::{Address, NextHop, Prefix};
 
 /// One route change.
@@ -42,7 +44,9 @@ pub type Fib6 = Fib<u128>;
 
 impl<A: Address> std::fmt::Debug for Fib<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fib").field("table", &*self.current.load()).finish()
+        f.debug_struct("Fib")
+            .field("table", &*self.current.load())
+            .finish()
     }
 }
 
@@ -50,9 +54,14 @@ impl<A: Address> Fib<A> {
     /// A FIB holding `routes` (a prefix given twice keeps its last next hop).
     pub fn new(routes: &[(Prefix<A>, NextHop)]) -> Self {
         let table = Table::from_routes(routes);
-        let map: BTreeMap<(u128, u8), u32> =
-            routes.iter().map(|(p, nh)| ((p.first_u128(), p.len()), nh.get())).collect();
-        Fib { current: ArcSwap::from_pointee(table), routes: Mutex::new(map) }
+        let map: BTreeMap<(u128, u8), u32> = routes
+            .iter()
+            .map(|(p, nh)| ((p.first_u128(), p.len()), nh.get()))
+            .collect();
+        Fib {
+            current: ArcSwap::from_pointee(table),
+            routes: Mutex::new(map),
+        }
     }
 
     /// The current table, for a burst of lookups. Cheap and wait-free in the
@@ -73,7 +82,9 @@ impl<A: Address> Fib<A> {
 
     /// Adds or replaces a route; returns the previous next hop of that prefix.
     pub fn insert(&self, prefix: Prefix<A>, nh: NextHop) -> Option<NextHop> {
-        self.apply_inner(&[Update::Insert(prefix, nh)]).pop().flatten()
+        self.apply_inner(&[Update::Insert(prefix, nh)])
+            .pop()
+            .flatten()
     }
 
     /// Withdraws a route; returns its next hop if it was present.
@@ -125,7 +136,7 @@ impl<A: Address> Fib<A> {
             return before;
         }
         let old = self.current.load_full();
-        let mut segs: Vec<_> = old.segs.iter().cloned().collect();
+        let mut segs: Vec<_> = old.segs.to_vec();
         for (s, seg) in segs.iter_mut().enumerate() {
             let range = s * SEG_SLOTS..(s + 1) * SEG_SLOTS;
             if !dirty[range.clone()].iter().any(|&d| d) {
@@ -143,7 +154,11 @@ impl<A: Address> Fib<A> {
             }
             *seg = Arc::new(sb.finish());
         }
-        let table = Table { segs: segs_from(segs), routes: map.len(), _family: std::marker::PhantomData };
+        let table = Table {
+            segs: segs_from(segs),
+            routes: map.len(),
+            _family: std::marker::PhantomData,
+        };
         self.current.store(Arc::new(table));
         before
     }
@@ -157,7 +172,8 @@ fn chunk_from_map<A: Address>(map: &BTreeMap<(u128, u8), u32>, c: usize) -> Chun
     // Prefixes shorter than a chunk that cover it, shortest first (at most 16).
     let covering = (0u8..16).filter_map(|len| {
         let first = lo & !host_mask(A::BITS, len) & A::MAX;
-        map.get(&(first, len)).map(|&v| (first, first | host_mask(A::BITS, len), v))
+        map.get(&(first, len))
+            .map(|&v| (first, first | host_mask(A::BITS, len), v))
     });
     let inside = map
         .range((lo, 16u8)..=(hi, A::BITS as u8))

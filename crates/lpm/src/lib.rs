@@ -135,7 +135,10 @@ impl<A: Address> Prefix<A> {
             return Err(LpmError::PrefixTooLong { len, bits: A::BITS });
         }
         let first = addr.widen() & !table::host_mask(A::BITS, len) & A::MAX;
-        Ok(Prefix { addr: A::narrow(first), len })
+        Ok(Prefix {
+            addr: A::narrow(first),
+            len,
+        })
     }
 
     /// Network address (host bits zero).

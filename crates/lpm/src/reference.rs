@@ -19,7 +19,10 @@ pub struct Reference<A: Address> {
 impl<A: Address + std::hash::Hash> Reference<A> {
     /// Empty reference.
     pub fn new() -> Self {
-        Reference { by_len: HashMap::new(), lens: Vec::new() }
+        Reference {
+            by_len: HashMap::new(),
+            lens: Vec::new(),
+        }
     }
 
     /// From routes (a prefix given twice keeps its last next hop).
@@ -40,7 +43,10 @@ impl<A: Address + std::hash::Hash> Reference<A> {
 
     /// Withdraws a route; returns its next hop.
     pub fn remove(&mut self, p: Prefix<A>) -> Option<NextHop> {
-        let old = self.by_len.get_mut(&p.len()).and_then(|m| m.remove(&p.addr()));
+        let old = self
+            .by_len
+            .get_mut(&p.len())
+            .and_then(|m| m.remove(&p.addr()));
         self.refresh_lens();
         old
     }

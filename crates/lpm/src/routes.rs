@@ -101,11 +101,12 @@ pub fn locate_bgpas() -> Option<PathBuf> {
 }
 
 fn locate_with_cargo_metadata() -> Option<PathBuf> {
-    let out = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["metadata", "--format-version", "1"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
+    let out =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["metadata", "--format-version", "1"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     // Avoid a JSON dependency: find the iptrie package's manifest path.
     let at = text.find("\"name\":\"iptrie\"")?;
@@ -140,6 +141,9 @@ mod tests {
     fn intern_is_dense_and_stable() {
         let (r, t) = intern(&[(1, 500), (2, 7), (3, 500)]);
         assert_eq!(t, vec![500, 7]);
-        assert_eq!(r.iter().map(|x| x.1.get()).collect::<Vec<_>>(), vec![0, 1, 0]);
+        assert_eq!(
+            r.iter().map(|x| x.1.get()).collect::<Vec<_>>(),
+            vec![0, 1, 0]
+        );
     }
 }

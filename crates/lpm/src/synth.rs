@@ -17,19 +17,75 @@ use crate::{Address, NextHop, Prefix};
 
 /// IPv4 `(length, routes)` in the real table.
 pub const V4_LENGTHS: &[(u8, u32)] = &[
-    (8, 19), (9, 14), (10, 38), (11, 103), (12, 302), (13, 578), (14, 1194), (15, 2053),
-    (16, 13414), (17, 8141), (18, 13694), (19, 24715), (20, 42430), (21, 53632), (22, 111840),
-    (23, 103473), (24, 564494), (25, 9848), (26, 180), (27, 17223), (28, 3066), (29, 1574),
-    (30, 80482), (31, 12490), (32, 7529),
+    (8, 19),
+    (9, 14),
+    (10, 38),
+    (11, 103),
+    (12, 302),
+    (13, 578),
+    (14, 1194),
+    (15, 2053),
+    (16, 13414),
+    (17, 8141),
+    (18, 13694),
+    (19, 24715),
+    (20, 42430),
+    (21, 53632),
+    (22, 111840),
+    (23, 103473),
+    (24, 564494),
+    (25, 9848),
+    (26, 180),
+    (27, 17223),
+    (28, 3066),
+    (29, 1574),
+    (30, 80482),
+    (31, 12490),
+    (32, 7529),
 ];
 
 /// IPv6 `(length, routes)` in the real table.
 pub const V6_LENGTHS: &[(u8, u32)] = &[
-    (16, 1), (19, 1), (20, 13), (21, 3), (22, 7), (23, 7), (24, 30), (25, 8), (26, 15), (27, 20),
-    (28, 198), (29, 4288), (30, 597), (31, 301), (32, 22669), (33, 3089), (34, 2612), (35, 1002),
-    (36, 6200), (37, 913), (38, 1666), (39, 1476), (40, 13963), (41, 938), (42, 4917), (43, 1075),
-    (44, 15460), (45, 1901), (46, 3428), (47, 3853), (48, 82899), (52, 8), (59, 8), (60, 3),
-    (64, 183), (80, 6), (96, 1), (126, 8), (127, 215), (128, 2400),
+    (16, 1),
+    (19, 1),
+    (20, 13),
+    (21, 3),
+    (22, 7),
+    (23, 7),
+    (24, 30),
+    (25, 8),
+    (26, 15),
+    (27, 20),
+    (28, 198),
+    (29, 4288),
+    (30, 597),
+    (31, 301),
+    (32, 22669),
+    (33, 3089),
+    (34, 2612),
+    (35, 1002),
+    (36, 6200),
+    (37, 913),
+    (38, 1666),
+    (39, 1476),
+    (40, 13963),
+    (41, 938),
+    (42, 4917),
+    (43, 1075),
+    (44, 15460),
+    (45, 1901),
+    (46, 3428),
+    (47, 3853),
+    (48, 82899),
+    (52, 8),
+    (59, 8),
+    (60, 3),
+    (64, 183),
+    (80, 6),
+    (96, 1),
+    (126, 8),
+    (127, 215),
+    (128, 2400),
 ];
 
 /// SplitMix64: small, seeded, good enough to spread addresses.
@@ -67,7 +123,12 @@ impl Rng {
     }
 }
 
-fn generate<A: Address>(n: usize, seed: u64, lengths: &[(u8, u32)], fresh: impl Fn(&mut Rng) -> u128) -> Vec<(Prefix<A>, NextHop)> {
+fn generate<A: Address>(
+    n: usize,
+    seed: u64,
+    lengths: &[(u8, u32)],
+    fresh: impl Fn(&mut Rng) -> u128,
+) -> Vec<(Prefix<A>, NextHop)> {
     let mut rng = Rng::new(seed);
     let total: u64 = lengths.iter().map(|&(_, c)| u64::from(c)).sum();
     let pick_len = |rng: &mut Rng| {
@@ -98,7 +159,11 @@ fn generate<A: Address>(n: usize, seed: u64, lengths: &[(u8, u32)], fresh: impl 
             }
             let host = crate::table::host_mask(A::BITS, parent.0.len());
             let addr = parent.0.addr().widen() | (rng.next_u128() & host);
-            let nh = if rng.unit() < 0.5 { parent.1 } else { pick_nh(&mut rng) };
+            let nh = if rng.unit() < 0.5 {
+                parent.1
+            } else {
+                pick_nh(&mut rng)
+            };
             (addr, nh)
         } else if roll < 0.58 && last_of_len[usize::from(len)].is_some() {
             // Adjacent sibling of the previous route of this length, same next hop.
@@ -108,7 +173,9 @@ fn generate<A: Address>(n: usize, seed: u64, lengths: &[(u8, u32)], fresh: impl 
         } else {
             (fresh(&mut rng), pick_nh(&mut rng))
         };
-        let Ok(p) = Prefix::new(A::narrow(addr), len) else { continue };
+        let Ok(p) = Prefix::new(A::narrow(addr), len) else {
+            continue;
+        };
         if seen.insert((p.addr().widen(), len)) {
             last_of_len[usize::from(len)] = Some(out.len());
             out.push((p, nh));
@@ -127,7 +194,9 @@ pub fn v4(n: usize, seed: u64) -> Vec<(Prefix<u32>, NextHop)> {
 
 /// `n` distinct IPv6 routes from `seed`.
 pub fn v6(n: usize, seed: u64) -> Vec<(Prefix<u128>, NextHop)> {
-    generate(n, seed, V6_LENGTHS, |r| (0x2u128 << 124) | (r.next_u128() >> 4))
+    generate(n, seed, V6_LENGTHS, |r| {
+        (0x2u128 << 124) | (r.next_u128() >> 4)
+    })
 }
 
 /// `n` addresses for lookups: a mix of uniformly random addresses and addresses
@@ -145,7 +214,10 @@ pub fn addresses<A: Address>(routes: &[(Prefix<A>, NextHop)], n: usize, seed: u6
             match k {
                 1 => p.first(),
                 2 => p.last(),
-                _ => A::narrow(p.first().widen() | (rng.next_u128() & crate::table::host_mask(A::BITS, p.len()))),
+                _ => A::narrow(
+                    p.first().widen()
+                        | (rng.next_u128() & crate::table::host_mask(A::BITS, p.len())),
+                ),
             }
         })
         .collect()

@@ -24,21 +24,35 @@ fn readers_see_old_or_new_never_a_mix() {
     let before = fib.snapshot();
     // Answers without the pairs (they are absent from the synthetic table only if
     // the generator did not produce them: remove them to be sure).
-    let removals: Vec<Update<u32>> = pairs.iter().flat_map(|&(a, b)| [Update::Remove(a), Update::Remove(b)]).collect();
+    let removals: Vec<Update<u32>> = pairs
+        .iter()
+        .flat_map(|&(a, b)| [Update::Remove(a), Update::Remove(b)])
+        .collect();
     fib.apply(&removals);
     let without = fib.snapshot();
     drop(before);
     let new_nh = |i: usize| NextHop::new(1_000_000 + i as u32).unwrap();
     // Control addresses: random ones outside 100.64.0.0/10.
-    let controls: Vec<u32> = synth::addresses(&base, 5_000, 4).into_iter().filter(|a| a >> 22 != 0x6440_0000 >> 22).collect();
-    let control_answers: Vec<Option<NextHop>> = controls.iter().map(|&a| without.lookup(a)).collect();
+    let controls: Vec<u32> = synth::addresses(&base, 5_000, 4)
+        .into_iter()
+        .filter(|a| a >> 22 != 0x6440_0000 >> 22)
+        .collect();
+    let control_answers: Vec<Option<NextHop>> =
+        controls.iter().map(|&a| without.lookup(a)).collect();
 
     let stop = Arc::new(AtomicBool::new(false));
     let checks = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::new();
     for r in 0..2 {
-        let (fib, stop, checks, pairs, without, controls, control_answers) =
-            (fib.clone(), stop.clone(), checks.clone(), pairs.clone(), without.clone(), controls.clone(), control_answers.clone());
+        let (fib, stop, checks, pairs, without, controls, control_answers) = (
+            fib.clone(),
+            stop.clone(),
+            checks.clone(),
+            pairs.clone(),
+            without.clone(),
+            controls.clone(),
+            control_answers.clone(),
+        );
         readers.push(std::thread::spawn(move || {
             let mut n = 0usize;
             while !stop.load(Ordering::Relaxed) {

@@ -54,43 +54,95 @@ fn check<A: Address + std::hash::Hash>(
             bad.push((a, want, got, out[i]));
         }
     }
-    assert!(bad.is_empty(), "{name}: {} of {} addresses wrong, first: {:?}", bad.len(), addrs.len(), &bad[..bad.len().min(5)]);
-    eprintln!("{name}: {} routes, {} addresses agree with the reference", routes.len(), addrs.len());
+    assert!(
+        bad.is_empty(),
+        "{name}: {} of {} addresses wrong, first: {:?}",
+        bad.len(),
+        addrs.len(),
+        &bad[..bad.len().min(5)]
+    );
+    eprintln!(
+        "{name}: {} routes, {} addresses agree with the reference",
+        routes.len(),
+        addrs.len()
+    );
 }
 
 #[test]
 fn synthetic_ipv4_100k_matches_reference() {
     let r = synth::v4(100_000, 11);
     let t = Lpm4::from_routes(&r);
-    check("synthetic ipv4", &r, |a| t.lookup(a), |a, o| t.lookup_batch(a, o), 200_000);
+    check(
+        "synthetic ipv4",
+        &r,
+        |a| t.lookup(a),
+        |a, o| t.lookup_batch(a, o),
+        200_000,
+    );
     // The same routes in a Fib give the same table.
     let fib = Fib::new(&r);
     let s = fib.load();
-    check("synthetic ipv4 fib", &r, |a| s.lookup(a), |a, o| s.lookup_batch(a, o), 50_000);
+    check(
+        "synthetic ipv4 fib",
+        &r,
+        |a| s.lookup(a),
+        |a, o| s.lookup_batch(a, o),
+        50_000,
+    );
 }
 
 #[test]
 fn synthetic_ipv6_20k_matches_reference() {
     let r = synth::v6(20_000, 12);
     let t = Lpm6::from_routes(&r);
-    check("synthetic ipv6", &r, |a| t.lookup(a), |a, o| t.lookup_batch(a, o), 100_000);
+    check(
+        "synthetic ipv6",
+        &r,
+        |a| t.lookup(a),
+        |a, o| t.lookup_batch(a, o),
+        100_000,
+    );
 }
 
 #[test]
 fn synthetic_with_default_routes_and_host_routes() {
     let mut r = synth::v4(20_000, 5);
     r.push((Prefix::new(0, 0).unwrap(), NextHop::new(77).unwrap()));
-    r.push((Prefix::new(0xffff_ffff, 32).unwrap(), NextHop::new(78).unwrap()));
+    r.push((
+        Prefix::new(0xffff_ffff, 32).unwrap(),
+        NextHop::new(78).unwrap(),
+    ));
     r.push((Prefix::new(0, 32).unwrap(), NextHop::new(79).unwrap()));
     let t = Lpm4::from_routes(&r);
-    check("ipv4 with /0 and /32 at the ends", &r, |a| t.lookup(a), |a, o| t.lookup_batch(a, o), 20_000);
+    check(
+        "ipv4 with /0 and /32 at the ends",
+        &r,
+        |a| t.lookup(a),
+        |a, o| t.lookup_batch(a, o),
+        20_000,
+    );
     let mut r6 = synth::v6(5_000, 6);
     r6.push((Prefix::new(0, 0).unwrap(), NextHop::new(1).unwrap()));
-    r6.push((Prefix::new(u128::MAX, 128).unwrap(), NextHop::new(2).unwrap()));
-    r6.push((Prefix::new(0x2001_0db8 << 96 | 0x1234, 128).unwrap(), NextHop::new(3).unwrap()));
-    r6.push((Prefix::new(0x2001_0db8 << 96, 127).unwrap(), NextHop::new(4).unwrap()));
+    r6.push((
+        Prefix::new(u128::MAX, 128).unwrap(),
+        NextHop::new(2).unwrap(),
+    ));
+    r6.push((
+        Prefix::new(0x2001_0db8 << 96 | 0x1234, 128).unwrap(),
+        NextHop::new(3).unwrap(),
+    ));
+    r6.push((
+        Prefix::new(0x2001_0db8 << 96, 127).unwrap(),
+        NextHop::new(4).unwrap(),
+    ));
     let t6 = Lpm6::from_routes(&r6);
-    check("ipv6 with /0 and /128s", &r6, |a| t6.lookup(a), |a, o| t6.lookup_batch(a, o), 20_000);
+    check(
+        "ipv6 with /0 and /128s",
+        &r6,
+        |a| t6.lookup(a),
+        |a, o| t6.lookup_batch(a, o),
+        20_000,
+    );
 }
 
 #[test]
@@ -99,13 +151,25 @@ fn dense_chunk_forces_deep_nodes() {
     // node needs fence levels) plus a /20 with alternating /28s.
     let mut r = Vec::new();
     for i in 0..32_768u32 {
-        r.push((Prefix::new(0x0a0a_0000 | (i * 2), 32).unwrap(), NextHop::new(i % 3).unwrap()));
+        r.push((
+            Prefix::new(0x0a0a_0000 | (i * 2), 32).unwrap(),
+            NextHop::new(i % 3).unwrap(),
+        ));
     }
     for i in 0..256u32 {
-        r.push((Prefix::new(0x0b0b_0000 | (i << 4), 28).unwrap(), NextHop::new(i % 2).unwrap()));
+        r.push((
+            Prefix::new(0x0b0b_0000 | (i << 4), 28).unwrap(),
+            NextHop::new(i % 2).unwrap(),
+        ));
     }
     let t = Lpm4::from_routes(&r);
-    check("deep ipv4 nodes", &r, |a| t.lookup(a), |a, o| t.lookup_batch(a, o), 10_000);
+    check(
+        "deep ipv4 nodes",
+        &r,
+        |a| t.lookup(a),
+        |a, o| t.lookup_batch(a, o),
+        10_000,
+    );
     let (nodes, _) = t.node_stats();
     assert_eq!(nodes, 2);
 }
@@ -119,11 +183,35 @@ fn full_real_table_matches_reference() {
     let file = routes::read(&path).expect("read bgpas.lpm");
     let (v4, _) = routes::intern(&file.v4);
     let (v6, _) = routes::intern(&file.v6);
-    assert!(v4.len() > 1_000_000 && v6.len() > 170_000, "unexpected file {}", path.display());
+    assert!(
+        v4.len() > 1_000_000 && v6.len() > 170_000,
+        "unexpected file {}",
+        path.display()
+    );
     let t4: Table<u32> = Table::from_routes(&v4);
-    assert!(t4.memory_bytes() <= 4 << 20, "full IPv4 table takes {} bytes", t4.memory_bytes());
-    check("real ipv4", &v4, |a| t4.lookup(a), |a, o| t4.lookup_batch(a, o), 200_000);
+    assert!(
+        t4.memory_bytes() <= 4 << 20,
+        "full IPv4 table takes {} bytes",
+        t4.memory_bytes()
+    );
+    check(
+        "real ipv4",
+        &v4,
+        |a| t4.lookup(a),
+        |a, o| t4.lookup_batch(a, o),
+        200_000,
+    );
     let t6: Table<u128> = Table::from_routes(&v6);
-    assert!(t6.memory_bytes() <= 8 << 20, "full IPv6 table takes {} bytes", t6.memory_bytes());
-    check("real ipv6", &v6, |a| t6.lookup(a), |a, o| t6.lookup_batch(a, o), 200_000);
+    assert!(
+        t6.memory_bytes() <= 8 << 20,
+        "full IPv6 table takes {} bytes",
+        t6.memory_bytes()
+    );
+    check(
+        "real ipv6",
+        &v6,
+        |a| t6.lookup(a),
+        |a, o| t6.lookup_batch(a, o),
+        200_000,
+    );
 }

@@ -14,7 +14,14 @@ enum Op<A: Address> {
 /// IPv4 prefixes crowded into a few /16s and their neighbours (so that routes
 /// overlap, nest and cross chunk edges), with short prefixes that span chunks.
 fn prefix4() -> impl Strategy<Value = Prefix<u32>> + Clone {
-    let base = prop::sample::select(vec![0x0a00_0000u32, 0x0a01_0000, 0x0aff_0000, 0xc0a8_0000, 0xffff_0000, 0]);
+    let base = prop::sample::select(vec![
+        0x0a00_0000u32,
+        0x0a01_0000,
+        0x0aff_0000,
+        0xc0a8_0000,
+        0xffff_0000,
+        0,
+    ]);
     (base, any::<u32>(), 0u8..=32).prop_map(|(b, r, len)| {
         // Keep the address near the base: random low 18 bits.
         Prefix::new(b.wrapping_add(r & 0x3_ffff), len).unwrap()
@@ -30,7 +37,9 @@ fn prefix6() -> impl Strategy<Value = Prefix<u128>> + Clone {
     })
 }
 
-fn ops<A: Address>(p: impl Strategy<Value = Prefix<A>> + Clone) -> impl Strategy<Value = Vec<Op<A>>> {
+fn ops<A: Address>(
+    p: impl Strategy<Value = Prefix<A>> + Clone,
+) -> impl Strategy<Value = Vec<Op<A>>> {
     let op = prop_oneof![
         3 => (p.clone(), 0u32..6).prop_map(|(p, n)| Op::Insert(p, NextHop::new(n).unwrap())),
         1 => p.prop_map(Op::Remove),
@@ -43,7 +52,13 @@ fn probes<A: Address>(touched: &[Prefix<A>]) -> Vec<A> {
     for p in touched {
         let f = p.first().widen();
         let l = p.last().widen();
-        for x in [f, l, f.wrapping_sub(1) & A::MAX, l.wrapping_add(1) & A::MAX, f + (l - f) / 2] {
+        for x in [
+            f,
+            l,
+            f.wrapping_sub(1) & A::MAX,
+            l.wrapping_add(1) & A::MAX,
+            f + (l - f) / 2,
+        ] {
             v.push(A::narrow(x));
         }
     }
@@ -93,7 +108,13 @@ fn run<A: Address + std::hash::Hash>(
                 }
             }
             for a in probes(&touched[touched.len() - 1..]) {
-                prop_assert_eq!(lookup(&fib, a), reference.lookup(a), "after {:?} at {:?}", o, a);
+                prop_assert_eq!(
+                    lookup(&fib, a),
+                    reference.lookup(a),
+                    "after {:?} at {:?}",
+                    o,
+                    a
+                );
             }
         }
     }
@@ -124,7 +145,8 @@ fn updates_then_rebuild_give_the_same_answers() {
     // compare with a table built from scratch from the resulting route set.
     let routes = weft_lpm::synth::v4(30_000, 21);
     let fib = Fib::new(&routes);
-    let mut now: std::collections::BTreeMap<Prefix<u32>, NextHop> = routes.iter().copied().collect();
+    let mut now: std::collections::BTreeMap<Prefix<u32>, NextHop> =
+        routes.iter().copied().collect();
     let mut batch = Vec::new();
     for (i, &(p, nh)) in routes.iter().enumerate() {
         match i % 3 {
