@@ -58,9 +58,10 @@ const MEM: u64 = 160 * 1024;
 pub fn fuzz_qp_pair(data: &[u8]) {
     let mut inp = Input { data };
     let flags = inp.u8();
-    let qp_type = match flags % 3 {
+    let qp_type = match flags % 4 {
         0 | 1 => QpType::Rc,
-        _ => QpType::Uc,
+        2 => QpType::Uc,
+        _ => QpType::Ud,
     };
     let recovery = if flags & 4 != 0 {
         Recovery::Selective
@@ -267,7 +268,7 @@ fn post_op(p: &mut Pair, c: &Connection, inp: &mut Input<'_>, a: &Region, region
     wr.ud = Some(UdDest {
         path: Pair::path(Side::A, c.qpn_a),
         qpn: c.qpn_b,
-        qkey: 0,
+        qkey: if tweak & 1 == 0 { 0x1111_1111 } else { 0 },
     });
     let _ = p.a.post_send(c.qpn_a, wr);
 }
