@@ -257,7 +257,8 @@ impl Requester {
             };
         }
         let op = w.wr.op;
-        // IBTA §10.8.3.3: a fenced WQE waits for all earlier READ/atomics.
+        // IBTA Vol 1 ch. 10 (work request ordering): a fenced WQE waits for all earlier
+        // READ/atomics.
         if w.wr.fence && self.rd_atomic > 0 {
             return Ok(false);
         }

@@ -14,7 +14,7 @@ use weft_wire::roce::{
     Position, Psn, Syndrome, Transport,
 };
 
-/// Bytes of the GRH a UD receive buffer starts with (IBTA §11.4.1.2).
+/// Bytes of the GRH a UD receive buffer starts with (IBTA Vol 1 ch. 11, post receive; the layout rdma_rxe uses).
 pub const GRH_LEN: usize = 40;
 
 /// The message being received.
@@ -180,7 +180,7 @@ impl Responder {
     }
 
     /// Queue an ACK of everything through `psn`, coalescing with an ACK already at the
-    /// tail of the queue (IBTA §9.7.5.1.2: one ACK may acknowledge many packets).
+    /// tail of the queue (IBTA Vol 1 §9.7: one ACK may acknowledge many packets).
     fn push_ack(&mut self, psn: u64) {
         if let Some(Response::Ack {
             psn: last,
@@ -763,7 +763,7 @@ impl Responder {
                 let a = repr
                     .atomic_eth
                     .ok_or(RespError::InvalidRequest("atomic eth"))?;
-                // §9.4.5 (atomic operations): the target must be 8-byte aligned.
+                // §9.4 (operations: atomics): the target must be 8-byte aligned.
                 if a.va % 8 != 0 {
                     return Err(RespError::InvalidRequest("misaligned atomic").into());
                 }
@@ -840,7 +840,7 @@ impl Responder {
 
     /// Write the next response packet into `buf`. `posted`: receive WQEs on the QP's
     /// own receive queue, advertised as end-to-end credits (`None` with an SRQ, which
-    /// IBTA §9.7.7.1 says to advertise as "invalid").
+    /// IBTA Vol 1 §9.7, end-to-end flow control, says to advertise as "invalid").
     pub fn poll_transmit<M: Memory>(
         &mut self,
         q: &QpCommon,

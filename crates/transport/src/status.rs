@@ -1,7 +1,7 @@
 //! Every mapping between a failure, a NAK code and a completion status, in one place.
 //!
-//! IBTA Vol 1 §9.7.5.2 (responder errors and the NAK each one sends), §9.9 (error
-//! classes), §11.6.2 (completion status codes).
+//! IBTA Vol 1 §9.7 (responder errors and the NAK each one sends), §9.9 (error
+//! classes), ch. 11 (completion status codes, named as in `ibv_wc_status`).
 
 use crate::memory::AccessError;
 use crate::wr::WcStatus;
@@ -12,16 +12,16 @@ use weft_wire::roce::NakCode;
 pub(crate) enum RespError {
     /// Out-of-sequence opcode, a payload length the MTU rules forbid, a misaligned
     /// atomic, too many outstanding READ/atomics, a message over the length limit
-    /// (§9.7.5.2.2 "Invalid Request"). The string says which.
+    /// ("Invalid Request"). The string says which.
     InvalidRequest(&'static str),
     /// A SEND longer than the receive WQE ("message too long": NAK Invalid
     /// Request, the receive completes with a local length error).
     RecvTooSmall,
     /// The rkey, protection domain, bounds or rights of a RETH/AtomicETH target were
-    /// refused, or the QP does not grant the remote right (§9.7.5.2.3).
+    /// refused, or the QP does not grant the remote right ("Remote Access Error").
     RemoteAccess(AccessError),
     /// Writing into the receive WQE's own buffers failed: a local protection error on
-    /// the responder, reported as NAK Remote Operational Error (§9.7.5.2.4).
+    /// the responder, reported as NAK Remote Operational Error ("Remote Operational Error").
     RecvProtection(AccessError),
 }
 
