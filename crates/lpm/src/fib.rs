@@ -143,13 +143,14 @@ impl<A: Address> Fib<A> {
                 continue;
             }
             let mut sb = SegmentBuilder::new();
+            let ends = seg.node_ends();
             for (i, c) in range.enumerate() {
                 if dirty[c] {
                     sb.chunk(i, &chunk_from_map::<A>(&map, c));
                 } else if seg.top[i] & node::NODE == 0 {
                     sb.leaf(i, seg.top[i]);
                 } else {
-                    sb.node(i, seg.chunk_words(i));
+                    sb.node(i, seg.chunk_words(i, &ends));
                 }
             }
             *seg = Arc::new(sb.finish());

@@ -34,18 +34,27 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    /// The node words of top-level slot `i`, empty for a leaf.
-    pub(crate) fn chunk_words(&self, i: usize) -> &[u16] {
+    /// Where the node words of each top-level slot end (nodes are laid out in
+    /// slot order; leaves get the start of the next node).
+    pub(crate) fn node_ends(&self) -> [usize; SEG_SLOTS] {
+        let mut ends = [0usize; SEG_SLOTS];
+        let mut next = self.blob.len() - PAD;
+        for i in (0..SEG_SLOTS).rev() {
+            ends[i] = next;
+            if self.top[i] & NODE != 0 {
+                next = (self.top[i] & !NODE) as usize;
+            }
+        }
+        ends
+    }
+
+    /// The node words of top-level slot `i` given [`Segment::node_ends`].
+    pub(crate) fn chunk_words(&self, i: usize, ends: &[usize; SEG_SLOTS]) -> &[u16] {
         let s = self.top[i];
         if s & NODE == 0 {
             return &[];
         }
-        let start = (s & !NODE) as usize;
-        let end = self.top[i + 1..]
-            .iter()
-            .find(|&&t| t & NODE != 0)
-            .map_or(self.blob.len() - PAD, |&t| (t & !NODE) as usize);
-        &self.blob[start..end]
+        &self.blob[(s & !NODE) as usize..ends[i]]
     }
 
     pub(crate) fn bytes(&self) -> usize {
