@@ -301,3 +301,59 @@ fn small_messages_are_not_starved_by_a_bulk_transfer() {
         "small done at {s:?}, bulk at {b:?}"
     );
 }
+
+#[test]
+fn sqd_finishes_what_started_and_starts_nothing_new() {
+    use weft_transport::{QpAttr, QpState};
+    let mut p = pair(Config::default());
+    let o = ConnectOptions {
+        mtu: Mtu::M1024,
+        max_inflight: 1024,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let w = |id: u64, off: u64| {
+        SendWr::new(
+            id,
+            WrOp::Write {
+                remote: remote(&rb, rb.addr + off),
+                imm: None,
+            },
+            vec![sge(&ra, ra.addr, 64 * 1024)],
+        )
+    };
+    p.a.post_send(c.qpn_a, w(1, 0)).unwrap();
+    // Let the first WRITE start, then drain the send queue.
+    p.step();
+    p.a.modify_qp(
+        c.qpn_a,
+        &QpAttr {
+            state: Some(QpState::Sqd),
+            ..QpAttr::default()
+        },
+    )
+    .unwrap();
+    p.a.post_send(c.qpn_a, w(2, 1 << 20)).unwrap();
+    settle(&mut p, 100_000);
+    let done: Vec<_> = completions(&mut p, Side::A)
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(done, vec![(1, WcStatus::Success)]);
+    // Back to RTS: the second one goes.
+    p.a.modify_qp(
+        c.qpn_a,
+        &QpAttr {
+            state: Some(QpState::Rts),
+            ..QpAttr::default()
+        },
+    )
+    .unwrap();
+    settle(&mut p, 100_000);
+    let done: Vec<_> = completions(&mut p, Side::A)
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(done, vec![(2, WcStatus::Success)]);
+}
