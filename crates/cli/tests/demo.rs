@@ -1,5 +1,6 @@
 //! The README's main job runs and its wire step holds together: every frame it writes
-//! decodes with a good ICRC, and tshark (installed by scripts/setup.sh) dissects every one.
+//! decodes with a good ICRC, tshark (installed by scripts/setup.sh) dissects every one,
+//! and every simulated RDMA WRITE completes intact in both recovery modes.
 
 use std::process::Command;
 
@@ -7,7 +8,15 @@ use std::process::Command;
 fn demo_runs_and_its_capture_checks_out() {
     let out_dir = std::env::temp_dir().join(format!("weft-demo-test-{}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["demo", "--json", "--seconds", "0.05", "--out"])
+        .args([
+            "demo",
+            "--json",
+            "--seconds",
+            "0.05",
+            "--messages",
+            "200",
+            "--out",
+        ])
         .arg(&out_dir)
         .output()
         .unwrap();
@@ -25,6 +34,11 @@ fn demo_runs_and_its_capture_checks_out() {
         "tshark missing or disagreeing"
     );
     assert!(v["icrc"]["weft_icrc_gb_per_s"].as_f64().unwrap() > 0.0);
+    for run in v["transport"]["runs"].as_array().unwrap() {
+        assert_eq!(run["completed"], 200, "{run}");
+        assert_eq!(run["failed"], 0, "{run}");
+        assert_eq!(run["intact"], true, "{run}");
+    }
     assert!(out_dir.join("roce-every-opcode.pcap").exists());
     std::fs::remove_dir_all(&out_dir).ok();
 }
