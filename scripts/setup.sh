@@ -9,6 +9,9 @@ packages=(
   python3-matplotlib # plots in docs/results
   iproute2           # network namespaces and veth for multi-host tests
   iputils-ping
+  traceroute         # router netns tests: the router's hop shows in a traceroute
+  iperf3             # router netns tests and end-to-end benchmark: TCP across the router
+  ethtool            # router netns topology: offloads off on the veths
 )
 
 missing=()
