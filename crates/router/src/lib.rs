@@ -19,6 +19,7 @@ pub mod counters;
 pub mod ctl;
 pub mod dataplane;
 pub mod fib;
+pub mod loadgen;
 pub mod neighbor;
 pub mod pipeline;
 

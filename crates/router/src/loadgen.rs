@@ -1,0 +1,251 @@
+//! A paced UDP traffic generator and receiver on AF_PACKET, for RFC 2544 style
+//! measurements through whatever forwards between two network namespaces (weft or
+//! the Linux kernel: the same generator for both). Sender and receiver are threads
+//! of one process, each moved into its namespace, so one clock stamps both ends and
+//! the latency is one-way.
+//!
+//! RFC 2544 §26.1 throughput: the highest rate with no frame lost, found by binary
+//! search; §26.2 latency at that rate. Trials here are 1 s, not the RFC's 60 s: two
+//! shared cores and a time budget; the report says so.
+#![forbid(unsafe_code)]
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_link::afpacket::{setns_net, AfPacket, RingConfig};
+use weft_link::{BufferPool, Link, PacketBuf};
+use weft_wire::ethernet::EthernetFrame;
+use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use weft_wire::{EtherType, EthernetAddress, IpProtocol};
+
+/// Marks our frames (UDP payload start).
+const MAGIC: u32 = 0x7765_6674; // "weft"
+
+/// Where traffic enters and leaves.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// Namespace of the sender (a name under /run/netns).
+    pub tx_ns: String,
+    /// Sender's interface.
+    pub tx_dev: String,
+    /// Namespace of the receiver.
+    pub rx_ns: String,
+    /// Receiver's interface.
+    pub rx_dev: String,
+    /// MAC of the forwarder's ingress port (the frames' destination).
+    pub dst_mac: EthernetAddress,
+    /// Source address.
+    pub src_ip: Ipv4Addr,
+    /// Destination address (routed by the forwarder towards the receiver).
+    pub dst_ip: Ipv4Addr,
+}
+
+/// One trial's outcome.
+#[derive(Debug, Clone, Default)]
+pub struct Trial {
+    /// Frames sent.
+    pub sent: u64,
+    /// Of ours, received.
+    pub received: u64,
+    /// Achieved send rate, frames per second.
+    pub tx_pps: f64,
+    /// One-way latencies in nanoseconds (every received frame).
+    pub latency_ns: Vec<u64>,
+}
+
+impl Trial {
+    /// Frames lost.
+    pub fn lost(&self) -> u64 {
+        self.sent.saturating_sub(self.received)
+    }
+    /// Latency percentile `p` (0..=100) in microseconds.
+    pub fn latency_us(&self, p: f64) -> f64 {
+        if self.latency_ns.is_empty() {
+            return f64::NAN;
+        }
+        let mut v = self.latency_ns.clone();
+        v.sort_unstable();
+        let i = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+        v[i.min(v.len() - 1)] as f64 / 1e3
+    }
+}
+
+fn enter(ns: &str) -> io::Result<()> {
+    let f = std::fs::File::open(PathBuf::from("/run/netns").join(ns))?;
+    use std::os::fd::AsRawFd;
+    setns_net(f.as_raw_fd())
+}
+
+fn template(ep: &Endpoints, src_mac: [u8; 6], size: usize) -> Vec<u8> {
+    let size = size.max(60);
+    let mut f = vec![0u8; size];
+    let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+    e.set_dst_addr(ep.dst_mac);
+    e.set_src_addr(EthernetAddress(src_mac));
+    e.set_tag_and_ethertype(None, EtherType::IPV4);
+    let ip = Ipv4Repr {
+        src_addr: ep.src_ip,
+        dst_addr: ep.dst_ip,
+        protocol: IpProtocol::UDP,
+        payload_len: size - 34,
+        ttl: 64,
+        dscp_ecn: 0,
+        ident: 0,
+        dont_frag: true,
+    };
+    let _ = ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]));
+    let udp_len = (size - 34) as u16;
+    f[34..36].copy_from_slice(&9999u16.to_be_bytes());
+    f[36..38].copy_from_slice(&9u16.to_be_bytes());
+    f[38..40].copy_from_slice(&udp_len.to_be_bytes());
+    f[42..46].copy_from_slice(&MAGIC.to_be_bytes());
+    f
+}
+
+/// Send `rate` frames per second (`None`: as fast as possible) of `size` bytes (no
+/// FCS) for `duration`; count what arrives.
+pub fn trial(ep: &Endpoints, size: usize, rate: Option<f64>, duration: Duration) -> io::Result<Trial> {
+    let t0 = Instant::now();
+    let ready = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let rx_thread = {
+        let (ns, dev) = (ep.rx_ns.clone(), ep.rx_dev.clone());
+        let (ready, done) = (Arc::clone(&ready), Arc::clone(&done));
+        std::thread::spawn(move || -> io::Result<(u64, Vec<u64>)> {
+            enter(&ns)?;
+            let pool = BufferPool::new(8192, 2048);
+            // Small blocks: a block becomes visible when full or after 1 ms, so small
+            // ones keep the receiver's own delay low at high rates.
+            let cfg = RingConfig {
+                rx_block_size: 8192,
+                rx_blocks: 512,
+                ..RingConfig::default()
+            };
+            let mut link = AfPacket::with_config(&dev, pool, cfg)?;
+            ready.store(true, Ordering::Release);
+            let mut got = 0u64;
+            let mut lat = Vec::new();
+            let mut rx: Vec<PacketBuf> = Vec::with_capacity(64);
+            let mut quiet_since: Option<Instant> = None;
+            loop {
+                rx.clear();
+                let n = link.recv_burst(&mut rx, 64)?;
+                let now = t0.elapsed().as_nanos() as u64;
+                for f in &rx {
+                    if f.len() >= 58 && f[12..14] == [8, 0] && f[42..46] == MAGIC.to_be_bytes() {
+                        got += 1;
+                        let ts = u64::from_be_bytes([f[50], f[51], f[52], f[53], f[54], f[55], f[56], f[57]]);
+                        lat.push(now.saturating_sub(ts));
+                    }
+                }
+                if done.load(Ordering::Acquire) {
+                    // Drain for 50 ms after the sender stopped.
+                    let q = *quiet_since.get_or_insert_with(Instant::now);
+                    if q.elapsed() > Duration::from_millis(50) {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    link.wait(Duration::from_millis(1))?;
+                }
+            }
+            Ok((got, lat))
+        })
+    };
+    let tx_thread = {
+        let ep = ep.clone();
+        let ready = Arc::clone(&ready);
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || -> io::Result<(u64, f64)> {
+            enter(&ep.tx_ns)?;
+            let pool = BufferPool::new(4096, 2048);
+            let mut link = AfPacket::open(&ep.tx_dev, pool.clone())?;
+            let tpl = template(&ep, link.info().mac, size);
+            let wait_ready = Instant::now();
+            while !ready.load(Ordering::Acquire) && wait_ready.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let start = Instant::now();
+            let mut sent = 0u64;
+            let mut tx: Vec<PacketBuf> = Vec::with_capacity(32);
+            while start.elapsed() < duration {
+                let due = match rate {
+                    Some(r) => (start.elapsed().as_secs_f64() * r) as u64,
+                    None => sent + 32,
+                };
+                if due <= sent && tx.is_empty() {
+                    // Ahead of schedule: sleep when the next frame is far off, so the
+                    // sender leaves the CPU to the forwarder at low rates.
+                    if let Some(r) = rate {
+                        let next = (sent + 1) as f64 / r;
+                        if next - start.elapsed().as_secs_f64() > 200e-6 {
+                            std::thread::sleep(Duration::from_micros(50));
+                        }
+                    }
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let want = (due.saturating_sub(sent) as usize).min(32);
+                while tx.len() < want {
+                    let Some(mut b) = pool.alloc() else { break };
+                    if b.copy_from(&tpl) {
+                        let seq = sent + tx.len() as u64;
+                        b[46..50].copy_from_slice(&(seq as u32).to_be_bytes());
+                        let ts = t0.elapsed().as_nanos() as u64;
+                        b[50..58].copy_from_slice(&ts.to_be_bytes());
+                        tx.push(b);
+                    }
+                }
+                let before = tx.len();
+                link.send_burst(&mut tx)?;
+                sent += (before - tx.len()) as u64;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            // Let the ring empty before closing the socket.
+            std::thread::sleep(Duration::from_millis(20));
+            done.store(true, Ordering::Release);
+            Ok((sent, sent as f64 / secs))
+        })
+    };
+    let tx = tx_thread
+        .join()
+        .map_err(|_| io::Error::other("sender panicked"))?;
+    done.store(true, Ordering::Release);
+    let rx = rx_thread
+        .join()
+        .map_err(|_| io::Error::other("receiver panicked"))?;
+    let (sent, tx_pps) = tx?;
+    let (received, latency_ns) = rx?;
+    Ok(Trial {
+        sent,
+        received,
+        tx_pps,
+        latency_ns,
+    })
+}
+
+/// RFC 2544 throughput for one frame size: binary search for the highest rate with no
+/// loss, between 0 and what the sender manages flat out. Returns (rate, the trial at
+/// that rate, the flat-out trial).
+pub fn zero_loss(ep: &Endpoints, size: usize, trial_len: Duration, steps: u32) -> io::Result<(f64, Trial, Trial)> {
+    let flat_out = trial(ep, size, None, trial_len)?;
+    if flat_out.lost() == 0 {
+        return Ok((flat_out.tx_pps, flat_out.clone(), flat_out));
+    }
+    let (mut lo, mut hi) = (0.0, flat_out.tx_pps);
+    let mut best = Trial::default();
+    for _ in 0..steps {
+        let mid = (lo + hi) / 2.0;
+        let t = trial(ep, size, Some(mid), trial_len)?;
+        if t.lost() == 0 && t.sent > 0 {
+            lo = mid;
+            best = t;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((lo, best, flat_out))
+}

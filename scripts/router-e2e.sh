@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# End-to-end router benchmark over veth (docs/results/router.md): the same topology
+# (scripts/netns-router.sh) and the same generator (`weft router rfc2544`: paced
+# AF_PACKET UDP from host A to host B, RFC 2544 zero-loss binary search and one-way
+# latency) through Linux kernel forwarding and through `weft router` in each
+# architecture. Prints a markdown table. Always tears the namespaces down.
+#
+# usage: scripts/router-e2e.sh [WEFT_BIN] [-- extra rfc2544 args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WEFT=${1:-target/release/weft}
+shift || true
+[[ ${1:-} == -- ]] && shift
+EXTRA=("$@")
+NETNS=scripts/netns-router.sh
+trap 'for p in $(ip netns pids weft-r 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done; sleep 0.3; bash $NETNS down' EXIT
+
+router_mac() { ip netns exec weft-r cat /sys/class/net/weft-ra/address; }
+
+header_done=0
+run() {
+  local label=$1
+  local out
+  out=$("$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" "${EXTRA[@]}")
+  if ((header_done)); then echo "$out" | tail -n +3; else echo "$out"; header_done=1; fi
+}
+
+bash $NETNS up kernel
+run "linux kernel"
+
+for arch in push pull central; do
+  bash $NETNS up weft
+  cfg=$(mktemp)
+  bash $NETNS config > "$cfg"
+  ip netns exec weft-r "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" 2>/dev/null &
+  sleep 1
+  run "weft $arch"
+  for p in $(ip netns pids weft-r); do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -f "$cfg"
+done
