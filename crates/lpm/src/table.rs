@@ -275,7 +275,9 @@ const GROUP: usize = 16;
 
 impl Table<u32> {
     /// Longest-prefix match for one IPv4 address.
-    #[inline]
+    // `always`: without it LLVM keeps this as a call in callers' loops, and the
+    // call costs as much as the top-level read it wraps.
+    #[inline(always)]
     pub fn lookup(&self, addr: u32) -> Option<NextHop> {
         let seg = &self.segs[(addr >> 24) as usize];
         let slot = seg.top[((addr >> 16) & 0xff) as usize];
@@ -320,7 +322,7 @@ impl Table<u32> {
 
 impl Table<u128> {
     /// Longest-prefix match for one IPv6 address.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, addr: u128) -> Option<NextHop> {
         let seg = &self.segs[(addr >> 120) as usize];
         let slot = seg.top[((addr >> 112) & 0xff) as usize];
@@ -358,7 +360,9 @@ impl Table<u128> {
     }
 }
 
-#[inline(always)]
+/// The node levels of an IPv6 lookup: out of line, so that the top-level fast
+/// path (most destinations) stays small enough to inline.
+#[inline(never)]
 fn descend6(blob: &[u16], root: usize, addr: u128) -> u32 {
     let mut off = root;
     let mut shift = 96u32;
