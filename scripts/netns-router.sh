@@ -12,7 +12,8 @@
 #                                    answers ARP/ND/ICMP for them itself
 #        netns-router.sh up kernel   Linux forwards (ip_forward=1), the baseline
 #        netns-router.sh down        remove everything (safe to run any time)
-#        netns-router.sh config      print the weft router config for this topology
+#        netns-router.sh config [2]  print the weft router config for this topology
+#                                    (2: only the ports to hosts A and B)
 # `up` always starts from `down`, so it is idempotent. Offloads (TSO/GSO/GRO and
 # checksum offload) are off on every veth: frames cross AF_PACKET as on a wire.
 set -euo pipefail
@@ -95,10 +96,16 @@ name = "right"
 interface = "weft-rb"
 addresses = ["198.18.2.1/24", "2001:2:0:2::1/64"]
 
+TOML
+  if [[ ${1:-3} == 3 ]]; then
+    cat <<'TOML'
 [[port]]
 name = "third"
 interface = "weft-rc"
 addresses = ["198.18.3.1/24", "2001:2:0:3::1/64"]
+TOML
+  fi
+  cat <<'TOML'
 
 [[route]]
 prefix = "198.19.0.0/16"
@@ -113,6 +120,6 @@ TOML
 case "${1:-}" in
   up) up "${2:-weft}" ;;
   down) down ;;
-  config) config ;;
+  config) config "${2:-3}" ;;
   *) echo "usage: $0 up [weft|kernel] | down | config" >&2; exit 2 ;;
 esac

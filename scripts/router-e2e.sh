@@ -13,6 +13,11 @@ shift || true
 [[ ${1:-} == -- ]] && shift
 EXTRA=("$@")
 NETNS=scripts/netns-router.sh
+# Two cores: the generator (sender and receiver threads) on one, weft's workers on
+# the other. Kernel forwarding runs in softirq on whichever core sends, i.e. the
+# generator's: it gets no core of its own and needs none.
+GEN_CPU=${GEN_CPU:-0}
+ROUTER_CPU=${ROUTER_CPU:-1}
 trap 'for p in $(ip netns pids weft-r 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done; sleep 0.3; bash $NETNS down' EXIT
 
 router_mac() { ip netns exec weft-r cat /sys/class/net/weft-ra/address; }
@@ -21,7 +26,7 @@ header_done=0
 run() {
   local label=$1
   local out
-  out=$("$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" "${EXTRA[@]}")
+  out=$(taskset -c "$GEN_CPU" "$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" "${EXTRA[@]}")
   if ((header_done)); then echo "$out" | tail -n +3; else echo "$out"; header_done=1; fi
 }
 
@@ -31,8 +36,8 @@ run "linux kernel"
 for arch in push pull central; do
   bash $NETNS up weft
   cfg=$(mktemp)
-  bash $NETNS config > "$cfg"
-  ip netns exec weft-r "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" 2>/dev/null &
+  bash $NETNS config 2 > "$cfg"  # two ports: no idle third worker on two cores
+  taskset -c "$ROUTER_CPU" ip netns exec weft-r "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" 2>/dev/null &
   sleep 1
   run "weft $arch"
   for p in $(ip netns pids weft-r); do kill -TERM "$p" 2>/dev/null || true; done

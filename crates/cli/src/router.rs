@@ -66,7 +66,11 @@ struct Rfc2544Args {
     #[arg(long, default_value = "198.19.0.2")]
     dst_ip: std::net::Ipv4Addr,
     /// Frame sizes with FCS (RFC 2544 §9.1).
-    #[arg(long, value_delimiter = ',', default_value = "64,128,256,512,1024,1280,1518")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64,128,256,512,1024,1280,1518"
+    )]
     sizes: Vec<usize>,
     /// Seconds per trial.
     #[arg(long, default_value_t = 1.0)]

@@ -97,8 +97,11 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            rx_block_size: 1 << 16,
-            rx_blocks: 64,
+            // Small blocks: a block is handed over when full or after `retire_ms`, so
+            // at 250 kpps a 16 KiB block (about 100 small frames) waits 0.4 ms, not
+            // the 1 ms timer.
+            rx_block_size: 1 << 14,
+            rx_blocks: 256,
             retire_ms: 1,
             tx_frame_size: 2048,
             tx_frames: 1024,

@@ -24,6 +24,8 @@ use weft_wire::{EtherType, EthernetAddress, IpProtocol};
 /// Marks our frames (UDP payload start).
 const MAGIC: u32 = 0x7765_6674; // "weft"
 
+static TRIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
 /// Where traffic enters and leaves.
 #[derive(Debug, Clone)]
 pub struct Endpoints {
@@ -107,8 +109,19 @@ fn template(ep: &Endpoints, src_mac: [u8; 6], size: usize) -> Vec<u8> {
 
 /// Send `rate` frames per second (`None`: as fast as possible) of `size` bytes (no
 /// FCS) for `duration`; count what arrives.
-pub fn trial(ep: &Endpoints, size: usize, rate: Option<f64>, duration: Duration) -> io::Result<Trial> {
+pub fn trial(
+    ep: &Endpoints,
+    size: usize,
+    rate: Option<f64>,
+    duration: Duration,
+) -> io::Result<Trial> {
+    // Frames still queued from an earlier trial must not count in this one: each
+    // trial stamps its own tag (and waits a moment for stragglers before starting).
+    std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();
+    let tag = (t0.elapsed().as_nanos() as u32)
+        ^ (std::process::id() << 8)
+        ^ TRIAL.fetch_add(0x9e37_79b9, Ordering::Relaxed);
     let ready = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let rx_thread = {
@@ -135,9 +148,15 @@ pub fn trial(ep: &Endpoints, size: usize, rate: Option<f64>, duration: Duration)
                 let n = link.recv_burst(&mut rx, 64)?;
                 let now = t0.elapsed().as_nanos() as u64;
                 for f in &rx {
-                    if f.len() >= 58 && f[12..14] == [8, 0] && f[42..46] == MAGIC.to_be_bytes() {
+                    if f.len() >= 58
+                        && f[12..14] == [8, 0]
+                        && f[42..46] == MAGIC.to_be_bytes()
+                        && f[46..50] == tag.to_be_bytes()
+                    {
                         got += 1;
-                        let ts = u64::from_be_bytes([f[50], f[51], f[52], f[53], f[54], f[55], f[56], f[57]]);
+                        let ts = u64::from_be_bytes([
+                            f[50], f[51], f[52], f[53], f[54], f[55], f[56], f[57],
+                        ]);
                         lat.push(now.saturating_sub(ts));
                     }
                 }
@@ -192,8 +211,7 @@ pub fn trial(ep: &Endpoints, size: usize, rate: Option<f64>, duration: Duration)
                 while tx.len() < want {
                     let Some(mut b) = pool.alloc() else { break };
                     if b.copy_from(&tpl) {
-                        let seq = sent + tx.len() as u64;
-                        b[46..50].copy_from_slice(&(seq as u32).to_be_bytes());
+                        b[46..50].copy_from_slice(&tag.to_be_bytes());
                         let ts = t0.elapsed().as_nanos() as u64;
                         b[50..58].copy_from_slice(&ts.to_be_bytes());
                         tx.push(b);
@@ -230,7 +248,12 @@ pub fn trial(ep: &Endpoints, size: usize, rate: Option<f64>, duration: Duration)
 /// RFC 2544 throughput for one frame size: binary search for the highest rate with no
 /// loss, between 0 and what the sender manages flat out. Returns (rate, the trial at
 /// that rate, the flat-out trial).
-pub fn zero_loss(ep: &Endpoints, size: usize, trial_len: Duration, steps: u32) -> io::Result<(f64, Trial, Trial)> {
+pub fn zero_loss(
+    ep: &Endpoints,
+    size: usize,
+    trial_len: Duration,
+    steps: u32,
+) -> io::Result<(f64, Trial, Trial)> {
     let flat_out = trial(ep, size, None, trial_len)?;
     if flat_out.lost() == 0 {
         return Ok((flat_out.tx_pps, flat_out.clone(), flat_out));
