@@ -132,6 +132,9 @@ pub struct Report {
     pub packets: Vec<Decoded>,
     /// Packets that are not RoCEv2 (other protocols, other link types).
     pub skipped: usize,
+    /// Frames that could not be read down to their UDP port, or that were addressed to
+    /// UDP 4791 but broken at the IP or UDP layer: (capture position, reason).
+    pub broken: Vec<(usize, String)>,
     /// Why reading the capture stopped early, if it did.
     pub capture_error: Option<String>,
 }
@@ -236,8 +239,8 @@ pub fn decode_capture(bytes: &[u8]) -> anyhow::Result<Report> {
                 let index = report.packets.len();
                 report.packets.push(decode_frame(index, i, &f));
             }
-            // Not UDP to 4791, or broken below UDP: not a RoCEv2 packet.
-            Ok(None) | Err(_) => report.skipped += 1,
+            Ok(None) => report.skipped += 1,
+            Err(e) => report.broken.push((i, e.to_string())),
         }
     }
     Ok(report)
@@ -319,6 +322,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         malformed,
         report.skipped
     );
+    if let Some((i, why)) = report.broken.first() {
+        eprintln!(
+            "{} frames broken below the transport headers (first: capture packet {i}: {why})",
+            report.broken.len()
+        );
+    }
     if let Some(e) = report.capture_error {
         eprintln!("warning: capture damaged: {e}; decoded what came before it");
     }

@@ -156,7 +156,8 @@ fn read_pcap(bytes: &[u8], big_endian: bool, nanos: bool) -> Result<Capture<'_>,
         });
         cap.packets.push(Packet {
             ts_nanos,
-            linktype: linktype & 0x0fff_ffff,
+            // The link type is the low 16 bits; the upper bits carry FCS information.
+            linktype: linktype & 0xffff,
             data,
             orig_len,
         });
@@ -169,6 +170,8 @@ fn read_pcap(bytes: &[u8], big_endian: bool, nanos: bool) -> Result<Capture<'_>,
 #[derive(Clone, Copy)]
 struct Interface {
     linktype: u32,
+    /// Snap length (0 in the file means unlimited).
+    snaplen: u32,
     /// Timestamp ticks per second.
     ticks_per_sec: u64,
 }
@@ -247,7 +250,10 @@ fn read_block<'a>(
         1 => {
             let linktype = u32::from(b.u16().ok_or(bad("truncated interface block"))?);
             b.u16();
-            b.u32();
+            let snaplen = match b.u32() {
+                Some(0) | None => u32::MAX,
+                Some(n) => n,
+            };
             let mut ticks_per_sec = 1_000_000;
             while let (Some(code), Some(len)) = (b.u16(), b.u16()) {
                 let Some(value) = b.take(usize::from(len)) else {
@@ -267,6 +273,7 @@ fn read_block<'a>(
             }
             interfaces.push(Interface {
                 linktype,
+                snaplen,
                 ticks_per_sec,
             });
         }
@@ -294,12 +301,16 @@ fn read_block<'a>(
         // Simple Packet Block: interface 0, no timestamp
         3 => {
             let orig_len = b.u32().ok_or(bad("truncated simple packet block"))?;
-            let caplen = (orig_len as usize).min(body.len().saturating_sub(4));
-            let data = b.take(caplen).ok_or(bad("truncated simple packet block"))?;
             let iface = interfaces
                 .first()
                 .copied()
                 .ok_or(bad("packet before any interface"))?;
+            // Captured length: the original length cut to the snap length and to the
+            // block (which may hold pad bytes after the data).
+            let caplen = (orig_len as usize)
+                .min(iface.snaplen as usize)
+                .min(body.len().saturating_sub(4));
+            let data = b.take(caplen).ok_or(bad("truncated simple packet block"))?;
             packets.push(Packet {
                 ts_nanos: 0,
                 linktype: iface.linktype,

@@ -83,10 +83,17 @@ impl RoceFrame<'_> {
     }
 }
 
-/// Find the IB packet in an Ethernet frame. `Ok(None)`: a well-formed frame that is not
-/// RoCEv2 (another ethertype or protocol, or a UDP port other than 4791). `Err`: a
-/// frame broken at the Ethernet, IP or UDP layer (IPv4 header checksum included), or
-/// RoCEv2 in IPv6 with extension headers, which the ICRC rules do not cover.
+/// True when `l4` starts with a UDP destination port of 4791 (length unchecked).
+fn udp_dst_is_roce(l4: &[u8]) -> bool {
+    l4.get(2..4) == Some(&UDP_PORT.to_be_bytes()[..])
+}
+
+/// Find the IB packet in an Ethernet frame. `Ok(None)`: a frame that is not RoCEv2
+/// (another ethertype or protocol, or a UDP destination port other than 4791). `Err`:
+/// a frame broken at the Ethernet or IP layer before the UDP port can be read, or a
+/// frame addressed to UDP 4791 that is broken at the IP or UDP layer (IPv4 header
+/// checksum, fragments, lengths), or RoCEv2 in IPv6 with extension headers, which the
+/// ICRC rules do not cover.
 pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
     let eth_view = EthernetFrame::new_checked(frame)?;
     let eth = EthernetRepr::parse(&eth_view)?;
@@ -94,10 +101,12 @@ pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
     let (ip, ip_header, l4) = match eth.ethertype {
         EtherType::IPV4 => {
             let v = Ipv4Packet::new_checked(l3)?;
-            let r = Ipv4Repr::parse(&v)?;
-            if r.protocol != IpProtocol::UDP {
+            // Decide "not RoCEv2" before the stricter checks, so other broken traffic
+            // is not reported as broken RoCEv2.
+            if v.protocol() != IpProtocol::UDP || !udp_dst_is_roce(v.payload()) {
                 return Ok(None);
             }
+            let r = Ipv4Repr::parse(&v)?;
             let hl = v.header_len();
             let total = usize::from(v.total_len());
             (IpHeader::V4(r), &l3[..hl], &l3[hl..total])
@@ -106,7 +115,7 @@ pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
             let v = Ipv6Packet::new_checked(l3)?;
             let r = Ipv6Repr::parse(&v)?;
             let (proto, offset) = v.upper_layer()?;
-            if proto != IpProtocol::UDP {
+            if proto != IpProtocol::UDP || !udp_dst_is_roce(&l3[offset..v.total_len()]) {
                 return Ok(None);
             }
             if offset != IPV6_HEADER {
@@ -122,9 +131,6 @@ pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
     };
     let u = UdpPacket::new_checked(l4)?;
     let udp = UdpRepr::parse(&u)?;
-    if udp.dst_port != UDP_PORT {
-        return Ok(None);
-    }
     let udp_len = usize::from(u.len());
     Ok(Some(RoceFrame {
         eth,
@@ -136,9 +142,9 @@ pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
     }))
 }
 
-const IPV4_HEADER: usize = 20;
-const IPV6_HEADER: usize = 40;
-const UDP_HEADER: usize = 8;
+use crate::ipv4::HEADER_LEN as IPV4_HEADER;
+use crate::ipv6::HEADER_LEN as IPV6_HEADER;
+use crate::udp::HEADER_LEN as UDP_HEADER;
 
 /// Writes RoCEv2 frames for one path: every byte of Ethernet, IP, UDP, the IB packet
 /// and its ICRC. IPv4 headers carry no options.
@@ -217,9 +223,10 @@ impl FrameBuilder {
         self.eth_repr().header_len() + ip + UDP_HEADER
     }
 
-    /// Frame length for an IB packet of `ib_len` bytes (ICRC included).
+    /// Frame length for an IB packet of `ib_len` bytes (ICRC included); saturates, and
+    /// [`FrameBuilder::wrap`] refuses packets too long for a UDP datagram.
     pub fn frame_len(&self, ib_len: usize) -> usize {
-        self.header_len() + ib_len
+        self.header_len().saturating_add(ib_len)
     }
 
     /// Write a whole frame for `ib` and `payload` into `buf`; returns its length.
@@ -234,8 +241,14 @@ impl FrameBuilder {
     /// `ib_len` bytes (ICRC space included) already at `buf[self.header_len()..]`.
     /// Returns the frame length.
     pub fn wrap(&self, buf: &mut [u8], ib_len: usize) -> Result<usize> {
-        if ib_len < len::BTH + len::ICRC {
+        // Every check before the first byte is written: an error leaves `buf` as it was.
+        if ib_len < len::BTH + len::ICRC
+            || ib_len > usize::from(u16::MAX) - UDP_HEADER - IPV6_HEADER
+        {
             return Err(Error::BadLength);
+        }
+        if self.flow_label > 0x000f_ffff {
+            return Err(Error::Malformed("ipv6.flow_label"));
         }
         let total = self.frame_len(ib_len);
         check_len(buf.len(), total)?;
@@ -370,27 +383,41 @@ mod tests {
 
     #[test]
     fn any_flipped_covered_bit_breaks_the_icrc_and_masked_ones_do_not() {
-        let b = builders()[0];
-        let mut buf = [0u8; 256];
-        let n = b.emit(&mut buf, &write_only(), b"hello").unwrap();
-        let frame = buf[..n].to_vec();
-        // Byte offsets: IPv4 header at 14, TOS 15, TTL 22, checksum 24..26; UDP at 34,
-        // checksum 40..42; BTH at 42, byte 4 at 46.
-        let masked = [15usize, 22, 24, 25, 40, 41, 46];
-        for at in 14 + 20 + 8..n - 4 {
-            let mut f = frame.clone();
-            f[at] ^= 0x01;
-            let parsed = parse(&f).unwrap().unwrap();
-            assert_eq!(parsed.icrc_ok(), masked.contains(&at), "byte {at}");
-        }
-        for at in masked {
-            let mut f = frame.clone();
-            f[at] ^= 0xff;
-            // Recompute the IPv4 checksum so the frame still parses.
-            let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-            ip.fill_checksum();
-            if let Ok(Some(p)) = parse(&f) {
-                assert!(p.icrc_ok(), "masked byte {at}");
+        for b in [builders()[0], builders()[2]] {
+            let mut buf = [0u8; 256];
+            let n = b.emit(&mut buf, &write_only(), b"hello").unwrap();
+            let f = parse(&buf[..n]).unwrap().unwrap();
+            let (ip, udp, ib) = (f.ip_header.to_vec(), f.udp_header.to_vec(), f.ib.to_vec());
+            let stored = f.stored_icrc().unwrap();
+            let ib_end = ib.len() - 4;
+            // Byte positions in the ICRC's view: IP header, then UDP, then the IB packet.
+            let masked_ip: &[usize] = if f.ip_header.len() == 20 {
+                &[1, 8, 10, 11] // TOS, TTL, header checksum
+            } else {
+                &[0, 1, 2, 3, 7] // traffic class + flow label (low nibble of byte 0), hop limit
+            };
+            for at in 0..ip.len() {
+                for bit in 0..8 {
+                    let mut x = ip.clone();
+                    x[at] ^= 1 << bit;
+                    // The version nibble of IPv6 byte 0 is covered; its low nibble is not.
+                    let masked =
+                        masked_ip.contains(&at) && !(ip.len() == 40 && at == 0 && bit >= 4);
+                    let same = icrc(&x, &udp, &ib[..ib_end]).ok() == Some(stored);
+                    assert_eq!(same, masked, "ip byte {at} bit {bit}");
+                }
+            }
+            for at in 0..udp.len() {
+                let mut x = udp.clone();
+                x[at] ^= 0x01;
+                let same = icrc(&ip, &x, &ib[..ib_end]).unwrap() == stored;
+                assert_eq!(same, at >= 6, "udp byte {at}");
+            }
+            for at in 0..ib_end {
+                let mut x = ib.clone();
+                x[at] ^= 0x01;
+                let same = icrc(&ip, &udp, &x[..ib_end]).unwrap() == stored;
+                assert_eq!(same, at == 4, "ib byte {at}");
             }
         }
     }
@@ -414,6 +441,10 @@ mod tests {
             }
         }
         assert!(b.wrap(&mut buf, 3).is_err());
+        let before = buf;
+        assert_eq!(b.wrap(&mut buf, usize::MAX), Err(Error::BadLength));
+        assert_eq!(b.wrap(&mut buf, 70_000), Err(Error::BadLength));
+        assert_eq!(buf, before, "a refused wrap writes nothing");
         assert!(b.emit(&mut buf[..40], &write_only(), b"x").is_err());
     }
 

@@ -100,6 +100,17 @@ impl Syndrome {
         }
     }
 
+    /// True when [`Syndrome::to_u8`] encodes this value without losing bits: the
+    /// credit code, timer and NAK code fit 5 bits, and a `Reserved` value really is one
+    /// of the reserved encodings (bit 7 set, or type bits `0b10`).
+    pub const fn is_encodable(self) -> bool {
+        match self {
+            Syndrome::Ack { credit_code: v } | Syndrome::RnrNak { timer: v } => v <= 0x1f,
+            Syndrome::Nak(code) => code.0 <= 0x1f,
+            Syndrome::Reserved(raw) => raw & 0x80 != 0 || (raw >> 5) & 0x3 == 2,
+        }
+    }
+
     /// Decode a raw syndrome.
     pub const fn from_u8(raw: u8) -> Syndrome {
         if raw & 0x80 != 0 {
@@ -176,9 +187,17 @@ impl AethRepr {
             msn: get_u24(b, 1..4),
         })
     }
-    /// Write into the first 4 bytes of `b`.
+    /// Write into the first 4 bytes of `b`. A syndrome field wider than 5 bits or an
+    /// MSN wider than 24 is an error, not a silent truncation (a credit code of 0x3f
+    /// would otherwise go out as 31, "no flow control").
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
         check_len(b.len(), len::AETH)?;
+        if !self.syndrome.is_encodable() {
+            return Err(Error::Malformed("aeth.syndrome"));
+        }
+        if self.msn > QPN_MASK {
+            return Err(Error::Malformed("aeth.msn"));
+        }
         b[0] = self.syndrome.to_u8();
         set_u24(b, 1..4, self.msn);
         Ok(())
@@ -317,6 +336,78 @@ mod tests {
         assert_eq!(code_from_credits(100_000), 30);
         for code in 0..31u8 {
             assert_eq!(code_from_credits(credits_from_code(code).unwrap()), code);
+        }
+    }
+
+    /// IBTA Vol 1 Table 45 as printed, in milliseconds, transcribed independently of
+    /// the table in the code.
+    const RNR_MS: [&str; 32] = [
+        "655.36", "0.01", "0.02", "0.03", "0.04", "0.06", "0.08", "0.12", "0.16", "0.24", "0.32",
+        "0.48", "0.64", "0.96", "1.28", "1.92", "2.56", "3.84", "5.12", "7.68", "10.24", "15.36",
+        "20.48", "30.72", "40.96", "61.44", "81.92", "122.88", "163.84", "245.76", "327.68",
+        "491.52",
+    ];
+
+    #[test]
+    fn rnr_timer_table_is_ibta_table_45() {
+        for (code, ms) in RNR_MS.iter().enumerate() {
+            let (whole, frac) = ms.split_once('.').unwrap();
+            let micros = whole.parse::<u32>().unwrap() * 1000 + frac.parse::<u32>().unwrap() * 10;
+            assert_eq!(rnr_timer_micros(code as u8), micros, "code {code}");
+        }
+    }
+
+    #[test]
+    fn credit_table_is_ibta_table_44() {
+        // Table 44: 0..=4 are themselves, then 1.5x / 2x alternating from 6 to 32768.
+        let mut expect = vec![0u32, 1, 2, 3, 4];
+        let mut p = 4u32;
+        while expect.len() < 31 {
+            expect.push(p * 3 / 2);
+            expect.push(p * 2);
+            p *= 2;
+        }
+        expect.truncate(31);
+        for (code, credits) in expect.iter().enumerate() {
+            assert_eq!(credits_from_code(code as u8), Some(*credits), "code {code}");
+        }
+        assert_eq!(credits_from_code(31), None);
+    }
+
+    #[test]
+    fn aeth_emit_refuses_fields_that_do_not_fit() {
+        let mut b = [0u8; 4];
+        let ok = AethRepr {
+            syndrome: Syndrome::Ack { credit_code: 31 },
+            msn: 0xff_ffff,
+        };
+        assert!(ok.emit(&mut b).is_ok());
+        for bad in [
+            AethRepr {
+                syndrome: Syndrome::Ack { credit_code: 0x3f },
+                msn: 0,
+            },
+            AethRepr {
+                syndrome: Syndrome::RnrNak { timer: 32 },
+                msn: 0,
+            },
+            AethRepr {
+                syndrome: Syndrome::Nak(NakCode(0x20)),
+                msn: 0,
+            },
+            AethRepr {
+                syndrome: Syndrome::Reserved(0x05),
+                msn: 0,
+            },
+            AethRepr {
+                syndrome: Syndrome::Ack { credit_code: 1 },
+                msn: 1 << 24,
+            },
+        ] {
+            assert!(bad.emit(&mut b).is_err(), "{bad:?}");
+        }
+        for raw in 0..=255u8 {
+            assert!(Syndrome::from_u8(raw).is_encodable(), "{raw:#x}");
         }
     }
 

@@ -8,9 +8,12 @@
 //! little-endian in the packet's last four bytes.
 //!
 //! Two entry points: [`icrc`] over the real IP and UDP header bytes of a frame, and
-//! [`IcrcPath`] for links where the kernel writes IP and UDP (weft sends from
-//! unconnected sockets with DF set, so the IPv4 identification is 0 and every covered
-//! field is known in advance).
+//! [`IcrcPath`] for links where the kernel writes IP and UDP. Linux writes IPv4
+//! identification 0 only when DF is set *and* the socket forbids fragmentation
+//! (`IP_MTU_DISCOVER` = `IP_PMTUDISC_DO` or `_PROBE`) and is not `connect()`ed; the
+//! default `IP_PMTUDISC_WANT` sets DF but a non-zero identification, which the ICRC
+//! covers. weft's udp link must set `IP_PMTUDISC_DO`; then every covered field is known
+//! to both ends in advance.
 
 use super::opcode::len;
 use crate::{check_len, Error, Result};
@@ -126,7 +129,8 @@ pub enum IpPair {
 
 /// The IP and UDP headers a packet travels in, for links where the kernel writes them.
 /// Covered fields the path does not name take the values weft's links produce: IPv4
-/// without options, identification 0, DF set; UDP destination port 4791.
+/// without options, identification 0, DF set (what Linux writes for an unconnected
+/// socket with `IP_PMTUDISC_DO`); UDP destination port 4791.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IcrcPath {
     /// Addresses.

@@ -33,7 +33,7 @@ pub enum Transport {
 /// What an opcode does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
-    /// SEND (consumes a receive WQE).
+    /// SEND (consumes a receive WQE, as does a WRITE with immediate data).
     Send,
     /// RDMA WRITE.
     Write,
@@ -150,6 +150,16 @@ impl ExtHeaders {
     /// True when no extension header follows the BTH.
     pub const fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl OpcodeInfo {
+    /// Whether the packet that starts this message consumes a receive WQE at the
+    /// responder: every SEND, and an RDMA WRITE with immediate data (IBTA §9.4.3:
+    /// the immediate is delivered through a receive completion).
+    pub const fn consumes_recv_wqe(&self) -> bool {
+        matches!(self.operation, Operation::Send)
+            || (matches!(self.operation, Operation::Write) && self.headers.imm_dt)
     }
 }
 
@@ -279,6 +289,41 @@ impl Opcode {
         assert!(i == 38);
         out
     };
+
+    /// The opcode for a packet of `operation` at `position` on `transport`, with
+    /// immediate data (`imm`) or an invalidate (`inv`) — the inverse of
+    /// [`Opcode::info`], read from the same table. `None` when no such opcode exists
+    /// (a READ on UC, a SEND First on UD, immediate data on a READ, ...).
+    pub const fn lookup(
+        transport: Transport,
+        operation: Operation,
+        position: Position,
+        imm: bool,
+        inv: bool,
+    ) -> Option<Opcode> {
+        let base: u8 = match transport {
+            Transport::Rc => 0x00,
+            Transport::Uc => 0x20,
+            Transport::Ud => 0x60,
+            Transport::Cnp => 0x80,
+            _ => return None,
+        };
+        let mut low = 0u8;
+        while low < 0x20 {
+            let op = Opcode(base | low);
+            if let Some(i) = op.info() {
+                if i.operation as u8 == operation as u8
+                    && i.position as u8 == position as u8
+                    && i.headers.imm_dt == imm
+                    && i.headers.ieth == inv
+                {
+                    return Some(op);
+                }
+            }
+            low += 1;
+        }
+        None
+    }
 
     /// The transport service in the top three bits.
     pub const fn transport(self) -> Transport {
@@ -413,6 +458,57 @@ mod tests {
             let op = Opcode(v);
             assert_eq!(op.name().is_some(), op.info().is_some(), "{op}");
         }
+    }
+
+    #[test]
+    fn lookup_inverts_info_for_every_opcode() {
+        for op in Opcode::ALL {
+            let i = op.info().unwrap();
+            let back = Opcode::lookup(
+                i.transport,
+                i.operation,
+                i.position,
+                i.headers.imm_dt,
+                i.headers.ieth,
+            );
+            assert_eq!(back, Some(op));
+        }
+        assert_eq!(
+            Opcode::lookup(
+                Transport::Uc,
+                Operation::ReadRequest,
+                Position::Only,
+                false,
+                false
+            ),
+            None
+        );
+        assert_eq!(
+            Opcode::lookup(
+                Transport::Ud,
+                Operation::Send,
+                Position::First,
+                false,
+                false
+            ),
+            None
+        );
+        assert_eq!(
+            Opcode::lookup(Transport::Rc, Operation::Write, Position::Last, true, false),
+            Some(Opcode::RC_WRITE_LAST_IMM)
+        );
+    }
+
+    #[test]
+    fn recv_wqe_consumers() {
+        let c = |op: Opcode| op.info().unwrap().consumes_recv_wqe();
+        assert!(c(Opcode::RC_SEND_ONLY));
+        assert!(c(Opcode::UD_SEND_ONLY_IMM));
+        assert!(c(Opcode::RC_WRITE_ONLY_IMM));
+        assert!(c(Opcode::UC_WRITE_LAST_IMM));
+        assert!(!c(Opcode::RC_WRITE_ONLY));
+        assert!(!c(Opcode::RC_READ_REQUEST));
+        assert!(!c(Opcode::RC_FETCH_ADD));
     }
 
     #[test]

@@ -78,8 +78,12 @@ pub struct IbPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> IbPacket<T> {
     /// Check `buffer` and wrap it. Fails when the buffer is shorter than BTH + ICRC, the
-    /// opcode is not one weft speaks (`Unsupported`), the headers the opcode requires do
-    /// not fit, a payload-less opcode carries bytes, or the pad count exceeds the payload.
+    /// opcode is not one weft speaks (`Unsupported`), the transport header version is not
+    /// 0, the headers the opcode requires do not fit, a payload-less opcode carries bytes,
+    /// or the pad count exceeds the payload.
+    ///
+    /// Like rdma_rxe, it does not insist that payload plus pad is a multiple of four
+    /// bytes: weft always pads on emit, and accepts what Linux accepts.
     pub fn new_checked(buffer: T) -> Result<IbPacket<T>> {
         let b = buffer.as_ref();
         check_len(b.len(), len::BTH + len::ICRC)?;
@@ -88,6 +92,11 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
             .opcode()
             .info()
             .ok_or(Error::Unsupported("bth.opcode"))?;
+        // IBTA §9.2.1: a packet of another transport header version is dropped. Checked
+        // here so that a fast path using only the view never sees one.
+        if bth.tver() != 0 {
+            return Err(Error::Malformed("bth.tver"));
+        }
         let header_len = len::BTH + info.headers.len();
         check_len(b.len(), header_len + len::ICRC)?;
         let padded = b.len() - header_len - len::ICRC;
@@ -157,9 +166,60 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
     fn slice(&self, f: &Option<Field>) -> Option<&[u8]> {
         f.as_ref().map(|r| &self.buffer.as_ref()[r.clone()])
     }
+
+    /// The RETH, when the opcode has one.
+    pub fn reth(&self) -> Option<RethRepr> {
+        self.slice(&self.layout().reth)
+            .and_then(|b| RethRepr::parse(b).ok())
+    }
+
+    /// The AETH, when the opcode has one.
+    pub fn aeth(&self) -> Option<AethRepr> {
+        self.slice(&self.layout().aeth)
+            .and_then(|b| AethRepr::parse(b).ok())
+    }
+
+    /// The DETH, when the opcode has one.
+    pub fn deth(&self) -> Option<DethRepr> {
+        self.slice(&self.layout().deth)
+            .and_then(|b| DethRepr::parse(b).ok())
+    }
+
+    /// The AtomicETH, when the opcode has one.
+    pub fn atomic_eth(&self) -> Option<AtomicEthRepr> {
+        self.slice(&self.layout().atomic_eth)
+            .and_then(|b| AtomicEthRepr::parse(b).ok())
+    }
+
+    /// The AtomicAckETH, when the opcode has one.
+    pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthRepr> {
+        self.slice(&self.layout().atomic_ack_eth)
+            .and_then(|b| AtomicAckEthRepr::parse(b).ok())
+    }
+
+    /// The immediate data, when the opcode has it.
+    pub fn imm(&self) -> Option<u32> {
+        self.slice(&self.layout().imm_dt)
+            .and_then(|b| parse_u32(b).ok())
+    }
+
+    /// The IETH (rkey to invalidate), when the opcode has one.
+    pub fn ieth(&self) -> Option<u32> {
+        self.slice(&self.layout().ieth)
+            .and_then(|b| parse_u32(b).ok())
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> IbPacket<T> {
+    /// The payload, writable (pad excluded).
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let start = self.header_len;
+        let pad = usize::from(self.bth().pad_count());
+        let b = self.buffer.as_mut();
+        let end = b.len() - len::ICRC - pad;
+        &mut b[start..end]
+    }
+
     /// Overwrite the ICRC trailer (little-endian).
     pub fn set_icrc(&mut self, icrc: u32) {
         let b = self.buffer.as_mut();
@@ -264,20 +324,36 @@ impl IbPacketRepr {
     }
 
     /// Write headers, `payload`, zero pad and a zero ICRC into `buf`; sets the BTH pad
-    /// count. Returns the packet length. Errors: unknown opcode, headers that disagree
-    /// with the opcode table, payload on a payload-less opcode, `buf` too short.
+    /// count. Returns the packet length. Errors: those of [`IbPacketRepr::emit_headers`].
     pub fn emit(&self, buf: &mut [u8], payload: &[u8]) -> Result<usize> {
+        let at = self.emit_headers(buf, payload.len())?;
+        buf[at.clone()].copy_from_slice(payload);
+        Ok(at.end + Self::pad_for(payload.len()) + len::ICRC)
+    }
+
+    /// Write everything but the payload for a payload of `payload_len` bytes: headers,
+    /// zero pad and a zero ICRC; sets the BTH pad count. Returns where the payload goes,
+    /// so a caller can gather a scatter list straight into the packet (one copy). The
+    /// packet ends `pad_for(payload_len) + 4` bytes after the returned range.
+    ///
+    /// Errors: unknown opcode, headers that disagree with the opcode table, payload on a
+    /// payload-less opcode, a dest QP or MSN wider than 24 bits or an AETH syndrome that
+    /// does not fit its fields, `buf` too short.
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Field> {
         let info = self.info()?;
         if self.present() != info.headers {
             return Err(Error::Malformed("ext headers disagree with opcode"));
         }
-        if !info.has_payload && !payload.is_empty() {
+        if !info.has_payload && payload_len != 0 {
             return Err(Error::BadLength);
         }
-        let total = self.buffer_len(payload.len());
+        if self.bth.dest_qp > super::bth::QPN_MASK {
+            return Err(Error::Malformed("bth.dest_qp"));
+        }
+        let total = self.buffer_len(payload_len);
         check_len(buf.len(), total)?;
         let buf = &mut buf[..total];
-        let pad = Self::pad_for(payload.len());
+        let pad = Self::pad_for(payload_len);
         let mut bth = self.bth;
         bth.pad_count = pad as u8;
         bth.emit(&mut Bth::new_unchecked(&mut buf[..]));
@@ -313,9 +389,8 @@ impl IbPacketRepr {
             buf[f].fill(0);
         }
         let p = l.end;
-        buf[p..p + payload.len()].copy_from_slice(payload);
-        buf[p + payload.len()..].fill(0);
-        Ok(total)
+        buf[p + payload_len..].fill(0);
+        Ok(p..p + payload_len)
     }
 }
 
@@ -451,6 +526,66 @@ mod tests {
             repr_for(Opcode::RC_SEND_ONLY).emit(&mut buf[..10], &[]),
             Err(Error::Truncated { .. })
         ));
+    }
+
+    #[test]
+    fn emit_headers_leaves_room_for_a_gathered_payload() {
+        let r = repr_for(Opcode::RC_WRITE_FIRST);
+        let mut a = [0u8; 64];
+        let n = r.emit(&mut a, b"abcdef").unwrap();
+        let mut b = [0xeeu8; 64];
+        let at = r.emit_headers(&mut b, 6).unwrap();
+        assert_eq!(at, 28..34);
+        b[at.start..at.start + 2].copy_from_slice(b"ab");
+        b[at.start + 2..at.end].copy_from_slice(b"cdef");
+        assert_eq!(a[..n], b[..n]);
+        let mut p = IbPacket::new_checked(&mut b[..n]).unwrap();
+        p.payload_mut()[0] = b'A';
+        assert_eq!(p.payload(), b"Abcdef");
+    }
+
+    #[test]
+    fn view_accessors_agree_with_the_repr() {
+        for op in Opcode::ALL {
+            let r = repr_for(op);
+            let payload: &[u8] = if op.info().unwrap().has_payload {
+                b"xyz"
+            } else {
+                b""
+            };
+            let mut buf = [0u8; 128];
+            let n = r.emit(&mut buf, payload).unwrap();
+            let p = IbPacket::new_checked(&buf[..n]).unwrap();
+            assert_eq!(p.reth(), r.reth, "{op}");
+            assert_eq!(p.aeth(), r.aeth, "{op}");
+            assert_eq!(p.deth(), r.deth, "{op}");
+            assert_eq!(p.atomic_eth(), r.atomic_eth, "{op}");
+            assert_eq!(p.atomic_ack_eth(), r.atomic_ack_eth, "{op}");
+            assert_eq!(p.imm(), r.imm, "{op}");
+            assert_eq!(p.ieth(), r.ieth, "{op}");
+        }
+    }
+
+    #[test]
+    fn checked_view_drops_other_header_versions_and_emit_refuses_wide_fields() {
+        let mut buf = [0u8; 64];
+        let n = repr_for(Opcode::RC_SEND_ONLY)
+            .emit(&mut buf, b"abcd")
+            .unwrap();
+        buf[1] |= 0x01; // TVer 1
+        assert_eq!(
+            IbPacket::new_checked(&buf[..n]).unwrap_err(),
+            Error::Malformed("bth.tver")
+        );
+        let mut r = repr_for(Opcode::RC_SEND_ONLY);
+        r.bth.dest_qp = 1 << 24;
+        assert_eq!(r.emit(&mut buf, b""), Err(Error::Malformed("bth.dest_qp")));
+        let mut r = repr_for(Opcode::RC_ACK);
+        r.aeth = Some(AethRepr {
+            syndrome: Syndrome::Ack { credit_code: 0x3f },
+            msn: 0,
+        });
+        assert!(r.emit(&mut buf, b"").is_err());
     }
 
     proptest! {

@@ -73,7 +73,13 @@ impl Psn {
     /// Wrap-aware comparison; only meaningful for PSNs less than 2^23 apart.
     #[inline]
     pub fn wrapping_cmp(self, other: Psn) -> core::cmp::Ordering {
-        0.cmp(&self.distance_to(other))
+        let d = self.distance_to(other);
+        if d.unsigned_abs() == Psn::HALF {
+            // Exactly half the circle apart: neither is nearer either way round, so
+            // break the tie by value to keep the ordering antisymmetric.
+            return self.0.cmp(&other.0);
+        }
+        0.cmp(&d)
     }
 
     /// The 64-bit sequence number nearest to `reference` whose low 24 bits are `self`.
@@ -84,8 +90,11 @@ impl Psn {
     pub fn expand(self, reference: u64) -> u64 {
         let base = Psn::new(reference as u32);
         let d = i64::from(base.distance_to(self));
-        // Saturate at 0: a PSN "behind" the start of the stream is just the earliest one.
-        (reference as i64).saturating_add(d).max(0) as u64
+        // Saturate at both ends: a PSN "behind" the start of the stream is just the
+        // earliest one, and one past u64::MAX the last.
+        reference
+            .checked_add_signed(d)
+            .unwrap_or(if d < 0 { 0 } else { u64::MAX })
     }
 }
 
@@ -149,6 +158,25 @@ mod tests {
         // Just below the wrap, relative to a reference just above it.
         assert_eq!(Psn::new(Psn::MASK).expand(5 << 24), (5 << 24) - 1);
         assert_eq!(Psn::new(Psn::MASK).expand(0), 0);
+        // References above 2^63 do not go through a signed cast.
+        assert_eq!(Psn::new(Psn::MASK).expand(u64::MAX), u64::MAX);
+        assert_eq!(Psn::new(0).expand(u64::MAX), u64::MAX);
+        let top = u64::MAX - 10;
+        assert_eq!(Psn::new((top - 3) as u32).expand(top), top - 3);
+        assert_eq!(Psn::new((top + 4) as u32).expand(top), top + 4);
+    }
+
+    #[test]
+    fn wrapping_cmp_is_antisymmetric_at_half_the_circle() {
+        use core::cmp::Ordering;
+        let (a, b) = (Psn::new(0), Psn::new(Psn::HALF));
+        assert_eq!(a.wrapping_cmp(b), b.wrapping_cmp(a).reverse());
+        assert_ne!(a.wrapping_cmp(b), Ordering::Equal);
+        assert_eq!(Psn::new(1).wrapping_cmp(Psn::new(2)), Ordering::Less);
+        assert_eq!(
+            Psn::new(0).wrapping_cmp(Psn::new(Psn::MASK)),
+            Ordering::Greater
+        );
     }
 
     proptest! {
