@@ -15,10 +15,12 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use weft_wire::arp::{ArpPacket, ArpRepr};
 use weft_wire::ethernet::{EthernetFrame, EthernetRepr};
+use weft_wire::frame::{FrameBuilder, IpHeader};
 use weft_wire::icmpv4::{self, Icmpv4Packet, Icmpv4Repr};
 use weft_wire::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
 use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use weft_wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use weft_wire::roce::{IbPacket, IbPacketRepr};
 use weft_wire::udp::{UdpPacket, UdpRepr};
 
 /// Inputs per parser; `WEFT_HOSTILE_ITERS` raises it for a longer soak.
@@ -357,6 +359,71 @@ fn udp(data: &[u8]) -> bool {
     true
 }
 
+fn roce(data: &[u8]) -> bool {
+    let Ok(p) = IbPacket::new_checked(data) else {
+        return false;
+    };
+    let _ = (
+        p.icrc(),
+        p.layout(),
+        p.reth(),
+        p.aeth(),
+        p.deth(),
+        p.imm(),
+        p.ieth(),
+    );
+    let Ok(r) = IbPacketRepr::parse(&p) else {
+        return false;
+    };
+    let mut out = vec![0u8; r.buffer_len(p.payload().len())];
+    let n = r
+        .emit(&mut out, p.payload())
+        .expect("a parsed repr re-emits");
+    let q = IbPacket::new_checked(&out[..n]).expect("emitted bytes parse");
+    let mut back = IbPacketRepr::parse(&q).expect("emitted repr parses");
+    back.bth.pad_count = r.bth.pad_count;
+    assert_eq!(back, r);
+    assert_eq!(q.payload(), p.payload());
+    true
+}
+
+/// Refill the IPv4 header checksum of an untagged frame, so mutations get past it.
+fn fix_frame(b: &mut [u8]) {
+    if b.len() >= 34 && b[12..14] == [0x08, 0x00] {
+        if let Ok(mut ip) = Ipv4Packet::new_checked(&mut b[14..]) {
+            ip.fill_checksum();
+        }
+    }
+}
+
+fn frame(data: &[u8]) -> bool {
+    let Ok(Some(f)) = weft_wire::frame::parse(data) else {
+        return false;
+    };
+    let _ = (f.icrc_ok(), f.ip_pair());
+    let Ok(p) = IbPacket::new_checked(f.ib) else {
+        return false;
+    };
+    let Ok(r) = IbPacketRepr::parse(&p) else {
+        return false;
+    };
+    let mut b = match f.ip {
+        IpHeader::V4(ip) => FrameBuilder::v4(ip.src_addr, ip.dst_addr, f.udp.src_port),
+        IpHeader::V6(ip) => FrameBuilder::v6(ip.src_addr, ip.dst_addr, f.udp.src_port),
+    };
+    b.vlan = f.eth.vlan;
+    let mut out = vec![0u8; b.frame_len(r.buffer_len(p.payload().len()))];
+    let n = b
+        .emit(&mut out, &r, p.payload())
+        .expect("a parsed frame rebuilds");
+    let g = weft_wire::frame::parse(&out[..n])
+        .expect("rebuilt frame parses")
+        .expect("RoCEv2");
+    assert!(g.icrc_ok(), "a built frame has a good ICRC");
+    assert_eq!(g.ip_pair(), f.ip_pair());
+    true
+}
+
 fn no_fix(_: &mut [u8]) {}
 
 /// Every parser must let a fair share of mutated seeds through to the emit and
@@ -403,6 +470,16 @@ fn icmpv6_hostile() {
 #[test]
 fn udp_hostile() {
     assert_reaches_emit("udp", hostile("udp", 7, fix_udp, udp));
+}
+
+#[test]
+fn roce_hostile() {
+    assert_reaches_emit("roce", hostile("roce", 8, no_fix, roce));
+}
+
+#[test]
+fn frame_hostile() {
+    assert_reaches_emit("frame", hostile("frame", 9, fix_frame, frame));
 }
 
 #[test]
