@@ -137,25 +137,30 @@ impl<A: Address> Fib<A> {
         }
         let old = self.current.load_full();
         let mut segs: Vec<_> = old.segs.to_vec();
+        let mut top = old.top.clone();
         for (s, seg) in segs.iter_mut().enumerate() {
             let range = s * SEG_SLOTS..(s + 1) * SEG_SLOTS;
             if !dirty[range.clone()].iter().any(|&d| d) {
                 continue;
             }
             let mut sb = SegmentBuilder::new();
-            let ends = seg.node_ends();
+            let slots = &old.top[range.clone()];
+            let ends = seg.node_ends(slots);
             for (i, c) in range.enumerate() {
                 if dirty[c] {
                     sb.chunk(i, &chunk_from_map::<A>(&map, c));
-                } else if seg.top[i] & node::NODE == 0 {
-                    sb.leaf(i, seg.top[i]);
+                } else if slots[i] & node::NODE == 0 {
+                    sb.leaf(i, slots[i]);
                 } else {
-                    sb.node(i, seg.chunk_words(i, &ends));
+                    sb.node(i, seg.chunk_words(slots[i], i, &ends));
                 }
             }
-            *seg = Arc::new(sb.finish());
+            let (new_slots, new_seg) = sb.finish();
+            top[s * SEG_SLOTS..(s + 1) * SEG_SLOTS].copy_from_slice(&new_slots);
+            *seg = Arc::new(new_seg);
         }
         let table = Table {
+            top,
             segs: segs_from(segs),
             routes: map.len(),
             _family: std::marker::PhantomData,

@@ -24,11 +24,11 @@
 //! * **compact next hops**: a leaf is a 31-bit index into the router's next-hop
 //!   table ([`NextHop`]), stored once per range, not once per prefix or per slot.
 //!
-//! The top level is split into 256 segments of 256 slots, each an `Arc` with its
-//! nodes. An update rebuilds the chunks it touches, copies the one segment they
-//! live in and publishes a new table that shares every other segment
-//! (copy-on-write; [`Fib`] publishes through `arc-swap`, so readers never block and
-//! always see one whole table).
+//! The nodes are split into 256 segments (one per first address byte), each an
+//! `Arc`. An update rebuilds the chunks it touches, copies the top level and the
+//! one segment they live in, and publishes a new table that shares every other
+//! segment (copy-on-write; [`Fib`] publishes through `arc-swap`, so readers never
+//! block and always see one whole table).
 #![forbid(unsafe_code)]
 
 use std::fmt;

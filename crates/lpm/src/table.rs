@@ -1,17 +1,17 @@
-//! The lookup table: a direct-indexed 16-bit top level split into 256 segments,
-//! each segment holding its slice of the top level and the range nodes below it.
+//! The lookup table: a flat direct-indexed 16-bit top level, and the range nodes
+//! below it split into 256 segments (one per first address byte).
 //!
 //! ```text
-//! address  [ 8 bits: segment ][ 8 bits: top slot ][ 16 bits: node key ][ 16 ... ]
-//!            segs[256] ──► Segment { top: [u32; 256], blob: [u16] }
-//!                                      │ leaf: next hop, done (one read)
-//!                                      └ node: range search in blob (node.rs)
+//! address  [ 16 bits: top slot ][ 16 bits: node key ][ 16 ... ]
+//!            top[65536] ── leaf: next hop, done (one read)
+//!                       └─ node: range search in segs[first byte].blob (node.rs)
 //! ```
 //!
-//! A table is immutable once built. Updates build new segments for the chunks they
-//! touch and share every other segment with the previous table through `Arc`
-//! (see `fib.rs`), which is why the top level lives inside the segments rather
-//! than in one 256 KiB array that every update would have to copy.
+//! A table is immutable once built. Updates copy the top level (256 KiB, a few
+//! microseconds), build new node blobs for the segments they touch and share
+//! every other segment with the previous table through `Arc` (see `fib.rs`). The
+//! top level is one flat array, not a slice per segment, so a lookup that ends
+//! there (most random destinations) is a single dependent read.
 
 use std::fmt;
 use std::sync::Arc;
@@ -26,35 +26,33 @@ pub(crate) const SEGS: usize = 256;
 /// Top-level chunks in all (the first 16 address bits).
 pub(crate) const CHUNKS: usize = SEGS * SEG_SLOTS;
 
-/// One 1/256th of the table: 256 top-level slots and the nodes below them.
+/// The range nodes of one 1/256th of the table (256 top-level slots).
 pub(crate) struct Segment {
-    pub(crate) top: [u32; SEG_SLOTS],
     /// Range nodes of the chunks of this segment, in chunk order, then [`PAD`].
     pub(crate) blob: Box<[u16]>,
 }
 
 impl Segment {
-    /// Where the node words of each top-level slot end (nodes are laid out in
-    /// slot order; leaves get the start of the next node).
-    pub(crate) fn node_ends(&self) -> [usize; SEG_SLOTS] {
+    /// Where the node words of each of the segment's top-level `slots` end
+    /// (nodes are laid out in slot order; leaves get the start of the next node).
+    pub(crate) fn node_ends(&self, slots: &[u32]) -> [usize; SEG_SLOTS] {
         let mut ends = [0usize; SEG_SLOTS];
         let mut next = self.blob.len() - PAD;
         for i in (0..SEG_SLOTS).rev() {
             ends[i] = next;
-            if self.top[i] & NODE != 0 {
-                next = (self.top[i] & !NODE) as usize;
+            if slots[i] & NODE != 0 {
+                next = (slots[i] & !NODE) as usize;
             }
         }
         ends
     }
 
-    /// The node words of top-level slot `i` given [`Segment::node_ends`].
-    pub(crate) fn chunk_words(&self, i: usize, ends: &[usize; SEG_SLOTS]) -> &[u16] {
-        let s = self.top[i];
-        if s & NODE == 0 {
+    /// The node words of `slot` (the segment's `i`th) given [`Segment::node_ends`].
+    pub(crate) fn chunk_words(&self, slot: u32, i: usize, ends: &[usize; SEG_SLOTS]) -> &[u16] {
+        if slot & NODE == 0 {
             return &[];
         }
-        &self.blob[(s & !NODE) as usize..ends[i]]
+        &self.blob[(slot & !NODE) as usize..ends[i]]
     }
 
     pub(crate) fn bytes(&self) -> usize {
@@ -100,12 +98,15 @@ impl SegmentBuilder {
         }
     }
 
-    pub(crate) fn finish(mut self) -> Segment {
+    /// The segment's top-level slots and its nodes.
+    pub(crate) fn finish(mut self) -> ([u32; SEG_SLOTS], Segment) {
         self.blob.resize(self.blob.len() + PAD, u16::MAX);
-        Segment {
-            top: self.top,
-            blob: self.blob.into_boxed_slice(),
-        }
+        (
+            self.top,
+            Segment {
+                blob: self.blob.into_boxed_slice(),
+            },
+        )
     }
 }
 
@@ -160,7 +161,9 @@ pub(crate) fn host_mask(bits: u32, len: u8) -> u128 {
 /// IPv6 (`u128`). Build it with [`Table::from_routes`]; share it between threads
 /// freely; for updates while forwarding use [`Fib`](crate::Fib).
 pub struct Table<A: Address> {
-    /// Inline, not boxed: one dependent load less on every lookup.
+    /// The top level: one slot per first 16 address bits.
+    pub(crate) top: Box<[u32; CHUNKS]>,
+    /// Nodes per first address byte; inline, not boxed: one load less per lookup.
     pub(crate) segs: [Arc<Segment>; SEGS],
     pub(crate) routes: usize,
     pub(crate) _family: std::marker::PhantomData<A>,
@@ -169,6 +172,7 @@ pub struct Table<A: Address> {
 impl<A: Address> Clone for Table<A> {
     fn clone(&self) -> Self {
         Table {
+            top: self.top.clone(),
             segs: self.segs.clone(),
             routes: self.routes,
             _family: self._family,
@@ -184,6 +188,14 @@ impl<A: Address> fmt::Debug for Table<A> {
             .field("bytes", &self.memory_bytes())
             .finish()
     }
+}
+
+/// A zeroed top level on the heap (never on the stack: it is 256 KiB).
+pub(crate) fn new_top() -> Box<[u32; CHUNKS]> {
+    vec![0u32; CHUNKS]
+        .into_boxed_slice()
+        .try_into()
+        .unwrap_or_else(|_| panic!("{CHUNKS} slots"))
 }
 
 pub(crate) fn segs_from(v: Vec<Arc<Segment>>) -> [Arc<Segment>; SEGS] {
@@ -204,6 +216,7 @@ impl<A: Address> Table<A> {
     pub(crate) fn from_intervals(all: &[(u128, u32)], routes: usize) -> Self {
         let chunk_bits = A::BITS - 16;
         let mut segs = Vec::with_capacity(SEGS);
+        let mut top = new_top();
         let mut p = 0usize; // first interval starting after the current chunk's start
         let mut iv: Intervals = Vec::new();
         for s in 0..SEGS {
@@ -224,9 +237,12 @@ impl<A: Address> Table<A> {
                 }
                 sb.chunk(i, &build_chunk::<A>(&iv, lo));
             }
-            segs.push(Arc::new(sb.finish()));
+            let (slots, seg) = sb.finish();
+            top[s * SEG_SLOTS..(s + 1) * SEG_SLOTS].copy_from_slice(&slots);
+            segs.push(Arc::new(seg));
         }
         Table {
+            top,
             segs: segs_from(segs),
             routes,
             _family: std::marker::PhantomData,
@@ -238,10 +254,11 @@ impl<A: Address> Table<A> {
         self.routes
     }
 
-    /// Bytes of lookup structure: segment pointers, top level, nodes and padding.
+    /// Bytes of lookup structure: top level, segment pointers, nodes and padding.
     /// Segments shared with another table are counted in full here.
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
+            + std::mem::size_of::<[u32; CHUNKS]>()
             + self
                 .segs
                 .iter()
@@ -253,8 +270,8 @@ impl<A: Address> Table<A> {
     pub fn node_stats(&self) -> (usize, usize) {
         let mut nodes = 0;
         let mut words = 0;
+        nodes += self.top.iter().filter(|&&t| t & NODE != 0).count();
         for s in self.segs.iter() {
-            nodes += s.top.iter().filter(|&&t| t & NODE != 0).count();
             words += s.blob.len() - PAD;
         }
         (nodes, words)
@@ -279,8 +296,8 @@ impl Table<u32> {
     // call costs as much as the top-level read it wraps.
     #[inline(always)]
     pub fn lookup(&self, addr: u32) -> Option<NextHop> {
+        let slot = self.top[(addr >> 16) as usize];
         let seg = &self.segs[(addr >> 24) as usize];
-        let slot = seg.top[((addr >> 16) & 0xff) as usize];
         let v = if slot & NODE == 0 {
             slot
         } else {
@@ -302,7 +319,7 @@ impl Table<u32> {
         for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             let mut slot = [0u32; GROUP];
             for (s, &x) in slot.iter_mut().zip(a) {
-                *s = self.segs[(x >> 24) as usize].top[((x >> 16) & 0xff) as usize];
+                *s = self.top[(x >> 16) as usize];
             }
             for ((s, &x), r) in slot.iter().zip(a).zip(o.iter_mut()) {
                 let v = if s & NODE == 0 {
@@ -324,12 +341,15 @@ impl Table<u128> {
     /// Longest-prefix match for one IPv6 address.
     #[inline(always)]
     pub fn lookup(&self, addr: u128) -> Option<NextHop> {
-        let seg = &self.segs[(addr >> 120) as usize];
-        let slot = seg.top[((addr >> 112) & 0xff) as usize];
+        let slot = self.top[(addr >> 112) as usize];
         if slot & NODE == 0 {
             return decode(slot);
         }
-        decode(descend6(&seg.blob, (slot & !NODE) as usize, addr))
+        decode(descend6(
+            &self.segs[(addr >> 120) as usize].blob,
+            (slot & !NODE) as usize,
+            addr,
+        ))
     }
 
     /// Longest-prefix match for a burst of IPv6 addresses (`out[i]` for `addrs[i]`),
@@ -342,7 +362,7 @@ impl Table<u128> {
         for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             let mut slot = [0u32; GROUP];
             for (s, &x) in slot.iter_mut().zip(a) {
-                *s = self.segs[(x >> 120) as usize].top[((x >> 112) & 0xff) as usize];
+                *s = self.top[(x >> 112) as usize];
             }
             for ((s, &x), r) in slot.iter().zip(a).zip(o.iter_mut()) {
                 let v = if s & NODE == 0 {
