@@ -3,8 +3,9 @@
 //! Readers load the current [`Table`] from an `ArcSwap` (a few atomic operations,
 //! never a lock, never a wait on the writer) and look up in it for as long as they
 //! hold it. The writer keeps the authoritative route set, rebuilds only the
-//! top-level chunks an update touches, copies the one segment each lives in
-//! (copy-on-write; the other 255 segments are shared by `Arc`) and publishes the
+//! top-level chunks an update touches, copies the top level and the one segment
+//! each chunk's nodes live in (copy-on-write; the other segments are shared by
+//! `Arc`) and publishes the
 //! new table with a single atomic pointer swap. A reader therefore sees either the
 //! table before an update or the one after it, never a mix; the old table is
 //! freed when its last reader drops it (RCU with reference counts instead of grace
