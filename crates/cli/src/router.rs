@@ -284,7 +284,7 @@ fn run_rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
             rate / 1e3,
             rate * (size as f64 + 20.0) * 8.0 / 1e6,
             flat.tx_pps / 1e3,
-            100.0 * flat.received as f64 / flat.sent.max(1) as f64,
+            100.0 * flat.delivered_share(),
             lat.latency_us(50.0),
             lat.latency_us(99.0),
         );

@@ -313,14 +313,21 @@ mod tests {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
         let mut f = Fib::new();
         let mut all = Vec::new();
+        let mut batch = Vec::new();
         for i in 0..2000 {
             let len = rng.gen_range(0..=32u8);
             let pre =
                 IpPrefix::new(IpAddr::V4(Ipv4Addr::from(rng.gen::<u32>())), len).expect("len");
-            f.insert(pre, nh(i % 7));
+            batch.push((pre, nh(i % 7)));
             all.retain(|(q, _)| *q != pre);
             all.push((pre, nh(i % 7)));
         }
+        // Half one at a time (the update path), half in one batch (route files).
+        let (one, rest) = batch.split_at(100);
+        for &(p, n) in one {
+            f.insert(p, n);
+        }
+        f.bulk_insert(rest.iter().copied());
         for _ in 0..20_000 {
             let d = Ipv4Addr::from(rng.gen::<u32>());
             let want = all

@@ -52,6 +52,10 @@ pub struct Trial {
     pub sent: u64,
     /// Of ours, received.
     pub received: u64,
+    /// Frames that reached the receiving host but overflowed the receiver's own
+    /// socket ring (the generator's receiver shares a core with its sender): they
+    /// crossed the forwarder, so they do not count as lost.
+    pub receiver_dropped: u64,
     /// Achieved send rate, frames per second.
     pub tx_pps: f64,
     /// One-way latencies in nanoseconds (every received frame).
@@ -61,7 +65,14 @@ pub struct Trial {
 impl Trial {
     /// Frames lost.
     pub fn lost(&self) -> u64 {
-        self.sent.saturating_sub(self.received)
+        self.sent
+            .saturating_sub(self.received)
+            .saturating_sub(self.receiver_dropped)
+    }
+
+    /// Share of sent frames that crossed the forwarder.
+    pub fn delivered_share(&self) -> f64 {
+        (self.received + self.receiver_dropped) as f64 / self.sent.max(1) as f64
     }
     /// Latency percentile `p` (0..=100) in microseconds.
     pub fn latency_us(&self, p: f64) -> f64 {
@@ -127,7 +138,7 @@ pub fn trial(
     let rx_thread = {
         let (ns, dev) = (ep.rx_ns.clone(), ep.rx_dev.clone());
         let (ready, done) = (Arc::clone(&ready), Arc::clone(&done));
-        std::thread::spawn(move || -> io::Result<(u64, Vec<u64>)> {
+        std::thread::spawn(move || -> io::Result<(u64, u64, Vec<u64>)> {
             enter(&ns)?;
             let pool = BufferPool::new(8192, 2048);
             // Small blocks: a block becomes visible when full or after 1 ms, so small
@@ -171,7 +182,8 @@ pub fn trial(
                     link.wait(Duration::from_millis(1))?;
                 }
             }
-            Ok((got, lat))
+            link.refresh_stats();
+            Ok((got, link.stats().rx_dropped, lat))
         })
     };
     let tx_thread = {
@@ -195,17 +207,21 @@ pub fn trial(
                     Some(r) => (start.elapsed().as_secs_f64() * r) as u64,
                     None => sent + 32,
                 };
-                if due <= sent && tx.is_empty() {
-                    // Ahead of schedule: sleep when the next frame is far off, so the
-                    // sender leaves the CPU to the forwarder at low rates.
+                if due < sent + 32 && tx.is_empty() {
+                    // Send in bursts of 32 and sleep until the next burst is due, so
+                    // the sender leaves the core to the receiver in between.
                     if let Some(r) = rate {
-                        let next = (sent + 1) as f64 / r;
-                        if next - start.elapsed().as_secs_f64() > 200e-6 {
-                            std::thread::sleep(Duration::from_micros(50));
+                        let next = (sent + 32) as f64 / r;
+                        let ahead = next - start.elapsed().as_secs_f64();
+                        if ahead > 60e-6 {
+                            std::thread::sleep(Duration::from_secs_f64(ahead - 50e-6));
+                        } else {
+                            std::thread::yield_now();
                         }
                     }
-                    std::hint::spin_loop();
-                    continue;
+                    if due <= sent {
+                        continue;
+                    }
                 }
                 let want = (due.saturating_sub(sent) as usize).min(32);
                 while tx.len() < want {
@@ -220,6 +236,9 @@ pub fn trial(
                 let before = tx.len();
                 link.send_burst(&mut tx)?;
                 sent += (before - tx.len()) as u64;
+                // The receiver may share this core: let it run, or a flat-out sender
+                // starves it and its losses would be charged to the forwarder.
+                std::thread::yield_now();
             }
             let secs = start.elapsed().as_secs_f64();
             // Let the ring empty before closing the socket.
@@ -236,10 +255,11 @@ pub fn trial(
         .join()
         .map_err(|_| io::Error::other("receiver panicked"))?;
     let (sent, tx_pps) = tx?;
-    let (received, latency_ns) = rx?;
+    let (received, receiver_dropped, latency_ns) = rx?;
     Ok(Trial {
         sent,
         received,
+        receiver_dropped,
         tx_pps,
         latency_ns,
     })
