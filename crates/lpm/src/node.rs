@@ -206,37 +206,61 @@ pub(crate) fn build(
     lo: u128,
     span: u32,
 ) -> u32 {
-    debug_assert!(iv.len() >= 2 && span >= 16 && span % 16 == 0);
+    let mut stack = Vec::new();
+    build_rec(out, root, &mut stack, None, iv, lo, span)
+}
+
+/// [`build`] over the sequence `[(lo, carry)] + iv` (or just `iv`), with the
+/// entries of every node under construction kept on one shared `stack`: a
+/// chunk with thousands of child nodes (2001::/16) is rebuilt on every update
+/// there, and per-node allocations were most of that time.
+fn build_rec(
+    out: &mut Vec<u16>,
+    root: usize,
+    stack: &mut Vec<(u16, Entry)>,
+    carry: Option<u32>,
+    iv: &[(u128, u32)],
+    lo: u128,
+    span: u32,
+) -> u32 {
+    let off = usize::from(carry.is_some());
+    let n = iv.len() + off;
+    let at = |i: usize| match carry {
+        Some(c) if i == 0 => (lo, c),
+        _ => iv[i - off],
+    };
+    debug_assert!(n >= 2 && span >= 16 && span % 16 == 0);
     let shift = span - 16;
     let key = |p: u128| ((p - lo) >> shift) as u16;
     let sub = |k: u16| lo + (u128::from(k) << shift);
-    let mut entries: Vec<(u16, Entry)> = Vec::new();
-    let push = |entries: &mut Vec<(u16, Entry)>, k: u16, e: Entry| {
-        if let (Some((_, Entry::Leaf(prev))), Entry::Leaf(v)) = (entries.last(), e) {
-            if *prev == v {
-                return;
+    let base = stack.len();
+    let push = |stack: &mut Vec<(u16, Entry)>, k: u16, e: Entry| {
+        if stack.len() > base {
+            if let (Some((_, Entry::Leaf(prev))), Entry::Leaf(v)) = (stack.last(), e) {
+                if *prev == v {
+                    return;
+                }
             }
         }
-        entries.push((k, e));
+        stack.push((k, e));
     };
-    let n = iv.len();
     let mut i = 0;
     while i < n {
-        let s = iv[i].0;
+        let s = at(i).0;
         let k = key(s);
         let sub_lo = sub(k);
         let sub_last = sub_lo + ((1u128 << shift) - 1);
         let mut j = i + 1;
-        while j < n && iv[j].0 <= sub_last {
+        while j < n && at(j).0 <= sub_last {
             j += 1;
         }
         let aligned = s == sub_lo;
         if aligned && j == i + 1 {
-            push(&mut entries, k, Entry::Leaf(iv[i].1));
+            push(stack, k, Entry::Leaf(at(i).1));
         } else {
-            let carry = if aligned { None } else { Some(iv[i - 1].1) };
+            let carry = if aligned { None } else { Some(at(i - 1).1) };
             push(
-                &mut entries,
+                stack,
                 k,
                 Entry::Child {
                     from: i,
@@ -247,45 +271,57 @@ pub(crate) fn build(
         }
         // The last interval of this sub-range runs on into the next key unless the
         // next interval starts there or inside it (then the next round handles it).
-        if k < u16::MAX && (j == n || key(iv[j].0) > k + 1) {
-            push(&mut entries, k + 1, Entry::Leaf(iv[j - 1].1));
+        if k < u16::MAX && (j == n || key(at(j).0) > k + 1) {
+            push(stack, k + 1, Entry::Leaf(at(j - 1).1));
         }
         i = j;
     }
     let me = out.len();
-    let count = entries.len();
+    let count = stack.len() - base;
     let nkeys = count - 1;
     let (sizes, levels) = level_sizes(nkeys);
-    let keys: Vec<u16> = entries[1..].iter().map(|e| e.0).collect();
     out.push(nkeys as u16);
-    // Fence levels, top first: level l+1 holds every 32nd entry of level l from 32.
-    let mut lvls: Vec<Vec<u16>> = vec![keys];
-    for l in 1..levels {
-        let below = &lvls[l - 1];
-        let this: Vec<u16> = (1..=sizes[l]).map(|b| below[b * BLOCK]).collect();
-        lvls.push(this);
+    if levels > 1 {
+        // Fence levels, top first: level l+1 holds every 32nd entry of level l from 32.
+        let keys: Vec<u16> = stack[base + 1..].iter().map(|e| e.0).collect();
+        let mut lvls: Vec<Vec<u16>> = vec![keys];
+        for l in 1..levels {
+            let below = &lvls[l - 1];
+            let this: Vec<u16> = (1..=sizes[l]).map(|b| below[b * BLOCK]).collect();
+            lvls.push(this);
+        }
+        for l in (1..levels).rev() {
+            out.extend_from_slice(&lvls[l]);
+        }
     }
-    for l in (0..levels).rev() {
-        out.extend_from_slice(&lvls[l]);
-    }
+    out.extend(stack[base + 1..].iter().map(|e| e.0));
     let values_at = out.len();
     out.resize(values_at + 2 * count, 0);
-    for (idx, (k, e)) in entries.iter().enumerate() {
-        let slot = match *e {
+    for idx in 0..count {
+        let (k, e) = stack[base + idx];
+        let slot = match e {
             Entry::Leaf(v) => v,
-            Entry::Child { from, to, carry } => {
-                let child_lo = sub(*k);
-                let mut child_iv: Intervals = Vec::with_capacity(to - from + 1);
-                if let Some(c) = carry {
-                    child_iv.push((child_lo, c));
-                }
-                child_iv.extend_from_slice(&iv[from..to]);
-                NODE | build(out, root, &child_iv, child_lo, shift)
+            Entry::Child {
+                from,
+                to,
+                carry: child_carry,
+            } => {
+                let child_lo = sub(k);
+                // The child's sequence: its carry (if its first interval starts
+                // before it), then ours from `from` to `to`, where our own carry
+                // (index 0) becomes the child's carry.
+                let (c, slice) = if carry.is_some() && from == 0 {
+                    (carry, &iv[..to - 1])
+                } else {
+                    (child_carry, &iv[from - off..to - off])
+                };
+                NODE | build_rec(out, root, stack, c, slice, child_lo, shift)
             }
         };
         out[values_at + 2 * idx] = slot as u16;
         out[values_at + 2 * idx + 1] = (slot >> 16) as u16;
     }
+    stack.truncate(base);
     (me - root) as u32
 }
 
