@@ -14,6 +14,7 @@ use crate::time::{local_ack_timeout_micros, Instant};
 use crate::wr::{Completion, SendWr, WcStatus, WrOp};
 use std::collections::VecDeque;
 use weft_wire::roce::ext::rnr_timer_micros;
+use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
     AtomicEthRepr, BthRepr, DethRepr, IbPacketRepr, IcrcPath, NakCode, Operation, Psn, RethRepr,
     Syndrome,
@@ -114,7 +115,6 @@ pub(crate) struct Requester {
     /// Go-back-N: the PSN of the last go-back triggered by a NAK or an out-of-order
     /// response, so a burst of such signals for one loss causes one retransmission.
     recovering_at: Option<u64>,
-    scratch: Vec<u8>,
 }
 
 impl Requester {
@@ -136,7 +136,6 @@ impl Requester {
             retry_left: 0,
             rnr_left: 0,
             recovering_at: None,
-            scratch: Vec::new(),
         }
     }
 
@@ -436,30 +435,23 @@ impl Requester {
                 || p % interval == interval - 1
                 || p + consumed >= self.una + u64::from(q.attrs.max_inflight));
 
+        // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
-        self.scratch.resize(plen, 0);
+        let at = repr
+            .emit_headers(buf, plen)
+            .map_err(|_| fault(WcStatus::LocQpOpErr))?;
         if plen > 0 {
+            let dst = &mut buf[at.clone()];
             match &w.inline_data {
                 Some(data) => {
-                    let at = payload_off as usize;
-                    self.scratch.copy_from_slice(&data[at..at + plen]);
+                    let from = payload_off as usize;
+                    dst.copy_from_slice(&data[from..from + plen]);
                 }
-                None => {
-                    if let Err(e) = gather(
-                        &*ctx.mem,
-                        q.pd,
-                        &w.wr.sg_list,
-                        payload_off,
-                        &mut self.scratch,
-                    ) {
-                        return Err(fault(local_status(e)));
-                    }
-                }
+                None => gather(&*ctx.mem, q.pd, &w.wr.sg_list, payload_off, dst)
+                    .map_err(|e| fault(local_status(e)))?,
             }
         }
-        let len = repr
-            .emit(buf, &self.scratch)
-            .map_err(|_| fault(WcStatus::LocQpOpErr))?;
+        let len = at.end + IbPacketRepr::pad_for(plen) + wire_len::ICRC;
         path.fill(&mut buf[..len])
             .map_err(|_| fault(WcStatus::LocLenErr))?;
 

@@ -9,6 +9,7 @@ use crate::status::RespError;
 use crate::wr::{Completion, RecvWr, WcOpcode, WcStatus};
 use std::collections::{BTreeMap, VecDeque};
 use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
+use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
     AethRepr, AtomicAckEthRepr, BthRepr, IbPacketRepr, IcrcPath, IpPair, NakCode, Operation,
     Position, Psn, Syndrome, Transport,
@@ -123,7 +124,6 @@ pub(crate) struct Responder {
     atomic_replay: VecDeque<(u64, u64)>,
     /// Selective mode: packets that arrived ahead of ePSN, processed when the gap closes.
     ooo: BTreeMap<u64, Kept>,
-    scratch: Vec<u8>,
 }
 
 /// Longest response queue; beyond it duplicates and NAKs are dropped (a hostile
@@ -143,7 +143,6 @@ impl Responder {
             fatal: false,
             atomic_replay: VecDeque::new(),
             ooo: BTreeMap::new(),
-            scratch: Vec::new(),
         }
     }
 
@@ -863,6 +862,7 @@ impl Responder {
         bth.pkey = q.attrs.pkey;
         let mut repr = IbPacketRepr::new(bth);
         let mut payload_len = 0usize;
+        let mut emitted = None;
         let mut fatal = false;
         match front {
             Response::Ack {
@@ -919,13 +919,14 @@ impl Responder {
                     }));
                 }
                 payload_len = packet_len(job.len, mtu, i) as usize;
-                self.scratch.resize(payload_len, 0);
+                // One copy: headers first, then memory read straight into the packet.
+                let at = repr.emit_headers(buf, payload_len).ok()?;
                 if payload_len > 0 {
                     let read = ctx.mem.read(
                         Key::Remote(job.rkey),
                         q.pd,
-                        job.va + i * mtu,
-                        &mut self.scratch,
+                        job.va.wrapping_add(i * mtu),
+                        &mut buf[at.clone()],
                         Access::REMOTE_READ,
                     );
                     if read.is_err() {
@@ -942,6 +943,7 @@ impl Responder {
                         return self.poll_transmit(q, ctx, buf, posted);
                     }
                 }
+                emitted = Some(at);
                 if i + 1 >= n {
                     self.queue.pop_front();
                     self.job_done(&job);
@@ -951,8 +953,10 @@ impl Responder {
                 ctx.stats.read_responses_sent += 1;
             }
         }
-        let payload = &self.scratch[..payload_len];
-        let len = repr.emit(buf, payload).ok()?;
+        let len = match emitted {
+            Some(at) => at.end + IbPacketRepr::pad_for(payload_len) + wire_len::ICRC,
+            None => repr.emit(buf, &[]).ok()?,
+        };
         path.fill(&mut buf[..len]).ok()?;
         Some(RespEmitted { len, fatal })
     }
