@@ -65,24 +65,16 @@ pub(crate) fn position(index: u64, count: u64) -> Position {
     }
 }
 
-/// The opcode for (transport, operation, position, immediate) — looked up in weft-wire's
-/// one opcode table, never spelled out here. `None` if the table has no such opcode
-/// (UC READ, say).
+/// The opcode for (transport, operation, position, immediate) — weft-wire's inverse
+/// of its one opcode table (`Opcode::lookup`), never spelled out here. `None` if the
+/// table has no such opcode (UC READ, say).
 pub(crate) fn opcode_for(
     transport: Transport,
     operation: Operation,
     pos: Position,
     imm: bool,
 ) -> Option<Opcode> {
-    Opcode::ALL.iter().copied().find(|op| {
-        op.info().is_some_and(|i| {
-            i.transport == transport
-                && i.operation == operation
-                && i.position == pos
-                && i.headers.imm_dt == imm
-                && !i.headers.ieth
-        })
-    })
+    Opcode::lookup(transport, operation, pos, imm, false)
 }
 
 /// Copy `out.len()` bytes starting `offset` bytes into the SGE list.
