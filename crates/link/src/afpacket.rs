@@ -147,6 +147,8 @@ pub struct AfPacket {
     pool: BufferPool,
     stats: LinkStats,
     kernel_drops: u64,
+    /// Buffers taken from the pool for a receive burst under one lock.
+    spare: Vec<PacketBuf>,
 }
 
 // SAFETY: the mapping is owned by this value alone (no other handle to it exists in
@@ -287,6 +289,7 @@ impl AfPacket {
             pool,
             stats: LinkStats::default(),
             kernel_drops: 0,
+            spare: Vec::new(),
         };
         // From here `link`'s Drop closes the fd (and unmaps once mapped) on error.
         setsockopt(fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
@@ -501,6 +504,11 @@ impl Link for AfPacket {
 
     fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         let mut got = 0;
+        // One pool lock for the burst's buffers; leftovers go back with one more.
+        if self.spare.len() < max {
+            let need = max - self.spare.len();
+            self.pool.alloc_burst(need, &mut self.spare);
+        }
         // Bounded: at most one pass over the ring per call.
         let mut blocks_seen = 0;
         while got < max && blocks_seen <= self.rx_blocks {
@@ -529,7 +537,7 @@ impl Link for AfPacket {
             let (next, frame) = self.parse_rx_frame(base, off);
             match frame {
                 RxFrame::Data(start, len) => {
-                    let copied = match (self.pool.alloc(), self.region(start, len)) {
+                    let copied = match (self.spare.pop(), self.region(start, len)) {
                         (Some(mut b), Some(d)) => b.copy_from(d).then_some(b),
                         _ => None,
                     };
@@ -554,6 +562,9 @@ impl Link for AfPacket {
             }
         }
         self.stats.rx_frames += got as u64;
+        if self.spare.len() > 64 {
+            self.pool.free_burst(self.spare.drain(64..));
+        }
         Ok(got)
     }
 
@@ -588,7 +599,7 @@ impl Link for AfPacket {
             self.store_u32(slot + hdr3::STATUS, TP_STATUS_SEND_REQUEST);
             self.tx_next = (self.tx_next + 1) % self.tx_frames;
         }
-        frames.drain(..sent);
+        self.pool.free_burst(frames.drain(..sent));
         if sent > 0 {
             // One kick per burst: the doorbell.
             // SAFETY: a zero-length send on our own socket with null buffer and address

@@ -65,7 +65,8 @@ pub trait Link: Send {
     fn info(&self) -> &LinkInfo;
 
     /// The pool receive buffers come from; callers allocate frames to send from it too
-    /// (any pool works for sending; this one is sized for the link).
+    /// (any pool works for sending; this one is sized for the link). A link may keep
+    /// a few of the pool's buffers as spares while it lives (one lock per burst).
     fn pool(&self) -> &BufferPool;
 
     /// Append up to `max` received frames to `out`; returns how many. 0 when none are

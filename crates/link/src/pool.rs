@@ -108,6 +108,26 @@ impl BufferPool {
         got
     }
 
+    /// Give many buffers back under one lock (a transmit completion). Buffers of
+    /// another pool go back to theirs one by one.
+    pub fn free_burst(&self, bufs: impl IntoIterator<Item = PacketBuf>) {
+        let mut free = self
+            .inner
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for mut b in bufs {
+            if Arc::ptr_eq(&b.pool, &self.inner) {
+                if let Some(mem) = b.mem.take() {
+                    free.push(mem);
+                }
+            } else {
+                // Another pool's buffer: its Drop takes that pool's lock, not ours.
+                drop(b);
+            }
+        }
+    }
+
     fn wrap(&self, mem: Box<[u8]>) -> PacketBuf {
         PacketBuf {
             mem: Some(mem),
@@ -320,6 +340,16 @@ mod tests {
         b.reset();
         assert!(b.is_empty());
         assert_eq!(b.headroom(), 16);
+    }
+
+    #[test]
+    fn free_burst_returns_each_buffer_to_its_own_pool() {
+        let (a, b) = (BufferPool::new(4, 128), BufferPool::new(4, 128));
+        let mut v = Vec::new();
+        a.alloc_burst(3, &mut v);
+        b.alloc_burst(2, &mut v);
+        a.free_burst(v.drain(..));
+        assert_eq!((a.available(), b.available()), (4, 4));
     }
 
     #[test]

@@ -245,7 +245,7 @@ pub fn pipeline_rate(
             packets += bufs.len() as u64;
             let now = Instant::now();
             w.process_burst(0, bufs.drain(..), now, &mut out);
-            out.clear();
+            pool.free_burst(out.drain(..).map(|(_, b)| b));
         }
     }
     let secs = start.elapsed().as_secs_f64();
@@ -344,7 +344,7 @@ impl Link for BenchLink {
     }
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
         let n = frames.len();
-        frames.clear();
+        self.pool.free_burst(frames.drain(..));
         self.sunk.fetch_add(n as u64, Ordering::Relaxed);
         self.stats.tx_frames += n as u64;
         Ok(n)
