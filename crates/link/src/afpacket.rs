@@ -647,12 +647,8 @@ impl Link for AfPacket {
         s.rx_dropped += self.kernel_drops;
         s
     }
-}
 
-impl AfPacket {
-    /// Refresh the kernel's drop counter into [`Link::stats`] (a syscall; call it when
-    /// reporting, not per burst).
-    pub fn refresh_stats(&mut self) {
+    fn refresh_stats(&mut self) {
         self.poll_kernel_stats();
     }
 }

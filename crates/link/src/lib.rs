@@ -86,6 +86,10 @@ pub trait Link: Send {
 
     /// The link's own counters.
     fn stats(&self) -> LinkStats;
+
+    /// Bring [`Link::stats`] up to date where that costs a system call (the kernel's
+    /// drop counter of an AF_PACKET socket); call it when reporting, not per burst.
+    fn refresh_stats(&mut self) {}
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -106,5 +110,8 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()
+    }
+    fn refresh_stats(&mut self) {
+        (**self).refresh_stats()
     }
 }

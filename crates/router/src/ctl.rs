@@ -8,6 +8,8 @@
 //! show neighbors                port ip mac state expires queued
 //! show routes [LIMIT]           the first LIMIT routes (default 100) and the totals
 //! show ports                    name mac addresses
+//! show links                    per port: frames in and out, drops below the router
+//!                               (kernel ring overflow, full transmit ring)
 //! ```
 //! Answers to bad commands start with `error:`.
 #![forbid(unsafe_code)]
@@ -102,6 +104,18 @@ pub fn execute(router: &Router, line: &str) -> String {
             }
             s
         }
+        ["show", "links"] => {
+            let mut s =
+                String::from("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped\n");
+            for (name, l) in router.link_stats() {
+                let _ = writeln!(
+                    s,
+                    "{name} {} {} {} {} {}",
+                    l.rx_frames, l.tx_frames, l.rx_dropped, l.tx_ring_full, l.tx_dropped
+                );
+            }
+            s
+        }
         ["show", "ports"] => {
             let mut s = String::new();
             for p in router.ports() {
@@ -121,7 +135,7 @@ pub fn execute(router: &Router, line: &str) -> String {
             }
             s
         }
-        _ => "error: unknown command (route add|del, show counters|neighbors|routes|ports)\n"
+        _ => "error: unknown command (route add|del, show counters|neighbors|routes|ports|links)\n"
             .to_string(),
     }
 }
@@ -241,6 +255,14 @@ mod tests {
         assert!(execute(&r, "show counters all").contains("drop_ipv4_bad_checksum 0"));
         assert!(execute(&r, "show ports").contains("left 02:00:00:00:00:01 mtu 1500 198.18.1.1/24"));
         assert!(execute(&r, "frobnicate").starts_with("error"));
+        r.publish_link_stats(
+            0,
+            weft_link::LinkStats {
+                rx_dropped: 7,
+                ..Default::default()
+            },
+        );
+        assert!(execute(&r, "show links").contains("left 0 0 7 0 0"));
     }
 
     #[test]

@@ -281,6 +281,7 @@ fn port_loop(
 ) -> io::Result<()> {
     let router = Arc::clone(worker.router());
     let mut to = Outbound::new(to);
+    let mut publish = Publish::default();
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx: Vec<PacketBuf> = Vec::with_capacity(opts.burst * 4);
     let mut out: Outbox = Vec::new();
@@ -339,6 +340,7 @@ fn port_loop(
         }
         let sent_before = tx.len();
         transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX)?;
+        publish.maybe(id, &mut *link, &router, now);
         if got > 0 || fetched > 0 || tx.len() < sent_before {
             idle.busy();
         } else if idle.idle() {
@@ -346,6 +348,26 @@ fn port_loop(
         }
     }
     Ok(())
+}
+
+/// Publishes a port's link counters to the router every 100 ms.
+#[derive(Debug, Default)]
+struct Publish {
+    last: Option<Instant>,
+}
+
+impl Publish {
+    fn maybe(&mut self, id: PortId, link: &mut dyn Link, router: &Router, now: Instant) {
+        if self
+            .last
+            .is_some_and(|l| now < l + Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(now);
+        link.refresh_stats();
+        router.publish_link_stats(id, link.stats());
+    }
 }
 
 /// Frames a port may hold for its link before dropping (only reached when the link
@@ -479,7 +501,7 @@ fn io_loop(
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let _ = id;
+    let mut publish = Publish::default();
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx = Vec::with_capacity(opts.burst * 4);
     let mut descs = Vec::with_capacity(opts.burst);
@@ -519,6 +541,7 @@ fn io_loop(
         }
         let before = tx.len();
         transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX)?;
+        publish.maybe(id, &mut *link, worker.router(), Instant::now());
         if got > 0 || fetched > 0 || tx.len() < before {
             idle.busy();
         } else if idle.idle() {

@@ -144,6 +144,8 @@ pub struct Router {
     neighbor_gen: AtomicU64,
     workers: Mutex<Vec<Arc<Counters>>>,
     last_tick: Mutex<Option<Instant>>,
+    /// Each port's link counters, as its worker last published them.
+    link_stats: Mutex<Vec<weft_link::LinkStats>>,
     cfg: RouterConfig,
 }
 
@@ -181,6 +183,7 @@ impl Router {
             neighbor_gen: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
             last_tick: Mutex::new(None),
+            link_stats: Mutex::new(Vec::new()),
             cfg,
         })
     }
@@ -283,6 +286,25 @@ impl Router {
     /// The neighbour table.
     pub fn neighbors(&self, now: Instant) -> Vec<NeighborView> {
         lock(&self.neighbors).view(now)
+    }
+
+    /// Record port `port`'s link counters (data plane threads do, every 100 ms).
+    pub fn publish_link_stats(&self, port: PortId, stats: weft_link::LinkStats) {
+        let mut v = lock(&self.link_stats);
+        if v.len() <= port {
+            v.resize(port + 1, weft_link::LinkStats::default());
+        }
+        v[port] = stats;
+    }
+
+    /// Every port's link counters as last published (name, counters).
+    pub fn link_stats(&self) -> Vec<(String, weft_link::LinkStats)> {
+        let v = lock(&self.link_stats);
+        self.ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.spec.name.clone(), v.get(i).copied().unwrap_or_default()))
+            .collect()
     }
 
     /// Forget every neighbour.
