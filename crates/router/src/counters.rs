@@ -59,6 +59,8 @@ counters! {
     QueuedForNeighbor = "queued_for_neighbor",
     /// Queued packets sent once the next hop answered.
     ReleasedFromQueue = "released_from_queue",
+    /// Errors from a link (a failed send or receive call); the worker keeps going.
+    LinkErrors = "link_errors",
     /// IPv4 packets with options, forwarded.
     Ipv4OptionsForwarded = "ipv4_options_forwarded",
     /// Drop: frame shorter than an Ethernet header.

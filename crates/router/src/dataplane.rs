@@ -282,6 +282,7 @@ fn port_loop(
     let router = Arc::clone(worker.router());
     let mut to = Outbound::new(to);
     let mut publish = Publish::default();
+    let mut errors = ErrorLog::default();
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx: Vec<PacketBuf> = Vec::with_capacity(opts.burst * 4);
     let mut out: Outbox = Vec::new();
@@ -296,7 +297,7 @@ fn port_loop(
         let got = if to.blocked() || tx.len() >= opts.burst * 4 {
             0
         } else {
-            link.recv_burst(&mut rx, opts.burst)?
+            survive(link.recv_burst(&mut rx, opts.burst), &worker, &mut errors)
         };
         if got > 0 {
             let fib = router.fib();
@@ -339,15 +340,44 @@ fn port_loop(
             }
         }
         let sent_before = tx.len();
-        transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX)?;
+        let r = transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX);
+        survive(r, &worker, &mut errors);
         publish.maybe(id, &mut *link, &router, now);
         if got > 0 || fetched > 0 || tx.len() < sent_before {
             idle.busy();
         } else if idle.idle() {
-            link.wait(opts.wait)?;
+            survive(link.wait(opts.wait), &worker, &mut errors);
         }
     }
     Ok(())
+}
+
+/// When a link call last failed and was reported.
+#[derive(Debug, Default)]
+struct ErrorLog {
+    last_report: Option<Instant>,
+}
+
+/// A router does not stop because one call on one link failed (an interface going
+/// down and up, a transient ENOBUFS): count it, say so on stderr at most once a
+/// second, back off 10 ms, and carry on with the value's default.
+fn survive<T: Default>(r: io::Result<T>, worker: &Worker, log: &mut ErrorLog) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            worker.count(Counter::LinkErrors, 1);
+            let now = Instant::now();
+            if log
+                .last_report
+                .is_none_or(|t| now >= t + Duration::from_secs(1))
+            {
+                log.last_report = Some(now);
+                eprintln!("weft router: link error (continuing): {e}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            T::default()
+        }
+    }
 }
 
 /// Publishes a port's link counters to the router every 100 ms.
@@ -502,6 +532,7 @@ fn io_loop(
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let mut publish = Publish::default();
+    let mut errors = ErrorLog::default();
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx = Vec::with_capacity(opts.burst * 4);
     let mut descs = Vec::with_capacity(opts.burst);
@@ -515,7 +546,7 @@ fn io_loop(
             }
         }
         let got = if backlog.is_empty() && tx.len() < opts.burst * 4 {
-            link.recv_burst(&mut rx, opts.burst)?
+            survive(link.recv_burst(&mut rx, opts.burst), &worker, &mut errors)
         } else {
             0
         };
@@ -540,12 +571,13 @@ fn io_loop(
             tx.push(b);
         }
         let before = tx.len();
-        transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX)?;
+        let r = transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX);
+        survive(r, &worker, &mut errors);
         publish.maybe(id, &mut *link, worker.router(), Instant::now());
         if got > 0 || fetched > 0 || tx.len() < before {
             idle.busy();
         } else if idle.idle() {
-            link.wait(opts.wait)?;
+            survive(link.wait(opts.wait), &worker, &mut errors);
         }
     }
     Ok(())

@@ -224,3 +224,81 @@ fn a_route_change_mid_flow_moves_the_traffic_without_loss() {
     assert!(net.hosts[1].drain_bytes().is_empty());
     net.dp.stop().expect("stop");
 }
+
+/// A link whose first few sends fail, like an interface that flaps.
+struct Flaky {
+    inner: SimLink,
+    failures_left: u32,
+}
+
+impl Link for Flaky {
+    fn info(&self) -> &weft_link::LinkInfo {
+        self.inner.info()
+    }
+    fn pool(&self) -> &BufferPool {
+        self.inner.pool()
+    }
+    fn recv_burst(
+        &mut self,
+        out: &mut Vec<weft_link::PacketBuf>,
+        max: usize,
+    ) -> std::io::Result<usize> {
+        self.inner.recv_burst(out, max)
+    }
+    fn send_burst(&mut self, frames: &mut Vec<weft_link::PacketBuf>) -> std::io::Result<usize> {
+        if self.failures_left > 0 {
+            self.failures_left -= 1;
+            return Err(std::io::Error::other("interface down"));
+        }
+        self.inner.send_burst(frames)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<bool> {
+        self.inner.wait(timeout)
+    }
+    fn stats(&self) -> weft_link::LinkStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_failing_link_call_is_counted_and_the_router_keeps_forwarding() {
+    let pool = BufferPool::new(1024, 2048);
+    let (r0, mut h0) = sim::pair(&pool, ("r0", R[0].0), ("h0", H[0].0), 1024);
+    let (r1, mut h1) = sim::pair(&pool, ("r1", R[1].0), ("h1", H[1].0), 1024);
+    let specs = (0..2)
+        .map(|i| PortSpec {
+            name: format!("p{i}"),
+            mac: R[i],
+            v4: vec![(Ipv4Addr::new(198, 18, i as u8 + 1, 1), 24)],
+            v6: vec![],
+            max_frame: 1514,
+        })
+        .collect();
+    let router = Router::new(specs, RouterConfig::default());
+    let links: Vec<Box<dyn Link>> = vec![
+        Box::new(r0),
+        Box::new(Flaky {
+            inner: r1,
+            failures_left: 3,
+        }),
+    ];
+    let dp = Dataplane::start(Arc::clone(&router), links, Options::default()).expect("start");
+    assert!(h1.send_bytes(&arp_request(1)));
+    assert!(h0.send_bytes(&arp_request(0)));
+    assert_eq!(h0.recv_bytes_timeout(1, Duration::from_secs(5)).len(), 1);
+    // Host B's ARP reply is among the first sends on the flaky port: it may be lost.
+    // Keep asking until one gets through.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while router.counter(Counter::LinkErrors) < 3 && std::time::Instant::now() < deadline {
+        assert!(h1.send_bytes(&arp_request(1)));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(router.counter(Counter::LinkErrors), 3);
+    h1.drain_bytes();
+    for seq in 0..50 {
+        assert!(h0.send_bytes(&frame(0, host_ip(1), seq)));
+    }
+    let got = h1.recv_bytes_timeout(50, Duration::from_secs(5));
+    assert_eq!(got.len(), 50, "forwarding goes on after the errors");
+    dp.stop().expect("stop");
+}
