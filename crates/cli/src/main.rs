@@ -1,7 +1,5 @@
 //! `weft`: the command-line front end — capture decoding, benchmarks, the demo.
-// `deny`, not `forbid`: alloc_count.rs (a counting GlobalAlloc for lpm-bench's
-// memory figures) is the one module allowed `unsafe`.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod alloc_count;
 mod demo;
@@ -13,7 +11,7 @@ use weft::decode;
 
 /// Counts live heap bytes so lpm-bench measures every implementation's memory alike.
 #[global_allocator]
-static ALLOC: alloc_count::Counting = alloc_count::Counting;
+static ALLOC: &stats_alloc::StatsAlloc<std::alloc::System> = alloc_count::ALLOC;
 
 /// weft: the RDMA programming model on commodity Ethernet.
 #[derive(Debug, Parser)]
