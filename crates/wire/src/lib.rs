@@ -16,6 +16,9 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod icmpv4;
 pub mod icmpv6;
 pub mod ipv4;
