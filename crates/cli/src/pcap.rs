@@ -277,26 +277,10 @@ fn read_block<'a>(
                 ticks_per_sec,
             });
         }
-        // Enhanced Packet Block
+        // Enhanced Packet Block: 32-bit interface id
         6 => {
             let id = b.u32().ok_or(bad("truncated packet block"))?;
-            let hi = u64::from(b.u32().ok_or(bad("truncated packet block"))?);
-            let lo = u64::from(b.u32().ok_or(bad("truncated packet block"))?);
-            let caplen = b.u32().ok_or(bad("truncated packet block"))?;
-            let orig_len = b.u32().ok_or(bad("truncated packet block"))?;
-            let data = b
-                .take(caplen as usize)
-                .ok_or(bad("packet data runs past its block"))?;
-            let iface = interfaces
-                .get(id as usize)
-                .copied()
-                .ok_or(bad("packet names an undeclared interface"))?;
-            packets.push(Packet {
-                ts_nanos: ticks_to_nanos((hi << 32) | lo, iface.ticks_per_sec),
-                linktype: iface.linktype,
-                data,
-                orig_len,
-            });
+            packets.push(timed_packet(&mut b, interfaces, id as usize).map_err(bad)?);
         }
         // Simple Packet Block: interface 0, no timestamp
         3 => {
@@ -318,32 +302,42 @@ fn read_block<'a>(
                 orig_len,
             });
         }
-        // Obsolete Packet Block
+        // Obsolete Packet Block: 16-bit interface id, 16-bit drop count
         2 => {
             let id = b.u16().ok_or(bad("truncated packet block"))?;
             b.u16();
-            let hi = u64::from(b.u32().ok_or(bad("truncated packet block"))?);
-            let lo = u64::from(b.u32().ok_or(bad("truncated packet block"))?);
-            let caplen = b.u32().ok_or(bad("truncated packet block"))?;
-            let orig_len = b.u32().ok_or(bad("truncated packet block"))?;
-            let data = b
-                .take(caplen as usize)
-                .ok_or(bad("packet data runs past its block"))?;
-            let iface = interfaces
-                .get(usize::from(id))
-                .copied()
-                .ok_or(bad("packet names an undeclared interface"))?;
-            packets.push(Packet {
-                ts_nanos: ticks_to_nanos((hi << 32) | lo, iface.ticks_per_sec),
-                linktype: iface.linktype,
-                data,
-                orig_len,
-            });
+            packets.push(timed_packet(&mut b, interfaces, usize::from(id)).map_err(bad)?);
         }
         // Section header (handled above), statistics, name resolution, custom: skip.
         _ => {}
     }
     Ok(end)
+}
+
+/// The rest of an Enhanced or Obsolete Packet Block after its interface id (and drop
+/// count): 64-bit timestamp, captured and original length, data.
+fn timed_packet<'a>(
+    b: &mut Reader<'a>,
+    interfaces: &[Interface],
+    id: usize,
+) -> Result<Packet<'a>, &'static str> {
+    let hi = u64::from(b.u32().ok_or("truncated packet block")?);
+    let lo = u64::from(b.u32().ok_or("truncated packet block")?);
+    let caplen = b.u32().ok_or("truncated packet block")?;
+    let orig_len = b.u32().ok_or("truncated packet block")?;
+    let data = b
+        .take(caplen as usize)
+        .ok_or("packet data runs past its block")?;
+    let iface = interfaces
+        .get(id)
+        .copied()
+        .ok_or("packet names an undeclared interface")?;
+    Ok(Packet {
+        ts_nanos: ticks_to_nanos((hi << 32) | lo, iface.ticks_per_sec),
+        linktype: iface.linktype,
+        data,
+        orig_len,
+    })
 }
 
 fn ticks_to_nanos(ticks: u64, ticks_per_sec: u64) -> u64 {
