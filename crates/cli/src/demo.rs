@@ -7,7 +7,9 @@
 //!    decoded back by weft and, when tshark is installed, by Wireshark's dissector;
 //! 2. icrc — invariant-CRC throughput against a plain CRC-32 (crc32fast) on the same bytes;
 //! 3. transport — an RC queue pair streaming RDMA WRITEs through the deterministic
-//!    simulator at 1 % loss, go-back-N against selective (IRN) recovery.
+//!    simulator at 1 % loss, go-back-N against selective (IRN) recovery;
+//! 4. lpm — the router's longest-prefix match on the full BGP table (when the iptrie
+//!    package's `bgpas.lpm` is in the cargo registry) against the Rust LPM crates.
 
 use anyhow::Context;
 use serde::Serialize;
@@ -30,6 +32,10 @@ pub struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Use a synthetic table of this many IPv4 routes in the LPM step instead of the
+    /// real one.
+    #[arg(long, value_name = "N")]
+    pub lpm_synthetic: Option<usize>,
     /// RDMA WRITEs per recovery mode in the transport step.
     #[arg(long, default_value_t = 1000)]
     pub messages: u64,
@@ -82,12 +88,27 @@ struct TransportStep {
     selective_over_go_back_n: f64,
 }
 
+/// The LPM step's result for one family.
+#[derive(Debug, Serialize)]
+struct LpmFamily {
+    family: String,
+    source: String,
+    routes: u64,
+    weft_bytes: u64,
+    weft_mlookups_per_s: f64,
+    fastest_peer: String,
+    fastest_peer_bytes: u64,
+    fastest_peer_mlookups_per_s: f64,
+    ratio_vs_fastest_peer: f64,
+}
+
 /// Everything the demo measured.
 #[derive(Debug, Serialize)]
 struct Summary {
     wire: WireStep,
     icrc: IcrcStep,
     transport: TransportStep,
+    lpm: Vec<LpmFamily>,
 }
 
 fn step(n: usize, of: usize, what: &str) {
@@ -226,9 +247,38 @@ fn transport_step(messages: u64) -> TransportStep {
     }
 }
 
+fn lpm_step(synthetic: Option<usize>) -> anyhow::Result<Vec<LpmFamily>> {
+    let rows = crate::lpm_bench::measure(&crate::lpm_bench::demo_args(synthetic))?;
+    let mut out = Vec::new();
+    for fam in ["ipv4", "ipv6"] {
+        let of = |name: &str| {
+            rows.iter()
+                .find(|r| r["family"] == fam && r["impl"] == name)
+        };
+        let weft = of("weft").context("lpm-bench reported no weft row")?;
+        let peer_name = weft["fastest_peer"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let peer = of(&peer_name).context("lpm-bench reported no fastest peer")?;
+        out.push(LpmFamily {
+            family: fam.to_string(),
+            source: weft["source"].as_str().unwrap_or_default().to_string(),
+            routes: weft["routes"].as_u64().unwrap_or(0),
+            weft_bytes: weft["bytes"].as_u64().unwrap_or(0),
+            weft_mlookups_per_s: weft["mlookups_per_s"].as_f64().unwrap_or(0.0),
+            fastest_peer: peer_name,
+            fastest_peer_bytes: peer["bytes"].as_u64().unwrap_or(0),
+            fastest_peer_mlookups_per_s: peer["mlookups_per_s"].as_f64().unwrap_or(0.0),
+            ratio_vs_fastest_peer: weft["ratio_vs_fastest_peer"].as_f64().unwrap_or(0.0),
+        });
+    }
+    Ok(out)
+}
+
 /// Run `weft demo`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let steps = 3;
+    let steps = 4;
     step(
         1,
         steps,
@@ -247,10 +297,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "transport: RC WRITE stream through the simulator at 1 % loss, both recovery modes",
     );
     let transport = transport_step(args.messages);
+    step(
+        4,
+        steps,
+        "lpm: the router's longest-prefix match vs the Rust LPM crates, same table and keys",
+    );
+    let lpm = lpm_step(args.lpm_synthetic)?;
     let summary = Summary {
         wire,
         icrc,
         transport,
+        lpm,
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
@@ -302,5 +359,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "       selective / go-back-N goodput: {:.2}",
         t.selective_over_go_back_n
     );
+    for l in &summary.lpm {
+        println!(
+            "lpm    {} {} routes ({}): weft {:.2} MiB, {:.1} M lookups/s; fastest crate {} {:.2} MiB, {:.1} M/s; ratio {:.2}",
+            l.family,
+            l.routes,
+            l.source,
+            l.weft_bytes as f64 / 1048576.0,
+            l.weft_mlookups_per_s,
+            l.fastest_peer,
+            l.fastest_peer_bytes as f64 / 1048576.0,
+            l.fastest_peer_mlookups_per_s,
+            l.ratio_vs_fastest_peer
+        );
+    }
     Ok(())
 }

@@ -765,32 +765,26 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
 }
 
 /// Runs `weft lpm-bench`.
+/// A short comparison for `weft demo`: one round, short measurements, both families;
+/// the real table when it is found, else (or with `synthetic`) the generator.
+pub fn demo_args(synthetic: Option<usize>) -> Args {
+    Args {
+        json: true,
+        routes_file: None,
+        synthetic,
+        sweep: false,
+        family: None,
+        seconds: 0.1,
+        rounds: 1,
+        keys: 1 << 18,
+        updates: 500,
+        seed: 1,
+    }
+}
+
+/// Run `weft lpm-bench`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let want = |f: &str| args.family.as_deref().is_none_or(|x| x == f);
-    if let Some(f) = &args.family {
-        anyhow::ensure!(f == "ipv4" || f == "ipv6", "--family must be ipv4 or ipv6");
-    }
-    anyhow::ensure!(
-        args.rounds >= 1 && args.keys >= BURST,
-        "--rounds >= 1 and --keys >= {BURST}"
-    );
-    let (v4, v6, source) = load(&args)?;
-    let mut rows = Vec::new();
-    if args.sweep {
-        if want("ipv4") {
-            rows.extend(sweep(&args, &v4, &source));
-        }
-        if want("ipv6") {
-            rows.extend(sweep(&args, &v6, &source));
-        }
-    } else {
-        if want("ipv4") {
-            rows.extend(family(&args, &v4, &source)?);
-        }
-        if want("ipv6") {
-            rows.extend(family(&args, &v6, &source)?);
-        }
-    }
+    let rows = measure(&args)?;
     if args.json {
         for r in &rows {
             println!("{r}");
@@ -814,6 +808,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print_table(&rows);
     }
     Ok(())
+}
+
+/// Everything `weft lpm-bench` measures, one JSON object per implementation and family.
+pub fn measure(args: &Args) -> anyhow::Result<Vec<Value>> {
+    let want = |f: &str| args.family.as_deref().is_none_or(|x| x == f);
+    if let Some(f) = &args.family {
+        anyhow::ensure!(f == "ipv4" || f == "ipv6", "--family must be ipv4 or ipv6");
+    }
+    anyhow::ensure!(
+        args.rounds >= 1 && args.keys >= BURST,
+        "--rounds >= 1 and --keys >= {BURST}"
+    );
+    let (v4, v6, source) = load(args)?;
+    let mut rows = Vec::new();
+    if args.sweep {
+        if want("ipv4") {
+            rows.extend(sweep(args, &v4, &source));
+        }
+        if want("ipv6") {
+            rows.extend(sweep(args, &v6, &source));
+        }
+    } else {
+        if want("ipv4") {
+            rows.extend(family(args, &v4, &source)?);
+        }
+        if want("ipv6") {
+            rows.extend(family(args, &v6, &source)?);
+        }
+    }
+    Ok(rows)
 }
 
 fn print_table(rows: &[Value]) {

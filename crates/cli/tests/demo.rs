@@ -39,6 +39,12 @@ fn demo_runs_and_its_capture_checks_out() {
         assert_eq!(run["failed"], 0, "{run}");
         assert_eq!(run["intact"], true, "{run}");
     }
+    let lpm = v["lpm"].as_array().unwrap();
+    assert_eq!(lpm.len(), 2, "ipv4 and ipv6");
+    for l in lpm {
+        assert!(l["routes"].as_u64().unwrap() > 0, "{l}");
+        assert!(l["weft_bytes"].as_u64().unwrap() > 0, "{l}");
+    }
     assert!(out_dir.join("roce-every-opcode.pcap").exists());
     std::fs::remove_dir_all(&out_dir).ok();
 }
