@@ -3,7 +3,7 @@
 //! destination QP, PSN, AckReq, RETH (VA, R_Key, DMA length) and AETH (syndrome, MSN).
 //!
 //! tshark is installed by `scripts/setup.sh`; without it this test fails and says so,
-//! because CI must run it.
+//! because CI must run it. A second test reads a pcapng that editcap wrote.
 
 use std::process::Command;
 use weft::pcap::Writer;
@@ -129,5 +129,36 @@ fn tshark_reads_back_every_rc_opcode_over_ipv4_and_ipv6() {
         );
         assert_eq!(!cols[11].is_empty(), s.ipv6, "frame {i}: IPv6 as written");
     }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A pcapng written by Wireshark's own tools (editcap, installed with tshark) decodes
+/// to the same packets as the pcap weft wrote.
+#[test]
+fn weft_decodes_a_pcapng_written_by_editcap() {
+    let samples = rc_frames();
+    let dir = std::env::temp_dir().join(format!("weft-pcapng-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pcap, pcapng) = (dir.join("rc.pcap"), dir.join("rc.pcapng"));
+    let mut w = Writer::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    for (i, s) in samples.iter().enumerate() {
+        w.write(1_700_000_000_000_000_000 + i as u64 * 1000, &s.frame)
+            .unwrap();
+    }
+    w.finish().unwrap();
+    let editcap = std::env::var("EDITCAP").unwrap_or_else(|_| "editcap".into());
+    let st = Command::new(&editcap)
+        .args(["-F", "pcapng"])
+        .arg(&pcap)
+        .arg(&pcapng)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {editcap}: {e}; install it with scripts/setup.sh"));
+    assert!(st.success());
+    let a = weft::decode::decode_capture(&std::fs::read(&pcap).unwrap()).unwrap();
+    let b = weft::decode::decode_capture(&std::fs::read(&pcapng).unwrap()).unwrap();
+    assert!(b.capture_error.is_none(), "{:?}", b.capture_error);
+    assert_eq!(b.packets.len(), samples.len());
+    assert_eq!(a.packets, b.packets);
+    assert!(b.packets.iter().all(|d| d.icrc_ok));
     std::fs::remove_dir_all(&dir).ok();
 }
