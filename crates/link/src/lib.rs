@@ -13,11 +13,14 @@
 //! and between threads; every block carries a `// SAFETY:` comment.
 
 pub mod afpacket;
+pub mod datagram;
 pub mod pool;
 pub mod signal;
 pub mod sim;
 pub mod spsc;
+pub mod wake;
 
+pub use datagram::{Datagram, DatagramLink};
 pub use pool::{BufferPool, PacketBuf};
 
 use std::io;

@@ -1,0 +1,140 @@
+//! Datagram links: how the verbs engine moves RoCEv2 packets. A datagram is the UDP
+//! payload of a RoCEv2 packet (BTH … ICRC) plus the IP/UDP path it travels on; the
+//! kernel (udp link) or the peer process (shm link) supplies the rest.
+//!
+//! Every datagram link carries an [`IcrcPath`] with each datagram: on receive, `src` is
+//! the peer and `dst` is this link; on send, `src` is this link and `dst` the peer.
+//! The path is what the transport needs to compute or check the ICRC, and what it
+//! uses to address replies, so a link never has to parse packet contents.
+//!
+//! Frame links ([`crate::Link`]) and datagram links share the buffer pool, the stats
+//! and the burst-and-wait shape; the router drives the first, the verbs engine the
+//! second.
+
+use crate::{BufferPool, LinkStats, PacketBuf};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+use weft_wire::roce::{IcrcPath, IpPair};
+
+/// One RoCEv2 packet (the UDP payload) and its path.
+#[derive(Debug)]
+pub struct Datagram {
+    /// The bytes: BTH, extension headers, payload, pad, ICRC.
+    pub buf: PacketBuf,
+    /// Receive: src = peer, dst = this link. Send: src = this link, dst = peer.
+    pub path: IcrcPath,
+}
+
+/// A link that moves RoCEv2 datagrams in bursts.
+///
+/// Both burst calls are non-blocking. [`DatagramLink::wait`] blocks until a datagram
+/// may be ready, `extra` becomes readable (the verbs engine passes its doorbell
+/// eventfd), or `timeout` passes.
+pub trait DatagramLink: Send {
+    /// The address this link sends from and receives on (the address in the
+    /// connection manager's handshake).
+    fn local_addr(&self) -> SocketAddr;
+
+    /// Largest datagram (UDP payload) this link carries.
+    fn max_datagram(&self) -> usize;
+
+    /// True when the ICRC must be computed and checked on this link. The udp link
+    /// always answers true; the shm link answers what the two ends negotiated.
+    fn icrc(&self) -> bool {
+        true
+    }
+
+    /// The pool receive buffers come from; senders allocate from it too.
+    fn pool(&self) -> &BufferPool;
+
+    /// Append up to `max` received datagrams to `out`; returns how many.
+    fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize>;
+
+    /// Send datagrams from the front of `dgrams`, removing those accepted; returns how
+    /// many. Datagrams left in `dgrams` did not fit (ring or socket buffer full): retry
+    /// later or drop them. A datagram to a peer the link cannot reach is dropped and
+    /// counted in [`LinkStats::tx_dropped`].
+    fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize>;
+
+    /// Block until a receive may find datagrams, `extra` is readable, or `timeout`
+    /// passes. Returns true when woken (by either), false on timeout. Spurious wakeups
+    /// are allowed.
+    fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool>;
+
+    /// The link's own counters.
+    fn stats(&self) -> LinkStats;
+}
+
+impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
+    fn local_addr(&self) -> SocketAddr {
+        (**self).local_addr()
+    }
+    fn max_datagram(&self) -> usize {
+        (**self).max_datagram()
+    }
+    fn icrc(&self) -> bool {
+        (**self).icrc()
+    }
+    fn pool(&self) -> &BufferPool {
+        (**self).pool()
+    }
+    fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
+        (**self).recv_burst(out, max)
+    }
+    fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
+        (**self).send_burst(dgrams)
+    }
+    fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
+        (**self).wait(timeout, extra)
+    }
+    fn stats(&self) -> LinkStats {
+        (**self).stats()
+    }
+}
+
+/// The path of a datagram from `local` to `peer`; `None` when the families differ.
+pub fn path_between(local: SocketAddr, peer: SocketAddr) -> Option<IcrcPath> {
+    let ips = match (local.ip(), peer.ip()) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => IpPair::V4 { src, dst },
+        (IpAddr::V6(src), IpAddr::V6(dst)) => IpPair::V6 { src, dst },
+        _ => return None,
+    };
+    Some(IcrcPath {
+        ips,
+        src_port: local.port(),
+        dst_port: peer.port(),
+    })
+}
+
+/// The source and destination socket addresses of a path.
+pub fn path_ends(path: &IcrcPath) -> (SocketAddr, SocketAddr) {
+    match path.ips {
+        IpPair::V4 { src, dst } => (
+            SocketAddr::new(IpAddr::V4(src), path.src_port),
+            SocketAddr::new(IpAddr::V4(dst), path.dst_port),
+        ),
+        IpPair::V6 { src, dst } => (
+            SocketAddr::new(IpAddr::V6(src), path.src_port),
+            SocketAddr::new(IpAddr::V6(dst), path.dst_port),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_round_trips_through_socket_addrs() {
+        let a: SocketAddr = "198.18.0.1:4791".parse().unwrap();
+        let b: SocketAddr = "198.18.0.2:4792".parse().unwrap();
+        let p = path_between(a, b).unwrap();
+        assert_eq!(path_ends(&p), (a, b));
+        let v6: SocketAddr = "[2001:2::1]:4791".parse().unwrap();
+        assert!(path_between(a, v6).is_none());
+        let q = path_between(v6, "[2001:2::2]:4791".parse().unwrap()).unwrap();
+        assert_eq!(path_ends(&q).0, v6);
+    }
+}
