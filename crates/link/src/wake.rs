@@ -22,9 +22,8 @@ impl EventFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
-        Ok(EventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EventFd { fd })
     }
 
     /// Wrap a descriptor received from another process (the shm link's handshake).
