@@ -1,0 +1,2 @@
+//! weft-verbs: the RDMA verbs API over a software RNIC.
+#![deny(unsafe_code)]
