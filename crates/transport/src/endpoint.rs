@@ -351,6 +351,27 @@ impl<M: Memory> Endpoint<M> {
     /// Post a send work request. Errors the hardware reports through the completion
     /// queue (a bad lkey, a message over the limit) arrive there, in order.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), PostError> {
+        self.post_send_with(qpn, wr, None)
+    }
+
+    /// Post an inline send whose payload the caller already gathered (`data`): the
+    /// work request's SGE list is ignored. This is how an engine that queues work
+    /// requests between threads honours `IBV_SEND_INLINE` — the application's buffer
+    /// may be reused as soon as it has handed `data` over.
+    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, data: &[u8]) -> Result<(), PostError> {
+        self.post_send_with(qpn, wr, Some(data))
+    }
+
+    fn post_send_with(
+        &mut self,
+        qpn: u32,
+        mut wr: SendWr,
+        inline_src: Option<&[u8]>,
+    ) -> Result<(), PostError> {
+        if inline_src.is_some() {
+            wr.inline = true;
+            wr.sg_list.clear();
+        }
         let (mut ctx, qps) = self.split(Instant::ZERO);
         let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
         let q = &qp.common;
@@ -374,7 +395,11 @@ impl<M: Memory> Endpoint<M> {
         if q.qp_type == QpType::Ud && wr.ud.is_none() {
             return Err(PostError::MissingUdDest);
         }
-        let len = if wr.op.is_atomic() { 8 } else { wr.sg_len() };
+        let len = match inline_src {
+            Some(d) => d.len() as u64,
+            None if wr.op.is_atomic() => 8,
+            None => wr.sg_len(),
+        };
         if wr.inline && (wr.op.is_read_or_atomic() || len > ctx.config.max_inline as u64) {
             return Err(PostError::InlineTooLarge);
         }
@@ -388,8 +413,8 @@ impl<M: Memory> Endpoint<M> {
         } else {
             Access::NONE
         };
-        let mut inline_data = None;
-        if pre_fault.is_none() {
+        let mut inline_data = inline_src.map(<[u8]>::to_vec);
+        if pre_fault.is_none() && inline_src.is_none() {
             if let Err(e) = check_sges(&*ctx.mem, q.pd, &wr.sg_list, need) {
                 pre_fault = Some(local_status(e));
             } else if wr.inline {

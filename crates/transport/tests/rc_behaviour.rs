@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Side};
-use weft_transport::{Config, Mtu, QpType, Recovery, SendWr, WcStatus, WrOp};
+use weft_transport::{Config, Mtu, QpType, Recovery, SendWr, Sge, WcStatus, WrOp};
 
 const MEM: u64 = 4 << 20;
 
@@ -224,6 +224,34 @@ fn inline_data_is_captured_at_post_and_unsignaled_sends_stay_silent() {
     assert_eq!(p.b.mem().bytes(rb.addr + 64, 8), b"CHANGED!");
     let ca = completions(&mut p, Side::A);
     assert_eq!(ca.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![2]);
+}
+
+#[test]
+fn pre_gathered_inline_data_is_sent_without_touching_registered_memory() {
+    let mut p = pair(Config::default());
+    let c = p.connect(QpType::Rc, &ConnectOptions::default());
+    let (_, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(c.qpn_b, recv(1, vec![sge(&rb, rb.addr, 64)]))
+        .unwrap();
+    // The SGE list names a key that does not exist: it must be ignored.
+    let bogus = Sge {
+        addr: 0,
+        len: 999,
+        lkey: 0xdead_beef,
+    };
+    p.a.post_send_inline(c.qpn_a, send(7, vec![bogus]), b"gathered")
+        .unwrap();
+    let too_big = vec![0u8; Config::default().max_inline + 1];
+    assert_eq!(
+        p.a.post_send_inline(c.qpn_a, send(8, vec![]), &too_big),
+        Err(weft_transport::PostError::InlineTooLarge)
+    );
+    settle(&mut p, 100_000);
+    assert_eq!(p.b.mem().bytes(rb.addr, 8), b"gathered");
+    let cb = completions(&mut p, Side::B);
+    assert_eq!((cb[0].wr_id, cb[0].byte_len), (1, 8));
+    let ca = completions(&mut p, Side::A);
+    assert_eq!((ca[0].wr_id, ca[0].status), (7, WcStatus::Success));
 }
 
 #[test]
