@@ -292,6 +292,28 @@ impl<M: Memory> Endpoint<M> {
         id
     }
 
+    /// Free slots in a QP's send queue (`None` for an unknown QP): an engine that
+    /// queues work requests posts at most this many, so none is refused as full.
+    pub fn sq_room(&self, qpn: u32) -> Option<usize> {
+        let q = self.qps.get(&qpn)?;
+        Some(q.init.max_send_wr.saturating_sub(q.req.wqes.len()))
+    }
+
+    /// Free slots in a QP's receive queue (0 for a QP on an SRQ).
+    pub fn rq_room(&self, qpn: u32) -> Option<usize> {
+        let q = self.qps.get(&qpn)?;
+        if q.common.srq.is_some() {
+            return Some(0);
+        }
+        Some(q.init.max_recv_wr.saturating_sub(q.rq.len()))
+    }
+
+    /// Free slots in a shared receive queue.
+    pub fn srq_room(&self, srq: u32) -> Option<usize> {
+        let s = self.srqs.get(&srq)?;
+        Some(s.max_wr.saturating_sub(s.queue.len()))
+    }
+
     /// The QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         self.qps.get(&qpn).map(|q| q.common.state)

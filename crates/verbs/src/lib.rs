@@ -1,2 +1,37 @@
 //! weft-verbs: the RDMA verbs API over a software RNIC.
+//!
+//! Names follow ibverbs so RDMA users feel at home: open a [`Context`] by device name
+//! (`"udp:127.0.0.1:4791"`, `"shm:127.0.0.1:4791"`), allocate a [`ProtectionDomain`],
+//! register [`MemoryRegion`]s, create [`CompletionQueue`]s (optionally with a
+//! [`CompletionChannel`]), [`QueuePair`]s and [`SharedReceiveQueue`]s, move QPs
+//! through their states with [`QueuePair::modify`] (or let the connection manager,
+//! [`cm`], do it), post work requests and poll completions. Work requests,
+//! completions and QP attributes are weft-transport's types, re-exported here.
+//!
+//! It owns: the API objects, the engine that runs the transport over a link (the
+//! software RNIC, [`engine`]), memory registration ([`mr`], the only `unsafe` here,
+//! with the link backends in weft-link), and the connection manager.
+//!
+//! It must not touch: packet formats (weft-wire) or protocol rules (weft-transport).
 #![deny(unsafe_code)]
+
+pub mod cm;
+mod context;
+mod cq;
+pub mod engine;
+mod error;
+mod links;
+pub mod mr;
+mod qp;
+
+pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, DEFAULT_ADDR};
+pub use cq::{CompletionChannel, CompletionQueue};
+pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
+pub use error::Error;
+pub use mr::MemoryRegion;
+pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
+pub use weft_transport::{
+    Access, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr,
+    SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp,
+};
+pub use weft_wire::roce::Psn;

@@ -1,0 +1,316 @@
+//! Opening a device: [`Context`], [`ProtectionDomain`], [`AddressHandle`].
+
+use crate::engine::{self, ContextStats, Engine, Progress, Shared};
+use crate::mr::{MemoryRegion, MrTable};
+use crate::Error;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use weft_link::datagram::path_between;
+use weft_link::DatagramLink;
+use weft_transport::{Access, Config, Endpoint, UdDest};
+use weft_wire::roce::IcrcPath;
+
+/// A link kind a device runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LinkKind {
+    /// Kernel UDP sockets (RoCEv2 on port 4791 by default).
+    Udp,
+    /// Shared-memory rings between processes on one host.
+    Shm,
+}
+
+/// How to open a device.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// Which link.
+    pub link: LinkKind,
+    /// The link's address (udp: the socket; shm: the name peers connect to).
+    pub addr: SocketAddr,
+    /// Who drives the engine.
+    pub progress: Progress,
+    /// How long an idle engine thread spins before it blocks.
+    pub idle_spin: Duration,
+    /// Compute and check the ICRC (the udp link always does; shm may negotiate it off).
+    pub icrc: bool,
+    /// Transport settings (the QPN seed is replaced by a random one).
+    pub transport: Config,
+}
+
+/// The default RoCEv2 address of a device: loopback, port 4791.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:4791";
+
+impl DeviceConfig {
+    /// Defaults for `link` at `addr`: engine thread, 50 µs of spinning, ICRC on.
+    pub fn new(link: LinkKind, addr: SocketAddr) -> DeviceConfig {
+        DeviceConfig {
+            link,
+            addr,
+            progress: Progress::Thread,
+            idle_spin: Duration::from_micros(50),
+            icrc: true,
+            transport: Config::default(),
+        }
+    }
+
+    /// Parse a device name: `udp`, `shm`, `udp:ADDR`, `shm:ADDR` (ADDR an `ip:port`).
+    pub fn parse(name: &str) -> Result<DeviceConfig, Error> {
+        let (kind, addr) = match name.split_once(':') {
+            Some((k, a)) => (k, a),
+            None => (name, DEFAULT_ADDR),
+        };
+        let link = match kind {
+            "udp" => LinkKind::Udp,
+            "shm" => LinkKind::Shm,
+            _ => return Err(Error::UnknownDevice(name.to_string())),
+        };
+        let addr = addr
+            .parse()
+            .map_err(|_| Error::UnknownDevice(name.to_string()))?;
+        Ok(DeviceConfig::new(link, addr))
+    }
+}
+
+/// Randomness for keys and QP numbers, from the standard library's per-process
+/// random hasher seed (no extra dependency): peers must not guess them.
+pub(crate) fn random_u64() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    h.finish()
+}
+
+#[derive(Debug)]
+struct ContextInner {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    next_pd: AtomicU32,
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        self.shared.stop();
+        if let Some(t) = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An open device (`ibv_context`): one software RNIC on one link. Cheap to clone;
+/// every object made from it keeps it open, and the engine stops when the last goes.
+#[derive(Debug, Clone)]
+pub struct Context {
+    inner: Arc<ContextInner>,
+}
+
+impl Context {
+    /// Open a device by name (see [`DeviceConfig::parse`]) with default settings.
+    pub fn open(name: &str) -> Result<Context, Error> {
+        Context::open_with(DeviceConfig::parse(name)?)
+    }
+
+    /// Open a device.
+    pub fn open_with(cfg: DeviceConfig) -> Result<Context, Error> {
+        let link = crate::links::open(&cfg)?;
+        Context::with_link(link, cfg)
+    }
+
+    /// Run the engine over a link the caller built (tests use the simulated link).
+    /// `cfg.link` and `cfg.addr` are ignored.
+    pub fn with_link(link: Box<dyn DatagramLink>, cfg: DeviceConfig) -> Result<Context, Error> {
+        let mut tcfg = cfg.transport;
+        tcfg.qpn_seed = random_u64();
+        tcfg.check_icrc = link.icrc();
+        tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
+        let ep = Endpoint::new(tcfg, MrTable::default());
+        let shared = Arc::new(
+            Shared::new(Engine::new(ep, link), cfg.progress, cfg.idle_spin).map_err(Error::Link)?,
+        );
+        let thread = match cfg.progress {
+            Progress::Thread => Some(engine::spawn(&shared).map_err(Error::Link)?),
+            Progress::Inline => None,
+        };
+        Ok(Context {
+            inner: Arc::new(ContextInner {
+                shared,
+                thread: Mutex::new(thread),
+                next_pd: AtomicU32::new(1),
+            }),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    /// The link address peers reach this device at.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.shared.local_addr
+    }
+
+    /// How progress is made.
+    pub fn progress_mode(&self) -> Progress {
+        self.inner.shared.progress
+    }
+
+    /// The IP/UDP path from this device to `peer` (for `QpAttr::path`).
+    pub fn path_to(&self, peer: SocketAddr) -> Result<IcrcPath, Error> {
+        path_between(self.local_addr(), peer).ok_or(Error::AddressFamily)
+    }
+
+    /// Counters of the engine, the transport and the link.
+    pub fn stats(&self) -> ContextStats {
+        let e = self.inner.shared.lock();
+        ContextStats {
+            engine: e.stats,
+            transport: e.ep.stats().clone(),
+            link: e.link_stats(),
+        }
+    }
+
+    /// Run one progress pass now (inline mode; harmless with an engine thread).
+    pub fn progress(&self) -> bool {
+        self.inner.shared.try_progress()
+    }
+
+    /// A new protection domain (`ibv_alloc_pd`).
+    pub fn alloc_pd(&self) -> ProtectionDomain {
+        ProtectionDomain {
+            ctx: self.clone(),
+            pd: self.inner.next_pd.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+/// A protection domain (`ibv_pd`): memory regions, queue pairs and address handles
+/// of one domain only work together.
+#[derive(Debug, Clone)]
+pub struct ProtectionDomain {
+    pub(crate) ctx: Context,
+    pub(crate) pd: u32,
+}
+
+impl ProtectionDomain {
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    fn keys(&self, e: &Engine) -> (u32, u32) {
+        let _ = e;
+        loop {
+            let r = random_u64();
+            let (l, k) = (r as u32, (r >> 32) as u32);
+            if e.ep.mem().keys_free(l, k) {
+                return (l, k);
+            }
+        }
+    }
+
+    fn install(
+        &self,
+        mut mr: MemoryRegion,
+        mut e: std::sync::MutexGuard<'_, Engine>,
+    ) -> MemoryRegion {
+        let shared = self.ctx.shared();
+        let entry = mr.attach(Arc::clone(shared));
+        e.register(Arc::clone(&entry));
+        drop(e);
+        shared
+            .inline_keys
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(entry.lkey, entry);
+        mr
+    }
+
+    /// Allocate and register `len` zeroed bytes, 8-byte aligned (`ibv_reg_mr` over
+    /// fresh memory).
+    pub fn alloc_mr(&self, len: usize, access: Access) -> MemoryRegion {
+        let e = self.ctx.shared().lock();
+        let mr = MemoryRegion::allocate(len, self.pd, access, self.keys(&e));
+        self.install(mr, e)
+    }
+
+    /// Register the caller's buffer; [`MemoryRegion::into_vec`] gives it back.
+    pub fn register(&self, buf: Vec<u8>, access: Access) -> MemoryRegion {
+        let e = self.ctx.shared().lock();
+        let mr = MemoryRegion::adopt(buf, self.pd, access, self.keys(&e));
+        self.install(mr, e)
+    }
+
+    /// Register memory by address, as `ibv_reg_mr` does.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must be valid for reads and writes, and stay allocated and
+    /// unmoved, until the returned region is dropped; the engine writes into it when
+    /// peers WRITE (with remote write access) and when receives complete.
+    #[allow(unsafe_code)]
+    pub unsafe fn register_raw(&self, ptr: *mut u8, len: usize, access: Access) -> MemoryRegion {
+        let e = self.ctx.shared().lock();
+        let keys = self.keys(&e);
+        // SAFETY: the caller's contract above is `MemoryRegion::raw`'s.
+        let mr = unsafe { MemoryRegion::raw(ptr, len, self.pd, access, keys) };
+        self.install(mr, e)
+    }
+
+    /// An address handle for UD sends to `peer` (`ibv_create_ah`).
+    pub fn create_ah(&self, peer: SocketAddr) -> Result<AddressHandle, Error> {
+        Ok(AddressHandle {
+            path: self.ctx.path_to(peer)?,
+            pd: self.pd,
+        })
+    }
+
+    /// An address handle that answers the sender of a UD receive (`ibv_create_ah_from_wc`).
+    pub fn create_ah_from_wc(&self, wc: &weft_transport::Completion) -> Option<AddressHandle> {
+        let p = wc.src_path?;
+        Some(AddressHandle {
+            path: reverse(&p),
+            pd: self.pd,
+        })
+    }
+}
+
+fn reverse(p: &IcrcPath) -> IcrcPath {
+    use weft_wire::roce::IpPair;
+    IcrcPath {
+        ips: match p.ips {
+            IpPair::V4 { src, dst } => IpPair::V4 { src: dst, dst: src },
+            IpPair::V6 { src, dst } => IpPair::V6 { src: dst, dst: src },
+        },
+        src_port: p.dst_port,
+        dst_port: p.src_port,
+    }
+}
+
+/// Where UD datagrams go (`ibv_ah`): the path to a peer's link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddressHandle {
+    path: IcrcPath,
+    pd: u32,
+}
+
+impl AddressHandle {
+    /// The destination of a UD send: this address, QP `qpn`, Q_Key `qkey`.
+    pub fn dest(&self, qpn: u32, qkey: u32) -> UdDest {
+        UdDest {
+            path: self.path,
+            qpn,
+            qkey,
+        }
+    }
+
+    /// The path.
+    pub fn path(&self) -> IcrcPath {
+        self.path
+    }
+}

@@ -1,0 +1,647 @@
+//! The software RNIC: one engine per [`crate::Context`] runs the transport's queue
+//! pairs over a datagram link.
+//!
+//! Applications never call the transport directly. They push work requests into
+//! lock-free SPSC rings (one per send queue, receive queue and shared receive queue)
+//! and ring a doorbell; completions come back through one SPSC ring per completion
+//! queue. The engine's state sits behind one mutex that only control operations
+//! (create, modify, register) and the progress loop take:
+//!
+//! - [`Progress::Thread`]: a dedicated thread runs [`Engine::progress`] in a loop, so
+//!   one-sided operations complete against a process that never calls weft again. When
+//!   idle it spins for `idle_spin`, then blocks on the link and the doorbell eventfd.
+//! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass
+//!   when its ring is empty (lowest latency, one thread per context).
+//!
+//! A pass: move posted work requests into the transport, receive a burst, run due
+//! timers, transmit what the transport has (its deficit round robin decides whose turn
+//! it is), and route completions to their queues.
+
+use crate::mr::{MrEntry, MrTable};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::os::fd::AsFd;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use weft_link::spsc::{Consumer, Producer};
+use weft_link::wake::EventFd;
+use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
+use weft_transport::{
+    Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcOpcode, WcStatus,
+};
+
+/// Who drives the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Progress {
+    /// A dedicated engine thread (needed for passive one-sided targets).
+    #[default]
+    Thread,
+    /// Progress runs inside `CompletionQueue::poll` and blocking waits.
+    Inline,
+}
+
+/// Largest inline payload a work request can carry through the send ring.
+pub const MAX_INLINE: usize = 256;
+
+/// A send work request on its way to the engine; inline payloads travel in the ring
+/// slot, so the application may reuse its buffer when `post_send` returns.
+pub(crate) struct SqItem {
+    pub(crate) wr: SendWr,
+    pub(crate) inline_len: u16,
+    pub(crate) inline: [u8; MAX_INLINE],
+}
+
+impl fmt::Debug for SqItem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqItem")
+            .field("wr", &self.wr)
+            .field("inline_len", &self.inline_len)
+            .finish()
+    }
+}
+
+/// How a completion queue is woken: armed by `req_notify`, fired by the engine.
+#[derive(Debug)]
+pub(crate) struct CqNotify {
+    pub(crate) id: u32,
+    pub(crate) armed: AtomicBool,
+    pub(crate) channel: Option<Arc<ChannelInner>>,
+}
+
+/// A completion channel's event queue and its eventfd.
+#[derive(Debug)]
+pub(crate) struct ChannelInner {
+    pub(crate) fd: EventFd,
+    pub(crate) events: Mutex<VecDeque<u32>>,
+}
+
+#[derive(Debug)]
+struct CqSlot {
+    ring: Producer<Completion>,
+    overflow: VecDeque<Completion>,
+    notify: Arc<CqNotify>,
+    touched: bool,
+}
+
+#[derive(Debug)]
+struct QpSlot {
+    sq: Consumer<SqItem>,
+    sq_pending: VecDeque<SqItem>,
+    rq: Option<Consumer<RecvWr>>,
+    rq_pending: VecDeque<RecvWr>,
+    send_cq: u32,
+    recv_cq: u32,
+}
+
+#[derive(Debug)]
+struct SrqSlot {
+    rq: Consumer<RecvWr>,
+    pending: VecDeque<RecvWr>,
+}
+
+/// Counters of the engine itself (the transport and the link keep their own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Progress passes run.
+    pub passes: u64,
+    /// Times the engine thread blocked.
+    pub sleeps: u64,
+    /// Completions that found their queue's ring full and waited in the overflow list.
+    pub cq_overflows: u64,
+    /// Completions for a queue that no longer exists.
+    pub cq_orphans: u64,
+    /// Work requests the transport refused when the engine posted them (reported as
+    /// error completions).
+    pub post_refused: u64,
+    /// Datagrams dropped because the link's buffer pool was empty.
+    pub tx_no_buffer: u64,
+}
+
+/// The engine's state: the transport endpoint, the link, and the queues' rings.
+pub(crate) struct Engine {
+    pub(crate) ep: Endpoint<MrTable>,
+    link: Box<dyn DatagramLink>,
+    qps: HashMap<u32, QpSlot>,
+    srqs: HashMap<u32, SrqSlot>,
+    cqs: HashMap<u32, CqSlot>,
+    next_cq: u32,
+    rx: Vec<Datagram>,
+    tx: Vec<Datagram>,
+    spare: Vec<PacketBuf>,
+    sq_scratch: Vec<SqItem>,
+    rq_scratch: Vec<RecvWr>,
+    origin: std::time::Instant,
+    pub(crate) stats: EngineStats,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("local", &self.link.local_addr())
+            .field("qps", &self.qps.len())
+            .field("cqs", &self.cqs.len())
+            .finish()
+    }
+}
+
+const BURST: usize = 32;
+
+impl Engine {
+    pub(crate) fn new(ep: Endpoint<MrTable>, link: Box<dyn DatagramLink>) -> Engine {
+        Engine {
+            ep,
+            link,
+            qps: HashMap::new(),
+            srqs: HashMap::new(),
+            cqs: HashMap::new(),
+            next_cq: 1,
+            rx: Vec::with_capacity(BURST),
+            tx: Vec::with_capacity(BURST * 2),
+            spare: Vec::with_capacity(BURST),
+            sq_scratch: Vec::with_capacity(BURST),
+            rq_scratch: Vec::with_capacity(BURST),
+            origin: std::time::Instant::now(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    pub(crate) fn link(&self) -> &dyn DatagramLink {
+        &*self.link
+    }
+
+    pub(crate) fn link_stats(&self) -> LinkStats {
+        self.link.stats()
+    }
+
+    fn now(&self) -> Instant {
+        Instant(self.origin.elapsed().as_micros() as u64)
+    }
+
+    pub(crate) fn add_cq(
+        &mut self,
+        ring: Producer<Completion>,
+        channel: Option<Arc<ChannelInner>>,
+    ) -> Arc<CqNotify> {
+        let id = self.next_cq;
+        self.next_cq += 1;
+        let notify = Arc::new(CqNotify {
+            id,
+            armed: AtomicBool::new(false),
+            channel,
+        });
+        self.cqs.insert(
+            id,
+            CqSlot {
+                ring,
+                overflow: VecDeque::new(),
+                notify: Arc::clone(&notify),
+                touched: false,
+            },
+        );
+        notify
+    }
+
+    pub(crate) fn remove_cq(&mut self, id: u32) {
+        self.cqs.remove(&id);
+    }
+
+    pub(crate) fn add_qp(
+        &mut self,
+        qpn: u32,
+        sq: Consumer<SqItem>,
+        rq: Option<Consumer<RecvWr>>,
+        send_cq: u32,
+        recv_cq: u32,
+    ) {
+        self.qps.insert(
+            qpn,
+            QpSlot {
+                sq,
+                sq_pending: VecDeque::new(),
+                rq,
+                rq_pending: VecDeque::new(),
+                send_cq,
+                recv_cq,
+            },
+        );
+    }
+
+    pub(crate) fn remove_qp(&mut self, qpn: u32) {
+        self.qps.remove(&qpn);
+        self.ep.destroy_qp(qpn);
+    }
+
+    pub(crate) fn add_srq(&mut self, id: u32, rq: Consumer<RecvWr>) {
+        self.srqs.insert(
+            id,
+            SrqSlot {
+                rq,
+                pending: VecDeque::new(),
+            },
+        );
+    }
+
+    pub(crate) fn remove_srq(&mut self, id: u32) {
+        self.srqs.remove(&id);
+    }
+
+    pub(crate) fn register(&mut self, e: Arc<MrEntry>) {
+        self.ep.mem_mut().insert(e);
+    }
+
+    pub(crate) fn deregister(&mut self, lkey: u32) {
+        self.ep.mem_mut().remove(lkey);
+    }
+
+    /// One progress pass; true when it did anything.
+    pub(crate) fn progress(&mut self) -> bool {
+        self.stats.passes += 1;
+        let now = self.now();
+        let mut work = self.drain_posts();
+        work |= self.receive(now);
+        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
+            self.ep.handle_timeout(now);
+            work = true;
+        }
+        work |= self.transmit(now);
+        work |= self.complete();
+        work
+    }
+
+    /// How long the engine may sleep: until the next transport timer, at most `cap`.
+    pub(crate) fn sleep_budget(&self, cap: Duration) -> Duration {
+        match self.ep.poll_timeout() {
+            Some(t) => Duration::from_micros(t - self.now()).min(cap),
+            None => cap,
+        }
+    }
+
+    /// Block on the link and the doorbell.
+    pub(crate) fn wait(&mut self, timeout: Duration, doorbell: &EventFd) {
+        self.stats.sleeps += 1;
+        // A failed wait is a spurious wakeup: the loop polls again.
+        let _ = self.link.wait(timeout, Some(doorbell.as_fd()));
+        doorbell.drain();
+    }
+
+    fn drain_posts(&mut self) -> bool {
+        let mut work = false;
+        let Engine {
+            ep,
+            qps,
+            srqs,
+            sq_scratch,
+            rq_scratch,
+            ..
+        } = self;
+        let mut refused: Vec<(u32, SendWr)> = Vec::new();
+        for (&qpn, slot) in qps.iter_mut() {
+            // Sends: what waited first, then the ring, in order; never more than the
+            // transport's queue has room for, so nothing is refused as full.
+            let mut room = ep.sq_room(qpn).unwrap_or(0);
+            while room > 0 {
+                if slot.sq_pending.is_empty() && slot.sq.pop_burst(sq_scratch, BURST) > 0 {
+                    slot.sq_pending.extend(sq_scratch.drain(..));
+                }
+                let Some(item) = slot.sq_pending.pop_front() else {
+                    break;
+                };
+                work = true;
+                room -= 1;
+                let SqItem {
+                    wr,
+                    inline_len,
+                    inline,
+                } = item;
+                let (wr_id, op) = (wr.wr_id, wr.op);
+                let r = if wr.inline {
+                    ep.post_send_inline(qpn, wr, &inline[..usize::from(inline_len)])
+                } else {
+                    ep.post_send(qpn, wr)
+                };
+                if r.is_err() {
+                    refused.push((qpn, SendWr::new(wr_id, op, Vec::new())));
+                }
+            }
+            if let Some(rq) = &mut slot.rq {
+                let room = ep.rq_room(qpn).unwrap_or(0);
+                work |= feed(room, rq, &mut slot.rq_pending, rq_scratch, |wr| {
+                    ep.post_recv(qpn, wr)
+                });
+            }
+        }
+        for (&id, slot) in srqs.iter_mut() {
+            let room = ep.srq_room(id).unwrap_or(0);
+            work |= feed(room, &mut slot.rq, &mut slot.pending, rq_scratch, |wr| {
+                ep.post_srq_recv(id, wr)
+            });
+        }
+        // A work request the transport refuses after the application's checks passed
+        // (the QP was reset under it) completes in error, in its queue.
+        for (qpn, wr) in refused {
+            self.stats.post_refused += 1;
+            let mut c = error_completion(wr.wr_id, wr.op.wc_opcode(), qpn);
+            c.status = WcStatus::LocQpOpErr;
+            self.route(c);
+        }
+        work
+    }
+
+    fn receive(&mut self, now: Instant) -> bool {
+        let mut got = 0;
+        for _ in 0..4 {
+            let n = self.link.recv_burst(&mut self.rx, BURST).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            got += n;
+            for d in &self.rx {
+                self.ep.handle_packet(now, &d.path, &d.buf);
+            }
+            self.link
+                .pool()
+                .free_burst(self.rx.drain(..).map(|d| d.buf));
+            if n < BURST {
+                break;
+            }
+        }
+        got > 0
+    }
+
+    fn flush_tx(&mut self) {
+        if !self.tx.is_empty() {
+            // A send error leaves the datagrams queued; the next pass retries and the
+            // transport's timers recover anything that is finally lost.
+            let _ = self.link.send_burst(&mut self.tx);
+        }
+    }
+
+    fn transmit(&mut self, now: Instant) -> bool {
+        self.flush_tx();
+        if !self.tx.is_empty() {
+            // The link is full: let the transport keep its packets until it drains.
+            return false;
+        }
+        let mut sent = 0;
+        while sent < 4 * BURST {
+            if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
+                self.stats.tx_no_buffer += 1;
+                break;
+            }
+            let Some(mut buf) = self.spare.pop() else {
+                break;
+            };
+            buf.reset();
+            let Some(t) = self.ep.poll_transmit(now, buf.spare_mut()) else {
+                self.spare.push(buf);
+                break;
+            };
+            if buf.set_len(t.len) {
+                self.tx.push(Datagram { buf, path: t.path });
+            }
+            sent += 1;
+            if self.tx.len() >= BURST {
+                self.flush_tx();
+                if !self.tx.is_empty() {
+                    break;
+                }
+            }
+        }
+        self.flush_tx();
+        sent > 0
+    }
+
+    fn complete(&mut self) -> bool {
+        let mut any = false;
+        while let Some(c) = self.ep.poll_completion() {
+            any = true;
+            self.route(c);
+        }
+        if any {
+            for slot in self.cqs.values_mut() {
+                if slot.touched {
+                    slot.touched = false;
+                    publish(slot);
+                }
+            }
+        }
+        // Completions that waited for room.
+        for slot in self.cqs.values_mut() {
+            if !slot.overflow.is_empty() {
+                while let Some(c) = slot.overflow.pop_front() {
+                    if let Err(c) = slot.ring.push(c) {
+                        slot.overflow.push_front(c);
+                        break;
+                    }
+                }
+                publish(slot);
+            }
+        }
+        any
+    }
+
+    fn route(&mut self, c: Completion) {
+        let cq = match self.qps.get(&c.qpn) {
+            Some(q) if c.opcode.is_recv() => q.recv_cq,
+            Some(q) => q.send_cq,
+            None => {
+                self.stats.cq_orphans += 1;
+                return;
+            }
+        };
+        let Some(slot) = self.cqs.get_mut(&cq) else {
+            self.stats.cq_orphans += 1;
+            return;
+        };
+        slot.touched = true;
+        if !slot.overflow.is_empty() {
+            slot.overflow.push_back(c);
+            self.stats.cq_overflows += 1;
+        } else if let Err(c) = slot.ring.push(c) {
+            slot.overflow.push_back(c);
+            self.stats.cq_overflows += 1;
+        }
+    }
+}
+
+/// Move up to `room` receive work requests (waiting ones first) into the transport.
+fn feed(
+    mut room: usize,
+    ring: &mut Consumer<RecvWr>,
+    pending: &mut VecDeque<RecvWr>,
+    scratch: &mut Vec<RecvWr>,
+    mut post: impl FnMut(RecvWr) -> Result<(), PostError>,
+) -> bool {
+    let mut work = false;
+    while room > 0 {
+        if pending.is_empty() && ring.pop_burst(scratch, BURST) > 0 {
+            pending.extend(scratch.drain(..));
+        }
+        let Some(wr) = pending.pop_front() else {
+            break;
+        };
+        work = true;
+        room -= 1;
+        // The application checked the request; a refusal here means the queue went
+        // away, and its receives go with it (they are flushed by the transport when a
+        // QP errors, and a destroyed queue completes nothing, as with ibverbs).
+        let _ = post(wr);
+    }
+    work
+}
+
+/// Make a completion queue's new entries visible and fire its channel if armed.
+fn publish(slot: &mut CqSlot) {
+    slot.ring.doorbell();
+    if slot.notify.armed.swap(false, Ordering::AcqRel) {
+        if let Some(ch) = &slot.notify.channel {
+            ch.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(slot.notify.id);
+            ch.fd.notify();
+        }
+    }
+}
+
+pub(crate) fn error_completion(wr_id: u64, opcode: WcOpcode, qpn: u32) -> Completion {
+    Completion {
+        wr_id,
+        status: WcStatus::GeneralErr,
+        opcode,
+        qpn,
+        byte_len: 0,
+        imm: None,
+        src_qp: None,
+        src_path: None,
+        from_srq: false,
+    }
+}
+
+/// What every handle of one context shares: the engine and how to wake it.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    engine: Mutex<Engine>,
+    pub(crate) doorbell: EventFd,
+    sleeping: AtomicBool,
+    stop: AtomicBool,
+    waiters: AtomicUsize,
+    pub(crate) progress: Progress,
+    pub(crate) idle_spin: Duration,
+    pub(crate) local_addr: std::net::SocketAddr,
+    /// lkeys of live regions, for gathering inline sends on the posting thread.
+    pub(crate) inline_keys: std::sync::RwLock<HashMap<u32, Arc<MrEntry>>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        engine: Engine,
+        progress: Progress,
+        idle_spin: Duration,
+    ) -> std::io::Result<Shared> {
+        let local_addr = engine.link.local_addr();
+        Ok(Shared {
+            engine: Mutex::new(engine),
+            doorbell: EventFd::new()?,
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
+            progress,
+            idle_spin,
+            local_addr,
+            inline_keys: std::sync::RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// The engine, for a control operation: wakes a sleeping engine thread first and
+    /// tells it someone is waiting, so it lets go between passes.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        self.doorbell.notify();
+        let g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        g
+    }
+
+    /// A progress pass if nobody else is running one (inline progress).
+    pub(crate) fn try_progress(&self) -> bool {
+        match self.engine.try_lock() {
+            Ok(mut g) => g.progress(),
+            Err(_) => false,
+        }
+    }
+
+    /// After publishing work in a ring: wake the engine if it sleeps. The fence pairs
+    /// with the one in [`Shared::run`] (Dekker): either the engine sees our ring
+    /// update in its re-check, or we see its `sleeping` flag.
+    pub(crate) fn kick(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) {
+            self.doorbell.notify();
+        }
+    }
+
+    pub(crate) fn deregister(&self, lkey: u32) {
+        self.inline_keys
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&lkey);
+        self.lock().deregister(lkey);
+    }
+
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.doorbell.notify();
+    }
+
+    /// The engine thread's loop.
+    pub(crate) fn run(self: &Arc<Self>) {
+        let mut idle_since: Option<std::time::Instant> = None;
+        while !self.stop.load(Ordering::Acquire) {
+            if self.waiters.load(Ordering::Relaxed) > 0 {
+                std::thread::yield_now();
+            }
+            let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
+            if g.progress() {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() < self.idle_spin {
+                drop(g);
+                std::hint::spin_loop();
+                continue;
+            }
+            // Going to sleep: announce it, then look once more (see `kick`).
+            self.sleeping.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if !g.progress() && self.waiters.load(Ordering::SeqCst) == 0 {
+                let budget = g.sleep_budget(Duration::from_millis(50));
+                g.wait(budget, &self.doorbell);
+            }
+            self.sleeping.store(false, Ordering::SeqCst);
+            idle_since = None;
+        }
+    }
+}
+
+/// Start the engine thread.
+pub(crate) fn spawn(shared: &Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+    let s = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name("weft-engine".into())
+        .spawn(move || s.run())
+}
+
+/// Engine-level counters plus the transport's and the link's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextStats {
+    /// The engine's own counters.
+    pub engine: EngineStats,
+    /// The transport's counters (drops by reason, retransmissions, …).
+    pub transport: Stats,
+    /// The link's counters.
+    pub link: LinkStats,
+}

@@ -1,0 +1,432 @@
+//! Memory regions: the memory a peer may reach, and the table the engine checks every
+//! access against before a byte moves.
+//!
+//! This is the only module of weft-verbs with `unsafe`: the engine copies packet
+//! payloads into and out of memory the application owns, through raw pointers, the
+//! way an RNIC DMAs into registered memory. The table guarantees that every pointer
+//! it dereferences lies inside a live registration: a region leaves the table (under
+//! the engine lock) before its memory is freed, and every access is bounds-checked
+//! against the registration first.
+//!
+//! Concurrency contract (the RDMA one): the engine may write a region with remote
+//! write access at any time a peer sends a WRITE, and a receive buffer at any time
+//! until its completion is polled. The application reads such memory after the
+//! completion (or the application-level message) that says the data is there. The
+//! copy methods of [`MemoryRegion`] use raw copies and never form references to the
+//! shared bytes.
+#![allow(unsafe_code)]
+
+use crate::engine::Shared;
+use crate::Error;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use weft_transport::{Access, AccessError, AtomicOp, Key, Memory};
+
+/// Memory owned by a region: either allocated by weft (8-byte aligned, zeroed) or
+/// handed over by the caller.
+#[derive(Debug)]
+#[allow(dead_code)] // the backings own memory the table points into; they are never read
+enum Backing {
+    Words(Box<[u64]>),
+    Bytes(Vec<u8>),
+    /// Registered by address by the caller ([`crate::ProtectionDomain::register_raw`]);
+    /// the caller keeps it alive.
+    Raw,
+}
+
+/// One registration as the engine sees it.
+#[derive(Debug)]
+pub(crate) struct MrEntry {
+    ptr: *mut u8,
+    len: usize,
+    pub(crate) pd: u32,
+    pub(crate) access: Access,
+    pub(crate) lkey: u32,
+    pub(crate) rkey: u32,
+}
+
+// SAFETY: the pointer is only dereferenced by the table's accessors, which check the
+// range against the registration; the memory it points to is owned by the
+// `MemoryRegion` (or, for raw registrations, kept alive by the caller's contract) and
+// stays valid while the entry is in the table. Sharing the entry between threads
+// shares the address, not access to the bytes.
+unsafe impl Send for MrEntry {}
+// SAFETY: as above; the entry itself is immutable after creation.
+unsafe impl Sync for MrEntry {}
+
+impl MrEntry {
+    fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    /// The pointer to `[addr, addr + len)` if it lies inside this region.
+    fn range(&self, addr: u64, len: u64) -> Option<*mut u8> {
+        let base = self.addr();
+        let end = addr.checked_add(len)?;
+        if addr < base || end > base + self.len as u64 {
+            return None;
+        }
+        // In bounds: the offset is at most `self.len`.
+        Some(self.ptr.wrapping_add((addr - base) as usize))
+    }
+}
+
+/// Every registration of one context, by lkey and by rkey. Implements the transport's
+/// [`Memory`] trait: the engine hands it to `weft_transport::Endpoint`.
+#[derive(Debug, Default)]
+pub(crate) struct MrTable {
+    by_lkey: HashMap<u32, Arc<MrEntry>>,
+    by_rkey: HashMap<u32, Arc<MrEntry>>,
+}
+
+impl MrTable {
+    pub(crate) fn insert(&mut self, e: Arc<MrEntry>) {
+        self.by_rkey.insert(e.rkey, Arc::clone(&e));
+        self.by_lkey.insert(e.lkey, e);
+    }
+
+    pub(crate) fn remove(&mut self, lkey: u32) {
+        if let Some(e) = self.by_lkey.remove(&lkey) {
+            self.by_rkey.remove(&e.rkey);
+        }
+    }
+
+    /// True when neither key is in use (new keys must be unique).
+    pub(crate) fn keys_free(&self, lkey: u32, rkey: u32) -> bool {
+        lkey != rkey && !self.by_lkey.contains_key(&lkey) && !self.by_rkey.contains_key(&rkey)
+    }
+
+    fn find(
+        &self,
+        key: Key,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<*mut u8, AccessError> {
+        let e = match key {
+            Key::Local(k) => self.by_lkey.get(&k),
+            Key::Remote(k) => self.by_rkey.get(&k),
+        }
+        .ok_or(AccessError::UnknownKey)?;
+        if e.pd != pd {
+            return Err(AccessError::WrongPd);
+        }
+        let p = e.range(addr, len).ok_or(AccessError::OutOfBounds)?;
+        if !e.access.contains(need) {
+            return Err(AccessError::AccessDenied);
+        }
+        Ok(p)
+    }
+}
+
+impl Memory for MrTable {
+    fn check(
+        &self,
+        key: Key,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        need: Access,
+    ) -> Result<(), AccessError> {
+        self.find(key, pd, addr, len, need).map(|_| ())
+    }
+
+    fn read(
+        &self,
+        key: Key,
+        pd: u32,
+        addr: u64,
+        out: &mut [u8],
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let p = self.find(key, pd, addr, out.len() as u64, need)?;
+        // SAFETY: `find` checked that `[p, p + out.len())` lies inside a live
+        // registration; `out` is a distinct Rust buffer, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        key: Key,
+        pd: u32,
+        addr: u64,
+        data: &[u8],
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let p = self.find(key, pd, addr, data.len() as u64, need)?;
+        // SAFETY: as in `read`: in bounds of a live registration, disjoint from `data`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(())
+    }
+
+    fn atomic(&mut self, key: Key, pd: u32, addr: u64, op: AtomicOp) -> Result<u64, AccessError> {
+        if addr % 8 != 0 {
+            return Err(AccessError::Misaligned);
+        }
+        let p = self.find(key, pd, addr, 8, Access::REMOTE_ATOMIC)?;
+        // SAFETY: the 8 bytes lie inside a live registration and `addr` (hence `p`) is
+        // 8-byte aligned; every access weft makes to them as a target is atomic, so
+        // viewing them as an `AtomicU64` for this call is sound.
+        let a = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) };
+        Ok(match op {
+            AtomicOp::CompareSwap { compare, swap } => {
+                match a.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(v) | Err(v) => v,
+                }
+            }
+            AtomicOp::FetchAdd { add } => a.fetch_add(add, Ordering::SeqCst),
+        })
+    }
+}
+
+/// A registered memory region (`ibv_mr`): memory the local side names by `lkey` in
+/// scatter-gather entries and a peer names by `rkey` and virtual address.
+///
+/// The virtual address of byte `i` is `addr() + i` (the address of the memory in this
+/// process, as with ibverbs). Dropping the region deregisters it first, then frees its
+/// memory; in-flight operations on it then fail with protection errors, never touch
+/// freed memory.
+#[derive(Debug)]
+pub struct MemoryRegion {
+    entry: Arc<MrEntry>,
+    backing: Backing,
+    ctx: Option<Arc<Shared>>,
+}
+
+fn entry(ptr: *mut u8, len: usize, pd: u32, access: Access, keys: (u32, u32)) -> Arc<MrEntry> {
+    Arc::new(MrEntry {
+        ptr,
+        len,
+        pd,
+        access,
+        lkey: keys.0,
+        rkey: keys.1,
+    })
+}
+
+impl MemoryRegion {
+    /// `len` zeroed bytes, 8-byte aligned (atomic targets need it).
+    pub(crate) fn allocate(len: usize, pd: u32, access: Access, keys: (u32, u32)) -> MemoryRegion {
+        let mut words = vec![0u64; len.div_ceil(8).max(1)].into_boxed_slice();
+        let ptr = words.as_mut_ptr().cast::<u8>();
+        MemoryRegion {
+            entry: entry(ptr, len, pd, access, keys),
+            backing: Backing::Words(words),
+            ctx: None,
+        }
+    }
+
+    /// The caller's buffer, owned by the region until [`MemoryRegion::into_vec`].
+    pub(crate) fn adopt(
+        mut buf: Vec<u8>,
+        pd: u32,
+        access: Access,
+        keys: (u32, u32),
+    ) -> MemoryRegion {
+        let ptr = buf.as_mut_ptr();
+        MemoryRegion {
+            entry: entry(ptr, buf.len(), pd, access, keys),
+            backing: Backing::Bytes(buf),
+            ctx: None,
+        }
+    }
+
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes for as long as the region is
+    /// registered, and not freed or moved before the region is dropped.
+    pub(crate) unsafe fn raw(
+        ptr: *mut u8,
+        len: usize,
+        pd: u32,
+        access: Access,
+        keys: (u32, u32),
+    ) -> MemoryRegion {
+        MemoryRegion {
+            entry: entry(ptr, len, pd, access, keys),
+            backing: Backing::Raw,
+            ctx: None,
+        }
+    }
+
+    /// The table's view of this region, and who to tell when it goes.
+    pub(crate) fn attach(&mut self, ctx: Arc<Shared>) -> Arc<MrEntry> {
+        self.ctx = Some(ctx);
+        Arc::clone(&self.entry)
+    }
+
+    fn entry(&self) -> &MrEntry {
+        &self.entry
+    }
+
+    /// First virtual address.
+    pub fn addr(&self) -> u64 {
+        self.entry().addr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.entry().len
+    }
+
+    /// True for a zero-length region.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Local key, for scatter-gather entries.
+    pub fn lkey(&self) -> u32 {
+        self.entry().lkey
+    }
+
+    /// Remote key, for a peer's RDMA READ/WRITE/atomics.
+    pub fn rkey(&self) -> u32 {
+        self.entry().rkey
+    }
+
+    /// The rights this region grants.
+    pub fn access(&self) -> Access {
+        self.entry().access
+    }
+
+    /// A scatter-gather entry for `len` bytes at `offset`.
+    pub fn sge(&self, offset: usize, len: u32) -> weft_transport::Sge {
+        weft_transport::Sge {
+            addr: self.addr() + offset as u64,
+            len,
+            lkey: self.lkey(),
+        }
+    }
+
+    /// Where a peer WRITEs or READs `offset` of this region.
+    pub fn remote(&self, offset: usize) -> weft_transport::RemoteAddr {
+        weft_transport::RemoteAddr {
+            addr: self.addr() + offset as u64,
+            rkey: self.rkey(),
+        }
+    }
+
+    fn span(&self, offset: usize, len: usize) -> Result<*mut u8, Error> {
+        let e = self.entry();
+        match offset.checked_add(len) {
+            Some(end) if end <= e.len => Ok(e.ptr.wrapping_add(offset)),
+            _ => Err(Error::OutOfBounds {
+                offset,
+                len,
+                region: e.len,
+            }),
+        }
+    }
+
+    /// Copy `out.len()` bytes from `offset` of the region.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        let p = self.span(offset, out.len())?;
+        // SAFETY: `span` checked the range lies inside the region, whose memory lives
+        // as long as `self`; `out` is a distinct buffer.
+        unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copy `data` to `offset` of the region.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), Error> {
+        let p = self.span(offset, data.len())?;
+        // SAFETY: as in `read`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(())
+    }
+
+    /// `len` bytes from `offset` as a vector.
+    pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, Error> {
+        let mut v = vec![0u8; len];
+        self.read(offset, &mut v)?;
+        Ok(v)
+    }
+
+    /// Atomically load the little-endian `u64` at `offset` (8-byte aligned); the way
+    /// to read a word peers update with atomics.
+    pub fn load_u64(&self, offset: usize) -> Result<u64, Error> {
+        Ok(self.atomic_at(offset)?.load(Ordering::SeqCst))
+    }
+
+    /// Atomically store `v` at `offset` (8-byte aligned).
+    pub fn store_u64(&self, offset: usize, v: u64) -> Result<(), Error> {
+        self.atomic_at(offset)?.store(v, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn atomic_at(&self, offset: usize) -> Result<&AtomicU64, Error> {
+        let p = self.span(offset, 8)?;
+        if (p as usize) % 8 != 0 {
+            return Err(Error::Misaligned(offset));
+        }
+        // SAFETY: 8 in-bounds, 8-byte-aligned bytes that live as long as `&self`; weft
+        // accesses words used as atomic targets only atomically.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast::<u64>()) })
+    }
+
+    /// The region's bytes as a slice.
+    ///
+    /// # Safety
+    /// No peer or local operation may write the region while the slice lives (no
+    /// outstanding receive into it, no peer with its rkey and write access sending).
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        let e = self.entry();
+        // SAFETY: the region's memory is valid for `len` bytes while `self` lives; the
+        // caller guarantees no concurrent writer.
+        unsafe { std::slice::from_raw_parts(e.ptr, e.len) }
+    }
+
+    /// Deregister and return the caller's buffer of a region made from a `Vec`
+    /// (`None` for regions weft allocated or registered by address).
+    pub fn into_vec(mut self) -> Option<Vec<u8>> {
+        self.deregister();
+        match std::mem::replace(&mut self.backing, Backing::Raw) {
+            Backing::Bytes(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn deregister(&mut self) {
+        if let Some(ctx) = self.ctx.take() {
+            ctx.deregister(self.entry.lkey);
+        }
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // Out of the engine's table first (under its lock), then the memory goes.
+        self.deregister();
+    }
+}
+
+/// Gather the bytes of `sges` into `out` on the posting thread (an inline send),
+/// checking each lkey, protection domain and bound against `keys`. Returns the
+/// number of bytes gathered.
+pub(crate) fn gather_inline(
+    keys: &HashMap<u32, Arc<MrEntry>>,
+    pd: u32,
+    sges: &[weft_transport::Sge],
+    out: &mut [u8],
+) -> Result<usize, AccessError> {
+    let mut at = 0usize;
+    for s in sges {
+        let e = keys.get(&s.lkey).ok_or(AccessError::UnknownKey)?;
+        if e.pd != pd {
+            return Err(AccessError::WrongPd);
+        }
+        let p = e
+            .range(s.addr, u64::from(s.len))
+            .ok_or(AccessError::OutOfBounds)?;
+        let n = s.len as usize;
+        let dst = out.get_mut(at..at + n).ok_or(AccessError::OutOfBounds)?;
+        // SAFETY: `range` checked `[p, p + n)` lies inside a live registration (the
+        // caller holds the key map's read lock, and regions leave the map before their
+        // memory is freed); `dst` is a distinct buffer of exactly `n` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), n) };
+        at += n;
+    }
+    Ok(at)
+}

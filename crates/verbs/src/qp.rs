@@ -1,0 +1,301 @@
+//! Queue pairs and shared receive queues (`ibv_qp`, `ibv_srq`).
+
+use crate::context::{Context, ProtectionDomain};
+use crate::cq::CompletionQueue;
+use crate::engine::{SqItem, MAX_INLINE};
+use crate::mr::gather_inline;
+use crate::Error;
+use std::sync::PoisonError;
+use weft_link::spsc::{self, Producer};
+use weft_transport::wr::MAX_SGE;
+use weft_transport::{PostError, QpAttr, QpAttrs, QpInit, QpState, QpType, RecvWr, SendWr};
+
+/// What a queue pair is created with (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInitAttr {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Send queue depth.
+    pub max_send_wr: usize,
+    /// Receive queue depth (ignored with an SRQ).
+    pub max_recv_wr: usize,
+    /// Most SGEs per work request (at most 32).
+    pub max_sge: usize,
+    /// Largest inline payload (at most 256).
+    pub max_inline_data: usize,
+}
+
+impl QpInitAttr {
+    /// A QP of `qp_type` with 128-deep queues, 32 SGEs and 256 bytes of inline data.
+    pub fn new(qp_type: QpType) -> QpInitAttr {
+        QpInitAttr {
+            qp_type,
+            max_send_wr: 128,
+            max_recv_wr: 128,
+            max_sge: MAX_SGE,
+            max_inline_data: MAX_INLINE,
+        }
+    }
+}
+
+/// A queue pair. Posting needs `&mut self` (one producer per queue, no lock); wrap it
+/// in a `Mutex` to share it between threads.
+#[derive(Debug)]
+pub struct QueuePair {
+    ctx: Context,
+    pd: u32,
+    qpn: u32,
+    init: QpInitAttr,
+    sq: Producer<SqItem>,
+    rq: Option<Producer<RecvWr>>,
+    state: QpState,
+    send_cq: u32,
+    recv_cq: u32,
+}
+
+impl ProtectionDomain {
+    /// Create a queue pair in RESET (`ibv_create_qp`). Receives go to the QP's own
+    /// receive queue, or to `srq` when given.
+    pub fn create_qp(
+        &self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        srq: Option<&SharedReceiveQueue>,
+        init: QpInitAttr,
+    ) -> Result<QueuePair, Error> {
+        let shared = self.ctx.shared();
+        if !std::sync::Arc::ptr_eq(send_cq.context().shared(), shared)
+            || !std::sync::Arc::ptr_eq(recv_cq.context().shared(), shared)
+        {
+            return Err(Error::WrongContext);
+        }
+        if let Some(s) = srq {
+            if s.pd != self.pd || !std::sync::Arc::ptr_eq(s.ctx.shared(), shared) {
+                return Err(Error::WrongContext);
+            }
+        }
+        let (sq_tx, sq_rx) = spsc::ring(init.max_send_wr.max(1));
+        let (rq_tx, rq_rx) = match srq {
+            Some(_) => (None, None),
+            None => {
+                let (t, r) = spsc::ring(init.max_recv_wr.max(1));
+                (Some(t), Some(r))
+            }
+        };
+        let mut e = shared.lock();
+        let qpn = e.ep.create_qp(QpInit {
+            qp_type: init.qp_type,
+            pd: self.pd,
+            max_send_wr: init.max_send_wr.max(1),
+            max_recv_wr: init.max_recv_wr.max(1),
+            srq: srq.map(|s| s.id),
+        })?;
+        e.add_qp(qpn, sq_rx, rq_rx, send_cq.id(), recv_cq.id());
+        drop(e);
+        Ok(QueuePair {
+            ctx: self.ctx.clone(),
+            pd: self.pd,
+            qpn,
+            init,
+            sq: sq_tx,
+            rq: rq_tx,
+            state: QpState::Reset,
+            send_cq: send_cq.id(),
+            recv_cq: recv_cq.id(),
+        })
+    }
+
+    /// A shared receive queue of `max_wr` entries (`ibv_create_srq`).
+    pub fn create_srq(&self, max_wr: usize) -> SharedReceiveQueue {
+        let (tx, rx) = spsc::ring(max_wr.max(1));
+        let mut e = self.ctx.shared().lock();
+        let id = e.ep.create_srq(self.pd, max_wr.max(1));
+        e.add_srq(id, rx);
+        drop(e);
+        SharedReceiveQueue {
+            ctx: self.ctx.clone(),
+            pd: self.pd,
+            id,
+            rq: tx,
+        }
+    }
+}
+
+impl QueuePair {
+    /// The QP number (unpredictable, 24 bits).
+    pub fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.init.qp_type
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Ids of the send and receive completion queues.
+    pub fn cq_ids(&self) -> (u32, u32) {
+        (self.send_cq, self.recv_cq)
+    }
+
+    /// Change state and attributes (`ibv_modify_qp`): path MTU, destination QPN and
+    /// path, PSNs, timeout, retry counts, `max_rd_atomic`, recovery mode, …
+    pub fn modify(&mut self, attr: &QpAttr) -> Result<(), Error> {
+        self.ctx.shared().lock().ep.modify_qp(self.qpn, attr)?;
+        if let Some(s) = attr.state {
+            self.state = s;
+        }
+        Ok(())
+    }
+
+    /// The QP's current state (it may have moved to ERR on its own) and attributes
+    /// (`ibv_query_qp`).
+    pub fn query(&self) -> Option<(QpState, QpAttrs)> {
+        let e = self.ctx.shared().lock();
+        Some((e.ep.qp_state(self.qpn)?, e.ep.qp_attrs(self.qpn)?))
+    }
+
+    /// Post a list of send work requests (`ibv_post_send`). Checks that ibverbs makes
+    /// synchronously are made here; on a refusal, the requests before it are posted
+    /// and the error names the index. Inline requests are gathered now, so their
+    /// buffers may be reused on return.
+    pub fn post_send(&mut self, wrs: impl IntoIterator<Item = SendWr>) -> Result<(), Error> {
+        let mut result = Ok(());
+        for (index, wr) in wrs.into_iter().enumerate() {
+            if let Err(error) = self.push_send(wr) {
+                result = Err(match error {
+                    Error::Post(error) => Error::PostList { index, error },
+                    other => other,
+                });
+                break;
+            }
+        }
+        self.sq.doorbell();
+        self.ctx.shared().kick();
+        result
+    }
+
+    fn push_send(&mut self, wr: SendWr) -> Result<(), Error> {
+        if matches!(self.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+            return Err(Error::Post(PostError::InvalidState(self.state)));
+        }
+        if wr.sg_list.len() > self.init.max_sge.min(MAX_SGE) {
+            return Err(Error::Post(PostError::TooManySge));
+        }
+        let supported = match self.init.qp_type {
+            QpType::Rc => true,
+            QpType::Uc => matches!(
+                wr.op,
+                weft_transport::WrOp::Send { .. } | weft_transport::WrOp::Write { .. }
+            ),
+            QpType::Ud => matches!(wr.op, weft_transport::WrOp::Send { .. }),
+        };
+        if !supported {
+            return Err(Error::Post(PostError::UnsupportedOp));
+        }
+        if self.init.qp_type == QpType::Ud && wr.ud.is_none() {
+            return Err(Error::Post(PostError::MissingUdDest));
+        }
+        let mut item = SqItem {
+            wr,
+            inline_len: 0,
+            inline: [0u8; MAX_INLINE],
+        };
+        if item.wr.inline {
+            let len = item.wr.sg_len();
+            if item.wr.op.is_read_or_atomic()
+                || len > self.init.max_inline_data.min(MAX_INLINE) as u64
+            {
+                return Err(Error::Post(PostError::InlineTooLarge));
+            }
+            let keys = self
+                .ctx
+                .shared()
+                .inline_keys
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let n = gather_inline(&keys, self.pd, &item.wr.sg_list, &mut item.inline)
+                .map_err(Error::InlineAccess)?;
+            item.inline_len = n as u16;
+        }
+        self.sq
+            .push(item)
+            .map_err(|_| Error::Post(PostError::QueueFull))
+    }
+
+    /// Post a list of receive work requests (`ibv_post_recv`).
+    pub fn post_recv(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<(), Error> {
+        let Some(rq) = &mut self.rq else {
+            return Err(Error::Post(PostError::UsesSrq));
+        };
+        let r = push_recvs(rq, self.state, self.init.max_sge, wrs);
+        rq.doorbell();
+        self.ctx.shared().kick();
+        r
+    }
+}
+
+fn push_recvs(
+    rq: &mut Producer<RecvWr>,
+    state: QpState,
+    max_sge: usize,
+    wrs: impl IntoIterator<Item = RecvWr>,
+) -> Result<(), Error> {
+    if state == QpState::Reset {
+        return Err(Error::PostList {
+            index: 0,
+            error: PostError::InvalidState(state),
+        });
+    }
+    for (index, wr) in wrs.into_iter().enumerate() {
+        if wr.sg_list.len() > max_sge.min(MAX_SGE) {
+            return Err(Error::PostList {
+                index,
+                error: PostError::TooManySge,
+            });
+        }
+        if rq.push(wr).is_err() {
+            return Err(Error::PostList {
+                index,
+                error: PostError::QueueFull,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        self.ctx.shared().lock().remove_qp(self.qpn);
+    }
+}
+
+/// A shared receive queue (`ibv_srq`): receive buffers any QP created with it draws
+/// from.
+#[derive(Debug)]
+pub struct SharedReceiveQueue {
+    ctx: Context,
+    pd: u32,
+    id: u32,
+    rq: Producer<RecvWr>,
+}
+
+impl SharedReceiveQueue {
+    /// Post receive work requests (`ibv_post_srq_recv`).
+    pub fn post_recv(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<(), Error> {
+        let r = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, wrs);
+        self.rq.doorbell();
+        self.ctx.shared().kick();
+        r
+    }
+}
+
+impl Drop for SharedReceiveQueue {
+    fn drop(&mut self) {
+        self.ctx.shared().lock().remove_srq(self.id);
+    }
+}
