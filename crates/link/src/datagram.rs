@@ -18,6 +18,17 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 use weft_wire::roce::{IcrcPath, IpPair};
 
+/// Default largest datagram: a 4096-byte path MTU payload, 64 bytes for the BTH and
+/// the largest set of extension headers (BTH 12 + RETH 16 + ImmDt 4 fit, so does
+/// BTH + AtomicETH 28), and the 4-byte ICRC.
+pub const DEFAULT_MAX_DATAGRAM: usize = 4096 + 64 + 4;
+
+/// Buffer size for a pool that holds datagrams of up to `max_datagram` bytes after the
+/// pool's default headroom, rounded up to a cache line.
+pub const fn pool_buf_size(max_datagram: usize) -> usize {
+    (max_datagram + crate::pool::DEFAULT_HEADROOM).div_ceil(64) * 64
+}
+
 /// One RoCEv2 packet (the UDP payload) and its path.
 #[derive(Debug)]
 pub struct Datagram {

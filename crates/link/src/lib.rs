@@ -18,10 +18,13 @@ pub mod pool;
 pub mod signal;
 pub mod sim;
 pub mod spsc;
+mod sys;
+pub mod udp;
 pub mod wake;
 
 pub use datagram::{Datagram, DatagramLink};
 pub use pool::{BufferPool, PacketBuf};
+pub use udp::{UdpLink, UdpOptions};
 
 use std::io;
 use std::time::Duration;
