@@ -4,7 +4,8 @@
 //!
 //! It owns: [`pool`] (no allocation per packet), [`spsc`] (batched doorbells),
 //! [`sim`] (in-memory links with a seeded fault injector, for tests) and
-//! [`afpacket`] (Linux `AF_PACKET` with `TPACKET_V3` mmap rings).
+//! [`afpacket`] (Linux `AF_PACKET` with `TPACKET_V3` mmap rings) and [`afxdp`] (Linux
+//! `AF_XDP` sockets with a UMEM, in generic XDP mode by default).
 //!
 //! It must not touch: packet contents. A link moves bytes; parsing is weft-wire's,
 //! deciding is the router's or the verbs engine's.
@@ -13,6 +14,7 @@
 //! and between threads; every block carries a `// SAFETY:` comment.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod datagram;
 pub mod pool;
 pub mod signal;

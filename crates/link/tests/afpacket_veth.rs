@@ -1,61 +1,22 @@
 //! AF_PACKET over a real veth pair inside a network namespace this test creates.
 //! Needs root and iproute2; prints "skipped: …" and passes without them.
 
-use std::process::Command;
+mod common;
+
+use common::VethNs;
 use std::time::{Duration, Instant};
 use weft_link::afpacket::AfPacket;
 use weft_link::{BufferPool, Link};
 
-const NS: &str = "weft-linktest";
-
-struct Netns;
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", NS]).status();
-    }
-}
-
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-fn in_ns(args: &[&str]) -> bool {
-    let mut v = vec!["ip", "netns", "exec", NS];
-    v.extend_from_slice(args);
-    sh(&v)
-}
-
-/// Enter the namespace on this thread (the test binary's other threads stay out).
-fn enter_ns() -> std::io::Result<()> {
-    let f = std::fs::File::open(format!("/run/netns/{NS}"))?;
-    nix_setns(&f)
-}
-
-fn nix_setns(f: &std::fs::File) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    weft_link::afpacket::setns_net(f.as_raw_fd())
-}
-
 #[test]
 fn frames_cross_a_veth_pair_both_ways_in_bursts() {
-    if !is_root() || !sh(&["ip", "-V"]) {
-        eprintln!("skipped: needs root and iproute2");
+    if let Err(why) = common::can_run() {
+        eprintln!("skipped: {why}");
         return;
     }
-    let _ = Command::new("ip").args(["netns", "del", NS]).status();
-    assert!(sh(&["ip", "netns", "add", NS]));
-    let _guard = Netns;
-    assert!(in_ns(&[
-        "ip", "link", "add", "wl0", "type", "veth", "peer", "name", "wl1"
-    ]));
-    assert!(in_ns(&["ip", "link", "set", "wl0", "up"]));
-    assert!(in_ns(&["ip", "link", "set", "wl1", "up"]));
-    let t = std::thread::spawn(|| {
-        enter_ns().expect("setns");
+    let ns = VethNs::new("weft-linktest", "wl0", "wl1");
+    let t = std::thread::spawn(move || {
+        ns.enter().expect("setns");
         let pool = BufferPool::new(512, 2048);
         let mut a = AfPacket::open("wl0", pool.clone()).expect("open wl0");
         let mut b = AfPacket::open("wl1", pool.clone()).expect("open wl1");
@@ -99,15 +60,4 @@ fn frames_cross_a_veth_pair_both_ways_in_bursts() {
         assert_eq!(pool.available(), 512, "every buffer went back to the pool");
     });
     t.join().expect("test thread");
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
 }

@@ -1,0 +1,1251 @@
+//! Linux `AF_XDP` links (Documentation/networking/af_xdp.rst): a UMEM with fill,
+//! completion, receive and transmit rings per queue, and the XDP program that
+//! redirects the interface's frames into the sockets, loaded with the raw `bpf(2)`
+//! system call — no C toolchain, no libbpf, no ELF.
+//!
+//! The program is five instructions, assembled here by hand:
+//!
+//! ```text
+//! return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+//! ```
+//!
+//! It is attached with `BPF_LINK_CREATE`, so it is detached when the link's file
+//! descriptor closes: when [`AfXdpLink`] drops, and also when the process dies.
+//!
+//! Mode: generic XDP (`XDP_FLAGS_SKB_MODE`) with copy-mode sockets (`XDP_COPY`) by
+//! default, which every interface supports; [`XdpMode::Native`] asks for the
+//! driver's XDP hook (veth has one) instead. Either way the socket copies each frame
+//! into the UMEM, and this link copies it once more into a pooled buffer (and the
+//! reverse on transmit): one copy per direction on our side, as with `AF_PACKET`.
+//! Zero copy would need the pool to live in the UMEM; see docs/results/router.md.
+//!
+//! Every receive queue the interface has gets its own socket and UMEM (veth has one
+//! unless created with `numrxqueues`); transmit uses the first queue's socket.
+//!
+//! Needs `CAP_NET_ADMIN` and `CAP_BPF` (root), `CONFIG_XDP_SOCKETS` and
+//! `CONFIG_BPF_SYSCALL`. Offloads should be off on the interface, as for
+//! `AF_PACKET` (generic XDP linearises GSO frames otherwise).
+
+use crate::afpacket::interface_mac_mtu;
+use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use std::ffi::CString;
+use std::io;
+use std::ptr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+// Linux UAPI (include/uapi/linux/if_xdp.h, bpf.h, if_link.h, ethtool.h), defined here
+// so every number and layout we rely on is in one place.
+const AF_XDP: libc::c_int = 44;
+const SOL_XDP: libc::c_int = 283;
+const XDP_MMAP_OFFSETS: libc::c_int = 1;
+const XDP_RX_RING: libc::c_int = 2;
+const XDP_TX_RING: libc::c_int = 3;
+const XDP_UMEM_REG: libc::c_int = 4;
+const XDP_UMEM_FILL_RING: libc::c_int = 5;
+const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+const XDP_STATISTICS: libc::c_int = 7;
+const XDP_COPY: u16 = 1 << 1;
+const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_RING_NEED_WAKEUP: u32 = 1;
+const XDP_PGOFF_RX_RING: libc::off_t = 0;
+const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
+const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
+/// Bytes the kernel keeps in front of a received frame in its UMEM chunk.
+const XDP_PACKET_HEADROOM: usize = 256;
+
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+const BPF_PROG_LOAD: libc::c_int = 5;
+const BPF_LINK_CREATE: libc::c_int = 28;
+const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_XDP: u32 = 37;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+const XDP_PASS: i32 = 2;
+const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// `struct xdp_umem_reg` (with `tx_metadata_len`, Linux 6.8; older kernels read the
+/// same 32 bytes with that field as padding).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct UmemReg {
+    addr: u64,
+    len: u64,
+    chunk_size: u32,
+    headroom: u32,
+    flags: u32,
+    tx_metadata_len: u32,
+}
+
+/// `struct xdp_ring_offset`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct RingOffset {
+    producer: u64,
+    consumer: u64,
+    desc: u64,
+    flags: u64,
+}
+
+/// `struct xdp_mmap_offsets`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct MmapOffsets {
+    rx: RingOffset,
+    tx: RingOffset,
+    fill: RingOffset,
+    completion: RingOffset,
+}
+
+/// `struct sockaddr_xdp`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct SockaddrXdp {
+    family: u16,
+    flags: u16,
+    ifindex: u32,
+    queue_id: u32,
+    shared_umem_fd: u32,
+}
+
+/// `struct xdp_statistics`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct XdpStatistics {
+    rx_dropped: u64,
+    rx_invalid_descs: u64,
+    tx_invalid_descs: u64,
+    rx_ring_full: u64,
+    rx_fill_ring_empty_descs: u64,
+    tx_ring_empty_descs: u64,
+}
+
+/// `struct xdp_desc`: 16 bytes in the receive and transmit rings.
+const DESC_LEN: usize = 16;
+/// A UMEM address: 8 bytes in the fill and completion rings.
+const ADDR_LEN: usize = 8;
+
+/// `union bpf_attr` for `BPF_MAP_CREATE`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    inner_map_fd: u32,
+    numa_node: u32,
+    map_name: [u8; 16],
+}
+
+/// `union bpf_attr` for `BPF_MAP_UPDATE_ELEM`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct MapUpdateAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `union bpf_attr` for `BPF_PROG_LOAD`, up to `expected_attach_type`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct ProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+}
+
+/// `union bpf_attr` for `BPF_LINK_CREATE`, the part XDP uses.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+}
+
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+/// `struct ifreq` with `ifr_data` (a pointer) in its union.
+#[repr(C)]
+struct IfReqData {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _rest: [u8; 16],
+}
+
+/// One `struct bpf_insn`: opcode, then destination and source register in one byte
+/// (destination in the low nibble), offset, immediate.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+struct BpfInsn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+impl BpfInsn {
+    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> BpfInsn {
+        BpfInsn {
+            code,
+            regs: (src << 4) | (dst & 0x0f),
+            off,
+            imm,
+        }
+    }
+}
+
+/// The redirect program for the XSKMAP open at `map_fd` (eBPF, Documentation/bpf/
+/// standardization/instruction-set.rst):
+///
+/// ```text
+/// r2 = *(u32 *)(r1 + 16)    ; ctx->rx_queue_index (struct xdp_md)
+/// r1 = map_fd ll            ; ld_imm64, src = BPF_PSEUDO_MAP_FD: the kernel swaps in the map
+/// r3 = XDP_PASS             ; no socket on this queue: the frame goes to the stack
+/// call bpf_redirect_map
+/// exit                      ; r0 = XDP_REDIRECT, or XDP_PASS
+/// ```
+fn redirect_program(map_fd: libc::c_int) -> [BpfInsn; 6] {
+    const LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
+    const LD_IMM_DW: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
+    const MOV64_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
+    const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
+    const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
+    const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
+    [
+        BpfInsn::new(LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
+        BpfInsn::new(LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
+        BpfInsn::new(0, 0, 0, 0, 0), // upper 32 bits of the 64-bit immediate
+        BpfInsn::new(MOV64_K, 3, 0, 0, XDP_PASS),
+        BpfInsn::new(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        BpfInsn::new(EXIT, 0, 0, 0, 0),
+    ]
+}
+
+/// Which XDP hook runs the redirect program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// Generic XDP (`XDP_FLAGS_SKB_MODE`): after the kernel built an skb; works on
+    /// every interface.
+    #[default]
+    Generic,
+    /// The driver's own XDP hook (`XDP_FLAGS_DRV_MODE`); veth has one (it then
+    /// receives in NAPI). Sockets stay in copy mode.
+    Native,
+}
+
+impl std::str::FromStr for XdpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<XdpMode, String> {
+        match s {
+            "generic" | "skb" => Ok(XdpMode::Generic),
+            "native" | "drv" => Ok(XdpMode::Native),
+            _ => Err(format!("unknown XDP mode {s:?} (generic, native)")),
+        }
+    }
+}
+
+/// Sizes of an `AF_XDP` link's UMEM and rings (all powers of two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// UMEM chunk size: one frame per chunk (2048 or 4096). A received frame starts
+    /// 256 bytes in, so 2048 holds 1792-byte frames.
+    pub frame_size: u32,
+    /// Receive chunks per queue, all kept in the fill ring; also the receive ring
+    /// size.
+    pub rx_frames: u32,
+    /// Transmit chunks; also the transmit and completion ring size.
+    pub tx_frames: u32,
+    /// Generic (default) or native XDP.
+    pub mode: XdpMode,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            frame_size: 2048,
+            rx_frames: 2048,
+            tx_frames: 2048,
+            mode: XdpMode::Generic,
+        }
+    }
+}
+
+fn last_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// A file descriptor closed on drop.
+#[derive(Debug)]
+struct Fd(libc::c_int);
+
+impl Fd {
+    fn new(r: libc::c_int, what: &str) -> io::Result<Fd> {
+        if r < 0 {
+            Err(last_err(what))
+        } else {
+            Ok(Fd(r))
+        }
+    }
+}
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own this descriptor and close it once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// A memory mapping unmapped on drop.
+#[derive(Debug)]
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` at `offset` (a ring), shared with the kernel.
+    fn ring(fd: libc::c_int, len: usize, offset: libc::off_t, what: &str) -> io::Result<Mapping> {
+        // SAFETY: a fresh mapping at a kernel-chosen address; the kernel checks that
+        // `offset` names one of this socket's rings and `len` fits it. Checked below.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err(what));
+        }
+        Ok(Mapping { ptr: p.cast(), len })
+    }
+
+    /// Anonymous, page-aligned memory for a UMEM.
+    fn anonymous(len: usize) -> io::Result<Mapping> {
+        // SAFETY: a fresh private anonymous mapping; checked below.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err("mmap UMEM"));
+        }
+        Ok(Mapping { ptr: p.cast(), len })
+    }
+
+    fn slice(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping. UMEM chunks we read were handed to us
+        // by the kernel through a ring (Acquire), so it no longer writes them.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) })
+    }
+
+    fn slice_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping; `&mut self` makes this the only view,
+        // and the chunks we write are free transmit chunks the kernel does not own.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) })
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are what mmap returned; no view into it outlives `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// One single-producer single-consumer ring shared with the kernel: either we
+/// produce (fill, transmit) or we consume (completion, receive). `local` is our own
+/// index, published with Release; the kernel's is read with Acquire (the
+/// `smp_load_acquire`/`smp_store_release` pairing of af_xdp.rst).
+#[derive(Debug)]
+struct Ring {
+    map: Mapping,
+    producer: usize,
+    consumer: usize,
+    flags: usize,
+    desc: usize,
+    entry_len: usize,
+    mask: u32,
+    size: u32,
+    local: u32,
+}
+
+impl Ring {
+    fn map(
+        fd: libc::c_int,
+        off: &RingOffset,
+        size: u32,
+        entry_len: usize,
+        pgoff: libc::off_t,
+        what: &str,
+    ) -> io::Result<Ring> {
+        let len = off.desc as usize + size as usize * entry_len;
+        let map = Mapping::ring(fd, len, pgoff, what)?;
+        let r = Ring {
+            map,
+            producer: off.producer as usize,
+            consumer: off.consumer as usize,
+            flags: off.flags as usize,
+            desc: off.desc as usize,
+            entry_len,
+            mask: size - 1,
+            size,
+            local: 0,
+        };
+        for o in [r.producer, r.consumer, r.flags] {
+            if o % 4 != 0 || o + 4 > r.desc {
+                return Err(io::Error::other(format!(
+                    "{what}: odd ring offsets {off:?}"
+                )));
+            }
+        }
+        Ok(r)
+    }
+
+    fn word(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: `off` is one of the kernel's offsets, checked at `map` to be 4-aligned
+        // and inside the mapping (before the descriptors); the word lives as long as the
+        // mapping, and the kernel accesses it atomically too.
+        unsafe { &*self.map.ptr.add(off).cast::<AtomicU32>() }
+    }
+
+    /// For a ring we produce into: free entries.
+    fn free(&self) -> u32 {
+        let cons = self.word(self.consumer).load(Ordering::Acquire);
+        self.size - self.local.wrapping_sub(cons)
+    }
+
+    /// For a ring we consume from: entries ready.
+    fn ready(&self) -> u32 {
+        let prod = self.word(self.producer).load(Ordering::Acquire);
+        prod.wrapping_sub(self.local)
+    }
+
+    /// The kernel wants a system call to notice this ring.
+    fn needs_wakeup(&self) -> bool {
+        self.word(self.flags).load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Entry `i` past our index.
+    fn entry(&self, i: u32) -> &[u8] {
+        let at = self.desc + (self.local.wrapping_add(i) & self.mask) as usize * self.entry_len;
+        self.map.slice(at, self.entry_len).unwrap_or(&[])
+    }
+
+    fn entry_mut(&mut self, i: u32) -> &mut [u8] {
+        let at = self.desc + (self.local.wrapping_add(i) & self.mask) as usize * self.entry_len;
+        let n = self.entry_len;
+        self.map.slice_mut(at, n).unwrap_or(&mut [])
+    }
+
+    fn addr(&self, i: u32) -> u64 {
+        self.entry(i).get(..8).map_or(u64::MAX, |b| {
+            u64::from_ne_bytes(b.try_into().unwrap_or([0xff; 8]))
+        })
+    }
+
+    fn desc(&self, i: u32) -> (u64, u32) {
+        let e = self.entry(i);
+        let len = e
+            .get(8..12)
+            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
+        (self.addr(i), len)
+    }
+
+    fn set_addr(&mut self, i: u32, addr: u64) {
+        if let Some(e) = self.entry_mut(i).get_mut(..8) {
+            e.copy_from_slice(&addr.to_ne_bytes());
+        }
+    }
+
+    fn set_desc(&mut self, i: u32, addr: u64, len: u32) {
+        if let Some(e) = self.entry_mut(i).get_mut(..16) {
+            e[..8].copy_from_slice(&addr.to_ne_bytes());
+            e[8..12].copy_from_slice(&len.to_ne_bytes());
+            e[12..16].copy_from_slice(&0u32.to_ne_bytes()); // options
+        }
+    }
+
+    /// Publish `n` entries we wrote (producer) or give back `n` we read (consumer).
+    fn advance(&mut self, n: u32, we_produce: bool) {
+        self.local = self.local.wrapping_add(n);
+        let w = if we_produce {
+            self.producer
+        } else {
+            self.consumer
+        };
+        self.word(w).store(self.local, Ordering::Release);
+    }
+}
+
+/// One `AF_XDP` socket bound to one queue, with its own UMEM.
+#[derive(Debug)]
+struct Queue {
+    id: u32,
+    rx: Ring,
+    tx: Ring,
+    fill: Ring,
+    completion: Ring,
+    /// Transmit chunks not in the kernel's hands.
+    tx_free: Vec<u64>,
+    chunk_mask: u64,
+    kernel: XdpStatistics,
+    // Dropped after the rings that refer to it (fields drop in order).
+    umem: Mapping,
+    fd: Fd,
+}
+
+impl Queue {
+    fn open(ifindex: u32, id: u32, cfg: &XdpConfig) -> io::Result<Queue> {
+        let fsz = cfg.frame_size as usize;
+        // SAFETY: plain syscall with constant arguments.
+        let fd = Fd::new(
+            unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) },
+            "socket(AF_XDP)",
+        )?;
+        let chunks = (cfg.rx_frames + cfg.tx_frames) as usize;
+        let umem = Mapping::anonymous(chunks * fsz)?;
+        let reg = UmemReg {
+            addr: umem.ptr as u64,
+            len: umem.len as u64,
+            chunk_size: cfg.frame_size,
+            ..UmemReg::default()
+        };
+        xdp_setsockopt(fd.0, XDP_UMEM_REG, &reg, "XDP_UMEM_REG")?;
+        xdp_setsockopt(
+            fd.0,
+            XDP_UMEM_FILL_RING,
+            &cfg.rx_frames,
+            "XDP_UMEM_FILL_RING",
+        )?;
+        xdp_setsockopt(
+            fd.0,
+            XDP_UMEM_COMPLETION_RING,
+            &cfg.tx_frames,
+            "XDP_UMEM_COMPLETION_RING",
+        )?;
+        xdp_setsockopt(fd.0, XDP_RX_RING, &cfg.rx_frames, "XDP_RX_RING")?;
+        xdp_setsockopt(fd.0, XDP_TX_RING, &cfg.tx_frames, "XDP_TX_RING")?;
+        let mut off = MmapOffsets::default();
+        let mut len = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
+        // SAFETY: `off` is writable and `len` holds its size; the kernel writes at most
+        // `len` bytes and reports how many.
+        let r = unsafe {
+            libc::getsockopt(
+                fd.0,
+                SOL_XDP,
+                XDP_MMAP_OFFSETS,
+                (&mut off as *mut MmapOffsets).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(last_err("XDP_MMAP_OFFSETS"));
+        }
+        if len as usize != std::mem::size_of::<MmapOffsets>() {
+            return Err(io::Error::other(format!(
+                "XDP_MMAP_OFFSETS: {len} bytes, expected the flags field too (Linux 5.4+)"
+            )));
+        }
+        let rx = Ring::map(
+            fd.0,
+            &off.rx,
+            cfg.rx_frames,
+            DESC_LEN,
+            XDP_PGOFF_RX_RING,
+            "mmap rx ring",
+        )?;
+        let tx = Ring::map(
+            fd.0,
+            &off.tx,
+            cfg.tx_frames,
+            DESC_LEN,
+            XDP_PGOFF_TX_RING,
+            "mmap tx ring",
+        )?;
+        let mut fill = Ring::map(
+            fd.0,
+            &off.fill,
+            cfg.rx_frames,
+            ADDR_LEN,
+            XDP_UMEM_PGOFF_FILL_RING,
+            "mmap fill ring",
+        )?;
+        let completion = Ring::map(
+            fd.0,
+            &off.completion,
+            cfg.tx_frames,
+            ADDR_LEN,
+            XDP_UMEM_PGOFF_COMPLETION_RING,
+            "mmap completion ring",
+        )?;
+        // Chunks 0..rx_frames receive; the rest transmit.
+        for i in 0..cfg.rx_frames {
+            fill.set_addr(i, u64::from(i) * fsz as u64);
+        }
+        fill.advance(cfg.rx_frames, true);
+        let tx_free = (cfg.rx_frames as u64..chunks as u64)
+            .rev()
+            .map(|c| c * fsz as u64)
+            .collect();
+        let sxdp = SockaddrXdp {
+            family: AF_XDP as u16,
+            flags: XDP_COPY | XDP_USE_NEED_WAKEUP,
+            ifindex,
+            queue_id: id,
+            shared_umem_fd: 0,
+        };
+        // SAFETY: `sxdp` is a valid `struct sockaddr_xdp` and we pass its size.
+        let r = unsafe {
+            libc::bind(
+                fd.0,
+                (&sxdp as *const SockaddrXdp).cast(),
+                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(last_err(&format!("bind AF_XDP to queue {id}")));
+        }
+        Ok(Queue {
+            id,
+            rx,
+            tx,
+            fill,
+            completion,
+            tx_free,
+            chunk_mask: !(u64::from(cfg.frame_size) - 1),
+            kernel: XdpStatistics::default(),
+            umem,
+            fd,
+        })
+    }
+
+    /// Move up to `max` received frames into pooled buffers from `spare`; their
+    /// chunks go straight back to the fill ring. Returns (delivered, dropped).
+    fn receive(
+        &mut self,
+        out: &mut Vec<PacketBuf>,
+        spare: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> (usize, u64) {
+        // Every receive chunk is in the fill ring, in the kernel, or in the receive
+        // ring, so the fill ring has room for whatever we take out of the receive ring.
+        let n = self.rx.ready().min(self.fill.free()).min(max as u32);
+        let mut dropped = 0;
+        for i in 0..n {
+            let (addr, len) = self.rx.desc(i);
+            let copied = match (spare.pop(), self.umem.slice(addr as usize, len as usize)) {
+                (Some(mut b), Some(d)) => {
+                    if b.copy_from(d) {
+                        Some(b)
+                    } else {
+                        spare.push(b);
+                        None
+                    }
+                }
+                (b, _) => {
+                    spare.extend(b);
+                    None
+                }
+            };
+            match copied {
+                Some(b) => out.push(b),
+                None => dropped += 1,
+            }
+            self.fill.set_addr(i, addr & self.chunk_mask);
+        }
+        if n > 0 {
+            self.rx.advance(n, false);
+            self.fill.advance(n, true);
+            if self.fill.needs_wakeup() {
+                // SAFETY: a zero-length receive on our own socket tells the kernel the
+                // fill ring has buffers again; no buffer is passed.
+                unsafe {
+                    libc::recvfrom(
+                        self.fd.0,
+                        ptr::null_mut(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        ptr::null_mut(),
+                        ptr::null_mut(),
+                    )
+                };
+            }
+        }
+        (n as usize - dropped as usize, dropped)
+    }
+
+    /// Take transmit chunks the kernel is done with back.
+    fn reclaim(&mut self) {
+        let n = self.completion.ready();
+        for i in 0..n {
+            let a = self.completion.addr(i) & self.chunk_mask;
+            self.tx_free.push(a);
+        }
+        if n > 0 {
+            self.completion.advance(n, false);
+        }
+    }
+
+    /// Ring the transmit doorbell until the kernel has taken every descriptor or
+    /// says to come back later. In copy mode one `sendto` sends at most 32 frames
+    /// (the kernel's TX_BATCH_SIZE) and answers EAGAIN while more wait.
+    fn kick(&mut self) -> io::Result<()> {
+        for _ in 0..self.size_kicks() {
+            if self.tx.free() == self.tx.size || !self.tx.needs_wakeup() {
+                return Ok(());
+            }
+            // SAFETY: a zero-length send on our own socket with null buffer and address
+            // is how af_xdp.rst says to start transmission.
+            let r = unsafe {
+                libc::sendto(
+                    self.fd.0,
+                    ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    ptr::null(),
+                    0,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                match e.raw_os_error() {
+                    // More waiting (or the device queue is busy): loop, bounded.
+                    Some(libc::EAGAIN) => continue,
+                    // A frame was dropped by the device, or memory was short: the
+                    // rest goes on the next kick.
+                    Some(libc::EBUSY) | Some(libc::ENOBUFS) => return Ok(()),
+                    _ => {
+                        return Err(io::Error::new(
+                            e.kind(),
+                            format!("AF_XDP sendto on queue {}: {e}", self.id),
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn size_kicks(&self) -> u32 {
+        (self.tx.size - self.tx.free()).div_ceil(32) + 1
+    }
+
+    fn poll_kernel_stats(&mut self) {
+        let mut st = XdpStatistics::default();
+        let mut len = std::mem::size_of::<XdpStatistics>() as libc::socklen_t;
+        // SAFETY: `st` is writable and `len` holds its size; the kernel writes at most
+        // `len` bytes. The counters are cumulative (not reset by reading).
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.0,
+                SOL_XDP,
+                XDP_STATISTICS,
+                (&mut st as *mut XdpStatistics).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.kernel = st;
+        }
+    }
+}
+
+fn xdp_setsockopt<T>(fd: libc::c_int, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `val` is a live, initialised `T` and we pass its exact size; the kernel
+    // only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            SOL_XDP,
+            opt,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// `bpf(cmd, attr, sizeof attr)`.
+fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> libc::c_long {
+    // SAFETY: `attr` is a live, initialised, zero-padded `union bpf_attr` prefix of the
+    // size we pass; the kernel reads it (and zero-extends what we do not pass) and
+    // writes only inside it. Pointers inside it point at live buffers of the caller.
+    unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            (attr as *mut T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
+    }
+}
+
+fn bpf_fd<T>(cmd: libc::c_int, attr: &mut T, what: &str) -> io::Result<Fd> {
+    let r = bpf(cmd, attr);
+    Fd::new(r as libc::c_int, what)
+}
+
+/// The XSKMAP, the program and its attachment to the interface. Dropping it closes
+/// the link first, which detaches the program.
+#[derive(Debug)]
+struct Redirect {
+    _link: Fd,
+    _prog: Fd,
+    map: Fd,
+}
+
+impl Redirect {
+    /// Create the map and load the program (not attached yet).
+    fn load(entries: u32) -> io::Result<(Fd, Fd)> {
+        let mut m = MapCreateAttr {
+            map_type: BPF_MAP_TYPE_XSKMAP,
+            key_size: 4,
+            value_size: 4,
+            max_entries: entries,
+            ..MapCreateAttr::default()
+        };
+        m.map_name[..9].copy_from_slice(b"weft_xsks");
+        let map = bpf_fd(BPF_MAP_CREATE, &mut m, "bpf(BPF_MAP_CREATE, XSKMAP)")?;
+        let insns = redirect_program(map.0);
+        let license = b"Dual MIT/GPL\0";
+        let mut p = ProgLoadAttr {
+            prog_type: BPF_PROG_TYPE_XDP,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            expected_attach_type: BPF_XDP,
+            ..ProgLoadAttr::default()
+        };
+        p.prog_name[..9].copy_from_slice(b"weft_xsks");
+        let r = bpf(BPF_PROG_LOAD, &mut p);
+        if r >= 0 {
+            return Ok((map, Fd(r as libc::c_int)));
+        }
+        // Load again with the verifier's log, so the error says why.
+        let e = io::Error::last_os_error();
+        let mut log = vec![0u8; 4096];
+        p.log_level = 1;
+        p.log_size = log.len() as u32;
+        p.log_buf = log.as_mut_ptr() as u64;
+        let _ = bpf(BPF_PROG_LOAD, &mut p);
+        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+        Err(io::Error::new(
+            e.kind(),
+            format!(
+                "bpf(BPF_PROG_LOAD, XDP redirect): {e}; verifier: {}",
+                String::from_utf8_lossy(&log[..end]).trim()
+            ),
+        ))
+    }
+
+    fn attach(map: Fd, prog: Fd, ifindex: u32, mode: XdpMode) -> io::Result<Redirect> {
+        let mut l = LinkCreateAttr {
+            prog_fd: prog.0 as u32,
+            target_ifindex: ifindex,
+            attach_type: BPF_XDP,
+            flags: match mode {
+                XdpMode::Generic => XDP_FLAGS_SKB_MODE,
+                XdpMode::Native => XDP_FLAGS_DRV_MODE,
+            },
+        };
+        let link = bpf_fd(BPF_LINK_CREATE, &mut l, "bpf(BPF_LINK_CREATE, XDP)").map_err(|e| {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                io::Error::new(e.kind(), format!("{e} (another XDP program is attached)"))
+            } else {
+                e
+            }
+        })?;
+        Ok(Redirect {
+            _link: link,
+            _prog: prog,
+            map,
+        })
+    }
+
+    fn insert(map: &Fd, queue: u32, socket: &Fd) -> io::Result<()> {
+        let key = queue;
+        let value = socket.0 as u32;
+        let mut u = MapUpdateAttr {
+            map_fd: map.0 as u32,
+            key: &key as *const u32 as u64,
+            value: &value as *const u32 as u64,
+            ..MapUpdateAttr::default()
+        };
+        let r = bpf(BPF_MAP_UPDATE_ELEM, &mut u);
+        if r < 0 {
+            return Err(last_err("bpf(BPF_MAP_UPDATE_ELEM, XSKMAP)"));
+        }
+        Ok(())
+    }
+}
+
+/// Receive queues of `interface` (`ETHTOOL_GCHANNELS`; 1 when the driver does not say).
+pub fn rx_queue_count(interface: &str) -> io::Result<u32> {
+    let bytes = interface.as_bytes();
+    if bytes.len() >= 16 || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
+    }
+    // SAFETY: plain syscall with constant arguments.
+    let fd = Fd::new(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
+        "socket(AF_INET)",
+    )?;
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    let mut ifr = IfReqData {
+        name: [0; 16],
+        data: (&mut ch as *mut EthtoolChannels).cast(),
+        _rest: [0; 16],
+    };
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a `struct ifreq` (40 bytes) with a NUL-terminated name whose
+    // `ifr_data` points at a live `struct ethtool_channels`; SIOCETHTOOL writes only
+    // into that struct.
+    let r = unsafe { libc::ioctl(fd.0, SIOCETHTOOL as _, &mut ifr as *mut IfReqData) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => Ok(1),
+            _ => Err(io::Error::new(
+                e.kind(),
+                format!("ETHTOOL_GCHANNELS on {interface}: {e}"),
+            )),
+        };
+    }
+    Ok(ch.rx_count.max(ch.combined_count).max(1))
+}
+
+/// An `AF_XDP` link on every receive queue of one interface.
+#[derive(Debug)]
+pub struct AfXdpLink {
+    // Declared first so it drops first: the program is detached before the sockets
+    // it redirects into close.
+    redirect: Redirect,
+    queues: Vec<Queue>,
+    /// The queue the next receive starts at (round robin).
+    next_rx: usize,
+    pollfds: Vec<libc::pollfd>,
+    info: LinkInfo,
+    pool: BufferPool,
+    stats: LinkStats,
+    /// Buffers taken from the pool for a receive burst under one lock.
+    spare: Vec<PacketBuf>,
+}
+
+// SAFETY: the mappings are owned by this value alone (no other handle to them exists
+// in this process), as are the descriptors; moving them to another thread is sound.
+// It is not `Sync`: `&AfXdpLink` offers no ring access.
+unsafe impl Send for AfXdpLink {}
+
+impl AfXdpLink {
+    /// Open every receive queue of `interface` with the default sizes and generic XDP.
+    pub fn open(interface: &str, pool: BufferPool) -> io::Result<AfXdpLink> {
+        AfXdpLink::with_config(interface, pool, XdpConfig::default())
+    }
+
+    /// Open `interface` with the given sizes and mode.
+    pub fn with_config(interface: &str, pool: BufferPool, cfg: XdpConfig) -> io::Result<AfXdpLink> {
+        let pow2 = |v: u32| v.is_power_of_two();
+        if !(cfg.frame_size == 2048 || cfg.frame_size == 4096)
+            || !pow2(cfg.rx_frames)
+            || !pow2(cfg.tx_frames)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad AF_XDP config: frame size 2048 or 4096, ring sizes powers of two",
+            ));
+        }
+        let cname = CString::new(interface)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
+        // SAFETY: `cname` is a valid NUL-terminated string for the duration of the call.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if ifindex == 0 {
+            return Err(last_err(&format!("interface {interface}")));
+        }
+        let (mac, mtu) = interface_mac_mtu(interface)?;
+        let room = cfg.frame_size as usize - XDP_PACKET_HEADROOM;
+        if mtu + 14 > room {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{interface}: MTU {mtu} does not fit a {}-byte UMEM chunk",
+                    cfg.frame_size
+                ),
+            ));
+        }
+        let nq = rx_queue_count(interface)?;
+        let (map, prog) = Redirect::load(nq)?;
+        let mut queues = Vec::with_capacity(nq as usize);
+        for q in 0..nq {
+            let queue = Queue::open(ifindex, q, &cfg)
+                .map_err(|e| io::Error::new(e.kind(), format!("{interface} queue {q}: {e}")))?;
+            Redirect::insert(&map, q, &queue.fd)?;
+            queues.push(queue);
+        }
+        let redirect = Redirect::attach(map, prog, ifindex, cfg.mode)
+            .map_err(|e| io::Error::new(e.kind(), format!("{interface}: {e}")))?;
+        let pollfds = queues
+            .iter()
+            .map(|q| libc::pollfd {
+                fd: q.fd.0,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        Ok(AfXdpLink {
+            redirect,
+            queues,
+            next_rx: 0,
+            pollfds,
+            info: LinkInfo {
+                name: interface.to_string(),
+                mac,
+                max_frame: mtu + 14,
+            },
+            pool,
+            stats: LinkStats::default(),
+            spare: Vec::new(),
+        })
+    }
+
+    /// Receive queues this link serves.
+    pub fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// The XSKMAP's file descriptor (for inspection with bpftool in tests).
+    pub fn xsk_map_fd(&self) -> libc::c_int {
+        self.redirect.map.0
+    }
+}
+
+impl Link for AfXdpLink {
+    fn info(&self) -> &LinkInfo {
+        &self.info
+    }
+
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
+        // One pool lock for the burst's buffers; leftovers go back with one more.
+        if self.spare.len() < max {
+            let need = max - self.spare.len();
+            self.pool.alloc_burst(need, &mut self.spare);
+        }
+        let mut got = 0;
+        let nq = self.queues.len();
+        for k in 0..nq {
+            if got >= max {
+                break;
+            }
+            let q = &mut self.queues[(self.next_rx + k) % nq];
+            let (n, dropped) = q.receive(out, &mut self.spare, max - got);
+            got += n;
+            self.stats.rx_dropped += dropped;
+        }
+        self.next_rx = (self.next_rx + 1) % nq.max(1);
+        self.stats.rx_frames += got as u64;
+        if self.spare.len() > 64 {
+            self.pool.free_burst(self.spare.drain(64..));
+        }
+        Ok(got)
+    }
+
+    fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
+        let Some(q) = self.queues.first_mut() else {
+            return Ok(0);
+        };
+        q.reclaim();
+        let room = self.info.max_frame;
+        let mut sent = 0;
+        let mut posted = 0u32;
+        let mut free = q.tx.free();
+        for f in frames.iter() {
+            if f.len() > room || f.is_empty() {
+                // Accepted and lost: never truncate a frame.
+                self.stats.tx_dropped += 1;
+                sent += 1;
+                continue;
+            }
+            if free == 0 {
+                self.stats.tx_ring_full += 1;
+                break;
+            }
+            let Some(addr) = q.tx_free.pop() else {
+                self.stats.tx_ring_full += 1;
+                break;
+            };
+            let Some(chunk) = q.umem.slice_mut(addr as usize, f.len()) else {
+                q.tx_free.push(addr);
+                self.stats.tx_dropped += 1;
+                sent += 1;
+                continue;
+            };
+            chunk.copy_from_slice(f);
+            q.tx.set_desc(posted, addr, f.len() as u32);
+            posted += 1;
+            free -= 1;
+            sent += 1;
+        }
+        if posted > 0 {
+            q.tx.advance(posted, true);
+        }
+        self.pool.free_burst(frames.drain(..sent));
+        self.stats.tx_frames += sent as u64;
+        // Kick also when nothing new was posted but earlier descriptors wait.
+        q.kick()?;
+        Ok(sent)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
+        if self.queues.iter().any(|q| q.rx.ready() > 0) {
+            return Ok(true);
+        }
+        for p in &mut self.pollfds {
+            p.revents = 0;
+        }
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: `pollfds` is a live array of valid pollfd structs of the length passed.
+        let r = unsafe {
+            libc::poll(
+                self.pollfds.as_mut_ptr(),
+                self.pollfds.len() as libc::nfds_t,
+                ms,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        Ok(r > 0)
+    }
+
+    fn stats(&self) -> LinkStats {
+        let mut s = self.stats;
+        for q in &self.queues {
+            let k = &q.kernel;
+            // No free chunk in the fill ring, or the receive ring full.
+            s.rx_dropped += k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs;
+            s.tx_dropped += k.tx_invalid_descs;
+        }
+        s
+    }
+
+    fn refresh_stats(&mut self) {
+        for q in &mut self.queues {
+            q.poll_kernel_stats();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_encodes_as_the_kernel_expects() {
+        let p = redirect_program(7);
+        let bytes: Vec<[u8; 8]> = p
+            .iter()
+            .map(|i| {
+                let mut b = [0u8; 8];
+                b[0] = i.code;
+                b[1] = i.regs;
+                b[2..4].copy_from_slice(&i.off.to_le_bytes());
+                b[4..8].copy_from_slice(&i.imm.to_le_bytes());
+                b
+            })
+            .collect();
+        // What clang -target bpf emits for the C one-liner (llvm-objdump -d).
+        assert_eq!(
+            bytes[0],
+            [0x61, 0x12, 0x10, 0, 0, 0, 0, 0],
+            "r2 = *(u32 *)(r1 + 16)"
+        );
+        assert_eq!(bytes[1], [0x18, 0x11, 0, 0, 7, 0, 0, 0], "r1 = map fd 7");
+        assert_eq!(bytes[2], [0; 8]);
+        assert_eq!(bytes[3], [0xb7, 0x03, 0, 0, 2, 0, 0, 0], "r3 = 2");
+        assert_eq!(bytes[4], [0x85, 0, 0, 0, 51, 0, 0, 0], "call 51");
+        assert_eq!(bytes[5], [0x95, 0, 0, 0, 0, 0, 0, 0], "exit");
+        assert_eq!(std::mem::size_of::<BpfInsn>(), 8);
+    }
+
+    #[test]
+    fn uapi_layouts_have_the_kernel_sizes() {
+        assert_eq!(std::mem::size_of::<UmemReg>(), 32);
+        assert_eq!(std::mem::size_of::<MmapOffsets>(), 128);
+        assert_eq!(std::mem::size_of::<SockaddrXdp>(), 16);
+        assert_eq!(std::mem::size_of::<XdpStatistics>(), 48);
+        assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
+        assert_eq!(std::mem::size_of::<MapUpdateAttr>(), 32);
+        assert_eq!(std::mem::size_of::<IfReqData>(), 40);
+        assert_eq!(std::mem::size_of::<EthtoolChannels>(), 36);
+    }
+}
