@@ -30,7 +30,7 @@ pub mod wr;
 
 pub use endpoint::{Config, Endpoint, PostError, QpInit, Stats, Transmit, MAX_OVERHEAD};
 pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
-pub use qp::{ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};
+pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};
 pub use responder::{grh_for, GRH_LEN};
 pub use time::{local_ack_timeout_micros, Instant};
 pub use wr::{Completion, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp};

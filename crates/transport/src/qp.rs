@@ -625,3 +625,79 @@ Sqe -> Rts
         assert_eq!(attrs, QpAttrs::default());
     }
 }
+
+/// What two QPs agree on to connect (the connection manager's handshake carries
+/// it), and the one recipe that turns it into the RESET → INIT → RTR → RTS
+/// modifications. Each step sets exactly what [`TRANSITIONS`] requires or allows for
+/// the QP type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bringup {
+    /// Remote rights this QP grants (RC/UC).
+    pub access: Access,
+    /// Q_Key (UD).
+    pub qkey: u32,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Path to the peer (RC/UC).
+    pub path: Option<weft_wire::roce::IcrcPath>,
+    /// The peer's QP number (RC/UC).
+    pub dest_qpn: u32,
+    /// First PSN the peer sends (our expected PSN).
+    pub rq_psn: u32,
+    /// First PSN we send.
+    pub sq_psn: u32,
+    /// READ/atomics we may have outstanding (≤ the peer's responder resources).
+    pub max_rd_atomic: u8,
+    /// READ/atomics we accept outstanding.
+    pub max_dest_rd_atomic: u8,
+    /// RNR timer code our responder sends.
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 = infinite).
+    pub rnr_retry: u8,
+    /// Loss recovery (RC).
+    pub recovery: Recovery,
+    /// PSNs in flight cap (RC).
+    pub max_inflight: u32,
+}
+
+impl Bringup {
+    /// The three modifications, in order.
+    pub fn steps(&self, qp_type: QpType) -> [QpAttr; 3] {
+        let rc = qp_type == QpType::Rc;
+        let connected = qp_type != QpType::Ud;
+        [
+            QpAttr {
+                state: Some(QpState::Init),
+                pkey: Some(weft_wire::roce::bth::DEFAULT_PKEY),
+                qkey: (!connected).then_some(self.qkey),
+                access: connected.then_some(self.access),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rtr),
+                path: if connected { self.path } else { None },
+                path_mtu: Some(self.path_mtu),
+                dest_qpn: connected.then_some(self.dest_qpn),
+                rq_psn: connected.then(|| Psn::new(self.rq_psn)),
+                max_dest_rd_atomic: rc.then_some(self.max_dest_rd_atomic),
+                min_rnr_timer: rc.then_some(self.min_rnr_timer),
+                recovery: rc.then_some(self.recovery),
+                max_inflight: rc.then_some(self.max_inflight),
+                ..QpAttr::default()
+            },
+            QpAttr {
+                state: Some(QpState::Rts),
+                sq_psn: Some(Psn::new(self.sq_psn)),
+                timeout: rc.then_some(self.timeout),
+                retry_cnt: rc.then_some(self.retry_cnt),
+                rnr_retry: rc.then_some(self.rnr_retry),
+                max_rd_atomic: rc.then_some(self.max_rd_atomic),
+                ..QpAttr::default()
+            },
+        ]
+    }
+}

@@ -7,12 +7,12 @@
 
 use crate::endpoint::{Config, Endpoint, QpInit, MAX_OVERHEAD};
 use crate::memory::{Access, VecMemory};
-use crate::qp::{Mtu, QpAttr, QpState, QpType, Recovery};
+use crate::qp::{Bringup, Mtu, QpType, Recovery};
 use crate::time::Instant;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::Ipv4Addr;
-use weft_wire::roce::{IcrcPath, Psn};
+use weft_wire::roce::IcrcPath;
 
 /// A small, fast, seedable generator (xoshiro256**, seeded through splitmix64).
 ///
@@ -396,43 +396,26 @@ impl Pair {
         };
         let qpn_a = self.a.create_qp(init(None)).expect("create");
         let qpn_b = self.b.create_qp(init(srq_b)).expect("create");
-        let rc = qp_type == QpType::Rc;
-        let connected = qp_type != QpType::Ud;
         let setup =
             |ep: &mut Endpoint<VecMemory>, me: u32, peer: u32, side: Side, rq: u32, sq: u32| {
-                // Each step sets exactly what the transition table requires or allows for
-                // this QP type.
-                let steps = [
-                    QpAttr {
-                        state: Some(QpState::Init),
-                        pkey: Some(0xffff),
-                        qkey: (!connected).then_some(0x1111_1111),
-                        access: connected.then_some(o.access),
-                        ..QpAttr::default()
-                    },
-                    QpAttr {
-                        state: Some(QpState::Rtr),
-                        path: connected.then(|| Pair::path(side, me)),
-                        path_mtu: Some(o.mtu),
-                        dest_qpn: connected.then_some(peer),
-                        rq_psn: connected.then(|| Psn::new(rq)),
-                        max_dest_rd_atomic: rc.then_some(o.rd_atomic),
-                        min_rnr_timer: rc.then_some(o.min_rnr_timer),
-                        recovery: rc.then_some(o.recovery),
-                        max_inflight: rc.then_some(o.max_inflight),
-                        ..QpAttr::default()
-                    },
-                    QpAttr {
-                        state: Some(QpState::Rts),
-                        sq_psn: Some(Psn::new(sq)),
-                        timeout: rc.then_some(o.timeout),
-                        retry_cnt: rc.then_some(o.retry_cnt),
-                        rnr_retry: rc.then_some(o.rnr_retry),
-                        max_rd_atomic: rc.then_some(o.rd_atomic),
-                        ..QpAttr::default()
-                    },
-                ];
-                for s in &steps {
+                let b = Bringup {
+                    access: o.access,
+                    qkey: 0x1111_1111,
+                    path_mtu: o.mtu,
+                    path: Some(Pair::path(side, me)),
+                    dest_qpn: peer,
+                    rq_psn: rq,
+                    sq_psn: sq,
+                    max_rd_atomic: o.rd_atomic,
+                    max_dest_rd_atomic: o.rd_atomic,
+                    min_rnr_timer: o.min_rnr_timer,
+                    timeout: o.timeout,
+                    retry_cnt: o.retry_cnt,
+                    rnr_retry: o.rnr_retry,
+                    recovery: o.recovery,
+                    max_inflight: o.max_inflight,
+                };
+                for s in &b.steps(qp_type) {
                     ep.modify_qp(me, s).expect("modify");
                 }
             };
