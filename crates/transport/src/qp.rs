@@ -72,6 +72,26 @@ impl Mtu {
             Mtu::M4096 => 4096,
         }
     }
+
+    /// The MTU of `bytes` payload bytes, if it is one of the five.
+    pub const fn from_bytes(bytes: usize) -> Option<Mtu> {
+        Some(match bytes {
+            256 => Mtu::M256,
+            512 => Mtu::M512,
+            1024 => Mtu::M1024,
+            2048 => Mtu::M2048,
+            4096 => Mtu::M4096,
+            _ => return None,
+        })
+    }
+
+    /// The largest MTU whose packets fit in `max_datagram` bytes of UDP payload
+    /// (headers and ICRC included), if any.
+    pub fn fitting(max_datagram: usize) -> Option<Mtu> {
+        [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512, Mtu::M256]
+            .into_iter()
+            .find(|m| m.bytes() as usize + crate::MAX_OVERHEAD <= max_datagram)
+    }
 }
 
 /// How an RC QP recovers from loss; both ends must agree (the connection manager

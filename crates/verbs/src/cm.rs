@@ -1,1 +1,708 @@
-pub struct Placeholder;
+//! The connection manager: an rdma_cm-like way to connect queue pairs.
+//!
+//! A server binds a [`Listener`] to a TCP address and takes [`ConnectRequest`]s; a
+//! client calls [`connect`]. Over the TCP side channel the two exchange a versioned
+//! handshake — QP number, first PSN, path MTU, link kind and address, READ/atomic
+//! depths, recovery mode, ICRC use and private data — then each side moves its QP
+//! RESET → INIT → RTR → RTS with [`weft_transport::Bringup`]. The client confirms with
+//! a ready-to-use message, so a server's [`ConnectRequest::accept`] returns only when
+//! both ends can send.
+//!
+//! The TCP connection stays open as the connection's liveness signal: when it
+//! closes (the peer disconnected, exited or was killed), the local QP is moved to
+//! ERR, so outstanding work requests complete with `WrFlushErr` at once instead of
+//! waiting for the transport's retries to run out.
+//!
+//! Every handshake byte is hostile: messages are length-checked, versions and kinds
+//! compared, and a malformed or mismatched request is refused with a reason.
+
+use crate::context::{random_u64, Context, LinkKind};
+use crate::engine::Shared;
+use crate::qp::QueuePair;
+use crate::Error;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use weft_transport::{Access, Bringup, Mtu, QpAttr, QpState, QpType, Recovery};
+
+/// Handshake magic.
+const MAGIC: &[u8; 4] = b"WFCM";
+/// Handshake version; a peer with another version is refused.
+pub const VERSION: u16 = 1;
+/// Largest private data in a request or reply (rdma_cm allows 56–196 bytes).
+pub const MAX_PRIVATE_DATA: usize = 196;
+
+const KIND_REQUEST: u8 = 1;
+const KIND_ACCEPT: u8 = 2;
+const KIND_REJECT: u8 = 3;
+const KIND_READY: u8 = 4;
+
+/// What one side asks for or offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnParam {
+    /// Remote rights this side's QP grants its peer.
+    pub access: Access,
+    /// Largest path MTU this side accepts (the smaller of the two is used).
+    pub path_mtu: Mtu,
+    /// READ/atomics this side will have outstanding (`initiator_depth`).
+    pub initiator_depth: u8,
+    /// READ/atomics this side accepts outstanding (`responder_resources`).
+    pub responder_resources: u8,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 = infinite).
+    pub rnr_retry: u8,
+    /// RNR timer code.
+    pub min_rnr_timer: u8,
+    /// Loss recovery; selective is used only when both sides ask for it.
+    pub recovery: Recovery,
+    /// PSNs in flight cap.
+    pub max_inflight: u32,
+    /// Q_Key (UD).
+    pub qkey: u32,
+    /// Application bytes carried with the request or reply (≤ [`MAX_PRIVATE_DATA`]).
+    pub private_data: Vec<u8>,
+    /// Bound on connecting and on each handshake step.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ConnParam {
+    fn default() -> ConnParam {
+        ConnParam {
+            access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            path_mtu: Mtu::M4096,
+            initiator_depth: 16,
+            responder_resources: 16,
+            timeout: 12,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            recovery: Recovery::GoBackN,
+            max_inflight: 256,
+            qkey: 0x1111_1111,
+            private_data: Vec::new(),
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One side's half of the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// Message kind (request or accept).
+    kind: u8,
+    /// Link kind of the sender's device.
+    pub link: LinkKind,
+    /// QP type.
+    pub qp_type: QpType,
+    /// Whether the sender's link computes ICRCs.
+    pub icrc: bool,
+    /// The sender's QP number.
+    pub qpn: u32,
+    /// The first PSN the sender will send.
+    pub psn: u32,
+    /// The sender's largest path MTU.
+    pub path_mtu: Mtu,
+    /// READ/atomics the sender will have outstanding.
+    pub initiator_depth: u8,
+    /// READ/atomics the sender accepts outstanding.
+    pub responder_resources: u8,
+    /// The sender asks for selective recovery.
+    pub selective: bool,
+    /// The sender's Q_Key (UD).
+    pub qkey: u32,
+    /// The sender's link address.
+    pub addr: SocketAddr,
+    /// Application bytes.
+    pub private_data: Vec<u8>,
+}
+
+fn link_code(l: LinkKind) -> u8 {
+    match l {
+        LinkKind::Udp => 1,
+        LinkKind::Shm => 2,
+    }
+}
+
+fn qp_code(t: QpType) -> u8 {
+    match t {
+        QpType::Rc => 1,
+        QpType::Uc => 2,
+        QpType::Ud => 3,
+    }
+}
+
+impl Hello {
+    /// Encode (magic, version, kind, then fixed fields, then private data).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(64 + self.private_data.len());
+        b.extend_from_slice(MAGIC);
+        b.extend_from_slice(&VERSION.to_be_bytes());
+        b.push(self.kind);
+        b.push(link_code(self.link));
+        b.push(qp_code(self.qp_type));
+        b.push(u8::from(self.icrc) | (u8::from(self.selective) << 1));
+        b.extend_from_slice(&self.qpn.to_be_bytes());
+        b.extend_from_slice(&self.psn.to_be_bytes());
+        b.extend_from_slice(&(self.path_mtu.bytes() as u16).to_be_bytes());
+        b.push(self.initiator_depth);
+        b.push(self.responder_resources);
+        b.extend_from_slice(&self.qkey.to_be_bytes());
+        match self.addr.ip() {
+            IpAddr::V4(a) => {
+                b.push(4);
+                b.extend_from_slice(&a.to_ipv6_mapped().octets());
+            }
+            IpAddr::V6(a) => {
+                b.push(6);
+                b.extend_from_slice(&a.octets());
+            }
+        }
+        b.extend_from_slice(&self.addr.port().to_be_bytes());
+        b.push(self.private_data.len().min(MAX_PRIVATE_DATA) as u8);
+        b.extend_from_slice(&self.private_data[..self.private_data.len().min(MAX_PRIVATE_DATA)]);
+        b
+    }
+
+    /// Decode a message body; every field is checked.
+    pub fn decode(b: &[u8]) -> Result<Hello, Error> {
+        let mut r = Reader(b);
+        let bad = |what: &str| Error::Protocol(what.to_string());
+        if r.take(4)? != MAGIC {
+            return Err(bad("not a weft connection request (bad magic)"));
+        }
+        let version = r.u16()?;
+        if version != VERSION {
+            return Err(Error::Protocol(format!(
+                "peer speaks handshake version {version}, this side {VERSION}"
+            )));
+        }
+        let kind = r.u8()?;
+        let link = match r.u8()? {
+            1 => LinkKind::Udp,
+            2 => LinkKind::Shm,
+            _ => return Err(bad("unknown link kind")),
+        };
+        let qp_type = match r.u8()? {
+            1 => QpType::Rc,
+            2 => QpType::Uc,
+            3 => QpType::Ud,
+            _ => return Err(bad("unknown QP type")),
+        };
+        let flags = r.u8()?;
+        let qpn = r.u32()?;
+        let psn = r.u32()? & 0x00ff_ffff;
+        let path_mtu = Mtu::from_bytes(usize::from(r.u16()?)).ok_or_else(|| bad("bad path MTU"))?;
+        let initiator_depth = r.u8()?;
+        let responder_resources = r.u8()?;
+        let qkey = r.u32()?;
+        let fam = r.u8()?;
+        let raw: [u8; 16] = r.take(16)?.try_into().map_err(|_| bad("short address"))?;
+        let ip = match fam {
+            4 => IpAddr::V4(
+                Ipv6Addr::from(raw)
+                    .to_ipv4_mapped()
+                    .ok_or_else(|| bad("bad IPv4 address"))?,
+            ),
+            6 => IpAddr::V6(Ipv6Addr::from(raw)),
+            _ => return Err(bad("bad address family")),
+        };
+        let port = r.u16()?;
+        let n = usize::from(r.u8()?);
+        if n > MAX_PRIVATE_DATA {
+            return Err(bad("private data too long"));
+        }
+        let private_data = r.take(n)?.to_vec();
+        if !r.0.is_empty() {
+            return Err(bad("trailing bytes"));
+        }
+        Ok(Hello {
+            kind,
+            link,
+            qp_type,
+            icrc: flags & 1 != 0,
+            qpn,
+            psn,
+            path_mtu,
+            initiator_depth,
+            responder_resources,
+            selective: flags & 2 != 0,
+            qkey,
+            addr: SocketAddr::new(ip, port),
+            private_data,
+        })
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        if self.0.len() < n {
+            return Err(Error::Protocol("message too short".into()));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, Error> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, Error> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}
+
+/// Largest framed message.
+const MAX_MSG: usize = 512;
+
+fn send_msg(s: &mut TcpStream, kind: u8, body: &[u8]) -> Result<(), Error> {
+    let len = (body.len() + 1) as u16;
+    let mut m = Vec::with_capacity(body.len() + 3);
+    m.extend_from_slice(&len.to_be_bytes());
+    m.push(kind);
+    m.extend_from_slice(body);
+    s.write_all(&m).map_err(Error::Io)
+}
+
+fn recv_msg(s: &mut TcpStream, deadline: Instant) -> Result<(u8, Vec<u8>), Error> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(Error::Timeout);
+    }
+    s.set_read_timeout(Some(left)).map_err(Error::Io)?;
+    let mut hdr = [0u8; 2];
+    read_exact(s, &mut hdr)?;
+    let len = usize::from(u16::from_be_bytes(hdr));
+    if len == 0 || len > MAX_MSG {
+        return Err(Error::Protocol(format!("bad message length {len}")));
+    }
+    let mut m = vec![0u8; len];
+    read_exact(s, &mut m)?;
+    let kind = m[0];
+    m.remove(0);
+    Ok((kind, m))
+}
+
+fn read_exact(s: &mut TcpStream, buf: &mut [u8]) -> Result<(), Error> {
+    s.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::Timeout,
+        std::io::ErrorKind::UnexpectedEof => Error::Protocol("peer closed the side channel".into()),
+        _ => Error::Io(e),
+    })
+}
+
+fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> Hello {
+    Hello {
+        kind,
+        link: ctx.link_kind(),
+        qp_type: qp.qp_type(),
+        icrc: ctx.icrc(),
+        qpn: qp.qp_num(),
+        psn,
+        path_mtu: p.path_mtu.min(ctx.max_mtu()),
+        initiator_depth: p.initiator_depth,
+        responder_resources: p.responder_resources,
+        selective: p.recovery == Recovery::Selective,
+        qkey: p.qkey,
+        addr: ctx.local_addr(),
+        private_data: p.private_data.clone(),
+    }
+}
+
+/// Why this side refuses a peer's hello, if it does.
+fn mismatch(ctx: &Context, qp: &QueuePair, peer: &Hello) -> Option<String> {
+    if peer.link != ctx.link_kind() {
+        return Some(format!(
+            "link mismatch: peer uses {:?}, this side {:?}",
+            peer.link,
+            ctx.link_kind()
+        ));
+    }
+    if peer.qp_type != qp.qp_type() {
+        return Some(format!(
+            "QP type mismatch: peer {:?}, this side {:?}",
+            peer.qp_type,
+            qp.qp_type()
+        ));
+    }
+    if peer.icrc != ctx.icrc() {
+        return Some("ICRC use differs".into());
+    }
+    if peer.addr.is_ipv4() != ctx.local_addr().is_ipv4() {
+        return Some("address family mismatch".into());
+    }
+    None
+}
+
+/// Bring `qp` from wherever it is to RTS against the peer.
+fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Result<(), Error> {
+    let ctx = qp.context().clone();
+    let selective = me.recovery == Recovery::Selective && peer.selective;
+    let b = Bringup {
+        access: me.access,
+        qkey: me.qkey,
+        path_mtu: me.path_mtu.min(peer.path_mtu).min(ctx.max_mtu()),
+        path: Some(ctx.path_to(peer.addr)?),
+        dest_qpn: peer.qpn,
+        rq_psn: peer.psn,
+        sq_psn: my_psn,
+        max_rd_atomic: me.initiator_depth.min(peer.responder_resources).max(1),
+        max_dest_rd_atomic: me.responder_resources.max(1),
+        min_rnr_timer: me.min_rnr_timer,
+        timeout: me.timeout,
+        retry_cnt: me.retry_cnt,
+        rnr_retry: me.rnr_retry,
+        recovery: if selective {
+            Recovery::Selective
+        } else {
+            Recovery::GoBackN
+        },
+        max_inflight: me.max_inflight,
+    };
+    let steps = b.steps(qp.qp_type());
+    let from = qp.query().map(|(s, _)| s).unwrap_or(QpState::Reset);
+    for s in &steps {
+        // A QP the application already moved to INIT skips that step.
+        if from == QpState::Init && s.state == Some(QpState::Init) {
+            continue;
+        }
+        qp.modify(s)?;
+    }
+    Ok(())
+}
+
+/// What the peer told us, for the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteInfo {
+    /// The peer's QP number (the destination of UD sends).
+    pub qpn: u32,
+    /// The peer's Q_Key (UD).
+    pub qkey: u32,
+    /// The peer's link address.
+    pub addr: SocketAddr,
+    /// The peer's private data.
+    pub private_data: Vec<u8>,
+    /// The path MTU both use.
+    pub path_mtu: Mtu,
+}
+
+/// An established connection: keeps the side channel open as the liveness signal.
+/// Dropping it (or [`Connection::disconnect`]) closes the channel; both QPs then move
+/// to ERR.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    remote: RemoteInfo,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl Connection {
+    fn start(
+        stream: TcpStream,
+        remote: RemoteInfo,
+        shared: Arc<Shared>,
+        qpn: u32,
+    ) -> Result<Connection, Error> {
+        let mut watch = stream.try_clone().map_err(Error::Io)?;
+        watch.set_read_timeout(None).map_err(Error::Io)?;
+        let watcher = std::thread::Builder::new()
+            .name("weft-cm-watch".into())
+            .spawn(move || {
+                // Nothing more is sent on the channel; any read result means it ended.
+                let mut b = [0u8; 64];
+                loop {
+                    match watch.read(&mut b) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => continue,
+                    }
+                }
+                let err = QpAttr {
+                    state: Some(QpState::Err),
+                    ..QpAttr::default()
+                };
+                // The QP may be gone already; then there is nothing to flush.
+                let _ = shared.lock().ep.modify_qp(qpn, &err);
+                shared.kick_now();
+            })
+            .map_err(Error::Io)?;
+        Ok(Connection {
+            stream,
+            remote,
+            watcher: Some(watcher),
+        })
+    }
+
+    /// What the peer said.
+    pub fn remote(&self) -> &RemoteInfo {
+        &self.remote
+    }
+
+    /// Close the side channel (`rdma_disconnect`): both QPs move to ERR.
+    pub fn disconnect(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Both);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn remote_of(h: &Hello, me: &ConnParam) -> RemoteInfo {
+    RemoteInfo {
+        qpn: h.qpn,
+        qkey: h.qkey,
+        addr: h.addr,
+        private_data: h.private_data.clone(),
+        path_mtu: me.path_mtu.min(h.path_mtu),
+    }
+}
+
+/// Connect `qp` to the QP a [`Listener`] at `server` accepts us with
+/// (`rdma_connect`). On return both QPs are in RTS.
+pub fn connect(
+    qp: &mut QueuePair,
+    server: SocketAddr,
+    param: &ConnParam,
+) -> Result<Connection, Error> {
+    let ctx = qp.context().clone();
+    let deadline = Instant::now() + param.handshake_timeout;
+    let mut s = TcpStream::connect_timeout(&server, param.handshake_timeout).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            Error::Rejected(format!("nothing listens at {server}"))
+        } else {
+            Error::Io(e)
+        }
+    })?;
+    s.set_nodelay(true).map_err(Error::Io)?;
+    let psn = random_u64() as u32 & 0x00ff_ffff;
+    send_msg(
+        &mut s,
+        KIND_REQUEST,
+        &hello(&ctx, KIND_REQUEST, qp, psn, param).encode(),
+    )?;
+    let (kind, body) = recv_msg(&mut s, deadline)?;
+    match kind {
+        KIND_ACCEPT => {}
+        KIND_REJECT => return Err(Error::Rejected(String::from_utf8_lossy(&body).into_owned())),
+        k => return Err(Error::Protocol(format!("unexpected message kind {k}"))),
+    }
+    let peer = Hello::decode(&body)?;
+    if let Some(why) = mismatch(&ctx, qp, &peer) {
+        return Err(Error::Rejected(why));
+    }
+    bring_up(qp, param, psn, &peer)?;
+    send_msg(&mut s, KIND_READY, &[])?;
+    Connection::start(
+        s,
+        remote_of(&peer, param),
+        Arc::clone(ctx.shared()),
+        qp.qp_num(),
+    )
+}
+
+/// A TCP listener for connection requests (`rdma_listen`).
+#[derive(Debug)]
+pub struct Listener {
+    tcp: TcpListener,
+    ctx: Context,
+}
+
+impl Listener {
+    /// Listen on `addr` (port 0 picks one; see [`Listener::local_addr`]).
+    pub fn bind(ctx: &Context, addr: SocketAddr) -> Result<Listener, Error> {
+        Ok(Listener {
+            tcp: TcpListener::bind(addr).map_err(Error::Io)?,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The address clients connect to.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.tcp.local_addr().map_err(Error::Io)
+    }
+
+    /// Wait for the next well-formed connection request (`rdma_get_request`). A
+    /// malformed request is answered with a rejection and skipped.
+    pub fn get_request(&self, timeout: Duration) -> Result<ConnectRequest, Error> {
+        let deadline = Instant::now() + timeout;
+        self.tcp.set_nonblocking(true).map_err(Error::Io)?;
+        loop {
+            match self.tcp.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).map_err(Error::Io)?;
+                    s.set_nodelay(true).map_err(Error::Io)?;
+                    let step = deadline.min(Instant::now() + Duration::from_secs(5));
+                    match recv_msg(&mut s, step).and_then(|(k, b)| {
+                        if k != KIND_REQUEST {
+                            return Err(Error::Protocol(format!(
+                                "expected a request, got kind {k}"
+                            )));
+                        }
+                        Hello::decode(&b)
+                    }) {
+                        Ok(peer) => {
+                            return Ok(ConnectRequest {
+                                stream: s,
+                                peer,
+                                ctx: self.ctx.clone(),
+                            })
+                        }
+                        Err(e) => {
+                            let _ = send_msg(&mut s, KIND_REJECT, e.to_string().as_bytes());
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(Error::Timeout);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => return Err(Error::Io(e)),
+            }
+        }
+    }
+}
+
+/// A client's request, to accept with a QP or reject.
+#[derive(Debug)]
+pub struct ConnectRequest {
+    stream: TcpStream,
+    peer: Hello,
+    ctx: Context,
+}
+
+impl ConnectRequest {
+    /// What the client asked for.
+    pub fn peer(&self) -> &Hello {
+        &self.peer
+    }
+
+    /// Accept with `qp` (`rdma_accept`): refuses a peer whose link, QP type, ICRC use
+    /// or address family differ from ours, brings `qp` to RTS, answers, and waits for
+    /// the client's ready message.
+    pub fn accept(mut self, qp: &mut QueuePair, param: &ConnParam) -> Result<Connection, Error> {
+        if !Arc::ptr_eq(qp.context().shared(), self.ctx.shared()) {
+            return Err(Error::WrongContext);
+        }
+        if let Some(why) = mismatch(&self.ctx, qp, &self.peer) {
+            let _ = send_msg(&mut self.stream, KIND_REJECT, why.as_bytes());
+            return Err(Error::Rejected(why));
+        }
+        let deadline = Instant::now() + param.handshake_timeout;
+        let psn = random_u64() as u32 & 0x00ff_ffff;
+        bring_up(qp, param, psn, &self.peer)?;
+        send_msg(
+            &mut self.stream,
+            KIND_ACCEPT,
+            &hello(&self.ctx, KIND_ACCEPT, qp, psn, param).encode(),
+        )?;
+        match recv_msg(&mut self.stream, deadline)? {
+            (KIND_READY, _) => {}
+            (k, _) => return Err(Error::Protocol(format!("expected ready, got kind {k}"))),
+        }
+        let remote = remote_of(&self.peer, param);
+        Connection::start(
+            self.stream,
+            remote,
+            Arc::clone(self.ctx.shared()),
+            qp.qp_num(),
+        )
+    }
+
+    /// Refuse the request with a reason the client sees (`rdma_reject`).
+    pub fn reject(mut self, reason: &str) {
+        let _ = send_msg(&mut self.stream, KIND_REJECT, reason.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Hello {
+        Hello {
+            kind: KIND_REQUEST,
+            link: LinkKind::Udp,
+            qp_type: QpType::Rc,
+            icrc: true,
+            qpn: 0x12_3456,
+            psn: 0xab_cdef,
+            path_mtu: Mtu::M1024,
+            initiator_depth: 8,
+            responder_resources: 4,
+            selective: true,
+            qkey: 7,
+            addr: "198.18.0.1:4791".parse().unwrap(),
+            private_data: b"hello".to_vec(),
+        }
+    }
+
+    #[test]
+    fn hello_round_trips_v4_and_v6() {
+        let h = sample();
+        assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        let mut h6 = sample();
+        h6.addr = "[2001:2::1]:4791".parse().unwrap();
+        h6.link = LinkKind::Shm;
+        h6.qp_type = QpType::Ud;
+        assert_eq!(Hello::decode(&h6.encode()).unwrap(), h6);
+    }
+
+    #[test]
+    fn every_truncation_and_a_wrong_version_are_refused() {
+        let b = sample().encode();
+        for n in 0..b.len() {
+            assert!(
+                Hello::decode(&b[..n]).is_err(),
+                "prefix of {n} bytes accepted"
+            );
+        }
+        let mut v = b.clone();
+        v[5] = 9;
+        match Hello::decode(&v) {
+            Err(Error::Protocol(m)) => assert!(m.contains("version 9"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let mut t = b;
+        t.push(0);
+        assert!(Hello::decode(&t).is_err());
+    }
+
+    #[test]
+    fn random_bytes_never_panic_the_decoder() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let base = sample().encode();
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut m = base.clone();
+            let pos = (x as usize) % m.len();
+            m[pos] = (x >> 32) as u8;
+            if i % 3 == 0 {
+                m.truncate((x >> 40) as usize % (m.len() + 1));
+            }
+            let _ = Hello::decode(&m);
+        }
+    }
+}

@@ -86,6 +86,9 @@ pub(crate) fn random_u64() -> u64 {
 #[derive(Debug)]
 struct ContextInner {
     shared: Arc<Shared>,
+    link_kind: LinkKind,
+    icrc: bool,
+    max_mtu: weft_transport::Mtu,
     thread: Mutex<Option<JoinHandle<()>>>,
     next_pd: AtomicU32,
 }
@@ -128,7 +131,10 @@ impl Context {
     pub fn with_link(link: Box<dyn DatagramLink>, cfg: DeviceConfig) -> Result<Context, Error> {
         let mut tcfg = cfg.transport;
         tcfg.qpn_seed = random_u64();
-        tcfg.check_icrc = link.icrc();
+        let icrc = link.icrc();
+        let max_mtu =
+            weft_transport::Mtu::fitting(link.max_datagram()).unwrap_or(weft_transport::Mtu::M256);
+        tcfg.check_icrc = icrc;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
         let ep = Endpoint::new(tcfg, MrTable::default());
         let shared = Arc::new(
@@ -141,6 +147,9 @@ impl Context {
         Ok(Context {
             inner: Arc::new(ContextInner {
                 shared,
+                link_kind: cfg.link,
+                icrc,
+                max_mtu,
                 thread: Mutex::new(thread),
                 next_pd: AtomicU32::new(1),
             }),
@@ -154,6 +163,21 @@ impl Context {
     /// The link address peers reach this device at.
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.shared.local_addr
+    }
+
+    /// The kind of link the device runs on.
+    pub fn link_kind(&self) -> LinkKind {
+        self.inner.link_kind
+    }
+
+    /// The largest path MTU whose packets the link carries.
+    pub fn max_mtu(&self) -> weft_transport::Mtu {
+        self.inner.max_mtu
+    }
+
+    /// Whether the link computes and checks ICRCs.
+    pub fn icrc(&self) -> bool {
+        self.inner.icrc
     }
 
     /// How progress is made.

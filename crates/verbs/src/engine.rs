@@ -167,10 +167,6 @@ impl Engine {
         }
     }
 
-    pub(crate) fn link(&self) -> &dyn DatagramLink {
-        &*self.link
-    }
-
     pub(crate) fn link_stats(&self) -> LinkStats {
         self.link.stats()
     }
@@ -581,6 +577,11 @@ impl Shared {
         if self.sleeping.load(Ordering::Relaxed) {
             self.doorbell.notify();
         }
+    }
+
+    /// Wake the engine unconditionally (after a state change it must act on).
+    pub(crate) fn kick_now(&self) {
+        self.doorbell.notify();
     }
 
     pub(crate) fn deregister(&self, lkey: u32) {
