@@ -32,6 +32,6 @@ pub use mr::MemoryRegion;
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use weft_transport::{
     Access, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr,
-    SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp,
+    SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN,
 };
 pub use weft_wire::roce::Psn;

@@ -40,3 +40,173 @@ fn rc_send_with_imm_over_udp_engine_thread() {
 fn rc_send_with_imm_over_udp_inline_progress() {
     send_recv(LinkKind::Udp, Progress::Inline);
 }
+
+fn write_read_atomics(kind: LinkKind, progress: Progress) {
+    let (mut a, b) = pair(kind, progress, QpType::Rc, 1 << 20);
+    let drive = [&b.ctx];
+    // WRITE 100 KB into b at offset 4096: b never polls (a passive target).
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i ^ (i >> 8)) as u8).collect();
+    a.mr.write(0, &data).unwrap();
+    a.qp.post_send([SendWr::new(
+        1,
+        WrOp::Write {
+            remote: b.mr.remote(4096),
+            imm: None,
+        },
+        vec![a.mr.sge(0, 100_000)],
+    )])
+    .unwrap();
+    assert_eq!(
+        ok_driving(&mut a.cq, 1, &drive)[0].opcode,
+        WcOpcode::RdmaWrite
+    );
+    assert_eq!(b.mr.to_vec(4096, 100_000).unwrap(), data);
+    // READ it back into a at offset 200_000.
+    a.qp.post_send([SendWr::new(
+        2,
+        WrOp::Read {
+            remote: b.mr.remote(4096),
+        },
+        vec![a.mr.sge(200_000, 100_000)],
+    )])
+    .unwrap();
+    let c = ok_driving(&mut a.cq, 1, &drive);
+    assert_eq!((c[0].opcode, c[0].byte_len), (WcOpcode::RdmaRead, 100_000));
+    assert_eq!(a.mr.to_vec(200_000, 100_000).unwrap(), data);
+    // Atomics on an 8-byte word of b.
+    b.mr.store_u64(0, 40).unwrap();
+    a.qp.post_send([
+        SendWr::new(
+            3,
+            WrOp::FetchAdd {
+                remote: b.mr.remote(0),
+                add: 2,
+            },
+            vec![a.mr.sge(300_000, 8)],
+        ),
+        SendWr::new(
+            4,
+            WrOp::CompareSwap {
+                remote: b.mr.remote(0),
+                compare: 42,
+                swap: 7,
+            },
+            vec![a.mr.sge(300_008, 8)],
+        ),
+        SendWr::new(
+            5,
+            WrOp::CompareSwap {
+                remote: b.mr.remote(0),
+                compare: 42,
+                swap: 99,
+            },
+            vec![a.mr.sge(300_016, 8)],
+        ),
+    ])
+    .unwrap();
+    let c = ok_driving(&mut a.cq, 3, &drive);
+    assert_eq!(
+        c.iter().map(|c| (c.wr_id, c.opcode)).collect::<Vec<_>>(),
+        vec![
+            (3, WcOpcode::FetchAdd),
+            (4, WcOpcode::CompSwap),
+            (5, WcOpcode::CompSwap)
+        ]
+    );
+    assert_eq!(a.mr.load_u64(300_000).unwrap(), 40);
+    assert_eq!(a.mr.load_u64(300_008).unwrap(), 42);
+    assert_eq!(
+        a.mr.load_u64(300_016).unwrap(),
+        7,
+        "second CAS sees the first's swap"
+    );
+    assert_eq!(b.mr.load_u64(0).unwrap(), 7);
+}
+
+#[test]
+fn rc_write_read_atomics_against_a_passive_target_udp() {
+    write_read_atomics(LinkKind::Udp, Progress::Thread);
+}
+
+#[test]
+fn rc_write_read_atomics_inline_progress_udp() {
+    write_read_atomics(LinkKind::Udp, Progress::Inline);
+}
+
+#[test]
+fn write_with_imm_consumes_a_receive_and_multi_sge_gathers_and_scatters() {
+    let (mut a, mut b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 1 << 16);
+    a.mr.write(0, b"head-").unwrap();
+    a.mr.write(100, b"middle-").unwrap();
+    a.mr.write(200, b"tail").unwrap();
+    // Scatter the SEND over three receive SGEs of 4, 4 and 64 bytes.
+    b.qp.post_recv([RecvWr {
+        wr_id: 1,
+        sg_list: vec![b.mr.sge(1000, 4), b.mr.sge(2000, 4), b.mr.sge(3000, 64)],
+    }])
+    .unwrap();
+    b.qp.post_recv([RecvWr {
+        wr_id: 2,
+        sg_list: vec![],
+    }])
+    .unwrap();
+    let gather = vec![a.mr.sge(0, 5), a.mr.sge(100, 7), a.mr.sge(200, 4)];
+    a.qp.post_send([
+        SendWr::new(10, WrOp::Send { imm: None }, gather.clone()),
+        SendWr::new(
+            11,
+            WrOp::Write {
+                remote: b.mr.remote(5000),
+                imm: Some(77),
+            },
+            gather,
+        ),
+    ])
+    .unwrap();
+    ok(&mut a.cq, 2);
+    let c = ok(&mut b.cq, 2);
+    assert_eq!(
+        (c[0].wr_id, c[0].opcode, c[0].byte_len),
+        (1, WcOpcode::Recv, 16)
+    );
+    assert_eq!(b.mr.to_vec(1000, 4).unwrap(), b"head");
+    assert_eq!(b.mr.to_vec(2000, 4).unwrap(), b"-mid");
+    assert_eq!(b.mr.to_vec(3000, 8).unwrap(), b"dle-tail");
+    assert_eq!(
+        (c[1].wr_id, c[1].opcode, c[1].imm),
+        (2, WcOpcode::RecvRdmaWithImm, Some(77))
+    );
+    assert_eq!(b.mr.to_vec(5000, 16).unwrap(), b"head-middle-tail");
+}
+
+#[test]
+fn inline_sends_may_reuse_their_buffer_at_once_and_unsignaled_sends_stay_silent() {
+    let (mut a, mut b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 1 << 16);
+    b.qp.post_recv((0..2).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: vec![b.mr.sge(i as usize * 100, 100)],
+    }))
+    .unwrap();
+    a.mr.write(0, b"first").unwrap();
+    let mut s = SendWr::new(1, WrOp::Send { imm: None }, vec![a.mr.sge(0, 5)]);
+    s.inline = true;
+    s.signaled = false;
+    a.qp.post_send([s]).unwrap();
+    a.mr.write(0, b"XXXXX").unwrap();
+    let mut s = SendWr::new(2, WrOp::Send { imm: None }, vec![a.mr.sge(0, 5)]);
+    s.inline = true;
+    a.qp.post_send([s]).unwrap();
+    let c = ok(&mut a.cq, 1);
+    assert_eq!(c[0].wr_id, 2, "only the signaled send completes");
+    ok(&mut b.cq, 2);
+    assert_eq!(b.mr.to_vec(0, 5).unwrap(), b"first");
+    assert_eq!(b.mr.to_vec(100, 5).unwrap(), b"XXXXX");
+    // Inline data from memory the QP's domain does not own is refused at post time.
+    let other = a.ctx.alloc_pd().alloc_mr(64, weft_verbs::Access::ALL);
+    let mut s = SendWr::new(3, WrOp::Send { imm: None }, vec![other.sge(0, 5)]);
+    s.inline = true;
+    assert!(matches!(
+        a.qp.post_send([s]),
+        Err(weft_verbs::Error::InlineAccess(_))
+    ));
+}
