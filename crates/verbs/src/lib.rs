@@ -31,7 +31,7 @@ pub use error::Error;
 pub use mr::MemoryRegion;
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use weft_transport::{
-    Access, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr,
-    SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN,
+    Access, Bringup, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr,
+    RemoteAddr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN,
 };
 pub use weft_wire::roce::Psn;

@@ -1,0 +1,434 @@
+//! Two processes: this test binary re-runs itself as the peer (the `peer_process`
+//! test, ignored unless `WEFT_PEER_ROLE` is set) and talks to it over a real link.
+//!
+//! Roles of the peer:
+//! - `passive`: accept one RC connection, advertise a 1 MiB region (address and rkey
+//!   in the accept's private data), then never touch weft again until the connection
+//!   closes — one-sided operations must complete against it.
+//! - `echo-rc` / `echo-ud`: post receives and send every message back (SEND with the
+//!   same immediate), until the connection closes.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::{
+    Access, CompletionQueue, LinkKind, Progress, QpInitAttr, QpType, RecvWr, RemoteAddr, SendWr,
+    WcOpcode, WcStatus, WrOp, GRH_LEN,
+};
+
+const REGION: usize = 1 << 20;
+
+fn kind_name(k: LinkKind) -> &'static str {
+    match k {
+        LinkKind::Udp => "udp",
+        LinkKind::Shm => "shm",
+    }
+}
+
+/// The peer's side of every scenario.
+#[test]
+#[ignore = "run by the two-process tests as their peer"]
+fn peer_process() {
+    let Ok(role) = std::env::var("WEFT_PEER_ROLE") else {
+        return;
+    };
+    let kind = match std::env::var("WEFT_PEER_LINK").as_deref() {
+        Ok("shm") => LinkKind::Shm,
+        _ => LinkKind::Udp,
+    };
+    let qp_type = if role == "echo-ud" {
+        QpType::Ud
+    } else {
+        QpType::Rc
+    };
+    let mut s = side(kind, Progress::Thread, qp_type, REGION);
+    let listener = Listener::bind(&s.ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
+    println!("LISTEN {}", listener.local_addr().unwrap());
+    let mut param = ConnParam::default();
+    let mut pd = s.mr.addr().to_be_bytes().to_vec();
+    pd.extend_from_slice(&s.mr.rkey().to_be_bytes());
+    param.private_data = pd;
+    let req = listener.get_request(Duration::from_secs(30)).unwrap();
+    let conn = req.accept(&mut s.qp, &param).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    if role == "passive" {
+        // Never call weft again: wait for the side channel to close (the QP goes to
+        // ERR) or the deadline.
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            if matches!(s.qp.query(), Some((weft_verbs::QpState::Err, _))) {
+                break;
+            }
+        }
+        drop(conn);
+        return;
+    }
+    // Echo: 16 receive slots of 64 KiB (+ GRH room for UD).
+    let slot = 64 * 1024 + GRH_LEN;
+    s.qp.post_recv((0..16u64).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: vec![s.mr.sge(i as usize * slot, slot as u32)],
+    }))
+    .unwrap();
+    let mut out = Vec::new();
+    while Instant::now() < deadline {
+        out.clear();
+        if s.cq.poll(&mut out, 16) == 0 {
+            if matches!(s.qp.query(), Some((weft_verbs::QpState::Err, _))) {
+                break;
+            }
+            std::thread::yield_now();
+            continue;
+        }
+        for c in &out {
+            if c.status != WcStatus::Success {
+                return;
+            }
+            if !c.opcode.is_recv() {
+                continue;
+            }
+            let i = c.wr_id as usize;
+            let (off, len) = if qp_type == QpType::Ud {
+                (i * slot + GRH_LEN, c.byte_len as usize - GRH_LEN)
+            } else {
+                (i * slot, c.byte_len as usize)
+            };
+            let mut wr = SendWr::new(
+                1000 + c.wr_id,
+                WrOp::Send { imm: c.imm },
+                vec![s.mr.sge(off, len as u32)],
+            );
+            if qp_type == QpType::Ud {
+                let ah = s.pd.create_ah_from_wc(c).unwrap();
+                wr.ud = Some(ah.dest(c.src_qp.unwrap(), param.qkey));
+            }
+            s.qp.post_send([wr]).unwrap();
+            // Wait for the echo to leave before reusing the buffer.
+            let sent = s.cq.wait(1, Duration::from_secs(10));
+            if sent.is_empty() {
+                return;
+            }
+            s.qp.post_recv([RecvWr {
+                wr_id: c.wr_id,
+                sg_list: vec![s.mr.sge(i * slot, slot as u32)],
+            }])
+            .unwrap();
+        }
+    }
+    drop(conn);
+}
+
+/// A running peer process; killed on drop.
+struct Peer {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Peer {
+    fn start(role: &str, kind: LinkKind) -> Peer {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "peer_process",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("WEFT_PEER_ROLE", role)
+            .env("WEFT_PEER_LINK", kind_name(kind))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                // libtest may print "test peer_process ... " in front of it.
+                if let Some(i) = line.find("LISTEN ") {
+                    let _ = tx.send(line[i + 7..].trim().to_string());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("peer did not start")
+            .parse()
+            .unwrap();
+        Peer { child, addr }
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn remote_region(private: &[u8]) -> RemoteAddr {
+    let addr = u64::from_be_bytes(private[..8].try_into().unwrap());
+    let rkey = u32::from_be_bytes(private[8..12].try_into().unwrap());
+    RemoteAddr { addr, rkey }
+}
+
+fn at(r: RemoteAddr, off: u64) -> RemoteAddr {
+    RemoteAddr {
+        addr: r.addr + off,
+        rkey: r.rkey,
+    }
+}
+
+fn one_sided_against_a_passive_process(kind: LinkKind) {
+    let mut peer = Peer::start("passive", kind);
+    let mut me = side(kind, Progress::Thread, QpType::Rc, REGION);
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let r = remote_region(&conn.remote().private_data);
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    me.mr.write(0, &data).unwrap();
+    // WRITE, then READ it back into another part of our region.
+    me.qp
+        .post_send([
+            SendWr::new(
+                1,
+                WrOp::Write {
+                    remote: at(r, 8192),
+                    imm: None,
+                },
+                vec![me.mr.sge(0, 300_000)],
+            ),
+            SendWr::new(
+                2,
+                WrOp::Read {
+                    remote: at(r, 8192),
+                },
+                vec![me.mr.sge(400_000, 300_000)],
+            ),
+        ])
+        .unwrap();
+    let c = ok(&mut me.cq, 2);
+    assert_eq!(
+        (c[0].opcode, c[1].opcode),
+        (WcOpcode::RdmaWrite, WcOpcode::RdmaRead)
+    );
+    assert_eq!(me.mr.to_vec(400_000, 300_000).unwrap(), data);
+    // Atomics on the peer's first word (zero): +5, then CAS 5 -> 11, then read it.
+    me.qp
+        .post_send([
+            SendWr::new(
+                3,
+                WrOp::FetchAdd { remote: r, add: 5 },
+                vec![me.mr.sge(800_000, 8)],
+            ),
+            SendWr::new(
+                4,
+                WrOp::CompareSwap {
+                    remote: r,
+                    compare: 5,
+                    swap: 11,
+                },
+                vec![me.mr.sge(800_008, 8)],
+            ),
+            SendWr::new(5, WrOp::Read { remote: r }, vec![me.mr.sge(800_016, 8)]),
+        ])
+        .unwrap();
+    ok(&mut me.cq, 3);
+    assert_eq!(me.mr.load_u64(800_000).unwrap(), 0);
+    assert_eq!(me.mr.load_u64(800_008).unwrap(), 5);
+    assert_eq!(me.mr.load_u64(800_016).unwrap(), 11);
+    // An rkey the peer never issued: remote access error, nothing written.
+    me.qp
+        .post_send([SendWr::new(
+            6,
+            WrOp::Write {
+                remote: RemoteAddr {
+                    addr: r.addr,
+                    rkey: r.rkey ^ 1,
+                },
+                imm: None,
+            },
+            vec![me.mr.sge(0, 8)],
+        )])
+        .unwrap();
+    let c = me.cq.wait(1, T);
+    assert_eq!(c[0].status, WcStatus::RemAccessErr, "{c:?}");
+    conn.disconnect();
+    assert!(
+        peer.wait_exit(Duration::from_secs(10)),
+        "peer did not see the disconnect"
+    );
+}
+
+#[test]
+fn udp_one_sided_ops_complete_against_a_process_that_never_polls() {
+    one_sided_against_a_passive_process(LinkKind::Udp);
+}
+
+fn echo(kind: LinkKind, qp_type: QpType) {
+    let mut peer = Peer::start(
+        if qp_type == QpType::Ud {
+            "echo-ud"
+        } else {
+            "echo-rc"
+        },
+        kind,
+    );
+    let mut me = side(kind, Progress::Thread, qp_type, REGION);
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let remote = conn.remote().clone();
+    let sizes: &[usize] = if qp_type == QpType::Ud {
+        &[1, 64, 1000]
+    } else {
+        &[1, 64, 4096, 60_000]
+    };
+    for (n, &size) in sizes.iter().enumerate() {
+        let payload: Vec<u8> = (0..size).map(|i| (i + n) as u8).collect();
+        me.mr.write(0, &payload).unwrap();
+        me.qp
+            .post_recv([RecvWr {
+                wr_id: 50,
+                sg_list: vec![me.mr.sge(100_000, 70_000)],
+            }])
+            .unwrap();
+        let mut wr = SendWr::new(
+            n as u64,
+            WrOp::Send {
+                imm: Some(n as u32),
+            },
+            vec![me.mr.sge(0, size as u32)],
+        );
+        if qp_type == QpType::Ud {
+            wr.ud = Some(
+                me.pd
+                    .create_ah(remote.addr)
+                    .unwrap()
+                    .dest(remote.qpn, remote.qkey),
+            );
+        }
+        me.qp.post_send([wr]).unwrap();
+        let c = ok(&mut me.cq, 2);
+        let recv = c.iter().find(|c| c.opcode == WcOpcode::Recv).expect("echo");
+        let skip = if qp_type == QpType::Ud { GRH_LEN } else { 0 };
+        assert_eq!(recv.byte_len as usize, size + skip);
+        assert_eq!(recv.imm, Some(n as u32));
+        assert_eq!(me.mr.to_vec(100_000 + skip, size).unwrap(), payload);
+    }
+    drop(conn);
+    assert!(peer.wait_exit(Duration::from_secs(10)));
+}
+
+#[test]
+fn udp_rc_send_with_imm_echoes_through_another_process() {
+    echo(LinkKind::Udp, QpType::Rc);
+}
+
+#[test]
+fn udp_ud_send_echoes_through_another_process() {
+    echo(LinkKind::Udp, QpType::Ud);
+}
+
+fn killed_peer(kind: LinkKind) {
+    let peer = Peer::start("passive", kind);
+    let mut me = side(kind, Progress::Thread, QpType::Rc, REGION);
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let r = remote_region(&conn.remote().private_data);
+    // A deep queue of 256 KiB WRITEs: still in flight when the peer dies.
+    let wrs: Vec<SendWr> = (0..100)
+        .map(|i| {
+            SendWr::new(
+                i,
+                WrOp::Write {
+                    remote: r,
+                    imm: None,
+                },
+                vec![me.mr.sge(0, 256 * 1024)],
+            )
+        })
+        .collect();
+    me.qp.post_send(wrs).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    drop(peer); // SIGKILL
+    let t = Instant::now();
+    let c = collect(&mut me.cq, 100, &[]);
+    let elapsed = t.elapsed();
+    assert_eq!(c.len(), 100, "every WRITE completes, in error or not");
+    let errors = c.iter().filter(|c| c.status != WcStatus::Success).count();
+    assert!(
+        errors > 0,
+        "the kill came after everything finished: raise the load"
+    );
+    assert!(
+        c.iter().all(|c| matches!(
+            c.status,
+            WcStatus::Success | WcStatus::WrFlushErr | WcStatus::RetryExcErr
+        )),
+        "{c:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "error completions took {elapsed:?}"
+    );
+    eprintln!("peer killed: {errors} of 100 WRITEs failed, last completion after {elapsed:?}");
+}
+
+#[test]
+fn udp_killed_peer_leaves_error_completions_not_a_hang() {
+    killed_peer(LinkKind::Udp);
+}
+
+#[test]
+fn udp_the_transport_alone_fails_a_silent_peer_within_its_retry_budget() {
+    // No side channel: the QP is brought up by hand against a UDP port nobody
+    // answers on, so only the transport's retry counter can end the wait.
+    let mut me = side(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
+    let void = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = weft_verbs::Bringup {
+        access: Access::ALL,
+        qkey: 0,
+        path_mtu: weft_verbs::Mtu::M1024,
+        path: Some(me.ctx.path_to(void.local_addr().unwrap()).unwrap()),
+        dest_qpn: 0x1234,
+        rq_psn: 0,
+        sq_psn: 0,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 1,
+        timeout: 8, // 1 ms
+        retry_cnt: 3,
+        rnr_retry: 0,
+        recovery: weft_verbs::Recovery::GoBackN,
+        max_inflight: 64,
+    };
+    for s in b.steps(QpType::Rc) {
+        me.qp.modify(&s).unwrap();
+    }
+    me.qp
+        .post_send([SendWr::new(
+            1,
+            WrOp::Send { imm: None },
+            vec![me.mr.sge(0, 8)],
+        )])
+        .unwrap();
+    let t = Instant::now();
+    let c = collect(&mut me.cq, 1, &[]);
+    assert_eq!(c[0].status, WcStatus::RetryExcErr);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let _ = CompletionQueue::id;
+    let _ = QpInitAttr::new;
+}
