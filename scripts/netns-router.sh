@@ -12,8 +12,11 @@
 #                                    answers ARP/ND/ICMP for them itself
 #        netns-router.sh up kernel   Linux forwards (ip_forward=1), the baseline
 #        netns-router.sh down        remove everything (safe to run any time)
-#        netns-router.sh config [2]  print the weft router config for this topology
-#                                    (2: only the ports to hosts A and B)
+#        netns-router.sh config [2|3] [BACKEND [XDP_MODE]]
+#                                    print the weft router config for this topology
+#                                    (2: only the ports to hosts A and B; BACKEND
+#                                    afpacket (default) or afxdp; XDP_MODE generic
+#                                    (default) or native)
 # `up` always starts from `down`, so it is idempotent. Offloads (TSO/GSO/GRO and
 # checksum offload) are off on every veth: frames cross AF_PACKET as on a wire.
 set -euo pipefail
@@ -85,26 +88,19 @@ up() {
 }
 
 config() {
-  cat <<'TOML'
-[[port]]
-name = "left"
-interface = "weft-ra"
-addresses = ["198.18.1.1/24", "2001:2:0:1::1/64"]
-
-[[port]]
-name = "right"
-interface = "weft-rb"
-addresses = ["198.18.2.1/24", "2001:2:0:2::1/64"]
-
-TOML
-  if [[ ${1:-3} == 3 ]]; then
-    cat <<'TOML'
-[[port]]
-name = "third"
-interface = "weft-rc"
-addresses = ["198.18.3.1/24", "2001:2:0:3::1/64"]
-TOML
-  fi
+  local ports=${1:-3} backend=${2:-afpacket} mode=${3:-}
+  port() {
+    # port NAME DEV SUBNET(1..3)
+    printf '[[port]]\nname = "%s"\ninterface = "%s"\n' "$1" "$2"
+    if [[ $backend != afpacket ]]; then
+      printf 'backend = "%s"\n' "$backend"
+      if [[ -n $mode ]]; then printf 'xdp_mode = "%s"\n' "$mode"; fi
+    fi
+    printf 'addresses = ["198.18.%s.1/24", "2001:2:0:%s::1/64"]\n\n' "$3" "$3"
+  }
+  port left weft-ra 1
+  port right weft-rb 2
+  if [[ $ports == 3 ]]; then port third weft-rc 3; fi
   cat <<'TOML'
 
 [[route]]
@@ -120,6 +116,6 @@ TOML
 case "${1:-}" in
   up) up "${2:-weft}" ;;
   down) down ;;
-  config) config "${2:-3}" ;;
+  config) config "${2:-3}" "${3:-afpacket}" "${4:-}" ;;
   *) echo "usage: $0 up [weft|kernel] | down | config" >&2; exit 2 ;;
 esac

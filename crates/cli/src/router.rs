@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use weft_link::afpacket::AfPacket;
 use weft_link::{BufferPool, Link};
 use weft_router::bench::{self, Pattern};
 use weft_router::config::Config;
@@ -145,10 +144,12 @@ fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyho
     let mut links: Vec<Box<dyn Link>> = Vec::new();
     let mut info = Vec::new();
     for p in &cfg.ports {
-        let l = AfPacket::open(&p.interface, pool.clone())
-            .with_context(|| format!("port {}: interface {}", p.name, p.interface))?;
+        let backend = p.backend()?;
+        let l = backend
+            .open(&p.interface, pool.clone())
+            .with_context(|| format!("port {}: interface {} ({backend:?})", p.name, p.interface))?;
         info.push((l.info().mac, l.info().max_frame));
-        links.push(Box::new(l));
+        links.push(l);
     }
     let router = Router::new(cfg.port_specs(&info)?, RouterConfig::default());
     let base = path.parent().unwrap_or(Path::new("."));

@@ -1,6 +1,6 @@
 //! The router between real Linux hosts: network namespaces joined by veth pairs
-//! (scripts/netns-router.sh), `weft router` on AF_PACKET ports in the middle, and
-//! ping, traceroute, iperf3 and scapy on the hosts.
+//! (scripts/netns-router.sh), `weft router` on AF_PACKET ports in the middle (AF_XDP
+//! ports in the `afxdp_` tests), and ping, traceroute, iperf3 and scapy on the hosts.
 //!
 //! Needs root, iproute2, iputils-ping, and per test traceroute, iperf3 or Debian's
 //! python3-scapy; without them a test prints "skipped: <why>" and passes. Tests run
@@ -48,6 +48,16 @@ fn prerequisites(tools: &[&str]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Skip (with the kernel's reason) where AF_XDP cannot be opened.
+macro_rules! require_af_xdp {
+    () => {
+        if let Err(e) = weft_link::afxdp::probe() {
+            eprintln!("skipped: AF_XDP unavailable on this kernel: {e}");
+            return;
+        }
+    };
 }
 
 macro_rules! require {
@@ -112,12 +122,20 @@ struct RouterProc {
 }
 
 impl RouterProc {
+    /// On AF_PACKET ports.
     fn start(extra_config: &str) -> RouterProc {
+        RouterProc::start_on(&["3"], extra_config)
+    }
+
+    /// `config_args`: the arguments of `netns-router.sh config` (ports, backend, XDP
+    /// mode).
+    fn start_on(config_args: &[&str], extra_config: &str) -> RouterProc {
         let dir = std::env::temp_dir().join(format!("weft-router-netns-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let cfg = Command::new("bash")
             .arg(script())
             .arg("config")
+            .args(config_args)
             .output()
             .expect("config");
         let config = dir.join("router.toml");
@@ -214,6 +232,26 @@ fn ping_across_and_to_the_router_over_ipv4_and_ipv6() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
+    pings_across(&r);
+}
+
+#[test]
+fn afxdp_ports_ping_across_over_ipv4_and_ipv6() {
+    require!();
+    require_af_xdp!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    let r = RouterProc::start_on(&["3", "afxdp"], "");
+    let xdp = text(&ns("weft-r", 5, &["ip", "link", "show", "weft-ra"]));
+    assert!(
+        xdp.contains("xdpgeneric"),
+        "weft-ra runs the generic XDP program: {xdp}"
+    );
+    pings_across(&r);
+}
+
+/// Hosts A and B ping each other, the far network and the router, IPv4 and IPv6.
+fn pings_across(r: &RouterProc) {
     for dst in ["198.18.2.2", "198.19.0.1", "198.18.1.1", "198.18.2.1"] {
         ping_ok("weft-ha", &[dst]);
     }
@@ -423,6 +461,30 @@ fn iperf3_tcp_across_the_router() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
+    iperf3_across(&r, "AF_PACKET");
+}
+
+#[test]
+fn afxdp_ports_carry_iperf3_tcp() {
+    require!("iperf3");
+    require_af_xdp!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    let r = RouterProc::start_on(&["3", "afxdp"], "");
+    iperf3_across(&r, "AF_XDP");
+    // The frames came through the AF_XDP sockets: the port's own counters.
+    let links = r.ctl("show links");
+    let left_rx: u64 = links
+        .lines()
+        .find_map(|l| l.strip_prefix("left "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(left_rx > 1000, "{links}");
+}
+
+/// iperf3 TCP from host A to host B for 3 s.
+fn iperf3_across(r: &RouterProc, ports: &str) {
     let mut server = Command::new("timeout")
         .args(["30", "ip", "netns", "exec", "weft-hb", "iperf3", "-s", "-1"])
         .stdout(Stdio::null())
@@ -445,7 +507,10 @@ fn iperf3_tcp_across_the_router() {
         .and_then(|s| s.split([',', '\n', '}']).next())
         .and_then(|v| v.trim().parse::<f64>().ok())
         .expect("iperf3 JSON has sum_received.bits_per_second");
-    eprintln!("iperf3 TCP through weft router: {:.0} Mbit/s", bps / 1e6);
+    eprintln!(
+        "iperf3 TCP through weft router on {ports} ports: {:.0} Mbit/s",
+        bps / 1e6
+    );
     assert!(bps > 1e6, "TCP made progress: {bps} bit/s");
     assert!(r.counter("forwarded") > 1000);
 }

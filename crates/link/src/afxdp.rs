@@ -977,6 +977,18 @@ pub fn rx_queue_count(interface: &str) -> io::Result<u32> {
     Ok(ch.rx_count.max(ch.combined_count).max(1))
 }
 
+/// Whether this kernel and process can use `AF_XDP`: opens a socket and loads the
+/// redirect program (attached nowhere). The error is the kernel's, e.g.
+/// `EAFNOSUPPORT` without `CONFIG_XDP_SOCKETS`, `EPERM` without `CAP_BPF`.
+pub fn probe() -> io::Result<()> {
+    // SAFETY: plain syscall with constant arguments.
+    let _socket = Fd::new(
+        unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) },
+        "socket(AF_XDP)",
+    )?;
+    Redirect::load(1).map(drop)
+}
+
 /// An `AF_XDP` link on every receive queue of one interface.
 #[derive(Debug)]
 pub struct AfXdpLink {

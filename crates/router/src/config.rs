@@ -9,6 +9,8 @@
 //! name = "left"
 //! interface = "veth-a"           # Linux interface; afpacket by default
 //! addresses = ["198.18.1.1/24", "2001:2:0:1::1/64"]
+//! # backend = "afxdp"            # AF_XDP instead of AF_PACKET,
+//! # xdp_mode = "generic"         # with the XDP program in generic (default) or native mode
 //!
 //! [[route]]
 //! prefix = "198.19.0.0/16"
@@ -26,8 +28,12 @@ use crate::dataplane::Architecture;
 use crate::fib::{IpPrefix, NextHop};
 use crate::pipeline::{PortSpec, Router};
 use serde::Deserialize;
+use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use weft_link::afpacket::AfPacket;
+use weft_link::afxdp::{AfXdpLink, XdpConfig, XdpMode};
+use weft_link::{BufferPool, Link};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -65,12 +71,64 @@ pub struct PortConfig {
     pub name: String,
     /// Linux interface.
     pub interface: String,
-    /// `afpacket` (default).
+    /// `afpacket` (default) or `afxdp`.
     #[serde(default)]
     pub backend: Option<String>,
+    /// For `afxdp`: `generic` (default) or `native`.
+    #[serde(default)]
+    pub xdp_mode: Option<String>,
     /// Addresses with prefix lengths.
     #[serde(default)]
     pub addresses: Vec<String>,
+}
+
+/// How a port reaches its Linux interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `AF_PACKET` with `TPACKET_V3` rings.
+    AfPacket,
+    /// `AF_XDP` with the redirect program in this XDP mode.
+    AfXdp(XdpMode),
+}
+
+impl Backend {
+    /// Open `interface` with this backend, receiving into `pool`.
+    pub fn open(self, interface: &str, pool: BufferPool) -> io::Result<Box<dyn Link>> {
+        Ok(match self {
+            Backend::AfPacket => Box::new(AfPacket::open(interface, pool)?),
+            Backend::AfXdp(mode) => Box::new(AfXdpLink::with_config(
+                interface,
+                pool,
+                XdpConfig {
+                    mode,
+                    ..XdpConfig::default()
+                },
+            )?),
+        })
+    }
+}
+
+impl PortConfig {
+    /// The backend this port asks for.
+    pub fn backend(&self) -> Result<Backend, ConfigError> {
+        let mode = self.xdp_mode.as_deref();
+        match self.backend.as_deref().unwrap_or("afpacket") {
+            "afpacket" if mode.is_none() => Ok(Backend::AfPacket),
+            "afpacket" => Err(err(format!(
+                "port {}: xdp_mode is for backend \"afxdp\"",
+                self.name
+            ))),
+            "afxdp" => Ok(Backend::AfXdp(
+                mode.unwrap_or("generic")
+                    .parse()
+                    .map_err(|e| err(format!("port {}: {e}", self.name)))?,
+            )),
+            b => Err(err(format!(
+                "port {}: unknown backend {b:?} (afpacket, afxdp)",
+                self.name
+            ))),
+        }
+    }
 }
 
 /// `[[route]]`.
@@ -124,14 +182,7 @@ impl Config {
             if c.ports[..i].iter().any(|q| q.name == p.name) {
                 return Err(err(format!("config: port name {:?} used twice", p.name)));
             }
-            if let Some(b) = &p.backend {
-                if b != "afpacket" {
-                    return Err(err(format!(
-                        "port {}: unknown backend {b:?} (afpacket)",
-                        p.name
-                    )));
-                }
-            }
+            p.backend()?;
         }
         c.architecture()?;
         Ok(c)
@@ -337,6 +388,20 @@ via = "198.18.2.2"
         assert!(Config::parse(&EXAMPLE.replace("interface", "iface")).is_err());
         let bad_arch = format!("[router]\narchitecture = \"sideways\"\n{EXAMPLE}");
         assert!(Config::parse(&bad_arch).is_err());
+        let xdp = |extra: &str| {
+            EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
+        };
+        let c = Config::parse(&xdp("backend = \"afxdp\"")).expect("afxdp");
+        assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(XdpMode::Generic)));
+        assert_eq!(c.ports[1].backend(), Ok(Backend::AfPacket));
+        let c = Config::parse(&xdp("backend = \"afxdp\"\nxdp_mode = \"native\"")).expect("native");
+        assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(XdpMode::Native)));
+        assert!(Config::parse(&xdp("backend = \"dpdk\"")).is_err());
+        assert!(Config::parse(&xdp("backend = \"afxdp\"\nxdp_mode = \"offload\"")).is_err());
+        assert!(
+            Config::parse(&xdp("xdp_mode = \"native\"")).is_err(),
+            "xdp_mode without afxdp"
+        );
         let c = Config::parse(&EXAMPLE.replace("198.18.2.2", "203.0.113.1")).expect("parse");
         let specs = c
             .port_specs(&[([2, 0, 0, 0, 0, 1], 1514), ([2, 0, 0, 0, 0, 2], 1514)])
