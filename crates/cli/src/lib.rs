@@ -4,4 +4,5 @@
 
 pub mod decode;
 pub mod pcap;
+pub mod perf;
 pub mod samples;

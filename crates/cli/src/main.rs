@@ -2,8 +2,10 @@
 #![forbid(unsafe_code)]
 
 mod alloc_count;
+mod baseline;
 mod demo;
 mod lpm_bench;
+mod report;
 mod router;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +33,10 @@ enum Command {
     LpmBench(lpm_bench::Args),
     /// Run the IP router, control a running one, or benchmark it.
     Router(router::Args),
+    /// Kernel-socket baselines (TCP/UDP latency and bandwidth) in weft perf's format.
+    Baseline(baseline::Args),
+    /// Plots and a markdown table from perf / baseline / peers JSON lines.
+    Report(report::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,5 +45,7 @@ fn main() -> anyhow::Result<()> {
         Command::Decode(args) => decode::run(args),
         Command::LpmBench(args) => lpm_bench::run(args),
         Command::Router(args) => router::run(args),
+        Command::Baseline(args) => baseline::run(args),
+        Command::Report(args) => report::run(args),
     }
 }

@@ -1,0 +1,491 @@
+//! `weft report`: JSON-lines results (weft, kernel baselines, peers) → PNG plots and a
+//! markdown table.
+//!
+//! One series per system/link (plus the QP type for weft, and "(symmetric)" for the
+//! symmetric latency method), log-log against message size:
+//! - `<name>-latency.png`: one-way latency, the median where a tool gives it, else the
+//!   mean (the legend says "(mean)");
+//! - `<name>-latency-p99.png`: the 99th percentile, for the series that have one;
+//! - `<name>-bandwidth.png`: MB/s, MB = 10^6 bytes;
+//! - `<name>.md`: the same numbers as tables, each cell with its ratio to the
+//!   reference series (`--reference`, default ucx-posix/shm when present), and the
+//!   runs that failed with their error.
+//!
+//! Plots are drawn in pure Rust (plotters' bitmap backend). Text needs a TrueType
+//! font, loaded at run time from /usr/share/fonts (Debian's fonts-dejavu-core,
+//! installed by scripts/setup.sh); without one the plots are drawn without text and
+//! a warning says so.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use plotters::prelude::*;
+use weft::perf::record::{parse_lines, Record};
+
+/// Arguments of `weft report`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// JSON-lines result files (from `--json` of weft perf / weft baseline, and
+    /// scripts/peers.sh).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Directory for the plots and the markdown.
+    #[arg(long, default_value = "docs/results")]
+    pub out: PathBuf,
+    /// File name prefix of the outputs.
+    #[arg(long, default_value = "perf")]
+    pub name: String,
+    /// The series the tables' ratios are against (e.g. "ucx-posix/shm",
+    /// "kernel-tcp/loopback"). Default: ucx-posix/shm if present, else the first.
+    #[arg(long)]
+    pub reference: Option<String>,
+    /// Draw the plots without any text (what happens anyway when no font is found).
+    #[arg(long)]
+    pub no_text: bool,
+}
+
+/// TrueType fonts tried in order.
+const FONTS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+];
+
+/// Registers the first font found as plotters' "sans-serif". Leaks the font bytes
+/// (plotters keeps a `'static` reference), once per process.
+fn load_font() -> Option<&'static str> {
+    static LOADED: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *LOADED.get_or_init(|| {
+        for path in FONTS {
+            let Ok(bytes) = std::fs::read(path) else {
+                continue;
+            };
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                return Some(*path);
+            }
+        }
+        None
+    })
+}
+
+/// Which number of a record a plot or table shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Metric {
+    /// Median one-way latency; the mean where the tool gives no median.
+    LatencyTypical,
+    LatencyMean,
+    LatencyP99,
+    Bandwidth,
+}
+
+impl Metric {
+    /// The value, and whether it is a stand-in (the mean for a missing median).
+    fn of(self, r: &Record) -> Option<(f64, bool)> {
+        match self {
+            Metric::LatencyTypical => {
+                let l = r.latency.as_ref()?;
+                Some(l.p50_us.map_or((l.mean_us, true), |p| (p, false)))
+            }
+            Metric::LatencyMean => Some((r.latency.as_ref()?.mean_us, false)),
+            Metric::LatencyP99 => Some((r.latency.as_ref()?.p99_us?, false)),
+            Metric::Bandwidth => Some((r.bandwidth.as_ref()?.mb_per_s, false)),
+        }
+    }
+    fn axis(self) -> &'static str {
+        match self {
+            Metric::LatencyTypical => "one-way latency, median [µs] (log)",
+            Metric::LatencyMean => "one-way latency, mean [µs] (log)",
+            Metric::LatencyP99 => "one-way latency, p99 [µs] (log)",
+            Metric::Bandwidth => "bandwidth [MB/s, MB = 10^6 B] (log)",
+        }
+    }
+}
+
+/// Series name → size → record (the last record wins when a size repeats).
+type Table = BTreeMap<String, BTreeMap<u64, Record>>;
+
+/// Series names in order of first appearance.
+fn order(records: &[Record]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for r in records {
+        let s = r.series();
+        if !v.contains(&s) {
+            v.push(s);
+        }
+    }
+    v
+}
+
+fn table(records: &[Record], metric: Metric) -> Table {
+    let mut t = Table::new();
+    for r in records {
+        if metric.of(r).is_some() {
+            t.entry(r.series()).or_default().insert(r.size, r.clone());
+        }
+    }
+    t
+}
+
+/// Fixed colours (Tableau 10), assigned in series order.
+const COLORS: &[(u8, u8, u8)] = &[
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+fn color_of(series: &str, all: &[String]) -> RGBColor {
+    let i = all.iter().position(|s| s == series).unwrap_or(0);
+    let (r, g, b) = COLORS[i % COLORS.len()];
+    RGBColor(r, g, b)
+}
+
+fn human_size(x: f64) -> String {
+    let x = x.round() as u64;
+    if x >= 1 << 20 && x % (1 << 20) == 0 {
+        format!("{}M", x >> 20)
+    } else if x >= 1 << 10 && x % (1 << 10) == 0 {
+        format!("{}K", x >> 10)
+    } else {
+        x.to_string()
+    }
+}
+
+fn human_value(y: f64) -> String {
+    if y >= 100.0 {
+        format!("{y:.0}")
+    } else if y >= 1.0 {
+        format!("{y:.1}")
+    } else {
+        format!("{y:.2}")
+    }
+}
+
+/// Draws one log-log plot of `metric` for every series that has it. Returns false
+/// when there was nothing to draw.
+fn plot(
+    path: &Path,
+    title: &str,
+    records: &[Record],
+    metric: Metric,
+    all_series: &[String],
+    text: bool,
+) -> anyhow::Result<bool> {
+    let t = table(records, metric);
+    if t.is_empty() {
+        return Ok(false);
+    }
+    let points = t.values().flat_map(|m| {
+        m.values()
+            .filter_map(move |r| metric.of(r).map(|(y, _)| (r.size as f64, y)))
+    });
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in points {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        if y > 0.0 {
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+    }
+    if y0 > y1 {
+        return Ok(false);
+    }
+    let (x0, x1) = (x0 / 1.5, x1 * 1.5);
+    let (y0, y1) = (y0 / 2.0, y1 * 2.0);
+    let err = |e: &dyn std::fmt::Display| anyhow!("drawing {}: {e}", path.display());
+
+    let root = BitMapBackend::new(path, (1100, 700)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut builder = ChartBuilder::on(&root);
+    builder.margin(20);
+    if text {
+        builder
+            .caption(title, ("sans-serif", 26))
+            .x_label_area_size(50)
+            .y_label_area_size(80);
+    } else {
+        builder.x_label_area_size(5).y_label_area_size(5);
+    }
+    let mut chart = builder
+        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+        .map_err(|e| err(&e))?;
+    let mut mesh = chart.configure_mesh();
+    if text {
+        mesh.x_desc("message size [bytes] (log)")
+            .y_desc(metric.axis())
+            .x_label_formatter(&|x| human_size(*x))
+            .y_label_formatter(&|y| human_value(*y))
+            .label_style(("sans-serif", 16))
+            .axis_desc_style(("sans-serif", 18));
+    } else {
+        mesh.x_labels(0).y_labels(0);
+    }
+    mesh.draw().map_err(|e| err(&e))?;
+    for (series, by_size) in all_series.iter().filter_map(|s| t.get(s).map(|m| (s, m))) {
+        let c = color_of(series, all_series);
+        let pts: Vec<(f64, f64)> = by_size
+            .values()
+            .filter_map(|r| metric.of(r).map(|(y, _)| (r.size as f64, y)))
+            .filter(|&(_, y)| y > 0.0)
+            .collect();
+        let stand_in = by_size
+            .values()
+            .any(|r| metric.of(r).is_some_and(|(_, m)| m));
+        let label = if stand_in {
+            format!("{series} (mean)")
+        } else {
+            series.clone()
+        };
+        let style =
+            ShapeStyle::from(&c).stroke_width(if series.starts_with("weft/") { 3 } else { 2 });
+        let line = chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(|e| err(&e))?;
+        if text {
+            line.label(label).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
+            });
+        }
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    if text {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .label_font(("sans-serif", 15))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(true)
+}
+
+/// A markdown table of `metric`: one row per size, one column per series, each cell
+/// the value and its ratio to the reference series at that size.
+fn md_table(
+    md: &mut String,
+    records: &[Record],
+    metric: Metric,
+    order: &[String],
+    reference: &str,
+) {
+    let t = table(records, metric);
+    let cols: Vec<&String> = order.iter().filter(|s| t.contains_key(*s)).collect();
+    if cols.is_empty() {
+        return;
+    }
+    let sizes: std::collections::BTreeSet<u64> =
+        t.values().flat_map(|m| m.keys().copied()).collect();
+    let _ = write!(md, "| size |");
+    for c in &cols {
+        let _ = write!(md, " {c} |");
+    }
+    let _ = write!(md, "\n| ---: |");
+    for _ in &cols {
+        let _ = write!(md, " ---: |");
+    }
+    md.push('\n');
+    for size in sizes {
+        let refv = t
+            .get(reference)
+            .and_then(|m| m.get(&size))
+            .and_then(|r| metric.of(r));
+        let _ = write!(md, "| {} |", human_size(size as f64));
+        for c in &cols {
+            match t[*c].get(&size).and_then(|r| metric.of(r)) {
+                Some((v, stand_in)) => {
+                    let mark = if stand_in { "†" } else { "" };
+                    match refv {
+                        Some((rv, _)) if rv > 0.0 && c.as_str() != reference => {
+                            let _ = write!(md, " {}{mark} ({:.2}x) |", fmt_num(v), v / rv);
+                        }
+                        _ => {
+                            let _ = write!(md, " {}{mark} |", fmt_num(v));
+                        }
+                    }
+                }
+                None => md.push_str(" – |"),
+            }
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+fn fmt_num(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Run `weft report`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut records = Vec::new();
+    for f in &args.files {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let rs = parse_lines(&text).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        records.extend(rs);
+    }
+    if records.is_empty() {
+        anyhow::bail!("no records in the given files");
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let text = !args.no_text
+        && match load_font() {
+            Some(_) => true,
+            None => {
+                eprintln!(
+                    "weft report: no TrueType font in {FONTS:?} (Debian: fonts-dejavu-core); plots without text"
+                );
+                false
+            }
+        };
+    let order = order(&records);
+    let reference = args.reference.clone().unwrap_or_else(|| {
+        if order.iter().any(|s| s == "ucx-posix/shm") {
+            "ucx-posix/shm".to_string()
+        } else {
+            order[0].clone()
+        }
+    });
+    let mut written = Vec::new();
+    let plots = [
+        (
+            "latency",
+            "one-way latency vs message size (median; lower is better)",
+            Metric::LatencyTypical,
+        ),
+        (
+            "latency-p99",
+            "one-way latency p99 vs message size (lower is better)",
+            Metric::LatencyP99,
+        ),
+        (
+            "bandwidth",
+            "bandwidth vs message size (higher is better)",
+            Metric::Bandwidth,
+        ),
+    ];
+    for (suffix, title, metric) in plots {
+        let path = args.out.join(format!("{}-{suffix}.png", args.name));
+        if plot(&path, title, &records, metric, &order, text)? {
+            written.push(path);
+        }
+    }
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# {} results\n", args.name);
+    let _ = writeln!(
+        md,
+        "Written by `weft report` from {}. Each cell: the value, and in brackets its ratio to `{reference}` at the same size (value / reference; for latency below 1 is faster, for bandwidth above 1 is faster). † marks a mean standing in for a median the tool does not report. Latency is one-way in µs; bandwidth in MB/s with MB = 10^6 bytes.\n",
+        args.files.iter().map(|f| format!("`{}`", f.display())).collect::<Vec<_>>().join(", ")
+    );
+    for (title, metric, img) in [
+        (
+            "One-way latency, median (µs)",
+            Metric::LatencyTypical,
+            "latency",
+        ),
+        ("One-way latency, mean (µs)", Metric::LatencyMean, ""),
+        (
+            "One-way latency, p99 (µs)",
+            Metric::LatencyP99,
+            "latency-p99",
+        ),
+        ("Bandwidth (MB/s)", Metric::Bandwidth, "bandwidth"),
+    ] {
+        if table(&records, metric).is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "## {title}\n");
+        let png = format!("{}-{img}.png", args.name);
+        if !img.is_empty() && written.iter().any(|p| p.ends_with(&png)) {
+            let _ = writeln!(md, "![{title}]({png})\n");
+        }
+        md_table(&mut md, &records, metric, &order, &reference);
+    }
+    let lossy: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.lost.is_some_and(|l| l > 0))
+        .collect();
+    if !lossy.is_empty() {
+        let _ = writeln!(
+            md,
+            "## Losses\n\n| series | test | size | lost | of |\n| --- | --- | ---: | ---: | ---: |"
+        );
+        for r in lossy {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} |",
+                r.series(),
+                r.meta.test,
+                r.size,
+                r.lost.unwrap_or(0),
+                r.iters
+            );
+        }
+        md.push('\n');
+    }
+    let failed: Vec<&Record> = records.iter().filter(|r| r.error.is_some()).collect();
+    if !failed.is_empty() {
+        let _ = writeln!(md, "## Runs that produced no numbers\n\n| series | test | size | error |\n| --- | --- | ---: | --- |");
+        for r in failed {
+            let e = r
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .replace('|', "\\|")
+                .replace('\n', " ");
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {e} |",
+                r.series(),
+                r.meta.test,
+                r.size
+            );
+        }
+        md.push('\n');
+    }
+    let notes: Vec<&Record> = records.iter().filter(|r| r.note.is_some()).collect();
+    if !notes.is_empty() {
+        let _ = writeln!(md, "## Notes on individual runs\n");
+        for r in notes {
+            let _ = writeln!(
+                md,
+                "- {} {} {} B: {}",
+                r.series(),
+                r.meta.test,
+                r.size,
+                r.note.as_deref().unwrap_or("")
+            );
+        }
+        md.push('\n');
+    }
+    let md_path = args.out.join(format!("{}.md", args.name));
+    std::fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
+    written.push(md_path);
+    for p in &written {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
