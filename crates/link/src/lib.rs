@@ -6,6 +6,8 @@
 //! [`sim`] (in-memory links with a seeded fault injector, for tests) and
 //! [`afpacket`] (Linux `AF_PACKET` with `TPACKET_V3` mmap rings) and [`afxdp`] (Linux
 //! `AF_XDP` sockets with a UMEM, in generic XDP mode by default).
+//! Datagram links for the verbs engine: [`udp`] (kernel UDP sockets) and [`shm`]
+//! (shared-memory rings between processes, which also carry frames between routers).
 //!
 //! It must not touch: packet contents. A link moves bytes; parsing is weft-wire's,
 //! deciding is the router's or the verbs engine's.
@@ -17,6 +19,7 @@ pub mod afpacket;
 pub mod afxdp;
 pub mod datagram;
 pub mod pool;
+pub mod shm;
 pub mod signal;
 pub mod sim;
 pub mod spsc;
@@ -26,6 +29,7 @@ pub mod wake;
 
 pub use datagram::{Datagram, DatagramLink};
 pub use pool::{BufferPool, PacketBuf};
+pub use shm::{ShmFrameLink, ShmLink, ShmOptions};
 pub use udp::{UdpLink, UdpOptions};
 
 use std::io;

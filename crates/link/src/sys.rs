@@ -59,6 +59,53 @@ pub(crate) fn get_int(fd: RawFd, level: i32, opt: i32, what: &str) -> io::Result
     }
 }
 
+/// `setsockopt` with a `struct timeval` (`SO_RCVTIMEO`, `SO_SNDTIMEO`).
+pub(crate) fn set_timeout(
+    fd: RawFd,
+    opt: i32,
+    t: std::time::Duration,
+    what: &str,
+) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: a pointer to a live timeval and its exact size; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&tv as *const libc::timeval).cast(),
+            mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// Set or clear `O_NONBLOCK`.
+pub(crate) fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: plain fcntl calls on a descriptor the caller holds.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(last_err("F_GETFL"));
+    }
+    let flags = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags) } < 0 {
+        return Err(last_err("F_SETFL"));
+    }
+    Ok(())
+}
+
 /// An all-zero `sockaddr_storage`.
 pub(crate) fn zeroed_storage() -> libc::sockaddr_storage {
     // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.

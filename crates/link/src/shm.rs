@@ -1,0 +1,589 @@
+//! The shm links: processes on one host exchanging packets through shared-memory
+//! rings, memif-style. [`ShmLink`] carries RoCEv2 datagrams for the verbs engine;
+//! [`ShmFrameLink`] carries Ethernet frames between two routers (a router port).
+//!
+//! **Addressing.** A `SocketAddr` is only a *name*, so the verbs layer addresses udp
+//! and shm peers alike: an endpoint named `127.0.0.1:4791` listens on the abstract
+//! unix socket `"\0weft-shm/127.0.0.1:4791"` (`weft-shm-frame/` for frame ports).
+//! Abstract sockets belong to a network namespace: both processes must share one.
+//!
+//! **Connections.** The first send to a name with no connection connects to it
+//! (synchronously, bounded by [`ShmOptions::connect_timeout`]; a peer that is not
+//! listening costs one failed `connect` and its datagrams are dropped and counted).
+//! The connecting side makes one sealed memfd with a ring per direction and two
+//! eventfds, and passes them with `SCM_RIGHTS`; both sides map the memfd. The
+//! listening side accepts new peers inside `recv_burst` (at most every
+//! [`ShmOptions::service_interval`]) and `wait`. See `shm/endpoint.rs` for the
+//! handshake and `shm/ring.rs` for the ring layout and its memory ordering.
+//!
+//! **Wake-up.** A consumer busy-polls its rings. Before it blocks in `wait` it sets a
+//! "sleeping" flag in each ring, re-checks the rings, then polls its eventfds; a
+//! producer, after publishing a burst, rings the peer's eventfd only when that flag is
+//! set — so a busy pair makes no system call per burst at all.
+//!
+//! **Peer death.** Each connection keeps its unix control socket open; its hang-up
+//! (seen by `wait`, by the periodic service in `recv_burst`, and whenever a send finds
+//! the peer's ring full) drops the connection and counts it, and datagrams to that
+//! peer are then dropped as unreachable, so the transport's retries fail its QPs.
+//!
+//! **ICRC.** Both ends carry the same bytes the udp link would, ICRC included, unless
+//! both are configured without it ([`ShmOptions::icrc`] false on both): the handshake
+//! carries the setting and a connection between ends that disagree is refused.
+//!
+//! **Hostile peers.** Everything read from the segment is checked: ring indices must
+//! be within one ring of ours, slot lengths within the slot and the buffer; the memfd
+//! must be sealed against shrinking (so the peer cannot make our accesses fault) and
+//! the other two descriptors must be eventfds. A bad slot is skipped and counted, an
+//! impossible index ends the connection and is counted; nothing panics.
+//!
+//! **Copies.** A datagram is copied into the ring by the sender and out of it into a
+//! pooled buffer by the receiver (two copies; memif's zero-copy mode would need the
+//! pool itself in shared memory).
+
+mod endpoint;
+mod ring;
+
+use crate::datagram::{path_between, path_ends, pool_buf_size, DEFAULT_MAX_DATAGRAM};
+use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf};
+use endpoint::{Endpoint, Kind, Outgoing, Params};
+use ring::Layout;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+/// How an shm endpoint is set up.
+#[derive(Debug, Clone)]
+pub struct ShmOptions {
+    /// Pool for receive buffers; `None` makes one of `pool_buffers` buffers.
+    pub pool: Option<BufferPool>,
+    /// Buffers in the pool the link makes when `pool` is `None`.
+    pub pool_buffers: usize,
+    /// Bytes one ring slot holds: the largest datagram (or frame) this end sends. The
+    /// connecting side's value sets the geometry of a connection.
+    pub slot_size: usize,
+    /// Slots per ring (per direction), rounded up to a power of two.
+    pub slots: usize,
+    /// Carry (and require the peer to carry) the ICRC.
+    pub icrc: bool,
+    /// Longest a send waits to connect to a new peer.
+    pub connect_timeout: Duration,
+    /// After a peer could not be reached (or died), datagrams to it are dropped
+    /// without trying again for this long.
+    pub reconnect_backoff: Duration,
+    /// How often a busy `recv_burst` looks for new peers and hang-ups.
+    pub service_interval: Duration,
+}
+
+impl Default for ShmOptions {
+    fn default() -> Self {
+        ShmOptions {
+            pool: None,
+            pool_buffers: 2048,
+            slot_size: DEFAULT_MAX_DATAGRAM,
+            slots: 256,
+            icrc: true,
+            connect_timeout: Duration::from_millis(100),
+            reconnect_backoff: Duration::from_millis(50),
+            service_interval: Duration::from_millis(1),
+        }
+    }
+}
+
+impl ShmOptions {
+    fn params(&self) -> io::Result<Params> {
+        let slots = self.slots.max(2).next_power_of_two();
+        let layout = u32::try_from(slots)
+            .ok()
+            .zip(u32::try_from(self.slot_size).ok())
+            .and_then(|(s, d)| Layout::new(s, d))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "shm: bad ring geometry ({} slots of {} bytes)",
+                        self.slots, self.slot_size
+                    ),
+                )
+            })?;
+        Ok(Params {
+            layout,
+            icrc: self.icrc,
+            connect_timeout: self.connect_timeout,
+            reconnect_backoff: self.reconnect_backoff,
+            service_interval: self.service_interval,
+        })
+    }
+
+    fn make_pool(&self) -> BufferPool {
+        match &self.pool {
+            Some(p) => p.clone(),
+            None => BufferPool::new(self.pool_buffers, pool_buf_size(self.slot_size)),
+        }
+    }
+}
+
+/// Counters about connections, beside the [`LinkStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShmStats {
+    /// Connections this end opened.
+    pub connects: u64,
+    /// Connections this end accepted.
+    pub accepts: u64,
+    /// Handshakes refused, by either end (ICRC or kind mismatch, bad segment, uid).
+    pub refused: u64,
+    /// Connections whose peer hung up (or died).
+    pub peers_lost: u64,
+    /// Connections ended because the peer wrote impossible ring indices.
+    pub ring_errors: u64,
+    /// Slots skipped because their length was impossible (also in `rx_dropped`).
+    pub bad_slots: u64,
+    /// Sends dropped because the peer could not be reached (also in `tx_dropped`).
+    pub unreachable_drops: u64,
+}
+
+impl Outgoing for Datagram {
+    fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+    fn dst(&self, local: SocketAddr, _: Option<SocketAddr>) -> Option<SocketAddr> {
+        let (src, dst) = path_ends(&self.path);
+        (src == local).then_some(dst)
+    }
+}
+
+impl Outgoing for PacketBuf {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn dst(&self, _: SocketAddr, peer: Option<SocketAddr>) -> Option<SocketAddr> {
+        peer
+    }
+}
+
+/// A datagram link to any number of processes on this host, over shared memory.
+#[derive(Debug)]
+pub struct ShmLink {
+    ep: Endpoint,
+    pool: BufferPool,
+    spare: Vec<PacketBuf>,
+}
+
+impl ShmLink {
+    /// Listen as `addr` (a name; see the module doc) and send to other names.
+    pub fn bind(addr: SocketAddr, opts: ShmOptions) -> io::Result<ShmLink> {
+        let params = opts.params()?;
+        Ok(ShmLink {
+            ep: Endpoint::bind(Kind::Datagram, addr, params, None)?,
+            pool: opts.make_pool(),
+            spare: Vec::new(),
+        })
+    }
+
+    /// Connection counters.
+    pub fn shm_stats(&self) -> ShmStats {
+        self.ep.shm
+    }
+
+    /// Names of the peers with a live connection.
+    pub fn peers(&self) -> Vec<SocketAddr> {
+        self.ep.peers()
+    }
+}
+
+impl DatagramLink for ShmLink {
+    fn local_addr(&self) -> SocketAddr {
+        self.ep.name()
+    }
+
+    fn max_datagram(&self) -> usize {
+        self.ep.params().layout.slot_data as usize
+    }
+
+    fn icrc(&self) -> bool {
+        self.ep.params().icrc
+    }
+
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
+        let local = self.ep.name();
+        let mut wrong_family = 0;
+        let n = self.ep.recv(
+            &self.pool,
+            &mut self.spare,
+            max,
+            |peer, buf| match path_between(peer, local) {
+                Some(path) => out.push(Datagram { buf, path }),
+                None => wrong_family += 1,
+            },
+        );
+        self.ep.stats.rx_frames -= wrong_family;
+        self.ep.stats.rx_dropped += wrong_family;
+        Ok(n - wrong_family as usize)
+    }
+
+    fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
+        Ok(self.ep.send(dgrams))
+    }
+
+    fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
+        self.ep.wait(timeout, extra)
+    }
+
+    fn stats(&self) -> LinkStats {
+        self.ep.stats
+    }
+}
+
+/// A point-to-point frame [`Link`] over shm: a router port whose other end is a port of
+/// another weft process on this host. Both ends name themselves and each other; either
+/// may start, and the first to send connects.
+#[derive(Debug)]
+pub struct ShmFrameLink {
+    ep: Endpoint,
+    info: LinkInfo,
+    pool: BufferPool,
+    spare: Vec<PacketBuf>,
+}
+
+impl ShmFrameLink {
+    /// A port named `local` that exchanges frames with the port named `peer` only.
+    /// `mac` is the source MAC of frames sent here; [`LinkInfo::max_frame`] is the slot
+    /// size.
+    pub fn bind(
+        local: SocketAddr,
+        peer: SocketAddr,
+        mac: [u8; 6],
+        opts: ShmOptions,
+    ) -> io::Result<ShmFrameLink> {
+        let params = ShmOptions {
+            // Frames carry no ICRC; both ends use the same setting so it never refuses.
+            icrc: false,
+            ..opts.clone()
+        }
+        .params()?;
+        Ok(ShmFrameLink {
+            ep: Endpoint::bind(Kind::Frame, local, params, Some(peer))?,
+            info: LinkInfo {
+                name: format!("shm:{local}->{peer}"),
+                mac,
+                max_frame: params.layout.slot_data as usize,
+            },
+            pool: opts.make_pool(),
+            spare: Vec::new(),
+        })
+    }
+
+    /// Connection counters.
+    pub fn shm_stats(&self) -> ShmStats {
+        self.ep.shm
+    }
+
+    /// True when a connection to the peer is up.
+    pub fn connected(&self) -> bool {
+        !self.ep.peers().is_empty()
+    }
+}
+
+impl Link for ShmFrameLink {
+    fn info(&self) -> &LinkInfo {
+        &self.info
+    }
+
+    fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
+        Ok(self
+            .ep
+            .recv(&self.pool, &mut self.spare, max, |_, buf| out.push(buf)))
+    }
+
+    fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
+        Ok(self.ep.send(frames))
+    }
+
+    fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
+        self.ep.wait(timeout, None)
+    }
+
+    fn stats(&self) -> LinkStats {
+        self.ep.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wake::EventFd;
+    use std::os::fd::AsFd;
+    use std::time::Instant;
+
+    /// A name unique to this process and `tag`.
+    fn name(tag: u8) -> SocketAddr {
+        let port = (std::process::id() % 50_000) as u16 + 10_000;
+        SocketAddr::new([127, 0, 1, tag].into(), port)
+    }
+
+    fn opts() -> ShmOptions {
+        ShmOptions {
+            pool_buffers: 512,
+            slots: 64,
+            ..ShmOptions::default()
+        }
+    }
+
+    fn dgram(l: &ShmLink, to: SocketAddr, bytes: &[u8]) -> Datagram {
+        let mut buf = l.pool().alloc().expect("buffer");
+        assert!(buf.copy_from(bytes));
+        Datagram {
+            buf,
+            path: path_between(l.local_addr(), to).expect("same family"),
+        }
+    }
+
+    fn send_all(l: &mut ShmLink, peer: &mut ShmLink, mut v: Vec<Datagram>) -> Vec<Datagram> {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !v.is_empty() && Instant::now() < deadline {
+            l.send_burst(&mut v).unwrap();
+            peer.recv_burst(&mut got, 64).unwrap();
+        }
+        while peer.recv_burst(&mut got, 64).unwrap() > 0 || got.is_empty() {
+            if Instant::now() > deadline {
+                break;
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn datagrams_cross_both_ways_in_order_with_their_paths() {
+        let (na, nb) = (name(1), name(2));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let tx: Vec<_> = (0..200u32)
+            .map(|i| dgram(&a, nb, &i.to_le_bytes().repeat(i as usize % 50 + 1)))
+            .collect();
+        let got = send_all(&mut a, &mut b, tx);
+        assert_eq!(got.len(), 200);
+        for (i, d) in got.iter().enumerate() {
+            let i = i as u32;
+            assert_eq!(&d.buf[..], &i.to_le_bytes().repeat(i as usize % 50 + 1)[..]);
+            assert_eq!(path_ends(&d.path), (na, nb));
+        }
+        let back = {
+            let v = vec![dgram(&b, na, b"reply")];
+            send_all(&mut b, &mut a, v)
+        };
+        assert_eq!(&back[0].buf[..], b"reply");
+        assert_eq!(a.shm_stats().connects, 1);
+        assert_eq!(b.shm_stats().accepts, 1);
+        assert_eq!(
+            b.shm_stats().connects,
+            0,
+            "the reply used the same connection"
+        );
+        assert_eq!(a.stats().tx_frames, 200);
+        assert_eq!(b.stats().rx_frames, 200);
+        assert!(a.icrc() && a.max_datagram() >= 4096 + 64 + 4);
+    }
+
+    #[test]
+    fn an_unreachable_peer_costs_a_counted_drop_not_a_hang() {
+        let mut a = ShmLink::bind(name(3), opts()).unwrap();
+        let t = Instant::now();
+        let mut v: Vec<_> = (0..10).map(|_| dgram(&a, name(4), b"x")).collect();
+        assert_eq!(a.send_burst(&mut v).unwrap(), 10);
+        assert!(t.elapsed() < Duration::from_secs(1));
+        assert_eq!(a.stats().tx_dropped, 10);
+        assert_eq!(a.shm_stats().unreachable_drops, 10);
+        let wrong_src = Datagram {
+            buf: a.pool().alloc().unwrap(),
+            path: path_between(name(9), name(4)).unwrap(),
+        };
+        a.send_burst(&mut vec![wrong_src]).unwrap();
+        assert_eq!(a.stats().tx_dropped, 11);
+    }
+
+    #[test]
+    fn icrc_settings_that_differ_are_refused_on_both_ends() {
+        let mut a = ShmLink::bind(name(5), opts()).unwrap();
+        let mut b = ShmLink::bind(
+            name(6),
+            ShmOptions {
+                icrc: false,
+                ..opts()
+            },
+        )
+        .unwrap();
+        assert!(!b.icrc());
+        let mut v = vec![dgram(&a, name(6), b"hello")];
+        a.send_burst(&mut v).unwrap();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (a.shm_stats().refused == 0 || b.shm_stats().refused == 0)
+            && Instant::now() < deadline
+        {
+            b.wait(Duration::from_millis(10), None).unwrap();
+            b.recv_burst(&mut got, 8).unwrap();
+            a.wait(Duration::from_millis(10), None).unwrap();
+        }
+        assert!(got.is_empty());
+        assert_eq!(b.shm_stats().refused, 1);
+        assert_eq!(a.shm_stats().refused, 1);
+        assert_eq!(
+            a.stats().tx_dropped,
+            1,
+            "the queued datagram is counted lost"
+        );
+        assert!(a.peers().is_empty() && b.peers().is_empty());
+    }
+
+    #[test]
+    fn a_blocked_wait_wakes_for_a_datagram_from_another_thread() {
+        let (na, nb) = (name(7), name(8));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        // Connect first, so the wait below is on the ring's eventfd.
+        let got = {
+            let v = vec![dgram(&a, nb, b"first")];
+            send_all(&mut a, &mut b, v)
+        };
+        assert_eq!(got.len(), 1);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let mut v = vec![dgram(&a, nb, b"wake")];
+            a.send_burst(&mut v).unwrap();
+            a
+        });
+        let start = Instant::now();
+        let mut got = Vec::new();
+        while got.is_empty() && start.elapsed() < Duration::from_secs(10) {
+            b.wait(Duration::from_secs(10), None).unwrap();
+            b.recv_burst(&mut got, 8).unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "woken, not timed out"
+        );
+        assert_eq!(&got[0].buf[..], b"wake");
+        t.join().unwrap();
+        // The extra descriptor wakes it too.
+        let e = EventFd::new().unwrap();
+        e.notify();
+        assert!(b.wait(Duration::from_secs(10), Some(e.as_fd())).unwrap());
+    }
+
+    #[test]
+    fn a_dropped_peer_is_noticed_and_later_sends_are_counted_unreachable() {
+        let (na, nb) = (name(10), name(11));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        assert_eq!(
+            {
+                let v = vec![dgram(&a, nb, b"1")];
+                send_all(&mut a, &mut b, v)
+            }
+            .len(),
+            1
+        );
+        // b's last words are still delivered after it is gone.
+        let mut last = vec![dgram(&b, na, b"last")];
+        b.send_burst(&mut last).unwrap();
+        drop(b);
+        assert!(
+            a.wait(Duration::from_secs(5), None).unwrap(),
+            "hang-up wakes"
+        );
+        assert_eq!(a.shm_stats().peers_lost, 1);
+        let mut got = Vec::new();
+        a.recv_burst(&mut got, 8).unwrap();
+        assert_eq!(&got[0].buf[..], b"last");
+        assert!(a.ep.rx_of(nb).is_none(), "drained, then removed");
+        let mut v = vec![dgram(&a, nb, b"2")];
+        assert_eq!(a.send_burst(&mut v).unwrap(), 1);
+        assert_eq!(a.shm_stats().unreachable_drops, 1);
+    }
+
+    #[test]
+    fn hostile_ring_content_is_counted_and_never_panics() {
+        let (na, nb) = (name(12), name(13));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        assert_eq!(
+            {
+                let v = vec![dgram(&a, nb, b"ok")];
+                send_all(&mut a, &mut b, v)
+            }
+            .len(),
+            1
+        );
+        // Four more, then garbage in the lengths of the first three.
+        let mut v: Vec<_> = [&b"bad1"[..], b"bad2", b"bad3", b"good"]
+            .iter()
+            .map(|p| dgram(&a, nb, p))
+            .collect();
+        a.send_burst(&mut v).unwrap();
+        let (region, rx) = b.ep.rx_of(na).unwrap();
+        let slot = a.max_datagram() as u32;
+        for (i, garbage) in [u32::MAX, slot + 1, 1 << 31].into_iter().enumerate() {
+            region.poke_u32(rx.slot_offset(1 + i as u32), garbage);
+        }
+        let mut got = Vec::new();
+        b.recv_burst(&mut got, 8).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0].buf[..], b"good");
+        assert_eq!(b.stats().rx_dropped, 3);
+        assert_eq!(b.shm_stats().bad_slots, 3);
+        // An impossible tail ends the connection.
+        let (region, rx) = b.ep.rx_of(na).unwrap();
+        region.poke_u32(rx.tail_offset(), 0x8000_0000);
+        assert_eq!(b.recv_burst(&mut got, 8).unwrap(), 0);
+        assert_eq!(b.shm_stats().ring_errors, 1);
+        assert!(b.peers().is_empty());
+    }
+
+    #[test]
+    fn a_full_ring_leaves_datagrams_with_the_sender() {
+        let (na, nb) = (name(14), name(15));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let _b = ShmLink::bind(nb, opts()).unwrap();
+        let mut v: Vec<_> = (0..100).map(|_| dgram(&a, nb, b"x")).collect();
+        assert_eq!(a.send_burst(&mut v).unwrap(), 64);
+        assert_eq!(v.len(), 36);
+        assert_eq!(a.stats().tx_ring_full, 1);
+    }
+
+    #[test]
+    fn frame_links_talk_to_their_named_peer_only() {
+        let (na, nb, nc) = (name(16), name(17), name(18));
+        let mac = [2, 0, 0, 0, 0, 1];
+        let mut a = ShmFrameLink::bind(na, nb, mac, opts()).unwrap();
+        let mut b = ShmFrameLink::bind(nb, na, mac, opts()).unwrap();
+        let mut c = ShmFrameLink::bind(nc, nb, mac, opts()).unwrap();
+        let frame = |l: &ShmFrameLink, byte: u8| {
+            let mut f = l.pool().alloc().unwrap();
+            assert!(f.copy_from(&[byte; 60]));
+            f
+        };
+        a.send_burst(&mut vec![frame(&a, 1)]).unwrap();
+        c.send_burst(&mut vec![frame(&c, 3)]).unwrap();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while (got.is_empty() || c.shm_stats().refused == 0) && Instant::now() < deadline {
+            b.wait(Duration::from_millis(5)).unwrap();
+            b.recv_burst(&mut got, 8).unwrap();
+            c.wait(Duration::from_millis(1)).unwrap();
+        }
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0][..], &[1; 60][..]);
+        assert_eq!(b.shm_stats().refused, 1, "c is not b's peer");
+        assert!(a.connected() && b.connected());
+        assert_eq!(a.info().max_frame, opts().slot_size);
+    }
+}

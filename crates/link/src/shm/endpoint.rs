@@ -1,0 +1,913 @@
+//! One shm endpoint: the listening control socket, the connections to peers (a shared
+//! segment, two eventfds and a control socket each), the handshake, and peer death.
+//! [`super::ShmLink`] (datagrams) and [`super::ShmFrameLink`] (Ethernet frames) are
+//! thin faces over it.
+//!
+//! Handshake, over an abstract `SOCK_SEQPACKET` unix socket named after the endpoint:
+//! the *connector* (the side that sends first) connects, makes the segment (a sealed
+//! memfd holding both rings) and two eventfds, and sends a hello carrying them with
+//! `SCM_RIGHTS`, its name, its ICRC setting and the segment's geometry. It may write
+//! into its ring at once. The *acceptor* checks the hello (magic, kind, ICRC setting,
+//! geometry, seals and size of the memfd, that the two other descriptors are eventfds,
+//! the peer's uid), maps the segment and answers ok, or answers why not and closes:
+//! the connector then drops what it had queued (counted) and treats the peer as
+//! unreachable for a back-off period. Because the connector never waits for the
+//! answer, two endpoints that send to each other at the same moment cannot deadlock;
+//! they end up with two connections, each sending on its own and receiving on both, so
+//! each direction still keeps its order.
+//!
+//! The control socket stays open for the life of the connection: its hang-up is how
+//! a peer's death (even by `SIGKILL`) is seen.
+
+use super::ring::{Corrupt, Layout, Pop, Push, Region, RxRing, TxRing};
+use super::ShmStats;
+use crate::sys;
+use crate::wake::EventFd;
+use crate::{BufferPool, LinkStats, PacketBuf};
+use std::collections::HashMap;
+use std::io;
+use std::mem;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::time::{Duration, Instant};
+
+/// What an endpoint carries; both ends of a connection must agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// RoCEv2 datagrams ([`super::ShmLink`]).
+    Datagram = 1,
+    /// Ethernet frames ([`super::ShmFrameLink`]).
+    Frame = 2,
+}
+
+impl Kind {
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Datagram => "weft-shm/",
+            Kind::Frame => "weft-shm-frame/",
+        }
+    }
+}
+
+/// The abstract unix socket name (leading NUL) an endpoint listens on.
+pub(crate) fn socket_name(kind: Kind, name: SocketAddr) -> Vec<u8> {
+    format!("\0{}{name}", kind.prefix()).into_bytes()
+}
+
+const HELLO_MAGIC: [u8; 8] = *b"weft-hi1";
+const REPLY_MAGIC: [u8; 8] = *b"weft-ok1";
+const MAX_NAME: usize = 64;
+const MSG_BUF: usize = 128;
+
+/// The acceptor's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Status {
+    Ok = 0,
+    IcrcMismatch = 1,
+    WrongKind = 2,
+    BadSegment = 3,
+    NotThePeer = 4,
+    Uid = 5,
+}
+
+/// How a hello was received and judged.
+enum Judged {
+    Accept(Conn),
+    Refuse(Status),
+    /// Nothing to answer (closed, garbage, no descriptors).
+    Drop,
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Lost,
+    Refused,
+    Corrupt,
+}
+
+/// Options that shape every connection of an endpoint.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Params {
+    pub layout: Layout,
+    pub icrc: bool,
+    pub connect_timeout: Duration,
+    pub reconnect_backoff: Duration,
+    pub service_interval: Duration,
+}
+
+struct Conn {
+    peer: SocketAddr,
+    ctl: OwnedFd,
+    region: Region,
+    tx: TxRing,
+    rx: RxRing,
+    /// The peer's eventfd: rung when it sleeps and we published.
+    notify_peer: EventFd,
+    /// Ours: polled when we sleep.
+    my_wake: EventFd,
+    /// A connector's connection until the acceptor's ok arrives.
+    awaiting_reply: bool,
+    /// The peer hung up but left items in our receive ring: delivered, then removed.
+    closing: bool,
+}
+
+impl Conn {
+    fn live(&self) -> bool {
+        !self.closing
+    }
+}
+
+/// Items an endpoint can send.
+pub(crate) trait Outgoing {
+    /// The bytes that go into one slot.
+    fn bytes(&self) -> &[u8];
+    /// The peer it goes to, `None` when it cannot go from `local` (then dropped).
+    fn dst(&self, local: SocketAddr, fixed_peer: Option<SocketAddr>) -> Option<SocketAddr>;
+}
+
+/// The state of one shm endpoint.
+pub(crate) struct Endpoint {
+    kind: Kind,
+    name: SocketAddr,
+    params: Params,
+    /// A frame port talks to this peer only.
+    only_peer: Option<SocketAddr>,
+    listener: OwnedFd,
+    conns: Vec<Option<Conn>>,
+    /// Which connection sends to a peer (stable for the connection's life, so one
+    /// direction keeps its order).
+    tx_for: HashMap<SocketAddr, usize>,
+    /// Peers that could not be reached, and until when not to try again.
+    unreachable: HashMap<SocketAddr, Instant>,
+    /// Accepted control sockets whose hello has not arrived yet.
+    pending: Vec<(OwnedFd, Instant)>,
+    next_service: Instant,
+    rr: usize,
+    uid: u32,
+    pfds: Vec<libc::pollfd>,
+    touched: Vec<usize>,
+    pub stats: LinkStats,
+    pub shm: ShmStats,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("kind", &self.kind)
+            .field("name", &self.name)
+            .field("peers", &self.tx_for.keys().collect::<Vec<_>>())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+fn unix_addr(name: &[u8]) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut sun: libc::sockaddr_un = unsafe { mem::zeroed() };
+    if name.len() > sun.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "shm: socket name too long",
+        ));
+    }
+    sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in sun.sun_path.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    let len = mem::size_of::<libc::sa_family_t>() + name.len();
+    Ok((sun, len as libc::socklen_t))
+}
+
+fn seqpacket(nonblocking: bool) -> io::Result<OwnedFd> {
+    let nb = if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: plain syscall with constant arguments.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | nb,
+            0,
+        )
+    };
+    sys::owned_fd(raw, "shm: socket(AF_UNIX)")
+}
+
+/// Send one message, with descriptors attached when `fds` is not empty.
+fn send_msg(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let data = mem::size_of_val(fds) as u32;
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE(data) } as usize;
+        assert!(space <= mem::size_of_val(&cbuf), "cmsg buffer");
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer is `space` bytes, aligned, and large enough for
+        // one cmsghdr carrying `fds`; CMSG_FIRSTHDR/DATA stay inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(data) as _;
+            ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
+        }
+    }
+    // SAFETY: `msg` points at a live iovec and control buffer for the call.
+    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        return Err(sys::last_err("shm: sendmsg"));
+    }
+    Ok(())
+}
+
+/// One received control message: its bytes and any descriptors (owned at once, so
+/// they are closed on every error path). `Ok(None)` when nothing is waiting;
+/// `Ok(Some((0, _)))` when the peer closed.
+fn recv_msg(fd: RawFd, buf: &mut [u8; MSG_BUF]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 16];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = mem::size_of_val(&cbuf) as _;
+    // SAFETY: `msg` points at a live iovec and control buffer of the given sizes.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return match sys::errno() {
+            libc::EAGAIN | libc::EINTR => Ok(None),
+            _ => Err(sys::last_err("shm: recvmsg")),
+        };
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer; the
+    // CMSG macros walk only within it, and an SCM_RIGHTS payload is an array of ints
+    // (read unaligned) that are descriptors now installed in this process.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let p = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..data / mem::size_of::<RawFd>() {
+                    let raw = ptr::read_unaligned(p.add(i));
+                    if raw >= 0 {
+                        fds.push(OwnedFd::from_raw_fd(raw));
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Some((n as usize, fds)))
+}
+
+fn is_eventfd(fd: &OwnedFd) -> bool {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .is_ok_and(|p| p.as_os_str() == "anon_inode:[eventfd]")
+}
+
+fn peer_uid(fd: RawFd) -> Option<u32> {
+    // SAFETY: ucred is plain old data.
+    let mut cred: libc::ucred = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `cred`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.uid)
+}
+
+impl Endpoint {
+    /// Listen on the abstract socket for `name`.
+    pub fn bind(
+        kind: Kind,
+        name: SocketAddr,
+        params: Params,
+        only_peer: Option<SocketAddr>,
+    ) -> io::Result<Endpoint> {
+        let listener = seqpacket(true)?;
+        let (sun, len) = unix_addr(&socket_name(kind, name))?;
+        // SAFETY: `sun` is a valid sockaddr_un of `len` bytes.
+        let r = unsafe {
+            libc::bind(
+                listener.as_raw_fd(),
+                (&sun as *const libc::sockaddr_un).cast(),
+                len,
+            )
+        };
+        if r < 0 {
+            return Err(sys::last_err(&format!("shm: listen as {name}")));
+        }
+        // SAFETY: plain syscall on a socket we own.
+        if unsafe { libc::listen(listener.as_raw_fd(), 128) } < 0 {
+            return Err(sys::last_err("shm: listen"));
+        }
+        Ok(Endpoint {
+            kind,
+            name,
+            params,
+            only_peer,
+            listener,
+            conns: Vec::new(),
+            tx_for: HashMap::new(),
+            unreachable: HashMap::new(),
+            pending: Vec::new(),
+            next_service: Instant::now(),
+            rr: 0,
+            // SAFETY: geteuid cannot fail.
+            uid: unsafe { libc::geteuid() },
+            pfds: Vec::new(),
+            touched: Vec::new(),
+            stats: LinkStats::default(),
+            shm: ShmStats::default(),
+        })
+    }
+
+    pub fn name(&self) -> SocketAddr {
+        self.name
+    }
+
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Peers with a live connection.
+    pub fn peers(&self) -> Vec<SocketAddr> {
+        let mut v: Vec<_> = self
+            .conns
+            .iter()
+            .flatten()
+            .filter(|c| c.live())
+            .map(|c| c.peer)
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    fn insert(&mut self, conn: Conn) -> usize {
+        let peer = conn.peer;
+        let idx = match self.conns.iter().position(Option::is_none) {
+            Some(i) => {
+                self.conns[i] = Some(conn);
+                i
+            }
+            None => {
+                self.conns.push(Some(conn));
+                self.conns.len() - 1
+            }
+        };
+        self.tx_for.entry(peer).or_insert(idx);
+        self.unreachable.remove(&peer);
+        idx
+    }
+
+    fn teardown(&mut self, idx: usize, why: End) {
+        let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        // What we published but the peer never took is lost with the connection.
+        self.stats.tx_dropped += u64::from(c.tx.in_flight(&c.region));
+        match why {
+            End::Lost => self.shm.peers_lost += 1,
+            End::Refused => self.shm.refused += 1,
+            End::Corrupt => self.shm.ring_errors += 1,
+        }
+        let peer = c.peer;
+        // A peer that sent and then exited still gets its last items delivered.
+        if why == End::Lost && matches!(c.rx.available(&c.region), Ok(n) if n > 0) {
+            c.closing = true;
+        } else {
+            self.conns[idx] = None;
+        }
+        if self.tx_for.get(&peer) == Some(&idx) {
+            self.tx_for.remove(&peer);
+            let other = self
+                .conns
+                .iter()
+                .position(|o| o.as_ref().is_some_and(|o| o.live() && o.peer == peer));
+            match other {
+                Some(o) => {
+                    self.tx_for.insert(peer, o);
+                }
+                None => {
+                    self.unreachable
+                        .insert(peer, Instant::now() + self.params.reconnect_backoff);
+                }
+            }
+        }
+    }
+
+    /// Connect to `peer` now: bounded by `connect_timeout`. The connection is usable
+    /// for sending at once; the acceptor's answer is read later.
+    fn connect(&mut self, peer: SocketAddr) -> io::Result<usize> {
+        let me = self.name.to_string().into_bytes();
+        if me.len() > MAX_NAME {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "name too long"));
+        }
+        let sock = seqpacket(false)?;
+        let fd = sock.as_raw_fd();
+        sys::set_timeout(
+            fd,
+            libc::SO_SNDTIMEO,
+            self.params.connect_timeout,
+            "SO_SNDTIMEO",
+        )?;
+        let (sun, len) = unix_addr(&socket_name(self.kind, peer))?;
+        // SAFETY: `sun` is a valid sockaddr_un of `len` bytes. A full backlog makes
+        // this wait at most SO_SNDTIMEO.
+        let r = unsafe { libc::connect(fd, (&sun as *const libc::sockaddr_un).cast(), len) };
+        if r < 0 {
+            return Err(sys::last_err(&format!("shm: connect to {peer}")));
+        }
+        let layout = self.params.layout;
+        let (region, memfd) = Region::create(layout)?;
+        let (to_acceptor, to_connector) = (EventFd::new()?, EventFd::new()?);
+        let mut hello = [0u8; MSG_BUF];
+        hello[0..8].copy_from_slice(&HELLO_MAGIC);
+        hello[8] = self.kind as u8;
+        hello[9] = u8::from(self.params.icrc);
+        hello[12..16].copy_from_slice(&layout.slots.to_le_bytes());
+        hello[16..20].copy_from_slice(&layout.slot_data.to_le_bytes());
+        hello[20] = me.len() as u8;
+        hello[21..21 + me.len()].copy_from_slice(&me);
+        send_msg(
+            fd,
+            &hello[..21 + me.len()],
+            &[
+                memfd.as_raw_fd(),
+                to_acceptor.as_fd().as_raw_fd(),
+                to_connector.as_fd().as_raw_fd(),
+            ],
+        )?;
+        sys::set_nonblocking(fd, true)?;
+        self.shm.connects += 1;
+        Ok(self.insert(Conn {
+            peer,
+            ctl: sock,
+            region,
+            tx: TxRing::new(layout, 0),
+            rx: RxRing::new(layout, 1),
+            notify_peer: to_acceptor,
+            my_wake: to_connector,
+            awaiting_reply: true,
+            closing: false,
+        }))
+    }
+
+    /// Read and judge the hello on an accepted socket. `None`: not arrived yet.
+    fn judge_hello(&self, sock: &OwnedFd) -> Option<Judged> {
+        let mut buf = [0u8; MSG_BUF];
+        let (n, mut fds) = match recv_msg(sock.as_raw_fd(), &mut buf) {
+            Ok(None) => return None,
+            Ok(Some(m)) => m,
+            Err(_) => return Some(Judged::Drop),
+        };
+        if n < 21 || buf[0..8] != HELLO_MAGIC || fds.len() != 3 {
+            return Some(Judged::Drop);
+        }
+        let name_len = usize::from(buf[20]);
+        let peer = std::str::from_utf8(buf.get(21..21 + name_len).unwrap_or(&[]))
+            .ok()
+            .and_then(|s| s.parse::<SocketAddr>().ok());
+        let Some(peer) = peer else {
+            return Some(Judged::Drop);
+        };
+        if peer_uid(sock.as_raw_fd()).is_none_or(|u| u != self.uid && u != 0) {
+            return Some(Judged::Refuse(Status::Uid));
+        }
+        if buf[8] != self.kind as u8 {
+            return Some(Judged::Refuse(Status::WrongKind));
+        }
+        if self.only_peer.is_some_and(|p| p != peer) {
+            return Some(Judged::Refuse(Status::NotThePeer));
+        }
+        if (buf[9] != 0) != self.params.icrc {
+            return Some(Judged::Refuse(Status::IcrcMismatch));
+        }
+        let word = |o: usize| u32::from_le_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+        let Some(layout) = Layout::new(word(12), word(16)) else {
+            return Some(Judged::Refuse(Status::BadSegment));
+        };
+        let to_connector = fds.pop()?;
+        let to_acceptor = fds.pop()?;
+        let memfd = fds.pop()?;
+        if !is_eventfd(&to_acceptor) || !is_eventfd(&to_connector) {
+            return Some(Judged::Refuse(Status::BadSegment));
+        }
+        let Ok(region) = Region::open(&memfd, layout) else {
+            return Some(Judged::Refuse(Status::BadSegment));
+        };
+        // The peer's eventfds must never block us, whatever flags it gave them.
+        let nb = sys::set_nonblocking(to_acceptor.as_raw_fd(), true)
+            .and(sys::set_nonblocking(to_connector.as_raw_fd(), true));
+        if nb.is_err() {
+            return Some(Judged::Refuse(Status::BadSegment));
+        }
+        let ctl = sock.try_clone().ok()?;
+        Some(Judged::Accept(Conn {
+            peer,
+            ctl,
+            region,
+            tx: TxRing::new(layout, 1),
+            rx: RxRing::new(layout, 0),
+            notify_peer: EventFd::from_owned(to_connector),
+            my_wake: EventFd::from_owned(to_acceptor),
+            awaiting_reply: false,
+            closing: false,
+        }))
+    }
+
+    fn reply(&self, sock: &OwnedFd, status: Status) {
+        let mut r = [0u8; 10];
+        r[0..8].copy_from_slice(&REPLY_MAGIC);
+        r[8] = status as u8;
+        r[9] = u8::from(self.params.icrc);
+        // A peer that cannot take our answer finds out from the hang-up instead.
+        let _ = send_msg(sock.as_raw_fd(), &r, &[]);
+    }
+
+    /// Finish a handshake whose hello arrived; false when it has not yet.
+    fn finish_accept(&mut self, sock: &OwnedFd) -> bool {
+        match self.judge_hello(sock) {
+            None => false,
+            Some(Judged::Accept(conn)) => {
+                self.reply(sock, Status::Ok);
+                self.shm.accepts += 1;
+                self.insert(conn);
+                true
+            }
+            Some(Judged::Refuse(s)) => {
+                self.reply(sock, s);
+                self.shm.refused += 1;
+                true
+            }
+            Some(Judged::Drop) => true,
+        }
+    }
+
+    /// Accept new peers and finish handshakes (never blocks).
+    fn accept_new(&mut self) {
+        let now = Instant::now();
+        let mut pending = mem::take(&mut self.pending);
+        pending.retain(|(s, since)| {
+            !self.finish_accept(s) && now.duration_since(*since) < self.params.connect_timeout * 10
+        });
+        self.pending = pending;
+        loop {
+            // SAFETY: accept4 with null address pointers only returns a descriptor.
+            let raw = unsafe {
+                libc::accept4(
+                    self.listener.as_raw_fd(),
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if raw < 0 {
+                break;
+            }
+            // SAFETY: a fresh descriptor from accept4 that nothing else owns.
+            let s = unsafe { OwnedFd::from_raw_fd(raw) };
+            if !self.finish_accept(&s) {
+                self.pending.push((s, now));
+            }
+        }
+    }
+
+    /// Handle what a connection's control socket says: the acceptor's answer, or a
+    /// hang-up. `revents` from a poll of it.
+    fn on_ctl(&mut self, idx: usize, revents: i16) {
+        let Some(fd) = self
+            .conns
+            .get(idx)
+            .and_then(Option::as_ref)
+            .filter(|c| c.live())
+            .map(|c| c.ctl.as_raw_fd())
+        else {
+            return;
+        };
+        let mut buf = [0u8; MSG_BUF];
+        loop {
+            let awaiting = self.conns[idx].as_ref().is_some_and(|c| c.awaiting_reply);
+            match recv_msg(fd, &mut buf) {
+                Ok(Some((n, _))) if n >= 9 && buf[0..8] == REPLY_MAGIC && awaiting => {
+                    if buf[8] == Status::Ok as u8 {
+                        if let Some(c) = self.conns[idx].as_mut() {
+                            c.awaiting_reply = false;
+                        }
+                    } else {
+                        self.teardown(idx, End::Refused);
+                        return;
+                    }
+                }
+                Ok(Some((0, _))) | Err(_) => {
+                    self.teardown(idx, End::Lost);
+                    return;
+                }
+                Ok(Some(_)) => {} // unknown message: ignore
+                Ok(None) => break,
+            }
+        }
+        if revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            self.teardown(idx, End::Lost);
+        }
+    }
+
+    /// Poll every control socket without blocking and handle what happened.
+    fn check_ctl(&mut self) {
+        self.pfds.clear();
+        let mut idxs = Vec::new();
+        for (i, c) in self.conns.iter().enumerate() {
+            if let Some(c) = c.as_ref().filter(|c| c.live()) {
+                self.pfds.push(libc::pollfd {
+                    fd: c.ctl.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+                idxs.push(i);
+            }
+        }
+        if idxs.is_empty() {
+            return;
+        }
+        // SAFETY: `pfds` is a valid array of pollfd for the call.
+        let r = unsafe { libc::poll(self.pfds.as_mut_ptr(), self.pfds.len() as libc::nfds_t, 0) };
+        if r <= 0 {
+            return;
+        }
+        let fired: Vec<(usize, i16)> = idxs
+            .iter()
+            .zip(&self.pfds)
+            .filter(|(_, p)| p.revents != 0)
+            .map(|(i, p)| (*i, p.revents))
+            .collect();
+        for (i, rev) in fired {
+            self.on_ctl(i, rev);
+        }
+    }
+
+    /// Accept peers, finish handshakes, notice answers and hang-ups. Never blocks.
+    pub fn service(&mut self) {
+        self.accept_new();
+        self.check_ctl();
+        self.next_service = Instant::now() + self.params.service_interval;
+    }
+
+    fn service_if_due(&mut self) {
+        if Instant::now() >= self.next_service {
+            self.service();
+        }
+    }
+
+    /// True when connection `idx` still has a live peer (a poll of its control socket).
+    fn alive(&mut self, idx: usize) -> bool {
+        let Some(c) = self.conns.get(idx).and_then(Option::as_ref) else {
+            return false;
+        };
+        if c.closing {
+            return false;
+        }
+        let mut p = libc::pollfd {
+            fd: c.ctl.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call.
+        let r = unsafe { libc::poll(&mut p, 1, 0) };
+        if r > 0 {
+            self.on_ctl(idx, p.revents);
+        }
+        self.conns
+            .get(idx)
+            .is_some_and(|c| c.as_ref().is_some_and(Conn::live))
+    }
+
+    /// The connection that sends to `dst`, connecting when there is none.
+    fn route(&mut self, dst: SocketAddr) -> Option<usize> {
+        if let Some(&i) = self.tx_for.get(&dst) {
+            return Some(i);
+        }
+        if self.only_peer.is_some_and(|p| p != dst) {
+            return None;
+        }
+        if let Some(&until) = self.unreachable.get(&dst) {
+            if Instant::now() < until {
+                return None;
+            }
+            self.unreachable.remove(&dst);
+        }
+        match self.connect(dst) {
+            Ok(i) => Some(i),
+            Err(_) => {
+                self.unreachable
+                    .insert(dst, Instant::now() + self.params.reconnect_backoff);
+                None
+            }
+        }
+    }
+
+    /// Take up to `max` items from the peers' rings into buffers of `pool`, calling
+    /// `deliver(peer, buf)` for each. Items stay in the rings while `pool` is empty.
+    pub fn recv(
+        &mut self,
+        pool: &BufferPool,
+        spare: &mut Vec<PacketBuf>,
+        max: usize,
+        mut deliver: impl FnMut(SocketAddr, PacketBuf),
+    ) -> usize {
+        self.service_if_due();
+        let n = self.conns.len();
+        let mut got = 0;
+        let mut corrupt = Vec::new();
+        for k in 0..n {
+            if got >= max {
+                break;
+            }
+            let idx = (self.rr + k) % n;
+            let Some(c) = self.conns[idx].as_mut() else {
+                continue;
+            };
+            let avail = match c.rx.available(&c.region) {
+                Ok(a) => a as usize,
+                Err(Corrupt) => {
+                    corrupt.push(idx);
+                    continue;
+                }
+            };
+            let take = avail.min(max - got);
+            if spare.len() < take {
+                pool.alloc_burst(take - spare.len(), spare);
+            }
+            for _ in 0..take.min(spare.len()) {
+                let Some(mut b) = spare.pop() else { break };
+                match c.rx.pop_into(&c.region, &mut b) {
+                    Pop::Item => {
+                        deliver(c.peer, b);
+                        got += 1;
+                    }
+                    Pop::BadLength => {
+                        self.stats.rx_dropped += 1;
+                        self.shm.bad_slots += 1;
+                        spare.push(b);
+                    }
+                }
+            }
+            c.rx.release(&c.region);
+            if c.closing && matches!(c.rx.available(&c.region), Ok(0) | Err(_)) {
+                self.conns[idx] = None;
+            }
+        }
+        self.rr = self.rr.wrapping_add(1);
+        for idx in corrupt {
+            self.teardown(idx, End::Corrupt);
+        }
+        self.stats.rx_frames += got as u64;
+        got
+    }
+
+    /// Send items from the front of `items`, removing those accepted (sent or dropped
+    /// and counted); stops at the first whose peer's ring is full.
+    pub fn send<T: Outgoing>(&mut self, items: &mut Vec<T>) -> usize {
+        let mut i = 0;
+        self.touched.clear();
+        while i < items.len() {
+            let Some(dst) = items[i].dst(self.name, self.only_peer) else {
+                self.stats.tx_dropped += 1;
+                i += 1;
+                continue;
+            };
+            let Some(idx) = self.route(dst) else {
+                self.stats.tx_dropped += 1;
+                self.shm.unreachable_drops += 1;
+                i += 1;
+                continue;
+            };
+            let Some(c) = self.conns[idx].as_mut() else {
+                // Torn down under us (cannot happen: route returns live ones).
+                self.tx_for.remove(&dst);
+                continue;
+            };
+            match c.tx.push(&c.region, items[i].bytes()) {
+                Ok(Push::Written) => {
+                    if !self.touched.contains(&idx) {
+                        self.touched.push(idx);
+                    }
+                    self.stats.tx_frames += 1;
+                    i += 1;
+                }
+                Ok(Push::TooBig) => {
+                    self.stats.tx_dropped += 1;
+                    i += 1;
+                }
+                Ok(Push::Full) => {
+                    // A dead peer never drains its ring: look before reporting full.
+                    if self.alive(idx) {
+                        self.stats.tx_ring_full += 1;
+                        break;
+                    }
+                }
+                Err(Corrupt) => self.teardown(idx, End::Corrupt),
+            }
+        }
+        for &idx in &self.touched {
+            if let Some(c) = self.conns[idx].as_mut() {
+                if c.tx.publish(&c.region) {
+                    c.notify_peer.notify();
+                }
+            }
+        }
+        items.drain(..i);
+        i
+    }
+
+    /// Block until a ring has items, a peer or handshake needs attention, `extra` is
+    /// readable, or `timeout` passes.
+    pub fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
+        let before = self.shm;
+        self.service();
+        if self.shm != before {
+            // A peer came or went: the caller may want to look before sleeping.
+            return Ok(true);
+        }
+        let mut ready = false;
+        for c in self.conns.iter().flatten() {
+            if c.rx.prepare_sleep(&c.region) {
+                ready = true;
+            }
+        }
+        if !ready {
+            self.pfds.clear();
+            let pfd = |fd: RawFd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            self.pfds.push(pfd(self.listener.as_raw_fd()));
+            for (s, _) in &self.pending {
+                self.pfds.push(pfd(s.as_raw_fd()));
+            }
+            for c in self.conns.iter().flatten().filter(|c| c.live()) {
+                self.pfds.push(pfd(c.ctl.as_raw_fd()));
+                self.pfds.push(pfd(c.my_wake.as_fd().as_raw_fd()));
+            }
+            if let Some(e) = extra {
+                self.pfds.push(pfd(e.as_raw_fd()));
+            }
+            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+            let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+            // SAFETY: `pfds` is a valid array of pollfd for the call.
+            let r =
+                unsafe { libc::poll(self.pfds.as_mut_ptr(), self.pfds.len() as libc::nfds_t, ms) };
+            if r < 0 && sys::errno() != libc::EINTR {
+                for c in self.conns.iter().flatten() {
+                    c.rx.wake_up(&c.region);
+                }
+                return Err(sys::last_err("shm: poll"));
+            }
+            ready = r > 0;
+        }
+        for c in self.conns.iter().flatten() {
+            c.rx.wake_up(&c.region);
+            c.my_wake.drain();
+        }
+        if ready {
+            self.service();
+        }
+        Ok(ready)
+    }
+
+    /// Test access to a connection's segment and receive ring.
+    #[cfg(test)]
+    pub fn rx_of(&self, peer: SocketAddr) -> Option<(&Region, &RxRing)> {
+        self.conns
+            .iter()
+            .flatten()
+            .find(|c| c.peer == peer)
+            .map(|c| (&c.region, &c.rx))
+    }
+}

@@ -1,0 +1,515 @@
+//! The shared segment of one shm connection and the two SPSC rings inside it.
+//!
+//! Layout (all offsets computed locally from [`Layout`], never read from the segment):
+//!
+//! ```text
+//! 0                 segment header: magic, slots, slot_data (written by the creator)
+//! HEADER            ring 0 (connector -> acceptor)
+//!   +0                tail      producer's publish index   (own 128-byte line)
+//!   +128              head      consumer's release index   (own 128-byte line)
+//!   +256              sleeping  consumer is about to block (own 128-byte line)
+//!   +RING_CTRL        slots: [len u32][reserved u32][data: slot_data bytes], stride
+//!                     rounded up to 64 bytes
+//! HEADER+ring_len   ring 1 (acceptor -> connector), same shape
+//! ```
+//!
+//! `tail` and `head` are free-running `u32` indices (slot = index & (slots-1)). Each
+//! side keeps its own index privately and only *writes* it to the segment; what it
+//! *reads* is the other side's index, validated before use, because the other side
+//! may be hostile or dead half-way through a write. Slot bytes are only ever touched
+//! through raw pointer copies (never a Rust reference into the segment), after their
+//! length was read once and checked against the slot size.
+//!
+//! The three indices sit on separate 128-byte lines (two 64-byte lines, so the
+//! adjacent-line prefetcher does not pull the other side's index in with ours): the
+//! producer writes `tail` once per burst, the consumer writes `head` once per burst,
+//! and `sleeping` is written only around a blocking wait, so while both sides are busy
+//! the producer's per-burst read of it hits a line that stays shared in its cache.
+
+use crate::sys;
+use crate::PacketBuf;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+
+/// "weftshm" and a layout version.
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"weftshm\x01");
+const HEADER: usize = 128;
+const TAIL: usize = 0;
+const HEAD: usize = 128;
+const SLEEPING: usize = 256;
+const RING_CTRL: usize = 384;
+/// Length and a reserved word in front of every slot's bytes.
+const SLOT_HDR: usize = 8;
+/// Most slots per ring and most bytes per slot a peer may propose.
+pub(crate) const MAX_SLOTS: u32 = 1 << 16;
+pub(crate) const MAX_SLOT_DATA: u32 = 1 << 20;
+/// Largest segment a peer may make us map.
+const MAX_SEGMENT: usize = 1 << 30;
+
+/// The geometry of a segment, from the two numbers the handshake carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Slots per ring (a power of two).
+    pub slots: u32,
+    /// Bytes of data one slot holds.
+    pub slot_data: u32,
+}
+
+impl Layout {
+    /// A layout if the numbers are sane (power-of-two slot count, bounded sizes).
+    pub fn new(slots: u32, slot_data: u32) -> Option<Layout> {
+        let l = Layout { slots, slot_data };
+        let ok = slots.is_power_of_two()
+            && (2..=MAX_SLOTS).contains(&slots)
+            && (64..=MAX_SLOT_DATA).contains(&slot_data)
+            && l.total() <= MAX_SEGMENT;
+        ok.then_some(l)
+    }
+
+    fn stride(&self) -> usize {
+        (SLOT_HDR + self.slot_data as usize).div_ceil(64) * 64
+    }
+
+    fn ring_len(&self) -> usize {
+        RING_CTRL + self.slots as usize * self.stride()
+    }
+
+    /// Where ring `r` (0 or 1) starts.
+    pub fn ring_off(&self, r: usize) -> usize {
+        HEADER + r * self.ring_len()
+    }
+
+    /// Bytes of the whole segment, rounded up to a page.
+    pub fn total(&self) -> usize {
+        (HEADER + 2 * self.ring_len()).div_ceil(4096) * 4096
+    }
+
+    fn slot_off(&self, ring: usize, index: u32) -> usize {
+        ring + RING_CTRL + (index & (self.slots - 1)) as usize * self.stride()
+    }
+}
+
+/// A shared mapping of a sealed memfd, unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Region {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; every access goes through
+// atomics or raw copies that tolerate concurrent writers (the peer process). Moving
+// it to another thread moves that ownership.
+unsafe impl Send for Region {}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe a mapping made by `Region::map_fd` and not
+        // unmapped elsewhere.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+impl Region {
+    /// A fresh sealed memfd of `layout.total()` bytes, mapped, with the header written.
+    /// The seals (no shrink, no grow, no more seals) let the peer map it without fear
+    /// of `SIGBUS` from a truncation.
+    pub fn create(layout: Layout) -> io::Result<(Region, OwnedFd)> {
+        // SAFETY: the name is a NUL-terminated literal.
+        let raw = unsafe {
+            libc::memfd_create(
+                c"weft-shm".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        let fd = sys::owned_fd(raw, "shm: memfd_create")?;
+        let len = layout.total();
+        // SAFETY: plain syscall on a descriptor we own.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
+            return Err(sys::last_err("shm: ftruncate"));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: plain fcntl on a descriptor we own.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+            return Err(sys::last_err("shm: F_ADD_SEALS"));
+        }
+        let region = Region::map_fd(&fd, len)?;
+        region.u32_at(8).store(layout.slots, Ordering::Relaxed);
+        region.u32_at(12).store(layout.slot_data, Ordering::Relaxed);
+        region.u32_at(0).store(MAGIC as u32, Ordering::Relaxed);
+        region
+            .u32_at(4)
+            .store((MAGIC >> 32) as u32, Ordering::Relaxed);
+        Ok((region, fd))
+    }
+
+    /// Map a segment a peer sent: it must be a memfd sealed against shrinking and at
+    /// least `layout.total()` bytes, so no access within the layout can fault.
+    pub fn open(fd: &OwnedFd, layout: Layout) -> io::Result<Region> {
+        let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, format!("shm: {m}"));
+        // SAFETY: plain fcntl on a descriptor we own.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+            return Err(bad("segment is not a memfd sealed against shrinking"));
+        }
+        // SAFETY: fstat writes one struct stat into `st`.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `fd` is ours.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+            return Err(sys::last_err("shm: fstat"));
+        }
+        if (st.st_size as u64) < layout.total() as u64 {
+            return Err(bad("segment smaller than its layout"));
+        }
+        let r = Region::map_fd(fd, layout.total())?;
+        let magic = u64::from(r.u32_at(0).load(Ordering::Relaxed))
+            | u64::from(r.u32_at(4).load(Ordering::Relaxed)) << 32;
+        if magic != MAGIC {
+            return Err(bad("segment magic"));
+        }
+        Ok(r)
+    }
+
+    fn map_fd(fd: &OwnedFd, len: usize) -> io::Result<Region> {
+        // SAFETY: a fresh shared mapping of `len` bytes of a file we hold, at a
+        // kernel-chosen address; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys::last_err("shm: mmap"));
+        }
+        Ok(Region { ptr: p.cast(), len })
+    }
+
+    /// The atomic word at `off`. Panics on a misaligned or out-of-range offset, which
+    /// only a bug in this module can produce (offsets come from [`Layout`]).
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.len, "shm offset {off}");
+        // SAFETY: in bounds and 4-byte aligned (the mapping is page aligned); an
+        // AtomicU32 may be modified concurrently by anyone, including the peer process,
+        // and the mapping lives as long as `&self`.
+        unsafe { &*self.ptr.add(off).cast::<AtomicU32>() }
+    }
+
+    /// Copy `src` into the segment at `off`.
+    fn write(&self, off: usize, src: &[u8]) {
+        assert!(off + src.len() <= self.len, "shm write out of range");
+        // SAFETY: the destination range is inside the mapping (checked above) and does
+        // not overlap `src`, which is process-private memory. The peer may read it
+        // concurrently; bytes are bytes, no Rust reference to them exists.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) };
+    }
+
+    /// Copy from the segment at `off` into `dst`.
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        assert!(off + dst.len() <= self.len, "shm read out of range");
+        // SAFETY: the source range is inside the mapping (checked above); `dst` is
+        // private memory. A hostile peer writing concurrently can only change which
+        // bytes we copy, never where.
+        unsafe { ptr::copy_nonoverlapping(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+    }
+
+    /// Raw write access for tests that play a hostile peer.
+    #[cfg(test)]
+    pub fn poke_u32(&self, off: usize, v: u32) {
+        self.u32_at(off).store(v, Ordering::Release);
+    }
+}
+
+/// Why a ring cannot be used any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Corrupt;
+
+/// The producing end of one ring, private state on our side.
+#[derive(Debug)]
+pub(crate) struct TxRing {
+    layout: Layout,
+    base: usize,
+    /// Next index to write (ours alone).
+    next: u32,
+    /// Last index published to `tail`.
+    published: u32,
+    /// The consumer's `head` as last read (validated).
+    head_cache: u32,
+}
+
+/// What became of a push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Push {
+    Written,
+    Full,
+    TooBig,
+}
+
+impl TxRing {
+    pub fn new(layout: Layout, ring: usize) -> TxRing {
+        TxRing {
+            layout,
+            base: layout.ring_off(ring),
+            next: 0,
+            published: 0,
+            head_cache: 0,
+        }
+    }
+
+    /// Largest item a slot holds.
+    pub fn slot_data(&self) -> usize {
+        self.layout.slot_data as usize
+    }
+
+    /// Write `bytes` into the next slot (unpublished until [`TxRing::publish`]).
+    pub fn push(&mut self, r: &Region, bytes: &[u8]) -> Result<Push, Corrupt> {
+        if bytes.len() > self.slot_data() {
+            return Ok(Push::TooBig);
+        }
+        if self.next.wrapping_sub(self.head_cache) >= self.layout.slots {
+            // Acquire: the consumer's reads of the slots it released happened before.
+            let head = r.u32_at(self.base + HEAD).load(Ordering::Acquire);
+            // A head ahead of what we wrote, or further back than a full ring, is a
+            // lie: the peer is broken.
+            if self.next.wrapping_sub(head) > self.layout.slots {
+                return Err(Corrupt);
+            }
+            self.head_cache = head;
+            if self.next.wrapping_sub(head) >= self.layout.slots {
+                return Ok(Push::Full);
+            }
+        }
+        let slot = self.layout.slot_off(self.base, self.next);
+        r.u32_at(slot).store(bytes.len() as u32, Ordering::Relaxed);
+        r.write(slot + SLOT_HDR, bytes);
+        self.next = self.next.wrapping_add(1);
+        Ok(Push::Written)
+    }
+
+    /// Publish every written slot with one Release store. Returns true when the
+    /// consumer said it may be blocked and must be woken through its eventfd.
+    pub fn publish(&mut self, r: &Region) -> bool {
+        if self.next == self.published {
+            return false;
+        }
+        r.u32_at(self.base + TAIL)
+            .store(self.next, Ordering::Release);
+        self.published = self.next;
+        // Store-load ordering between our `tail` store and our `sleeping` load (the
+        // mirror of the consumer's `sleeping` store, fence, `tail` load in
+        // `RxRing::prepare_sleep`). With a SeqCst fence on both sides at least one of
+        // the two loads sees the other side's store: either we see `sleeping` and
+        // notify, or the consumer sees the new `tail` and does not block. Without the
+        // fences both loads could read stale values (the store-buffer litmus test) and
+        // the consumer would sleep on a non-empty ring.
+        fence(Ordering::SeqCst);
+        r.u32_at(self.base + SLEEPING).load(Ordering::Relaxed) != 0
+    }
+
+    /// Published items the consumer has not taken yet (what a teardown loses).
+    pub fn in_flight(&self, r: &Region) -> u32 {
+        let head = r.u32_at(self.base + HEAD).load(Ordering::Acquire);
+        self.next.wrapping_sub(head).min(self.layout.slots)
+    }
+}
+
+/// The consuming end of one ring, private state on our side.
+#[derive(Debug)]
+pub(crate) struct RxRing {
+    layout: Layout,
+    base: usize,
+    /// Next index to read (ours alone).
+    next: u32,
+    /// Last index released to `head`.
+    released: u32,
+}
+
+/// What one popped slot held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pop {
+    /// The item is in the buffer.
+    Item,
+    /// The slot's length was larger than the slot or the buffer: skipped.
+    BadLength,
+}
+
+impl RxRing {
+    pub fn new(layout: Layout, ring: usize) -> RxRing {
+        RxRing {
+            layout,
+            base: layout.ring_off(ring),
+            next: 0,
+            released: 0,
+        }
+    }
+
+    /// Published items waiting; an impossible `tail` is corruption.
+    pub fn available(&self, r: &Region) -> Result<u32, Corrupt> {
+        // Acquire: pairs with the producer's Release store of `tail`, so the slot
+        // bytes written before it are visible to our reads below.
+        let tail = r.u32_at(self.base + TAIL).load(Ordering::Acquire);
+        let n = tail.wrapping_sub(self.next);
+        if n > self.layout.slots {
+            return Err(Corrupt);
+        }
+        Ok(n)
+    }
+
+    /// Copy the next slot (which [`RxRing::available`] said is published) into `buf`.
+    /// The slot is consumed either way; released by [`RxRing::release`].
+    pub fn pop_into(&mut self, r: &Region, buf: &mut PacketBuf) -> Pop {
+        let slot = self.layout.slot_off(self.base, self.next);
+        self.next = self.next.wrapping_add(1);
+        // Read the length once: the value we check is the value we use.
+        let len = r.u32_at(slot).load(Ordering::Relaxed) as usize;
+        buf.reset();
+        if len > self.layout.slot_data as usize || !buf.set_len(len) {
+            return Pop::BadLength;
+        }
+        r.read(slot + SLOT_HDR, &mut buf[..]);
+        Pop::Item
+    }
+
+    /// Give the consumed slots back to the producer (one Release store per burst).
+    pub fn release(&mut self, r: &Region) {
+        if self.next != self.released {
+            // Release: our reads of the slots happen before the producer reuses them.
+            r.u32_at(self.base + HEAD)
+                .store(self.next, Ordering::Release);
+            self.released = self.next;
+        }
+    }
+
+    /// Before blocking: announce it, then look again. Returns true when items are
+    /// waiting (do not block; [`RxRing::wake_up`] clears the flag either way).
+    pub fn prepare_sleep(&self, r: &Region) -> bool {
+        r.u32_at(self.base + SLEEPING).store(1, Ordering::Relaxed);
+        // The consumer half of the Dekker pattern explained in `TxRing::publish`: our
+        // `sleeping` store must be visible before we read `tail`.
+        fence(Ordering::SeqCst);
+        !matches!(self.available(r), Ok(0))
+    }
+
+    /// After a wait: busy again, no notifications needed.
+    pub fn wake_up(&self, r: &Region) {
+        r.u32_at(self.base + SLEEPING).store(0, Ordering::Relaxed);
+    }
+
+    /// The slot offset of index `i` (tests write garbage there).
+    #[cfg(test)]
+    pub fn slot_offset(&self, i: u32) -> usize {
+        self.layout.slot_off(self.base, i)
+    }
+
+    /// The offset of the ring's `tail` word (tests write garbage there).
+    #[cfg(test)]
+    pub fn tail_offset(&self) -> usize {
+        self.base + TAIL
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BufferPool;
+
+    fn setup(slots: u32) -> (Region, TxRing, RxRing, BufferPool) {
+        let l = Layout::new(slots, 256).unwrap();
+        let (r, _fd) = Region::create(l).unwrap();
+        (
+            r,
+            TxRing::new(l, 0),
+            RxRing::new(l, 0),
+            BufferPool::new(64, 512),
+        )
+    }
+
+    #[test]
+    fn layouts_are_validated() {
+        assert!(Layout::new(3, 256).is_none());
+        assert!(Layout::new(1 << 17, 256).is_none());
+        assert!(Layout::new(256, 10).is_none());
+        assert!(Layout::new(1 << 16, 1 << 20).is_none(), "64 GiB segment");
+        let l = Layout::new(256, 4164).unwrap();
+        assert_eq!(l.stride(), 4224);
+        assert!(l.ring_off(1) >= l.ring_off(0) + 256 * 4224);
+    }
+
+    #[test]
+    fn items_cross_after_publish_and_the_ring_fills_and_drains() {
+        let (r, mut tx, mut rx, pool) = setup(4);
+        for i in 0..4u8 {
+            assert_eq!(tx.push(&r, &[i; 100]), Ok(Push::Written));
+        }
+        assert_eq!(tx.push(&r, &[9; 100]), Ok(Push::Full));
+        assert_eq!(tx.push(&r, &[9; 300]), Ok(Push::TooBig));
+        assert_eq!(rx.available(&r), Ok(0), "nothing before publish");
+        assert!(!tx.publish(&r), "nobody sleeping");
+        assert_eq!(rx.available(&r), Ok(4));
+        let mut b = pool.alloc().unwrap();
+        for i in 0..4u8 {
+            assert_eq!(rx.pop_into(&r, &mut b), Pop::Item);
+            assert_eq!(&b[..], &[i; 100][..]);
+        }
+        assert_eq!(tx.push(&r, &[7; 10]), Ok(Push::Full), "not released yet");
+        rx.release(&r);
+        assert_eq!(tx.in_flight(&r), 0);
+        assert_eq!(tx.push(&r, &[7; 10]), Ok(Push::Written));
+    }
+
+    #[test]
+    fn a_sleeping_consumer_is_reported_to_the_producer() {
+        let (r, mut tx, rx, _) = setup(4);
+        assert!(!rx.prepare_sleep(&r), "empty: may block");
+        tx.push(&r, b"x").unwrap();
+        assert!(tx.publish(&r), "consumer announced sleep: notify");
+        assert!(rx.prepare_sleep(&r), "data now waiting: do not block");
+        rx.wake_up(&r);
+        tx.push(&r, b"y").unwrap();
+        assert!(!tx.publish(&r));
+    }
+
+    #[test]
+    fn hostile_lengths_and_indices_are_caught() {
+        let (r, mut tx, mut rx, pool) = setup(4);
+        tx.push(&r, &[1; 50]).unwrap();
+        tx.push(&r, &[2; 50]).unwrap();
+        tx.publish(&r);
+        r.poke_u32(rx.slot_offset(0), u32::MAX);
+        let mut b = pool.alloc().unwrap();
+        assert_eq!(rx.pop_into(&r, &mut b), Pop::BadLength);
+        assert_eq!(rx.pop_into(&r, &mut b), Pop::Item);
+        assert_eq!(&b[..], &[2; 50][..]);
+        r.poke_u32(rx.tail_offset(), 1000);
+        assert_eq!(rx.available(&r), Err(Corrupt));
+        // A head beyond what was written.
+        let (r, mut tx, _rx, _) = setup(4);
+        for _ in 0..4 {
+            tx.push(&r, b"z").unwrap();
+        }
+        r.poke_u32(tx.base + HEAD, 77);
+        assert_eq!(tx.push(&r, b"z"), Err(Corrupt));
+    }
+
+    #[test]
+    fn a_segment_without_seals_or_too_small_is_refused() {
+        let l = Layout::new(4, 256).unwrap();
+        // SAFETY: NUL-terminated literal.
+        let raw = unsafe { libc::memfd_create(c"plain".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd = sys::owned_fd(raw, "memfd").unwrap();
+        // SAFETY: fd is ours.
+        unsafe { libc::ftruncate(fd.as_raw_fd(), l.total() as libc::off_t) };
+        assert!(Region::open(&fd, l).is_err(), "no seals");
+        let (_, fd) = Region::create(l).unwrap();
+        assert!(Region::open(&fd, l).is_ok());
+        assert!(
+            Region::open(&fd, Layout::new(64, 256).unwrap()).is_err(),
+            "too small"
+        );
+    }
+}
