@@ -18,6 +18,7 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod datagram;
+pub mod dgram_sim;
 pub mod pool;
 pub mod shm;
 pub mod signal;
