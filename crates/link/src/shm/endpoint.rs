@@ -145,6 +145,8 @@ pub(crate) struct Endpoint {
     /// Accepted control sockets whose hello has not arrived yet.
     pending: Vec<(OwnedFd, Instant)>,
     next_service: Instant,
+    /// When a send that finds a ring full next checks whether the peer is alive.
+    next_full_check: Instant,
     rr: usize,
     uid: u32,
     pfds: Vec<libc::pollfd>,
@@ -334,6 +336,7 @@ impl Endpoint {
             unreachable: HashMap::new(),
             pending: Vec::new(),
             next_service: Instant::now(),
+            next_full_check: Instant::now(),
             rr: 0,
             // SAFETY: geteuid cannot fail.
             uid: unsafe { libc::geteuid() },
@@ -795,13 +798,27 @@ impl Endpoint {
     pub fn send<T: Outgoing>(&mut self, items: &mut Vec<T>) -> usize {
         let mut i = 0;
         self.touched.clear();
+        // Bursts mostly go to one peer: skip the map lookup while the peer repeats.
+        let mut last: Option<(SocketAddr, usize)> = None;
         while i < items.len() {
             let Some(dst) = items[i].dst(self.name, self.only_peer) else {
                 self.stats.tx_dropped += 1;
                 i += 1;
                 continue;
             };
-            let Some(idx) = self.route(dst) else {
+            let route = match last {
+                Some((d, idx))
+                    if d == dst
+                        && self.conns[idx]
+                            .as_ref()
+                            .is_some_and(|c| c.live() && c.peer == dst) =>
+                {
+                    Some(idx)
+                }
+                _ => self.route(dst),
+            };
+            last = route.map(|idx| (dst, idx));
+            let Some(idx) = route else {
                 self.stats.tx_dropped += 1;
                 self.shm.unreachable_drops += 1;
                 i += 1;
@@ -825,8 +842,14 @@ impl Endpoint {
                     i += 1;
                 }
                 Ok(Push::Full) => {
-                    // A dead peer never drains its ring: look before reporting full.
-                    if self.alive(idx) {
+                    // A dead peer never drains its ring: look (at most once per
+                    // service interval: a live but slow peer makes this path hot).
+                    let now = Instant::now();
+                    let look = now >= self.next_full_check;
+                    if look {
+                        self.next_full_check = now + self.params.service_interval;
+                    }
+                    if !look || self.alive(idx) {
                         self.stats.tx_ring_full += 1;
                         break;
                     }

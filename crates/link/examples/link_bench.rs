@@ -1,0 +1,188 @@
+//! Datagrams per second through the datagram links, sender and receiver on two threads,
+//! with std's one-at-a-time `UdpSocket::send_to`/`recv_from` as the baseline in the same
+//! run:
+//!
+//! ```sh
+//! cargo run --release -p weft-link --example link_bench -- [seconds per case, default 2]
+//! ```
+//!
+//! The rate is what the *receiver* got, from its first to its last datagram: UDP drops
+//! what the receiver cannot keep up with (the loss column says how much), the shm
+//! link pushes back instead (the sender finds the ring full).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_link::datagram::path_between;
+use weft_link::{Datagram, DatagramLink, ShmLink, ShmOptions, UdpLink, UdpOptions};
+
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    sent: u64,
+    received: u64,
+    rate: f64,
+}
+
+/// Receive until `stop` is set and nothing came for 100 ms; returns (count, first, last).
+fn receive_loop(
+    mut recv: impl FnMut() -> usize,
+    stop: &AtomicBool,
+) -> (u64, Option<Instant>, Option<Instant>) {
+    let (mut n, mut first, mut last) = (0u64, None, None);
+    let mut idle_since = Instant::now();
+    loop {
+        let k = recv();
+        let now = Instant::now();
+        if k > 0 {
+            n += k as u64;
+            first.get_or_insert(now);
+            last = Some(now);
+            idle_since = now;
+        } else if stop.load(Ordering::Relaxed)
+            && now.duration_since(idle_since) > Duration::from_millis(100)
+        {
+            return (n, first, last);
+        }
+    }
+}
+
+fn finish(sent: u64, (received, first, last): (u64, Option<Instant>, Option<Instant>)) -> Run {
+    let secs = match (first, last) {
+        (Some(f), Some(l)) => l.duration_since(f).as_secs_f64().max(1e-9),
+        _ => 1.0,
+    };
+    Run {
+        sent,
+        received,
+        rate: received as f64 / secs,
+    }
+}
+
+fn std_udp(size: usize, dur: Duration) -> Run {
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    rx.set_read_timeout(Some(Duration::from_millis(10)))
+        .expect("timeout");
+    let to = rx.local_addr().expect("addr");
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&stop);
+    let sender = std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let buf = vec![7u8; size];
+        let t = Instant::now();
+        let mut n = 0u64;
+        while t.elapsed() < dur {
+            if tx.send_to(&buf, to).is_ok() {
+                n += 1;
+            }
+        }
+        s2.store(true, Ordering::Relaxed);
+        n
+    });
+    let mut buf = vec![0u8; 65536];
+    let got = receive_loop(|| usize::from(rx.recv_from(&mut buf).is_ok()), &stop);
+    finish(sender.join().expect("sender"), got)
+}
+
+fn fill(l: &impl DatagramLink, to: SocketAddr, size: usize, n: usize, out: &mut Vec<Datagram>) {
+    let path = path_between(l.local_addr(), to).expect("family");
+    let payload = vec![7u8; size];
+    let mut bufs = Vec::with_capacity(n);
+    l.pool().alloc_burst(n, &mut bufs);
+    for mut b in bufs {
+        assert!(b.copy_from(&payload));
+        out.push(Datagram { buf: b, path });
+    }
+}
+
+fn weft<L: DatagramLink + 'static>(mut a: L, mut b: L, size: usize, dur: Duration) -> Run {
+    let to = b.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&stop);
+    let sender = std::thread::spawn(move || {
+        let mut v = Vec::with_capacity(64);
+        let t = Instant::now();
+        let mut n = 0u64;
+        while t.elapsed() < dur {
+            if v.len() < 32 {
+                fill(&a, to, size, 32 - v.len(), &mut v);
+            }
+            n += a.send_burst(&mut v).expect("send") as u64;
+        }
+        s2.store(true, Ordering::Relaxed);
+        // Keep the sender's end (and for shm, its connection) alive until the receiver
+        // has drained.
+        std::thread::sleep(Duration::from_millis(300));
+        (n - a.stats().tx_dropped, a)
+    });
+    let mut v = Vec::with_capacity(64);
+    let got = receive_loop(
+        || {
+            v.clear();
+            b.recv_burst(&mut v, 64).expect("recv")
+        },
+        &stop,
+    );
+    let (sent, _a) = sender.join().expect("sender");
+    finish(sent, got)
+}
+
+fn row(name: &str, size: usize, r: Run, base: Option<f64>) {
+    let loss = if r.sent > 0 {
+        100.0 * (1.0 - r.received as f64 / r.sent as f64)
+    } else {
+        0.0
+    };
+    let ratio = base.map_or("baseline".to_string(), |b| format!("{:.2}x", r.rate / b));
+    println!(
+        "| {name} | {size} | {:.0} | {:.2} | {:.1} % | {ratio} |",
+        r.rate,
+        r.rate * size as f64 * 8.0 / 1e9,
+        loss.max(0.0)
+    );
+}
+
+fn main() {
+    let secs: f64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let dur = Duration::from_secs_f64(secs);
+    let only = std::env::args().nth(2).unwrap_or_default();
+    let pid = std::process::id();
+    println!("| link | datagram bytes | received datagrams/s | Gbit/s | loss | vs std UdpSocket |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (i, size) in [64usize, 4096].into_iter().enumerate() {
+        let base = std_udp(size, dur);
+        row("std UdpSocket send_to/recv_from", size, base, None);
+        if only == "shm" {
+            let port = (pid % 50_000) as u16 + 10_000;
+            let na = SocketAddr::new([127, 0, 9, 2 * i as u8 + 1].into(), port);
+            let nb = SocketAddr::new([127, 0, 9, 2 * i as u8 + 2].into(), port);
+            let a = ShmLink::bind(na, ShmOptions::default()).expect("shm");
+            let b = ShmLink::bind(nb, ShmOptions::default()).expect("shm");
+            row("weft shm", size, weft(a, b, size, dur), Some(base.rate));
+            continue;
+        }
+        let opts = UdpOptions::default();
+        let a = UdpLink::bind("127.0.0.1:0".parse().expect("addr"), opts.clone()).expect("udp");
+        let b = UdpLink::bind("127.0.0.1:0".parse().expect("addr"), opts).expect("udp");
+        row(
+            "weft udp (sendmmsg/recvmmsg, 32/64 per call)",
+            size,
+            weft(a, b, size, dur),
+            Some(base.rate),
+        );
+        let port = (pid % 50_000) as u16 + 10_000;
+        let na = SocketAddr::new([127, 0, 9, 2 * i as u8 + 1].into(), port);
+        let nb = SocketAddr::new([127, 0, 9, 2 * i as u8 + 2].into(), port);
+        let a = ShmLink::bind(na, ShmOptions::default()).expect("shm");
+        let b = ShmLink::bind(nb, ShmOptions::default()).expect("shm");
+        row(
+            "weft shm (two threads, 256-slot rings)",
+            size,
+            weft(a, b, size, dur),
+            Some(base.rate),
+        );
+    }
+}
