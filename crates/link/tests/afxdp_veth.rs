@@ -146,3 +146,80 @@ fn frames_cross_into_and_out_of_af_xdp_in_generic_mode() {
 fn frames_cross_into_and_out_of_af_xdp_in_native_veth_mode() {
     both_ways(XdpMode::Native, "weft-xdptest2");
 }
+
+#[test]
+fn every_receive_queue_gets_a_socket() {
+    if let Err(why) = common::can_run() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if let Err(e) = weft_link::afxdp::probe() {
+        eprintln!("skipped: AF_XDP unavailable on this kernel: {e}");
+        return;
+    }
+    let ns = VethNs::with_queues("weft-xdptest4", "xq0", "xq1", 4);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ns.enter().expect("setns");
+            let pool = BufferPool::new(1024, 2048);
+            let cfg = XdpConfig {
+                mode: XdpMode::Native,
+                ..XdpConfig::default()
+            };
+            let mut xdp =
+                AfXdpLink::with_config("xq1", pool.clone(), cfg).expect("open AF_XDP on xq1");
+            assert_eq!(xdp.queues(), 4);
+            // Which queue a frame arrives on: an AF_PACKET sender (qdisc bypassed)
+            // transmits on queue `cpu % queues`, and veth's native XDP receives on the
+            // queue of that number. (Generic XDP put the frames of both CPUs on
+            // queue 0 when we tried: the skb's recorded queue is off by one.) So each
+            // CPU's frames take another queue; the sockets together must see them
+            // all — with a socket on queue 0 only, half are missing.
+            let cpus = std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4);
+            let mut wire = AfPacket::open("xq0", pool.clone()).expect("open AF_PACKET");
+            let (wmac, xmac) = (wire.info().mac, xdp.info().mac);
+            let mut tx: Vec<PacketBuf> = Vec::new();
+            for cpu in 0..cpus {
+                pin_to(cpu);
+                tx.extend(frames(&pool, wmac, xmac, 16));
+                while !tx.is_empty() {
+                    wire.send_burst(&mut tx).expect("send");
+                }
+            }
+            let want = 16 * cpus;
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let (mut seen, mut rx) = (0, Vec::new());
+            while seen < want && Instant::now() < deadline {
+                if xdp.recv_burst(&mut rx, 32).expect("recv") == 0 {
+                    xdp.wait(Duration::from_millis(5)).expect("wait");
+                }
+                seen += rx
+                    .drain(..)
+                    .filter(|f| f.get(12..14) == Some(&ETHERTYPE[..]))
+                    .count();
+            }
+            assert_eq!(seen, want, "frames on every queue reached a socket");
+            xdp.refresh_stats();
+            assert_eq!(xdp.stats().rx_dropped, 0);
+        });
+    });
+}
+
+/// Move the calling thread to `cpu` (taskset on its thread id).
+fn pin_to(cpu: usize) {
+    let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    let tid = me
+        .file_name()
+        .and_then(|t| t.to_str())
+        .expect("thread id")
+        .to_string();
+    let ok = std::process::Command::new("taskset")
+        .args(["-pc", &cpu.to_string(), &tid])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "taskset -pc {cpu} {tid}");
+    std::thread::yield_now();
+}

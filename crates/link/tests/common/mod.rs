@@ -42,13 +42,24 @@ pub struct VethNs {
 
 impl VethNs {
     pub fn new(name: &'static str, a: &str, b: &str) -> VethNs {
+        VethNs::with_queues(name, a, b, 1)
+    }
+
+    /// The same with `queues` receive and transmit queues on each end.
+    pub fn with_queues(name: &'static str, a: &str, b: &str, queues: u32) -> VethNs {
         let _ = Command::new("ip")
             .args(["netns", "del", name])
             .stderr(Stdio::null())
             .status();
         assert!(sh(&["ip", "netns", "add", name]), "ip netns add {name}");
         let ns = VethNs { name };
-        assert!(ns.run(&["ip", "link", "add", a, "type", "veth", "peer", "name", b]));
+        let q = queues.to_string();
+        let nq = ["numrxqueues", &q, "numtxqueues", &q];
+        let mut add = vec!["ip", "link", "add", a];
+        add.extend_from_slice(&nq);
+        add.extend_from_slice(&["type", "veth", "peer", "name", b]);
+        add.extend_from_slice(&nq);
+        assert!(ns.run(&add), "{add:?}");
         for d in [a, b] {
             let _ = ns.run(&[
                 "sysctl",
