@@ -26,6 +26,9 @@ pub const MAX_OVERHEAD: usize = len::BTH + len::ATOMIC_ETH + 3 + len::ICRC;
 pub struct Config {
     /// Verify the ICRC of every received packet (drop and count on mismatch).
     pub check_icrc: bool,
+    /// Compute the ICRC of every sent packet. A link whose two ends agreed to carry
+    /// no ICRC (weft's shm link) turns this off; the four bytes are then unspecified.
+    pub write_icrc: bool,
     /// Longest message accepted, in bytes (IBTA allows 2^31).
     pub max_msg_len: u64,
     /// The requester asks for an ACK at least every this many PSNs.
@@ -43,6 +46,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             check_icrc: true,
+            write_icrc: true,
             max_msg_len: 1 << 31,
             ack_req_interval: 16,
             max_inline: 256,

@@ -452,8 +452,10 @@ impl Requester {
             }
         }
         let len = at.end + IbPacketRepr::pad_for(plen) + wire_len::ICRC;
-        path.fill(&mut buf[..len])
-            .map_err(|_| fault(WcStatus::LocLenErr))?;
+        if ctx.config.write_icrc {
+            path.fill(&mut buf[..len])
+                .map_err(|_| fault(WcStatus::LocLenErr))?;
+        }
 
         if p < self.send_high {
             ctx.stats.retransmitted_packets += 1;

@@ -957,7 +957,9 @@ impl Responder {
             Some(at) => at.end + IbPacketRepr::pad_for(payload_len) + wire_len::ICRC,
             None => repr.emit(buf, &[]).ok()?,
         };
-        path.fill(&mut buf[..len]).ok()?;
+        if ctx.config.write_icrc {
+            path.fill(&mut buf[..len]).ok()?;
+        }
         Some(RespEmitted { len, fatal })
     }
 }

@@ -344,6 +344,31 @@ fn mismatch(ctx: &Context, qp: &QueuePair, peer: &Hello) -> Option<String> {
     None
 }
 
+/// Move a fresh QP from RESET to INIT with `param`'s access rights (RC/UC) or Q_Key
+/// (UD), as `rdma_create_qp` leaves it, so receives can be posted before the
+/// connection exists; [`connect`] and [`ConnectRequest::accept`] continue from INIT.
+pub fn init_qp(qp: &mut QueuePair, param: &ConnParam) -> Result<(), Error> {
+    let b = Bringup {
+        access: param.access,
+        qkey: param.qkey,
+        path_mtu: param.path_mtu,
+        path: None,
+        dest_qpn: 0,
+        rq_psn: 0,
+        sq_psn: 0,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: param.min_rnr_timer,
+        timeout: param.timeout,
+        retry_cnt: param.retry_cnt,
+        rnr_retry: param.rnr_retry,
+        recovery: param.recovery,
+        max_inflight: param.max_inflight,
+    };
+    let [init, _, _] = b.steps(qp.qp_type());
+    qp.modify(&init)
+}
+
 /// Bring `qp` from wherever it is to RTS against the peer.
 fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Result<(), Error> {
     let ctx = qp.context().clone();

@@ -135,6 +135,7 @@ impl Context {
         let max_mtu =
             weft_transport::Mtu::fitting(link.max_datagram()).unwrap_or(weft_transport::Mtu::M256);
         tcfg.check_icrc = icrc;
+        tcfg.write_icrc = icrc;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
         let ep = Endpoint::new(tcfg, MrTable::default());
         let shared = Arc::new(

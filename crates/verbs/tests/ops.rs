@@ -210,3 +210,18 @@ fn inline_sends_may_reuse_their_buffer_at_once_and_unsignaled_sends_stay_silent(
         Err(weft_verbs::Error::InlineAccess(_))
     ));
 }
+
+#[test]
+fn rc_send_with_imm_over_shm_engine_thread() {
+    send_recv(LinkKind::Shm, Progress::Thread);
+}
+
+#[test]
+fn rc_send_with_imm_over_shm_inline_progress() {
+    send_recv(LinkKind::Shm, Progress::Inline);
+}
+
+#[test]
+fn rc_write_read_atomics_against_a_passive_target_shm() {
+    write_read_atomics(LinkKind::Shm, Progress::Thread);
+}

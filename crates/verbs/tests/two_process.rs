@@ -52,6 +52,17 @@ fn peer_process() {
     let mut pd = s.mr.addr().to_be_bytes().to_vec();
     pd.extend_from_slice(&s.mr.rkey().to_be_bytes());
     param.private_data = pd;
+    // INIT first, so the echo's receives are posted before the client can send (a UD
+    // datagram that finds no receive is dropped).
+    cm::init_qp(&mut s.qp, &param).unwrap();
+    let slot = 64 * 1024 + GRH_LEN;
+    if role != "passive" {
+        s.qp.post_recv((0..16u64).map(|i| RecvWr {
+            wr_id: i,
+            sg_list: vec![s.mr.sge(i as usize * slot, slot as u32)],
+        }))
+        .unwrap();
+    }
     let req = listener.get_request(Duration::from_secs(30)).unwrap();
     let conn = req.accept(&mut s.qp, &param).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -67,13 +78,6 @@ fn peer_process() {
         drop(conn);
         return;
     }
-    // Echo: 16 receive slots of 64 KiB (+ GRH room for UD).
-    let slot = 64 * 1024 + GRH_LEN;
-    s.qp.post_recv((0..16u64).map(|i| RecvWr {
-        wr_id: i,
-        sg_list: vec![s.mr.sge(i as usize * slot, slot as u32)],
-    }))
-    .unwrap();
     let mut out = Vec::new();
     while Instant::now() < deadline {
         out.clear();
@@ -431,4 +435,24 @@ fn udp_the_transport_alone_fails_a_silent_peer_within_its_retry_budget() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let _ = CompletionQueue::id;
     let _ = QpInitAttr::new;
+}
+
+#[test]
+fn shm_one_sided_ops_complete_against_a_process_that_never_polls() {
+    one_sided_against_a_passive_process(LinkKind::Shm);
+}
+
+#[test]
+fn shm_rc_send_with_imm_echoes_through_another_process() {
+    echo(LinkKind::Shm, QpType::Rc);
+}
+
+#[test]
+fn shm_ud_send_echoes_through_another_process() {
+    echo(LinkKind::Shm, QpType::Ud);
+}
+
+#[test]
+fn shm_killed_peer_leaves_error_completions_not_a_hang() {
+    killed_peer(LinkKind::Shm);
 }

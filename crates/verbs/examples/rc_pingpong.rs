@@ -1,0 +1,140 @@
+//! rc_pingpong, the weft way: two processes bounce a message over an RC queue pair
+//! (SEND/RECV) and print the round-trip statistics, like `ibv_rc_pingpong`.
+//!
+//! ```text
+//! server:  cargo run --release -p weft-verbs --example rc_pingpong
+//! client:  cargo run --release -p weft-verbs --example rc_pingpong -- 127.0.0.1:18515
+//! options: --link udp|shm  --size N  --iters N  --inline-progress
+//! ```
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::{
+    Access, CompletionQueue, Context, DeviceConfig, LinkKind, Progress, QpInitAttr, QpType, RecvWr,
+    SendWr, WcStatus, WrOp,
+};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let (mut link, mut size, mut iters, mut progress, mut server) = (
+        LinkKind::Udp,
+        64usize,
+        10_000usize,
+        Progress::Thread,
+        None::<SocketAddr>,
+    );
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--link" => {
+                link = match args.next().as_deref() {
+                    Some("shm") => LinkKind::Shm,
+                    _ => LinkKind::Udp,
+                }
+            }
+            "--size" => size = args.next().ok_or("--size N")?.parse()?,
+            "--iters" => iters = args.next().ok_or("--iters N")?.parse()?,
+            "--inline-progress" => progress = Progress::Inline,
+            other => server = Some(other.parse()?),
+        }
+    }
+    // The device: loopback, a port of its own (0 = any free one).
+    let mut cfg = DeviceConfig::new(link, "127.0.0.1:0".parse()?);
+    if link == LinkKind::Shm {
+        cfg.addr = format!("127.0.0.1:{}", 30000 + std::process::id() % 30000).parse()?;
+    }
+    cfg.progress = progress;
+    let ctx = Context::open_with(cfg)?;
+    let pd = ctx.alloc_pd();
+    let mut cq = CompletionQueue::new(&ctx, 64, None);
+    let mut qp = pd.create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))?;
+    let mr = pd.alloc_mr(2 * size, Access::LOCAL_WRITE);
+    let recv = || RecvWr {
+        wr_id: 1,
+        sg_list: vec![mr.sge(size, size as u32)],
+    };
+    let param = ConnParam::default();
+    let _conn = match server {
+        None => {
+            let l = Listener::bind(&ctx, "127.0.0.1:18515".parse()?)?;
+            println!(
+                "waiting on {} (device {})",
+                l.local_addr()?,
+                ctx.local_addr()
+            );
+            let req = l.get_request(Duration::from_secs(120))?;
+            req.accept(&mut qp, &param)?
+        }
+        Some(at) => cm::connect(&mut qp, at, &param)?,
+    };
+    // A message that arrives before this receive is posted is answered with an RNR
+    // NAK and retried by the sender, as on real RC hardware.
+    qp.post_recv([recv()])?;
+    let is_client = server.is_some();
+    let send = || SendWr::new(2, WrOp::Send { imm: None }, vec![mr.sge(0, size as u32)]);
+    let mut rtts = Vec::with_capacity(iters);
+    let mut out = Vec::with_capacity(4);
+    let wait_recv =
+        |cq: &mut CompletionQueue, out: &mut Vec<weft_verbs::Completion>| -> Result<(), String> {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                out.clear();
+                cq.poll(out, 4);
+                let mut got = false;
+                for c in out.iter() {
+                    if c.status != WcStatus::Success {
+                        return Err(format!("completion error: {c:?}"));
+                    }
+                    got |= c.opcode.is_recv();
+                }
+                if got {
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    return Err("peer went silent".into());
+                }
+            }
+        };
+    for i in 0..iters {
+        let t = Instant::now();
+        if is_client {
+            qp.post_send([send()])?;
+            if let Err(e) = wait_recv(&mut cq, &mut out) {
+                eprintln!("client iteration {i}: {:#?}", ctx.stats());
+                return Err(e.into());
+            }
+            qp.post_recv([recv()])?;
+            rtts.push(t.elapsed());
+        } else {
+            if let Err(e) = wait_recv(&mut cq, &mut out) {
+                eprintln!("server iteration {i}: {:#?}", ctx.stats());
+                return Err(e.into());
+            }
+            qp.post_recv([recv()])?;
+            qp.post_send([send()])?;
+        }
+    }
+    if is_client {
+        rtts.sort_unstable();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let mean = rtts.iter().map(|d| us(*d)).sum::<f64>() / rtts.len() as f64;
+        println!(
+            "{iters} round trips of {size} B over {link:?}: RTT p50 {:.2} us, p99 {:.2} us, mean {mean:.2} us; one-way p50 {:.2} us",
+            us(rtts[rtts.len() / 2]),
+            us(rtts[rtts.len() * 99 / 100]),
+            us(rtts[rtts.len() / 2]) / 2.0
+        );
+    } else {
+        // Wait for the last reply's completion: it has left and been acknowledged
+        // (with inline progress nothing else would send it).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            out.clear();
+            cq.poll(&mut out, 4);
+            if out.iter().any(|c| !c.opcode.is_recv()) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
