@@ -123,6 +123,17 @@ impl ShmOptions {
     }
 }
 
+/// A locally administered unicast MAC address derived from an shm port's name (FNV-1a
+/// of its text), so a frame port has a stable MAC without configuration.
+pub fn mac_for_name(name: SocketAddr) -> [u8; 6] {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.to_string().bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let b = h.to_be_bytes();
+    [0x02, b[0], b[1], b[2], b[3], b[4]]
+}
+
 /// Counters about connections, beside the [`LinkStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShmStats {

@@ -12,6 +12,13 @@
 //! # backend = "afxdp"            # AF_XDP instead of AF_PACKET,
 //! # xdp_mode = "generic"         # with the XDP program in generic (default) or native mode
 //!
+//! [[port]]                       # a port to another weft process on this host
+//! name = "to-r2"
+//! backend = "shm"                # shared-memory rings (weft_link::ShmFrameLink)
+//! interface = "127.0.0.1:7001"   # for shm: this port's name (an ip:port, only a name)
+//! peer = "127.0.0.1:7002"        # the other process's port name
+//! addresses = ["198.18.9.1/30"]
+//!
 //! [[route]]
 //! prefix = "198.19.0.0/16"
 //! via = "198.18.2.2"
@@ -29,10 +36,11 @@ use crate::fib::{IpPrefix, NextHop};
 use crate::pipeline::{PortSpec, Router};
 use serde::Deserialize;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use weft_link::afpacket::AfPacket;
 use weft_link::afxdp::{AfXdpLink, XdpConfig, XdpMode};
+use weft_link::shm::{mac_for_name, ShmFrameLink, ShmOptions};
 use weft_link::{BufferPool, Link};
 
 /// The whole file.
@@ -69,14 +77,17 @@ pub struct RouterSection {
 pub struct PortConfig {
     /// Port name.
     pub name: String,
-    /// Linux interface.
+    /// Linux interface (for `shm`: this port's name, an `ip:port`).
     pub interface: String,
-    /// `afpacket` (default) or `afxdp`.
+    /// `afpacket` (default), `afxdp` or `shm`.
     #[serde(default)]
     pub backend: Option<String>,
     /// For `afxdp`: `generic` (default) or `native`.
     #[serde(default)]
     pub xdp_mode: Option<String>,
+    /// For `shm`: the name (`ip:port`) of the port of the other weft process.
+    #[serde(default)]
+    pub peer: Option<String>,
     /// Addresses with prefix lengths.
     #[serde(default)]
     pub addresses: Vec<String>,
@@ -89,7 +100,20 @@ pub enum Backend {
     AfPacket,
     /// `AF_XDP` with the redirect program in this XDP mode.
     AfXdp(XdpMode),
+    /// Shared-memory rings to the port named `peer` of another weft process on this
+    /// host; the port's `interface` is its own name.
+    Shm {
+        /// The other end's port name.
+        peer: SocketAddr,
+    },
 }
+
+/// Largest frame on an shm port: Ethernet's 1514, so routers on either side agree on
+/// the MTU whatever their buffer sizes.
+pub const SHM_MAX_FRAME: usize = 1514;
+
+/// Ring slots per direction of an shm port.
+pub const SHM_SLOTS: usize = 1024;
 
 impl Backend {
     /// Open `interface` with this backend, receiving into `pool`.
@@ -104,6 +128,26 @@ impl Backend {
                     ..XdpConfig::default()
                 },
             )?),
+            Backend::Shm { peer } => {
+                let local: SocketAddr = interface.parse().map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("shm port name {interface:?} is not an ip:port"),
+                    )
+                })?;
+                Box::new(ShmFrameLink::bind(
+                    local,
+                    peer,
+                    mac_for_name(local),
+                    ShmOptions {
+                        pool: Some(pool),
+                        slot_size: SHM_MAX_FRAME,
+                        slots: SHM_SLOTS,
+                        icrc: false,
+                        ..ShmOptions::default()
+                    },
+                )?)
+            }
         })
     }
 }
@@ -112,7 +156,33 @@ impl PortConfig {
     /// The backend this port asks for.
     pub fn backend(&self) -> Result<Backend, ConfigError> {
         let mode = self.xdp_mode.as_deref();
-        match self.backend.as_deref().unwrap_or("afpacket") {
+        let backend = self.backend.as_deref().unwrap_or("afpacket");
+        if self.peer.is_some() && backend != "shm" {
+            return Err(err(format!(
+                "port {}: peer is for backend \"shm\"",
+                self.name
+            )));
+        }
+        match backend {
+            "shm" => {
+                if mode.is_some() {
+                    return Err(err(format!(
+                        "port {}: xdp_mode is for backend \"afxdp\"",
+                        self.name
+                    )));
+                }
+                let bad = |what: &str| err(format!("port {}: {what}", self.name));
+                if self.interface.parse::<SocketAddr>().is_err() {
+                    return Err(bad("for shm, interface is this port's name, an ip:port"));
+                }
+                let peer = self
+                    .peer
+                    .as_deref()
+                    .ok_or_else(|| bad("shm needs peer = \"ip:port\""))?
+                    .parse()
+                    .map_err(|_| bad("peer is not an ip:port"))?;
+                Ok(Backend::Shm { peer })
+            }
             "afpacket" if mode.is_none() => Ok(Backend::AfPacket),
             "afpacket" => Err(err(format!(
                 "port {}: xdp_mode is for backend \"afxdp\"",
@@ -124,7 +194,7 @@ impl PortConfig {
                     .map_err(|e| err(format!("port {}: {e}", self.name)))?,
             )),
             b => Err(err(format!(
-                "port {}: unknown backend {b:?} (afpacket, afxdp)",
+                "port {}: unknown backend {b:?} (afpacket, afxdp, shm)",
                 self.name
             ))),
         }
@@ -401,6 +471,33 @@ via = "198.18.2.2"
         assert!(
             Config::parse(&xdp("xdp_mode = \"native\"")).is_err(),
             "xdp_mode without afxdp"
+        );
+        let with = |iface: &str, extra: &str| {
+            EXAMPLE.replacen("veth-a", iface, 1).replacen(
+                "name = \"left\"",
+                &format!("name = \"left\"\nbackend = \"shm\"\n{extra}"),
+                1,
+            )
+        };
+        let c = Config::parse(&with("127.0.0.1:7001", "peer = \"127.0.0.1:7002\"")).expect("shm");
+        assert_eq!(
+            c.ports[0].backend(),
+            Ok(Backend::Shm {
+                peer: "127.0.0.1:7002".parse().expect("a")
+            })
+        );
+        assert!(
+            Config::parse(&with("127.0.0.1:7001", "")).is_err(),
+            "shm without peer"
+        );
+        assert!(
+            Config::parse(&with("veth-a", "peer = \"127.0.0.1:7002\"")).is_err(),
+            "name not ip:port"
+        );
+        assert!(Config::parse(&with("127.0.0.1:7001", "peer = \"nowhere\"")).is_err());
+        assert!(
+            Config::parse(&xdp("peer = \"127.0.0.1:7002\"")).is_err(),
+            "peer without shm"
         );
         let c = Config::parse(&EXAMPLE.replace("198.18.2.2", "203.0.113.1")).expect("parse");
         let specs = c
