@@ -216,8 +216,18 @@ fn plot(
     } else {
         builder.x_label_area_size(5).y_label_area_size(5);
     }
+    // Message sizes are powers of two: tick them at every third power (2, 16, 128,
+    // 1K, …) instead of at powers of ten.
+    let x_ticks: Vec<f64> = (1..=30)
+        .step_by(3)
+        .map(|p| f64::from(1u32 << p))
+        .filter(|&x| x >= x0 && x <= x1)
+        .collect();
     let mut chart = builder
-        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+        .build_cartesian_2d(
+            (x0..x1).log_scale().with_key_points(x_ticks),
+            (y0..y1).log_scale(),
+        )
         .map_err(|e| err(&e))?;
     let mut mesh = chart.configure_mesh();
     if text {
@@ -263,7 +273,13 @@ fn plot(
     if text {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            // Latency grows with size and bandwidth too: the empty corner is the
+            // lower right for latency and the upper left for bandwidth.
+            .position(if metric == Metric::Bandwidth {
+                SeriesLabelPosition::UpperLeft
+            } else {
+                SeriesLabelPosition::LowerRight
+            })
             .label_font(("sans-serif", 15))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
