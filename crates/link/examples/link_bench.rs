@@ -22,40 +22,70 @@ struct Run {
     sent: u64,
     received: u64,
     rate: f64,
+    /// CPU time of the sending and the receiving thread per datagram received, ns.
+    tx_cpu_ns: f64,
+    rx_cpu_ns: f64,
+}
+
+/// CPU time this thread has used. On a shared machine the wall-clock rate depends on
+/// what else runs; CPU time per datagram much less so.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Receive until `stop` is set and nothing came for 100 ms; returns (count, first, last).
+/// `recv(true)` may block briefly: the weft links spin 64 empty polls, then wait (as
+/// the verbs engine does), so a receiver sharing a core with its sender yields it.
 fn receive_loop(
-    mut recv: impl FnMut() -> usize,
+    mut recv: impl FnMut(bool) -> usize,
     stop: &AtomicBool,
 ) -> (u64, Option<Instant>, Option<Instant>) {
     let (mut n, mut first, mut last) = (0u64, None, None);
     let mut idle_since = Instant::now();
+    let mut empty = 0u32;
     loop {
-        let k = recv();
-        let now = Instant::now();
+        let k = recv(empty >= 64);
         if k > 0 {
+            let now = Instant::now();
             n += k as u64;
             first.get_or_insert(now);
             last = Some(now);
             idle_since = now;
-        } else if stop.load(Ordering::Relaxed)
-            && now.duration_since(idle_since) > Duration::from_millis(100)
-        {
-            return (n, first, last);
+            empty = 0;
+        } else {
+            empty += 1;
+            if empty % 64 == 0
+                && stop.load(Ordering::Relaxed)
+                && idle_since.elapsed() > Duration::from_millis(100)
+            {
+                return (n, first, last);
+            }
         }
     }
 }
 
-fn finish(sent: u64, (received, first, last): (u64, Option<Instant>, Option<Instant>)) -> Run {
+fn finish(
+    (sent, tx_cpu): (u64, Duration),
+    (received, first, last): (u64, Option<Instant>, Option<Instant>),
+    rx_cpu: Duration,
+) -> Run {
     let secs = match (first, last) {
         (Some(f), Some(l)) => l.duration_since(f).as_secs_f64().max(1e-9),
         _ => 1.0,
     };
+    let per = |d: Duration| d.as_nanos() as f64 / received.max(1) as f64;
     Run {
         sent,
         received,
         rate: received as f64 / secs,
+        tx_cpu_ns: per(tx_cpu),
+        rx_cpu_ns: per(rx_cpu),
     }
 }
 
@@ -70,18 +100,22 @@ fn std_udp(size: usize, dur: Duration) -> Run {
         let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
         let buf = vec![7u8; size];
         let t = Instant::now();
+        let cpu = thread_cpu();
         let mut n = 0u64;
         while t.elapsed() < dur {
             if tx.send_to(&buf, to).is_ok() {
                 n += 1;
             }
         }
+        let cpu = thread_cpu() - cpu;
         s2.store(true, Ordering::Relaxed);
-        n
+        (n, cpu)
     });
     let mut buf = vec![0u8; 65536];
-    let got = receive_loop(|| usize::from(rx.recv_from(&mut buf).is_ok()), &stop);
-    finish(sender.join().expect("sender"), got)
+    let cpu = thread_cpu();
+    let got = receive_loop(|_| usize::from(rx.recv_from(&mut buf).is_ok()), &stop);
+    let cpu = thread_cpu() - cpu;
+    finish(sender.join().expect("sender"), got, cpu)
 }
 
 fn fill(l: &impl DatagramLink, to: SocketAddr, size: usize, n: usize, out: &mut Vec<Datagram>) {
@@ -102,29 +136,41 @@ fn weft<L: DatagramLink + 'static>(mut a: L, mut b: L, size: usize, dur: Duratio
     let sender = std::thread::spawn(move || {
         let mut v = Vec::with_capacity(64);
         let t = Instant::now();
+        let cpu = thread_cpu();
         let mut n = 0u64;
         while t.elapsed() < dur {
             if v.len() < 32 {
                 fill(&a, to, size, 32 - v.len(), &mut v);
             }
-            n += a.send_burst(&mut v).expect("send") as u64;
+            let k = a.send_burst(&mut v).expect("send");
+            if k == 0 {
+                // Full: let the receiver have the core if it shares ours.
+                std::thread::yield_now();
+            }
+            n += k as u64;
         }
+        let cpu = thread_cpu() - cpu;
         s2.store(true, Ordering::Relaxed);
         // Keep the sender's end (and for shm, its connection) alive until the receiver
         // has drained.
         std::thread::sleep(Duration::from_millis(300));
-        (n - a.stats().tx_dropped, a)
+        ((n - a.stats().tx_dropped, cpu), a)
     });
     let mut v = Vec::with_capacity(64);
+    let cpu = thread_cpu();
     let got = receive_loop(
-        || {
+        |idle| {
             v.clear();
+            if idle {
+                b.wait(Duration::from_millis(1), None).expect("wait");
+            }
             b.recv_burst(&mut v, 64).expect("recv")
         },
         &stop,
     );
+    let cpu = thread_cpu() - cpu;
     let (sent, _a) = sender.join().expect("sender");
-    finish(sent, got)
+    finish(sent, got, cpu)
 }
 
 fn row(name: &str, size: usize, r: Run, base: Option<f64>) {
@@ -135,10 +181,12 @@ fn row(name: &str, size: usize, r: Run, base: Option<f64>) {
     };
     let ratio = base.map_or("baseline".to_string(), |b| format!("{:.2}x", r.rate / b));
     println!(
-        "| {name} | {size} | {:.0} | {:.2} | {:.1} % | {ratio} |",
+        "| {name} | {size} | {:.0} | {:.2} | {:.1} % | {ratio} | {:.0} | {:.0} |",
         r.rate,
         r.rate * size as f64 * 8.0 / 1e9,
-        loss.max(0.0)
+        loss.max(0.0),
+        r.tx_cpu_ns,
+        r.rx_cpu_ns
     );
 }
 
@@ -150,8 +198,11 @@ fn main() {
     let dur = Duration::from_secs_f64(secs);
     let only = std::env::args().nth(2).unwrap_or_default();
     let pid = std::process::id();
-    println!("| link | datagram bytes | received datagrams/s | Gbit/s | loss | vs std UdpSocket |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| link | datagram bytes | received datagrams/s | Gbit/s | loss | vs std UdpSocket \
+         | sender CPU ns/datagram | receiver CPU ns/datagram |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (i, size) in [64usize, 4096].into_iter().enumerate() {
         let base = std_udp(size, dur);
         row("std UdpSocket send_to/recv_from", size, base, None);
