@@ -571,6 +571,14 @@ mod tests {
     }
 
     #[test]
+    fn port_macs_are_stable_local_unicast_and_differ_by_name() {
+        let m = mac_for_name(name(20));
+        assert_eq!(m, mac_for_name(name(20)));
+        assert_ne!(m, mac_for_name(name(21)));
+        assert_eq!(m[0] & 0x03, 0x02, "locally administered, unicast");
+    }
+
+    #[test]
     fn frame_links_talk_to_their_named_peer_only() {
         let (na, nb, nc) = (name(16), name(17), name(18));
         let mac = [2, 0, 0, 0, 0, 1];

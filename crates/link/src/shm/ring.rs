@@ -20,6 +20,10 @@
 //! through raw pointer copies (never a Rust reference into the segment), after their
 //! length was read once and checked against the slot size.
 //!
+//! The indices are `AtomicU32`s placed in the mapping. They are lock-free and
+//! address-free (plain loads, stores and fences on every target Rust supports), which
+//! is what makes the same atomics work between two processes mapping the same page.
+//!
 //! The three indices sit on separate 128-byte lines (two 64-byte lines, so the
 //! adjacent-line prefetcher does not pull the other side's index in with ours): the
 //! producer writes `tail` once per burst, the consumer writes `head` once per burst,
