@@ -12,6 +12,7 @@ packages=(
   traceroute         # router netns tests: the router's hop shows in a traceroute
   iperf3             # router netns tests and end-to-end benchmark: TCP across the router
   ethtool            # router netns topology: offloads off on the veths
+  fonts-dejavu-core  # weft report: the TrueType font its PNG plots' text is drawn with
 )
 
 missing=()

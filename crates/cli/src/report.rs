@@ -217,11 +217,12 @@ fn plot(
         builder.x_label_area_size(5).y_label_area_size(5);
     }
     // Message sizes are powers of two: tick them at every third power (2, 16, 128,
-    // 1K, …) instead of at powers of ten.
+    // 1K, …) instead of at powers of ten. Without text no tick at all: a tick label
+    // needs a font even when it is empty.
     let x_ticks: Vec<f64> = (1..=30)
         .step_by(3)
         .map(|p| f64::from(1u32 << p))
-        .filter(|&x| x >= x0 && x <= x1)
+        .filter(|&x| x >= x0 && x <= x1 && text)
         .collect();
     let mut chart = builder
         .build_cartesian_2d(
@@ -229,18 +230,28 @@ fn plot(
             (y0..y1).log_scale(),
         )
         .map_err(|e| err(&e))?;
-    let mut mesh = chart.configure_mesh();
     if text {
-        mesh.x_desc("message size [bytes] (log)")
+        chart
+            .configure_mesh()
+            .x_desc("message size [bytes] (log)")
             .y_desc(metric.axis())
             .x_label_formatter(&|x| human_size(*x))
             .y_label_formatter(&|y| human_value(*y))
             .label_style(("sans-serif", 16))
-            .axis_desc_style(("sans-serif", 18));
+            .axis_desc_style(("sans-serif", 18))
+            .draw()
+            .map_err(|e| err(&e))?;
     } else {
-        mesh.x_labels(0).y_labels(0);
+        // plotters' mesh always lays out tick labels, which needs a font: without
+        // one, only a frame around the lines.
+        chart
+            .plotting_area()
+            .draw(&Rectangle::new(
+                [(x0, y0), (x1, y1)],
+                ShapeStyle::from(&BLACK).stroke_width(1),
+            ))
+            .map_err(|e| err(&e))?;
     }
-    mesh.draw().map_err(|e| err(&e))?;
     for (series, by_size) in all_series.iter().filter_map(|s| t.get(s).map(|m| (s, m))) {
         let c = color_of(series, all_series);
         let pts: Vec<(f64, f64)> = by_size
