@@ -269,7 +269,7 @@ via = "198.18.2.2"
     for seq in 0..VIA_NEIGHBOUR {
         let f = udp_frame(H0, R0, H0_IP, Ipv4Addr::new(198, 19, 7, 7), seq);
         assert!(h0.send_bytes(&f));
-        if seq % 100 == 99 {
+        if seq % 50 == 49 {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
