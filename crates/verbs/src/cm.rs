@@ -82,7 +82,10 @@ impl Default for ConnParam {
             rnr_retry: 7,
             min_rnr_timer: 1,
             recovery: Recovery::GoBackN,
-            max_inflight: 256,
+            // A window of 64 packets (256 KiB at a 4096-byte MTU) covers the
+            // bandwidth-delay product of a host or a rack; more only queues in front
+            // of other QPs' packets.
+            max_inflight: 64,
             qkey: 0x1111_1111,
             private_data: Vec::new(),
             handshake_timeout: Duration::from_secs(5),

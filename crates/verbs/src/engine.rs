@@ -17,8 +17,9 @@
 //! timers, transmit what the transport has (its deficit round robin decides whose turn
 //! it is), and route completions to their queues.
 
+use crate::fastmap::FastMap;
 use crate::mr::{MrEntry, MrTable};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::AsFd;
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
@@ -85,12 +86,12 @@ struct CqSlot {
     touched: bool,
 }
 
+/// A QP's rings. The engine takes from a ring only as many requests as the
+/// transport's queue has room for, so nothing waits anywhere but in the ring.
 #[derive(Debug)]
 struct QpSlot {
     sq: Consumer<SqItem>,
-    sq_pending: VecDeque<SqItem>,
     rq: Option<Consumer<RecvWr>>,
-    rq_pending: VecDeque<RecvWr>,
     send_cq: u32,
     recv_cq: u32,
 }
@@ -98,7 +99,6 @@ struct QpSlot {
 #[derive(Debug)]
 struct SrqSlot {
     rq: Consumer<RecvWr>,
-    pending: VecDeque<RecvWr>,
 }
 
 /// Counters of the engine itself (the transport and the link keep their own).
@@ -123,9 +123,9 @@ pub struct EngineStats {
 pub(crate) struct Engine {
     pub(crate) ep: Endpoint<MrTable>,
     link: Box<dyn DatagramLink>,
-    qps: HashMap<u32, QpSlot>,
-    srqs: HashMap<u32, SrqSlot>,
-    cqs: HashMap<u32, CqSlot>,
+    qps: FastMap<u32, QpSlot>,
+    srqs: FastMap<u32, SrqSlot>,
+    cqs: FastMap<u32, CqSlot>,
     next_cq: u32,
     rx: Vec<Datagram>,
     tx: Vec<Datagram>,
@@ -133,6 +133,12 @@ pub(crate) struct Engine {
     sq_scratch: Vec<SqItem>,
     rq_scratch: Vec<RecvWr>,
     origin: std::time::Instant,
+    /// Passes run (the clock of `recent`).
+    pass: u64,
+    /// QPs that transmitted recently, with the pass they last did.
+    recent: FastMap<u32, u64>,
+    /// The transport's scheduling quantum in bytes.
+    quantum: usize,
     pub(crate) stats: EngineStats,
 }
 
@@ -147,15 +153,25 @@ impl fmt::Debug for Engine {
 }
 
 const BURST: usize = 32;
+/// Most bytes one progress pass transmits.
+const TX_BYTES_PER_PASS: usize = 64 << 10;
+/// QPs that sent within this many passes count as active.
+const RECENT_PASSES: u64 = 16;
+/// Rounds of the transport's scheduler a pass may run while several QPs are active.
+const SHARED_ROUNDS: usize = 1;
+/// Most bytes one progress pass receives (checked between bursts).
+const RX_BYTES_PER_PASS: usize = 64 << 10;
 
 impl Engine {
     pub(crate) fn new(ep: Endpoint<MrTable>, link: Box<dyn DatagramLink>) -> Engine {
+        let quantum = ep.config().drr_quantum.max(1) as usize;
         Engine {
+            quantum,
             ep,
             link,
-            qps: HashMap::new(),
-            srqs: HashMap::new(),
-            cqs: HashMap::new(),
+            qps: FastMap::default(),
+            srqs: FastMap::default(),
+            cqs: FastMap::default(),
             next_cq: 1,
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(BURST * 2),
@@ -163,6 +179,8 @@ impl Engine {
             sq_scratch: Vec::with_capacity(BURST),
             rq_scratch: Vec::with_capacity(BURST),
             origin: std::time::Instant::now(),
+            pass: 0,
+            recent: FastMap::default(),
             stats: EngineStats::default(),
         }
     }
@@ -215,9 +233,7 @@ impl Engine {
             qpn,
             QpSlot {
                 sq,
-                sq_pending: VecDeque::new(),
                 rq,
-                rq_pending: VecDeque::new(),
                 send_cq,
                 recv_cq,
             },
@@ -230,13 +246,7 @@ impl Engine {
     }
 
     pub(crate) fn add_srq(&mut self, id: u32, rq: Consumer<RecvWr>) {
-        self.srqs.insert(
-            id,
-            SrqSlot {
-                rq,
-                pending: VecDeque::new(),
-            },
-        );
+        self.srqs.insert(id, SrqSlot { rq });
     }
 
     pub(crate) fn remove_srq(&mut self, id: u32) {
@@ -294,43 +304,34 @@ impl Engine {
         } = self;
         let mut refused: Vec<(u32, SendWr)> = Vec::new();
         for (&qpn, slot) in qps.iter_mut() {
-            // Sends: what waited first, then the ring, in order; never more than the
-            // transport's queue has room for, so nothing is refused as full.
-            let mut room = ep.sq_room(qpn).unwrap_or(0);
-            while room > 0 {
-                if slot.sq_pending.is_empty() && slot.sq.pop_burst(sq_scratch, BURST) > 0 {
-                    slot.sq_pending.extend(sq_scratch.drain(..));
-                }
-                let Some(item) = slot.sq_pending.pop_front() else {
-                    break;
-                };
+            let room = ep.sq_room(qpn).unwrap_or(0).min(BURST);
+            if room > 0 && slot.sq.pop_burst(sq_scratch, room) > 0 {
                 work = true;
-                room -= 1;
-                let SqItem {
-                    wr,
-                    inline_len,
-                    inline,
-                } = item;
-                let (wr_id, op) = (wr.wr_id, wr.op);
-                let r = if wr.inline {
-                    ep.post_send_inline(qpn, wr, &inline[..usize::from(inline_len)])
-                } else {
-                    ep.post_send(qpn, wr)
-                };
-                if r.is_err() {
-                    refused.push((qpn, SendWr::new(wr_id, op, Vec::new())));
+                for item in sq_scratch.drain(..) {
+                    let SqItem {
+                        wr,
+                        inline_len,
+                        inline,
+                    } = item;
+                    let (wr_id, op) = (wr.wr_id, wr.op);
+                    let r = if wr.inline {
+                        ep.post_send_inline(qpn, wr, &inline[..usize::from(inline_len)])
+                    } else {
+                        ep.post_send(qpn, wr)
+                    };
+                    if r.is_err() {
+                        refused.push((qpn, SendWr::new(wr_id, op, Vec::new())));
+                    }
                 }
             }
             if let Some(rq) = &mut slot.rq {
                 let room = ep.rq_room(qpn).unwrap_or(0);
-                work |= feed(room, rq, &mut slot.rq_pending, rq_scratch, |wr| {
-                    ep.post_recv(qpn, wr)
-                });
+                work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
             }
         }
         for (&id, slot) in srqs.iter_mut() {
             let room = ep.srq_room(id).unwrap_or(0);
-            work |= feed(room, &mut slot.rq, &mut slot.pending, rq_scratch, |wr| {
+            work |= feed(room, &mut slot.rq, rq_scratch, |wr| {
                 ep.post_srq_recv(id, wr)
             });
         }
@@ -346,7 +347,7 @@ impl Engine {
     }
 
     fn receive(&mut self, now: Instant) -> bool {
-        let mut got = 0;
+        let (mut got, mut bytes) = (0, 0);
         for _ in 0..4 {
             let n = self.link.recv_burst(&mut self.rx, BURST).unwrap_or(0);
             if n == 0 {
@@ -354,12 +355,13 @@ impl Engine {
             }
             got += n;
             for d in &self.rx {
+                bytes += d.buf.len();
                 self.ep.handle_packet(now, &d.path, &d.buf);
             }
             self.link
                 .pool()
                 .free_burst(self.rx.drain(..).map(|d| d.buf));
-            if n < BURST {
+            if n < BURST || bytes >= RX_BYTES_PER_PASS {
                 break;
             }
         }
@@ -380,8 +382,22 @@ impl Engine {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
-        let mut sent = 0;
-        while sent < 4 * BURST {
+        // How much a pass may send. The engine is CPU-bound, so a pass is also a share
+        // of CPU: while several QPs sent recently, a pass sends at most one round of
+        // the transport's deficit round robin (a quantum per active QP), so a bulk
+        // transfer cannot fill the passes in which a closed-loop flow of small
+        // messages has nothing queued yet and starve it of CPU; alone, a QP gets
+        // `TX_BYTES_PER_PASS`.
+        self.pass += 1;
+        let horizon = self.pass.saturating_sub(RECENT_PASSES);
+        self.recent.retain(|_, &mut p| p >= horizon);
+        let budget = if self.recent.len() >= 2 {
+            SHARED_ROUNDS * self.quantum * self.recent.len()
+        } else {
+            TX_BYTES_PER_PASS
+        };
+        let (mut sent, mut bytes) = (0, 0usize);
+        while sent < 4 * BURST && bytes < budget {
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
                 break;
@@ -398,6 +414,8 @@ impl Engine {
                 self.tx.push(Datagram { buf, path: t.path });
             }
             sent += 1;
+            bytes += t.len;
+            self.recent.insert(t.qpn, self.pass);
             if self.tx.len() >= BURST {
                 self.flush_tx();
                 if !self.tx.is_empty() {
@@ -462,30 +480,23 @@ impl Engine {
     }
 }
 
-/// Move up to `room` receive work requests (waiting ones first) into the transport.
+/// Move up to `room` receive work requests from the ring into the transport.
 fn feed(
-    mut room: usize,
+    room: usize,
     ring: &mut Consumer<RecvWr>,
-    pending: &mut VecDeque<RecvWr>,
     scratch: &mut Vec<RecvWr>,
     mut post: impl FnMut(RecvWr) -> Result<(), PostError>,
 ) -> bool {
-    let mut work = false;
-    while room > 0 {
-        if pending.is_empty() && ring.pop_burst(scratch, BURST) > 0 {
-            pending.extend(scratch.drain(..));
-        }
-        let Some(wr) = pending.pop_front() else {
-            break;
-        };
-        work = true;
-        room -= 1;
-        // The application checked the request; a refusal here means the queue went
-        // away, and its receives go with it (they are flushed by the transport when a
-        // QP errors, and a destroyed queue completes nothing, as with ibverbs).
+    if room == 0 || ring.pop_burst(scratch, room.min(BURST)) == 0 {
+        return false;
+    }
+    for wr in scratch.drain(..) {
+        // The application checked the request and the room was counted; a refusal
+        // means the queue went away, and its receives go with it (a destroyed queue
+        // completes nothing, as with ibverbs).
         let _ = post(wr);
     }
-    work
+    true
 }
 
 /// Make a completion queue's new entries visible and fire its channel if armed.
@@ -528,7 +539,7 @@ pub(crate) struct Shared {
     pub(crate) idle_spin: Duration,
     pub(crate) local_addr: std::net::SocketAddr,
     /// lkeys of live regions, for gathering inline sends on the posting thread.
-    pub(crate) inline_keys: std::sync::RwLock<HashMap<u32, Arc<MrEntry>>>,
+    pub(crate) inline_keys: std::sync::RwLock<FastMap<u32, Arc<MrEntry>>>,
 }
 
 impl Shared {
@@ -547,7 +558,7 @@ impl Shared {
             progress,
             idle_spin,
             local_addr,
-            inline_keys: std::sync::RwLock::new(HashMap::new()),
+            inline_keys: std::sync::RwLock::new(FastMap::default()),
         })
     }
 

@@ -20,6 +20,7 @@ mod context;
 mod cq;
 pub mod engine;
 mod error;
+mod fastmap;
 mod links;
 pub mod mr;
 mod qp;

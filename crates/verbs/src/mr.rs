@@ -17,8 +17,8 @@
 #![allow(unsafe_code)]
 
 use crate::engine::Shared;
+use crate::fastmap::FastMap;
 use crate::Error;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use weft_transport::{Access, AccessError, AtomicOp, Key, Memory};
@@ -76,8 +76,8 @@ impl MrEntry {
 /// [`Memory`] trait: the engine hands it to `weft_transport::Endpoint`.
 #[derive(Debug, Default)]
 pub(crate) struct MrTable {
-    by_lkey: HashMap<u32, Arc<MrEntry>>,
-    by_rkey: HashMap<u32, Arc<MrEntry>>,
+    by_lkey: FastMap<u32, Arc<MrEntry>>,
+    by_rkey: FastMap<u32, Arc<MrEntry>>,
 }
 
 impl MrTable {
@@ -406,7 +406,7 @@ impl Drop for MemoryRegion {
 /// checking each lkey, protection domain and bound against `keys`. Returns the
 /// number of bytes gathered.
 pub(crate) fn gather_inline(
-    keys: &HashMap<u32, Arc<MrEntry>>,
+    keys: &FastMap<u32, Arc<MrEntry>>,
     pd: u32,
     sges: &[weft_transport::Sge],
     out: &mut [u8],

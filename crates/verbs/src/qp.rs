@@ -43,7 +43,7 @@ impl QpInitAttr {
 #[derive(Debug)]
 pub struct QueuePair {
     ctx: Context,
-    pd: u32,
+    pd: ProtectionDomain,
     qpn: u32,
     init: QpInitAttr,
     sq: Producer<SqItem>,
@@ -94,7 +94,7 @@ impl ProtectionDomain {
         drop(e);
         Ok(QueuePair {
             ctx: self.ctx.clone(),
-            pd: self.pd,
+            pd: self.clone(),
             qpn,
             init,
             sq: sq_tx,
@@ -125,6 +125,11 @@ impl QueuePair {
     /// The QP number (unpredictable, 24 bits).
     pub fn qp_num(&self) -> u32 {
         self.qpn
+    }
+
+    /// The protection domain the QP was created in.
+    pub fn pd(&self) -> &ProtectionDomain {
+        &self.pd
     }
 
     /// The transport service.
@@ -218,7 +223,7 @@ impl QueuePair {
                 .inline_keys
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
-            let n = gather_inline(&keys, self.pd, &item.wr.sg_list, &mut item.inline)
+            let n = gather_inline(&keys, self.pd.pd, &item.wr.sg_list, &mut item.inline)
                 .map_err(Error::InlineAccess)?;
             item.inline_len = n as u16;
         }

@@ -22,9 +22,15 @@ pub struct Side {
 }
 
 pub fn device(kind: LinkKind, progress: Progress) -> Context {
+    device_with(kind, progress, true)
+}
+
+/// A device; `icrc: false` asks the shm link to carry no ICRC (both ends must agree).
+pub fn device_with(kind: LinkKind, progress: Progress, icrc: bool) -> Context {
     let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut cfg = DeviceConfig::new(kind, addr);
     cfg.progress = progress;
+    cfg.icrc = icrc;
     if kind == LinkKind::Shm {
         // shm names must be unique per device: pick a port from the process id and a
         // counter.
