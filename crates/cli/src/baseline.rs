@@ -38,7 +38,7 @@ use weft::perf::record::{Meta, Record};
 use weft::perf::run::{self, LoopOpts, Progress, Round};
 use weft::perf::stats::BandwidthStats;
 use weft::perf::table::Output;
-use weft::perf::{bandwidth_record, latency_record};
+use weft::perf::{bandwidth_record, drive, latency_record, Plan};
 
 /// The largest UDP payload over IPv4 (65535 − 20 − 8).
 const UDP_MAX: u64 = 65_507;
@@ -249,17 +249,22 @@ fn seq_bits(size: u64) -> u32 {
 
 fn client(args: &Args, addr: SocketAddr) -> anyhow::Result<()> {
     let test = args.test;
-    let sizes = if args.all {
-        run::sweep_sizes(test.sweep_cap())
+    let cap = if args.all {
+        test.sweep_cap()
+    } else if test.is_udp() {
+        UDP_MAX
     } else {
-        vec![args.size.unwrap_or(if test.is_lat() { 2 } else { 65536 })]
+        1 << 30
     };
-    let iters = args
-        .iters
-        .unwrap_or(if test.is_lat() { 1000 } else { 5000 });
-    if iters == 0 {
-        bail!("--iters must be at least 1");
-    }
+    let plan = Plan::new(
+        test.is_lat(),
+        args.size,
+        args.all,
+        cap,
+        args.iters,
+        args.warmup,
+        Duration::from_secs_f64(args.time_limit),
+    )?;
     let ctl = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
         .with_context(|| format!("connecting to the server at {addr}"))?;
     ctl.set_nodelay(true)?;
@@ -284,31 +289,19 @@ fn client(args: &Args, addr: SocketAddr) -> anyhow::Result<()> {
     };
     let mut out = Output::stdout(args.json);
     let mut progress = Progress::new(!args.quiet);
-    for (k, &size) in sizes.iter().enumerate() {
-        let n = if test.is_lat() {
-            iters
-        } else {
-            run::bw_messages(size, iters)
-        };
-        let warmup = args.warmup.unwrap_or((n / 10).clamp(10, 1000));
-        let opts = LoopOpts {
-            warmup,
-            iters: n,
-            time_limit: Duration::from_secs_f64(args.time_limit),
-        };
-        progress.begin(
-            k + 1,
-            sizes.len(),
-            format!("{} {size} B x {n} to {addr}", test.name()),
-        );
-        let record = match test {
-            Test::TcpLat => tcp_lat(&mut ctl, addr, &meta, size, &opts, args, &mut progress),
-            Test::UdpLat => udp_lat(&mut ctl, addr, &meta, size, &opts, args, &mut progress),
-            Test::TcpBw => tcp_bw(&mut ctl, addr, &meta, size, &opts, &mut progress),
-            Test::UdpBw => udp_bw(&mut ctl, addr, &meta, size, &opts, &mut progress),
-        }?;
-        out.emit(&record)?;
-    }
+    let label = format!("{} to {addr}:", test.name());
+    drive(
+        &plan,
+        &label,
+        &mut progress,
+        &mut out,
+        |size, opts, progress| match test {
+            Test::TcpLat => tcp_lat(&mut ctl, addr, &meta, size, opts, args, progress),
+            Test::UdpLat => udp_lat(&mut ctl, addr, &meta, size, opts, args, progress),
+            Test::TcpBw => tcp_bw(&mut ctl, addr, &meta, size, opts, progress),
+            Test::UdpBw => udp_bw(&mut ctl, addr, &meta, size, opts, progress),
+        },
+    )?;
     ctl.send(&json!({"op": "bye"}))?;
     Ok(())
 }
@@ -500,7 +493,6 @@ fn udp_bw(
     // `complete` asks the server what arrived since the last sync; the second answer
     // is the measured phase's.
     let mut synced: Vec<Value> = Vec::new();
-    let ctl_cell = std::cell::RefCell::new(ctl);
     run::bandwidth(
         opts,
         progress,
@@ -517,13 +509,11 @@ fn udp_bw(
             Ok(())
         },
         || {
-            let mut c = ctl_cell.borrow_mut();
-            c.send(&json!({"op": "sync"}))?;
-            synced.push(c.expect()?);
+            ctl.send(&json!({"op": "sync"}))?;
+            synced.push(ctl.expect()?);
             Ok(())
         },
     )?;
-    let ctl = ctl_cell.into_inner();
     ctl.send(&json!({"op": "done"}))?;
     ctl.expect()?;
     let got = synced.last().ok_or_else(|| anyhow!("no sync"))?;

@@ -10,7 +10,10 @@
 //!   has arrived (`run::bandwidth`);
 //!
 //! then turns the result into a [`record::Record`] with [`latency_record`] or
-//! [`bandwidth_record`] and writes it with [`table::Output`].
+//! [`bandwidth_record`]. [`Plan`] turns the perftest-like options (`--size`,
+//! `--all`, `--iters`, `--warmup`) into the sizes and loop options, and [`drive`]
+//! runs a closure per size with progress on stderr and writes each record as it
+//! comes ([`table::Output`]). The server side of `--local` is [`local`].
 
 pub mod local;
 pub mod record;
@@ -18,9 +21,100 @@ pub mod run;
 pub mod stats;
 pub mod table;
 
+use std::io::Write;
+use std::time::Duration;
+
 use record::{Meta, Record};
-use run::{BandwidthRun, PingPongRun};
+use run::{BandwidthRun, LoopOpts, PingPongRun, Progress};
 use stats::{BandwidthStats, LatencyStats, Method};
+use table::Output;
+
+/// What a client runs: the message sizes and, per size, how many iterations.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub sizes: Vec<u64>,
+    /// Latency test (ping-pong) or bandwidth test.
+    pub latency: bool,
+    /// `--iters`: rounds per size (latency) or messages per size (bandwidth, capped
+    /// by [`run::bw_messages`]).
+    pub iters: u64,
+    /// `--warmup`; `None`: a tenth of the iterations, 10 to 1000.
+    pub warmup: Option<u64>,
+    /// Per-size time limit of a ping-pong.
+    pub time_limit: Duration,
+}
+
+impl Plan {
+    /// perftest's defaults: 2 B and 1000 rounds for latency, 64 KiB and 5000
+    /// messages for bandwidth; `all` sweeps 2 B … `cap` ([`run::sweep_sizes`]).
+    pub fn new(
+        latency: bool,
+        size: Option<u64>,
+        all: bool,
+        cap: u64,
+        iters: Option<u64>,
+        warmup: Option<u64>,
+        time_limit: Duration,
+    ) -> anyhow::Result<Plan> {
+        let sizes = if all {
+            run::sweep_sizes(cap)
+        } else {
+            vec![size.unwrap_or(if latency { 2 } else { 65536 })]
+        };
+        if let Some(&s) = sizes.iter().find(|&&s| s == 0 || s > cap) {
+            anyhow::bail!("message size {s} outside 1 … {cap} bytes for this test");
+        }
+        let iters = iters.unwrap_or(if latency { 1000 } else { 5000 });
+        anyhow::ensure!(iters >= 1, "--iters must be at least 1");
+        Ok(Plan {
+            sizes,
+            latency,
+            iters,
+            warmup,
+            time_limit,
+        })
+    }
+
+    /// The loop options at `size`.
+    pub fn loop_opts(&self, size: u64) -> LoopOpts {
+        let n = if self.latency {
+            self.iters
+        } else {
+            run::bw_messages(size, self.iters)
+        };
+        LoopOpts {
+            warmup: self.warmup.unwrap_or((n / 10).clamp(10, 1000)),
+            iters: n,
+            time_limit: self.time_limit,
+        }
+    }
+}
+
+/// Runs `one(size, loop options, progress)` for every size of `plan`, announcing each
+/// on stderr (`[k/n] label size B x iters`) and writing its record to `out` as soon
+/// as it is measured. Stops at the first error (a broken connection); a size that
+/// failed on its own should come back as a [`Record::failed`] instead.
+pub fn drive<W: Write>(
+    plan: &Plan,
+    label: &str,
+    progress: &mut Progress,
+    out: &mut Output<W>,
+    mut one: impl FnMut(u64, &LoopOpts, &mut Progress) -> anyhow::Result<Record>,
+) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::with_capacity(plan.sizes.len());
+    for (k, &size) in plan.sizes.iter().enumerate() {
+        let opts = plan.loop_opts(size);
+        progress.begin(
+            k + 1,
+            plan.sizes.len(),
+            format!("{label} {size} B x {}", opts.iters),
+        );
+        let r = one(size, &opts, progress)?;
+        out.emit(&r)?;
+        records.push(r);
+    }
+    Ok(records)
+}
 
 /// The record of one ping-pong run. `turnarounds` are the server's `(seq, t3 − t2
 /// ns)` for the symmetric method (`None`: half the round trip), with the server's
