@@ -625,14 +625,21 @@ impl ConnectRequest {
         &self.peer
     }
 
+    /// The device whose listener took the request.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
     /// Accept with `qp` (`rdma_accept`): refuses a peer whose link, QP type, ICRC use
     /// or address family differ from ours, brings `qp` to RTS, answers, and waits for
     /// the client's ready message.
+    ///
+    /// `qp` may belong to another device than the listener's (a server that runs one
+    /// device per core behind one listener): the answer names `qp`'s device, so the
+    /// client's QP talks to it directly.
     pub fn accept(mut self, qp: &mut QueuePair, param: &ConnParam) -> Result<Connection, Error> {
-        if !Arc::ptr_eq(qp.context().shared(), self.ctx.shared()) {
-            return Err(Error::WrongContext);
-        }
-        if let Some(why) = mismatch(&self.ctx, qp, &self.peer) {
+        let ctx = qp.context().clone();
+        if let Some(why) = mismatch(&ctx, qp, &self.peer) {
             let _ = send_msg(&mut self.stream, KIND_REJECT, why.as_bytes());
             return Err(Error::Rejected(why));
         }
@@ -642,19 +649,14 @@ impl ConnectRequest {
         send_msg(
             &mut self.stream,
             KIND_ACCEPT,
-            &hello(&self.ctx, KIND_ACCEPT, qp, psn, param).encode(),
+            &hello(&ctx, KIND_ACCEPT, qp, psn, param).encode(),
         )?;
         match recv_msg(&mut self.stream, deadline)? {
             (KIND_READY, _) => {}
             (k, _) => return Err(Error::Protocol(format!("expected ready, got kind {k}"))),
         }
         let remote = remote_of(&self.peer, param);
-        Connection::start(
-            self.stream,
-            remote,
-            Arc::clone(self.ctx.shared()),
-            qp.qp_num(),
-        )
+        Connection::start(self.stream, remote, Arc::clone(ctx.shared()), qp.qp_num())
     }
 
     /// Refuse the request with a reason the client sees (`rdma_reject`).

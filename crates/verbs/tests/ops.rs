@@ -225,3 +225,49 @@ fn rc_send_with_imm_over_shm_inline_progress() {
 fn rc_write_read_atomics_against_a_passive_target_shm() {
     write_read_atomics(LinkKind::Shm, Progress::Thread);
 }
+
+#[test]
+fn one_listener_accepts_queue_pairs_of_other_devices() {
+    // A server with one device per core behind one listener: the listener's device
+    // takes the request, a second device's QP accepts it, and traffic flows between
+    // the client and that second device.
+    use weft_verbs::cm::{self, ConnParam, Listener};
+    for kind in [LinkKind::Udp, LinkKind::Shm] {
+        let front = device(kind, Progress::Thread);
+        let mut back = side(kind, Progress::Thread, QpType::Rc, 4096);
+        let mut client = side(kind, Progress::Thread, QpType::Rc, 4096);
+        let listener = Listener::bind(&front, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = listener.local_addr().unwrap();
+        let param = ConnParam::default();
+        let (conn_back, conn_client) = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let req = listener.get_request(T).unwrap();
+                assert_eq!(req.context().local_addr(), front.local_addr());
+                req.accept(&mut back.qp, &param).unwrap()
+            });
+            let c = cm::connect(&mut client.qp, at, &param).unwrap();
+            (h.join().unwrap(), c)
+        });
+        assert_eq!(conn_client.remote().addr, back.ctx.local_addr());
+        back.qp
+            .post_recv([RecvWr {
+                wr_id: 1,
+                sg_list: vec![back.mr.sge(0, 64)],
+            }])
+            .unwrap();
+        client.mr.write(0, b"to the second device").unwrap();
+        client
+            .qp
+            .post_send([SendWr::new(
+                2,
+                WrOp::Send { imm: None },
+                vec![client.mr.sge(0, 20)],
+            )])
+            .unwrap();
+        ok(&mut client.cq, 1);
+        let c = ok(&mut back.cq, 1);
+        assert_eq!(c[0].byte_len, 20);
+        assert_eq!(back.mr.to_vec(0, 20).unwrap(), b"to the second device");
+        drop((conn_back, conn_client));
+    }
+}
