@@ -5,6 +5,7 @@ mod alloc_count;
 mod baseline;
 mod demo;
 mod lpm_bench;
+mod perf_cmd;
 mod report;
 mod router;
 
@@ -34,6 +35,8 @@ enum Command {
     /// Run the IP router, control a running one, or benchmark it.
     Router(router::Args),
     /// Kernel-socket baselines (TCP/UDP latency and bandwidth) in weft perf's format.
+    /// perftest for weft: latency and bandwidth of verbs over the udp or shm link.
+    Perf(perf_cmd::Args),
     Baseline(baseline::Args),
     /// Plots and a markdown table from perf / baseline / peers JSON lines.
     Report(report::Args),
@@ -45,6 +48,7 @@ fn main() -> anyhow::Result<()> {
         Command::Decode(args) => decode::run(args),
         Command::LpmBench(args) => lpm_bench::run(args),
         Command::Router(args) => router::run(args),
+        Command::Perf(args) => perf_cmd::run(args),
         Command::Baseline(args) => baseline::run(args),
         Command::Report(args) => report::run(args),
     }

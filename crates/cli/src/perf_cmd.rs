@@ -1,0 +1,1050 @@
+//! `weft perf TEST`: perftest for weft. Latency (send-lat, write-lat, read-lat,
+//! atomic-lat) and bandwidth (send-bw, write-bw, read-bw) of weft-verbs over the udp
+//! or shm link, with the harness `weft baseline` uses, so records line up.
+//!
+//! Like perftest: without a host this is the server (it serves runs until the client
+//! says it is done); with a host it is the client; `--local` runs the server as a
+//! child process. Each message size is one connection through weft's connection
+//! manager; the request's private data says what to run, the answer's carries the
+//! server's buffer address and rkey.
+//!
+//! - send-lat: ping-pong of SENDs (RC, UC or UD); one-way = half the round trip, or
+//!   with `--symmetric` ((t4 − t1) − (t3 − t2)) / 2 with the server's turnaround times
+//!   sent back at the end of the run.
+//! - write-lat: each side WRITEs into the other's buffer and polls the last byte for
+//!   the round's marker (perftest's method; RC and UC).
+//! - read-lat, atomic-lat: one READ / fetch-and-add at a time against the passive
+//!   server; one-way is half of its completion time.
+//! - *-bw: `--tx-depth` work requests in flight, a completion requested every 16;
+//!   the time runs from the first post to the last completion (for RC: the last
+//!   acknowledgement, so delivered data).
+
+use std::ffi::OsString;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use weft::perf::local::{announce_ready, LocalServer};
+use weft::perf::record::Meta;
+use weft::perf::run::{self, LoopOpts, Progress as Prog, Round};
+use weft::perf::table::Output;
+use weft::perf::{bandwidth_record, latency_record};
+use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::{
+    Access, Completion, CompletionChannel, CompletionQueue, Context, DeviceConfig, LinkKind,
+    MemoryRegion, Mtu, Progress, QpInitAttr, QpState, QpType, QueuePair, RecvWr, RemoteAddr,
+    SendWr, WcStatus, WrOp, GRH_LEN,
+};
+
+/// A perf test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Test {
+    SendLat,
+    SendBw,
+    WriteLat,
+    WriteBw,
+    ReadLat,
+    ReadBw,
+    AtomicLat,
+}
+
+const TESTS: [Test; 7] = [
+    Test::SendLat,
+    Test::SendBw,
+    Test::WriteLat,
+    Test::WriteBw,
+    Test::ReadLat,
+    Test::ReadBw,
+    Test::AtomicLat,
+];
+
+impl Test {
+    fn name(self) -> &'static str {
+        match self {
+            Test::SendLat => "send-lat",
+            Test::SendBw => "send-bw",
+            Test::WriteLat => "write-lat",
+            Test::WriteBw => "write-bw",
+            Test::ReadLat => "read-lat",
+            Test::ReadBw => "read-bw",
+            Test::AtomicLat => "atomic-lat",
+        }
+    }
+    fn code(self) -> u8 {
+        TESTS.iter().position(|t| *t == self).unwrap_or(0) as u8
+    }
+    fn from_code(c: u8) -> Option<Test> {
+        TESTS.get(usize::from(c)).copied()
+    }
+    fn is_lat(self) -> bool {
+        matches!(
+            self,
+            Test::SendLat | Test::WriteLat | Test::ReadLat | Test::AtomicLat
+        )
+    }
+    fn is_send(self) -> bool {
+        matches!(self, Test::SendLat | Test::SendBw)
+    }
+}
+
+/// Transport service of the QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Qp {
+    Rc,
+    Uc,
+    Ud,
+}
+
+impl Qp {
+    fn qp_type(self) -> QpType {
+        match self {
+            Qp::Rc => QpType::Rc,
+            Qp::Uc => QpType::Uc,
+            Qp::Ud => QpType::Ud,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Qp::Rc => "rc",
+            Qp::Uc => "uc",
+            Qp::Ud => "ud",
+        }
+    }
+}
+
+/// The link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Link {
+    Udp,
+    Shm,
+}
+
+/// Who drives the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// The polling thread runs the engine (lowest latency; one busy thread a side).
+    Inline,
+    /// A dedicated engine thread.
+    Thread,
+}
+
+/// Arguments of `weft perf`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The test.
+    #[arg(value_enum)]
+    pub test: Test,
+    /// Server to connect to (its connection-manager address). Without it (and without
+    /// --local) this is the server.
+    pub host: Option<String>,
+    /// Connection-manager TCP port (server: 0 picks one and prints it).
+    #[arg(short, long, default_value_t = 18515)]
+    pub port: u16,
+    /// IP address of this side's device (udp: the socket's address; shm: part of its
+    /// name) and, on the server, of the connection-manager listener.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub ip: IpAddr,
+    /// Run the server as a child process on this host and the client here.
+    #[arg(long, conflicts_with = "host")]
+    pub local: bool,
+    /// Link: udp or shm.
+    #[arg(long, value_enum, default_value_t = Link::Udp)]
+    pub link: Link,
+    /// Queue pair type: rc, uc or ud.
+    #[arg(long, value_enum, default_value_t = Qp::Rc)]
+    pub qp: Qp,
+    /// Message size in bytes (default: 2 for latency, 65536 for bandwidth; atomics 8).
+    #[arg(short, long)]
+    pub size: Option<u64>,
+    /// Sweep 2 B … 8 MiB in powers of two (UD: up to the path MTU).
+    #[arg(short, long, conflicts_with = "size")]
+    pub all: bool,
+    /// Measured iterations per size (default: 1000 latency, 5000 bandwidth).
+    #[arg(short = 'n', long)]
+    pub iters: Option<u64>,
+    /// Unmeasured iterations first (default: a tenth of --iters, 10 to 1000).
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(long, default_value_t = 4096)]
+    pub mtu: usize,
+    /// Work requests in flight in bandwidth tests.
+    #[arg(long, default_value_t = 128)]
+    pub tx_depth: usize,
+    /// Send messages up to this size inline (copied at post time; at most 256).
+    #[arg(long, default_value_t = 220)]
+    pub inline: u64,
+    /// Wait on a completion channel instead of busy polling.
+    #[arg(long)]
+    pub event: bool,
+    /// Who drives the engine.
+    #[arg(long, value_enum, default_value_t = ProgressMode::Inline)]
+    pub progress: ProgressMode,
+    /// shm: carry no ICRC (both sides must agree).
+    #[arg(long)]
+    pub no_icrc: bool,
+    /// send-lat: one-way latency by the symmetric timestamp method.
+    #[arg(long)]
+    pub symmetric: bool,
+    /// Seconds a latency size may run before it stops with what it has.
+    #[arg(long, default_value_t = 5.0)]
+    pub time_limit: f64,
+    /// One JSON object per size instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Print the engine's, transport's and link's counters after each size (stderr).
+    #[arg(long)]
+    pub stats: bool,
+    /// Server: give up when no client connects within this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub idle_timeout: f64,
+}
+
+/// Deadline for any single wait inside a run: a peer that stops answering ends the
+/// run with an error, never a hang.
+const WAIT: Duration = Duration::from_secs(10);
+/// Receive buffers the server keeps posted in send-bw: at most this many, and at most
+/// 64 MiB of them.
+const RX_SLOTS: usize = 256;
+const RX_BYTES: u64 = 64 << 20;
+/// A completion is requested every this many bandwidth work requests.
+const SIGNAL_EVERY: u64 = 16;
+
+/// Run `weft perf`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    check(&args)?;
+    if args.local {
+        return local(&args);
+    }
+    match &args.host {
+        None => serve(&args),
+        Some(h) => {
+            let at = (h.as_str(), args.port)
+                .to_socket_addrs()
+                .with_context(|| format!("resolving {h}"))?
+                .next()
+                .ok_or_else(|| anyhow!("{h} has no address"))?;
+            client(&args, at)
+        }
+    }
+}
+
+fn check(a: &Args) -> anyhow::Result<()> {
+    if Mtu::from_bytes(a.mtu).is_none() {
+        bail!("--mtu must be 256, 512, 1024, 2048 or 4096");
+    }
+    match (a.qp, a.test) {
+        (Qp::Ud, t) if !t.is_send() => bail!("UD carries SENDs only"),
+        (Qp::Uc, Test::ReadLat | Test::ReadBw | Test::AtomicLat) => {
+            bail!("UC has no READ or atomics")
+        }
+        _ => {}
+    }
+    if a.symmetric && (a.test != Test::SendLat || a.qp != Qp::Rc) {
+        bail!("--symmetric applies to send-lat over RC (the report travels reliably)");
+    }
+    if let Some(s) = a.size {
+        if s == 0 || s > 1 << 30 {
+            bail!("--size must be 1 B … 1 GiB");
+        }
+        if a.qp == Qp::Ud && s > a.mtu as u64 {
+            bail!("a UD message fits one packet: --size at most --mtu");
+        }
+    }
+    if a.tx_depth == 0 {
+        bail!("--tx-depth must be at least 1");
+    }
+    Ok(())
+}
+
+fn local(a: &Args) -> anyhow::Result<()> {
+    let mut sargs: Vec<String> = vec![
+        "perf".into(),
+        a.test.name().into(),
+        "--port".into(),
+        "0".into(),
+        "--link".into(),
+        format!("{:?}", a.link).to_lowercase(),
+        "--qp".into(),
+        a.qp.name().into(),
+        "--progress".into(),
+        format!("{:?}", a.progress).to_lowercase(),
+        "--mtu".into(),
+        a.mtu.to_string(),
+        "--inline".into(),
+        a.inline.to_string(),
+        "--idle-timeout".into(),
+        "30".into(),
+        "--quiet".into(),
+    ];
+    if a.no_icrc {
+        sargs.push("--no-icrc".into());
+    }
+    if a.event {
+        sargs.push("--event".into());
+    }
+    let sargs: Vec<OsString> = sargs.into_iter().map(OsString::from).collect();
+    let server = LocalServer::spawn(&sargs, Duration::from_secs(30))?;
+    let result = client(a, SocketAddr::new(a.ip, server.port));
+    let reaped = server.reap(Duration::from_secs(20));
+    result?;
+    reaped.map(|_| ())
+}
+
+/// What one run is, as the client asks for it (the request's private data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Plan {
+    done: bool,
+    test: Test,
+    size: u64,
+    /// Warm-up plus measured rounds or messages.
+    count: u64,
+    symmetric: bool,
+    /// The client's buffer (write-lat).
+    remote: RemoteAddr,
+}
+
+impl Plan {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(32);
+        b.push(u8::from(self.done) | (u8::from(self.symmetric) << 1));
+        b.push(self.test.code());
+        b.extend_from_slice(&self.size.to_be_bytes());
+        b.extend_from_slice(&self.count.to_be_bytes());
+        b.extend_from_slice(&self.remote.addr.to_be_bytes());
+        b.extend_from_slice(&self.remote.rkey.to_be_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> anyhow::Result<Plan> {
+        if b.len() != 30 {
+            bail!("run request of {} bytes, expected 30", b.len());
+        }
+        let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Ok(Plan {
+            done: b[0] & 1 != 0,
+            symmetric: b[0] & 2 != 0,
+            test: Test::from_code(b[1]).ok_or_else(|| anyhow!("unknown test code {}", b[1]))?,
+            size: u64_at(2),
+            count: u64_at(10),
+            remote: RemoteAddr {
+                addr: u64_at(18),
+                rkey: u32::from_be_bytes(b[26..30].try_into().unwrap_or([0; 4])),
+            },
+        })
+    }
+}
+
+fn remote_of(private: &[u8]) -> anyhow::Result<RemoteAddr> {
+    if private.len() < 12 {
+        bail!("server answered without its buffer");
+    }
+    Ok(RemoteAddr {
+        addr: u64::from_be_bytes(private[..8].try_into()?),
+        rkey: u32::from_be_bytes(private[8..12].try_into()?),
+    })
+}
+
+fn remote_bytes(mr: &MemoryRegion, offset: u64) -> Vec<u8> {
+    let r = mr.remote(offset as usize);
+    let mut v = r.addr.to_be_bytes().to_vec();
+    v.extend_from_slice(&r.rkey.to_be_bytes());
+    v
+}
+
+/// One side's queues on a device.
+struct Side {
+    ctx: Context,
+    cq: CompletionQueue,
+    channel: Option<CompletionChannel>,
+    event: bool,
+    out: Vec<Completion>,
+}
+
+fn device(a: &Args) -> anyhow::Result<Context> {
+    let link = match a.link {
+        Link::Udp => LinkKind::Udp,
+        Link::Shm => LinkKind::Shm,
+    };
+    // udp: any free port; shm: a name unique to this process.
+    let port = match a.link {
+        Link::Udp => 0,
+        Link::Shm => 20_000 + (std::process::id() % 40_000) as u16,
+    };
+    let mut cfg = DeviceConfig::new(link, SocketAddr::new(a.ip, port));
+    cfg.progress = match a.progress {
+        ProgressMode::Inline => Progress::Inline,
+        ProgressMode::Thread => Progress::Thread,
+    };
+    cfg.icrc = !(a.no_icrc && a.link == Link::Shm);
+    Context::open_with(cfg).context("opening the device")
+}
+
+/// Fresh queues (a completion queue and a QP in RESET) on `ctx`.
+fn queues(ctx: &Context, a: &Args, rx_depth: usize) -> anyhow::Result<(Side, QueuePair)> {
+    let channel = if a.event {
+        Some(CompletionChannel::new(ctx)?)
+    } else {
+        None
+    };
+    let cq = CompletionQueue::new(ctx, 4 * (a.tx_depth + rx_depth).max(64), channel.as_ref());
+    let pd = ctx.alloc_pd();
+    let mut init = QpInitAttr::new(a.qp.qp_type());
+    init.max_send_wr = a.tx_depth.max(2);
+    init.max_recv_wr = rx_depth.max(2);
+    let qp = pd.create_qp(&cq, &cq, None, init)?;
+    Ok((
+        Side {
+            ctx: ctx.clone(),
+            cq,
+            channel,
+            event: a.event,
+            out: Vec::with_capacity(64),
+        },
+        qp,
+    ))
+}
+
+impl Side {
+    /// Completions, waiting for at least one (busy poll, or the channel with --event).
+    fn wait(&mut self) -> anyhow::Result<&[Completion]> {
+        self.out.clear();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if self.cq.poll(&mut self.out, 64) > 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("no completion within {WAIT:?}: the peer stopped answering");
+            }
+            if let Some(ch) = &self.channel {
+                self.cq.req_notify();
+                if self.cq.poll(&mut self.out, 64) > 0 {
+                    break;
+                }
+                if ch.get_cq_event(Duration::from_millis(100)).is_ok() {
+                    self.cq.ack_events(1);
+                }
+            }
+        }
+        if let Some(bad) = self.out.iter().find(|c| c.status != WcStatus::Success) {
+            bail!("completion error: {:?} (wr {})", bad.status, bad.wr_id);
+        }
+        Ok(&self.out)
+    }
+
+    /// Run the engine while spinning on memory (inline progress needs it).
+    fn spin(&self) {
+        if self.ctx.progress_mode() == Progress::Inline {
+            self.ctx.progress();
+        } else if self.event {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn param(a: &Args, private: Vec<u8>) -> ConnParam {
+    ConnParam {
+        path_mtu: Mtu::from_bytes(a.mtu).unwrap_or(Mtu::M4096),
+        private_data: private,
+        ..ConnParam::default()
+    }
+}
+
+fn marker(seq: u64) -> u8 {
+    (seq % 255) as u8 + 1
+}
+
+fn send_wr(mr: &MemoryRegion, off: usize, size: u64, inline: u64, signaled: bool) -> SendWr {
+    let mut wr = SendWr::new(0, WrOp::Send { imm: None }, vec![mr.sge(off, size as u32)]);
+    wr.inline = size <= inline.min(256);
+    wr.signaled = signaled;
+    wr
+}
+
+// ---------------------------------------------------------------------------------
+// Server
+
+fn serve(a: &Args) -> anyhow::Result<()> {
+    let ctx = device(a)?;
+    let listener = Listener::bind(&ctx, SocketAddr::new(a.ip, a.port))?;
+    let port = listener.local_addr()?.port();
+    announce_ready(port)?;
+    if !a.quiet {
+        eprintln!(
+            "weft perf server: connection manager on {}:{port}, device {}",
+            a.ip,
+            ctx.local_addr()
+        );
+    }
+    loop {
+        let req = listener
+            .get_request(Duration::from_secs_f64(a.idle_timeout))
+            .context("waiting for a client")?;
+        let plan = match Plan::decode(&req.peer().private_data) {
+            Ok(p) => p,
+            Err(e) => {
+                req.reject(&format!("{e:#}"));
+                continue;
+            }
+        };
+        if plan.done {
+            req.reject("done");
+            return Ok(());
+        }
+        // Fresh queues and buffer per run: the last run's QP ended in ERR when its
+        // connection closed.
+        let (mut side, mut qp) = queues(&ctx, a, rx_slots(plan.size))?;
+        let (len, exposed) = server_buffer(&plan);
+        let mr = qp.pd().alloc_mr(len.max(64) as usize, Access::ALL);
+        let p = param(a, remote_bytes(&mr, exposed));
+        cm::init_qp(&mut qp, &p)?;
+        pre_post(&plan, &mut qp, &mr)?;
+        let conn = match req.accept(&mut qp, &p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("weft perf server: accept: {e}");
+                continue;
+            }
+        };
+        if let Err(e) = serve_run(a, &plan, &mut side, &mut qp, &mr) {
+            eprintln!(
+                "weft perf server: {} size {}: {e:#}",
+                plan.test.name(),
+                plan.size
+            );
+        }
+        drop(conn);
+    }
+}
+
+/// Bytes of the server's buffer for a run, and the offset the client may WRITE or
+/// READ at.
+fn server_buffer(p: &Plan) -> (u64, u64) {
+    match p.test {
+        Test::SendLat => (2 * (p.size + GRH_LEN as u64), 0),
+        Test::SendBw => (rx_slots(p.size) as u64 * (p.size + GRH_LEN as u64), 0),
+        // A send half and a receive half; the client WRITEs into the second.
+        Test::WriteLat => (2 * p.size, p.size),
+        Test::WriteBw | Test::ReadLat | Test::ReadBw => (p.size, 0),
+        Test::AtomicLat => (8, 0),
+    }
+}
+
+fn rx_slots(size: u64) -> usize {
+    ((RX_BYTES / size.max(1)) as usize).clamp(1, RX_SLOTS)
+}
+
+/// Receives posted before the connection is accepted.
+fn pre_post(p: &Plan, qp: &mut QueuePair, mr: &MemoryRegion) -> anyhow::Result<()> {
+    let slot = (p.size + GRH_LEN as u64) as usize;
+    let n = match p.test {
+        Test::SendLat => 1,
+        Test::SendBw => rx_slots(p.size),
+        _ => return Ok(()),
+    };
+    qp.post_recv((0..n).map(|i| RecvWr {
+        wr_id: i as u64,
+        sg_list: vec![mr.sge(i * slot, slot as u32)],
+    }))?;
+    Ok(())
+}
+
+fn serve_run(
+    a: &Args,
+    p: &Plan,
+    side: &mut Side,
+    qp: &mut QueuePair,
+    mr: &MemoryRegion,
+) -> anyhow::Result<()> {
+    let ud = a.qp == Qp::Ud;
+    let slot = (p.size + GRH_LEN as u64) as usize;
+    let skip = if ud { GRH_LEN } else { 0 };
+    match p.test {
+        Test::SendLat => {
+            let reply_off = slot;
+            let mut turnarounds: Vec<(u64, u64)> = Vec::new();
+            let origin = Instant::now();
+            for seq in 0..p.count {
+                let t2;
+                let src = loop {
+                    let cs = side.wait()?;
+                    if let Some(c) = cs.iter().find(|c| c.opcode.is_recv()) {
+                        t2 = origin.elapsed().as_nanos() as u64;
+                        break *c;
+                    }
+                };
+                qp.post_recv([RecvWr {
+                    wr_id: 0,
+                    sg_list: vec![mr.sge(0, slot as u32)],
+                }])?;
+                let mut wr = send_wr(mr, reply_off + skip, p.size, a.inline, false);
+                if ud {
+                    let ah = qp
+                        .pd()
+                        .create_ah_from_wc(&src)
+                        .ok_or_else(|| anyhow!("UD receive without a source"))?;
+                    wr.ud = Some(ah.dest(src.src_qp.unwrap_or(0), ConnParam::default().qkey));
+                }
+                // The last reply is signaled: the run ends when it has left (with
+                // inline progress nothing would send it after this loop).
+                wr.signaled = seq + 1 == p.count;
+                let t3 = origin.elapsed().as_nanos() as u64;
+                qp.post_send([wr])?;
+                if p.symmetric {
+                    turnarounds.push((seq, t3 - t2));
+                }
+            }
+            drain_sends(side)?;
+            if p.symmetric {
+                send_turnarounds(side, qp, &turnarounds)?;
+            }
+            Ok(())
+        }
+        Test::SendBw => {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            // RC delivers every message; UC/UD may lose some, so they stop when the
+            // client disconnects.
+            // Until the client hangs up: it does once every message is acknowledged
+            // (RC) or sent (UC, UD, which may lose some).
+            while Instant::now() < deadline {
+                side.out.clear();
+                if side.cq.poll(&mut side.out, 64) == 0 {
+                    if matches!(qp.query(), Some((QpState::Err, _))) {
+                        break;
+                    }
+                    continue;
+                }
+                let again: Vec<RecvWr> = side
+                    .out
+                    .iter()
+                    .filter(|c| c.opcode.is_recv() && c.status == WcStatus::Success)
+                    .map(|c| RecvWr {
+                        wr_id: c.wr_id,
+                        sg_list: vec![mr.sge(c.wr_id as usize * slot, slot as u32)],
+                    })
+                    .collect();
+                if side.out.iter().any(|c| c.status != WcStatus::Success) {
+                    break;
+                }
+                qp.post_recv(again)?;
+            }
+            Ok(())
+        }
+        Test::WriteLat => {
+            let mut b = [0u8; 1];
+            let size = p.size as usize;
+            for seq in 0..p.count {
+                let m = marker(seq);
+                let deadline = Instant::now() + WAIT;
+                loop {
+                    mr.read(2 * size - 1, &mut b)?;
+                    if b[0] == m {
+                        break;
+                    }
+                    if Instant::now() > deadline {
+                        bail!("write-lat: round {seq} never arrived");
+                    }
+                    side.spin();
+                }
+                mr.write(size - 1, &[m])?;
+                let mut wr = write_wr(mr, p.remote, p.size, a.inline, seq);
+                wr.signaled |= seq + 1 == p.count;
+                let signaled = wr.signaled;
+                qp.post_send([wr])?;
+                if signaled {
+                    drain_sends(side)?;
+                }
+            }
+            Ok(())
+        }
+        // Passive: the client READs, WRITEs or runs atomics; wait until it hangs up.
+        _ => {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while Instant::now() < deadline {
+                if matches!(qp.query(), Some((QpState::Err, _))) {
+                    break;
+                }
+                side.spin();
+                std::thread::sleep(Duration::from_millis(
+                    if side.ctx.progress_mode() == Progress::Inline {
+                        0
+                    } else {
+                        5
+                    },
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Wait for a send-side completion (the signaled last request of a run).
+fn drain_sends(side: &mut Side) -> anyhow::Result<()> {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if side.wait()?.iter().any(|c| !c.opcode.is_recv()) {
+            return Ok(());
+        }
+    }
+    bail!("the last reply was never acknowledged")
+}
+
+/// Latency loops ask for a completion every `SIGNAL_EVERY` WRITEs (to free send
+/// queue slots) and reap it at once.
+fn needs_reap(seq: u64) -> bool {
+    seq % SIGNAL_EVERY == SIGNAL_EVERY - 1
+}
+
+/// The WRITE of a write-lat round: this side's send half to the peer's receive half.
+fn write_wr(mr: &MemoryRegion, remote: RemoteAddr, size: u64, inline: u64, seq: u64) -> SendWr {
+    let mut wr = SendWr::new(
+        0,
+        WrOp::Write { remote, imm: None },
+        vec![mr.sge(0, size as u32)],
+    );
+    wr.inline = size <= inline.min(256);
+    wr.signaled = needs_reap(seq);
+    wr
+}
+
+/// The symmetric method: the server's (seq, t3 − t2) pairs go back as one SEND.
+fn send_turnarounds(side: &mut Side, qp: &mut QueuePair, t: &[(u64, u64)]) -> anyhow::Result<()> {
+    let mut bytes = Vec::with_capacity(t.len() * 16);
+    for (s, d) in t {
+        bytes.extend_from_slice(&s.to_le_bytes());
+        bytes.extend_from_slice(&d.to_le_bytes());
+    }
+    let mr = qp.pd().register(bytes, Access::LOCAL_WRITE);
+    qp.post_send([SendWr::new(
+        9,
+        WrOp::Send {
+            imm: Some(t.len() as u32),
+        },
+        vec![mr.sge(0, mr.len() as u32)],
+    )])?;
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if side.wait()?.iter().any(|c| c.wr_id == 9) {
+            return Ok(());
+        }
+    }
+    bail!("turnaround report was not acknowledged")
+}
+
+// ---------------------------------------------------------------------------------
+// Client
+
+fn sizes(a: &Args) -> Vec<u64> {
+    if a.test == Test::AtomicLat {
+        return vec![8];
+    }
+    if a.all {
+        let cap = if a.qp == Qp::Ud {
+            a.mtu as u64
+        } else {
+            run::SWEEP_MAX
+        };
+        return run::sweep_sizes(cap);
+    }
+    vec![a.size.unwrap_or(if a.test.is_lat() { 2 } else { 65536 })]
+}
+
+fn client(a: &Args, at: SocketAddr) -> anyhow::Result<()> {
+    let meta = Meta {
+        system: "weft".into(),
+        test: a.test.name().into(),
+        link: format!("{:?}", a.link).to_lowercase(),
+        qp: a.qp.name().into(),
+    };
+    let mut out = Output::stdout(a.json);
+    let mut prog = Prog::new(!a.quiet);
+    let sizes = sizes(a);
+    let mut first_error = None;
+    let ctx = device(a)?;
+    for (k, &size) in sizes.iter().enumerate() {
+        prog.begin(k + 1, sizes.len(), format!("{} {} B", a.test.name(), size));
+        let iters = a.iters.unwrap_or(if a.test.is_lat() { 1000 } else { 5000 });
+        let iters = if a.test.is_lat() {
+            iters
+        } else {
+            run::bw_messages(size, iters)
+        };
+        let warmup = a.warmup.unwrap_or((iters / 10).clamp(10, 1000));
+        let opts = LoopOpts {
+            warmup,
+            iters,
+            time_limit: Duration::from_secs_f64(a.time_limit),
+        };
+        let rec = match client_run(a, &ctx, at, size, &opts, &meta, &mut prog) {
+            Ok(r) => r,
+            Err(e) => {
+                first_error.get_or_insert_with(|| format!("{e:#}"));
+                weft::perf::record::Record::failed(&meta, size, format!("{e:#}"))
+            }
+        };
+        out.emit(&rec)?;
+    }
+    // Tell the server we are done (it answers with a rejection and exits).
+    let (_s, mut qp) = queues(&ctx, a, 2)?;
+    let done = Plan {
+        done: true,
+        test: a.test,
+        size: 0,
+        count: 0,
+        symmetric: false,
+        remote: RemoteAddr { addr: 0, rkey: 0 },
+    };
+    let _ = cm::connect(&mut qp, at, &param(a, done.encode()));
+    match first_error {
+        Some(e) if sizes.len() == 1 => bail!("{e}"),
+        _ => Ok(()),
+    }
+}
+
+fn client_run(
+    a: &Args,
+    ctx: &Context,
+    at: SocketAddr,
+    size: u64,
+    opts: &LoopOpts,
+    meta: &Meta,
+    prog: &mut Prog,
+) -> anyhow::Result<weft::perf::record::Record> {
+    let (mut side, mut qp) = queues(ctx, a, 4)?;
+    let slot = size + GRH_LEN as u64;
+    let mr_len = match a.test {
+        Test::SendLat | Test::SendBw => 2 * slot,
+        Test::WriteLat => 2 * size,
+        Test::AtomicLat => 64,
+        _ => size,
+    };
+    let mr = qp.pd().alloc_mr(mr_len.max(64) as usize, Access::ALL);
+    let plan = Plan {
+        done: false,
+        test: a.test,
+        size,
+        count: opts.warmup + opts.iters,
+        symmetric: a.symmetric,
+        // write-lat: the server WRITEs into our receive half.
+        remote: mr.remote(size as usize),
+    };
+    let p = param(a, plan.encode());
+    cm::init_qp(&mut qp, &p)?;
+    if a.test == Test::SendLat {
+        qp.post_recv([RecvWr {
+            wr_id: 0,
+            sg_list: vec![mr.sge(slot as usize, slot as u32)],
+        }])?;
+    }
+    let conn = cm::connect(&mut qp, at, &p)?;
+    let remote = conn.remote().clone();
+    let server_buf = remote_of(&remote.private_data)?;
+    let ud_dest = (a.qp == Qp::Ud).then(|| {
+        qp.pd()
+            .create_ah(remote.addr)
+            .map(|ah| ah.dest(remote.qpn, remote.qkey))
+    });
+    let ud_dest = match ud_dest {
+        Some(d) => Some(d?),
+        None => None,
+    };
+    let record = if a.test.is_lat() {
+        let mut b = [0u8; 1];
+        let run = run::ping_pong(opts, prog, |seq| {
+            match a.test {
+                Test::SendLat => {
+                    let mut wr = send_wr(&mr, 0, size, a.inline, false);
+                    wr.ud = ud_dest;
+                    qp.post_send([wr])?;
+                    loop {
+                        if side.wait()?.iter().any(|c| c.opcode.is_recv()) {
+                            break;
+                        }
+                    }
+                    qp.post_recv([RecvWr {
+                        wr_id: 0,
+                        sg_list: vec![mr.sge(slot as usize, slot as u32)],
+                    }])?;
+                }
+                Test::WriteLat => {
+                    let m = marker(seq);
+                    mr.write(size as usize - 1, &[m])?;
+                    qp.post_send([write_wr(&mr, server_buf, size, a.inline, seq)])?;
+                    if needs_reap(seq) {
+                        side.wait()?;
+                    }
+                    let deadline = Instant::now() + WAIT;
+                    loop {
+                        mr.read(2 * size as usize - 1, &mut b)?;
+                        if b[0] == m {
+                            break;
+                        }
+                        if Instant::now() > deadline {
+                            bail!("write-lat: no reply to round {seq}");
+                        }
+                        side.spin();
+                    }
+                }
+                Test::ReadLat => {
+                    qp.post_send([SendWr::new(
+                        1,
+                        WrOp::Read { remote: server_buf },
+                        vec![mr.sge(0, size as u32)],
+                    )])?;
+                    side.wait()?;
+                }
+                Test::AtomicLat => {
+                    qp.post_send([SendWr::new(
+                        1,
+                        WrOp::FetchAdd {
+                            remote: server_buf,
+                            add: 1,
+                        },
+                        vec![mr.sge(0, 8)],
+                    )])?;
+                    side.wait()?;
+                }
+                _ => unreachable_test()?,
+            }
+            Ok(Round::Answered)
+        })?;
+        let turn = if a.symmetric {
+            Some(recv_turnarounds(
+                &mut side,
+                &mut qp,
+                opts.warmup + opts.iters,
+            )?)
+        } else {
+            None
+        };
+        latency_record(meta, size, &run, turn.as_deref(), 64)
+    } else {
+        let op = match a.test {
+            Test::SendBw => WrOp::Send { imm: None },
+            Test::WriteBw => WrOp::Write {
+                remote: server_buf,
+                imm: None,
+            },
+            _ => WrOp::Read { remote: server_buf },
+        };
+        let mut wr = SendWr::new(0, op, vec![mr.sge(0, size as u32)]);
+        wr.inline = a.test != Test::ReadBw && size <= a.inline.min(256);
+        wr.ud = ud_dest;
+        let st = std::cell::RefCell::new(Bw {
+            side: &mut side,
+            qp: &mut qp,
+            wr,
+            depth: a.tx_depth as u64,
+            posted: 0,
+            completed: 0,
+        });
+        let run = run::bandwidth(
+            opts,
+            prog,
+            |_seq| st.borrow_mut().post(),
+            || st.borrow_mut().finish(),
+        )?;
+        let posted = st.borrow().posted;
+        let mut r = bandwidth_record(meta, size, &run);
+        if posted > opts.warmup + opts.iters {
+            r.note = Some(format!(
+                "{} extra messages rounded the run up to a completion",
+                posted - opts.warmup - opts.iters
+            ));
+        }
+        r
+    };
+    if a.stats {
+        eprintln!("{:#?}", ctx.stats());
+    }
+    drop(conn);
+    Ok(record)
+}
+
+/// The sender's side of a bandwidth run: `depth` requests in flight, a completion
+/// every `SIGNAL_EVERY`.
+struct Bw<'a> {
+    side: &'a mut Side,
+    qp: &'a mut QueuePair,
+    wr: SendWr,
+    depth: u64,
+    posted: u64,
+    completed: u64,
+}
+
+impl Bw<'_> {
+    fn reap(&mut self) -> anyhow::Result<()> {
+        let n = self.side.wait()?.len() as u64;
+        self.completed += n * SIGNAL_EVERY;
+        Ok(())
+    }
+
+    fn post(&mut self) -> anyhow::Result<()> {
+        while self.posted.saturating_sub(self.completed) >= self.depth {
+            self.reap()?;
+        }
+        let mut wr = self.wr.clone();
+        self.posted += 1;
+        wr.wr_id = self.posted;
+        wr.signaled = self.posted % SIGNAL_EVERY == 0;
+        self.qp.post_send([wr])?;
+        Ok(())
+    }
+
+    /// Round the tail up to a signaled request, then wait for everything.
+    fn finish(&mut self) -> anyhow::Result<()> {
+        while self.posted % SIGNAL_EVERY != 0 {
+            self.post()?;
+        }
+        while self.completed < self.posted {
+            self.reap()?;
+        }
+        Ok(())
+    }
+}
+
+fn unreachable_test() -> anyhow::Result<()> {
+    bail!("not a latency test")
+}
+
+/// The server's `(seq, t3 − t2)` report of a symmetric send-lat run (16 bytes a
+/// round, one SEND; an early arrival waits for this receive with an RNR NAK).
+fn recv_turnarounds(
+    side: &mut Side,
+    qp: &mut QueuePair,
+    rounds: u64,
+) -> anyhow::Result<Vec<(u64, u64)>> {
+    let mr = qp
+        .pd()
+        .alloc_mr((rounds as usize * 16).max(16), Access::LOCAL_WRITE);
+    qp.post_recv([RecvWr {
+        wr_id: 9,
+        sg_list: vec![mr.sge(0, mr.len() as u32)],
+    }])?;
+    let deadline = Instant::now() + WAIT;
+    let len = loop {
+        if let Some(c) = side
+            .wait()?
+            .iter()
+            .find(|c| c.wr_id == 9 && c.opcode.is_recv())
+        {
+            break c.byte_len as usize;
+        }
+        if Instant::now() > deadline {
+            bail!("no turnaround report from the server");
+        }
+    };
+    let bytes = mr.to_vec(0, len)?;
+    Ok(bytes
+        .chunks_exact(16)
+        .map(|c| {
+            let s = u64::from_le_bytes(c[..8].try_into().unwrap_or([0; 8]));
+            let d = u64::from_le_bytes(c[8..].try_into().unwrap_or([0; 8]));
+            (s, d)
+        })
+        .collect())
+}
