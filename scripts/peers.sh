@@ -13,7 +13,7 @@
 # other load only ever slows a run down.
 # --quick: 10 sizes (2 B … 8 MiB, about every 8x) and fewer iterations; default: every
 # power of two from 2 B to 8 MiB. Output: DIR/peers.jsonl, DIR/peers-env.txt (tool
-# versions, transports, load), DIR/peers-raw/ (every tool's own output). DIR defaults
+# versions, transports, load), DIR/peers-raw/ (every tool's own output, per run). DIR defaults
 # to docs/results.
 #
 # Units, so the numbers compare with weft's: latency is one-way (both tools halve the
@@ -28,6 +28,7 @@ cd "$(dirname "$0")/.."
 
 quick=0
 repeat=1
+run_suffix=""
 out=docs/results
 while (($#)); do
   case "$1" in
@@ -116,7 +117,7 @@ ucx_run() { # tls system link test size
   if [[ $test == *lat ]]; then n=$(lat_n "$size"); else n=$(bw_n "$size"); fi
   w=$(warm_n "$n")
   [[ $tls == tcp ]] && devs=lo
-  raw="$out/peers-raw/$system-$test-$size.txt"
+  raw="$out/peers-raw/$system-$test-$size$run_suffix.txt"
   next_port
   UCX_TLS=$tls UCX_NET_DEVICES=$devs timeout -k 5 180 ucx_perftest -p "$port" >"$raw.server" 2>&1 &
   local spid=$!
@@ -135,7 +136,7 @@ ucx_run() { # tls system link test size
 fi_run() { # provider ep system link size
   local prov=$1 ep=$2 system=$3 link=$4 size=$5 n raw rc=0
   n=$(lat_n "$size")
-  raw="$out/peers-raw/$system-pingpong-$size.txt"
+  raw="$out/peers-raw/$system-pingpong-$size$run_suffix.txt"
   next_port
   timeout -k 5 180 fi_pingpong -p "$prov" -e "$ep" -I "$n" -S "$size" -B "$port" >"$raw.server" 2>&1 &
   local spid=$!
@@ -163,7 +164,11 @@ repeated() {
   local main=$jsonl tmp i
   tmp=$(mktemp)
   jsonl=$tmp
-  for ((i = 1; i <= repeat; i++)); do "$@"; done
+  for ((i = 1; i <= repeat; i++)); do
+    run_suffix=""
+    ((repeat > 1)) && run_suffix=".run$i"
+    "$@"
+  done
   jsonl=$main
   $parse best <"$tmp" >>"$jsonl"
   rm -f "$tmp"

@@ -136,7 +136,10 @@ def best(lines):
 
     b = dict(min(ok, key=key))
     if len(rs) > 1:
-        b["note"] = f"best of {len(rs)} runs ({len(rs) - len(ok)} failed)"
+        errors = [r["error"] for r in rs if "error" in r]
+        b["note"] = f"best of {len(rs)} runs"
+        if errors:
+            b["note"] += f"; {len(errors)} failed: " + " | ".join(errors)
     return b
 
 

@@ -14,6 +14,25 @@
 //! `--all`, `--iters`, `--warmup`) into the sizes and loop options, and [`drive`]
 //! runs a closure per size with progress on stderr and writes each record as it
 //! comes ([`table::Output`]). The server side of `--local` is [`local`].
+//!
+//! A `weft perf send-lat` client over verbs would be, in outline (`qp`, `cq`, `mr`
+//! being its connected objects):
+//!
+//! ```ignore
+//! let plan = Plan::new(true, args.size, args.all, cap, args.iters, args.warmup, limit)?;
+//! let meta = Meta { system: "weft".into(), test: "send-lat".into(), link: "udp".into(), qp: "rc".into() };
+//! drive(&plan, "send-lat", &mut Progress::new(true), &mut Output::stdout(args.json), |size, opts, p| {
+//!     let pp = run::ping_pong(opts, p, |_seq| {
+//!         qp.post_send(&mr, size)?;          // one SEND ...
+//!         cq.wait_recv()?;                    // ... and the peer's SEND back
+//!         Ok(run::Round::Answered)
+//!     })?;
+//!     Ok(latency_record(&meta, size, &pp, None, 64))
+//! })?;
+//! ```
+//!
+//! and `--local` spawns the server side with [`local::LocalServer::spawn`] (the server
+//! binds, then calls [`local::announce_ready`]) and reaps it with `reap`.
 
 pub mod local;
 pub mod record;
