@@ -9,7 +9,11 @@
 //! 3. transport — an RC queue pair streaming RDMA WRITEs through the deterministic
 //!    simulator at 1 % loss, go-back-N against selective (IRN) recovery;
 //! 4. lpm — the router's longest-prefix match on the full BGP table (when the iptrie
-//!    package's `bgpas.lpm` is in the cargo registry) against the Rust LPM crates.
+//!    package's `bgpas.lpm` is in the cargo registry) against the Rust LPM crates;
+//! 5. verbs — two processes talk RDMA verbs over the udp and the shm link (`weft perf
+//!    --local`: SEND ping-pong latency, RDMA WRITE bandwidth) beside kernel TCP
+//!    (`weft baseline --local`) on the same sizes; the records go to
+//!    `OUT/verbs.jsonl` and `weft report` draws them (`OUT/demo-*.png`, `OUT/demo.md`).
 
 use anyhow::Context;
 use serde::Serialize;
@@ -42,6 +46,21 @@ pub struct Args {
     /// Seconds each throughput comparison runs (split between the two sides).
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
+    /// Round trips (latency) and messages (bandwidth) per size in the verbs step.
+    #[arg(long, default_value_t = 3000)]
+    pub perf_iters: u64,
+}
+
+/// One line of the verbs step: weft over a link against kernel TCP.
+#[derive(Debug, Serialize)]
+struct VerbsRow {
+    test: &'static str,
+    size: u64,
+    /// `p50_us` (one-way) for latency, `mb_per_s` for bandwidth.
+    metric: &'static str,
+    weft_udp: Option<f64>,
+    weft_shm: Option<f64>,
+    kernel_tcp: Option<f64>,
 }
 
 /// The wire step's result.
@@ -109,6 +128,130 @@ struct Summary {
     icrc: IcrcStep,
     transport: TransportStep,
     lpm: Vec<LpmFamily>,
+    verbs: Vec<VerbsRow>,
+    plots: Vec<String>,
+}
+
+/// Sizes of the verbs step.
+const LAT_SIZES: &str = "64";
+const LAT_SIZES_BIG: &str = "4096";
+const BW_SIZES: [&str; 2] = ["65536", "1048576"];
+
+/// Runs `weft ARGS… --json` (this binary) and returns its records.
+fn records_of(args: &[&str]) -> anyhow::Result<Vec<weft::perf::record::Record>> {
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let out = Command::new(exe)
+        .args(args)
+        .arg("--json")
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running weft {}", args.join(" ")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let recs = weft::perf::record::parse_lines(&text).map_err(anyhow::Error::msg)?;
+    if recs.is_empty() {
+        anyhow::bail!(
+            "weft {} produced no result ({})",
+            args.join(" "),
+            out.status
+        );
+    }
+    Ok(recs)
+}
+
+fn verbs_step(out: &std::path::Path, iters: u64) -> anyhow::Result<(Vec<VerbsRow>, Vec<String>)> {
+    let n = iters.to_string();
+    let mut all = Vec::new();
+    let mut rows = Vec::new();
+    let lat_sizes = [LAT_SIZES, LAT_SIZES_BIG];
+    for size in lat_sizes {
+        let udp = records_of(&[
+            "perf", "send-lat", "--local", "-q", "--link", "udp", "--size", size, "-n", &n,
+        ])?;
+        let shm = records_of(&[
+            "perf",
+            "send-lat",
+            "--local",
+            "-q",
+            "--link",
+            "shm",
+            "--no-icrc",
+            "--size",
+            size,
+            "-n",
+            &n,
+        ])?;
+        let tcp = records_of(&[
+            "baseline", "tcp-lat", "--local", "-q", "--size", size, "-n", &n,
+        ])?;
+        let p50 =
+            |r: &[weft::perf::record::Record]| r.first().and_then(|r| r.latency.as_ref()?.p50_us);
+        rows.push(VerbsRow {
+            test: "send-lat",
+            size: size.parse().unwrap_or(0),
+            metric: "p50_us",
+            weft_udp: p50(&udp),
+            weft_shm: p50(&shm),
+            kernel_tcp: p50(&tcp),
+        });
+        all.extend(udp.into_iter().chain(shm).chain(tcp));
+    }
+    for size in BW_SIZES {
+        let udp = records_of(&[
+            "perf", "write-bw", "--local", "-q", "--link", "udp", "--size", size, "-n", &n,
+        ])?;
+        let shm = records_of(&[
+            "perf",
+            "write-bw",
+            "--local",
+            "-q",
+            "--link",
+            "shm",
+            "--no-icrc",
+            "--size",
+            size,
+            "-n",
+            &n,
+        ])?;
+        let tcp = records_of(&[
+            "baseline", "tcp-bw", "--local", "-q", "--size", size, "-n", &n,
+        ])?;
+        let mbs = |r: &[weft::perf::record::Record]| {
+            r.first().and_then(|r| Some(r.bandwidth.as_ref()?.mb_per_s))
+        };
+        rows.push(VerbsRow {
+            test: "write-bw / tcp-bw",
+            size: size.parse().unwrap_or(0),
+            metric: "mb_per_s",
+            weft_udp: mbs(&udp),
+            weft_shm: mbs(&shm),
+            kernel_tcp: mbs(&tcp),
+        });
+        all.extend(udp.into_iter().chain(shm).chain(tcp));
+    }
+    std::fs::create_dir_all(out)?;
+    let jsonl = out.join("verbs.jsonl");
+    let text: String = all.iter().map(|r| r.to_json_line() + "\n").collect();
+    std::fs::write(&jsonl, text)?;
+    crate::report::run(crate::report::Args {
+        files: vec![jsonl],
+        out: out.to_path_buf(),
+        name: "demo".into(),
+        reference: Some("kernel-tcp/loopback".into()),
+        no_text: false,
+        quiet: true,
+    })?;
+    let mut plots: Vec<String> = std::fs::read_dir(out)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "png")
+                && p.file_name()
+                    .is_some_and(|f| f.to_string_lossy().starts_with("demo"))
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    plots.sort();
+    Ok((rows, plots))
 }
 
 fn step(n: usize, of: usize, what: &str) {
@@ -278,7 +421,7 @@ fn lpm_step(synthetic: Option<usize>) -> anyhow::Result<Vec<LpmFamily>> {
 
 /// Run `weft demo`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let steps = 4;
+    let steps = 5;
     step(
         1,
         steps,
@@ -303,11 +446,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "lpm: the router's longest-prefix match vs the Rust LPM crates, same table and keys",
     );
     let lpm = lpm_step(args.lpm_synthetic)?;
+    step(
+        5,
+        steps,
+        "verbs: two processes, SEND latency and RDMA WRITE bandwidth over udp and shm, beside kernel TCP",
+    );
+    let (verbs, plots) = verbs_step(&args.out, args.perf_iters)?;
     let summary = Summary {
         wire,
         icrc,
         transport,
         lpm,
+        verbs,
+        plots,
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
@@ -373,5 +524,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             l.ratio_vs_fastest_peer
         );
     }
+    let f = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+    let ratio = |w: Option<f64>, k: Option<f64>, lower_better: bool| match (w, k) {
+        (Some(w), Some(k)) if w > 0.0 && k > 0.0 => {
+            format!("{:.2}x", if lower_better { k / w } else { w / k })
+        }
+        _ => "-".into(),
+    };
+    for r in &summary.verbs {
+        let lat = r.metric == "p50_us";
+        println!(
+            "verbs  {:<17} {:>8} B  {}: weft udp {} ({} kernel tcp), weft shm {} ({}), kernel tcp {}",
+            r.test,
+            r.size,
+            if lat { "one-way p50 us" } else { "MB/s" },
+            f(r.weft_udp),
+            ratio(r.weft_udp, r.kernel_tcp, lat),
+            f(r.weft_shm),
+            ratio(r.weft_shm, r.kernel_tcp, lat),
+            f(r.kernel_tcp)
+        );
+    }
+    println!(
+        "       (ratios: how many times better than kernel TCP; plots: {})",
+        summary.plots.join(", ")
+    );
     Ok(())
 }

@@ -662,20 +662,23 @@ fn serve_run(
             Ok(())
         }
         // Passive: the client READs, WRITEs or runs atomics; wait until it hangs up.
+        // With inline progress this loop is the engine: it runs passes back to back
+        // and looks at the QP's state (a locked query) only every few milliseconds.
         _ => {
             let deadline = Instant::now() + Duration::from_secs(300);
+            let mut next_check = Instant::now();
             while Instant::now() < deadline {
-                if matches!(qp.query(), Some((QpState::Err, _))) {
-                    break;
+                if Instant::now() >= next_check {
+                    if matches!(qp.query(), Some((QpState::Err, _))) {
+                        break;
+                    }
+                    next_check = Instant::now() + Duration::from_millis(5);
                 }
-                side.spin();
-                std::thread::sleep(Duration::from_millis(
-                    if side.ctx.progress_mode() == Progress::Inline {
-                        0
-                    } else {
-                        5
-                    },
-                ));
+                if side.ctx.progress_mode() == Progress::Inline {
+                    side.ctx.progress();
+                } else {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
             Ok(())
         }
@@ -977,9 +980,15 @@ struct Bw<'a> {
 }
 
 impl Bw<'_> {
+    /// A completion every this many requests (at most the depth, or the window
+    /// would wait for a completion that is never requested).
+    fn every(&self) -> u64 {
+        SIGNAL_EVERY.min(self.depth).max(1)
+    }
+
     fn reap(&mut self) -> anyhow::Result<()> {
         let n = self.side.wait()?.len() as u64;
-        self.completed += n * SIGNAL_EVERY;
+        self.completed += n * self.every();
         Ok(())
     }
 
@@ -990,14 +999,14 @@ impl Bw<'_> {
         let mut wr = self.wr.clone();
         self.posted += 1;
         wr.wr_id = self.posted;
-        wr.signaled = self.posted % SIGNAL_EVERY == 0;
+        wr.signaled = self.posted % self.every() == 0;
         self.qp.post_send([wr])?;
         Ok(())
     }
 
     /// Round the tail up to a signaled request, then wait for everything.
     fn finish(&mut self) -> anyhow::Result<()> {
-        while self.posted % SIGNAL_EVERY != 0 {
+        while self.posted % self.every() != 0 {
             self.post()?;
         }
         while self.completed < self.posted {

@@ -44,6 +44,9 @@ pub struct Args {
     /// Draw the plots without any text (what happens anyway when no font is found).
     #[arg(long)]
     pub no_text: bool,
+    /// Do not list the files written on stdout.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// TrueType fonts tried in order.
@@ -511,8 +514,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let md_path = args.out.join(format!("{}.md", args.name));
     std::fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
     written.push(md_path);
-    for p in &written {
-        println!("{}", p.display());
+    if !args.quiet {
+        for p in &written {
+            println!("{}", p.display());
+        }
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The README's main job runs and its wire step holds together: every frame it writes
 //! decodes with a good ICRC, tshark (installed by scripts/setup.sh) dissects every one,
-//! and every simulated RDMA WRITE completes intact in both recovery modes.
+//! every simulated RDMA WRITE completes intact in both recovery modes, and the verbs
+//! step measures weft over udp and shm beside kernel TCP and plots it.
 
 use std::process::Command;
 
@@ -15,6 +16,8 @@ fn demo_runs_and_its_capture_checks_out() {
             "0.05",
             "--messages",
             "200",
+            "--perf-iters",
+            "300",
             "--out",
         ])
         .arg(&out_dir)
@@ -44,6 +47,21 @@ fn demo_runs_and_its_capture_checks_out() {
     for l in lpm {
         assert!(l["routes"].as_u64().unwrap() > 0, "{l}");
         assert!(l["weft_bytes"].as_u64().unwrap() > 0, "{l}");
+    }
+    // The verbs step: weft over udp and shm and kernel TCP measured every size, and
+    // the report drew the plots.
+    let verbs = v["verbs"].as_array().unwrap();
+    assert_eq!(verbs.len(), 4, "{verbs:?}");
+    for r in verbs {
+        for k in ["weft_udp", "weft_shm", "kernel_tcp"] {
+            assert!(r[k].as_f64().is_some_and(|x| x > 0.0), "{k} missing: {r}");
+        }
+    }
+    let plots = v["plots"].as_array().unwrap();
+    assert!(plots.len() >= 2, "{plots:?}");
+    for p in plots {
+        let bytes = std::fs::read(p.as_str().unwrap()).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{p} is not a PNG");
     }
     assert!(out_dir.join("roce-every-opcode.pcap").exists());
     std::fs::remove_dir_all(&out_dir).ok();

@@ -180,7 +180,13 @@ impl QueuePair {
             }
         }
         self.sq.doorbell();
-        self.ctx.shared().kick();
+        let shared = self.ctx.shared();
+        shared.kick();
+        // Inline progress: the post is the doorbell, so send now rather than at the
+        // next poll (unless another thread is running a pass already).
+        if shared.progress == crate::engine::Progress::Inline {
+            shared.try_progress();
+        }
         result
     }
 

@@ -1,0 +1,131 @@
+//! One-sided RDMA: the client WRITEs into the server's memory, READs it back and
+//! bumps a counter there with fetch-and-add, while the server never touches weft
+//! after accepting (its engine thread answers). The server's buffer address and rkey
+//! travel in the connection manager's private data.
+//!
+//! ```text
+//! server:  cargo run --release -p weft-verbs --example write_read
+//! client:  cargo run --release -p weft-verbs --example write_read -- 127.0.0.1:18516
+//! options: --link udp|shm
+//! ```
+
+use std::net::SocketAddr;
+use std::time::Duration;
+use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::{
+    Access, CompletionQueue, Context, DeviceConfig, LinkKind, QpInitAttr, QpType, RemoteAddr,
+    SendWr, WcStatus, WrOp,
+};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut link = LinkKind::Udp;
+    let mut server = None::<SocketAddr>;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--link" if args.next().as_deref() == Some("shm") => link = LinkKind::Shm,
+            "--link" => link = LinkKind::Udp,
+            other => server = Some(other.parse()?),
+        }
+    }
+    let port = match link {
+        LinkKind::Udp => 0,
+        LinkKind::Shm => 30000 + (std::process::id() % 30000) as u16,
+    };
+    let ctx = Context::open_with(DeviceConfig::new(
+        link,
+        SocketAddr::from(([127, 0, 0, 1], port)),
+    ))?;
+    let pd = ctx.alloc_pd();
+    let mut cq = CompletionQueue::new(&ctx, 16, None);
+    let mut qp = pd.create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))?;
+    let mr = pd.alloc_mr(4096, Access::ALL);
+
+    let Some(at) = server else {
+        // Server: advertise the region, then only watch the memory change.
+        let mut private = mr.addr().to_be_bytes().to_vec();
+        private.extend_from_slice(&mr.rkey().to_be_bytes());
+        let param = ConnParam {
+            private_data: private,
+            ..ConnParam::default()
+        };
+        let l = Listener::bind(&ctx, "127.0.0.1:18516".parse()?)?;
+        println!(
+            "server: region of {} B at {:#x}, rkey {:#x}; waiting on {}",
+            mr.len(),
+            mr.addr(),
+            mr.rkey(),
+            l.local_addr()?
+        );
+        let conn = l
+            .get_request(Duration::from_secs(120))?
+            .accept(&mut qp, &param)?;
+        // The engine thread serves the client's WRITE, READ and atomic.
+        while qp
+            .query()
+            .is_some_and(|(s, _)| s != weft_verbs::QpState::Err)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!(
+            "server: client gone; region now starts with {:?}, counter = {}",
+            String::from_utf8_lossy(&mr.to_vec(8, 24)?),
+            mr.load_u64(0)?
+        );
+        drop(conn);
+        return Ok(());
+    };
+
+    // Client.
+    let conn = cm::connect(&mut qp, at, &ConnParam::default())?;
+    let p = &conn.remote().private_data;
+    let remote = RemoteAddr {
+        addr: u64::from_be_bytes(p[..8].try_into()?),
+        rkey: u32::from_be_bytes(p[8..12].try_into()?),
+    };
+    let at_off = |off: u64| RemoteAddr {
+        addr: remote.addr + off,
+        rkey: remote.rkey,
+    };
+    let msg = b"written by an RDMA WRITE!";
+    mr.write(0, msg)?;
+    qp.post_send([
+        SendWr::new(
+            1,
+            WrOp::Write {
+                remote: at_off(8),
+                imm: None,
+            },
+            vec![mr.sge(0, msg.len() as u32)],
+        ),
+        SendWr::new(
+            2,
+            WrOp::Read { remote: at_off(8) },
+            vec![mr.sge(1024, msg.len() as u32)],
+        ),
+        SendWr::new(
+            3,
+            WrOp::FetchAdd {
+                remote: at_off(0),
+                add: 1,
+            },
+            vec![mr.sge(2048, 8)],
+        ),
+    ])?;
+    for c in cq.wait(3, Duration::from_secs(10)) {
+        if c.status != WcStatus::Success {
+            return Err(format!("{c:?}").into());
+        }
+        println!("client: {:?} done", c.opcode);
+    }
+    println!(
+        "client: read back {:?}",
+        String::from_utf8_lossy(&mr.to_vec(1024, msg.len())?)
+    );
+    println!(
+        "client: counter was {} before my fetch-and-add",
+        mr.load_u64(2048)?
+    );
+    conn.disconnect();
+    Ok(())
+}
