@@ -1,0 +1,372 @@
+//! What both ends of a connection share: opening devices, the handshake carried in
+//! the connection manager's private data, and a connection's registered buffers.
+//!
+//! **Flow control** (DaRPC §4.4). Each side posts a ring of receive buffers before
+//! the connection exists and tells the peer its ring size and buffer size in the
+//! handshake. The client may have at most `credits = min(server ring, client ring)`
+//! messages unanswered; the server answers every message with exactly one message
+//! (a response, a pong, or an ACK when there was nothing else to say), and reposts
+//! the receive buffer before it sends that answer. So a message never finds the
+//! server without a posted receive, and an answer never finds the client without one:
+//! neither side can be overrun, and the answer *is* the credit return.
+
+use crate::frame::{Header, Kind, Rendezvous};
+use crate::status::Status;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU16, Ordering};
+use weft_verbs::{
+    Access, Completion, Context, DeviceConfig, LinkKind, MemoryRegion, Progress, ProtectionDomain,
+    QueuePair, RecvWr, SendWr, WrOp, MAX_INLINE,
+};
+
+/// Handshake magic in the connection manager's private data.
+const HELLO_MAGIC: &[u8; 4] = b"WRPC";
+/// Handshake version.
+const HELLO_VERSION: u8 = 1;
+/// Handshake length.
+const HELLO_LEN: usize = 12;
+
+/// One side's buffer ring, as told to the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hello {
+    /// Receive buffers posted for the peer's messages.
+    pub ring: u16,
+    /// Bytes in each receive buffer: the largest message the peer may SEND (larger
+    /// ones go by rendezvous).
+    pub buf: u32,
+}
+
+impl Hello {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(HELLO_LEN);
+        b.extend_from_slice(HELLO_MAGIC);
+        b.push(HELLO_VERSION);
+        b.push(0);
+        b.extend_from_slice(&self.ring.to_be_bytes());
+        b.extend_from_slice(&self.buf.to_be_bytes());
+        b
+    }
+
+    /// Every byte checked: the peer may not be a weft-rpc peer at all.
+    pub(crate) fn decode(b: &[u8]) -> Result<Hello, String> {
+        if b.len() != HELLO_LEN || &b[..4] != HELLO_MAGIC {
+            return Err("not a weft-rpc peer (bad handshake)".into());
+        }
+        if b[4] != HELLO_VERSION {
+            return Err(format!(
+                "peer speaks weft-rpc handshake version {}, this side {HELLO_VERSION}",
+                b[4]
+            ));
+        }
+        let ring = u16::from_be_bytes([b[6], b[7]]);
+        let buf = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+        if ring == 0 || (buf as usize) < MIN_BUFFER {
+            return Err(format!("peer's ring ({ring} × {buf} B) is unusable"));
+        }
+        Ok(Hello { ring, buf })
+    }
+}
+
+/// The smallest receive buffer: a header and a rendezvous descriptor, with room.
+pub const MIN_BUFFER: usize = 128;
+
+/// How a device is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// udp or shm.
+    pub link: LinkKind,
+    /// The IP the device uses (udp: the socket's address; shm: part of its name).
+    pub ip: IpAddr,
+    /// Engine thread or inline progress.
+    pub progress: Progress,
+    /// Compute ICRCs on shm (udp always does); both ends must agree.
+    pub icrc: bool,
+}
+
+impl DeviceOptions {
+    /// Defaults for `link`: loopback, engine thread; no ICRC on shm.
+    pub fn new(link: LinkKind) -> DeviceOptions {
+        DeviceOptions {
+            link,
+            ip: IpAddr::from([127, 0, 0, 1]),
+            progress: Progress::Thread,
+            icrc: link == LinkKind::Udp,
+        }
+    }
+
+    /// Open a device. udp takes any free port; shm names must be unique on the host,
+    /// so names are tried from a per-process sequence until one is free.
+    pub fn open(&self) -> Result<Context, Status> {
+        let mut cfg = DeviceConfig::new(self.link, SocketAddr::new(self.ip, 0));
+        cfg.progress = self.progress;
+        cfg.icrc = self.icrc || self.link == LinkKind::Udp;
+        if self.link == LinkKind::Udp {
+            return Context::open_with(cfg)
+                .map_err(|e| Status::unavailable(format!("opening a udp device: {e}")));
+        }
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let base = 10_000 + (std::process::id() % 5000) as u16 * 10;
+        let mut last = None;
+        for _ in 0..64 {
+            let port = base.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed) % 50_000);
+            cfg.addr = SocketAddr::new(self.ip, port.max(1024));
+            match Context::open_with(cfg.clone()) {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(Status::unavailable(format!(
+            "opening an shm device: {}",
+            last.map(|e| e.to_string()).unwrap_or_default()
+        )))
+    }
+}
+
+/// Tags in the top byte of a work request id.
+pub(crate) const TAG_SHIFT: u32 = 56;
+pub(crate) const TAG_RECV: u64 = 0;
+pub(crate) const TAG_SEND_SLOT: u64 = 1;
+pub(crate) const TAG_SEND_OVERFLOW: u64 = 2;
+pub(crate) const TAG_INLINE: u64 = 3;
+pub(crate) const TAG_READ: u64 = 4;
+
+pub(crate) fn tag(wr_id: u64) -> u64 {
+    wr_id >> TAG_SHIFT
+}
+pub(crate) fn untag(wr_id: u64) -> u64 {
+    wr_id & ((1 << TAG_SHIFT) - 1)
+}
+
+/// A connection's registered memory: the receive ring, send slots and messages
+/// waiting for the peer's RDMA READ. Owned by whoever posts on the QP.
+#[derive(Debug)]
+pub(crate) struct Buffers {
+    pd: ProtectionDomain,
+    pub recv: MemoryRegion,
+    send: MemoryRegion,
+    /// Bytes per receive buffer and per send slot.
+    pub buf: usize,
+    /// Receive buffers.
+    pub ring: usize,
+    /// The peer's receive buffer size: our largest SEND.
+    pub peer_buf: usize,
+    free: Vec<u32>,
+    staging: usize,
+    overflow: HashMap<u64, MemoryRegion>,
+    next_overflow: u64,
+    /// Our messages waiting for the peer's READ, by rendezvous id.
+    pub rndv_out: HashMap<u64, MemoryRegion>,
+    /// The next rendezvous id to use (the server numbers its own; a client uses the
+    /// call's id).
+    pub next_rndv: u64,
+    /// Reads of the peer's rendezvous messages in progress, by read id.
+    pub reads: HashMap<u64, (MemoryRegion, u64)>,
+    next_read: u64,
+    /// Sends that found no free slot (a temporary region was registered).
+    pub overflows: u64,
+}
+
+impl Buffers {
+    pub(crate) fn new(pd: &ProtectionDomain, ring: usize, buf: usize) -> Buffers {
+        let slots = 2 * ring;
+        Buffers {
+            pd: pd.clone(),
+            recv: pd.alloc_mr(ring * buf, Access::LOCAL_WRITE),
+            // The last slot stages inline sends.
+            send: pd.alloc_mr((slots + 1) * buf, Access::LOCAL_WRITE),
+            buf,
+            ring,
+            peer_buf: MIN_BUFFER,
+            free: (0..slots as u32).rev().collect(),
+            staging: slots * buf,
+            overflow: HashMap::new(),
+            next_overflow: 0,
+            rndv_out: HashMap::new(),
+            next_rndv: 1,
+            reads: HashMap::new(),
+            next_read: 0,
+            overflows: 0,
+        }
+    }
+
+    /// The receive work request for ring slot `i`.
+    pub(crate) fn recv_wr(&self, i: usize) -> RecvWr {
+        RecvWr {
+            wr_id: (TAG_RECV << TAG_SHIFT) | i as u64,
+            sg_list: vec![self.recv.sge(i * self.buf, self.buf as u32)],
+        }
+    }
+
+    /// Post every ring slot.
+    pub(crate) fn post_ring(&self, qp: &mut QueuePair) -> Result<(), Status> {
+        qp.post_recv((0..self.ring).map(|i| self.recv_wr(i)))
+            .map_err(|e| Status::internal(format!("posting receives: {e}")))
+    }
+
+    /// Copy message `wc` out of its ring slot into `out` and repost the slot. `None`
+    /// when the completion does not name a slot of ours (never from a sane engine).
+    pub(crate) fn take_recv(
+        &self,
+        qp: &mut QueuePair,
+        wc: &Completion,
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        let slot = untag(wc.wr_id) as usize;
+        let len = wc.byte_len as usize;
+        if slot >= self.ring || len > self.buf {
+            return None;
+        }
+        out.clear();
+        out.resize(len, 0);
+        self.recv.read(slot * self.buf, out).ok()?;
+        // The slot is free again: repost it before anything is answered (the answer
+        // returns the credit, and the peer may use it at once).
+        qp.post_recv([self.recv_wr(slot)]).ok()?;
+        Some(())
+    }
+
+    /// SEND `msg` (one message). Small messages go inline (the staging slot is free
+    /// again on return); larger ones from a send slot until their completion;
+    /// messages larger than the peer's buffer must have gone through
+    /// [`Buffers::rendezvous`] first.
+    pub(crate) fn send(&mut self, qp: &mut QueuePair, msg: &[u8]) -> Result<(), Status> {
+        debug_assert!(msg.len() <= self.peer_buf);
+        let post = |qp: &mut QueuePair, wr: SendWr| {
+            qp.post_send([wr])
+                .map_err(|e| Status::unavailable(format!("posting a send: {e}")))
+        };
+        if msg.len() <= MAX_INLINE.min(self.buf) {
+            self.send
+                .write(self.staging, msg)
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let mut wr = SendWr::new(
+                TAG_INLINE << TAG_SHIFT,
+                WrOp::Send { imm: None },
+                vec![self.send.sge(self.staging, msg.len() as u32)],
+            );
+            wr.inline = true;
+            wr.signaled = false;
+            return post(qp, wr);
+        }
+        if msg.len() <= self.buf {
+            if let Some(slot) = self.free.pop() {
+                let off = slot as usize * self.buf;
+                self.send
+                    .write(off, msg)
+                    .map_err(|e| Status::internal(e.to_string()))?;
+                let wr = SendWr::new(
+                    (TAG_SEND_SLOT << TAG_SHIFT) | u64::from(slot),
+                    WrOp::Send { imm: None },
+                    vec![self.send.sge(off, msg.len() as u32)],
+                );
+                return post(qp, wr).inspect_err(|_| self.free.push(slot));
+            }
+        }
+        // No free slot (completions lag behind the peer's answers): a region of its
+        // own, freed at its completion.
+        self.overflows += 1;
+        let mr = self.pd.register(msg.to_vec(), Access::LOCAL_WRITE);
+        let id = self.next_overflow;
+        self.next_overflow += 1;
+        let wr = SendWr::new(
+            (TAG_SEND_OVERFLOW << TAG_SHIFT) | id,
+            WrOp::Send { imm: None },
+            vec![mr.sge(0, msg.len() as u32)],
+        );
+        self.overflow.insert(id, mr);
+        post(qp, wr)
+    }
+
+    /// A send completed (successfully or not): free what it used.
+    pub(crate) fn send_done(&mut self, wr_id: u64) {
+        match tag(wr_id) {
+            TAG_SEND_SLOT => self.free.push(untag(wr_id) as u32),
+            TAG_SEND_OVERFLOW => {
+                self.overflow.remove(&untag(wr_id));
+            }
+            _ => {}
+        }
+    }
+
+    /// Register `msg` for the peer to READ and return the one-frame message that
+    /// tells it where, under rendezvous id `id`. The region stays until
+    /// [`Buffers::release`] (or the end of the connection).
+    pub(crate) fn rendezvous(&mut self, msg: Vec<u8>, id: u64) -> Vec<u8> {
+        let len = msg.len() as u32;
+        let mr = self
+            .pd
+            .register(msg, Access::LOCAL_WRITE | Access::REMOTE_READ);
+        let d = Rendezvous {
+            addr: mr.addr(),
+            rkey: mr.rkey(),
+            len,
+        };
+        self.rndv_out.insert(id, mr);
+        let mut out = Vec::with_capacity(crate::frame::HEADER_LEN + Rendezvous::LEN);
+        Header::new(Kind::RNDV, id).emit(&d.to_bytes(), &mut out);
+        out
+    }
+
+    /// The peer finished reading rendezvous message `id`.
+    pub(crate) fn release(&mut self, id: u64) {
+        self.rndv_out.remove(&id);
+    }
+
+    /// Start reading the peer's rendezvous message `d`; `cookie` comes back with the
+    /// bytes from [`Buffers::read_done`].
+    pub(crate) fn start_read(
+        &mut self,
+        qp: &mut QueuePair,
+        d: Rendezvous,
+        cookie: u64,
+    ) -> Result<(), Status> {
+        let mr = self
+            .pd
+            .register(vec![0u8; d.len as usize], Access::LOCAL_WRITE);
+        let id = self.next_read;
+        self.next_read += 1;
+        let wr = SendWr::new(
+            (TAG_READ << TAG_SHIFT) | id,
+            WrOp::Read {
+                remote: weft_verbs::RemoteAddr {
+                    addr: d.addr,
+                    rkey: d.rkey,
+                },
+            },
+            vec![mr.sge(0, d.len)],
+        );
+        self.reads.insert(id, (mr, cookie));
+        qp.post_send([wr])
+            .map_err(|e| Status::unavailable(format!("posting a read: {e}")))
+    }
+
+    /// A read finished: the bytes and the cookie.
+    pub(crate) fn read_done(&mut self, wr_id: u64) -> Option<(Vec<u8>, u64)> {
+        let (mr, cookie) = self.reads.remove(&untag(wr_id))?;
+        Some((mr.into_vec()?, cookie))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trips_and_refuses_strangers() {
+        let h = Hello {
+            ring: 32,
+            buf: 4096,
+        };
+        assert_eq!(Hello::decode(&h.encode()), Ok(h));
+        let b = h.encode();
+        for n in 0..b.len() {
+            assert!(Hello::decode(&b[..n]).is_err());
+        }
+        let mut v = b.clone();
+        v[4] = 2;
+        assert!(Hello::decode(&v).unwrap_err().contains("version 2"));
+        let zero = Hello { ring: 0, buf: 4096 }.encode();
+        assert!(Hello::decode(&zero).is_err());
+    }
+}

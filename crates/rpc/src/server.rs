@@ -1,0 +1,1085 @@
+//! The server: a listener, completion-queue clusters, a worker pool (DaRPC §4.2).
+//!
+//! - **Clusters.** Each cluster is one device (its own software RNIC, so its own
+//!   link port) with one completion queue that all its connections share, and one
+//!   *cluster head* thread that polls it. With [`Progress::Inline`] the head also
+//!   runs the device's engine, so a request goes from the link to the handler and
+//!   back without leaving the thread. The listener hands each new connection to the
+//!   least-loaded cluster; load is the head's poll history (the share of recent polls
+//!   that found work), ties broken by connection count.
+//! - **In place or on the pool.** A message whose methods are all [`Exec::InPlace`]
+//!   runs on the head as it is taken from the queue; one with a [`Exec::Blocking`]
+//!   method goes to the worker pool. Either way the message is answered by one
+//!   message (see `conn.rs` for why that is the flow control).
+//! - **Load shedding.** Work queued or running off the heads (pool and stolen work)
+//!   is bounded by `max_in_flight`; a request beyond it is answered at once with
+//!   [`Code::Overloaded`](crate::Code::Overloaded).
+//! - **Work stealing** (opt-in: it gives up per-connection ordering). A head that
+//!   found work in many consecutive polls puts the extra messages of a poll into a
+//!   queue every head checks before its own completion queue.
+//! - **Hostile clients.** Every frame is parsed with checks; a malformed message is
+//!   counted, answered with [`Code::InvalidArgument`](crate::Code::InvalidArgument),
+//!   and the server goes on.
+//! - **Dead clients.** The connection manager moves a QP to ERR when its client's
+//!   side channel closes (exit, kill); the flush completions close the connection.
+//!   An optional idle timeout closes connections that went silent.
+
+use crate::conn::{self, Buffers, DeviceOptions, Hello};
+use crate::frame::{frames, Header, Kind, Rendezvous, HEADER_LEN};
+use crate::metrics::{MethodMetrics, Registry};
+use crate::service::{CallContext, Exec, Method, Service};
+use crate::status::{Code, Status};
+use crate::IdMap;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::{
+    Completion, CompletionChannel, CompletionQueue, Context, LinkKind, Progress, ProtectionDomain,
+    QpInitAttr, QpType, QueuePair, WcOpcode, WcStatus,
+};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How a server is set up.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// udp or shm, progress mode, ICRC.
+    pub device: DeviceOptions,
+    /// Completion-queue clusters (one head thread and one device each).
+    pub clusters: usize,
+    /// Receive buffers per connection (the client's credits).
+    pub ring: usize,
+    /// Bytes per receive buffer; larger messages go by rendezvous.
+    pub buffer_size: usize,
+    /// Worker threads for [`Exec::Blocking`] methods.
+    pub workers: usize,
+    /// Most requests queued or running off the cluster heads before new ones are
+    /// shed with `Overloaded`.
+    pub max_in_flight: usize,
+    /// Let idle heads take work from loaded ones (reorders a connection's calls).
+    pub work_stealing: bool,
+    /// Close connections silent for this long (clients' keepalives keep them open).
+    pub idle_timeout: Option<Duration>,
+    /// How long an idle head polls before it blocks.
+    pub idle_spin: Duration,
+    /// Largest message accepted by rendezvous.
+    pub max_message: usize,
+}
+
+impl ServerConfig {
+    /// Defaults for `link`: one cluster, engine thread, 32 × 4 KiB receive buffers per
+    /// connection, 2 workers, 1024 in flight, no stealing, no idle timeout.
+    pub fn new(link: LinkKind) -> ServerConfig {
+        ServerConfig {
+            device: DeviceOptions::new(link),
+            clusters: 1,
+            ring: 32,
+            buffer_size: 4096,
+            workers: 2,
+            max_in_flight: 1024,
+            work_stealing: false,
+            idle_timeout: None,
+            idle_spin: Duration::from_micros(50),
+            max_message: 64 << 20,
+        }
+    }
+}
+
+/// Server-wide counters.
+#[derive(Debug, Default)]
+struct Counters {
+    accepted: AtomicU64,
+    rejected: AtomicU64,
+    closed: AtomicU64,
+    messages: AtomicU64,
+    requests: AtomicU64,
+    malformed: AtomicU64,
+    overloaded: AtomicU64,
+    deadline_exceeded: AtomicU64,
+    cancelled: AtomicU64,
+    stolen: AtomicU64,
+    pooled: AtomicU64,
+    rendezvous_in: AtomicU64,
+    rendezvous_out: AtomicU64,
+    pings: AtomicU64,
+}
+
+/// A snapshot of the server's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Connections accepted.
+    pub connections_accepted: u64,
+    /// Connection requests refused (not a weft-rpc client, handshake failed).
+    pub connections_rejected: u64,
+    /// Connections closed (peer gone, idle timeout, server side).
+    pub connections_closed: u64,
+    /// Messages received.
+    pub messages: u64,
+    /// Request frames received.
+    pub requests: u64,
+    /// Messages that did not parse (answered with `InvalidArgument`).
+    pub malformed_frames: u64,
+    /// Requests shed with `Overloaded`.
+    pub overloaded: u64,
+    /// Requests whose deadline passed before they ran.
+    pub deadline_exceeded: u64,
+    /// Requests cancelled before they ran.
+    pub cancelled: u64,
+    /// Messages run by a head other than their connection's.
+    pub stolen: u64,
+    /// Messages run on the worker pool.
+    pub pooled: u64,
+    /// Messages received by RDMA READ (larger than a receive buffer).
+    pub rendezvous_in: u64,
+    /// Replies sent by rendezvous.
+    pub rendezvous_out: u64,
+    /// Keepalive pings answered.
+    pub pings: u64,
+    /// Per cluster: live connections and load (per mille of recent polls that found
+    /// work).
+    pub clusters: Vec<ClusterStats>,
+}
+
+/// One cluster's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterStats {
+    /// Live connections.
+    pub connections: usize,
+    /// Per mille of recent polls that found work.
+    pub load_permille: u32,
+    /// Connections ever placed here.
+    pub placed: u64,
+}
+
+/// A server connection as every thread that answers on it sees it.
+#[derive(Debug)]
+struct ConnShared {
+    id: u64,
+    cluster: usize,
+    ctx: Context,
+    tx: Mutex<Tx>,
+    /// Cancel flags of requests queued or running off the head.
+    calls: Mutex<IdMap<Arc<AtomicBool>>>,
+    cm: Mutex<Option<cm::Connection>>,
+    closed: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Tx {
+    qp: QueuePair,
+    bufs: Buffers,
+}
+
+/// A message to run off its head.
+#[derive(Debug)]
+struct Job {
+    conn: Arc<ConnShared>,
+    msg: Vec<u8>,
+    arrived: Instant,
+    requests: usize,
+}
+
+#[derive(Debug)]
+struct Cluster {
+    ctx: Context,
+    pd: ProtectionDomain,
+    cq: Mutex<CompletionQueue>,
+    channel: Option<CompletionChannel>,
+    incoming: Mutex<Vec<Arc<ConnShared>>>,
+    has_incoming: AtomicBool,
+    conns: AtomicUsize,
+    placed: AtomicU64,
+    load: AtomicU32,
+    thread: Mutex<Option<std::thread::Thread>>,
+}
+
+#[derive(Debug)]
+struct MethodEntry {
+    exec: Exec,
+    name: String,
+    metrics: Arc<MethodMetrics>,
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    service: Arc<dyn Service>,
+    methods: HashMap<u32, MethodEntry>,
+    unknown: Arc<MethodMetrics>,
+    metrics: Registry,
+    counters: Counters,
+    clusters: Vec<Cluster>,
+    stop: AtomicBool,
+    pool: Mutex<VecDeque<Job>>,
+    pool_cv: Condvar,
+    steal: Mutex<VecDeque<Job>>,
+    steal_len: AtomicUsize,
+    in_flight: AtomicUsize,
+    next_conn: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("cfg", &self.cfg)
+            .field("clusters", &self.clusters.len())
+            .finish()
+    }
+}
+
+/// A running server. Dropping it (or [`Server::shutdown`]) stops every thread and
+/// closes every connection.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// Scratch buffers of a thread that runs messages.
+#[derive(Debug, Default)]
+struct Scratch {
+    msg: Vec<u8>,
+    reply: Vec<u8>,
+    resp: Vec<u8>,
+}
+
+impl Server {
+    /// Start serving `service` with `cfg`; clients connect to `addr` (a TCP address
+    /// for the connection manager; port 0 picks one, see [`Server::local_addr`]).
+    pub fn start(
+        service: Arc<dyn Service>,
+        cfg: ServerConfig,
+        addr: SocketAddr,
+    ) -> Result<Server, Status> {
+        if cfg.ring == 0 || cfg.ring > usize::from(u16::MAX) || cfg.clusters == 0 {
+            return Err(Status::invalid_argument(
+                "ring and clusters must be positive",
+            ));
+        }
+        if cfg.buffer_size < conn::MIN_BUFFER {
+            return Err(Status::invalid_argument(format!(
+                "buffer_size must be at least {}",
+                conn::MIN_BUFFER
+            )));
+        }
+        let metrics = Registry::default();
+        let mut methods = HashMap::new();
+        for Method { id, name, exec } in service.methods() {
+            let m = metrics.method(id, || name.clone());
+            if methods
+                .insert(
+                    id,
+                    MethodEntry {
+                        exec,
+                        name,
+                        metrics: m,
+                    },
+                )
+                .is_some()
+            {
+                return Err(Status::invalid_argument(format!(
+                    "method id {id} used twice"
+                )));
+            }
+        }
+        let unknown = metrics.method(u32::MAX, || "(unknown method)".into());
+        let mut clusters = Vec::with_capacity(cfg.clusters);
+        for _ in 0..cfg.clusters {
+            let ctx = cfg.device.open()?;
+            let channel = match cfg.device.progress {
+                Progress::Thread => Some(
+                    CompletionChannel::new(&ctx)
+                        .map_err(|e| Status::internal(format!("completion channel: {e}")))?,
+                ),
+                Progress::Inline => None,
+            };
+            let cq = CompletionQueue::new(&ctx, 8192, channel.as_ref());
+            clusters.push(Cluster {
+                pd: ctx.alloc_pd(),
+                ctx,
+                cq: Mutex::new(cq),
+                channel,
+                incoming: Mutex::new(Vec::new()),
+                has_incoming: AtomicBool::new(false),
+                conns: AtomicUsize::new(0),
+                placed: AtomicU64::new(0),
+                load: AtomicU32::new(0),
+                thread: Mutex::new(None),
+            });
+        }
+        let listener = Listener::bind(&clusters[0].ctx, addr)
+            .map_err(|e| Status::unavailable(format!("binding {addr}: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let shared = Arc::new(Shared {
+            cfg,
+            service,
+            methods,
+            unknown,
+            metrics,
+            counters: Counters::default(),
+            clusters,
+            stop: AtomicBool::new(false),
+            pool: Mutex::new(VecDeque::new()),
+            pool_cv: Condvar::new(),
+            steal: Mutex::new(VecDeque::new()),
+            steal_len: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            next_conn: AtomicU64::new(1),
+        });
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| Status::internal(format!("spawning a thread: {e}")))
+        };
+        for i in 0..shared.clusters.len() {
+            let s = Arc::clone(&shared);
+            let t = spawn(format!("weft-rpc-head{i}"), Box::new(move || head(&s, i)))?;
+            *lock(&shared.clusters[i].thread) = Some(t.thread().clone());
+            threads.push(t);
+        }
+        for i in 0..shared.cfg.workers {
+            let s = Arc::clone(&shared);
+            threads.push(spawn(
+                format!("weft-rpc-worker{i}"),
+                Box::new(move || worker(&s)),
+            )?);
+        }
+        let s = Arc::clone(&shared);
+        threads.push(spawn(
+            "weft-rpc-accept".into(),
+            Box::new(move || acceptor(&s, &listener)),
+        )?);
+        tracing::info!(%addr, clusters = shared.clusters.len(), "weft-rpc server started");
+        Ok(Server {
+            shared,
+            addr,
+            threads,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Per-method counters.
+    pub fn metrics(&self) -> &Registry {
+        &self.shared.metrics
+    }
+
+    /// Server-wide counters.
+    pub fn stats(&self) -> ServerStats {
+        let c = &self.shared.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServerStats {
+            connections_accepted: g(&c.accepted),
+            connections_rejected: g(&c.rejected),
+            connections_closed: g(&c.closed),
+            messages: g(&c.messages),
+            requests: g(&c.requests),
+            malformed_frames: g(&c.malformed),
+            overloaded: g(&c.overloaded),
+            deadline_exceeded: g(&c.deadline_exceeded),
+            cancelled: g(&c.cancelled),
+            stolen: g(&c.stolen),
+            pooled: g(&c.pooled),
+            rendezvous_in: g(&c.rendezvous_in),
+            rendezvous_out: g(&c.rendezvous_out),
+            pings: g(&c.pings),
+            clusters: self
+                .shared
+                .clusters
+                .iter()
+                .map(|cl| ClusterStats {
+                    connections: cl.conns.load(Ordering::Relaxed),
+                    load_permille: cl.load.load(Ordering::Relaxed),
+                    placed: cl.placed.load(Ordering::Relaxed),
+                })
+                .collect(),
+        }
+    }
+
+    /// The devices of the clusters (their link addresses and engine counters).
+    pub fn devices(&self) -> Vec<Context> {
+        self.shared.clusters.iter().map(|c| c.ctx.clone()).collect()
+    }
+
+    /// Stop: every thread ends, every connection closes (clients see
+    /// `Unavailable`).
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.pool_cv.notify_all();
+        for c in &self.shared.clusters {
+            if let Some(t) = lock(&c.thread).as_ref() {
+                t.unpark();
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn acceptor(s: &Arc<Shared>, listener: &Listener) {
+    while !s.stop.load(Ordering::Acquire) {
+        let req = match listener.get_request(Duration::from_millis(50)) {
+            Ok(r) => r,
+            Err(weft_verbs::Error::Timeout) => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "connection request failed");
+                continue;
+            }
+        };
+        let hello = match Hello::decode(&req.peer().private_data) {
+            Ok(h) => h,
+            Err(why) => {
+                s.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%why, "refused a connection");
+                req.reject(&why);
+                continue;
+            }
+        };
+        if let Err(e) = accept_one(s, req, hello) {
+            s.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "accepting a connection failed");
+        }
+    }
+}
+
+/// The least-loaded cluster: load from the poll history, in steps of 10 %, then
+/// connection count.
+fn pick_cluster(s: &Shared) -> usize {
+    (0..s.clusters.len())
+        .min_by_key(|&i| {
+            let c = &s.clusters[i];
+            (
+                c.load.load(Ordering::Relaxed) / 100,
+                c.conns.load(Ordering::Relaxed),
+                i,
+            )
+        })
+        .unwrap_or(0)
+}
+
+fn accept_one(s: &Arc<Shared>, req: cm::ConnectRequest, peer: Hello) -> Result<(), Status> {
+    let ci = pick_cluster(s);
+    let cl = &s.clusters[ci];
+    let cfg = &s.cfg;
+    let mut init = QpInitAttr::new(QpType::Rc);
+    init.max_send_wr = 4 * cfg.ring + 16;
+    init.max_recv_wr = cfg.ring;
+    let mut qp = {
+        let cq = lock(&cl.cq);
+        cl.pd
+            .create_qp(&cq, &cq, None, init)
+            .map_err(|e| Status::internal(format!("create_qp: {e}")))?
+    };
+    let param = ConnParam {
+        private_data: Hello {
+            ring: cfg.ring as u16,
+            buf: cfg.buffer_size as u32,
+        }
+        .encode(),
+        ..ConnParam::default()
+    };
+    cm::init_qp(&mut qp, &param).map_err(|e| Status::internal(format!("init_qp: {e}")))?;
+    let mut bufs = Buffers::new(&cl.pd, cfg.ring, cfg.buffer_size);
+    bufs.peer_buf = peer.buf as usize;
+    bufs.post_ring(&mut qp)?;
+    let conn = Arc::new(ConnShared {
+        id: s.next_conn.fetch_add(1, Ordering::Relaxed),
+        cluster: ci,
+        ctx: cl.ctx.clone(),
+        tx: Mutex::new(Tx { qp, bufs }),
+        calls: Mutex::new(IdMap::default()),
+        cm: Mutex::new(None),
+        closed: AtomicBool::new(false),
+    });
+    // The head learns of the connection before the client can send on it.
+    lock(&cl.incoming).push(Arc::clone(&conn));
+    cl.has_incoming.store(true, Ordering::Release);
+    cl.conns.fetch_add(1, Ordering::Relaxed);
+    cl.placed.fetch_add(1, Ordering::Relaxed);
+    let accepted = {
+        let mut tx = lock(&conn.tx);
+        req.accept(&mut tx.qp, &param)
+    };
+    match accepted {
+        Ok(c) => {
+            *lock(&conn.cm) = Some(c);
+            s.counters.accepted.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(conn = conn.id, cluster = ci, "connection accepted");
+            if let Some(t) = lock(&cl.thread).as_ref() {
+                t.unpark();
+            }
+            Ok(())
+        }
+        Err(e) => {
+            conn.closed.store(true, Ordering::Release);
+            Err(Status::unavailable(format!("accept: {e}")))
+        }
+    }
+}
+
+/// A connection as its head holds it.
+#[derive(Debug)]
+struct HeadConn {
+    shared: Arc<ConnShared>,
+    last_rx: Instant,
+}
+
+/// Polls in a row that found work before a head shares work.
+const STEAL_STREAK: u32 = 4;
+/// Completions taken per poll.
+const POLL_BATCH: usize = 32;
+
+fn head(s: &Arc<Shared>, ci: usize) {
+    let cl = &s.clusters[ci];
+    let mut conns: IdMap<HeadConn> = IdMap::default();
+    let mut wcs: Vec<Completion> = Vec::with_capacity(POLL_BATCH);
+    let mut scratch = Scratch::default();
+    let mut idle_since: Option<Instant> = None;
+    let mut streak = 0u32;
+    let (mut polls, mut busy) = (0u32, 0u32);
+    let mut last_sweep = Instant::now();
+    let stealing = s.cfg.work_stealing && s.clusters.len() > 1;
+    while !s.stop.load(Ordering::Relaxed) {
+        if cl.has_incoming.swap(false, Ordering::Acquire) {
+            for c in lock(&cl.incoming).drain(..) {
+                let qpn = lock(&c.tx).qp.qp_num();
+                conns.insert(
+                    u64::from(qpn),
+                    HeadConn {
+                        shared: c,
+                        last_rx: Instant::now(),
+                    },
+                );
+            }
+        }
+        // Work other heads shared, before our own queue (DaRPC's work stealing).
+        if stealing && s.steal_len.load(Ordering::Relaxed) > 0 {
+            let job = lock(&s.steal).pop_front();
+            if let Some(job) = job {
+                s.steal_len.fetch_sub(1, Ordering::Relaxed);
+                if job.conn.cluster != ci {
+                    s.counters.stolen.fetch_add(1, Ordering::Relaxed);
+                }
+                run_job(s, job, Some(ci), &mut scratch);
+                idle_since = None;
+            }
+        }
+        wcs.clear();
+        let n = lock(&cl.cq).poll(&mut wcs, POLL_BATCH);
+        polls += 1;
+        if n > 0 {
+            busy += 1;
+            streak += 1;
+            idle_since = None;
+            let recvs = wcs.iter().filter(|c| c.opcode.is_recv()).count();
+            let mut share = stealing && streak >= STEAL_STREAK && recvs > 1;
+            let mut kept = 0;
+            for wc in wcs.drain(..) {
+                let is_recv = wc.opcode.is_recv() && wc.status == WcStatus::Success;
+                // Keep the first message of a poll, share the rest while loaded.
+                let give = share && is_recv && kept >= 1;
+                if is_recv {
+                    kept += 1;
+                }
+                on_completion(s, ci, &mut conns, wc, &mut scratch, give);
+                if s.steal_len.load(Ordering::Relaxed) >= s.cfg.max_in_flight / 2 {
+                    share = false;
+                }
+            }
+        } else {
+            streak = 0;
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= s.cfg.idle_spin {
+                idle_wait(cl, since.elapsed());
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        if polls >= 256 {
+            cl.load.store(busy * 1000 / polls, Ordering::Relaxed);
+            polls = 0;
+            busy = 0;
+        }
+        if last_sweep.elapsed() >= Duration::from_millis(20) {
+            last_sweep = Instant::now();
+            sweep(s, cl, &mut conns);
+        }
+    }
+    for (_, c) in conns.drain() {
+        close(s, cl, &c.shared, "server stopped");
+    }
+}
+
+/// An idle head: block on the completion channel (engine thread) or park briefly
+/// (inline progress: the head is the engine, so it wakes to run it).
+fn idle_wait(cl: &Cluster, idle: Duration) {
+    match &cl.channel {
+        Some(ch) => {
+            lock(&cl.cq).req_notify();
+            // A completion that raced with arming is found by the next poll; the
+            // wait is bounded so stealing, new connections and stop are seen.
+            if let Ok(_id) = ch.get_cq_event(Duration::from_millis(2)) {
+                lock(&cl.cq).ack_events(1);
+            }
+        }
+        None => {
+            if idle < Duration::from_millis(2) {
+                std::thread::yield_now();
+            } else {
+                std::thread::park_timeout(Duration::from_micros(200));
+            }
+        }
+    }
+}
+
+/// Periodic: connections the acceptor gave up on, idle timeouts.
+fn sweep(s: &Shared, cl: &Cluster, conns: &mut IdMap<HeadConn>) {
+    let now = Instant::now();
+    let mut dead = Vec::new();
+    for (&k, c) in conns.iter() {
+        let idle = s
+            .cfg
+            .idle_timeout
+            .is_some_and(|t| now.duration_since(c.last_rx) > t);
+        if c.shared.closed.load(Ordering::Acquire) || idle {
+            dead.push((k, idle));
+        }
+    }
+    for (k, idle) in dead {
+        if let Some(c) = conns.remove(&k) {
+            close(
+                s,
+                cl,
+                &c.shared,
+                if idle { "idle timeout" } else { "closed" },
+            );
+        }
+    }
+}
+
+fn close(s: &Shared, cl: &Cluster, c: &ConnShared, why: &str) {
+    c.closed.store(true, Ordering::Release);
+    // Nobody waits for the answers any more: queued calls are skipped, running
+    // ones see `CallContext::is_cancelled`.
+    for flag in lock(&c.calls).values() {
+        flag.store(true, Ordering::Relaxed);
+    }
+    drop(lock(&c.cm).take());
+    cl.conns.fetch_sub(1, Ordering::Relaxed);
+    s.counters.closed.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(conn = c.id, why, "connection closed");
+}
+
+fn on_completion(
+    s: &Arc<Shared>,
+    ci: usize,
+    conns: &mut IdMap<HeadConn>,
+    wc: Completion,
+    scratch: &mut Scratch,
+    give_away: bool,
+) {
+    let key = u64::from(wc.qpn);
+    let Some(hc) = conns.get_mut(&key) else {
+        return; // a connection closed already
+    };
+    let c = Arc::clone(&hc.shared);
+    if wc.status != WcStatus::Success {
+        let why = format!("{:?} on {:?}", wc.status, wc.opcode);
+        conns.remove(&key);
+        close(s, &s.clusters[ci], &c, &why);
+        return;
+    }
+    match wc.opcode {
+        WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => {
+            hc.last_rx = Instant::now();
+            let arrived = Instant::now();
+            let ok = {
+                let mut tx = lock(&c.tx);
+                let Tx { qp, bufs } = &mut *tx;
+                bufs.take_recv(qp, &wc, &mut scratch.msg)
+            };
+            if ok.is_none() {
+                return;
+            }
+            s.counters.messages.fetch_add(1, Ordering::Relaxed);
+            let msg = std::mem::take(&mut scratch.msg);
+            on_message(s, &c, ci, &msg, arrived, scratch, give_away);
+            scratch.msg = msg;
+        }
+        WcOpcode::RdmaRead => {
+            let got = lock(&c.tx).bufs.read_done(wc.wr_id);
+            if let Some((msg, _)) = got {
+                // The clock of a large request starts when its bytes are here.
+                on_message(s, &c, ci, &msg, Instant::now(), scratch, false);
+            }
+        }
+        _ => lock(&c.tx).bufs.send_done(wc.wr_id),
+    }
+}
+
+/// What a message needs, from one checked pass over its frames.
+struct Survey {
+    requests: usize,
+    blocking: bool,
+    rendezvous: Option<(u64, Rendezvous)>,
+    bad: Option<(u64, String)>,
+}
+
+fn survey(s: &Shared, msg: &[u8]) -> Survey {
+    let mut v = Survey {
+        requests: 0,
+        blocking: false,
+        rendezvous: None,
+        bad: None,
+    };
+    let mut n = 0;
+    for f in frames(msg) {
+        n += 1;
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                // The id of a frame whose header parsed, if any, so the caller learns.
+                let id = msg
+                    .get(8..16)
+                    .map(|b| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
+                    .filter(|_| n == 1)
+                    .unwrap_or(0);
+                v.bad = Some((id, format!("malformed frame: {e}")));
+                return v;
+            }
+        };
+        match f.header.kind {
+            Kind::REQUEST => {
+                v.requests += 1;
+                if s.methods
+                    .get(&f.header.code)
+                    .is_some_and(|m| m.exec == Exec::Blocking)
+                {
+                    v.blocking = true;
+                }
+            }
+            Kind::CANCEL | Kind::PING | Kind::RELEASE => {}
+            Kind::RNDV => match Rendezvous::parse(f.payload) {
+                Ok(d) if n == 1 && msg.len() == HEADER_LEN + Rendezvous::LEN => {
+                    v.rendezvous = Some((f.header.id, d));
+                }
+                _ => {
+                    v.bad = Some((f.header.id, "malformed rendezvous frame".into()));
+                    return v;
+                }
+            },
+            k => {
+                v.bad = Some((f.header.id, format!("unexpected frame kind {k:?}")));
+                return v;
+            }
+        }
+    }
+    v
+}
+
+fn on_message(
+    s: &Arc<Shared>,
+    c: &Arc<ConnShared>,
+    ci: usize,
+    msg: &[u8],
+    arrived: Instant,
+    scratch: &mut Scratch,
+    give_away: bool,
+) {
+    let v = survey(s, msg);
+    if let Some((id, why)) = v.bad {
+        s.counters.malformed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(conn = c.id, %why, "malformed message");
+        scratch.reply.clear();
+        let mut h = Header::new(Kind::RESPONSE, id);
+        h.code = Code::InvalidArgument.to_wire();
+        h.emit(why.as_bytes(), &mut scratch.reply);
+        send_reply(s, c, &scratch.reply, true);
+        return;
+    }
+    if let Some((rid, d)) = v.rendezvous {
+        if d.len as usize > s.cfg.max_message {
+            // A client's rendezvous id is its call's id.
+            scratch.reply.clear();
+            let mut h = Header::new(Kind::RESPONSE, rid);
+            h.code = Code::MessageTooLarge.to_wire();
+            h.emit(
+                format!("{} B exceeds the server's {} B", d.len, s.cfg.max_message).as_bytes(),
+                &mut scratch.reply,
+            );
+            send_reply(s, c, &scratch.reply, true);
+            return;
+        }
+        s.counters.rendezvous_in.fetch_add(1, Ordering::Relaxed);
+        let mut tx = lock(&c.tx);
+        let Tx { qp, bufs } = &mut *tx;
+        if let Err(e) = bufs.start_read(qp, d, 0) {
+            tracing::warn!(conn = c.id, error = %e, "rendezvous read failed");
+        }
+        return;
+    }
+    s.counters
+        .requests
+        .fetch_add(v.requests as u64, Ordering::Relaxed);
+    let off_head = v.blocking || give_away;
+    if off_head && v.requests > 0 {
+        if s.in_flight.load(Ordering::Relaxed) + v.requests > s.cfg.max_in_flight {
+            shed(s, c, msg, arrived, scratch);
+            return;
+        }
+        s.in_flight.fetch_add(v.requests, Ordering::Relaxed);
+        {
+            let mut calls = lock(&c.calls);
+            for f in frames(msg).flatten() {
+                if f.header.kind == Kind::REQUEST {
+                    calls.insert(f.header.id, Arc::new(AtomicBool::new(false)));
+                }
+            }
+        }
+        let job = Job {
+            conn: Arc::clone(c),
+            msg: msg.to_vec(),
+            arrived,
+            requests: v.requests,
+        };
+        if v.blocking {
+            s.counters.pooled.fetch_add(1, Ordering::Relaxed);
+            lock(&s.pool).push_back(job);
+            s.pool_cv.notify_one();
+        } else {
+            lock(&s.steal).push_back(job);
+            s.steal_len.fetch_add(1, Ordering::Relaxed);
+            for (i, other) in s.clusters.iter().enumerate() {
+                if i != ci {
+                    if let Some(t) = lock(&other.thread).as_ref() {
+                        t.unpark();
+                    }
+                }
+            }
+        }
+        return;
+    }
+    execute(s, c, ci, msg, arrived, scratch, false);
+    send_reply(s, c, &scratch.reply, true);
+}
+
+/// Answer every request of `msg` with `Overloaded` (cancels and pings as usual).
+fn shed(s: &Shared, c: &ConnShared, msg: &[u8], arrived: Instant, scratch: &mut Scratch) {
+    scratch.reply.clear();
+    for f in frames(msg).flatten() {
+        match f.header.kind {
+            Kind::REQUEST => {
+                s.counters.overloaded.fetch_add(1, Ordering::Relaxed);
+                let m = s
+                    .methods
+                    .get(&f.header.code)
+                    .map_or(&s.unknown, |m| &m.metrics);
+                m.record(Err(Code::Overloaded), arrived.elapsed());
+                let mut h = Header::new(Kind::RESPONSE, f.header.id);
+                h.code = Code::Overloaded.to_wire();
+                h.emit(
+                    format!("in-flight limit {} reached", s.cfg.max_in_flight).as_bytes(),
+                    &mut scratch.reply,
+                );
+            }
+            _ => control(s, c, &f.header, &mut scratch.reply),
+        }
+    }
+    finish_reply(&mut scratch.reply);
+    send_reply(s, c, &scratch.reply, true);
+}
+
+/// CANCEL, PING, RELEASE.
+fn control(s: &Shared, c: &ConnShared, h: &Header, reply: &mut Vec<u8>) {
+    match h.kind {
+        Kind::CANCEL => {
+            if let Some(flag) = lock(&c.calls).get(&h.id) {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+        Kind::PING => {
+            s.counters.pings.fetch_add(1, Ordering::Relaxed);
+            Header::new(Kind::PONG, h.id).emit(&[], reply);
+        }
+        Kind::RELEASE => lock(&c.tx).bufs.release(h.id),
+        _ => {}
+    }
+}
+
+fn finish_reply(reply: &mut Vec<u8>) {
+    if reply.is_empty() {
+        Header::new(Kind::ACK, 0).emit(&[], reply);
+    }
+}
+
+/// Run every frame of `msg`, leaving the one reply message in `scratch.reply`.
+fn execute(
+    s: &Shared,
+    c: &ConnShared,
+    ci: usize,
+    msg: &[u8],
+    arrived: Instant,
+    scratch: &mut Scratch,
+    queued: bool,
+) {
+    let Scratch { reply, resp, .. } = scratch;
+    reply.clear();
+    for f in frames(msg).flatten() {
+        let h = f.header;
+        if h.kind != Kind::REQUEST {
+            control(s, c, &h, reply);
+            continue;
+        }
+        let deadline =
+            (h.timeout_us > 0).then(|| arrived + Duration::from_micros(u64::from(h.timeout_us)));
+        // Calls that waited off the head may have been cancelled meanwhile.
+        let flag = if queued {
+            lock(&c.calls).get(&h.id).cloned()
+        } else {
+            None
+        };
+        let entry = s.methods.get(&h.code);
+        let metrics = entry.map_or(&s.unknown, |m| &m.metrics);
+        resp.clear();
+        let result = if flag.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            s.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+            Err(Status::cancelled("cancelled by the caller before it ran"))
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            s.counters.deadline_exceeded.fetch_add(1, Ordering::Relaxed);
+            Err(Status::deadline_exceeded(
+                "deadline passed before the call ran",
+            ))
+        } else if let Some(entry) = entry {
+            let cx = CallContext {
+                method: h.code,
+                id: h.id,
+                deadline,
+                cancelled: flag.as_deref(),
+                conn: c.id,
+                cluster: ci,
+            };
+            let span = tracing::debug_span!("rpc", method = %entry.name, id = h.id, conn = c.id);
+            let _g = span.enter();
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                s.service.call(&cx, f.payload, resp)
+            })) {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::error!(method = %entry.name, "handler panicked");
+                    Err(Status::internal("handler panicked"))
+                }
+            }
+        } else {
+            Err(Status::unimplemented(format!("no method {}", h.code)))
+        };
+        metrics.record(
+            result.as_ref().map(|_| ()).map_err(|e| e.code()),
+            arrived.elapsed(),
+        );
+        let mut rh = Header::new(Kind::RESPONSE, h.id);
+        match result {
+            Ok(()) if resp.len() + HEADER_LEN + reply.len() > s.cfg.max_message => {
+                rh.code = Code::MessageTooLarge.to_wire();
+                rh.emit(b"response exceeds the server's max_message", reply);
+            }
+            Ok(()) => rh.emit(resp, reply),
+            Err(e) => {
+                rh.code = e.code().to_wire();
+                let m = e.message().as_bytes();
+                rh.emit(&m[..m.len().min(1024)], reply);
+            }
+        }
+    }
+    finish_reply(reply);
+}
+
+/// Post the one reply to a message; a reply larger than the client's buffer goes by
+/// rendezvous.
+fn send_reply(s: &Shared, c: &ConnShared, reply: &[u8], on_head: bool) {
+    if c.closed.load(Ordering::Relaxed) {
+        return;
+    }
+    let r = {
+        let mut tx = lock(&c.tx);
+        let Tx { qp, bufs } = &mut *tx;
+        if reply.len() > bufs.peer_buf {
+            s.counters.rendezvous_out.fetch_add(1, Ordering::Relaxed);
+            let id = bufs.next_rndv;
+            bufs.next_rndv += 1;
+            let m = bufs.rendezvous(reply.to_vec(), id);
+            bufs.send(qp, &m)
+        } else {
+            bufs.send(qp, reply)
+        }
+    };
+    if let Err(e) = r {
+        tracing::debug!(conn = c.id, error = %e, "reply not sent");
+    }
+    if !on_head && c.ctx.progress_mode() == Progress::Inline {
+        // The head may be busy or parked: push the reply out now.
+        c.ctx.progress();
+    }
+}
+
+/// Run a message off its head: on a worker (`head` None) or a stealing head.
+fn run_job(s: &Shared, job: Job, head: Option<usize>, scratch: &mut Scratch) {
+    let ci = head.unwrap_or(job.conn.cluster);
+    execute(s, &job.conn, ci, &job.msg, job.arrived, scratch, true);
+    {
+        let mut m = lock(&job.conn.calls);
+        for f in frames(&job.msg).flatten() {
+            if f.header.kind == Kind::REQUEST {
+                m.remove(&f.header.id);
+            }
+        }
+    }
+    s.in_flight.fetch_sub(job.requests, Ordering::Relaxed);
+    send_reply(s, &job.conn, &scratch.reply, head == Some(job.conn.cluster));
+}
+
+fn worker(s: &Arc<Shared>) {
+    let mut scratch = Scratch::default();
+    loop {
+        let job = {
+            let mut q = lock(&s.pool);
+            loop {
+                if s.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Some(j) = q.pop_front() {
+                    break j;
+                }
+                q = s
+                    .pool_cv
+                    .wait_timeout(q, Duration::from_millis(50))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        };
+        run_job(s, job, None, &mut scratch);
+    }
+}

@@ -1,0 +1,220 @@
+//! Clients that misbehave: malformed frames from a raw verbs peer, and a client
+//! process killed in the middle of a call (this test binary re-runs itself as that
+//! client).
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_rpc::frame::{frames, Header, Kind};
+use weft_rpc::{Code, DeviceOptions, LinkKind};
+use weft_verbs::cm::{self, ConnParam};
+use weft_verbs::{
+    Access, CompletionQueue, QpInitAttr, QpType, RecvWr, SendWr, WcOpcode, WcStatus, WrOp,
+};
+
+fn hello(ring: u16, buf: u32) -> Vec<u8> {
+    let mut b = b"WRPC".to_vec();
+    b.extend_from_slice(&[1, 0]);
+    b.extend_from_slice(&ring.to_be_bytes());
+    b.extend_from_slice(&buf.to_be_bytes());
+    b
+}
+
+fn malformed(kind: LinkKind) {
+    let (s, _) = server(kind);
+    let ctx = DeviceOptions::new(kind).open().unwrap();
+    let pd = ctx.alloc_pd();
+    let mut cq = CompletionQueue::new(&ctx, 64, None);
+    let mut qp = pd
+        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
+        .unwrap();
+    let mr = pd.alloc_mr(1 << 16, Access::ALL);
+    let param = ConnParam {
+        private_data: hello(8, 4096),
+        ..ConnParam::default()
+    };
+    cm::init_qp(&mut qp, &param).unwrap();
+    let post = |qp: &mut weft_verbs::QueuePair| {
+        qp.post_recv([RecvWr {
+            wr_id: 1,
+            sg_list: vec![mr.sge(32768, 4096)],
+        }])
+        .unwrap()
+    };
+    post(&mut qp);
+    let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();
+    let mut valid = Vec::new();
+    Header::new(Kind::REQUEST, 77).emit(b"ok", &mut valid);
+    let mut overrun = valid.clone();
+    overrun[23] = 200;
+    let mut flags = valid.clone();
+    flags[2] = 0x80;
+    let mut response = Vec::new();
+    Header::new(Kind::RESPONSE, 5).emit(b"", &mut response);
+    let mut rndv = Vec::new();
+    Header::new(Kind::RNDV, 6).emit(&[1, 2, 3], &mut rndv);
+    let mut unknown = Vec::new();
+    Header::new(Kind(0x42), 9).emit(b"", &mut unknown);
+    let mut trailing = valid.clone();
+    trailing.extend_from_slice(&[0xDA, 1, 0]);
+    let garbage: Vec<Vec<u8>> = vec![
+        vec![0; 10],
+        vec![0xDA; 24],
+        overrun,
+        flags,
+        response,
+        rndv,
+        unknown,
+        trailing,
+        (0..300u32).map(|i| (i * 7) as u8).collect(),
+        vec![],
+    ];
+    for (n, g) in garbage.iter().enumerate() {
+        mr.write(0, g).unwrap();
+        qp.post_send([SendWr::new(
+            n as u64,
+            WrOp::Send { imm: None },
+            vec![mr.sge(0, g.len() as u32)],
+        )])
+        .unwrap();
+        // Every message is answered, malformed or not: the answer is our credit.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = None;
+        while got.is_none() && Instant::now() < deadline {
+            if let Some(c) = cq.poll_one() {
+                assert_eq!(c.status, WcStatus::Success, "{c:?}");
+                if c.opcode == WcOpcode::Recv {
+                    got = Some(mr.to_vec(32768, c.byte_len as usize).unwrap());
+                }
+            }
+        }
+        let reply = got.unwrap_or_else(|| panic!("no answer to garbage {n}"));
+        post(&mut qp);
+        let f = frames(&reply).next().unwrap().unwrap();
+        assert_eq!(f.header.kind, Kind::RESPONSE, "garbage {n}");
+        assert_eq!(
+            Code::from_wire(f.header.code),
+            Some(Code::InvalidArgument),
+            "garbage {n}: {}",
+            String::from_utf8_lossy(f.payload)
+        );
+    }
+    assert_eq!(s.stats().malformed_frames, garbage.len() as u64);
+    // The server goes on serving, this connection and others.
+    mr.write(0, &valid).unwrap();
+    qp.post_send([SendWr::new(
+        99,
+        WrOp::Send { imm: None },
+        vec![mr.sge(0, valid.len() as u32)],
+    )])
+    .unwrap();
+    let c = client(kind, s.local_addr());
+    assert_eq!(c.call(ECHO, b"still here").wait().unwrap(), b"still here");
+}
+
+#[test]
+fn malformed_frames_are_answered_and_counted_udp() {
+    malformed(LinkKind::Udp);
+}
+
+#[test]
+fn malformed_frames_are_answered_and_counted_shm() {
+    malformed(LinkKind::Shm);
+}
+
+#[test]
+fn a_client_that_is_not_weft_rpc_is_refused() {
+    let kind = LinkKind::Udp;
+    let (s, _) = server(kind);
+    let ctx = DeviceOptions::new(kind).open().unwrap();
+    let pd = ctx.alloc_pd();
+    let cq = CompletionQueue::new(&ctx, 64, None);
+    let mut qp = pd
+        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
+        .unwrap();
+    let param = ConnParam {
+        private_data: b"HTTP/1.1".to_vec(),
+        ..ConnParam::default()
+    };
+    let e = cm::connect(&mut qp, s.local_addr(), &param).unwrap_err();
+    assert!(e.to_string().contains("weft-rpc"), "{e}");
+    assert_eq!(s.stats().connections_rejected, 1);
+}
+
+/// The client process of the killed-client tests.
+#[test]
+#[ignore = "run by killed_client tests as their child"]
+fn child_client() {
+    let Ok(at) = std::env::var("WEFT_RPC_CHILD_SERVER") else {
+        return;
+    };
+    let kind = match std::env::var("WEFT_RPC_CHILD_LINK").as_deref() {
+        Ok("shm") => LinkKind::Shm,
+        _ => LinkKind::Udp,
+    };
+    let c = client(kind, at.parse().unwrap());
+    let calls: Vec<_> = (0..4).map(|_| c.call(SLEEP, &ms(10_000))).collect();
+    c.flush();
+    std::thread::sleep(Duration::from_millis(50));
+    println!("CALLING");
+    for call in calls {
+        let _ = call.wait();
+    }
+}
+
+fn killed_client(kind: LinkKind) {
+    let (s, probe) = server_with(kind, |c| c.workers = 2);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_client",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("WEFT_RPC_CHILD_SERVER", s.local_addr().to_string())
+        .env(
+            "WEFT_RPC_CHILD_LINK",
+            if kind == LinkKind::Shm { "shm" } else { "udp" },
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.contains("CALLING") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("child did not call");
+    assert!(eventually(Duration::from_secs(5), || s.stats().pooled >= 2));
+    let _ = child.kill();
+    let _ = child.wait();
+    // The server sees the connection go, cancels what was queued, and serves on.
+    assert!(
+        eventually(Duration::from_secs(5), || s.stats().connections_closed >= 1),
+        "{:?}",
+        s.stats()
+    );
+    let c = client(kind, s.local_addr());
+    assert_eq!(c.call(ECHO, b"next").wait().unwrap(), b"next");
+    assert_eq!(s.stats().clusters[0].connections, 1);
+    let _ = probe;
+}
+
+#[test]
+fn a_client_killed_mid_call_is_noticed_udp() {
+    killed_client(LinkKind::Udp);
+}
+
+#[test]
+fn a_client_killed_mid_call_is_noticed_shm() {
+    killed_client(LinkKind::Shm);
+}
