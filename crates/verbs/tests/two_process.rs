@@ -6,7 +6,9 @@
 //!   in the accept's private data), then never touch weft again until the connection
 //!   closes — one-sided operations must complete against it.
 //! - `echo-rc` / `echo-ud`: post receives and send every message back (SEND with the
-//!   same immediate), until the connection closes.
+//!   same immediate; for a WRITE with immediate, the bytes it wrote to the echo area),
+//!   until the connection closes. The client also checks multi-SGE inline unsignaled
+//!   SENDs through it.
 
 mod common;
 
@@ -21,6 +23,8 @@ use weft_verbs::{
 };
 
 const REGION: usize = 1 << 20;
+/// Where the echo peer expects WRITEs with immediate (past its 16 receive slots).
+const ECHO_AREA: usize = 16 * (64 * 1024 + GRH_LEN);
 
 fn kind_name(k: LinkKind) -> &'static str {
     match k {
@@ -45,7 +49,8 @@ fn peer_process() {
     } else {
         QpType::Rc
     };
-    let mut s = side(kind, Progress::Thread, qp_type, REGION);
+    // Room for 16 receive slots and the echo area behind them.
+    let mut s = side(kind, Progress::Thread, qp_type, 2 * REGION);
     let listener = Listener::bind(&s.ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
     println!("LISTEN {}", listener.local_addr().unwrap());
     let mut param = ConnParam::default();
@@ -96,7 +101,10 @@ fn peer_process() {
                 continue;
             }
             let i = c.wr_id as usize;
-            let (off, len) = if qp_type == QpType::Ud {
+            let (off, len) = if c.opcode == WcOpcode::RecvRdmaWithImm {
+                // A WRITE with immediate landed in the echo area: send that back.
+                (ECHO_AREA, c.byte_len as usize)
+            } else if qp_type == QpType::Ud {
                 (i * slot + GRH_LEN, c.byte_len as usize - GRH_LEN)
             } else {
                 (i * slot, c.byte_len as usize)
@@ -332,6 +340,62 @@ fn echo(kind: LinkKind, qp_type: QpType) {
         assert_eq!(recv.byte_len as usize, size + skip);
         assert_eq!(recv.imm, Some(n as u32));
         assert_eq!(me.mr.to_vec(100_000 + skip, size).unwrap(), payload);
+    }
+    if qp_type == QpType::Rc {
+        let r = remote_region(&remote.private_data);
+        // WRITE with immediate into the peer's echo area: the peer's receive completes
+        // with the immediate and it SENDs the bytes back.
+        let payload: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        me.mr.write(0, &payload).unwrap();
+        me.qp
+            .post_recv([RecvWr {
+                wr_id: 60,
+                sg_list: vec![me.mr.sge(100_000, 70_000)],
+            }])
+            .unwrap();
+        me.qp
+            .post_send([SendWr::new(
+                70,
+                WrOp::Write {
+                    remote: at(r, ECHO_AREA as u64),
+                    imm: Some(0xabcd),
+                },
+                vec![me.mr.sge(0, 10_000)],
+            )])
+            .unwrap();
+        let c = ok(&mut me.cq, 2);
+        let recv = c
+            .iter()
+            .find(|c| c.opcode == WcOpcode::Recv)
+            .expect("echo of the WRITE");
+        assert_eq!((recv.byte_len, recv.imm), (10_000, Some(0xabcd)));
+        assert_eq!(me.mr.to_vec(100_000, 10_000).unwrap(), payload);
+        // Three SGEs gathered inline, unsignaled: only the echo completes.
+        me.mr.write(0, b"one|").unwrap();
+        me.mr.write(50, b"two|").unwrap();
+        me.mr.write(90, b"three").unwrap();
+        me.qp
+            .post_recv([RecvWr {
+                wr_id: 61,
+                sg_list: vec![me.mr.sge(100_000, 70_000)],
+            }])
+            .unwrap();
+        let mut wr = SendWr::new(
+            71,
+            WrOp::Send { imm: None },
+            vec![me.mr.sge(0, 4), me.mr.sge(50, 4), me.mr.sge(90, 5)],
+        );
+        wr.inline = true;
+        wr.signaled = false;
+        me.qp.post_send([wr]).unwrap();
+        me.mr.write(0, b"XXXX").unwrap(); // inline: the buffer is free at once
+        let c = ok(&mut me.cq, 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].byte_len),
+            (61, 13),
+            "only the echo completes"
+        );
+        assert_eq!(me.mr.to_vec(100_000, 13).unwrap(), b"one|two|three");
     }
     drop(conn);
     assert!(peer.wait_exit(Duration::from_secs(10)));
