@@ -157,6 +157,21 @@ pub struct Region {
 }
 
 impl Region {
+    /// The checks every access makes, in the order IBTA reports them: protection
+    /// domain, bounds, rights. (The key was found already.)
+    pub fn check(&self, pd: u32, addr: u64, len: u64, need: Access) -> Result<(), AccessError> {
+        if self.pd != pd {
+            return Err(AccessError::WrongPd);
+        }
+        if !self.contains(addr, len) {
+            return Err(AccessError::OutOfBounds);
+        }
+        if !self.access.contains(need) {
+            return Err(AccessError::AccessDenied);
+        }
+        Ok(())
+    }
+
     fn contains(&self, addr: u64, len: u64) -> bool {
         match addr.checked_add(len) {
             Some(end) => addr >= self.addr && end <= self.addr + self.len,
@@ -314,15 +329,7 @@ impl VecMemory {
                 Key::Remote(k) => r.rkey == k,
             })
             .ok_or(AccessError::UnknownKey)?;
-        if r.pd != pd {
-            return Err(AccessError::WrongPd);
-        }
-        if !r.contains(addr, len) {
-            return Err(AccessError::OutOfBounds);
-        }
-        if !r.access.contains(need) {
-            return Err(AccessError::AccessDenied);
-        }
+        r.check(pd, addr, len, need)?;
         Ok((addr - self.base) as usize)
     }
 

@@ -249,7 +249,8 @@ pub struct Completion {
 }
 
 impl Completion {
-    pub(crate) fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qpn: u32) -> Completion {
+    /// A completion with no length, immediate or source.
+    pub fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qpn: u32) -> Completion {
         Completion {
             wr_id,
             status,

@@ -253,7 +253,7 @@ impl ProtectionDomain {
             .inline_keys
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(entry.lkey, entry);
+            .insert(entry.region.lkey, entry);
         mr
     }
 

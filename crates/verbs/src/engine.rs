@@ -29,9 +29,7 @@ use std::time::Duration;
 use weft_link::spsc::{Consumer, Producer};
 use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
-use weft_transport::{
-    Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcOpcode, WcStatus,
-};
+use weft_transport::{Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus};
 
 /// Who drives the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -339,8 +337,7 @@ impl Engine {
         // (the QP was reset under it) completes in error, in its queue.
         for (qpn, wr) in refused {
             self.stats.post_refused += 1;
-            let mut c = error_completion(wr.wr_id, wr.op.wc_opcode(), qpn);
-            c.status = WcStatus::LocQpOpErr;
+            let c = Completion::new(wr.wr_id, WcStatus::LocQpOpErr, wr.op.wc_opcode(), qpn);
             self.route(c);
         }
         work
@@ -510,20 +507,6 @@ fn publish(slot: &mut CqSlot) {
                 .push_back(slot.notify.id);
             ch.fd.notify();
         }
-    }
-}
-
-pub(crate) fn error_completion(wr_id: u64, opcode: WcOpcode, qpn: u32) -> Completion {
-    Completion {
-        wr_id,
-        status: WcStatus::GeneralErr,
-        opcode,
-        qpn,
-        byte_len: 0,
-        imm: None,
-        src_qp: None,
-        src_path: None,
-        from_srq: false,
     }
 }
 

@@ -21,7 +21,7 @@ use crate::fastmap::FastMap;
 use crate::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use weft_transport::{Access, AccessError, AtomicOp, Key, Memory};
+use weft_transport::{Access, AccessError, AtomicOp, Key, Memory, Region};
 
 /// Memory owned by a region: either allocated by weft (8-byte aligned, zeroed) or
 /// handed over by the caller.
@@ -35,15 +35,12 @@ enum Backing {
     Raw,
 }
 
-/// One registration as the engine sees it.
+/// One registration as the engine sees it: the transport's [`Region`] (keys, domain,
+/// bounds, rights; its `check` is the one every access passes) and where the bytes are.
 #[derive(Debug)]
 pub(crate) struct MrEntry {
     ptr: *mut u8,
-    len: usize,
-    pub(crate) pd: u32,
-    pub(crate) access: Access,
-    pub(crate) lkey: u32,
-    pub(crate) rkey: u32,
+    pub(crate) region: Region,
 }
 
 // SAFETY: the pointer is only dereferenced by the table's accessors, which check the
@@ -60,15 +57,16 @@ impl MrEntry {
         self.ptr as u64
     }
 
-    /// The pointer to `[addr, addr + len)` if it lies inside this region.
-    fn range(&self, addr: u64, len: u64) -> Option<*mut u8> {
-        let base = self.addr();
-        let end = addr.checked_add(len)?;
-        if addr < base || end > base + self.len as u64 {
-            return None;
-        }
-        // In bounds: the offset is at most `self.len`.
-        Some(self.ptr.wrapping_add((addr - base) as usize))
+    fn len(&self) -> usize {
+        self.region.len as usize
+    }
+
+    /// The pointer to `[addr, addr + len)` after the transport's checks (domain,
+    /// bounds, rights) passed.
+    fn checked(&self, pd: u32, addr: u64, len: u64, need: Access) -> Result<*mut u8, AccessError> {
+        self.region.check(pd, addr, len, need)?;
+        // In bounds: `check` proved `addr - base + len <= self.len`.
+        Ok(self.ptr.wrapping_add((addr - self.region.addr) as usize))
     }
 }
 
@@ -82,13 +80,13 @@ pub(crate) struct MrTable {
 
 impl MrTable {
     pub(crate) fn insert(&mut self, e: Arc<MrEntry>) {
-        self.by_rkey.insert(e.rkey, Arc::clone(&e));
-        self.by_lkey.insert(e.lkey, e);
+        self.by_rkey.insert(e.region.rkey, Arc::clone(&e));
+        self.by_lkey.insert(e.region.lkey, e);
     }
 
     pub(crate) fn remove(&mut self, lkey: u32) {
         if let Some(e) = self.by_lkey.remove(&lkey) {
-            self.by_rkey.remove(&e.rkey);
+            self.by_rkey.remove(&e.region.rkey);
         }
     }
 
@@ -110,14 +108,7 @@ impl MrTable {
             Key::Remote(k) => self.by_rkey.get(&k),
         }
         .ok_or(AccessError::UnknownKey)?;
-        if e.pd != pd {
-            return Err(AccessError::WrongPd);
-        }
-        let p = e.range(addr, len).ok_or(AccessError::OutOfBounds)?;
-        if !e.access.contains(need) {
-            return Err(AccessError::AccessDenied);
-        }
-        Ok(p)
+        e.checked(pd, addr, len, need)
     }
 }
 
@@ -199,11 +190,14 @@ pub struct MemoryRegion {
 fn entry(ptr: *mut u8, len: usize, pd: u32, access: Access, keys: (u32, u32)) -> Arc<MrEntry> {
     Arc::new(MrEntry {
         ptr,
-        len,
-        pd,
-        access,
-        lkey: keys.0,
-        rkey: keys.1,
+        region: Region {
+            pd,
+            addr: ptr as u64,
+            len: len as u64,
+            lkey: keys.0,
+            rkey: keys.1,
+            access,
+        },
     })
 }
 
@@ -268,7 +262,7 @@ impl MemoryRegion {
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.entry().len
+        self.entry().len()
     }
 
     /// True for a zero-length region.
@@ -278,17 +272,17 @@ impl MemoryRegion {
 
     /// Local key, for scatter-gather entries.
     pub fn lkey(&self) -> u32 {
-        self.entry().lkey
+        self.entry().region.lkey
     }
 
     /// Remote key, for a peer's RDMA READ/WRITE/atomics.
     pub fn rkey(&self) -> u32 {
-        self.entry().rkey
+        self.entry().region.rkey
     }
 
     /// The rights this region grants.
     pub fn access(&self) -> Access {
-        self.entry().access
+        self.entry().region.access
     }
 
     /// A scatter-gather entry for `len` bytes at `offset`.
@@ -311,11 +305,11 @@ impl MemoryRegion {
     fn span(&self, offset: usize, len: usize) -> Result<*mut u8, Error> {
         let e = self.entry();
         match offset.checked_add(len) {
-            Some(end) if end <= e.len => Ok(e.ptr.wrapping_add(offset)),
+            Some(end) if end <= e.len() => Ok(e.ptr.wrapping_add(offset)),
             _ => Err(Error::OutOfBounds {
                 offset,
                 len,
-                region: e.len,
+                region: e.len(),
             }),
         }
     }
@@ -375,7 +369,7 @@ impl MemoryRegion {
         let e = self.entry();
         // SAFETY: the region's memory is valid for `len` bytes while `self` lives; the
         // caller guarantees no concurrent writer.
-        unsafe { std::slice::from_raw_parts(e.ptr, e.len) }
+        unsafe { std::slice::from_raw_parts(e.ptr, e.len()) }
     }
 
     /// Deregister and return the caller's buffer of a region made from a `Vec`
@@ -390,7 +384,7 @@ impl MemoryRegion {
 
     fn deregister(&mut self) {
         if let Some(ctx) = self.ctx.take() {
-            ctx.deregister(self.entry.lkey);
+            ctx.deregister(self.entry.region.lkey);
         }
     }
 }
@@ -414,12 +408,7 @@ pub(crate) fn gather_inline(
     let mut at = 0usize;
     for s in sges {
         let e = keys.get(&s.lkey).ok_or(AccessError::UnknownKey)?;
-        if e.pd != pd {
-            return Err(AccessError::WrongPd);
-        }
-        let p = e
-            .range(s.addr, u64::from(s.len))
-            .ok_or(AccessError::OutOfBounds)?;
+        let p = e.checked(pd, s.addr, u64::from(s.len), Access::NONE)?;
         let n = s.len as usize;
         let dst = out.get_mut(at..at + n).ok_or(AccessError::OutOfBounds)?;
         // SAFETY: `range` checked `[p, p + n)` lies inside a live registration (the
