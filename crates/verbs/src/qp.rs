@@ -51,6 +51,8 @@ pub struct QueuePair {
     state: QpState,
     send_cq: u32,
     recv_cq: u32,
+    /// Posts since this QP last ran a progress pass (inline progress).
+    unprogressed: u32,
 }
 
 impl ProtectionDomain {
@@ -102,6 +104,7 @@ impl ProtectionDomain {
             state: QpState::Reset,
             send_cq: send_cq.id(),
             recv_cq: recv_cq.id(),
+            unprogressed: 0,
         })
     }
 
@@ -182,10 +185,16 @@ impl QueuePair {
         self.sq.doorbell();
         let shared = self.ctx.shared();
         shared.kick();
-        // Inline progress: the post is the doorbell, so send now rather than at the
-        // next poll (unless another thread is running a pass already).
+        // Inline progress: a stream of posts without polls (a bandwidth loop filling
+        // its window) would otherwise wait for the next poll; every 16 posts run a
+        // pass (unless another thread is running one). A lone post is followed by a
+        // poll anyway, which runs the pass.
         if shared.progress == crate::engine::Progress::Inline {
-            shared.try_progress();
+            self.unprogressed += 1;
+            if self.unprogressed >= 16 {
+                self.unprogressed = 0;
+                shared.try_progress();
+            }
         }
         result
     }
