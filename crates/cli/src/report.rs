@@ -424,7 +424,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let mut md = String::new();
-    let _ = writeln!(md, "# {} results\n", args.name);
+    let _ = writeln!(md, "# Latency and bandwidth\n");
     let _ = writeln!(
         md,
         "Written by `weft report` from {}. Each cell: the value, and in brackets its ratio to `{reference}` at the same size (value / reference; for latency below 1 is faster, for bandwidth above 1 is faster). † marks a mean standing in for a median the tool does not report. Latency is one-way in µs; bandwidth in MB/s with MB = 10^6 bytes.\n",
