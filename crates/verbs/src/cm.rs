@@ -578,7 +578,11 @@ impl Listener {
                 Ok((mut s, _)) => {
                     s.set_nonblocking(false).map_err(Error::Io)?;
                     s.set_nodelay(true).map_err(Error::Io)?;
-                    let step = deadline.min(Instant::now() + Duration::from_secs(5));
+                    // The caller's timeout bounds the wait for a connection, not the
+                    // reading of one that arrived: a request accepted just before the
+                    // deadline still gets its full handshake step (a short polling
+                    // timeout would otherwise reject clients at random).
+                    let step = Instant::now() + Duration::from_secs(5);
                     match recv_msg(&mut s, step).and_then(|(k, b)| {
                         if k != KIND_REQUEST {
                             return Err(Error::Protocol(format!(
