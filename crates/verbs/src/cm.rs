@@ -77,7 +77,8 @@ impl Default for ConnParam {
             path_mtu: Mtu::M4096,
             initiator_depth: 16,
             responder_resources: 16,
-            timeout: 12,
+            // 67 ms × 7 retries: a peer descheduled on a busy machine is not dead.
+            timeout: 14,
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 1,
