@@ -18,8 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
-    Access, CompletionQueue, LinkKind, Progress, QpInitAttr, QpType, RecvWr, RemoteAddr, SendWr,
-    WcOpcode, WcStatus, WrOp, GRH_LEN,
+    Access, CompletionChannel, CompletionQueue, LinkKind, Progress, QpInitAttr, QpType, RecvWr,
+    RemoteAddr, SendWr, WcOpcode, WcStatus, WrOp, GRH_LEN,
 };
 
 const REGION: usize = 1 << 20;
@@ -44,6 +44,10 @@ fn peer_process() {
         Ok("shm") => LinkKind::Shm,
         _ => LinkKind::Udp,
     };
+    if role == "srq-channel" {
+        srq_channel_peer(kind);
+        return;
+    }
     let qp_type = if role == "echo-ud" {
         QpType::Ud
     } else {
@@ -519,4 +523,119 @@ fn shm_ud_send_echoes_through_another_process() {
 #[test]
 fn shm_killed_peer_leaves_error_completions_not_a_hang() {
     killed_peer(LinkKind::Shm);
+}
+
+/// Peer role `srq-channel`: its QP takes receives from a shared receive queue, its
+/// receive CQ is tied to a completion channel, and it sleeps in `get_cq_event` between
+/// messages instead of polling; every message is echoed back.
+fn srq_channel_peer(kind: LinkKind) {
+    let ctx = device(kind, Progress::Thread);
+    let pd = ctx.alloc_pd();
+    let ch = CompletionChannel::new(&ctx).unwrap();
+    let mut rcq = CompletionQueue::new(&ctx, 64, Some(&ch));
+    let mut scq = CompletionQueue::new(&ctx, 64, None);
+    let mut srq = pd.create_srq(16);
+    let mut qp = pd
+        .create_qp(&scq, &rcq, Some(&srq), QpInitAttr::new(QpType::Rc))
+        .unwrap();
+    let mr = pd.alloc_mr(16 * 4096, Access::ALL);
+    srq.post_recv((0..16u64).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: vec![mr.sge(i as usize * 4096, 4096)],
+    }))
+    .unwrap();
+    let listener = Listener::bind(&ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
+    println!("LISTEN {}", listener.local_addr().unwrap());
+    let req = listener.get_request(Duration::from_secs(30)).unwrap();
+    let conn = req.accept(&mut qp, &ConnParam::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut out = Vec::new();
+    let mut events = 0u32;
+    while Instant::now() < deadline {
+        rcq.req_notify();
+        out.clear();
+        if rcq.poll(&mut out, 16) == 0 {
+            match ch.get_cq_event(Duration::from_millis(200)) {
+                Ok(_) => {
+                    events += 1;
+                    rcq.ack_events(1);
+                }
+                Err(_) => {
+                    if matches!(qp.query(), Some((weft_verbs::QpState::Err, _))) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        for c in &out {
+            if c.status != WcStatus::Success {
+                drop(conn);
+                return;
+            }
+            assert!(c.from_srq);
+            let off = c.wr_id as usize * 4096;
+            // The immediate tells the client how many channel events woke us so far.
+            qp.post_send([SendWr::new(
+                c.wr_id,
+                WrOp::Send { imm: Some(events) },
+                vec![mr.sge(off, c.byte_len)],
+            )])
+            .unwrap();
+            assert_eq!(scq.wait(1, Duration::from_secs(10)).len(), 1);
+            srq.post_recv([RecvWr {
+                wr_id: c.wr_id,
+                sg_list: vec![mr.sge(off, 4096)],
+            }])
+            .unwrap();
+        }
+    }
+    drop(conn);
+}
+
+fn srq_and_channel_across_processes(kind: LinkKind) {
+    let mut peer = Peer::start("srq-channel", kind);
+    let mut me = side(kind, Progress::Thread, QpType::Rc, REGION);
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let mut last_events = 0;
+    for n in 0..3u32 {
+        // Give the peer time to fall asleep in its channel wait.
+        std::thread::sleep(Duration::from_millis(30));
+        let msg = format!("message {n}");
+        me.mr.write(0, msg.as_bytes()).unwrap();
+        me.qp
+            .post_recv([RecvWr {
+                wr_id: 50,
+                sg_list: vec![me.mr.sge(4096, 4096)],
+            }])
+            .unwrap();
+        me.qp
+            .post_send([SendWr::new(
+                n.into(),
+                WrOp::Send { imm: None },
+                vec![me.mr.sge(0, msg.len() as u32)],
+            )])
+            .unwrap();
+        let c = ok(&mut me.cq, 2);
+        let r = c.iter().find(|c| c.opcode == WcOpcode::Recv).expect("echo");
+        assert_eq!(me.mr.to_vec(4096, msg.len()).unwrap(), msg.as_bytes());
+        let events = r.imm.unwrap();
+        assert!(
+            events > last_events,
+            "message {n} did not wake the peer through its channel"
+        );
+        last_events = events;
+    }
+    drop(conn);
+    assert!(peer.wait_exit(Duration::from_secs(10)));
+}
+
+#[test]
+fn udp_srq_and_completion_channel_wake_up_across_processes() {
+    srq_and_channel_across_processes(LinkKind::Udp);
+}
+
+#[test]
+fn shm_srq_and_completion_channel_wake_up_across_processes() {
+    srq_and_channel_across_processes(LinkKind::Shm);
 }
