@@ -8,6 +8,7 @@ mod lpm_bench;
 mod perf_cmd;
 mod report;
 mod router;
+mod rpc_bench;
 
 use clap::{Parser, Subcommand};
 use weft::decode;
@@ -40,6 +41,8 @@ enum Command {
     Baseline(baseline::Args),
     /// Plots and a markdown table from perf / baseline / peers JSON lines.
     Report(report::Args),
+    /// weft-rpc throughput and latency (null RPC, namenode mix), beside gRPC (tonic).
+    RpcBench(rpc_bench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,5 +54,6 @@ fn main() -> anyhow::Result<()> {
         Command::Perf(args) => perf_cmd::run(args),
         Command::Baseline(args) => baseline::run(args),
         Command::Report(args) => report::run(args),
+        Command::RpcBench(args) => rpc_bench::run(args),
     }
 }

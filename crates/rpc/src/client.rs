@@ -191,6 +191,10 @@ struct Conn {
     ping: Option<Instant>,
     deadlines: usize,
     next_deadline_check: Instant,
+    /// Polls in a row that found nothing (direct mode yields the CPU now and then:
+    /// on a busy host, a poller that never yields can keep the peer it waits for
+    /// off the CPU for a whole time slice).
+    idle_polls: u32,
     stats: ClientStats,
 }
 
@@ -301,6 +305,7 @@ impl Client {
             ping: None,
             deadlines: 0,
             next_deadline_check: now,
+            idle_polls: 0,
             stats: ClientStats::default(),
         };
         let inner = Arc::new(Inner {
@@ -622,6 +627,11 @@ impl Conn {
         let mut wcs = std::mem::take(&mut self.wcs);
         wcs.clear();
         let n = self.cq.poll(&mut wcs, 32);
+        if n == 0 {
+            self.idle_polls = self.idle_polls.wrapping_add(1);
+        } else {
+            self.idle_polls = 0;
+        }
         for wc in wcs.drain(..) {
             self.on_completion(inner, wc);
         }
@@ -638,6 +648,10 @@ impl Conn {
             self.expire(inner, now);
         }
         n > 0
+    }
+
+    fn wants_yield(&self) -> bool {
+        self.idle_polls > 0 && self.idle_polls % 16 == 0
     }
 
     fn keepalive(&mut self, inner: &Inner, now: Instant) {
@@ -937,7 +951,8 @@ impl Future for Call {
             // Queued calls leave when someone waits.
             c.flush(&inner);
         }
-        match c.pending.get_mut(&id) {
+        let yield_now = direct && c.wants_yield();
+        let r = match c.pending.get_mut(&id) {
             None => {
                 self.done = true;
                 Poll::Ready(Err(c
@@ -967,7 +982,12 @@ impl Future for Call {
                 }
                 Poll::Pending
             }
+        };
+        drop(c);
+        if yield_now && r.is_pending() {
+            std::thread::yield_now();
         }
+        r
     }
 }
 
@@ -1066,16 +1086,21 @@ impl CallStream {
             return Some(r);
         }
         let inner = &self.client.inner;
-        {
+        let yield_now = {
             let mut c = lock(&inner.conn);
             if inner.cfg.batching {
                 c.flush(inner);
             }
-            if inner.cfg.mode == Mode::Direct {
+            inner.cfg.mode == Mode::Direct && {
                 c.drive(inner);
+                c.wants_yield()
             }
+        };
+        let r = self.pop();
+        if r.is_none() && yield_now {
+            std::thread::yield_now();
         }
-        self.pop()
+        r
     }
 
     /// Block until a call completes; `None` when none is outstanding.

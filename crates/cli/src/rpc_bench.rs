@@ -1,0 +1,766 @@
+//! `weft rpc-bench`: weft-rpc throughput and latency beside gRPC (tonic) in the same
+//! run.
+//!
+//! Workloads: the null RPC (a `--size`-byte payload echoed back, 16–32 B by
+//! default) and the metadata mix of the namenode example service
+//! (`weft_rpc::namenode`: getFileStatus, getBlockLocations, create, rename,
+//! delete). Each configuration runs `--clients` client threads (weft: one
+//! connection each, direct completion processing, inline progress; gRPC: one HTTP/2
+//! channel each on a 2-worker tokio runtime) that keep `--outstanding` calls in
+//! flight per client, for `--seconds` after `--warmup`. Every call's latency is
+//! recorded; percentiles are exact (nearest rank).
+//!
+//! `--local` runs the server as a child process of this binary on this host (one per
+//! link and cluster count, and one gRPC server with `--baseline grpc`). The gRPC
+//! server runs the *same* service object: one gRPC method whose request is the weft
+//! method id and payload, with a bytes codec (no protobuf), on a 2-worker tokio
+//! runtime over loopback TCP.
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft::perf::local::{announce_ready, LocalServer};
+use weft::perf::stats::percentile;
+use weft_rpc::namenode::{NamenodeServer, Namespace, Workload};
+use weft_rpc::{
+    CallContext, Client, ClientConfig, Exec, LinkKind, Method, Mode, Progress, Server,
+    ServerConfig, Service, Status,
+};
+
+/// The null method's id.
+pub const NULL: u32 = 1;
+
+/// Arguments of `weft rpc-bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// One JSON object per configuration on stdout (the ratio table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Run the servers on this host as child processes.
+    #[arg(long)]
+    pub local: bool,
+    /// Links for weft: udp, shm (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "shm,udp")]
+    pub link: Vec<String>,
+    /// Also run the same service in gRPC (tonic) over loopback TCP: `grpc`.
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Client threads (connections).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub clients: Vec<usize>,
+    /// Calls in flight per client.
+    #[arg(long, value_delimiter = ',', default_value = "1,32")]
+    pub outstanding: Vec<usize>,
+    /// Null-RPC payload bytes.
+    #[arg(long, value_delimiter = ',', default_value = "32")]
+    pub size: Vec<usize>,
+    /// Workloads: null, metadata.
+    #[arg(long, value_delimiter = ',', default_value = "null,metadata")]
+    pub mix: Vec<String>,
+    /// weft server clusters.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub clusters: Vec<usize>,
+    /// weft client batching: off, on.
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    pub batch: Vec<String>,
+    /// Measured seconds per configuration.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Unmeasured seconds before each configuration.
+    #[arg(long, default_value_t = 0.2)]
+    pub warmup: f64,
+    /// A running weft server (`weft rpc-bench --serve weft`) instead of `--local`.
+    #[arg(long)]
+    pub server: Option<SocketAddr>,
+    /// A running gRPC server (`weft rpc-bench --serve grpc`) instead of `--local`.
+    #[arg(long)]
+    pub grpc_server: Option<SocketAddr>,
+    /// Run a server: weft or grpc (prints a ready line with its port).
+    #[arg(long, hide = true)]
+    pub serve: Option<String>,
+    /// The server's TCP port (0: any).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+}
+
+/// One configuration's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub system: &'static str,
+    pub link: String,
+    pub mix: String,
+    pub clients: usize,
+    pub outstanding: usize,
+    pub size: usize,
+    pub clusters: usize,
+    pub batching: bool,
+    pub calls: u64,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub mean_us: f64,
+}
+
+/// The service both servers run: the null method (echo) and the namenode.
+#[derive(Debug)]
+pub struct BenchService {
+    nn: NamenodeServer<Namespace>,
+}
+
+impl BenchService {
+    pub fn new() -> BenchService {
+        BenchService {
+            nn: NamenodeServer::new(Namespace::default()),
+        }
+    }
+}
+
+impl Default for BenchService {
+    fn default() -> Self {
+        BenchService::new()
+    }
+}
+
+impl Service for BenchService {
+    fn methods(&self) -> Vec<Method> {
+        let mut m = self.nn.methods();
+        m.push(Method {
+            id: NULL,
+            name: "null".into(),
+            exec: Exec::InPlace,
+        });
+        m
+    }
+
+    fn call(&self, cx: &CallContext<'_>, req: &[u8], resp: &mut Vec<u8>) -> Result<(), Status> {
+        if cx.method() == NULL {
+            resp.extend_from_slice(req);
+            return Ok(());
+        }
+        self.nn.call(cx, req, resp)
+    }
+}
+
+fn link_kind(s: &str) -> anyhow::Result<LinkKind> {
+    match s {
+        "udp" => Ok(LinkKind::Udp),
+        "shm" => Ok(LinkKind::Shm),
+        _ => bail!("unknown link {s:?} (udp or shm)"),
+    }
+}
+
+/// The weft server of the benchmark: inline progress (each head runs its device's
+/// engine), 64-deep rings.
+fn weft_server_config(link: LinkKind, clusters: usize) -> ServerConfig {
+    let mut cfg = ServerConfig::new(link);
+    cfg.device.progress = Progress::Inline;
+    cfg.clusters = clusters;
+    cfg.ring = 64;
+    cfg.workers = 1;
+    cfg.max_in_flight = 1 << 16;
+    cfg
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(what) = args.serve.as_deref() {
+        return serve(what, &args);
+    }
+    if !args.local && args.server.is_none() && args.grpc_server.is_none() {
+        bail!("give --local (servers on this host) or --server / --grpc-server");
+    }
+    let mut rows = Vec::new();
+    let emit = |r: &Row| -> anyhow::Result<()> {
+        if args.json {
+            println!("{}", serde_json::to_string(r)?);
+        } else {
+            eprintln!(
+                "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us",
+                r.system,
+                r.link,
+                r.mix,
+                r.clients,
+                r.outstanding,
+                r.size,
+                r.clusters,
+                if r.batching { "on" } else { "off" },
+                r.ops_per_s,
+                r.p50_us,
+                r.p99_us
+            );
+        }
+        Ok(())
+    };
+    let plan = |mixes: &[String]| -> Vec<(String, usize, usize, usize)> {
+        let mut v = Vec::new();
+        for mix in mixes {
+            let sizes: Vec<usize> = if mix == "null" {
+                args.size.clone()
+            } else {
+                vec![0]
+            };
+            for &size in &sizes {
+                for &clients in &args.clients {
+                    for &outstanding in &args.outstanding {
+                        v.push((mix.clone(), clients, outstanding, size));
+                    }
+                }
+            }
+        }
+        v
+    };
+    for m in &args.mix {
+        if m != "null" && m != "metadata" {
+            bail!("unknown mix {m:?} (null or metadata)");
+        }
+    }
+    let secs = Duration::from_secs_f64(args.seconds);
+    let warm = Duration::from_secs_f64(args.warmup);
+    // weft, per link and cluster count.
+    for link in &args.link {
+        let kind = link_kind(link)?;
+        for &clusters in &args.clusters {
+            let (_child, addr) = match args.server {
+                Some(a) => (None, a),
+                None => {
+                    let child = LocalServer::spawn(
+                        &[
+                            "rpc-bench".into(),
+                            "--serve".into(),
+                            "weft".into(),
+                            "--link".into(),
+                            OsString::from(link),
+                            "--clusters".into(),
+                            OsString::from(clusters.to_string()),
+                        ],
+                        Duration::from_secs(20),
+                    )?;
+                    let port = child.port;
+                    (Some(child), SocketAddr::from(([127, 0, 0, 1], port)))
+                }
+            };
+            for (mix, clients, outstanding, size) in plan(&args.mix) {
+                for b in &args.batch {
+                    let batching = b == "on";
+                    let r = weft_run(
+                        kind,
+                        addr,
+                        &mix,
+                        clients,
+                        outstanding,
+                        size,
+                        batching,
+                        warm,
+                        secs,
+                    )
+                    .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
+                    let row = row(
+                        "weft",
+                        link,
+                        &mix,
+                        clients,
+                        outstanding,
+                        size,
+                        clusters,
+                        batching,
+                        r,
+                    );
+                    emit(&row)?;
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    if args.baseline.as_deref() == Some("grpc") || args.grpc_server.is_some() {
+        let (_child, addr) = match args.grpc_server {
+            Some(a) => (None, a),
+            None => {
+                let child = LocalServer::spawn(
+                    &["rpc-bench".into(), "--serve".into(), "grpc".into()],
+                    Duration::from_secs(20),
+                )?;
+                let port = child.port;
+                (Some(child), SocketAddr::from(([127, 0, 0, 1], port)))
+            }
+        };
+        for (mix, clients, outstanding, size) in plan(&args.mix) {
+            let r = grpc_run(addr, &mix, clients, outstanding, size, warm, secs)
+                .with_context(|| format!("grpc {mix} {clients}x{outstanding}"))?;
+            let row = row("grpc", "tcp", &mix, clients, outstanding, size, 1, false, r);
+            emit(&row)?;
+            rows.push(row);
+        }
+    } else if let Some(b) = &args.baseline {
+        bail!("unknown baseline {b:?} (grpc)");
+    }
+    ratios(&rows);
+    Ok(())
+}
+
+/// What a run measured.
+#[derive(Debug, Default)]
+struct Measured {
+    calls: u64,
+    seconds: f64,
+    lat_ns: Vec<f64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    system: &'static str,
+    link: &str,
+    mix: &str,
+    clients: usize,
+    outstanding: usize,
+    size: usize,
+    clusters: usize,
+    batching: bool,
+    mut m: Measured,
+) -> Row {
+    m.lat_ns.sort_by(f64::total_cmp);
+    let (p50, p99, mean) = if m.lat_ns.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (
+            percentile(&m.lat_ns, 50.0) / 1e3,
+            percentile(&m.lat_ns, 99.0) / 1e3,
+            m.lat_ns.iter().sum::<f64>() / m.lat_ns.len() as f64 / 1e3,
+        )
+    };
+    Row {
+        system,
+        link: link.to_string(),
+        mix: mix.to_string(),
+        clients,
+        outstanding,
+        size,
+        clusters,
+        batching,
+        calls: m.calls,
+        seconds: m.seconds,
+        ops_per_s: m.calls as f64 / m.seconds.max(1e-9),
+        p50_us: p50,
+        p99_us: p99,
+        mean_us: mean,
+    }
+}
+
+/// The ratio table: each weft row against the gRPC row of the same workload and
+/// concurrency.
+fn ratios(rows: &[Row]) {
+    let grpc: HashMap<(String, usize, usize, usize), &Row> = rows
+        .iter()
+        .filter(|r| r.system == "grpc")
+        .map(|r| ((r.mix.clone(), r.clients, r.outstanding, r.size), r))
+        .collect();
+    if grpc.is_empty() {
+        return;
+    }
+    eprintln!("\nweft against gRPC (tonic), same workload and concurrency, same run:");
+    eprintln!(
+        "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:>14} {:>14}",
+        "link",
+        "mix",
+        "clients",
+        "outstanding",
+        "size",
+        "clusters",
+        "batch",
+        "throughput x",
+        "p50 latency x"
+    );
+    for r in rows.iter().filter(|r| r.system == "weft") {
+        if let Some(g) = grpc.get(&(r.mix.clone(), r.clients, r.outstanding, r.size)) {
+            eprintln!(
+                "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:>14.1} {:>14.3}",
+                r.link,
+                r.mix,
+                r.clients,
+                r.outstanding,
+                r.size,
+                r.clusters,
+                if r.batching { "on" } else { "off" },
+                r.ops_per_s / g.ops_per_s.max(1e-9),
+                r.p50_us / g.p50_us.max(1e-9)
+            );
+        }
+    }
+}
+
+/// The request stream of one client.
+struct Requests {
+    mix: bool,
+    payload: Vec<u8>,
+    work: Workload,
+    i: u64,
+}
+
+impl Requests {
+    fn new(mix: &str, size: usize, client: usize) -> Requests {
+        Requests {
+            mix: mix == "metadata",
+            payload: (0..size).map(|i| i as u8).collect(),
+            work: Workload::new(client),
+            i: 0,
+        }
+    }
+
+    /// The setup call (the workload's directory), if any.
+    fn setup(&self) -> Option<(u32, Vec<u8>)> {
+        self.mix.then(|| {
+            (
+                weft_rpc::method_id("Namenode", "mkdirs"),
+                weft_rpc::codec::to_vec(&(self.work.dir.clone(),)).unwrap_or_default(),
+            )
+        })
+    }
+
+    fn next(&mut self) -> (u32, Vec<u8>) {
+        let i = self.i;
+        self.i += 1;
+        if self.mix {
+            self.work.mix_request(i)
+        } else {
+            (NULL, self.payload.clone())
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn weft_run(
+    kind: LinkKind,
+    addr: SocketAddr,
+    mix: &str,
+    clients: usize,
+    outstanding: usize,
+    size: usize,
+    batching: bool,
+    warm: Duration,
+    secs: Duration,
+) -> anyhow::Result<Measured> {
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let barrier = Arc::new(std::sync::Barrier::new(clients));
+    let handles: Vec<_> = (0..clients)
+        .map(|c| {
+            let barrier = Arc::clone(&barrier);
+            let mix = mix.to_string();
+            std::thread::spawn(move || -> anyhow::Result<Measured> {
+                let mut cfg = ClientConfig::new(kind);
+                cfg.device.progress = Progress::Inline;
+                cfg.mode = Mode::Direct;
+                cfg.ring = 64;
+                cfg.batching = batching;
+                cfg.max_batch = 16;
+                cfg.default_timeout = Some(Duration::from_secs(10));
+                let client = Client::connect(addr, cfg)?;
+                // Each run gets fresh workload directories.
+                let mut reqs = Requests::new(&mix, size, run * 1000 + c);
+                if let Some((m, p)) = reqs.setup() {
+                    client.call(m, &p).wait()?;
+                }
+                barrier.wait();
+                let start = Instant::now();
+                let from = start + warm;
+                let until = from + secs;
+                let mut stream = client.stream();
+                let mut issued: HashMap<u64, Instant> = HashMap::with_capacity(outstanding * 2);
+                let mut out = Measured::default();
+                let mut now = Instant::now();
+                while now < until {
+                    while stream.outstanding() < outstanding {
+                        let (m, p) = reqs.next();
+                        let id = stream.call(m, &p)?;
+                        issued.insert(id, Instant::now());
+                    }
+                    while let Some((id, r)) = stream.poll() {
+                        r.with_context(|| format!("call {id}"))?;
+                        now = Instant::now();
+                        if let Some(t0) = issued.remove(&id) {
+                            if t0 >= from && now <= until {
+                                out.calls += 1;
+                                out.lat_ns.push(now.duration_since(t0).as_nanos() as f64);
+                            }
+                        }
+                        if stream.outstanding() < outstanding / 2 + 1 {
+                            break;
+                        }
+                    }
+                    now = Instant::now();
+                }
+                while let Some((_, r)) = stream.take() {
+                    r?;
+                }
+                out.seconds = secs.as_secs_f64();
+                if std::env::var_os("WEFT_RPC_BENCH_DEBUG").is_some() {
+                    eprintln!(
+                        "client {c}: {:?}\n{:?}",
+                        client.stats(),
+                        client.context().stats()
+                    );
+                }
+                Ok(out)
+            })
+        })
+        .collect();
+    let mut total = Measured::default();
+    for h in handles {
+        let m = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("client thread panicked"))??;
+        total.calls += m.calls;
+        total.seconds = total.seconds.max(m.seconds);
+        total.lat_ns.extend(m.lat_ns);
+    }
+    Ok(total)
+}
+
+// ---- gRPC (tonic) --------------------------------------------------------------
+
+mod grpc {
+    use super::BenchService;
+    use std::convert::Infallible;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+    use weft_rpc::{CallContext, Service};
+
+    /// The one method's path.
+    pub const PATH: &str = "/weft.Bench/Call";
+
+    /// Messages are raw bytes (the weft method id and payload, as weft sends them).
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct BytesCodec;
+
+    #[derive(Debug)]
+    pub struct BytesEnc;
+    #[derive(Debug)]
+    pub struct BytesDec;
+
+    impl Encoder for BytesEnc {
+        type Item = Vec<u8>;
+        type Error = tonic::Status;
+        fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+            use bytes::BufMut;
+            dst.put_slice(&item);
+            Ok(())
+        }
+    }
+
+    impl Decoder for BytesDec {
+        type Item = Vec<u8>;
+        type Error = tonic::Status;
+        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
+            use bytes::Buf;
+            let mut v = vec![0u8; src.remaining()];
+            src.copy_to_slice(&mut v);
+            Ok(Some(v))
+        }
+    }
+
+    impl Codec for BytesCodec {
+        type Encode = Vec<u8>;
+        type Decode = Vec<u8>;
+        type Encoder = BytesEnc;
+        type Decoder = BytesDec;
+        fn encoder(&mut self) -> BytesEnc {
+            BytesEnc
+        }
+        fn decoder(&mut self) -> BytesDec {
+            BytesDec
+        }
+    }
+
+    /// The hand-written equivalent of tonic-build's server glue for one unary
+    /// method.
+    #[derive(Debug, Clone)]
+    pub struct BenchGrpc(pub Arc<BenchService>);
+
+    struct CallSvc(Arc<BenchService>);
+
+    impl tonic::server::UnaryService<Vec<u8>> for CallSvc {
+        type Response = Vec<u8>;
+        type Future = std::future::Ready<Result<tonic::Response<Vec<u8>>, tonic::Status>>;
+        fn call(&mut self, req: tonic::Request<Vec<u8>>) -> Self::Future {
+            let b = req.into_inner();
+            let r = if b.len() < 4 {
+                Err(tonic::Status::invalid_argument("short request"))
+            } else {
+                let m = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                let mut resp = Vec::new();
+                match self.0.call(&CallContext::detached(m), &b[4..], &mut resp) {
+                    Ok(()) => Ok(tonic::Response::new(resp)),
+                    Err(e) => Err(tonic::Status::internal(e.to_string())),
+                }
+            };
+            std::future::ready(r)
+        }
+    }
+
+    type BoxFut<T> = Pin<Box<dyn Future<Output = Result<T, Infallible>> + Send>>;
+
+    impl<B> tower_service::Service<http::Request<B>> for BenchGrpc
+    where
+        B: http_body::Body + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = Infallible;
+        type Future = BoxFut<Self::Response>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            if req.uri().path() == PATH {
+                let svc = Arc::clone(&self.0);
+                Box::pin(async move {
+                    let mut grpc = tonic::server::Grpc::new(BytesCodec);
+                    Ok(grpc.unary(CallSvc(svc), req).await)
+                })
+            } else {
+                Box::pin(
+                    async move { Ok(tonic::Status::unimplemented("no such method").into_http()) },
+                )
+            }
+        }
+    }
+}
+
+fn grpc_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+fn grpc_run(
+    addr: SocketAddr,
+    mix: &str,
+    clients: usize,
+    outstanding: usize,
+    size: usize,
+    warm: Duration,
+    secs: Duration,
+) -> anyhow::Result<Measured> {
+    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let rt = grpc_runtime()?;
+    rt.block_on(async move {
+        let path: http::uri::PathAndQuery = grpc::PATH.parse()?;
+        let mut channels = Vec::new();
+        for _ in 0..clients {
+            let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+                .tcp_nodelay(true)
+                .connect()
+                .await?;
+            channels.push(ch);
+        }
+        let start = Instant::now() + Duration::from_millis(50);
+        let from = start + warm;
+        let until = from + secs;
+        let mut tasks = Vec::new();
+        for (c, ch) in channels.into_iter().enumerate() {
+            for t in 0..outstanding {
+                let ch = ch.clone();
+                let path = path.clone();
+                let mix = mix.to_string();
+                // A workload per task: gRPC gives no order between a channel's
+                // concurrent calls, so each task runs its own sequence.
+                let mut reqs = Requests::new(&mix, size, 500_000 + run * 10_000 + c * 100 + t);
+                tasks.push(tokio::spawn(async move {
+                    let mut grpc = tonic::client::Grpc::new(ch);
+                    let call = |m: u32, p: Vec<u8>| {
+                        let mut b = Vec::with_capacity(4 + p.len());
+                        b.extend_from_slice(&m.to_be_bytes());
+                        b.extend_from_slice(&p);
+                        b
+                    };
+                    if let Some((m, p)) = reqs.setup() {
+                        grpc.ready().await?;
+                        grpc.unary(
+                            tonic::Request::new(call(m, p)),
+                            path.clone(),
+                            grpc::BytesCodec,
+                        )
+                        .await?;
+                    }
+                    tokio::time::sleep_until(start.into()).await;
+                    let mut out = Measured::default();
+                    loop {
+                        let t0 = Instant::now();
+                        if t0 >= until {
+                            break;
+                        }
+                        let (m, p) = reqs.next();
+                        grpc.ready().await?;
+                        grpc.unary(
+                            tonic::Request::new(call(m, p)),
+                            path.clone(),
+                            grpc::BytesCodec,
+                        )
+                        .await?;
+                        let now = Instant::now();
+                        if t0 >= from && now <= until {
+                            out.calls += 1;
+                            out.lat_ns.push(now.duration_since(t0).as_nanos() as f64);
+                        }
+                    }
+                    out.seconds = secs.as_secs_f64();
+                    Ok::<Measured, anyhow::Error>(out)
+                }));
+            }
+        }
+        let mut total = Measured::default();
+        for t in tasks {
+            let m = t.await??;
+            total.calls += m.calls;
+            total.seconds = total.seconds.max(m.seconds);
+            total.lat_ns.extend(m.lat_ns);
+        }
+        Ok(total)
+    })
+}
+
+fn serve(what: &str, args: &Args) -> anyhow::Result<()> {
+    match what {
+        "weft" => {
+            let link = args.link.first().map_or("shm", String::as_str);
+            let kind = link_kind(link)?;
+            let clusters = args.clusters.first().copied().unwrap_or(1);
+            let server = Server::start(
+                Arc::new(BenchService::new()),
+                weft_server_config(kind, clusters),
+                SocketAddr::from(([127, 0, 0, 1], args.port)),
+            )?;
+            announce_ready(server.local_addr().port())?;
+            loop {
+                std::thread::park();
+            }
+        }
+        "grpc" => {
+            let rt = grpc_runtime()?;
+            rt.block_on(async {
+                let incoming = tonic::transport::server::TcpIncoming::bind(SocketAddr::from((
+                    [127, 0, 0, 1],
+                    args.port,
+                )))
+                .map_err(|e| anyhow::anyhow!("binding: {e}"))?
+                .with_nodelay(Some(true));
+                announce_ready(incoming.local_addr()?.port())?;
+                tonic::transport::Server::builder()
+                    .serve_with_incoming(grpc::BenchGrpc(Arc::new(BenchService::new())), incoming)
+                    .await?;
+                Ok(())
+            })
+        }
+        other => bail!("unknown server {other:?} (weft or grpc)"),
+    }
+}
