@@ -13,7 +13,9 @@
 //! 5. verbs — two processes talk RDMA verbs over the udp and the shm link (`weft perf
 //!    --local`: SEND ping-pong latency, RDMA WRITE bandwidth) beside kernel TCP
 //!    (`weft baseline --local`) on the same sizes; the records go to
-//!    `OUT/verbs.jsonl` and `weft report` draws them (`OUT/demo-*.png`, `OUT/demo.md`).
+//!    `OUT/verbs.jsonl` and `weft report` draws them (`OUT/demo-*.png`, `OUT/demo.md`);
+//! 6. rpc — weft-rpc null RPCs over shm and udp beside gRPC (tonic) over loopback TCP
+//!    (`weft rpc-bench --local`, see `demo_rpc.rs`).
 
 use anyhow::Context;
 use serde::Serialize;
@@ -130,6 +132,7 @@ struct Summary {
     lpm: Vec<LpmFamily>,
     verbs: Vec<VerbsRow>,
     plots: Vec<String>,
+    rpc: Vec<crate::demo_rpc::RpcRow>,
 }
 
 /// Sizes of the verbs step.
@@ -421,7 +424,7 @@ fn lpm_step(synthetic: Option<usize>) -> anyhow::Result<Vec<LpmFamily>> {
 
 /// Run `weft demo`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let steps = 5;
+    let steps = 6;
     step(
         1,
         steps,
@@ -452,6 +455,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "verbs: two processes, SEND latency and RDMA WRITE bandwidth over udp and shm, beside kernel TCP",
     );
     let (verbs, plots) = verbs_step(&args.out, args.perf_iters)?;
+    step(
+        6,
+        steps,
+        "rpc: null RPCs, weft-rpc over shm and udp beside gRPC (tonic)",
+    );
+    let rpc = crate::demo_rpc::rpc_step(args.seconds)?;
     let summary = Summary {
         wire,
         icrc,
@@ -459,6 +468,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         lpm,
         verbs,
         plots,
+        rpc,
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
@@ -549,5 +559,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "       (ratios: how many times better than kernel TCP; plots: {})",
         summary.plots.join(", ")
     );
+    crate::demo_rpc::print(&summary.rpc);
     Ok(())
 }

@@ -4,6 +4,7 @@
 mod alloc_count;
 mod baseline;
 mod demo;
+mod demo_rpc;
 mod lpm_bench;
 mod perf_cmd;
 mod report;

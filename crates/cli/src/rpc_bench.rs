@@ -220,12 +220,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let secs = Duration::from_secs_f64(args.seconds);
     let warm = Duration::from_secs_f64(args.warmup);
-    // weft, per link and cluster count.
+    let grpc_on = args.baseline.as_deref() == Some("grpc") || args.grpc_server.is_some();
+    if let Some(b) = args.baseline.as_deref().filter(|b| *b != "grpc") {
+        bail!("unknown baseline {b:?} (grpc)");
+    }
+    // Every server first (weft per link and cluster count, and gRPC), so each
+    // workload is measured on all systems back to back: a shared machine's load
+    // drifts over minutes, and neighbours in time see the same load.
+    let mut children = Vec::new();
+    let mut weft_servers = Vec::new();
     for link in &args.link {
         let kind = link_kind(link)?;
         for &clusters in &args.clusters {
-            let (_child, addr) = match args.server {
-                Some(a) => (None, a),
+            let addr = match args.server {
+                Some(a) => a,
                 None => {
                     let child = LocalServer::spawn(
                         &[
@@ -239,64 +247,70 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         ],
                         Duration::from_secs(20),
                     )?;
-                    let port = child.port;
-                    (Some(child), SocketAddr::from(([127, 0, 0, 1], port)))
+                    let a = SocketAddr::from(([127, 0, 0, 1], child.port));
+                    children.push(child);
+                    a
                 }
             };
-            for (mix, clients, outstanding, size) in plan(&args.mix) {
-                for b in &args.batch {
-                    let batching = b == "on";
-                    let r = weft_run(
-                        kind,
-                        addr,
-                        &mix,
-                        clients,
-                        outstanding,
-                        size,
-                        batching,
-                        warm,
-                        secs,
-                    )
-                    .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
-                    let row = row(
-                        "weft",
-                        link,
-                        &mix,
-                        clients,
-                        outstanding,
-                        size,
-                        clusters,
-                        batching,
-                        r,
-                    );
-                    emit(&row)?;
-                    rows.push(row);
-                }
-            }
+            weft_servers.push((link.clone(), kind, clusters, addr));
         }
     }
-    if args.baseline.as_deref() == Some("grpc") || args.grpc_server.is_some() {
-        let (_child, addr) = match args.grpc_server {
-            Some(a) => (None, a),
+    let grpc_addr = if grpc_on {
+        Some(match args.grpc_server {
+            Some(a) => a,
             None => {
                 let child = LocalServer::spawn(
                     &["rpc-bench".into(), "--serve".into(), "grpc".into()],
                     Duration::from_secs(20),
                 )?;
-                let port = child.port;
-                (Some(child), SocketAddr::from(([127, 0, 0, 1], port)))
+                let a = SocketAddr::from(([127, 0, 0, 1], child.port));
+                children.push(child);
+                a
             }
-        };
-        for (mix, clients, outstanding, size) in plan(&args.mix) {
+        })
+    } else {
+        None
+    };
+    for (mix, clients, outstanding, size) in plan(&args.mix) {
+        if let Some(addr) = grpc_addr {
             let r = grpc_run(addr, &mix, clients, outstanding, size, warm, secs)
                 .with_context(|| format!("grpc {mix} {clients}x{outstanding}"))?;
             let row = row("grpc", "tcp", &mix, clients, outstanding, size, 1, false, r);
             emit(&row)?;
             rows.push(row);
         }
-    } else if let Some(b) = &args.baseline {
-        bail!("unknown baseline {b:?} (grpc)");
+        for (link, kind, clusters, addr) in &weft_servers {
+            for b in &args.batch {
+                let batching = b == "on";
+                let r = weft_run(
+                    *kind,
+                    *addr,
+                    &mix,
+                    clients,
+                    outstanding,
+                    size,
+                    batching,
+                    warm,
+                    secs,
+                )
+                .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
+                let row = row(
+                    "weft",
+                    link,
+                    &mix,
+                    clients,
+                    outstanding,
+                    size,
+                    *clusters,
+                    batching,
+                    r,
+                );
+                emit(&row)?;
+                rows.push(row);
+            }
+        }
     }
+    drop(children);
     ratios(&rows);
     Ok(())
 }

@@ -63,6 +63,20 @@ fn demo_runs_and_its_capture_checks_out() {
         let bytes = std::fs::read(p.as_str().unwrap()).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "{p} is not a PNG");
     }
+    // The rpc step: weft-rpc over shm and udp beside gRPC (tonic), 1 and 32
+    // outstanding, every row measured on both systems.
+    let rpc = v["rpc"].as_array().unwrap();
+    assert_eq!(rpc.len(), 4, "{rpc:?}");
+    for r in rpc {
+        for k in [
+            "weft_ops_per_s",
+            "weft_p50_us",
+            "grpc_ops_per_s",
+            "grpc_p50_us",
+        ] {
+            assert!(r[k].as_f64().is_some_and(|x| x > 0.0), "{k} missing: {r}");
+        }
+    }
     assert!(out_dir.join("roce-every-opcode.pcap").exists());
     std::fs::remove_dir_all(&out_dir).ok();
 }
