@@ -550,6 +550,8 @@ struct HeadConn {
 
 /// Polls in a row that found work before a head shares work.
 const STEAL_STREAK: u32 = 4;
+/// Messages found in one poll that count as a backlog worth sharing.
+const STEAL_BACKLOG: usize = 8;
 /// Completions taken per poll.
 const POLL_BATCH: usize = 32;
 
@@ -596,7 +598,10 @@ fn head(s: &Arc<Shared>, ci: usize) {
             streak += 1;
             idle_since = None;
             let recvs = wcs.iter().filter(|c| c.opcode.is_recv()).count();
-            let mut share = stealing && streak >= STEAL_STREAK && recvs > 1;
+            // Loaded: work found in many polls in a row (DaRPC's measure), or a
+            // deep backlog in this one.
+            let mut share =
+                stealing && recvs > 1 && (streak >= STEAL_STREAK || recvs >= STEAL_BACKLOG);
             let mut kept = 0;
             for wc in wcs.drain(..) {
                 let is_recv = wc.opcode.is_recv() && wc.status == WcStatus::Success;
