@@ -580,7 +580,11 @@ impl Conn {
             let mut out = std::mem::take(&mut self.out);
             out.clear();
             if first.bytes.len() > self.bufs.peer_buf {
-                // Too large for the server's buffer: it READs it from here.
+                // Too large for the server's buffer: it READs it from here, a few at
+                // a time (later calls wait behind it, in order).
+                if self.rndv_calls.len() >= crate::conn::MAX_RENDEZVOUS {
+                    return;
+                }
                 let Some(o) = self.backlog.pop_front() else {
                     return;
                 };

@@ -123,6 +123,10 @@ impl DeviceOptions {
     }
 }
 
+/// Large messages (rendezvous) a client may have in flight on one connection; the
+/// server refuses more with `Overloaded` (each costs it a buffer of that size).
+pub(crate) const MAX_RENDEZVOUS: usize = 4;
+
 /// Tags in the top byte of a work request id.
 pub(crate) const TAG_SHIFT: u32 = 56;
 pub(crate) const TAG_RECV: u64 = 0;

@@ -839,8 +839,23 @@ fn on_message(
             send_reply(s, c, &scratch.reply, true);
             return;
         }
-        s.counters.rendezvous_in.fetch_add(1, Ordering::Relaxed);
         let mut tx = lock(&c.tx);
+        if tx.bufs.reads.len() >= conn::MAX_RENDEZVOUS {
+            // Each read costs a buffer of the announced size: a client may not
+            // make the server allocate without bound.
+            drop(tx);
+            scratch.reply.clear();
+            let mut h = Header::new(Kind::RESPONSE, rid);
+            h.code = Code::Overloaded.to_wire();
+            h.emit(
+                b"too many large messages in flight on this connection",
+                &mut scratch.reply,
+            );
+            s.counters.overloaded.fetch_add(1, Ordering::Relaxed);
+            send_reply(s, c, &scratch.reply, true);
+            return;
+        }
+        s.counters.rendezvous_in.fetch_add(1, Ordering::Relaxed);
         let Tx { qp, bufs } = &mut *tx;
         if let Err(e) = bufs.start_read(qp, d, 0) {
             tracing::warn!(conn = c.id, error = %e, "rendezvous read failed");
