@@ -216,7 +216,7 @@ fn overload(kind: LinkKind) {
         .count();
     let ok = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!(shed + ok, 10, "{results:?}");
-    assert!(shed >= 7 && ok >= 1, "shed {shed}, ok {ok}");
+    assert!(shed >= 5 && ok >= 1, "shed {shed}, ok {ok}");
     assert_eq!(s.stats().overloaded, shed as u64);
     assert_eq!(
         s.metrics()
