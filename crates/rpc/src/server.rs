@@ -161,6 +161,9 @@ pub struct ClusterStats {
 #[derive(Debug)]
 struct ConnShared {
     id: u64,
+    /// The QP's number (known without the `tx` lock, which the acceptor holds while
+    /// the handshake runs).
+    qpn: u32,
     cluster: usize,
     ctx: Context,
     tx: Mutex<Tx>,
@@ -508,6 +511,7 @@ fn accept_one(s: &Arc<Shared>, req: cm::ConnectRequest, peer: Hello) -> Result<(
     bufs.post_ring(&mut qp)?;
     let conn = Arc::new(ConnShared {
         id: s.next_conn.fetch_add(1, Ordering::Relaxed),
+        qpn: qp.qp_num(),
         cluster: ci,
         ctx: cl.ctx.clone(),
         tx: Mutex::new(Tx { qp, bufs }),
@@ -568,9 +572,8 @@ fn head(s: &Arc<Shared>, ci: usize) {
     while !s.stop.load(Ordering::Relaxed) {
         if cl.has_incoming.swap(false, Ordering::Acquire) {
             for c in lock(&cl.incoming).drain(..) {
-                let qpn = lock(&c.tx).qp.qp_num();
                 conns.insert(
-                    u64::from(qpn),
+                    u64::from(c.qpn),
                     HeadConn {
                         shared: c,
                         last_rx: Instant::now(),
