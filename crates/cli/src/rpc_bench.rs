@@ -67,6 +67,9 @@ pub struct Args {
     /// weft client batching: off, on.
     #[arg(long, value_delimiter = ',', default_value = "off")]
     pub batch: Vec<String>,
+    /// weft client completion processing (DaRPC §4.3): direct, dispatched.
+    #[arg(long, value_delimiter = ',', default_value = "direct")]
+    pub mode: Vec<String>,
     /// Measured seconds per configuration.
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
@@ -98,6 +101,8 @@ pub struct Row {
     pub size: usize,
     pub clusters: usize,
     pub batching: bool,
+    /// weft: direct or dispatched completion processing; gRPC: "-".
+    pub mode: String,
     pub calls: u64,
     pub seconds: f64,
     pub ops_per_s: f64,
@@ -179,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(r)?);
         } else {
             eprintln!(
-                "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us",
+                "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:<10} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us",
                 r.system,
                 r.link,
                 r.mix,
@@ -188,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 r.size,
                 r.clusters,
                 if r.batching { "on" } else { "off" },
+                r.mode,
                 r.ops_per_s,
                 r.p50_us,
                 r.p99_us
@@ -281,32 +287,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         for (link, kind, clusters, addr) in &weft_servers {
             for b in &args.batch {
-                let batching = b == "on";
-                let r = weft_run(
-                    *kind,
-                    *addr,
-                    &mix,
-                    clients,
-                    outstanding,
-                    size,
-                    batching,
-                    warm,
-                    secs,
-                )
-                .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
-                let row = row(
-                    "weft",
-                    link,
-                    &mix,
-                    clients,
-                    outstanding,
-                    size,
-                    *clusters,
-                    batching,
-                    r,
-                );
-                emit(&row)?;
-                rows.push(row);
+                for mode in &args.mode {
+                    let batching = b == "on";
+                    let dispatched = match mode.as_str() {
+                        "direct" => false,
+                        "dispatched" => true,
+                        m => bail!("unknown mode {m:?} (direct or dispatched)"),
+                    };
+                    let r = weft_run(
+                        *kind,
+                        *addr,
+                        &mix,
+                        (clients, outstanding, size),
+                        (batching, dispatched),
+                        warm,
+                        secs,
+                    )
+                    .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
+                    let mut row = row(
+                        "weft",
+                        link,
+                        &mix,
+                        clients,
+                        outstanding,
+                        size,
+                        *clusters,
+                        batching,
+                        r,
+                    );
+                    row.mode = mode.clone();
+                    emit(&row)?;
+                    rows.push(row);
+                }
             }
         }
     }
@@ -354,6 +366,7 @@ fn row(
         size,
         clusters,
         batching,
+        mode: if system == "weft" { "direct" } else { "-" }.to_string(),
         calls: m.calls,
         seconds: m.seconds,
         ops_per_s: m.calls as f64 / m.seconds.max(1e-9),
@@ -376,7 +389,7 @@ fn ratios(rows: &[Row]) {
     }
     eprintln!("\nweft against gRPC (tonic), same workload and concurrency, same run:");
     eprintln!(
-        "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:>14} {:>14}",
+        "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14} {:>14}",
         "link",
         "mix",
         "clients",
@@ -384,13 +397,14 @@ fn ratios(rows: &[Row]) {
         "size",
         "clusters",
         "batch",
+        "mode",
         "throughput x",
         "p50 latency x"
     );
     for r in rows.iter().filter(|r| r.system == "weft") {
         if let Some(g) = grpc.get(&(r.mix.clone(), r.clients, r.outstanding, r.size)) {
             eprintln!(
-                "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:>14.1} {:>14.3}",
+                "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14.1} {:>14.3}",
                 r.link,
                 r.mix,
                 r.clients,
@@ -398,6 +412,7 @@ fn ratios(rows: &[Row]) {
                 r.size,
                 r.clusters,
                 if r.batching { "on" } else { "off" },
+                r.mode,
                 r.ops_per_s / g.ops_per_s.max(1e-9),
                 r.p50_us / g.p50_us.max(1e-9)
             );
@@ -449,10 +464,8 @@ fn weft_run(
     kind: LinkKind,
     addr: SocketAddr,
     mix: &str,
-    clients: usize,
-    outstanding: usize,
-    size: usize,
-    batching: bool,
+    (clients, outstanding, size): (usize, usize, usize),
+    (batching, dispatched): (bool, bool),
     warm: Duration,
     secs: Duration,
 ) -> anyhow::Result<Measured> {
@@ -466,7 +479,13 @@ fn weft_run(
             std::thread::spawn(move || -> anyhow::Result<Measured> {
                 let mut cfg = ClientConfig::new(kind);
                 cfg.device.progress = Progress::Inline;
-                cfg.mode = Mode::Direct;
+                // Dispatched: a dispatcher thread polls (and runs the engine) and
+                // this thread sleeps in `take` when it has all its calls out.
+                cfg.mode = if dispatched {
+                    Mode::Dispatched
+                } else {
+                    Mode::Direct
+                };
                 cfg.ring = 64;
                 cfg.batching = batching;
                 cfg.max_batch = 16;
@@ -491,7 +510,15 @@ fn weft_run(
                         let id = stream.call(m, &p)?;
                         issued.insert(id, Instant::now());
                     }
-                    while let Some((id, r)) = stream.poll() {
+                    loop {
+                        let got = if dispatched && stream.outstanding() >= outstanding {
+                            stream.take()
+                        } else {
+                            stream.poll()
+                        };
+                        let Some((id, r)) = got else {
+                            break;
+                        };
                         r.with_context(|| format!("call {id}"))?;
                         now = Instant::now();
                         if let Some(t0) = issued.remove(&id) {
