@@ -136,9 +136,8 @@ struct Summary {
 }
 
 /// Sizes of the verbs step.
-const LAT_SIZES: &str = "64";
-const LAT_SIZES_BIG: &str = "4096";
-const BW_SIZES: [&str; 2] = ["65536", "1048576"];
+const VERBS_LAT_SIZES: [&str; 2] = ["64", "4096"];
+const VERBS_BW_SIZES: [&str; 2] = ["65536", "1048576"];
 
 /// Runs `weft ARGS… --json` (this binary) and returns its records.
 fn records_of(args: &[&str]) -> anyhow::Result<Vec<weft::perf::record::Record>> {
@@ -161,75 +160,66 @@ fn records_of(args: &[&str]) -> anyhow::Result<Vec<weft::perf::record::Record>> 
     Ok(recs)
 }
 
+/// One comparison of the verbs step: weft test, kernel baseline, row label, metric,
+/// how to read the metric from a record, sizes.
+type VerbsPlan<'a> = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'a dyn Fn(&[weft::perf::record::Record]) -> Option<f64>,
+    &'static [&'static str],
+);
+
 fn verbs_step(out: &std::path::Path, iters: u64) -> anyhow::Result<(Vec<VerbsRow>, Vec<String>)> {
+    type Rec = weft::perf::record::Record;
+    let p50 = |r: &[Rec]| r.first().and_then(|r| r.latency.as_ref()?.p50_us);
+    let mbs = |r: &[Rec]| r.first().and_then(|r| Some(r.bandwidth.as_ref()?.mb_per_s));
+    let plan: [VerbsPlan<'_>; 2] = [
+        (
+            "send-lat",
+            "tcp-lat",
+            "send-lat",
+            "p50_us",
+            &p50,
+            &VERBS_LAT_SIZES,
+        ),
+        (
+            "write-bw",
+            "tcp-bw",
+            "write-bw / tcp-bw",
+            "mb_per_s",
+            &mbs,
+            &VERBS_BW_SIZES,
+        ),
+    ];
     let n = iters.to_string();
     let mut all = Vec::new();
     let mut rows = Vec::new();
-    let lat_sizes = [LAT_SIZES, LAT_SIZES_BIG];
-    for size in lat_sizes {
-        let udp = records_of(&[
-            "perf", "send-lat", "--local", "-q", "--link", "udp", "--size", size, "-n", &n,
-        ])?;
-        let shm = records_of(&[
-            "perf",
-            "send-lat",
-            "--local",
-            "-q",
-            "--link",
-            "shm",
-            "--no-icrc",
-            "--size",
-            size,
-            "-n",
-            &n,
-        ])?;
-        let tcp = records_of(&[
-            "baseline", "tcp-lat", "--local", "-q", "--size", size, "-n", &n,
-        ])?;
-        let p50 =
-            |r: &[weft::perf::record::Record]| r.first().and_then(|r| r.latency.as_ref()?.p50_us);
-        rows.push(VerbsRow {
-            test: "send-lat",
-            size: size.parse().unwrap_or(0),
-            metric: "p50_us",
-            weft_udp: p50(&udp),
-            weft_shm: p50(&shm),
-            kernel_tcp: p50(&tcp),
-        });
-        all.extend(udp.into_iter().chain(shm).chain(tcp));
-    }
-    for size in BW_SIZES {
-        let udp = records_of(&[
-            "perf", "write-bw", "--local", "-q", "--link", "udp", "--size", size, "-n", &n,
-        ])?;
-        let shm = records_of(&[
-            "perf",
-            "write-bw",
-            "--local",
-            "-q",
-            "--link",
-            "shm",
-            "--no-icrc",
-            "--size",
-            size,
-            "-n",
-            &n,
-        ])?;
-        let tcp = records_of(&[
-            "baseline", "tcp-bw", "--local", "-q", "--size", size, "-n", &n,
-        ])?;
-        let mbs = |r: &[weft::perf::record::Record]| {
-            r.first().and_then(|r| Some(r.bandwidth.as_ref()?.mb_per_s))
-        };
-        rows.push(VerbsRow {
-            test: "write-bw / tcp-bw",
-            size: size.parse().unwrap_or(0),
-            metric: "mb_per_s",
-            weft_udp: mbs(&udp),
-            weft_shm: mbs(&shm),
-            kernel_tcp: mbs(&tcp),
-        });
-        all.extend(udp.into_iter().chain(shm).chain(tcp));
+    for (test, baseline, label, metric, read, sizes) in plan {
+        for &size in sizes {
+            let weft = |link: &str| {
+                let mut a = vec!["perf", test, "--local", "-q", "--link", link];
+                if link == "shm" {
+                    a.push("--no-icrc");
+                }
+                a.extend(["--size", size, "-n", &n]);
+                records_of(&a)
+            };
+            let (udp, shm) = (weft("udp")?, weft("shm")?);
+            let tcp = records_of(&[
+                "baseline", baseline, "--local", "-q", "--size", size, "-n", &n,
+            ])?;
+            rows.push(VerbsRow {
+                test: label,
+                size: size.parse().unwrap_or(0),
+                metric,
+                weft_udp: read(&udp),
+                weft_shm: read(&shm),
+                kernel_tcp: read(&tcp),
+            });
+            all.extend(udp.into_iter().chain(shm).chain(tcp));
+        }
     }
     std::fs::create_dir_all(out)?;
     let jsonl = out.join("verbs.jsonl");
