@@ -9,6 +9,8 @@ cargo fmt --all --check
 echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test" >&2
-cargo test --workspace --locked
+# A hung test must fail the run, not eat CI's whole budget: the suite takes minutes,
+# so 45 minutes (compilation included) means something is stuck.
+timeout --kill-after=30s 45m cargo test --workspace --locked
 echo "== cargo build --release --bin weft" >&2
 cargo build --release --locked --bin weft

@@ -109,8 +109,13 @@ impl BufferPool {
     }
 
     /// Give many buffers back under one lock (a transmit completion). Buffers of
-    /// another pool go back to theirs one by one.
+    /// another pool go back to theirs one by one, after this pool's lock is released.
     pub fn free_burst(&self, bufs: impl IntoIterator<Item = PacketBuf>) {
+        // Never hold two pools' locks at once: two threads each giving the other's
+        // buffers back while holding their own lock would deadlock (two devices on the
+        // simulated fabric did exactly that). Foreign buffers wait in `foreign`, which
+        // allocates only when there is one.
+        let mut foreign: Vec<PacketBuf> = Vec::new();
         let mut free = self
             .inner
             .free
@@ -122,10 +127,11 @@ impl BufferPool {
                     free.push(mem);
                 }
             } else {
-                // Another pool's buffer: its Drop takes that pool's lock, not ours.
-                drop(b);
+                foreign.push(b);
             }
         }
+        drop(free);
+        drop(foreign);
     }
 
     fn wrap(&self, mem: Box<[u8]>) -> PacketBuf {
@@ -307,6 +313,36 @@ impl Drop for PacketBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_threads_returning_each_others_buffers_do_not_deadlock() {
+        // Thread 1 frees pool B's buffers through pool A and thread 2 the reverse,
+        // as two devices on one simulated fabric do. A watchdog turns a deadlock
+        // into a failure instead of a hung test.
+        let (a, b) = (BufferPool::new(64, 64), BufferPool::new(64, 64));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for (mine, theirs) in [(a.clone(), b.clone()), (b.clone(), a.clone())] {
+            let done = done_tx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..20_000 {
+                    let mut bufs = Vec::new();
+                    theirs.alloc_burst(8, &mut bufs);
+                    mine.alloc_burst(8, &mut bufs);
+                    mine.free_burst(bufs);
+                }
+                let _ = done.send(());
+            });
+        }
+        for _ in 0..2 {
+            let r = done_rx.recv_timeout(std::time::Duration::from_secs(60));
+            assert!(r.is_ok(), "free_burst deadlocked (or took over 60 s)");
+        }
+        assert_eq!(
+            (a.available(), b.available()),
+            (64, 64),
+            "every buffer came home"
+        );
+    }
 
     #[test]
     fn buffers_come_back_on_drop_and_the_pool_never_grows() {
