@@ -162,6 +162,23 @@ struct Pending {
     slot: Slot,
 }
 
+/// An answer waiting for its turn behind a rendezvous READ. `owed`: the answer's
+/// credit is given back when it runs, not when it came (so a server can make a
+/// client hold no more answers than it has credits).
+#[derive(Debug)]
+enum Held {
+    /// A READ of a rendezvous answer in progress (read id).
+    Reading { read: u64, owed: bool },
+    /// A finished READ's bytes, and the server's rendezvous id to release.
+    Read {
+        msg: Vec<u8>,
+        release: u64,
+        owed: bool,
+    },
+    /// An answer that came behind a READ.
+    Message(Vec<u8>),
+}
+
 /// A frame waiting for a credit.
 #[derive(Debug)]
 struct Out {
@@ -177,6 +194,11 @@ struct Conn {
     bufs: Buffers,
     cm: Option<cm::Connection>,
     credits: usize,
+    /// Credits when nothing is unanswered.
+    max_credits: usize,
+    /// Answers waiting behind a rendezvous READ, in the order they came (see
+    /// [`Conn::admit`]).
+    held: VecDeque<Held>,
     pending: IdMap<Pending>,
     backlog: VecDeque<Out>,
     /// Rendezvous regions of large requests, by call id (freed by the answer).
@@ -292,6 +314,8 @@ impl Client {
             bufs,
             cm: Some(connection),
             credits,
+            max_credits: credits,
+            held: VecDeque::new(),
             pending: IdMap::default(),
             backlog: VecDeque::new(),
             rndv_calls: IdMap::default(),
@@ -736,38 +760,113 @@ impl Conn {
                     bufs.take_recv(qp, &wc, &mut msg)
                 };
                 if ok.is_some() {
-                    // The answer returns the credit of the message it answers.
-                    self.credits += 1;
                     self.stats.messages_received += 1;
                     self.last_rx = Instant::now();
-                    self.on_message(inner, &msg);
+                    self.admit(inner, &msg);
                 }
                 self.msg = msg;
             }
             WcOpcode::RdmaRead => {
-                if let Some((msg, id)) = self.bufs.read_done(wc.wr_id) {
-                    self.stats.rendezvous_in += 1;
-                    self.on_message(inner, &msg);
-                    let mut f = Vec::with_capacity(HEADER_LEN);
-                    Header::new(Kind::RELEASE, id).emit(&[], &mut f);
-                    self.backlog.push_back(Out {
-                        bytes: f,
-                        call: None,
-                    });
+                let read = crate::conn::untag(wc.wr_id);
+                let Some((msg, release)) = self.bufs.read_done(wc.wr_id) else {
+                    self.kill(inner, Status::internal("a rendezvous answer was lost"));
+                    return;
+                };
+                self.stats.rendezvous_in += 1;
+                if let Some(h) = self
+                    .held
+                    .iter_mut()
+                    .find(|h| matches!(h, Held::Reading { read: r, .. } if *r == read))
+                {
+                    let owed = matches!(h, Held::Reading { owed: true, .. });
+                    *h = Held::Read { msg, release, owed };
                 }
+                self.drain(inner);
             }
             _ => self.bufs.send_done(wc.wr_id),
         }
     }
 
-    fn on_message(&mut self, inner: &Inner, msg: &[u8]) {
+    /// Take an answer in the order the server sent it (the server runs a
+    /// connection's requests in order; so must the answers be taken): an answer that
+    /// comes while an earlier rendezvous answer is still being READ waits behind it,
+    /// holding its credit. A rendezvous among the waiting answers starts its READ at
+    /// once.
+    fn admit(&mut self, inner: &Inner, msg: &[u8]) {
+        if self.held.is_empty() {
+            // The answer returns the credit of the message it answers.
+            self.credits += 1;
+            if let Some(read) = self.on_message(inner, msg) {
+                self.held.push_back(Held::Reading { read, owed: false });
+            }
+            return;
+        }
+        if self.held.len() > self.max_credits {
+            // Only the front may hold no credit: the server sent more answers
+            // than there were messages.
+            self.stats.malformed += 1;
+            self.kill(
+                inner,
+                Status::unavailable("the server sent more answers than it was sent messages"),
+            );
+            return;
+        }
+        let early = match frames(msg).next() {
+            Some(Ok(f))
+                if f.header.kind == Kind::RNDV && f.payload.len() + HEADER_LEN == msg.len() =>
+            {
+                Rendezvous::parse(f.payload)
+                    .ok()
+                    .filter(|d| d.len as usize <= inner.cfg.max_message)
+                    .and_then(|d| {
+                        let Conn { qp, bufs, .. } = self;
+                        bufs.start_read(qp, d, f.header.id).ok()
+                    })
+            }
+            _ => None,
+        };
+        self.held.push_back(match early {
+            Some(read) => Held::Reading { read, owed: true },
+            None => Held::Message(msg.to_vec()),
+        });
+    }
+
+    /// Take the waiting answers at the front of `held` until it is empty or its
+    /// front is a READ still in progress.
+    fn drain(&mut self, inner: &Inner) {
+        while self.dead.is_none() && !matches!(self.held.front(), None | Some(Held::Reading { .. }))
+        {
+            match self.held.pop_front() {
+                Some(Held::Read { msg, release, owed }) => {
+                    self.credits += usize::from(owed);
+                    self.on_message(inner, &msg);
+                    let mut f = Vec::with_capacity(HEADER_LEN);
+                    Header::new(Kind::RELEASE, release).emit(&[], &mut f);
+                    self.backlog.push_back(Out {
+                        bytes: f,
+                        call: None,
+                    });
+                }
+                Some(Held::Message(msg)) => {
+                    self.credits += 1;
+                    if let Some(read) = self.on_message(inner, &msg) {
+                        self.held.push_front(Held::Reading { read, owed: false });
+                    }
+                }
+                Some(Held::Reading { .. }) | None => {}
+            }
+        }
+    }
+
+    /// Take one answer. Returns the READ it started when it was a rendezvous.
+    fn on_message(&mut self, inner: &Inner, msg: &[u8]) -> Option<u64> {
         for f in frames(msg) {
             let f = match f {
                 Ok(f) => f,
                 Err(e) => {
                     self.stats.malformed += 1;
                     tracing::warn!(error = %e, "malformed message from the server");
-                    return;
+                    return None;
                 }
             };
             match f.header.kind {
@@ -792,14 +891,17 @@ impl Conn {
                 Kind::RNDV => match Rendezvous::parse(f.payload) {
                     Ok(d) if d.len as usize <= inner.cfg.max_message => {
                         let Conn { qp, bufs, .. } = self;
-                        if let Err(e) = bufs.start_read(qp, d, f.header.id) {
-                            self.kill(inner, e);
-                        }
-                        return;
+                        return match bufs.start_read(qp, d, f.header.id) {
+                            Ok(read) => Some(read),
+                            Err(e) => {
+                                self.kill(inner, e);
+                                None
+                            }
+                        };
                     }
                     _ => {
                         self.stats.malformed += 1;
-                        return;
+                        return None;
                     }
                 },
                 _ => {
@@ -807,6 +909,7 @@ impl Conn {
                 }
             }
         }
+        None
     }
 
     fn complete(&mut self, inner: &Inner, id: u64, r: Outcome) {
@@ -850,6 +953,7 @@ impl Conn {
         tracing::warn!(error = %why, "weft-rpc connection dead");
         self.dead = Some(why.clone());
         self.backlog.clear();
+        self.held.clear();
         let ids: Vec<u64> = self.pending.keys().copied().collect();
         for id in ids {
             self.complete(inner, id, Err(why.clone()));

@@ -318,13 +318,14 @@ impl Buffers {
     }
 
     /// Start reading the peer's rendezvous message `d`; `cookie` comes back with the
-    /// bytes from [`Buffers::read_done`].
+    /// bytes from [`Buffers::read_done`]. Returns the read's id (`untag` of its
+    /// completion's `wr_id`).
     pub(crate) fn start_read(
         &mut self,
         qp: &mut QueuePair,
         d: Rendezvous,
         cookie: u64,
-    ) -> Result<(), Status> {
+    ) -> Result<u64, Status> {
         let mr = self
             .pd
             .register(vec![0u8; d.len as usize], Access::LOCAL_WRITE);
@@ -341,8 +342,13 @@ impl Buffers {
             vec![mr.sge(0, d.len)],
         );
         self.reads.insert(id, (mr, cookie));
-        qp.post_send([wr])
-            .map_err(|e| Status::unavailable(format!("posting a read: {e}")))
+        match qp.post_send([wr]) {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                self.reads.remove(&id);
+                Err(Status::unavailable(format!("posting a read: {e}")))
+            }
+        }
     }
 
     /// A read finished: the bytes and the cookie.

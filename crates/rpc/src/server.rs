@@ -14,6 +14,12 @@
 //! - **Load shedding.** Work queued or running off the heads (pool and stolen work)
 //!   is bounded by `max_in_flight`; a request beyond it is answered at once with
 //!   [`Code::Overloaded`](crate::Code::Overloaded).
+//! - **Per-connection ordering.** A head takes a connection's messages in the
+//!   order they arrived and runs its in-place requests in that order, answering in
+//!   that order too; a request that must first be fetched by rendezvous READ holds
+//!   the messages behind it until its bytes are here and it has run (`admit`,
+//!   `drain`). Requests of [`Exec::Blocking`] methods are handed to the pool in
+//!   order but may finish after later requests; work stealing gives up ordering.
 //! - **Work stealing** (opt-in: it gives up per-connection ordering). A head that
 //!   found work in many consecutive polls puts the extra messages of a poll into a
 //!   queue every head checks before its own completion queue.
@@ -550,6 +556,22 @@ fn accept_one(s: &Arc<Shared>, req: cm::ConnectRequest, peer: Hello) -> Result<(
 struct HeadConn {
     shared: Arc<ConnShared>,
     last_rx: Instant,
+    /// Messages waiting behind a rendezvous READ, in arrival order (empty when none
+    /// is in progress). See [`admit`].
+    held: VecDeque<Held>,
+}
+
+/// A message of a connection that waits for its turn (per-connection ordering).
+#[derive(Debug)]
+enum Held {
+    /// A rendezvous whose READ is in progress: (read id, the client's call id).
+    Reading(u64, u64),
+    /// The bytes of a finished READ, to run when they reach the front.
+    Read(Vec<u8>),
+    /// A READ finished but its bytes were lost: answer the call with `Internal`.
+    Lost(u64),
+    /// A message that arrived behind a READ, and when.
+    Message(Vec<u8>, Instant),
 }
 
 /// Polls in a row that found work before a head shares work.
@@ -577,6 +599,7 @@ fn head(s: &Arc<Shared>, ci: usize) {
                     HeadConn {
                         shared: c,
                         last_rx: Instant::now(),
+                        held: VecDeque::new(),
                     },
                 );
             }
@@ -735,29 +758,53 @@ fn on_completion(
             }
             s.counters.messages.fetch_add(1, Ordering::Relaxed);
             let msg = std::mem::take(&mut scratch.msg);
-            on_message(s, &c, ci, &msg, arrived, scratch, give_away);
+            let kept = admit(s, &c, ci, hc, &msg, arrived, scratch, give_away);
             scratch.msg = msg;
+            if !kept {
+                conns.remove(&key);
+                close(s, &s.clusters[ci], &c, "flow control violated");
+            }
         }
         WcOpcode::RdmaRead => {
+            let read = conn::untag(wc.wr_id);
             let got = lock(&c.tx).bufs.read_done(wc.wr_id);
-            if let Some((msg, _)) = got {
-                // The clock of a large request starts when its bytes are here.
-                on_message(s, &c, ci, &msg, Instant::now(), scratch, false);
+            if let Some(h) = hc
+                .held
+                .iter_mut()
+                .find(|h| matches!(h, Held::Reading(r, _) if *r == read))
+            {
+                *h = match (got, &*h) {
+                    (Some((msg, _)), _) => Held::Read(msg),
+                    (None, Held::Reading(_, call)) => Held::Lost(*call),
+                    (None, _) => return,
+                };
             }
+            drain(s, &c, ci, hc, scratch);
         }
         _ => lock(&c.tx).bufs.send_done(wc.wr_id),
     }
 }
 
 /// What a message needs, from one checked pass over its frames.
-struct Survey {
-    requests: usize,
-    blocking: bool,
-    rendezvous: Option<(u64, Rendezvous)>,
-    bad: Option<(u64, String)>,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Survey {
+    /// REQUEST frames.
+    pub requests: usize,
+    /// A request for a method that runs on the worker pool.
+    pub blocking: bool,
+    /// The message is a rendezvous: the request waits in the client's memory for a
+    /// READ (client's id, where).
+    pub rendezvous: Option<(u64, Rendezvous)>,
+    /// Why the message is refused, and the id to answer (0 when none parsed).
+    pub bad: Option<(u64, String)>,
 }
 
-fn survey(s: &Shared, msg: &[u8]) -> Survey {
+/// Check a client → server message: every frame parses, only kinds a client may
+/// send, a rendezvous alone in its message. `from_read` marks the bytes of a
+/// rendezvous READ, which may not announce another rendezvous (a client could chain
+/// them without bound). `blocking` says whether a method runs on the pool. Pure: the
+/// fuzz targets run it on arbitrary bytes (`crate::fuzzing::message`).
+pub(crate) fn survey(msg: &[u8], from_read: bool, blocking: impl Fn(u32) -> bool) -> Survey {
     let mut v = Survey {
         requests: 0,
         blocking: false,
@@ -783,16 +830,13 @@ fn survey(s: &Shared, msg: &[u8]) -> Survey {
         match f.header.kind {
             Kind::REQUEST => {
                 v.requests += 1;
-                if s.methods
-                    .get(&f.header.code)
-                    .is_some_and(|m| m.exec == Exec::Blocking)
-                {
+                if blocking(f.header.code) {
                     v.blocking = true;
                 }
             }
             Kind::CANCEL | Kind::PING | Kind::RELEASE => {}
             Kind::RNDV => match Rendezvous::parse(f.payload) {
-                Ok(d) if n == 1 && msg.len() == HEADER_LEN + Rendezvous::LEN => {
+                Ok(d) if n == 1 && !from_read && msg.len() == HEADER_LEN + Rendezvous::LEN => {
                     v.rendezvous = Some((f.header.id, d));
                 }
                 _ => {
@@ -809,6 +853,123 @@ fn survey(s: &Shared, msg: &[u8]) -> Survey {
     v
 }
 
+/// Take a message from the receive ring, in order (DaRPC's per-connection
+/// ordering, kept across rendezvous): a message that arrives while an earlier
+/// rendezvous of its connection is still being READ waits behind it in
+/// `hc.held`, and [`drain`] runs it once everything before it has run. A rendezvous
+/// among the waiting messages starts its READ at once (large messages still move in
+/// parallel, up to `MAX_RENDEZVOUS`), but runs in its turn.
+///
+/// Every waiting message is unanswered, so a client that keeps to its credits never
+/// has more than `ring` of them here. False when the client sent more (it ignores
+/// flow control, and the queue would grow without bound): the caller closes the
+/// connection.
+#[allow(clippy::too_many_arguments)]
+fn admit(
+    s: &Arc<Shared>,
+    c: &Arc<ConnShared>,
+    ci: usize,
+    hc: &mut HeadConn,
+    msg: &[u8],
+    arrived: Instant,
+    scratch: &mut Scratch,
+    give_away: bool,
+) -> bool {
+    if hc.held.is_empty() {
+        if let Some(r) = on_message(s, c, ci, msg, arrived, scratch, give_away, false) {
+            hc.held.push_back(r);
+        }
+        return true;
+    }
+    if hc.held.len() >= s.cfg.ring {
+        s.counters.malformed.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            conn = c.id,
+            waiting = hc.held.len(),
+            "more unanswered messages than credits"
+        );
+        return false;
+    }
+    let early = match survey(msg, false, |_| false) {
+        Survey {
+            rendezvous: Some((rid, d)),
+            bad: None,
+            ..
+        } if d.len as usize <= s.cfg.max_message => start_rendezvous(s, c, d)
+            .ok()
+            .map(|r| Held::Reading(r, rid)),
+        _ => None,
+    };
+    // Anything else (and a rendezvous that could not start) is looked at in its turn.
+    hc.held
+        .push_back(early.unwrap_or_else(|| Held::Message(msg.to_vec(), arrived)));
+    true
+}
+
+/// Run the waiting messages at the front of `hc.held` until it is empty or its
+/// front is a READ still in progress.
+fn drain(
+    s: &Arc<Shared>,
+    c: &Arc<ConnShared>,
+    ci: usize,
+    hc: &mut HeadConn,
+    scratch: &mut Scratch,
+) {
+    while !matches!(hc.held.front(), None | Some(Held::Reading(..))) {
+        match hc.held.pop_front() {
+            Some(Held::Read(msg)) => {
+                // The clock of a large request starts when its bytes are here.
+                on_message(s, c, ci, &msg, Instant::now(), scratch, false, true);
+            }
+            Some(Held::Lost(call)) => {
+                answer(
+                    s,
+                    c,
+                    call,
+                    Code::Internal,
+                    b"the request's bytes were lost after its READ",
+                    scratch,
+                );
+            }
+            Some(Held::Message(msg, arrived)) => {
+                if let Some(r) = on_message(s, c, ci, &msg, arrived, scratch, false, false) {
+                    hc.held.push_front(r);
+                }
+            }
+            Some(Held::Reading(..)) | None => {}
+        }
+    }
+}
+
+/// Answer call `id` with `code` alone in a message.
+fn answer(s: &Shared, c: &ConnShared, id: u64, code: Code, why: &[u8], scratch: &mut Scratch) {
+    scratch.reply.clear();
+    let mut h = Header::new(Kind::RESPONSE, id);
+    h.code = code.to_wire();
+    h.emit(why, &mut scratch.reply);
+    send_reply(s, c, &scratch.reply, true);
+}
+
+/// Start the READ of a client's rendezvous message; its read id.
+fn start_rendezvous(s: &Shared, c: &ConnShared, d: Rendezvous) -> Result<u64, Status> {
+    let mut tx = lock(&c.tx);
+    if tx.bufs.reads.len() >= conn::MAX_RENDEZVOUS {
+        // Each read costs a buffer of the announced size: a client may not make
+        // the server allocate without bound.
+        return Err(Status::overloaded(
+            "too many large messages in flight on this connection",
+        ));
+    }
+    let Tx { qp, bufs } = &mut *tx;
+    let r = bufs.start_read(qp, d, 0)?;
+    s.counters.rendezvous_in.fetch_add(1, Ordering::Relaxed);
+    Ok(r)
+}
+
+/// Run one message (or the bytes of a rendezvous READ, `from_read`). A rendezvous
+/// message starts its READ and returns it: the message is answered when the READ's
+/// bytes have run.
+#[allow(clippy::too_many_arguments)]
 fn on_message(
     s: &Arc<Shared>,
     c: &Arc<ConnShared>,
@@ -817,53 +978,37 @@ fn on_message(
     arrived: Instant,
     scratch: &mut Scratch,
     give_away: bool,
-) {
-    let v = survey(s, msg);
+    from_read: bool,
+) -> Option<Held> {
+    let v = survey(msg, from_read, |code| {
+        s.methods
+            .get(&code)
+            .is_some_and(|m| m.exec == Exec::Blocking)
+    });
     if let Some((id, why)) = v.bad {
         s.counters.malformed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(conn = c.id, %why, "malformed message");
-        scratch.reply.clear();
-        let mut h = Header::new(Kind::RESPONSE, id);
-        h.code = Code::InvalidArgument.to_wire();
-        h.emit(why.as_bytes(), &mut scratch.reply);
-        send_reply(s, c, &scratch.reply, true);
-        return;
+        answer(s, c, id, Code::InvalidArgument, why.as_bytes(), scratch);
+        return None;
     }
     if let Some((rid, d)) = v.rendezvous {
+        // A client's rendezvous id is its call's id.
         if d.len as usize > s.cfg.max_message {
-            // A client's rendezvous id is its call's id.
-            scratch.reply.clear();
-            let mut h = Header::new(Kind::RESPONSE, rid);
-            h.code = Code::MessageTooLarge.to_wire();
-            h.emit(
-                format!("{} B exceeds the server's {} B", d.len, s.cfg.max_message).as_bytes(),
-                &mut scratch.reply,
-            );
-            send_reply(s, c, &scratch.reply, true);
-            return;
+            let why = format!("{} B exceeds the server's {} B", d.len, s.cfg.max_message);
+            answer(s, c, rid, Code::MessageTooLarge, why.as_bytes(), scratch);
+            return None;
         }
-        let mut tx = lock(&c.tx);
-        if tx.bufs.reads.len() >= conn::MAX_RENDEZVOUS {
-            // Each read costs a buffer of the announced size: a client may not
-            // make the server allocate without bound.
-            drop(tx);
-            scratch.reply.clear();
-            let mut h = Header::new(Kind::RESPONSE, rid);
-            h.code = Code::Overloaded.to_wire();
-            h.emit(
-                b"too many large messages in flight on this connection",
-                &mut scratch.reply,
-            );
-            s.counters.overloaded.fetch_add(1, Ordering::Relaxed);
-            send_reply(s, c, &scratch.reply, true);
-            return;
-        }
-        s.counters.rendezvous_in.fetch_add(1, Ordering::Relaxed);
-        let Tx { qp, bufs } = &mut *tx;
-        if let Err(e) = bufs.start_read(qp, d, 0) {
-            tracing::warn!(conn = c.id, error = %e, "rendezvous read failed");
-        }
-        return;
+        return match start_rendezvous(s, c, d) {
+            Ok(r) => Some(Held::Reading(r, rid)),
+            Err(e) => {
+                if e.code() == Code::Overloaded {
+                    s.counters.overloaded.fetch_add(1, Ordering::Relaxed);
+                }
+                tracing::warn!(conn = c.id, error = %e, "rendezvous read not started");
+                answer(s, c, rid, e.code(), e.message().as_bytes(), scratch);
+                None
+            }
+        };
     }
     s.counters
         .requests
@@ -872,7 +1017,7 @@ fn on_message(
     if off_head && v.requests > 0 {
         if s.in_flight.load(Ordering::Relaxed) + v.requests > s.cfg.max_in_flight {
             shed(s, c, msg, arrived, scratch);
-            return;
+            return None;
         }
         s.in_flight.fetch_add(v.requests, Ordering::Relaxed);
         {
@@ -904,10 +1049,11 @@ fn on_message(
                 }
             }
         }
-        return;
+        return None;
     }
     execute(s, c, ci, msg, arrived, scratch, false);
     send_reply(s, c, &scratch.reply, true);
+    None
 }
 
 /// Answer every request of `msg` with `Overloaded` (cancels and pings as usual).

@@ -21,6 +21,8 @@ pub const STALL: u32 = 4;
 pub const SIZED: u32 = 5;
 /// Fails with the code in the payload.
 pub const FAIL: u32 = 6;
+/// Like `SEQ`, but answers only the u64 (a short answer to a request of any size).
+pub const SEQ_SHORT: u32 = 7;
 
 #[derive(Debug, Default)]
 pub struct Probe {
@@ -38,6 +40,7 @@ pub fn u64_of(b: &[u8]) -> u64 {
 pub fn test_service(probe: &Arc<Probe>) -> Arc<dyn Service> {
     let p1 = Arc::clone(probe);
     let p2 = Arc::clone(probe);
+    let p3 = Arc::clone(probe);
     Arc::new(
         Handlers::new()
             .add(ECHO, "echo", Exec::InPlace, |_, req, resp| {
@@ -49,6 +52,17 @@ pub fn test_service(probe: &Arc<Probe>) -> Arc<dyn Service> {
                 resp.extend_from_slice(req);
                 Ok(())
             })
+            .add(
+                SEQ_SHORT,
+                "seq_short",
+                Exec::InPlace,
+                move |cx, req, resp| {
+                    let v = u64_of(req);
+                    p3.seq.lock().unwrap().push((cx.connection(), v));
+                    resp.extend_from_slice(&v.to_le_bytes());
+                    Ok(())
+                },
+            )
             .add(SLEEP, "sleep", Exec::Blocking, move |cx, req, resp| {
                 let ms = u64_of(req);
                 let t = std::time::Instant::now();
