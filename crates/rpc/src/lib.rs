@@ -28,6 +28,9 @@ mod client;
 pub mod codec;
 mod conn;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod namenode;
 mod server;

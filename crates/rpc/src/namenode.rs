@@ -315,6 +315,25 @@ impl Namespace {
             .collect())
     }
 
+    /// Panics unless the namespace is a tree: the root is a directory, and every
+    /// other path is valid and has a directory for its parent (the fuzz targets'
+    /// invariant after any sequence of calls).
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn check_tree(&self) {
+        let t = self.tree.read().unwrap_or_else(PoisonError::into_inner);
+        assert!(
+            t.get("/").is_some_and(|r| r.is_dir),
+            "the root is a directory"
+        );
+        for (k, _) in t.iter().filter(|(k, _)| k.as_str() != "/") {
+            assert!(check(k).is_ok(), "{k:?} is not a valid path");
+            assert!(
+                t.get(parent(k)).is_some_and(|p| p.is_dir),
+                "{k:?} has no parent directory"
+            );
+        }
+    }
+
     /// Paths in the namespace (with the root).
     pub fn len(&self) -> usize {
         self.tree

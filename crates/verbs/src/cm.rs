@@ -670,6 +670,62 @@ impl ConnectRequest {
     }
 }
 
+/// The check shared by the fuzz target (`fuzz/fuzz_targets/cm_hello.rs`) and the
+/// stable test (`tests/hostile_handshake.rs`): arbitrary bytes through
+/// [`Hello::decode`]; what decodes must encode and decode again to the same
+/// [`Hello`], and that encoding is a fixed point. (Not byte-for-byte the input:
+/// flag bits beyond ICRC and selective are ignored, and a PSN keeps 24 bits.) Only
+/// with the `fuzzing` feature; not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::{Hello, MAX_PRIVATE_DATA};
+
+    /// Returns whether `data` decoded (and round-tripped); panics on a broken
+    /// invariant, never on malformed input.
+    pub fn hello(data: &[u8]) -> bool {
+        let Ok(h) = Hello::decode(data) else {
+            return false;
+        };
+        assert!(h.psn <= 0x00ff_ffff, "a PSN has 24 bits");
+        assert!(h.private_data.len() <= MAX_PRIVATE_DATA);
+        let b = h.encode();
+        assert_eq!(b.len(), data.len(), "the encoding keeps the length");
+        let again = Hello::decode(&b).expect("an encoded hello decodes");
+        assert_eq!(again, h);
+        assert_eq!(again.encode(), b);
+        true
+    }
+
+    /// A valid request (the fuzz target's seeds and the stable test's start).
+    pub fn sample(v6: bool, private_data: &[u8]) -> Vec<u8> {
+        Hello {
+            kind: super::KIND_REQUEST,
+            link: if v6 {
+                crate::LinkKind::Shm
+            } else {
+                crate::LinkKind::Udp
+            },
+            qp_type: weft_transport::QpType::Rc,
+            icrc: true,
+            qpn: 0x12_3456,
+            psn: 0xab_cdef,
+            path_mtu: weft_transport::Mtu::M1024,
+            initiator_depth: 16,
+            responder_resources: 16,
+            selective: false,
+            qkey: 0x1111_1111,
+            addr: if v6 {
+                "[2001:db8::1]:4791".parse().expect("an address")
+            } else {
+                "127.0.0.1:4791".parse().expect("an address")
+            },
+            private_data: private_data.to_vec(),
+        }
+        .encode()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
