@@ -8,7 +8,7 @@ use common::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use weft_rpc::frame::{frames, Header, Kind};
+use weft_rpc::frame::{frames, Header, Kind, Rendezvous};
 use weft_rpc::{Code, DeviceOptions, LinkKind};
 use weft_verbs::cm::{self, ConnParam};
 use weft_verbs::{
@@ -123,6 +123,98 @@ fn malformed_frames_are_answered_and_counted_udp() {
 #[test]
 fn malformed_frames_are_answered_and_counted_shm() {
     malformed(LinkKind::Shm);
+}
+
+/// A rendezvous whose READ brings back another rendezvous is refused: a client
+/// could otherwise chain READs without bound, each answered only at the end. (The
+/// server used to start the second READ and run what it found.)
+fn rendezvous_in_a_rendezvous(kind: LinkKind) {
+    let (s, _) = server_with(kind, |c| c.buffer_size = 1024);
+    let ctx = DeviceOptions::new(kind).open().unwrap();
+    let pd = ctx.alloc_pd();
+    let mut cq = CompletionQueue::new(&ctx, 64, None);
+    let mut qp = pd
+        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
+        .unwrap();
+    let mr = pd.alloc_mr(1 << 16, Access::ALL);
+    let param = ConnParam {
+        private_data: hello(8, 4096),
+        ..ConnParam::default()
+    };
+    cm::init_qp(&mut qp, &param).unwrap();
+    qp.post_recv([RecvWr {
+        wr_id: 1,
+        sg_list: vec![mr.sge(32768, 4096)],
+    }])
+    .unwrap();
+    let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();
+    // The inner message: a request the server must not run.
+    let mut inner = Vec::new();
+    let mut h = Header::new(Kind::REQUEST, 41);
+    h.code = ECHO;
+    h.emit(&[7u8; 2000], &mut inner);
+    let inner_mr = pd.register(inner.clone(), Access::LOCAL_WRITE | Access::REMOTE_READ);
+    // The outer rendezvous's bytes: another rendezvous, pointing at the inner one.
+    let mut outer = Vec::new();
+    Header::new(Kind::RNDV, 41).emit(
+        &Rendezvous {
+            addr: inner_mr.addr(),
+            rkey: inner_mr.rkey(),
+            len: inner.len() as u32,
+        }
+        .to_bytes(),
+        &mut outer,
+    );
+    let outer_mr = pd.register(outer.clone(), Access::LOCAL_WRITE | Access::REMOTE_READ);
+    let mut msg = Vec::new();
+    Header::new(Kind::RNDV, 40).emit(
+        &Rendezvous {
+            addr: outer_mr.addr(),
+            rkey: outer_mr.rkey(),
+            len: outer.len() as u32,
+        }
+        .to_bytes(),
+        &mut msg,
+    );
+    mr.write(0, &msg).unwrap();
+    qp.post_send([SendWr::new(
+        1,
+        WrOp::Send { imm: None },
+        vec![mr.sge(0, msg.len() as u32)],
+    )])
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        if let Some(c) = cq.poll_one() {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+            if c.opcode == WcOpcode::Recv {
+                got = Some(mr.to_vec(32768, c.byte_len as usize).unwrap());
+            }
+        }
+    }
+    let reply = got.expect("no answer to the rendezvous");
+    let f = frames(&reply).next().unwrap().unwrap();
+    assert_eq!((f.header.kind, f.header.id), (Kind::RESPONSE, 41));
+    assert_eq!(
+        Code::from_wire(f.header.code),
+        Some(Code::InvalidArgument),
+        "{}",
+        String::from_utf8_lossy(f.payload)
+    );
+    let st = s.stats();
+    assert_eq!((st.rendezvous_in, st.malformed_frames), (1, 1), "{st:?}");
+    assert_eq!(s.metrics().by_name("echo").map_or(0, |m| m.calls), 0);
+}
+
+#[test]
+fn a_rendezvous_inside_a_rendezvous_is_refused_udp() {
+    rendezvous_in_a_rendezvous(LinkKind::Udp);
+}
+
+#[test]
+fn a_rendezvous_inside_a_rendezvous_is_refused_shm() {
+    rendezvous_in_a_rendezvous(LinkKind::Shm);
 }
 
 #[test]
