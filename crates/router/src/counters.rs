@@ -26,7 +26,7 @@ macro_rules! counters {
 counters! {
     /// Frames received on a port.
     RxFrames = "rx_frames",
-    /// Packets forwarded to an egress port.
+    /// Packets forwarded to an egress port (a fragmented packet once per fragment).
     Forwarded = "forwarded",
     /// Frames transmitted by port workers (forwards and the router's own).
     TxFrames = "tx_frames",
@@ -63,6 +63,10 @@ counters! {
     LinkErrors = "link_errors",
     /// IPv4 packets with options, forwarded.
     Ipv4OptionsForwarded = "ipv4_options_forwarded",
+    /// IPv4 packets without DF, larger than the egress MTU, split into fragments.
+    Fragmented = "ipv4_fragmented",
+    /// Fragments made from them (each also counts as forwarded).
+    FragmentsCreated = "ipv4_fragments_created",
     /// Drop: frame shorter than an Ethernet header.
     DropRunt = "drop_runt",
     /// Drop: unicast frame for another MAC.
@@ -111,7 +115,9 @@ counters! {
     DropHopLimitExceeded = "drop_hop_limit_exceeded",
     /// Drop: no route (unreachable sent unless limited).
     DropNoRoute = "drop_no_route",
-    /// Drop: larger than the egress MTU (IPv4 fragmentation is not done).
+    /// Drop: larger than the egress MTU and not to be fragmented: IPv4 with DF
+    /// (fragmentation needed sent unless limited), any IPv6 (packet too big sent unless
+    /// limited), or an IPv4 fragment whose offset would overflow.
     DropTooBig = "drop_too_big",
     /// Drop: the next hop's queue was full while resolving.
     DropNeighborQueueFull = "drop_neighbor_queue_full",

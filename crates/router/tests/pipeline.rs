@@ -52,6 +52,15 @@ impl Harness {
     }
 
     fn with_config(cfg: RouterConfig) -> Harness {
+        Harness::build(cfg, 1514)
+    }
+
+    /// The "right" port (towards host B and 198.19/16) with this MTU.
+    fn with_right_mtu(mtu: usize) -> Harness {
+        Harness::build(RouterConfig::default(), mtu + 14)
+    }
+
+    fn build(cfg: RouterConfig, right_max_frame: usize) -> Harness {
         let router = Router::new(
             vec![
                 PortSpec {
@@ -66,7 +75,7 @@ impl Harness {
                     mac: R1,
                     v4: vec![(v4("198.18.2.1"), 24)],
                     v6: vec![(v6("2001:2:0:2::1"), 64)],
-                    max_frame: 1514,
+                    max_frame: right_max_frame,
                 },
             ],
             cfg,
@@ -628,6 +637,185 @@ fn too_big_for_the_egress_gets_fragmentation_needed_with_the_mtu() {
     assert_eq!(h.c(Counter::DropTooBig), 1);
 }
 
+/// An IPv4 UDP-protocol packet from host A to 198.19.0.1 with these options, DF
+/// clear, MF and offset as given, checksum filled.
+fn ip4_fragmentable(options: &[u8], more: bool, offset: u16, payload: &[u8]) -> Vec<u8> {
+    let mut p = ip4(v4("198.18.1.2"), v4("198.19.0.1"), IpProtocol::UDP, 64, &[]);
+    p.extend_from_slice(options);
+    p.extend_from_slice(payload);
+    let len = p.len() as u16;
+    let mut h = Ipv4Packet::new_unchecked(&mut p[..]);
+    h.set_version_header_len(20 + options.len());
+    h.set_total_len(len);
+    h.set_frag(false, more, offset);
+    h.fill_checksum();
+    p
+}
+
+/// Checks the fragments the router sent towards host B for one packet and returns
+/// (offset, MF, options, data) of each, in order.
+fn fragments_to_hb(out: &[(usize, Vec<u8>)], mtu: usize) -> Vec<(u16, bool, Vec<u8>, Vec<u8>)> {
+    out.iter()
+        .map(|(port, f)| {
+            assert_eq!(*port, 1, "towards host B");
+            let e = EthernetFrame::new_checked(&f[..]).expect("eth");
+            assert_eq!((e.dst_addr(), e.src_addr()), (HB, R1));
+            let ip = Ipv4Packet::new_checked(e.payload()).expect("ipv4");
+            assert_eq!(sum16(ip.header()), 0, "each fragment's header checksum");
+            assert!(usize::from(ip.total_len()) <= mtu, "fits the MTU");
+            assert_eq!((ip.ttl(), ip.ident(), ip.dont_frag()), (63, 0x1234, false));
+            assert_eq!(ip.protocol(), IpProtocol::UDP);
+            (
+                ip.frag_offset(),
+                ip.more_frags(),
+                ip.options().to_vec(),
+                ip.payload().to_vec(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn without_df_a_packet_over_the_egress_mtu_is_fragmented_after_rfc_791() {
+    let mut h = Harness::with_right_mtu(576);
+    h.learn_hb();
+    // NOP; record route (copied flag clear: first fragment only); router alert
+    // (copied flag set: every fragment). 12 bytes, so a 32-byte header.
+    let options = [1, 7, 7, 4, 0, 0, 0, 0, 148, 4, 0, 0];
+    let data: Vec<u8> = (0..1400u32).map(|i| (i % 251) as u8).collect();
+    let f = eth(
+        R0,
+        HA,
+        EtherType::IPV4,
+        &ip4_fragmentable(&options, false, 0, &data),
+    );
+    let frags = fragments_to_hb(&h.rx(0, &f), 576);
+    // (576 − 32) & !7 = 544 in the first; (576 − 24) & !7 = 552 in the next; the rest.
+    let shape: Vec<(u16, bool, usize)> = frags.iter().map(|f| (f.0, f.1, f.3.len())).collect();
+    assert_eq!(
+        shape,
+        [(0, true, 544), (544, true, 552), (1096, false, 304)]
+    );
+    assert_eq!(frags[0].2, options, "the first fragment has every option");
+    for later in &frags[1..] {
+        assert_eq!(later.2, [148, 4, 0, 0], "later ones only the copied option");
+    }
+    let reassembled: Vec<u8> = frags.iter().flat_map(|f| f.3.clone()).collect();
+    assert_eq!(reassembled, data);
+    assert_eq!(h.c(Counter::Fragmented), 1);
+    assert_eq!(h.c(Counter::FragmentsCreated), 3);
+    assert_eq!(h.c(Counter::Forwarded), 3);
+    assert_eq!(h.c(Counter::Ipv4OptionsForwarded), 1);
+
+    // A fragment already (MF set, offset 1480): offsets continue from its own, and the
+    // last piece keeps MF, since more of the original packet follows.
+    let f = eth(
+        R0,
+        HA,
+        EtherType::IPV4,
+        &ip4_fragmentable(&[], true, 1480, &data[..1000]),
+    );
+    let frags = fragments_to_hb(&h.rx(0, &f), 576);
+    let shape: Vec<(u16, bool, usize)> = frags.iter().map(|f| (f.0, f.1, f.3.len())).collect();
+    assert_eq!(shape, [(1480, true, 552), (2032, true, 448)]);
+    assert_eq!(frags[1].3, data[552..1000]);
+
+    // Exactly the MTU passes whole; with DF, one byte more is fragmentation needed
+    // with the next-hop MTU (RFC 1191), and nothing goes towards B.
+    let f = eth(
+        R0,
+        HA,
+        EtherType::IPV4,
+        &ip4_fragmentable(&[], false, 0, &data[..556]),
+    );
+    assert_eq!(fragments_to_hb(&h.rx(0, &f), 576).len(), 1);
+    h.rx(
+        0,
+        &arp(
+            ArpOperation::REQUEST,
+            HA,
+            v4("198.18.1.2"),
+            EthernetAddress([0; 6]),
+            v4("198.18.1.1"),
+            EthernetAddress::BROADCAST,
+        ),
+    );
+    let mut df = ip4_fragmentable(&[], false, 0, &data[..557]);
+    df[6] |= 0x40;
+    fix_checksum(&mut df);
+    let out = h.rx(0, &eth(R0, HA, EtherType::IPV4, &df));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 0, "back to host A");
+    let (ip, icmp) = parse_icmp4(&out[0].1);
+    assert_eq!(ip.src_addr, v4("198.18.1.1"));
+    assert_eq!((icmp[0], icmp[1]), (3, 4));
+    assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), 576);
+    assert_eq!(&icmp[8..36], &df[..28], "quotes the header and 8 bytes");
+    assert_eq!(h.c(Counter::DropTooBig), 1);
+    assert_eq!(h.c(Counter::TooBigSent), 1);
+    assert_eq!(h.c(Counter::Fragmented), 2);
+    assert_eq!(h.pool.available(), 256, "every fragment's buffer came back");
+}
+
+#[test]
+fn ipv6_over_the_egress_mtu_gets_packet_too_big_with_the_mtu() {
+    let mut h = Harness::with_right_mtu(1280);
+    h.learn_hb6();
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target_addr: v6("2001:2:0:1::1"),
+        source_lladdr: Some(HA),
+    };
+    h.rx(
+        0,
+        &ip6_icmp(HA, R0, v6("2001:2:0:1::2"), v6("2001:2:0:1::1"), 255, &ns),
+    );
+    let packet = |len: usize| {
+        eth(
+            R0,
+            HA,
+            EtherType::IPV6,
+            &ip6(
+                v6("2001:2:0:1::2"),
+                v6("2001:2:0:100::9"),
+                IpProtocol::UDP,
+                64,
+                &udp_bytes(len - 40 - 8),
+            ),
+        )
+    };
+    // 1280 bytes fit; 1281 do not, and routers never fragment IPv6 (RFC 8200 §5).
+    let out = h.rx(0, &packet(1280));
+    assert_eq!((out.len(), out[0].0), (1, 1));
+    let inp = packet(1281);
+    let out = h.rx(0, &inp);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 0, "back to host A");
+    let e = EthernetFrame::new_checked(&out[0].1[..]).expect("eth");
+    let ip = Ipv6Packet::new_checked(e.payload()).expect("ipv6");
+    assert_eq!(ip.src_addr(), v6("2001:2:0:1::1"));
+    assert!(
+        ip.payload().len() + 40 <= 1280,
+        "the error itself fits the minimum MTU"
+    );
+    match Icmpv6Repr::parse(
+        &Icmpv6Packet::new_checked(ip.payload()).expect("icmp"),
+        ip.src_addr(),
+        ip.dst_addr(),
+    )
+    .expect("repr")
+    {
+        Icmpv6Repr::PacketTooBig { mtu, invoking } => {
+            assert_eq!(mtu, 1280);
+            assert!(invoking.len() >= 1000);
+            assert_eq!(invoking, &inp[14..14 + invoking.len()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(h.c(Counter::DropTooBig), 1);
+    assert_eq!(h.c(Counter::TooBigSent), 1);
+    assert_eq!(h.c(Counter::Fragmented), 0);
+}
+
 // ---- IPv4 to the router ----------------------------------------------------------------
 
 #[test]
@@ -900,6 +1088,123 @@ fn malformed_frames_are_dropped_each_with_its_own_counter() {
 }
 
 #[test]
+fn icmp_fragments_and_extension_headers_to_the_router_each_have_their_counter() {
+    let mut h = Harness::new();
+    let to_router = |proto: IpProtocol, payload: &[u8]| {
+        ip4(v4("198.18.1.2"), v4("198.18.1.1"), proto, 64, payload)
+    };
+    // An echo request whose ICMP checksum is wrong.
+    let mut bad = echo4(1, 1, b"weft");
+    bad[2] ^= 0xff;
+    assert!(h
+        .rx(
+            0,
+            &eth(R0, HA, EtherType::IPV4, &to_router(IpProtocol::ICMP, &bad))
+        )
+        .is_empty());
+    assert_eq!(h.c(Counter::DropIcmpMalformed), 1);
+    // An echo reply: nothing to do with it.
+    let reply = Icmpv4Repr::EchoReply {
+        ident: 1,
+        seq_no: 1,
+        data: b"weft",
+    };
+    let mut m = vec![0u8; reply.buffer_len()];
+    reply
+        .emit(&mut Icmpv4Packet::new_unchecked(&mut m[..]))
+        .expect("icmp");
+    assert!(h
+        .rx(
+            0,
+            &eth(R0, HA, EtherType::IPV4, &to_router(IpProtocol::ICMP, &m))
+        )
+        .is_empty());
+    assert_eq!(h.c(Counter::DropIcmpIgnored), 1);
+    // A first fragment of an echo request to us: we do not reassemble.
+    let mut frag = to_router(IpProtocol::ICMP, &echo4(1, 2, b"weft"));
+    frag[6] = 0x20; // MF, DF clear
+    fix_checksum(&mut frag);
+    assert!(h.rx(0, &eth(R0, HA, EtherType::IPV4, &frag)).is_empty());
+    // IPv6: a fragment header (MF set) in front of UDP, to our address.
+    let mut p = vec![17, 0, 0, 1, 0, 0, 0, 9];
+    p.extend_from_slice(&udp_bytes(8));
+    let f = ip6(
+        v6("2001:2:0:1::2"),
+        v6("2001:2:0:1::1"),
+        IpProtocol(44),
+        64,
+        &p,
+    );
+    assert!(h.rx(0, &eth(R0, HA, EtherType::IPV6, &f)).is_empty());
+    assert_eq!(h.c(Counter::DropLocalFragment), 2);
+    // A hop-by-hop header whose length runs past the packet, to be forwarded.
+    let f = ip6(
+        v6("2001:2:0:1::2"),
+        v6("2001:2:0:100::9"),
+        IpProtocol(0),
+        64,
+        &[17, 5, 0, 0, 0, 0, 0, 0],
+    );
+    assert!(h.rx(0, &eth(R0, HA, EtherType::IPV6, &f)).is_empty());
+    assert_eq!(h.c(Counter::DropIpv6BadExtHeaders), 1);
+    // No buffer for the echo reply: every buffer but the one the request arrives in
+    // is held elsewhere.
+    let mut held = Vec::new();
+    h.pool.alloc_burst(h.pool.available() - 1, &mut held);
+    let echo = to_router(IpProtocol::ICMP, &echo4(1, 3, b"weft"));
+    assert!(h.rx(0, &eth(R0, HA, EtherType::IPV4, &echo)).is_empty());
+    assert_eq!(h.c(Counter::DropNoBuffer), 1);
+    drop(held);
+    assert_eq!(h.c(Counter::EchoReplied), 0);
+    assert_eq!(h.pool.available(), 256);
+}
+
+#[test]
+fn an_icmp_error_from_a_port_without_an_ipv4_address_is_counted_not_sent() {
+    let router = Router::new(
+        vec![
+            PortSpec {
+                name: "v6only".into(),
+                mac: R0,
+                v4: vec![],
+                v6: vec![(v6("2001:2:0:1::1"), 64)],
+                max_frame: 1514,
+            },
+            PortSpec {
+                name: "right".into(),
+                mac: R1,
+                v4: vec![(v4("198.18.2.1"), 24)],
+                v6: vec![],
+                max_frame: 1514,
+            },
+        ],
+        RouterConfig::default(),
+    );
+    let pool = BufferPool::new(16, 2048);
+    let mut w = router.worker(pool.clone());
+    let mut b: PacketBuf = pool.alloc().expect("buffer");
+    let f = eth(
+        R0,
+        HA,
+        EtherType::IPV4,
+        &ip4(
+            v4("198.18.1.2"),
+            v4("198.18.2.2"),
+            IpProtocol::UDP,
+            1,
+            &udp_bytes(8),
+        ),
+    );
+    assert!(b.copy_from(&f));
+    let mut out = Vec::new();
+    w.process_burst(0, [b], Instant::now(), &mut out);
+    assert!(out.is_empty());
+    assert_eq!(router.counter(Counter::DropTtlExceeded), 1);
+    assert_eq!(router.counter(Counter::DropNoSourceAddress), 1);
+    assert_eq!(pool.available(), 16);
+}
+
+#[test]
 fn ethernet_padding_is_not_forwarded() {
     let mut h = Harness::new();
     h.learn_hb();
@@ -925,10 +1230,22 @@ fn ethernet_padding_is_not_forwarded() {
 fn random_and_mutated_frames_never_panic_or_leak() {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::SmallRng::seed_from_u64(99);
-    let mut h = Harness::new();
+    // A small MTU towards B, so mutated large packets go through the fragmenter.
+    let mut h = Harness::with_right_mtu(576);
     h.learn_hb();
     let seeds = [
         udp_through(64),
+        eth(
+            R0,
+            HA,
+            EtherType::IPV4,
+            &ip4_fragmentable(
+                &[1, 7, 7, 4, 0, 0, 0, 0, 148, 4, 0, 0],
+                false,
+                8,
+                &[7; 1400],
+            ),
+        ),
         eth(
             R0,
             HA,
@@ -993,6 +1310,10 @@ fn random_and_mutated_frames_never_panic_or_leak() {
         h.now += Duration::from_secs(2);
         h.tick();
     }
+    assert!(
+        h.c(Counter::FragmentsCreated) > 1000,
+        "the fragmenter was exercised"
+    );
     assert_eq!(h.pool.available(), 256, "every buffer came back");
 }
 
