@@ -1,6 +1,7 @@
 //! The router between real Linux hosts: network namespaces joined by veth pairs
 //! (scripts/netns-router.sh), `weft router` on AF_PACKET ports in the middle (AF_XDP
-//! ports in the `afxdp_` tests), and ping, traceroute, iperf3 and scapy on the hosts.
+//! ports in the `afxdp_` tests; two `weft router` processes joined by an shm port in
+//! `two_router_processes_…`), and ping, traceroute, iperf3 and scapy on the hosts.
 //!
 //! Needs root, iproute2, iputils-ping, and per test traceroute, iperf3 or Debian's
 //! python3-scapy; without them a test prints "skipped: <why>" and passes. Tests run
@@ -119,6 +120,8 @@ struct RouterProc {
     child: Child,
     socket: PathBuf,
     dir: PathBuf,
+    /// Reaped by [`RouterProc::stop`]: nothing left for drop to signal.
+    exited: bool,
 }
 
 impl RouterProc {
@@ -130,17 +133,24 @@ impl RouterProc {
     /// `config_args`: the arguments of `netns-router.sh config` (ports, backend, XDP
     /// mode).
     fn start_on(config_args: &[&str], extra_config: &str) -> RouterProc {
-        let dir = std::env::temp_dir().join(format!("weft-router-netns-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
         let cfg = Command::new("bash")
             .arg(script())
             .arg("config")
             .args(config_args)
             .output()
             .expect("config");
-        let config = dir.join("router.toml");
         let mut body = String::from_utf8_lossy(&cfg.stdout).into_owned();
         body.push_str(extra_config);
+        RouterProc::start_config("router", &body, "left")
+    }
+
+    /// With this whole config; `name` keeps several routers' files apart, and the
+    /// router is up once `show ports` lists `first_port`.
+    fn start_config(name: &str, body: &str, first_port: &str) -> RouterProc {
+        let dir =
+            std::env::temp_dir().join(format!("weft-router-netns-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let config = dir.join("router.toml");
         std::fs::write(&config, body).expect("write config");
         let socket = dir.join("ctl.sock");
         let child = Command::new("ip")
@@ -159,10 +169,15 @@ impl RouterProc {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn weft router");
-        let r = RouterProc { child, socket, dir };
+        let r = RouterProc {
+            child,
+            socket,
+            dir,
+            exited: false,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if r.ctl("show ports").contains("left") {
+            if r.ctl("show ports").contains(first_port) {
                 return r;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -195,8 +210,31 @@ impl RouterProc {
     }
 }
 
+impl RouterProc {
+    /// Send `signal` (INT or TERM) and wait for the foreground process to end: true
+    /// when it exited on its own with status 0 within 10 s.
+    fn stop(&mut self, signal: &str) -> bool {
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.exited = true;
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
 impl Drop for RouterProc {
     fn drop(&mut self) {
+        if self.exited {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            return;
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -575,4 +613,207 @@ fn a_route_changed_mid_flow_moves_the_traffic() {
         received >= 190,
         "at most a few replies lost while the route moved: {t}"
     );
+}
+
+/// The MTU of the link to host B, on both of its ends (veth drops frames larger than
+/// the receiving end's MTU, so both must agree).
+fn set_b_mtu(mtu: u32) {
+    let m = mtu.to_string();
+    for (n, dev) in [("weft-r", "weft-rb"), ("weft-hb", "weft-b0")] {
+        let o = ns(n, 5, &["ip", "link", "set", "dev", dev, "mtu", &m]);
+        assert!(o.status.success(), "mtu on {dev}: {}", text(&o));
+    }
+}
+
+#[test]
+fn a_smaller_mtu_towards_host_b_fragments_or_answers_too_big() {
+    require!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    set_b_mtu(1400);
+    let r = RouterProc::start("");
+    let ports = r.ctl("show ports");
+    assert!(
+        ports.contains("right") && ports.contains("mtu 1400"),
+        "{ports}"
+    );
+    ping_ok("weft-ha", &["198.18.2.2"]);
+    ping_ok("weft-ha", &["198.19.0.1"]);
+    // Without DF: host A sends 3028 bytes as two 1500-byte fragments and a small one;
+    // the router splits each 1500-byte one again for the 1400-byte link (RFC 791),
+    // host B reassembles and answers. A destination of its own, so no path MTU host A
+    // learns below can make it fragment for the router.
+    ping_ok("weft-ha", &["-M", "dont", "-s", "3000", "198.19.0.1"]);
+    assert!(
+        r.counter("ipv4_fragmented") >= 6,
+        "two fragments of each of 3 echoes split again"
+    );
+    // With DF: fragmentation needed, carrying the next hop's MTU (RFC 1191).
+    let too_big_before = r.counter("icmp_too_big_sent");
+    let o = ns(
+        "weft-ha",
+        20,
+        &[
+            "ping",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-M",
+            "do",
+            "-s",
+            "1400",
+            "198.18.2.2",
+        ],
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "1428 bytes with DF cannot cross: {t}");
+    assert!(
+        t.contains("mtu = 1400") || t.contains("mtu=1400"),
+        "host A learned the MTU: {t}"
+    );
+    // 1400 bytes with DF fit exactly.
+    ping_ok("weft-ha", &["-M", "do", "-s", "1372", "198.18.2.2"]);
+    // IPv6: packet too big (routers never fragment IPv6).
+    let o = ns(
+        "weft-ha",
+        20,
+        &[
+            "ping",
+            "-6",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-M",
+            "do",
+            "-s",
+            "1400",
+            "2001:2:0:2::2",
+        ],
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "1448 bytes cannot cross: {t}");
+    assert!(
+        t.contains("mtu=1400") || t.contains("mtu = 1400"),
+        "host A learned the MTU: {t}"
+    );
+    ping_ok(
+        "weft-ha",
+        &["-6", "-M", "do", "-s", "1352", "2001:2:0:2::2"],
+    );
+    assert!(r.counter("icmp_too_big_sent") >= too_big_before + 2);
+    assert!(r.counter("drop_too_big") >= 2);
+}
+
+/// Router 1 (host A's side) and router 2 (host B's side) in the router namespace, one
+/// process each, joined by an shm port (abstract unix sockets belong to a namespace,
+/// so both live in weft-r).
+const R1_CONFIG: &str = r#"
+[[port]]
+name = "left"
+interface = "weft-ra"
+addresses = ["198.18.1.1/24", "2001:2:0:1::1/64"]
+
+[[port]]
+name = "to-r2"
+backend = "shm"
+interface = "127.0.0.1:7101"
+peer = "127.0.0.1:7102"
+addresses = ["198.18.9.1/30", "2001:2:0:9::1/64"]
+
+[[route]]
+prefix = "198.18.2.0/24"
+via = "198.18.9.2"
+
+[[route]]
+prefix = "198.19.0.0/16"
+via = "198.18.9.2"
+
+[[route]]
+prefix = "2001:2:0:2::/64"
+via = "2001:2:0:9::2"
+"#;
+
+const R2_CONFIG: &str = r#"
+[[port]]
+name = "to-r1"
+backend = "shm"
+interface = "127.0.0.1:7102"
+peer = "127.0.0.1:7101"
+addresses = ["198.18.9.2/30", "2001:2:0:9::2/64"]
+
+[[port]]
+name = "right"
+interface = "weft-rb"
+addresses = ["198.18.2.1/24", "2001:2:0:2::1/64"]
+
+[[route]]
+prefix = "198.18.1.0/24"
+via = "198.18.9.1"
+
+[[route]]
+prefix = "198.19.0.0/16"
+via = "198.18.2.2"
+
+[[route]]
+prefix = "2001:2:0:1::/64"
+via = "2001:2:0:9::1"
+"#;
+
+#[test]
+fn two_router_processes_joined_by_an_shm_port_carry_pings_and_stop_on_signals() {
+    require!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    let mut r1 = RouterProc::start_config("r1", R1_CONFIG, "to-r2");
+    let mut r2 = RouterProc::start_config("r2", R2_CONFIG, "to-r1");
+    // Host A → router 1 → shm → router 2 → host B, and back; the routers' own
+    // addresses on both sides of the shm link answer too.
+    for dst in ["198.18.2.2", "198.19.0.1", "198.18.9.2", "198.18.2.1"] {
+        ping_ok("weft-ha", &[dst]);
+    }
+    ping_ok("weft-hb", &["198.18.1.2"]);
+    ping_ok("weft-ha", &["-6", "2001:2:0:2::2"]);
+    ping_ok("weft-hb", &["-6", "2001:2:0:1::2"]);
+    if have("traceroute") {
+        let o = ns(
+            "weft-ha",
+            30,
+            &[
+                "traceroute",
+                "-n",
+                "-q",
+                "1",
+                "-w",
+                "2",
+                "-m",
+                "5",
+                "198.18.2.2",
+            ],
+        );
+        let t = text(&o);
+        let hops: Vec<&str> = t.lines().skip(1).collect();
+        assert!(
+            hops.first().is_some_and(|l| l.contains("198.18.1.1"))
+                && hops.get(1).is_some_and(|l| l.contains("198.18.9.2"))
+                && hops.get(2).is_some_and(|l| l.contains("198.18.2.2")),
+            "router 1, router 2 (its shm side), host B: {t}"
+        );
+    }
+    // Both routers forwarded the pings across the shm link, both ways.
+    for r in [&r1, &r2] {
+        assert!(r.counter("forwarded") >= 12, "{}", r.ctl("show counters"));
+    }
+    let n = r1.ctl("show neighbors");
+    assert!(n.contains("to-r2 198.18.9.2"), "{n}");
+    let n = r2.ctl("show neighbors");
+    assert!(n.contains("to-r1 198.18.9.1"), "{n}");
+    // `weft router` runs in the foreground until SIGINT or SIGTERM, then exits 0.
+    assert!(r1.stop("INT"), "router 1 exits cleanly on SIGINT");
+    assert!(r2.stop("TERM"), "router 2 exits cleanly on SIGTERM");
 }
