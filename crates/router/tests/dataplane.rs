@@ -74,6 +74,11 @@ struct Net {
 }
 
 fn start(arch: Architecture, ports: usize) -> Net {
+    start_with_mtu(arch, ports, 1500)
+}
+
+/// Port 1 (towards host 1 and 198.19/16) with this MTU, the others 1500.
+fn start_with_mtu(arch: Architecture, ports: usize, port1_mtu: usize) -> Net {
     let pool = BufferPool::new(8192, 2048);
     let mut hosts = Vec::new();
     let mut links: Vec<Box<dyn Link>> = Vec::new();
@@ -92,7 +97,7 @@ fn start(arch: Architecture, ports: usize) -> Net {
             mac: R[i],
             v4: vec![(Ipv4Addr::new(198, 18, i as u8 + 1, 1), 24)],
             v6: vec![],
-            max_frame: 1514,
+            max_frame: if i == 1 { port1_mtu + 14 } else { 1514 },
         });
     }
     let router = Router::new(specs, RouterConfig::default());
@@ -177,6 +182,53 @@ fn pull_forwards_everything_in_order() {
 #[test]
 fn central_forwards_everything_in_order() {
     check_architecture(Architecture::Central);
+}
+
+/// Packets without DF over port 1's MTU of 576 come out as fragments, in order and
+/// whole, in every architecture (fragments leave the ingress worker finished, through
+/// the same rings as the router's own frames).
+#[test]
+fn every_architecture_fragments_for_a_smaller_egress_mtu() {
+    for arch in [
+        Architecture::Push,
+        Architecture::Pull,
+        Architecture::Central,
+    ] {
+        let mut net = start_with_mtu(arch, 2, 576);
+        let data: Vec<u8> = (0..1400u32).map(|i| (i % 253) as u8).collect();
+        for seq in 0..50u16 {
+            let mut f = frame(0, "198.19.7.7".parse().expect("a"), seq);
+            f.truncate(34);
+            f.extend_from_slice(&data);
+            let mut ip = Ipv4Packet::new_unchecked(&mut f[14..]);
+            ip.set_total_len(20 + 1400);
+            ip.set_frag(false, false, 0);
+            ip.fill_checksum();
+            assert!(net.hosts[0].send_bytes(&f));
+        }
+        // 576 − 20 = 556 bytes of room, rounded down to 8: 552 + 552 + 296.
+        let got = net.hosts[1].recv_bytes_timeout(150, Duration::from_secs(10));
+        assert_eq!(got.len(), 150, "{arch}: three fragments per packet");
+        for (n, pieces) in got.chunks(3).enumerate() {
+            let mut whole = Vec::new();
+            for (k, f) in pieces.iter().enumerate() {
+                let ip = Ipv4Packet::new_checked(&f[14..]).expect("ip");
+                assert!(ip.verify_checksum(), "{arch}");
+                assert_eq!((ip.ident(), ip.ttl()), (n as u16, 63), "{arch}: in order");
+                assert_eq!(ip.frag_offset(), [0, 552, 1104][k], "{arch}");
+                assert_eq!(ip.more_frags(), k < 2, "{arch}");
+                whole.extend_from_slice(ip.payload());
+            }
+            assert_eq!(whole, data, "{arch}: reassembles");
+        }
+        let router = Arc::clone(net.dp.router());
+        net.dp.stop().expect("clean stop");
+        assert_eq!(router.counter(Counter::Fragmented), 50, "{arch}");
+        assert_eq!(router.counter(Counter::FragmentsCreated), 150, "{arch}");
+        drop(got);
+        drop(net.hosts);
+        assert_eq!(net.pool.available(), 8192, "{arch}: no buffer leaked");
+    }
 }
 
 #[test]
