@@ -459,7 +459,7 @@ fn marker(seq: u64) -> u8 {
 }
 
 fn send_wr(mr: &MemoryRegion, off: usize, size: u64, inline: u64, signaled: bool) -> SendWr {
-    let mut wr = SendWr::new(0, WrOp::Send { imm: None }, vec![mr.sge(off, size as u32)]);
+    let mut wr = SendWr::new(0, WrOp::Send { imm: None }, [mr.sge(off, size as u32)]);
     wr.inline = size <= inline.min(256);
     wr.signaled = signaled;
     wr
@@ -548,7 +548,7 @@ fn pre_post(p: &Plan, qp: &mut QueuePair, mr: &MemoryRegion) -> anyhow::Result<(
     };
     qp.post_recv((0..n).map(|i| RecvWr {
         wr_id: i as u64,
-        sg_list: vec![mr.sge(i * slot, slot as u32)],
+        sg_list: [mr.sge(i * slot, slot as u32)].into(),
     }))?;
     Ok(())
 }
@@ -579,7 +579,7 @@ fn serve_run(
                 };
                 qp.post_recv([RecvWr {
                     wr_id: 0,
-                    sg_list: vec![mr.sge(0, slot as u32)],
+                    sg_list: [mr.sge(0, slot as u32)].into(),
                 }])?;
                 let mut wr = send_wr(mr, reply_off + skip, p.size, a.inline, false);
                 if ud {
@@ -624,7 +624,7 @@ fn serve_run(
                     .filter(|c| c.opcode.is_recv() && c.status == WcStatus::Success)
                     .map(|c| RecvWr {
                         wr_id: c.wr_id,
-                        sg_list: vec![mr.sge(c.wr_id as usize * slot, slot as u32)],
+                        sg_list: [mr.sge(c.wr_id as usize * slot, slot as u32)].into(),
                     })
                     .collect();
                 if side.out.iter().any(|c| c.status != WcStatus::Success) {
@@ -707,7 +707,7 @@ fn write_wr(mr: &MemoryRegion, remote: RemoteAddr, size: u64, inline: u64, seq: 
     let mut wr = SendWr::new(
         0,
         WrOp::Write { remote, imm: None },
-        vec![mr.sge(0, size as u32)],
+        [mr.sge(0, size as u32)],
     );
     wr.inline = size <= inline.min(256);
     wr.signaled = needs_reap(seq);
@@ -727,7 +727,7 @@ fn send_turnarounds(side: &mut Side, qp: &mut QueuePair, t: &[(u64, u64)]) -> an
         WrOp::Send {
             imm: Some(t.len() as u32),
         },
-        vec![mr.sge(0, mr.len() as u32)],
+        [mr.sge(0, mr.len() as u32)],
     )])?;
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
@@ -840,7 +840,7 @@ fn client_run(
     if a.test == Test::SendLat {
         qp.post_recv([RecvWr {
             wr_id: 0,
-            sg_list: vec![mr.sge(slot as usize, slot as u32)],
+            sg_list: [mr.sge(slot as usize, slot as u32)].into(),
         }])?;
     }
     let conn = cm::connect(&mut qp, at, &p)?;
@@ -874,7 +874,7 @@ fn client_run(
                     if seq + 1 < total {
                         qp.post_recv([RecvWr {
                             wr_id: 0,
-                            sg_list: vec![mr.sge(slot as usize, slot as u32)],
+                            sg_list: [mr.sge(slot as usize, slot as u32)].into(),
                         }])?;
                     }
                 }
@@ -901,7 +901,7 @@ fn client_run(
                     qp.post_send([SendWr::new(
                         1,
                         WrOp::Read { remote: server_buf },
-                        vec![mr.sge(0, size as u32)],
+                        [mr.sge(0, size as u32)],
                     )])?;
                     side.wait()?;
                 }
@@ -912,7 +912,7 @@ fn client_run(
                             remote: server_buf,
                             add: 1,
                         },
-                        vec![mr.sge(0, 8)],
+                        [mr.sge(0, 8)],
                     )])?;
                     side.wait()?;
                 }
@@ -939,7 +939,7 @@ fn client_run(
             },
             _ => WrOp::Read { remote: server_buf },
         };
-        let mut wr = SendWr::new(0, op, vec![mr.sge(0, size as u32)]);
+        let mut wr = SendWr::new(0, op, [mr.sge(0, size as u32)]);
         wr.inline = a.test != Test::ReadBw && size <= a.inline.min(256);
         wr.ud = ud_dest;
         let st = std::cell::RefCell::new(Bw {
@@ -1037,7 +1037,7 @@ fn recv_turnarounds(
         .alloc_mr((rounds as usize * 16).max(16), Access::LOCAL_WRITE);
     qp.post_recv([RecvWr {
         wr_id: 9,
-        sg_list: vec![mr.sge(0, mr.len() as u32)],
+        sg_list: [mr.sge(0, mr.len() as u32)].into(),
     }])?;
     let deadline = Instant::now() + WAIT;
     let len = loop {

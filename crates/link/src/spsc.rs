@@ -170,6 +170,13 @@ impl<T: Send> Consumer<T> {
     /// Move up to `max` published items to `out`, then release their slots with one
     /// Release store. Returns how many.
     pub fn pop_burst(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        self.pop_burst_with(max, |t| out.push(t))
+    }
+
+    /// Hand up to `max` published items to `f` in order, straight from their slots,
+    /// then release the slots with one Release store. Returns how many. The consumer
+    /// of large descriptors uses this to avoid copying each into a scratch vector.
+    pub fn pop_burst_with(&mut self, max: usize, mut f: impl FnMut(T)) -> usize {
         if self.tail_cache.wrapping_sub(self.next) < max {
             self.tail_cache = self.ring.tail.0.load(Ordering::Acquire);
         }
@@ -179,9 +186,11 @@ impl<T: Send> Consumer<T> {
             // SAFETY: `next < tail`, and the producer's Release store of `tail` happened
             // before our Acquire load, so the slot holds an initialised item the
             // producer will not touch until we publish a head beyond it. Reading moves
-            // the item out; the slot is then logically uninitialised.
-            out.push(unsafe { (*slot).assume_init_read() });
+            // the item out; the slot is then logically uninitialised, and `next` moves
+            // past it before `f` runs, so a panic in `f` cannot cause a second read.
+            let item = unsafe { (*slot).assume_init_read() };
             self.next = self.next.wrapping_add(1);
+            f(item);
         }
         if n > 0 {
             self.ring.head.0.store(self.next, Ordering::Release);
@@ -191,9 +200,9 @@ impl<T: Send> Consumer<T> {
 
     /// One item, if any is published.
     pub fn pop(&mut self) -> Option<T> {
-        let mut v = Vec::with_capacity(1);
-        self.pop_burst(&mut v, 1);
-        v.pop()
+        let mut one = None;
+        self.pop_burst_with(1, |t| one = Some(t));
+        one
     }
 
     /// True when nothing published is waiting.

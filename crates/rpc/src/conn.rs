@@ -198,7 +198,7 @@ impl Buffers {
     pub(crate) fn recv_wr(&self, i: usize) -> RecvWr {
         RecvWr {
             wr_id: (TAG_RECV << TAG_SHIFT) | i as u64,
-            sg_list: vec![self.recv.sge(i * self.buf, self.buf as u32)],
+            sg_list: [self.recv.sge(i * self.buf, self.buf as u32)].into(),
         }
     }
 

@@ -40,7 +40,7 @@ fn malformed(kind: LinkKind) {
     let post = |qp: &mut weft_verbs::QueuePair| {
         qp.post_recv([RecvWr {
             wr_id: 1,
-            sg_list: vec![mr.sge(32768, 4096)],
+            sg_list: [mr.sge(32768, 4096)].into(),
         }])
         .unwrap()
     };
@@ -144,7 +144,7 @@ fn rendezvous_in_a_rendezvous(kind: LinkKind) {
     cm::init_qp(&mut qp, &param).unwrap();
     qp.post_recv([RecvWr {
         wr_id: 1,
-        sg_list: vec![mr.sge(32768, 4096)],
+        sg_list: [mr.sge(32768, 4096)].into(),
     }])
     .unwrap();
     let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();

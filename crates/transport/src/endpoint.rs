@@ -439,12 +439,17 @@ impl<M: Memory> Endpoint<M> {
         } else {
             Access::NONE
         };
-        let mut inline_data = inline_src.map(<[u8]>::to_vec);
+        let mut inline_data = inline_src.map(|src| {
+            let mut v = qp.req.inline_buf(src.len());
+            v.extend_from_slice(src);
+            v
+        });
         if pre_fault.is_none() && inline_src.is_none() {
             if let Err(e) = check_sges(&*ctx.mem, q.pd, &wr.sg_list, need) {
                 pre_fault = Some(local_status(e));
             } else if wr.inline {
-                let mut data = vec![0u8; len as usize];
+                let mut data = qp.req.inline_buf(len as usize);
+                data.resize(len as usize, 0);
                 match gather(&*ctx.mem, q.pd, &wr.sg_list, 0, &mut data) {
                     Ok(()) => inline_data = Some(data),
                     Err(e) => pre_fault = Some(local_status(e)),

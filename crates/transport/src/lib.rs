@@ -33,4 +33,7 @@ pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
 pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};
 pub use responder::{grh_for, GRH_LEN};
 pub use time::{local_ack_timeout_micros, Instant};
-pub use wr::{Completion, RecvWr, RemoteAddr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp};
+pub use wr::{
+    Completion, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus, WrOp,
+    INLINE_SGES,
+};

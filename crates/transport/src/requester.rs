@@ -115,7 +115,13 @@ pub(crate) struct Requester {
     /// Go-back-N: the PSN of the last go-back triggered by a NAK or an out-of-order
     /// response, so a burst of such signals for one loss causes one retransmission.
     recovering_at: Option<u64>,
+    /// Buffers of retired inline WQEs, reused by the next inline posts so a stream of
+    /// small inline SENDs allocates nothing per message.
+    spare_inline: Vec<Vec<u8>>,
 }
+
+/// How many retired inline buffers a requester keeps for reuse.
+const SPARE_INLINE: usize = 64;
 
 impl Requester {
     pub fn new() -> Requester {
@@ -136,6 +142,23 @@ impl Requester {
             retry_left: 0,
             rnr_left: 0,
             recovering_at: None,
+            spare_inline: Vec::new(),
+        }
+    }
+
+    /// An empty buffer for `len` bytes of inline data, reused when one is spare.
+    pub fn inline_buf(&mut self, len: usize) -> Vec<u8> {
+        let mut v = self.spare_inline.pop().unwrap_or_default();
+        v.clear();
+        v.reserve(len);
+        v
+    }
+
+    fn recycle_inline(&mut self, data: Option<Vec<u8>>) {
+        if let Some(v) = data {
+            if self.spare_inline.len() < SPARE_INLINE {
+                self.spare_inline.push(v);
+            }
         }
     }
 
@@ -165,6 +188,15 @@ impl Requester {
 
     /// Index of the started WQE whose PSN range holds `psn`.
     fn idx_of(&self, psn: u64) -> Option<usize> {
+        // The common cases first: the newest started WQE (a first transmission) and
+        // the oldest (an ACK or response for `una`).
+        for i in [self.started.wrapping_sub(1), 0] {
+            if let Some(w) = self.wqes.get(i).filter(|_| i < self.started) {
+                if w.first_psn <= psn && psn < w.end_psn() {
+                    return Some(i);
+                }
+            }
+        }
         let i = self.wqes.partition_point(|w| w.end_psn() <= psn);
         (i < self.started && self.wqes[i].first_psn <= psn).then_some(i)
     }
@@ -725,9 +757,10 @@ impl Requester {
             self.una += 1;
         }
         while self.started > 0 && self.wqes.front().is_some_and(|w| w.end_psn() <= self.una) {
-            let Some(w) = self.wqes.pop_front() else {
+            let Some(mut w) = self.wqes.pop_front() else {
                 break;
             };
+            self.recycle_inline(w.inline_data.take());
             self.started -= 1;
             if w.wr.op.is_read_or_atomic() {
                 self.rd_atomic -= 1;

@@ -17,6 +17,154 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+impl Sge {
+    /// An empty entry (zero length, key 0).
+    pub const EMPTY: Sge = Sge {
+        addr: 0,
+        len: 0,
+        lkey: 0,
+    };
+}
+
+/// How many entries a [`SgList`] holds without a heap allocation.
+pub const INLINE_SGES: usize = 2;
+
+/// A work request's scatter-gather list. Up to [`INLINE_SGES`] entries live inside the
+/// work request itself (as they do in an ibverbs WQE), so posting the usual one or
+/// two buffers allocates nothing; longer lists spill to the heap. It dereferences to
+/// `[Sge]`, and converts from an `Sge`, an array, a slice or a `Vec`.
+#[derive(Clone)]
+pub struct SgList(SgRepr);
+
+#[derive(Clone)]
+enum SgRepr {
+    Inline { len: u8, sges: [Sge; INLINE_SGES] },
+    Heap(Vec<Sge>),
+}
+
+impl SgList {
+    /// An empty list.
+    pub const fn new() -> SgList {
+        SgList(SgRepr::Inline {
+            len: 0,
+            sges: [Sge::EMPTY; INLINE_SGES],
+        })
+    }
+
+    /// Append an entry, moving to the heap past [`INLINE_SGES`].
+    pub fn push(&mut self, sge: Sge) {
+        match &mut self.0 {
+            SgRepr::Inline { len, sges } if usize::from(*len) < INLINE_SGES => {
+                sges[usize::from(*len)] = sge;
+                *len += 1;
+            }
+            SgRepr::Inline { len, sges } => {
+                let mut v = Vec::with_capacity(usize::from(*len) * 2);
+                v.extend_from_slice(&sges[..usize::from(*len)]);
+                v.push(sge);
+                self.0 = SgRepr::Heap(v);
+            }
+            SgRepr::Heap(v) => v.push(sge),
+        }
+    }
+
+    /// Remove every entry.
+    pub fn clear(&mut self) {
+        match &mut self.0 {
+            SgRepr::Inline { len, .. } => *len = 0,
+            SgRepr::Heap(v) => v.clear(),
+        }
+    }
+}
+
+impl Default for SgList {
+    fn default() -> SgList {
+        SgList::new()
+    }
+}
+
+impl std::ops::Deref for SgList {
+    type Target = [Sge];
+    fn deref(&self) -> &[Sge] {
+        match &self.0 {
+            SgRepr::Inline { len, sges } => &sges[..usize::from(*len)],
+            SgRepr::Heap(v) => v,
+        }
+    }
+}
+
+impl std::ops::DerefMut for SgList {
+    fn deref_mut(&mut self) -> &mut [Sge] {
+        match &mut self.0 {
+            SgRepr::Inline { len, sges } => &mut sges[..usize::from(*len)],
+            SgRepr::Heap(v) => v,
+        }
+    }
+}
+
+impl PartialEq for SgList {
+    fn eq(&self, other: &SgList) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SgList {}
+
+impl std::fmt::Debug for SgList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl From<Sge> for SgList {
+    fn from(sge: Sge) -> SgList {
+        let mut l = SgList::new();
+        l.push(sge);
+        l
+    }
+}
+
+impl From<&[Sge]> for SgList {
+    fn from(sges: &[Sge]) -> SgList {
+        if sges.len() <= INLINE_SGES {
+            let mut l = SgList::new();
+            sges.iter().for_each(|&s| l.push(s));
+            l
+        } else {
+            SgList(SgRepr::Heap(sges.to_vec()))
+        }
+    }
+}
+
+impl<const N: usize> From<[Sge; N]> for SgList {
+    fn from(sges: [Sge; N]) -> SgList {
+        SgList::from(&sges[..])
+    }
+}
+
+/// Takes the vector as it is (no copy), so it keeps its allocation.
+impl From<Vec<Sge>> for SgList {
+    fn from(v: Vec<Sge>) -> SgList {
+        SgList(SgRepr::Heap(v))
+    }
+}
+
+impl FromIterator<Sge> for SgList {
+    fn from_iter<I: IntoIterator<Item = Sge>>(iter: I) -> SgList {
+        let mut l = SgList::new();
+        iter.into_iter().for_each(|s| l.push(s));
+        l
+    }
+}
+
+impl<'a> IntoIterator for &'a SgList {
+    type Item = &'a Sge;
+    type IntoIter = std::slice::Iter<'a, Sge>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// The target of an RDMA operation on the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RemoteAddr {
@@ -110,7 +258,7 @@ pub struct SendWr {
     /// The operation.
     pub op: WrOp,
     /// Local buffers (gather for SEND/WRITE, scatter for READ/atomics); at most [`MAX_SGE`].
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
     /// Copy the gathered bytes at post time (`IBV_SEND_INLINE`): the SGE keys are not
     /// checked and the buffers may be reused as soon as `post_send` returns.
     pub inline: bool,
@@ -125,12 +273,13 @@ pub struct SendWr {
 }
 
 impl SendWr {
-    /// A signaled work request with no flags.
-    pub fn new(wr_id: u64, op: WrOp, sg_list: Vec<Sge>) -> SendWr {
+    /// A signaled work request with no flags. `sg_list` is an [`Sge`], an array or
+    /// slice of them, or a `Vec`.
+    pub fn new(wr_id: u64, op: WrOp, sg_list: impl Into<SgList>) -> SendWr {
         SendWr {
             wr_id,
             op,
-            sg_list,
+            sg_list: sg_list.into(),
             inline: false,
             signaled: true,
             fence: false,
@@ -151,10 +300,18 @@ pub struct RecvWr {
     /// Caller's identifier.
     pub wr_id: u64,
     /// Buffers to scatter the incoming message into; at most [`MAX_SGE`].
-    pub sg_list: Vec<Sge>,
+    pub sg_list: SgList,
 }
 
 impl RecvWr {
+    /// A receive work request; `sg_list` as for [`SendWr::new`].
+    pub fn new(wr_id: u64, sg_list: impl Into<SgList>) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sg_list: sg_list.into(),
+        }
+    }
+
     /// Total capacity in bytes.
     pub fn capacity(&self) -> u64 {
         self.sg_list.iter().map(|s| u64::from(s.len)).sum()
@@ -262,5 +419,49 @@ impl Completion {
             src_path: None,
             from_srq: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sge(i: u64) -> Sge {
+        Sge {
+            addr: i * 100,
+            len: i as u32,
+            lkey: 7,
+        }
+    }
+
+    #[test]
+    fn sg_list_spills_to_the_heap_and_keeps_every_entry_in_order() {
+        let mut l = SgList::new();
+        for i in 0..(INLINE_SGES as u64 + 3) {
+            l.push(sge(i));
+            assert_eq!(l.len(), i as usize + 1);
+            assert!(l.iter().enumerate().all(|(k, s)| *s == sge(k as u64)));
+        }
+        l.clear();
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn sg_list_equality_and_conversions_ignore_the_representation() {
+        let v: Vec<Sge> = (0..2).map(sge).collect();
+        let from_vec = SgList::from(v.clone());
+        let from_array = SgList::from([sge(0), sge(1)]);
+        let from_iter: SgList = v.iter().copied().collect();
+        assert_eq!(from_vec, from_array);
+        assert_eq!(from_iter, from_array);
+        assert_eq!(&*from_array, &v[..]);
+        assert_eq!(SgList::from(sge(3)).len(), 1);
+        let long: SgList = (0..5).map(sge).collect();
+        assert_eq!(SgList::from(&long[..]), long);
+        assert_ne!(long, from_array);
+        assert_eq!(format!("{from_array:?}"), format!("{v:?}"));
+        let wr = SendWr::new(1, WrOp::Send { imm: None }, [sge(2), sge(3)]);
+        assert_eq!(wr.sg_len(), 5);
+        assert_eq!(RecvWr::new(2, sge(4)).capacity(), 4);
     }
 }

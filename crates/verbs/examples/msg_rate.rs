@@ -2,7 +2,11 @@
 //! process (inline progress: the thread drives both engines). A profiling aid for the
 //! engine; `weft perf` is the real measurement.
 //!
-//! `cargo run --release -p weft-verbs --example msg_rate -- [udp|shm] [SIZE] [SECONDS]`
+//! `cargo run --release -p weft-verbs --example msg_rate -- [udp|shm] [SIZE] [SECONDS] [COUNT]`
+//!
+//! With COUNT it stops after COUNT completions (or SECONDS, whichever comes first): two
+//! runs under `valgrind --tool=callgrind` with different counts give the instructions
+//! per message without the set-up, a measure the machine's load does not disturb.
 
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
@@ -20,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let size: u32 = args.get(2).map_or(Ok(64), |s| s.parse())?;
     let secs: f64 = args.get(3).map_or(Ok(3.0), |s| s.parse())?;
+    let count: u64 = args.get(4).map_or(Ok(u64::MAX), |s| s.parse())?;
     let dev = |port: u16| -> Result<Context, weft_verbs::Error> {
         let mut cfg = DeviceConfig::new(link, format!("127.0.0.1:{port}").parse().unwrap());
         cfg.progress = Progress::Inline;
@@ -54,14 +59,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dst = pb.alloc_mr(size as usize * 1024, Access::ALL);
     qb.post_recv((0..1024u64).map(|i| RecvWr {
         wr_id: i,
-        sg_list: vec![dst.sge(i as usize * size as usize, size)],
+        sg_list: [dst.sge(i as usize * size as usize, size)].into(),
     }))?;
     let (mut inflight, mut done, mut out, mut outb) = (0usize, 0u64, Vec::new(), Vec::new());
     let t = Instant::now();
-    while t.elapsed().as_secs_f64() < secs {
+    while done < count && t.elapsed().as_secs_f64() < secs {
         let mut batch = Vec::new();
         while inflight + batch.len() < 256 {
-            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, vec![src.sge(0, size)]);
+            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, [src.sge(0, size)]);
             wr.inline = size <= 64;
             batch.push(wr);
         }
@@ -76,13 +81,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if !outb.is_empty() {
             qb.post_recv(outb.iter().map(|c| RecvWr {
                 wr_id: c.wr_id,
-                sg_list: vec![dst.sge(c.wr_id as usize * size as usize, size)],
+                sg_list: [dst.sge(c.wr_id as usize * size as usize, size)].into(),
             }))?;
         }
     }
     let el = t.elapsed().as_secs_f64();
     println!(
-        "{link:?} {size} B SENDs: {:.0} msg/s, {:.1} MB/s",
+        "{link:?} {size} B SENDs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
         done as f64 / el,
         done as f64 * f64::from(size) / el / 1e6
     );

@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mr = pd.alloc_mr(2 * size, Access::LOCAL_WRITE);
     let recv = || RecvWr {
         wr_id: 1,
-        sg_list: vec![mr.sge(size, size as u32)],
+        sg_list: [mr.sge(size, size as u32)].into(),
     };
     let param = ConnParam::default();
     let _conn = match server {
@@ -71,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // NAK and retried by the sender, as on real RC hardware.
     qp.post_recv([recv()])?;
     let is_client = server.is_some();
-    let send = || SendWr::new(2, WrOp::Send { imm: None }, vec![mr.sge(0, size as u32)]);
+    let send = || SendWr::new(2, WrOp::Send { imm: None }, [mr.sge(0, size as u32)]);
     let mut rtts = Vec::with_capacity(iters);
     let mut out = Vec::with_capacity(4);
     let wait_recv =

@@ -96,12 +96,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 remote: at_off(8),
                 imm: None,
             },
-            vec![mr.sge(0, msg.len() as u32)],
+            [mr.sge(0, msg.len() as u32)],
         ),
         SendWr::new(
             2,
             WrOp::Read { remote: at_off(8) },
-            vec![mr.sge(1024, msg.len() as u32)],
+            [mr.sge(1024, msg.len() as u32)],
         ),
         SendWr::new(
             3,
@@ -109,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 remote: at_off(0),
                 add: 1,
             },
-            vec![mr.sge(2048, 8)],
+            [mr.sge(2048, 8)],
         ),
     ])?;
     for c in cq.wait(3, Duration::from_secs(10)) {

@@ -128,7 +128,6 @@ pub(crate) struct Engine {
     rx: Vec<Datagram>,
     tx: Vec<Datagram>,
     spare: Vec<PacketBuf>,
-    sq_scratch: Vec<SqItem>,
     rq_scratch: Vec<RecvWr>,
     origin: std::time::Instant,
     /// Passes run (the clock of `recent`).
@@ -174,7 +173,6 @@ impl Engine {
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(BURST * 2),
             spare: Vec::with_capacity(BURST),
-            sq_scratch: Vec::with_capacity(BURST),
             rq_scratch: Vec::with_capacity(BURST),
             origin: std::time::Instant::now(),
             pass: 0,
@@ -296,16 +294,16 @@ impl Engine {
             ep,
             qps,
             srqs,
-            sq_scratch,
             rq_scratch,
             ..
         } = self;
         let mut refused: Vec<(u32, SendWr)> = Vec::new();
         for (&qpn, slot) in qps.iter_mut() {
             let room = ep.sq_room(qpn).unwrap_or(0).min(BURST);
-            if room > 0 && slot.sq.pop_burst(sq_scratch, room) > 0 {
-                work = true;
-                for item in sq_scratch.drain(..) {
+            // Straight from the ring slot: a descriptor with its inline bytes is a few
+            // hundred bytes, not worth a copy into a scratch vector.
+            work |= room > 0
+                && slot.sq.pop_burst_with(room, |item| {
                     let SqItem {
                         wr,
                         inline_len,
@@ -320,8 +318,7 @@ impl Engine {
                     if r.is_err() {
                         refused.push((qpn, SendWr::new(wr_id, op, Vec::new())));
                     }
-                }
-            }
+                }) > 0;
             if let Some(rq) = &mut slot.rq {
                 let room = ep.rq_room(qpn).unwrap_or(0);
                 work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));

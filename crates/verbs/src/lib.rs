@@ -33,6 +33,6 @@ pub use mr::MemoryRegion;
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use weft_transport::{
     Access, Bringup, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr,
-    RemoteAddr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN,
+    RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN, INLINE_SGES,
 };
 pub use weft_wire::roce::Psn;

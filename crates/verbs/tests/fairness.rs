@@ -84,7 +84,7 @@ fn small_sends_keep_80_percent_of_their_rate_beside_a_4mb_write_stream() {
         .qb
         .post_recv((0..1024u64).map(|i| RecvWr {
             wr_id: i,
-            sg_list: vec![rbuf.sge(i as usize * 64, SMALL)],
+            sg_list: [rbuf.sge(i as usize * 64, SMALL)].into(),
         }))
         .unwrap();
 
@@ -132,7 +132,7 @@ fn small_sends_keep_80_percent_of_their_rate_beside_a_4mb_write_stream() {
                     .iter()
                     .map(|c| RecvWr {
                         wr_id: c.wr_id,
-                        sg_list: vec![rbuf.sge(c.wr_id as usize * 64, SMALL)],
+                        sg_list: [rbuf.sge(c.wr_id as usize * 64, SMALL)].into(),
                     })
                     .collect();
                 small.qb.post_recv(again).unwrap();
@@ -163,7 +163,7 @@ fn small_sends_keep_80_percent_of_their_rate_beside_a_4mb_write_stream() {
                 .iter()
                 .map(|c| RecvWr {
                     wr_id: c.wr_id,
-                    sg_list: vec![rbuf.sge(c.wr_id as usize * 64, SMALL)],
+                    sg_list: [rbuf.sge(c.wr_id as usize * 64, SMALL)].into(),
                 })
                 .collect();
             if !again.is_empty() {

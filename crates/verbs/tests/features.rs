@@ -17,7 +17,7 @@ fn ud_send_reaches_the_qp_named_by_the_address_handle_and_can_be_answered() {
     let qkey = ConnParam::default().qkey;
     b.qp.post_recv([RecvWr {
         wr_id: 1,
-        sg_list: vec![b.mr.sge(0, 2048)],
+        sg_list: [b.mr.sge(0, 2048)].into(),
     }])
     .unwrap();
     a.mr.write(0, b"datagram").unwrap();
@@ -39,7 +39,7 @@ fn ud_send_reaches_the_qp_named_by_the_address_handle_and_can_be_answered() {
     let back = b.pd.create_ah_from_wc(&c[0]).unwrap();
     a.qp.post_recv([RecvWr {
         wr_id: 2,
-        sg_list: vec![a.mr.sge(100, 64)],
+        sg_list: [a.mr.sge(100, 64)].into(),
     }])
     .unwrap();
     b.mr.write(10, b"reply").unwrap();
@@ -60,7 +60,7 @@ fn two_qps_share_one_receive_queue() {
     let mr = pd.alloc_mr(1 << 16, Access::ALL);
     srq.post_recv((0..4).map(|i| RecvWr {
         wr_id: 100 + i,
-        sg_list: vec![mr.sge(i as usize * 1024, 1024)],
+        sg_list: [mr.sge(i as usize * 1024, 1024)].into(),
     }))
     .unwrap();
     let listener = Listener::bind(&ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
@@ -133,7 +133,7 @@ fn completion_channel_wakes_a_sleeping_thread() {
     });
     qp2.post_recv([RecvWr {
         wr_id: 1,
-        sg_list: vec![b.mr.sge(0, 64)],
+        sg_list: [b.mr.sge(0, 64)].into(),
     }])
     .unwrap();
     rcq.req_notify();
@@ -170,7 +170,7 @@ fn a_qp_moved_to_error_flushes_every_outstanding_request() {
     let (mut a, _b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 1 << 16);
     a.qp.post_recv((0..3).map(|i| RecvWr {
         wr_id: i,
-        sg_list: vec![a.mr.sge(0, 64)],
+        sg_list: [a.mr.sge(0, 64)].into(),
     }))
     .unwrap();
     // Let the engine take the receives, then fail the QP.
@@ -200,7 +200,7 @@ fn closing_the_connection_fails_the_peers_outstanding_work_quickly() {
     let (mut a, b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 1 << 16);
     a.qp.post_recv([RecvWr {
         wr_id: 7,
-        sg_list: vec![a.mr.sge(0, 64)],
+        sg_list: [a.mr.sge(0, 64)].into(),
     }])
     .unwrap();
     let t = Instant::now();

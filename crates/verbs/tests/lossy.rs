@@ -83,7 +83,7 @@ fn run(recovery: Recovery, seed: u64) {
     qa.post_send(writes).unwrap();
     qb.post_recv([RecvWr {
         wr_id: 100,
-        sg_list: vec![dst.sge(983_040, 65_536)],
+        sg_list: [dst.sge(983_040, 65_536)].into(),
     }])
     .unwrap();
     qa.post_send([SendWr::new(

@@ -10,7 +10,7 @@ fn send_recv(kind: LinkKind, progress: Progress) {
     let (mut a, mut b) = pair(kind, progress, QpType::Rc, 1 << 20);
     b.qp.post_recv([RecvWr {
         wr_id: 9,
-        sg_list: vec![b.mr.sge(0, 64 * 1024)],
+        sg_list: [b.mr.sge(0, 64 * 1024)].into(),
     }])
     .unwrap();
     let data: Vec<u8> = (0..50_000u32).map(|i| (i * 7) as u8).collect();
@@ -142,12 +142,12 @@ fn write_with_imm_consumes_a_receive_and_multi_sge_gathers_and_scatters() {
     // Scatter the SEND over three receive SGEs of 4, 4 and 64 bytes.
     b.qp.post_recv([RecvWr {
         wr_id: 1,
-        sg_list: vec![b.mr.sge(1000, 4), b.mr.sge(2000, 4), b.mr.sge(3000, 64)],
+        sg_list: [b.mr.sge(1000, 4), b.mr.sge(2000, 4), b.mr.sge(3000, 64)].into(),
     }])
     .unwrap();
     b.qp.post_recv([RecvWr {
         wr_id: 2,
-        sg_list: vec![],
+        sg_list: Default::default(),
     }])
     .unwrap();
     let gather = vec![a.mr.sge(0, 5), a.mr.sge(100, 7), a.mr.sge(200, 4)];
@@ -184,7 +184,7 @@ fn inline_sends_may_reuse_their_buffer_at_once_and_unsignaled_sends_stay_silent(
     let (mut a, mut b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 1 << 16);
     b.qp.post_recv((0..2).map(|i| RecvWr {
         wr_id: i,
-        sg_list: vec![b.mr.sge(i as usize * 100, 100)],
+        sg_list: [b.mr.sge(i as usize * 100, 100)].into(),
     }))
     .unwrap();
     a.mr.write(0, b"first").unwrap();
@@ -252,7 +252,7 @@ fn one_listener_accepts_queue_pairs_of_other_devices() {
         back.qp
             .post_recv([RecvWr {
                 wr_id: 1,
-                sg_list: vec![back.mr.sge(0, 64)],
+                sg_list: [back.mr.sge(0, 64)].into(),
             }])
             .unwrap();
         client.mr.write(0, b"to the second device").unwrap();

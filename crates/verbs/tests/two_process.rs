@@ -68,7 +68,7 @@ fn peer_process() {
     if role != "passive" {
         s.qp.post_recv((0..16u64).map(|i| RecvWr {
             wr_id: i,
-            sg_list: vec![s.mr.sge(i as usize * slot, slot as u32)],
+            sg_list: [s.mr.sge(i as usize * slot, slot as u32)].into(),
         }))
         .unwrap();
     }
@@ -130,7 +130,7 @@ fn peer_process() {
             }
             s.qp.post_recv([RecvWr {
                 wr_id: c.wr_id,
-                sg_list: vec![s.mr.sge(i * slot, slot as u32)],
+                sg_list: [s.mr.sge(i * slot, slot as u32)].into(),
             }])
             .unwrap();
         }
@@ -319,7 +319,7 @@ fn echo(kind: LinkKind, qp_type: QpType) {
         me.qp
             .post_recv([RecvWr {
                 wr_id: 50,
-                sg_list: vec![me.mr.sge(100_000, 70_000)],
+                sg_list: [me.mr.sge(100_000, 70_000)].into(),
             }])
             .unwrap();
         let mut wr = SendWr::new(
@@ -354,7 +354,7 @@ fn echo(kind: LinkKind, qp_type: QpType) {
         me.qp
             .post_recv([RecvWr {
                 wr_id: 60,
-                sg_list: vec![me.mr.sge(100_000, 70_000)],
+                sg_list: [me.mr.sge(100_000, 70_000)].into(),
             }])
             .unwrap();
         me.qp
@@ -381,7 +381,7 @@ fn echo(kind: LinkKind, qp_type: QpType) {
         me.qp
             .post_recv([RecvWr {
                 wr_id: 61,
-                sg_list: vec![me.mr.sge(100_000, 70_000)],
+                sg_list: [me.mr.sge(100_000, 70_000)].into(),
             }])
             .unwrap();
         let mut wr = SendWr::new(
@@ -541,7 +541,7 @@ fn srq_channel_peer(kind: LinkKind) {
     let mr = pd.alloc_mr(16 * 4096, Access::ALL);
     srq.post_recv((0..16u64).map(|i| RecvWr {
         wr_id: i,
-        sg_list: vec![mr.sge(i as usize * 4096, 4096)],
+        sg_list: [mr.sge(i as usize * 4096, 4096)].into(),
     }))
     .unwrap();
     let listener = Listener::bind(&ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
@@ -585,7 +585,7 @@ fn srq_channel_peer(kind: LinkKind) {
             assert_eq!(scq.wait(1, Duration::from_secs(10)).len(), 1);
             srq.post_recv([RecvWr {
                 wr_id: c.wr_id,
-                sg_list: vec![mr.sge(off, 4096)],
+                sg_list: [mr.sge(off, 4096)].into(),
             }])
             .unwrap();
         }
@@ -606,7 +606,7 @@ fn srq_and_channel_across_processes(kind: LinkKind) {
         me.qp
             .post_recv([RecvWr {
                 wr_id: 50,
-                sg_list: vec![me.mr.sge(4096, 4096)],
+                sg_list: [me.mr.sge(4096, 4096)].into(),
             }])
             .unwrap();
         me.qp

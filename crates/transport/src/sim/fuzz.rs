@@ -122,11 +122,12 @@ pub fn fuzz_qp_pair(data: &[u8]) {
                 let len = u32::from(inp.u16()) % 8192;
                 let wr = RecvWr {
                     wr_id: u64::from(inp.u8()),
-                    sg_list: vec![Sge {
+                    sg_list: [Sge {
                         addr: mem_region.addr + off,
                         len,
                         lkey: mem_region.lkey ^ u32::from(inp.u8() == 0xff),
-                    }],
+                    }]
+                    .into(),
                 };
                 let _ = match (side, c.srq_b) {
                     (Side::B, Some(srq)) => p.b.post_srq_recv(srq, wr),

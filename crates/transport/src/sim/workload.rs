@@ -205,11 +205,12 @@ pub fn run_mix(pair: &mut Pair, conn: &Connection, cfg: &MixConfig) -> MixReport
         let s = (r % recvs) as usize;
         let wr = RecvWr {
             wr_id: r,
-            sg_list: vec![Sge {
+            sg_list: [Sge {
                 addr: l.b_recv(s),
                 len: slot as u32,
                 lkey: b.lkey,
-            }],
+            }]
+            .into(),
         };
         match conn.srq_b {
             Some(srq) => pair.b.post_srq_recv(srq, wr),

@@ -48,7 +48,7 @@ pub fn send(wr_id: u64, sges: Vec<Sge>) -> SendWr {
 pub fn recv(wr_id: u64, sges: Vec<Sge>) -> RecvWr {
     RecvWr {
         wr_id,
-        sg_list: sges,
+        sg_list: sges.into(),
     }
 }
 

@@ -301,28 +301,17 @@ impl Opcode {
         imm: bool,
         inv: bool,
     ) -> Option<Opcode> {
-        let base: u8 = match transport {
-            Transport::Rc => 0x00,
-            Transport::Uc => 0x20,
-            Transport::Ud => 0x60,
-            Transport::Cnp => 0x80,
+        let t = match transport {
+            Transport::Rc => 0,
+            Transport::Uc => 1,
+            Transport::Ud => 2,
+            Transport::Cnp => 3,
             _ => return None,
         };
-        let mut low = 0u8;
-        while low < 0x20 {
-            let op = Opcode(base | low);
-            if let Some(i) = op.info() {
-                if i.operation as u8 == operation as u8
-                    && i.position as u8 == position as u8
-                    && i.headers.imm_dt == imm
-                    && i.headers.ieth == inv
-                {
-                    return Some(op);
-                }
-            }
-            low += 1;
+        match REVERSE[reverse_index(t, operation, position, imm, inv)] {
+            NO_OPCODE => None,
+            v => Some(Opcode(v)),
         }
-        None
     }
 
     /// The transport service in the top three bits.
@@ -339,8 +328,15 @@ impl Opcode {
     }
 
     /// What the table knows about this opcode; `None` for opcodes weft does not speak
-    /// (RD, XRC, reserved values).
+    /// (RD, XRC, reserved values). One load from a table built at compile time: the
+    /// transport asks this several times per packet.
     pub const fn info(self) -> Option<OpcodeInfo> {
+        INFO[self.0 as usize]
+    }
+
+    /// The table itself, IBTA Table 38, one line per opcode; [`INFO`] and [`REVERSE`]
+    /// are computed from it at compile time.
+    const fn decode(self) -> Option<OpcodeInfo> {
         use Operation as O;
         use Position as P;
         let transport = self.transport();
@@ -392,6 +388,48 @@ impl Opcode {
         })
     }
 }
+
+/// [`Opcode::decode`] for all 256 values.
+const INFO: [Option<OpcodeInfo>; 256] = {
+    let mut t = [None; 256];
+    let mut v = 0;
+    while v < 256 {
+        t[v] = Opcode(v as u8).decode();
+        v += 1;
+    }
+    t
+};
+
+/// Marks an empty [`REVERSE`] slot (0xff is a reserved opcode, never in the table).
+const NO_OPCODE: u8 = 0xff;
+const OPERATIONS: usize = 9;
+
+/// Where (transport, operation, position, imm, inv) sits in [`REVERSE`]; `t` is 0–3
+/// for RC, UC, UD, CNP.
+const fn reverse_index(t: usize, op: Operation, pos: Position, imm: bool, inv: bool) -> usize {
+    (((t * OPERATIONS + op as usize) * 4 + pos as usize) * 2 + imm as usize) * 2 + inv as usize
+}
+
+/// The inverse of [`INFO`] for [`Opcode::lookup`], also built from the one table.
+const REVERSE: [u8; 4 * OPERATIONS * 4 * 2 * 2] = {
+    let mut r = [NO_OPCODE; 4 * OPERATIONS * 4 * 2 * 2];
+    let mut v = 0;
+    while v < 256 {
+        if let Some(i) = INFO[v] {
+            let t = match i.transport {
+                Transport::Rc => 0,
+                Transport::Uc => 1,
+                Transport::Ud => 2,
+                _ => 3,
+            };
+            let k = reverse_index(t, i.operation, i.position, i.headers.imm_dt, i.headers.ieth);
+            assert!(r[k] == NO_OPCODE, "two opcodes for one meaning");
+            r[k] = v as u8;
+        }
+        v += 1;
+    }
+    r
+};
 
 // Small const builders so the table above reads as one line an opcode.
 impl ExtHeaders {
