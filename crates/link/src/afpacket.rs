@@ -32,6 +32,10 @@ const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_WRONG_FORMAT: u32 = 4;
+/// Receive: the kernel took an 802.1Q tag off the frame into `tp_vlan_tci`.
+const TP_STATUS_VLAN_VALID: u32 = 0x10;
+/// Receive: `tp_vlan_tpid` holds the tag's TPID (else it is 0x8100).
+const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
 const PACKET_OUTGOING: u8 = 4;
 const ETH_P_ALL: u16 = 0x0003;
 
@@ -62,6 +66,9 @@ mod hdr3 {
     pub const LEN: usize = 16;
     pub const STATUS: usize = 20;
     pub const MAC: usize = 24;
+    /// `hv1.tp_vlan_tci` and `hv1.tp_vlan_tpid`.
+    pub const VLAN_TCI: usize = 32;
+    pub const VLAN_TPID: usize = 36;
     /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where `struct sockaddr_ll`
     /// follows on receive, and where frame data starts on transmit (the kernel's
     /// `tp_hdrlen - sizeof(struct sockaddr_ll)`).
@@ -113,12 +120,32 @@ impl Default for RingConfig {
 /// One packet slot of a receive block, as found.
 #[derive(Debug, Clone, Copy)]
 enum RxFrame {
-    /// Frame bytes at this offset and length in the mapping.
-    Data(usize, usize),
+    /// Frame bytes at this offset and length in the mapping, and the 802.1Q tag
+    /// (TPID, TCI) the kernel stripped from it, if any.
+    Data(usize, usize, Option<(u16, u16)>),
     /// Truncated, or offsets outside the block.
     Bad,
     /// Our own transmission looped back: skip.
     Outgoing,
+}
+
+/// Copy a received frame into `b`, with its 802.1Q tag put back after the MAC
+/// addresses when the kernel had taken one off. False when it does not fit.
+fn copy_frame(b: &mut PacketBuf, frame: &[u8], tag: Option<(u16, u16)>) -> bool {
+    let Some((tpid, tci)) = tag else {
+        return b.copy_from(frame);
+    };
+    let (Some(macs), Some(rest)) = (frame.get(..12), frame.get(12..)) else {
+        return false;
+    };
+    let Some(out) = b.spare_mut().get_mut(..frame.len() + 4) else {
+        return false;
+    };
+    out[..12].copy_from_slice(macs);
+    out[12..14].copy_from_slice(&tpid.to_be_bytes());
+    out[14..16].copy_from_slice(&tci.to_be_bytes());
+    out[16..].copy_from_slice(rest);
+    b.set_len(frame.len() + 4)
 }
 
 /// Where we are inside the receive ring.
@@ -448,7 +475,19 @@ impl AfPacket {
         if snap != len || start.checked_add(snap).is_none_or(|e| e > blk.len()) {
             return (next, RxFrame::Bad);
         }
-        (next, RxFrame::Data(base + start, snap))
+        // The receive path moves an 802.1Q tag out of the frame before packet taps
+        // see it; a tag must not vanish (the frame would pass as untagged), so it is
+        // handed back for re-insertion, as libpcap does.
+        let status = Self::read_u32(h, hdr3::STATUS);
+        let tag = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                Self::read_u16(h, hdr3::VLAN_TPID)
+            } else {
+                0x8100
+            };
+            (tpid, Self::read_u32(h, hdr3::VLAN_TCI) as u16)
+        });
+        (next, RxFrame::Data(base + start, snap, tag))
     }
 
     /// Hand the current block back to the kernel and move to the next.
@@ -536,9 +575,9 @@ impl Link for AfPacket {
             // Every offset the kernel gave us is checked against the block before use.
             let (next, frame) = self.parse_rx_frame(base, off);
             match frame {
-                RxFrame::Data(start, len) => {
+                RxFrame::Data(start, len, tag) => {
                     let copied = match (self.spare.pop(), self.region(start, len)) {
-                        (Some(mut b), Some(d)) => b.copy_from(d).then_some(b),
+                        (Some(mut b), Some(d)) => copy_frame(&mut b, d, tag).then_some(b),
                         _ => None,
                     };
                     match copied {
@@ -663,5 +702,26 @@ pub fn setns_net(fd: libc::c_int) -> io::Result<()> {
         Err(last_err("setns"))
     } else {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_the_kernel_stripped_is_put_back_after_the_macs() {
+        let pool = BufferPool::new(2, 64);
+        let frame: Vec<u8> = (0u8..20).collect();
+        let mut b = pool.alloc().expect("buffer");
+        assert!(copy_frame(&mut b, &frame, Some((0x8100, 0x2007))));
+        assert_eq!(&b[..12], &frame[..12]);
+        assert_eq!(&b[12..16], &[0x81, 0x00, 0x20, 0x07]);
+        assert_eq!(&b[16..], &frame[12..]);
+        assert!(copy_frame(&mut b, &frame, None));
+        assert_eq!(&b[..], &frame[..]);
+        // Too short to carry MAC addresses, or too long with the tag: refused.
+        assert!(!copy_frame(&mut b, &frame[..11], Some((0x8100, 7))));
+        assert!(!copy_frame(&mut b, &[0; 62], Some((0x8100, 7))));
     }
 }
