@@ -405,7 +405,7 @@ fn traceroute_shows_the_router_hop() {
 /// Sends the malformed packets with scapy from host A; prints one JSON line.
 const SCAPY: &str = r#"
 import json, sys
-from scapy.all import Ether, IP, UDP, ICMP, Raw, IPOption_RR, IPOption_LSRR, sendp, srp1, conf
+from scapy.all import Ether, Dot1Q, IP, UDP, ICMP, Raw, IPOption_RR, IPOption_LSRR, sendp, srp1, conf
 conf.verb = 0
 iface, rmac, n = "weft-a0", sys.argv[1], 5
 src, dst = "198.18.1.2", "198.19.0.1"
@@ -415,7 +415,9 @@ bad_checksum = eth(IP(src=src, dst=dst, chksum=0x1234) / UDP(dport=9) / Raw(b"x"
 short = Ether(dst=rmac, type=0x0800) / Raw(bytes(IP(src=src, dst=dst, ihl=15) / UDP(dport=9)))
 options = eth(IP(src=src, dst=dst, options=[IPOption_RR()]) / UDP(dport=9) / Raw(b"y" * 10))
 source_route = eth(IP(src=src, dst=dst, options=[IPOption_LSRR(routers=["198.18.2.2"])]) / UDP(dport=9))
-for p in (bad_checksum, short, options, source_route):
+# 802.1Q-tagged (VLAN 7): the router's ports are untagged.
+tagged = Ether(dst=rmac) / Dot1Q(vlan=7) / IP(src=src, dst=dst) / UDP(dport=9)
+for p in (bad_checksum, short, options, source_route, tagged):
     sendp(p, iface=iface, count=n)
 ans = srp1(eth(IP(src=src, dst=dst, ttl=1) / UDP(sport=40000, dport=33434)), iface=iface, timeout=3)
 te = ans is not None and ans.haslayer(ICMP) and ans[ICMP].type == 11 and ans[IP].src == "198.18.1.1"
@@ -447,6 +449,7 @@ fn malformed_packets_are_dropped_or_answered_and_counted() {
         "drop_ipv4_source_route",
         "drop_ttl_exceeded",
         "icmp_time_exceeded_sent",
+        "drop_vlan_tagged",
     ];
     let before: Vec<u64> = names.iter().map(|n| r.counter(n)).collect();
     let b_rx_before = text(&ns(
@@ -474,10 +477,10 @@ fn malformed_packets_are_dropped_or_answered_and_counted() {
         (5..=10).contains(&options),
         "ipv4_options_forwarded +{options}"
     );
-    let delta = [delta[0], delta[1], delta[3], delta[4], delta[5]];
+    let delta = [delta[0], delta[1], delta[3], delta[4], delta[5], delta[6]];
     assert_eq!(
         delta,
-        [5, 5, 5, 1, 1],
+        [5, 5, 5, 1, 1, 5],
         "{names:?} without ipv4_options_forwarded"
     );
     let b_rx_after = text(&ns(
