@@ -277,6 +277,102 @@ fn a_route_change_mid_flow_moves_the_traffic_without_loss() {
     net.dp.stop().expect("stop");
 }
 
+/// While host 0 streams 3000 frames to 198.19.1.1, the control side adds a more
+/// specific route through host 2 and later deletes it again: in every architecture
+/// every frame arrives, in order, host 2 gets one contiguous stretch of the flow and
+/// host 1 the rest — nothing is lost while the FIB changes under the workers. The
+/// sender holds frame 1000 until the route is added and frame 2000 until it is
+/// deleted, and the delete waits until frames 0..2000 are forwarded (so a descheduled
+/// thread cannot make the stretch empty); frames before 1000 may still be in the
+/// rings when the route is added.
+#[test]
+fn adding_and_deleting_a_route_mid_flow_loses_nothing() {
+    use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
+    const N: u16 = 3000;
+    for arch in [
+        Architecture::Push,
+        Architecture::Pull,
+        Architecture::Central,
+    ] {
+        let mut net = start(arch, 3);
+        let router = Arc::clone(net.dp.router());
+        let sent = Arc::new(AtomicU16::new(0));
+        let phase = Arc::new(AtomicU8::new(0));
+        let mut h0 = net.hosts.remove(0);
+        let sender = {
+            let (sent, phase) = (Arc::clone(&sent), Arc::clone(&phase));
+            std::thread::spawn(move || {
+                let dst: Ipv4Addr = "198.19.1.1".parse().expect("a");
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                for seq in 0..N {
+                    while seq >= (u16::from(phase.load(Ordering::Acquire)) + 1) * (N / 3) {
+                        assert!(std::time::Instant::now() < deadline, "control stuck");
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    assert!(h0.send_bytes(&frame(0, dst, seq)));
+                    sent.store(seq + 1, Ordering::Release);
+                    if seq % 64 == 63 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                h0
+            })
+        };
+        let wait_for = |n: u16| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while sent.load(Ordering::Acquire) < n {
+                assert!(std::time::Instant::now() < deadline, "sender stuck");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        };
+        wait_for(N / 3);
+        let a = weft_router::ctl::execute(&router, "route add 198.19.1.0/24 via 198.18.3.2");
+        assert!(a.starts_with("ok"), "{a}");
+        phase.store(1, Ordering::Release);
+        wait_for(2 * N / 3);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while router.counter(Counter::Forwarded) < u64::from(2 * N / 3) {
+            assert!(std::time::Instant::now() < deadline, "forwarding stuck");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let a = weft_router::ctl::execute(&router, "route del 198.19.1.0/24");
+        assert!(a.starts_with("ok"), "{a}");
+        phase.store(2, Ordering::Release);
+        let h0 = sender.join().expect("sender");
+        net.hosts.insert(0, h0);
+        let ident = |f: &Vec<u8>| Ipv4Packet::new_checked(&f[14..]).expect("ip").ident();
+        let (mut via_b, mut via_c) = (Vec::new(), Vec::new());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while via_b.len() + via_c.len() < usize::from(N) && std::time::Instant::now() < deadline {
+            via_b.extend(net.hosts[1].drain_bytes().iter().map(ident));
+            via_c.extend(net.hosts[2].drain_bytes().iter().map(ident));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            via_b.len() + via_c.len(),
+            usize::from(N),
+            "{arch}: none lost"
+        );
+        assert!(!via_c.is_empty(), "{arch}: the added route took traffic");
+        let (first, last) = (via_c[0], via_c[via_c.len() - 1]);
+        assert_eq!(
+            via_c,
+            (first..=last).collect::<Vec<_>>(),
+            "{arch}: one stretch, in order"
+        );
+        let rest: Vec<u16> = (0..first).chain(last + 1..N).collect();
+        assert_eq!(via_b, rest, "{arch}: the rest via host 1, in order");
+        assert!(first <= N / 3, "{arch}: sent after the add, via host 2");
+        assert_eq!(
+            last,
+            2 * N / 3 - 1,
+            "{arch}: sent after the delete, via host 1"
+        );
+        net.dp.stop().expect("stop");
+        assert_eq!(router.counter(Counter::DropNoRoute), 0, "{arch}");
+    }
+}
+
 /// A link whose first few sends fail, like an interface that flaps.
 struct Flaky {
     inner: SimLink,
