@@ -138,9 +138,17 @@ fn per_connection_ordering_shm() {
 /// (some of them large too, moved by READ the other way), in the order they were
 /// sent. A large request used to run only when its READ finished, after the small
 /// requests behind it had run and been answered.
-fn large_and_small_in_order(kind: LinkKind) {
-    let (s, probe) = server_with(kind, |c| c.buffer_size = 1024);
-    let c = client_with(kind, s.local_addr(), |c| c.buffer_size = 1024);
+fn large_and_small_in_order(kind: LinkKind, mode: Mode, batching: bool, progress: Progress) {
+    let (s, probe) = server_with(kind, |c| {
+        c.buffer_size = 1024;
+        c.device.progress = progress;
+    });
+    let c = client_with(kind, s.local_addr(), |c| {
+        c.buffer_size = 1024;
+        c.mode = mode;
+        c.batching = batching;
+        c.device.progress = progress;
+    });
     let mut st = c.stream();
     let mut sent = Vec::new();
     for i in 0..90u64 {
@@ -186,12 +194,17 @@ fn large_and_small_in_order(kind: LinkKind) {
 
 #[test]
 fn large_requests_keep_their_place_in_order_udp() {
-    large_and_small_in_order(LinkKind::Udp);
+    large_and_small_in_order(LinkKind::Udp, Mode::Direct, false, Progress::Thread);
 }
 
 #[test]
 fn large_requests_keep_their_place_in_order_shm() {
-    large_and_small_in_order(LinkKind::Shm);
+    large_and_small_in_order(LinkKind::Shm, Mode::Direct, false, Progress::Thread);
+}
+
+#[test]
+fn large_requests_keep_their_place_in_order_batched_dispatched_shm_inline_progress() {
+    large_and_small_in_order(LinkKind::Shm, Mode::Dispatched, true, Progress::Inline);
 }
 
 fn deadlines(kind: LinkKind) {
