@@ -2,11 +2,13 @@
 //! process (inline progress: the thread drives both engines). A profiling aid for the
 //! engine; `weft perf` is the real measurement.
 //!
-//! `cargo run --release -p weft-verbs --example msg_rate -- [udp|shm] [SIZE] [SECONDS] [COUNT]`
+//! `cargo run --release -p weft-verbs --example msg_rate -- [udp|shm] [SIZE] [SECONDS] [COUNT] [DEPTH]`
 //!
 //! With COUNT it stops after COUNT completions (or SECONDS, whichever comes first): two
 //! runs under `valgrind --tool=callgrind` with different counts give the instructions
 //! per message without the set-up, a measure the machine's load does not disturb.
+//! DEPTH (default 256) bounds the SENDs in flight; DEPTH 1 is a ping-pong's cost: one
+//! message per progress pass, so the fixed cost of a pass shows.
 
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
@@ -25,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size: u32 = args.get(2).map_or(Ok(64), |s| s.parse())?;
     let secs: f64 = args.get(3).map_or(Ok(3.0), |s| s.parse())?;
     let count: u64 = args.get(4).map_or(Ok(u64::MAX), |s| s.parse())?;
+    let depth: usize = args.get(5).map_or(Ok(256), |s| s.parse())?;
     let dev = |port: u16| -> Result<Context, weft_verbs::Error> {
         let mut cfg = DeviceConfig::new(link, format!("127.0.0.1:{port}").parse().unwrap());
         cfg.progress = Progress::Inline;
@@ -65,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     while done < count && t.elapsed().as_secs_f64() < secs {
         let mut batch = Vec::new();
-        while inflight + batch.len() < 256 {
+        while inflight + batch.len() < depth {
             let mut wr = SendWr::new(1, WrOp::Send { imm: None }, [src.sge(0, size)]);
             wr.inline = size <= 64;
             batch.push(wr);

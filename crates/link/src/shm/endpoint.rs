@@ -140,6 +140,10 @@ pub(crate) struct Endpoint {
     /// Which connection sends to a peer (stable for the connection's life, so one
     /// direction keeps its order).
     tx_for: HashMap<SocketAddr, usize>,
+    /// The last `tx_for` hit: a QP sends to one peer, and hashing a `SocketAddr` with
+    /// SipHash was a measurable share of a small message's cost. Cleared whenever
+    /// `tx_for` changes.
+    last_route: Option<(SocketAddr, usize)>,
     /// Peers that could not be reached, and until when not to try again.
     unreachable: HashMap<SocketAddr, Instant>,
     /// Accepted control sockets whose hello has not arrived yet.
@@ -335,6 +339,7 @@ impl Endpoint {
             listener,
             conns: Vec::new(),
             tx_for: HashMap::new(),
+            last_route: None,
             unreachable: HashMap::new(),
             pending: Vec::new(),
             next_service: Instant::now(),
@@ -384,6 +389,7 @@ impl Endpoint {
                 self.conns.len() - 1
             }
         };
+        self.last_route = None;
         self.tx_for.entry(peer).or_insert(idx);
         self.unreachable.remove(&peer);
         idx
@@ -411,6 +417,7 @@ impl Endpoint {
             self.conns[idx] = None;
         }
         if self.tx_for.get(&peer) == Some(&idx) {
+            self.last_route = None;
             self.tx_for.remove(&peer);
             let other = self
                 .conns
@@ -718,7 +725,12 @@ impl Endpoint {
 
     /// The connection that sends to `dst`, connecting when there is none.
     fn route(&mut self, dst: SocketAddr) -> Option<usize> {
+        match self.last_route {
+            Some((d, i)) if d == dst => return Some(i),
+            _ => {}
+        }
         if let Some(&i) = self.tx_for.get(&dst) {
+            self.last_route = Some((dst, i));
             return Some(i);
         }
         if self.only_peer.is_some_and(|p| p != dst) {
@@ -832,6 +844,7 @@ impl Endpoint {
             };
             let Some(c) = self.conns[idx].as_mut() else {
                 // Torn down under us (cannot happen: route returns live ones).
+                self.last_route = None;
                 self.tx_for.remove(&dst);
                 continue;
             };
