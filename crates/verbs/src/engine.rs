@@ -115,6 +115,8 @@ pub struct EngineStats {
     pub post_refused: u64,
     /// Datagrams dropped because the link's buffer pool was empty.
     pub tx_no_buffer: u64,
+    /// Bursts handed to the link (one system call each on udp).
+    pub tx_bursts: u64,
 }
 
 /// The engine's state: the transport endpoint, the link, and the queues' rings.
@@ -262,12 +264,18 @@ impl Engine {
         self.stats.passes += 1;
         let now = self.now();
         let mut work = self.drain_posts();
+        // Transmit before receiving: the ACKs that the previous pass's packets asked for
+        // leave together with whatever the application posted since (typically the
+        // reply to the message that pass delivered), one link burst, one system call
+        // on udp, instead of an ACK burst of their own between the receive and the
+        // completion. A pass that received anything reports work, so the next pass
+        // (the engine thread's, or the polling application's) follows at once.
+        work |= self.transmit(now);
         work |= self.receive(now);
         if self.ep.poll_timeout().is_some_and(|t| t <= now) {
             self.ep.handle_timeout(now);
             work = true;
         }
-        work |= self.transmit(now);
         work |= self.complete();
         work
     }
@@ -364,6 +372,7 @@ impl Engine {
 
     fn flush_tx(&mut self) {
         if !self.tx.is_empty() {
+            self.stats.tx_bursts += 1;
             // A send error leaves the datagrams queued; the next pass retries and the
             // transport's timers recover anything that is finally lost.
             let _ = self.link.send_burst(&mut self.tx);

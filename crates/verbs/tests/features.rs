@@ -277,3 +277,58 @@ fn the_connection_manager_refuses_mismatches_and_silence_with_clear_errors() {
         Err(Error::Timeout)
     ));
 }
+
+#[test]
+fn an_ack_leaves_with_the_reply_one_link_burst_per_message_in_a_ping_pong() {
+    // Inline progress, one thread driving both ends: each side's engine runs only when
+    // this thread polls. A pass transmits before it receives, so the ACK for a request
+    // waits for the next pass and goes out in the same link burst (one sendmmsg on
+    // udp) as the reply posted in between, instead of in a burst of its own.
+    const N: u64 = 100;
+    let (mut a, mut b) = pair(LinkKind::Udp, Progress::Inline, QpType::Rc, 1 << 16);
+    a.qp.post_recv((0..N).map(|i| RecvWr::new(i, a.mr.sge(4096, 64))))
+        .unwrap();
+    b.qp.post_recv((0..N).map(|i| RecvWr::new(i, b.mr.sge(4096, 64))))
+        .unwrap();
+    let wait_recv = |cq: &mut CompletionQueue, other: &weft_verbs::Context| {
+        let deadline = Instant::now() + T;
+        let mut out = Vec::new();
+        while out.is_empty() && Instant::now() < deadline {
+            if cq.poll(&mut out, 1) == 0 {
+                other.progress();
+            }
+        }
+        assert_eq!(out.len(), 1, "no message within {T:?}");
+        assert_eq!(
+            (out[0].status, out[0].opcode),
+            (WcStatus::Success, WcOpcode::Recv)
+        );
+    };
+    let unsignaled = |mr: &weft_verbs::MemoryRegion| {
+        let mut wr = SendWr::new(0, WrOp::Send { imm: None }, mr.sge(0, 64));
+        wr.signaled = false;
+        wr
+    };
+    let before = (
+        a.ctx.stats().engine.tx_bursts,
+        b.ctx.stats().engine.tx_bursts,
+    );
+    for _ in 0..N {
+        a.qp.post_send([unsignaled(&a.mr)]).unwrap();
+        wait_recv(&mut b.cq, &a.ctx);
+        b.qp.post_send([unsignaled(&b.mr)]).unwrap();
+        wait_recv(&mut a.cq, &b.ctx);
+    }
+    let bursts = (
+        a.ctx.stats().engine.tx_bursts - before.0,
+        b.ctx.stats().engine.tx_bursts - before.1,
+    );
+    // One burst per message each way, with slack for a retransmission or a pass that
+    // caught a burst in two halves; an ACK burst of its own per message would be 2N.
+    assert!(
+        bursts.0 <= N * 5 / 4 && bursts.1 <= N * 5 / 4,
+        "link bursts for {N} round trips: a {} b {}",
+        bursts.0,
+        bursts.1
+    );
+}
