@@ -14,32 +14,7 @@ use std::path::PathBuf;
 use weft_rpc::codec::to_vec;
 use weft_rpc::frame::{Header, Kind, Rendezvous};
 use weft_rpc::fuzzing;
-
-/// Inputs per parser; `WEFT_HOSTILE_ITERS` raises it for a longer soak.
-fn iters() -> usize {
-    std::env::var("WEFT_HOSTILE_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
-}
-
-/// xorshift64*: seeded, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn byte(&mut self) -> u8 {
-        (self.next() >> 32) as u8
-    }
-}
+use weft_wire::fuzzing::hostile::{self, assert_reaches_emit};
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -47,87 +22,15 @@ fn corpus_dir(target: &str) -> PathBuf {
         .join(target)
 }
 
-fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = corpus_dir(target);
-    let mut v: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no seeds in {}", dir.display());
-    v
-}
-
-fn mutate(rng: &mut Rng, seed: &[u8], other: &[u8]) -> Vec<u8> {
-    let mut b = seed.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        match rng.below(7) {
-            0 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] ^= 1 << rng.below(8);
-            }
-            1 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] = [0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff][rng.below(6)];
-            }
-            2 => {
-                let n = rng.below(b.len() + 1);
-                b.truncate(n);
-            }
-            3 => {
-                let n = 1 + rng.below(40);
-                b.extend((0..n).map(|_| rng.byte()));
-            }
-            4 if !b.is_empty() => {
-                let i = rng.below(b.len());
-                b[i] = rng.byte();
-            }
-            5 => {
-                // Splice: another seed's tail after this one's head (frames after
-                // frames, records after records).
-                let at = rng.below(b.len() + 1);
-                let from = rng.below(other.len() + 1);
-                b.truncate(at);
-                b.extend_from_slice(&other[from..]);
-            }
-            _ => b.extend_from_slice(other),
-        }
-    }
-    b
-}
-
-/// Run `check` over the seeds, random and mutated buffers. Returns how many inputs
-/// `check` reported as parsed.
+/// The shared hostile-input driver (weft-wire's) over `target`'s seed corpus.
 fn hostile(target: &str, seed: u64, check: impl Fn(&[u8]) -> bool) -> usize {
-    let seeds = corpus(target);
-    for s in &seeds {
-        assert!(check(s), "{target}: a seed corpus file does not parse");
-    }
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut parsed = 0;
-    for i in 0..iters() {
-        let b = if i % 4 == 0 {
-            let n = rng.below(120);
-            (0..n).map(|_| rng.byte()).collect()
-        } else {
-            let a = &seeds[rng.below(seeds.len())];
-            let o = &seeds[rng.below(seeds.len())];
-            mutate(&mut rng, a, o)
-        };
-        parsed += usize::from(check(&b));
-    }
-    parsed
-}
-
-/// Every parser must let a fair share of mutated seeds through to the emit and
-/// re-parse step, or this test would only be exercising the rejection paths.
-fn assert_reaches_emit(target: &str, parsed: usize) {
-    let n = iters();
-    eprintln!("{target}: {parsed} of {n} hostile inputs parsed and round-tripped");
-    assert!(
-        parsed > n / 20,
-        "{target}: only {parsed} of {n} inputs parsed"
-    );
+    hostile::run(
+        target,
+        &hostile::corpus(&corpus_dir(target)),
+        seed,
+        |_, _| {},
+        check,
+    )
 }
 
 #[test]

@@ -18,6 +18,8 @@ use crate::roce::{IbPacket, IbPacketRepr};
 use crate::udp::{UdpPacket, UdpRepr};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+pub mod hostile;
+
 /// The addresses the fuzz targets and the seed corpus use for pseudo-header checksums.
 pub const V4_SRC: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 /// IPv4 destination of the corpus.

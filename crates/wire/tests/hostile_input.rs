@@ -1,7 +1,8 @@
 //! The fuzz targets' code paths on stable (the checks themselves are
-//! `weft_wire::fuzzing`, shared with `fuzz/`): for each parser, ~20000 seeded buffers —
-//! random bytes, and the committed fuzz seed corpus (`fuzz/corpus/<target>/`) mutated
-//! by flips, cuts, extensions and extreme length bytes — go through `new_checked`,
+//! `weft_wire::fuzzing`, shared with `fuzz/`): for each parser, ~20000 seeded buffers
+//! from the shared driver `weft_wire::fuzzing::hostile` — random bytes, and the
+//! committed fuzz seed corpus (`fuzz/corpus/<target>/`) mutated by flips, cuts,
+//! extensions, splices and extreme length bytes — go through `new_checked`,
 //! every accessor, `Repr::parse`, and for whatever parses, `emit` and a re-parse that
 //! must give the same `Repr`. A panic anywhere fails the test.
 //!
@@ -10,100 +11,26 @@
 //!
 //! `WEFT_HOSTILE_ITERS=2000000 cargo test -p weft-wire --test hostile_input` soaks longer.
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
+use weft_wire::fuzzing::hostile::{self, assert_reaches_emit};
 use weft_wire::fuzzing::*;
 use weft_wire::icmpv4::Icmpv4Packet;
 use weft_wire::icmpv6::Icmpv6Packet;
 use weft_wire::ipv4::Ipv4Packet;
 use weft_wire::udp::UdpPacket;
 
-/// Inputs per parser; `WEFT_HOSTILE_ITERS` raises it for a longer soak.
-fn iters() -> usize {
-    std::env::var("WEFT_HOSTILE_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
-}
-
 fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut v: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no seeds in {}", dir.display());
-    v
+    hostile::corpus(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus")
+            .join(target),
+    )
 }
 
-fn mutate(rng: &mut SmallRng, seed: &[u8]) -> Vec<u8> {
-    let mut b = seed.to_vec();
-    for _ in 0..rng.gen_range(1..=4) {
-        match rng.gen_range(0..6) {
-            0 if !b.is_empty() => {
-                let i = rng.gen_range(0..b.len());
-                b[i] ^= 1 << rng.gen_range(0..8);
-            }
-            1 if !b.is_empty() => {
-                let i = rng.gen_range(0..b.len());
-                b[i] = [0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff][rng.gen_range(0..6)];
-            }
-            2 => {
-                let n = rng.gen_range(0..=b.len());
-                b.truncate(n);
-            }
-            3 => {
-                let n = rng.gen_range(1..40);
-                b.extend((0..n).map(|_| rng.gen::<u8>()));
-            }
-            4 if !b.is_empty() => {
-                let i = rng.gen_range(0..b.len());
-                b[i] = rng.gen();
-            }
-            _ => {}
-        }
-    }
-    b
-}
-
-/// Run `check` over random and mutated buffers; `fix` refills checksums (it must be
-/// panic-free on any input too). Returns how many inputs `check` reported as parsed.
+/// The shared driver over `target`'s seed corpus; `fix` refills checksums (it must be
+/// panic-free on any input too).
 fn hostile(target: &str, seed: u64, fix: fn(&mut [u8]), check: fn(&[u8]) -> bool) -> usize {
-    let seeds = corpus(target);
-    for s in &seeds {
-        assert!(check(s), "{target}: a seed corpus file does not parse");
-    }
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut parsed = 0;
-    for i in 0..iters() {
-        let mut b = if i % 4 == 0 {
-            let n = rng.gen_range(0..120);
-            (0..n).map(|_| rng.gen::<u8>()).collect()
-        } else {
-            let k = rng.gen_range(0..seeds.len());
-            mutate(&mut rng, &seeds[k])
-        };
-        if rng.gen_bool(0.5) {
-            fix(&mut b);
-        }
-        parsed += usize::from(check(&b));
-    }
-    parsed
-}
-
-/// Every parser must let a fair share of mutated seeds through to the emit and
-/// re-parse step, or this test would only be exercising the rejection paths.
-fn assert_reaches_emit(target: &str, parsed: usize) {
-    let n = iters();
-    eprintln!("{target}: {parsed} of {n} hostile inputs parsed and round-tripped");
-    assert!(
-        parsed > n / 20,
-        "{target}: only {parsed} of {n} inputs parsed"
-    );
+    hostile::run(target, &corpus(target), seed, |_, b| fix(b), check)
 }
 
 #[test]
