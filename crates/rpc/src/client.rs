@@ -762,6 +762,9 @@ impl Conn {
                 if ok.is_some() {
                     self.stats.messages_received += 1;
                     self.last_rx = Instant::now();
+                    // Any message shows the server alive, even one that waits behind
+                    // a large answer's READ (its PONG may be that one).
+                    self.ping = None;
                     self.admit(inner, &msg);
                 }
                 self.msg = msg;
@@ -839,7 +842,16 @@ impl Conn {
             match self.held.pop_front() {
                 Some(Held::Read { msg, release, owed }) => {
                     self.credits += usize::from(owed);
-                    self.on_message(inner, &msg);
+                    if self.on_message(inner, &msg).is_some() {
+                        // A READ's bytes announced another rendezvous: a server may not
+                        // chain them (its answer would never come).
+                        self.stats.malformed += 1;
+                        self.kill(
+                            inner,
+                            Status::unavailable("the server nested a rendezvous in a READ"),
+                        );
+                        return;
+                    }
                     let mut f = Vec::with_capacity(HEADER_LEN);
                     Header::new(Kind::RELEASE, release).emit(&[], &mut f);
                     self.backlog.push_back(Out {

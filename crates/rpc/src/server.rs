@@ -790,6 +790,10 @@ fn on_completion(
 pub(crate) struct Survey {
     /// REQUEST frames.
     pub requests: usize,
+    /// PING frames (a keepalive is a message of PINGs only).
+    pub pings: usize,
+    /// Frames of any kind.
+    pub frames: usize,
     /// A request for a method that runs on the worker pool.
     pub blocking: bool,
     /// The message is a rendezvous: the request waits in the client's memory for a
@@ -807,6 +811,8 @@ pub(crate) struct Survey {
 pub(crate) fn survey(msg: &[u8], from_read: bool, blocking: impl Fn(u32) -> bool) -> Survey {
     let mut v = Survey {
         requests: 0,
+        pings: 0,
+        frames: 0,
         blocking: false,
         rendezvous: None,
         bad: None,
@@ -814,6 +820,7 @@ pub(crate) fn survey(msg: &[u8], from_read: bool, blocking: impl Fn(u32) -> bool
     let mut n = 0;
     for f in frames(msg) {
         n += 1;
+        v.frames = n;
         let f = match f {
             Ok(f) => f,
             Err(e) => {
@@ -834,7 +841,8 @@ pub(crate) fn survey(msg: &[u8], from_read: bool, blocking: impl Fn(u32) -> bool
                     v.blocking = true;
                 }
             }
-            Kind::CANCEL | Kind::PING | Kind::RELEASE => {}
+            Kind::PING => v.pings += 1,
+            Kind::CANCEL | Kind::RELEASE => {}
             Kind::RNDV => match Rendezvous::parse(f.payload) {
                 Ok(d) if n == 1 && !from_read && msg.len() == HEADER_LEN + Rendezvous::LEN => {
                     v.rendezvous = Some((f.header.id, d));
@@ -890,7 +898,17 @@ fn admit(
         );
         return false;
     }
-    let early = match survey(msg, false, |_| false) {
+    let v = survey(msg, false, |_| false);
+    if v.bad.is_none() && v.frames > 0 && v.pings == v.frames {
+        // A keepalive is answered now, not behind a READ that may take longer than
+        // the client's keepalive timeout; a PONG answers no call, so its place in the
+        // order does not matter, and it is still one answer for one message.
+        if let Some(r) = on_message(s, c, ci, msg, arrived, scratch, give_away, false) {
+            hc.held.push_back(r);
+        }
+        return true;
+    }
+    let early = match v {
         Survey {
             rendezvous: Some((rid, d)),
             bad: None,
@@ -1195,6 +1213,20 @@ fn send_reply(s: &Shared, c: &ConnShared, reply: &[u8], on_head: bool) {
     let r = {
         let mut tx = lock(&c.tx);
         let Tx { qp, bufs } = &mut *tx;
+        if reply.len() > bufs.peer_buf && bufs.rndv_out.len() >= 2 * s.cfg.ring {
+            // Each large answer stays registered until the client READs and releases
+            // it; a client that keeps calling and never releases would pin server
+            // memory without bound (its credits come back with each announcement).
+            // A compliant client holds at most about one ring of them.
+            s.counters.malformed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                conn = c.id,
+                unreleased = bufs.rndv_out.len(),
+                "large answers never released: closing"
+            );
+            c.closed.store(true, Ordering::Release);
+            return;
+        }
         if reply.len() > bufs.peer_buf {
             s.counters.rendezvous_out.fetch_add(1, Ordering::Relaxed);
             let id = bufs.next_rndv;
@@ -1250,5 +1282,30 @@ fn worker(s: &Arc<Shared>) {
             }
         };
         run_job(s, job, None, &mut scratch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: Kind, id: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        Header::new(kind, id).emit(&[], &mut b);
+        b
+    }
+
+    #[test]
+    fn survey_counts_the_pings_that_make_a_keepalive() {
+        // Two PINGs: a keepalive, answered at once even behind a pending READ.
+        let mut ka = frame(Kind::PING, 0);
+        ka.extend(frame(Kind::PING, 0));
+        let v = survey(&ka, false, |_| false);
+        assert_eq!((v.pings, v.frames, v.bad), (2, 2, None));
+        // A PING beside a request is not a keepalive: it waits its turn.
+        let mut mixed = frame(Kind::PING, 0);
+        mixed.extend(frame(Kind::REQUEST, 1));
+        let v = survey(&mixed, false, |_| false);
+        assert_eq!((v.pings, v.frames, v.requests), (1, 2, 1));
     }
 }

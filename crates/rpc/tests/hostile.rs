@@ -310,3 +310,91 @@ fn a_client_killed_mid_call_is_noticed_udp() {
 fn a_client_killed_mid_call_is_noticed_shm() {
     killed_client(LinkKind::Shm);
 }
+
+/// A client that keeps calling for answers larger than its buffer and never READs
+/// or releases them would pin server memory without bound (each announcement gives
+/// its credit back): past two rings of unreleased answers the server closes it.
+fn unreleased_answers(kind: LinkKind) {
+    const SERVER_RING: usize = 8;
+    let (s, _) = server_with(kind, |c| c.ring = SERVER_RING);
+    let ctx = DeviceOptions::new(kind).open().unwrap();
+    let pd = ctx.alloc_pd();
+    let mut cq = CompletionQueue::new(&ctx, 64, None);
+    let mut qp = pd
+        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
+        .unwrap();
+    let mr = pd.alloc_mr(1 << 16, Access::ALL);
+    const RING: u16 = 4;
+    let param = ConnParam {
+        private_data: hello(RING, 1024),
+        ..ConnParam::default()
+    };
+    cm::init_qp(&mut qp, &param).unwrap();
+    qp.post_recv(
+        (0..u64::from(RING)).map(|i| RecvWr::new(i, mr.sge(32768 + i as usize * 1024, 1024))),
+    )
+    .unwrap();
+    let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();
+    let mut announced = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    'calls: for id in 0..(4 * SERVER_RING as u64) {
+        let mut call = Vec::new();
+        let mut h = Header::new(Kind::REQUEST, id + 1);
+        h.code = SIZED;
+        h.emit(&(8000u64).to_le_bytes(), &mut call);
+        mr.write(0, &call).unwrap();
+        let mut wr = SendWr::new(id, WrOp::Send { imm: None }, mr.sge(0, call.len() as u32));
+        wr.signaled = false;
+        if qp.post_send([wr]).is_err() {
+            break;
+        }
+        // Wait for this call's answer (our credit back): an RNDV announcement.
+        loop {
+            if Instant::now() > deadline {
+                break 'calls;
+            }
+            let Some(c) = cq.poll_one() else { continue };
+            if c.status != WcStatus::Success {
+                break 'calls; // the server closed us: flushed
+            }
+            if c.opcode == WcOpcode::Recv {
+                let at = 32768 + c.wr_id as usize * 1024;
+                let msg = mr.to_vec(at, c.byte_len as usize).unwrap();
+                let f = frames(&msg).next().unwrap().unwrap();
+                assert_eq!(f.header.kind, Kind::RNDV, "an 8000 B answer is announced");
+                announced += 1;
+                qp.post_recv([RecvWr::new(c.wr_id, mr.sge(at, 1024))])
+                    .unwrap();
+                break;
+            }
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    while s.stats().connections_closed == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        announced,
+        2 * SERVER_RING as u64,
+        "answers announced before the server gave up on us"
+    );
+    assert_eq!(
+        s.stats().connections_closed,
+        1,
+        "the server closed the hoarder"
+    );
+    assert!(s.stats().malformed_frames >= 1);
+    // Other clients are served as before.
+    let c = client(kind, s.local_addr());
+    assert_eq!(c.call(ECHO, b"still here").wait().unwrap(), b"still here");
+}
+
+#[test]
+fn a_client_that_never_releases_large_answers_is_closed_udp() {
+    unreleased_answers(LinkKind::Udp);
+}
+
+#[test]
+fn a_client_that_never_releases_large_answers_is_closed_shm() {
+    unreleased_answers(LinkKind::Shm);
+}
