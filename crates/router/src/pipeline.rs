@@ -1627,8 +1627,6 @@ enum OptionsCheck {
     SourceRoute,
 }
 
-/// Walk IPv4 options (RFC 791 §3.1): type 0 ends the list, type 1 is one byte, every
-/// other option has a length byte of at least 2 that must stay inside the header.
 /// The options of `opts` whose copied flag is set (RFC 791 §3.1: they go into every
 /// fragment), written to `to` and padded with end-of-list to a multiple of 4; returns
 /// the padded length. `opts` passed [`check_ipv4_options`]; a malformed tail ends the
@@ -1657,6 +1655,8 @@ fn copied_options(opts: &[u8], to: &mut [u8; 40]) -> usize {
     padded
 }
 
+/// Walk IPv4 options (RFC 791 §3.1): type 0 ends the list, type 1 is one byte, every
+/// other option has a length byte of at least 2 that must stay inside the header.
 fn check_ipv4_options(opts: &[u8]) -> OptionsCheck {
     let mut i = 0;
     while i < opts.len() {
