@@ -10,9 +10,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_rpc::frame::{frames, Header, Kind, Rendezvous};
 use weft_rpc::{Code, DeviceOptions, LinkKind};
-use weft_verbs::cm::{self, ConnParam};
+use weft_verbs::cm::{self, ConnParam, Connection};
 use weft_verbs::{
-    Access, CompletionQueue, QpInitAttr, QpType, RecvWr, SendWr, WcOpcode, WcStatus, WrOp,
+    Access, CompletionQueue, MemoryRegion, ProtectionDomain, QpInitAttr, QpType, QueuePair, RecvWr,
+    SendWr, WcOpcode, WcStatus, WrOp,
 };
 
 fn hello(ring: u16, buf: u32) -> Vec<u8> {
@@ -23,29 +24,99 @@ fn hello(ring: u16, buf: u32) -> Vec<u8> {
     b
 }
 
+/// A client that speaks weft-rpc by hand over a verbs QP: it says hello with `ring`
+/// and `buf`, keeps `ring` receive buffers of `buf` bytes from offset 32 KiB of its
+/// 64 KiB region (receive `i` at `32768 + i * buf`), and sends from offset 0.
+struct Raw {
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    qp: QueuePair,
+    mr: MemoryRegion,
+    buf: u32,
+    _conn: Connection,
+}
+
+impl Raw {
+    fn connect(kind: LinkKind, at: std::net::SocketAddr, ring: u16, buf: u32) -> Raw {
+        Raw::try_connect(kind, at, hello(ring, buf), ring, buf).unwrap()
+    }
+
+    /// As [`Raw::connect`], with any bytes as the hello.
+    fn try_connect(
+        kind: LinkKind,
+        at: std::net::SocketAddr,
+        hello: Vec<u8>,
+        ring: u16,
+        buf: u32,
+    ) -> Result<Raw, weft_verbs::Error> {
+        let ctx = DeviceOptions::new(kind).open().unwrap();
+        let pd = ctx.alloc_pd();
+        let cq = CompletionQueue::new(&ctx, 64, None);
+        let mut qp = pd
+            .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
+            .unwrap();
+        let mr = pd.alloc_mr(1 << 16, Access::ALL);
+        let param = ConnParam {
+            private_data: hello,
+            ..ConnParam::default()
+        };
+        cm::init_qp(&mut qp, &param).unwrap();
+        qp.post_recv(
+            (0..u64::from(ring))
+                .map(|i| RecvWr::new(i, mr.sge(32768 + i as usize * buf as usize, buf))),
+        )
+        .unwrap();
+        let conn = cm::connect(&mut qp, at, &param)?;
+        Ok(Raw {
+            pd,
+            cq,
+            qp,
+            mr,
+            buf,
+            _conn: conn,
+        })
+    }
+
+    /// SEND `msg` as one message, unsignaled; false when the QP refuses the post.
+    fn send(&mut self, msg: &[u8]) -> bool {
+        self.mr.write(0, msg).unwrap();
+        let mut wr = SendWr::new(
+            0,
+            WrOp::Send { imm: None },
+            self.mr.sge(0, msg.len() as u32),
+        );
+        wr.signaled = false;
+        self.qp.post_send([wr]).is_ok()
+    }
+
+    /// The next message from the server, its receive buffer posted again; `None` when
+    /// nothing came within 10 s, `Err` with the status when the QP failed (the server
+    /// closed the connection).
+    fn recv(&mut self) -> Option<Result<Vec<u8>, WcStatus>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let Some(c) = self.cq.poll_one() else {
+                continue;
+            };
+            if c.status != WcStatus::Success {
+                return Some(Err(c.status));
+            }
+            if c.opcode == WcOpcode::Recv {
+                let at = 32768 + c.wr_id as usize * self.buf as usize;
+                let msg = self.mr.to_vec(at, c.byte_len as usize).unwrap();
+                self.qp
+                    .post_recv([RecvWr::new(c.wr_id, self.mr.sge(at, self.buf))])
+                    .unwrap();
+                return Some(Ok(msg));
+            }
+        }
+        None
+    }
+}
+
 fn malformed(kind: LinkKind) {
     let (s, _) = server(kind);
-    let ctx = DeviceOptions::new(kind).open().unwrap();
-    let pd = ctx.alloc_pd();
-    let mut cq = CompletionQueue::new(&ctx, 64, None);
-    let mut qp = pd
-        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
-        .unwrap();
-    let mr = pd.alloc_mr(1 << 16, Access::ALL);
-    let param = ConnParam {
-        private_data: hello(8, 4096),
-        ..ConnParam::default()
-    };
-    cm::init_qp(&mut qp, &param).unwrap();
-    let post = |qp: &mut weft_verbs::QueuePair| {
-        qp.post_recv([RecvWr {
-            wr_id: 1,
-            sg_list: [mr.sge(32768, 4096)].into(),
-        }])
-        .unwrap()
-    };
-    post(&mut qp);
-    let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();
+    let mut raw = Raw::connect(kind, s.local_addr(), 8, 4096);
     let mut valid = Vec::new();
     Header::new(Kind::REQUEST, 77).emit(b"ok", &mut valid);
     let mut overrun = valid.clone();
@@ -73,26 +144,12 @@ fn malformed(kind: LinkKind) {
         vec![],
     ];
     for (n, g) in garbage.iter().enumerate() {
-        mr.write(0, g).unwrap();
-        qp.post_send([SendWr::new(
-            n as u64,
-            WrOp::Send { imm: None },
-            vec![mr.sge(0, g.len() as u32)],
-        )])
-        .unwrap();
+        assert!(raw.send(g));
         // Every message is answered, malformed or not: the answer is our credit.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut got = None;
-        while got.is_none() && Instant::now() < deadline {
-            if let Some(c) = cq.poll_one() {
-                assert_eq!(c.status, WcStatus::Success, "{c:?}");
-                if c.opcode == WcOpcode::Recv {
-                    got = Some(mr.to_vec(32768, c.byte_len as usize).unwrap());
-                }
-            }
-        }
-        let reply = got.unwrap_or_else(|| panic!("no answer to garbage {n}"));
-        post(&mut qp);
+        let reply = raw
+            .recv()
+            .unwrap_or_else(|| panic!("no answer to garbage {n}"))
+            .unwrap_or_else(|st| panic!("garbage {n}: {st:?}"));
         let f = frames(&reply).next().unwrap().unwrap();
         assert_eq!(f.header.kind, Kind::RESPONSE, "garbage {n}");
         assert_eq!(
@@ -104,13 +161,7 @@ fn malformed(kind: LinkKind) {
     }
     assert_eq!(s.stats().malformed_frames, garbage.len() as u64);
     // The server goes on serving, this connection and others.
-    mr.write(0, &valid).unwrap();
-    qp.post_send([SendWr::new(
-        99,
-        WrOp::Send { imm: None },
-        vec![mr.sge(0, valid.len() as u32)],
-    )])
-    .unwrap();
+    assert!(raw.send(&valid));
     let c = client(kind, s.local_addr());
     assert_eq!(c.call(ECHO, b"still here").wait().unwrap(), b"still here");
 }
@@ -130,24 +181,8 @@ fn malformed_frames_are_answered_and_counted_shm() {
 /// server used to start the second READ and run what it found.)
 fn rendezvous_in_a_rendezvous(kind: LinkKind) {
     let (s, _) = server_with(kind, |c| c.buffer_size = 1024);
-    let ctx = DeviceOptions::new(kind).open().unwrap();
-    let pd = ctx.alloc_pd();
-    let mut cq = CompletionQueue::new(&ctx, 64, None);
-    let mut qp = pd
-        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
-        .unwrap();
-    let mr = pd.alloc_mr(1 << 16, Access::ALL);
-    let param = ConnParam {
-        private_data: hello(8, 4096),
-        ..ConnParam::default()
-    };
-    cm::init_qp(&mut qp, &param).unwrap();
-    qp.post_recv([RecvWr {
-        wr_id: 1,
-        sg_list: [mr.sge(32768, 4096)].into(),
-    }])
-    .unwrap();
-    let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();
+    let mut raw = Raw::connect(kind, s.local_addr(), 8, 4096);
+    let pd = raw.pd.clone();
     // The inner message: a request the server must not run.
     let mut inner = Vec::new();
     let mut h = Header::new(Kind::REQUEST, 41);
@@ -176,24 +211,11 @@ fn rendezvous_in_a_rendezvous(kind: LinkKind) {
         .to_bytes(),
         &mut msg,
     );
-    mr.write(0, &msg).unwrap();
-    qp.post_send([SendWr::new(
-        1,
-        WrOp::Send { imm: None },
-        vec![mr.sge(0, msg.len() as u32)],
-    )])
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut got = None;
-    while got.is_none() && Instant::now() < deadline {
-        if let Some(c) = cq.poll_one() {
-            assert_eq!(c.status, WcStatus::Success, "{c:?}");
-            if c.opcode == WcOpcode::Recv {
-                got = Some(mr.to_vec(32768, c.byte_len as usize).unwrap());
-            }
-        }
-    }
-    let reply = got.expect("no answer to the rendezvous");
+    assert!(raw.send(&msg));
+    let reply = raw
+        .recv()
+        .expect("no answer to the rendezvous")
+        .expect("the connection stays up");
     let f = frames(&reply).next().unwrap().unwrap();
     assert_eq!((f.header.kind, f.header.id), (Kind::RESPONSE, 41));
     assert_eq!(
@@ -221,17 +243,9 @@ fn a_rendezvous_inside_a_rendezvous_is_refused_shm() {
 fn a_client_that_is_not_weft_rpc_is_refused() {
     let kind = LinkKind::Udp;
     let (s, _) = server(kind);
-    let ctx = DeviceOptions::new(kind).open().unwrap();
-    let pd = ctx.alloc_pd();
-    let cq = CompletionQueue::new(&ctx, 64, None);
-    let mut qp = pd
-        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
-        .unwrap();
-    let param = ConnParam {
-        private_data: b"HTTP/1.1".to_vec(),
-        ..ConnParam::default()
-    };
-    let e = cm::connect(&mut qp, s.local_addr(), &param).unwrap_err();
+    let e = Raw::try_connect(kind, s.local_addr(), b"HTTP/1.1".to_vec(), 8, 4096)
+        .err()
+        .expect("the server accepted a stranger");
     assert!(e.to_string().contains("weft-rpc"), "{e}");
     assert_eq!(s.stats().connections_rejected, 1);
 }
@@ -317,57 +331,22 @@ fn a_client_killed_mid_call_is_noticed_shm() {
 fn unreleased_answers(kind: LinkKind) {
     const SERVER_RING: usize = 8;
     let (s, _) = server_with(kind, |c| c.ring = SERVER_RING);
-    let ctx = DeviceOptions::new(kind).open().unwrap();
-    let pd = ctx.alloc_pd();
-    let mut cq = CompletionQueue::new(&ctx, 64, None);
-    let mut qp = pd
-        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
-        .unwrap();
-    let mr = pd.alloc_mr(1 << 16, Access::ALL);
-    const RING: u16 = 4;
-    let param = ConnParam {
-        private_data: hello(RING, 1024),
-        ..ConnParam::default()
-    };
-    cm::init_qp(&mut qp, &param).unwrap();
-    qp.post_recv(
-        (0..u64::from(RING)).map(|i| RecvWr::new(i, mr.sge(32768 + i as usize * 1024, 1024))),
-    )
-    .unwrap();
-    let _conn = cm::connect(&mut qp, s.local_addr(), &param).unwrap();
+    let mut raw = Raw::connect(kind, s.local_addr(), 4, 1024);
     let mut announced = 0u64;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    'calls: for id in 0..(4 * SERVER_RING as u64) {
+    for id in 0..(4 * SERVER_RING as u64) {
         let mut call = Vec::new();
         let mut h = Header::new(Kind::REQUEST, id + 1);
         h.code = SIZED;
         h.emit(&(8000u64).to_le_bytes(), &mut call);
-        mr.write(0, &call).unwrap();
-        let mut wr = SendWr::new(id, WrOp::Send { imm: None }, mr.sge(0, call.len() as u32));
-        wr.signaled = false;
-        if qp.post_send([wr]).is_err() {
+        // Each answer (our credit back) is an RNDV announcement, until the server
+        // closes the connection: the post or the wait fails.
+        if !raw.send(&call) {
             break;
         }
-        // Wait for this call's answer (our credit back): an RNDV announcement.
-        loop {
-            if Instant::now() > deadline {
-                break 'calls;
-            }
-            let Some(c) = cq.poll_one() else { continue };
-            if c.status != WcStatus::Success {
-                break 'calls; // the server closed us: flushed
-            }
-            if c.opcode == WcOpcode::Recv {
-                let at = 32768 + c.wr_id as usize * 1024;
-                let msg = mr.to_vec(at, c.byte_len as usize).unwrap();
-                let f = frames(&msg).next().unwrap().unwrap();
-                assert_eq!(f.header.kind, Kind::RNDV, "an 8000 B answer is announced");
-                announced += 1;
-                qp.post_recv([RecvWr::new(c.wr_id, mr.sge(at, 1024))])
-                    .unwrap();
-                break;
-            }
-        }
+        let Some(Ok(msg)) = raw.recv() else { break };
+        let f = frames(&msg).next().unwrap().unwrap();
+        assert_eq!(f.header.kind, Kind::RNDV, "an 8000 B answer is announced");
+        announced += 1;
     }
     let until = Instant::now() + Duration::from_secs(10);
     while s.stats().connections_closed == 0 && Instant::now() < until {
