@@ -628,6 +628,21 @@ fn set_b_mtu(mtu: u32) {
     }
 }
 
+/// A ping from host A with DF set (`args` add size, family, destination) that cannot
+/// cross the 1400-byte link: it fails, and host A learned the MTU from the router's
+/// fragmentation-needed or packet-too-big (RFC 1191, RFC 8201).
+fn too_big_from_host_a(args: &[&str]) {
+    let mut a = vec!["ping", "-c", "2", "-i", "0.2", "-W", "2", "-M", "do"];
+    a.extend_from_slice(args);
+    let o = ns("weft-ha", 20, &a);
+    let t = text(&o);
+    assert!(!o.status.success(), "ping {args:?} with DF crossed: {t}");
+    assert!(
+        t.contains("mtu = 1400") || t.contains("mtu=1400"),
+        "host A did not learn the MTU from ping {args:?}: {t}"
+    );
+}
+
 #[test]
 fn a_smaller_mtu_towards_host_b_fragments_or_answers_too_big() {
     require!();
@@ -653,58 +668,11 @@ fn a_smaller_mtu_towards_host_b_fragments_or_answers_too_big() {
     );
     // With DF: fragmentation needed, carrying the next hop's MTU (RFC 1191).
     let too_big_before = r.counter("icmp_too_big_sent");
-    let o = ns(
-        "weft-ha",
-        20,
-        &[
-            "ping",
-            "-c",
-            "2",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            "-M",
-            "do",
-            "-s",
-            "1400",
-            "198.18.2.2",
-        ],
-    );
-    let t = text(&o);
-    assert!(!o.status.success(), "1428 bytes with DF cannot cross: {t}");
-    assert!(
-        t.contains("mtu = 1400") || t.contains("mtu=1400"),
-        "host A learned the MTU: {t}"
-    );
+    too_big_from_host_a(&["-s", "1400", "198.18.2.2"]);
     // 1400 bytes with DF fit exactly.
     ping_ok("weft-ha", &["-M", "do", "-s", "1372", "198.18.2.2"]);
     // IPv6: packet too big (routers never fragment IPv6).
-    let o = ns(
-        "weft-ha",
-        20,
-        &[
-            "ping",
-            "-6",
-            "-c",
-            "2",
-            "-i",
-            "0.2",
-            "-W",
-            "2",
-            "-M",
-            "do",
-            "-s",
-            "1400",
-            "2001:2:0:2::2",
-        ],
-    );
-    let t = text(&o);
-    assert!(!o.status.success(), "1448 bytes cannot cross: {t}");
-    assert!(
-        t.contains("mtu=1400") || t.contains("mtu = 1400"),
-        "host A learned the MTU: {t}"
-    );
+    too_big_from_host_a(&["-6", "-s", "1400", "2001:2:0:2::2"]);
     ping_ok(
         "weft-ha",
         &["-6", "-M", "do", "-s", "1352", "2001:2:0:2::2"],
