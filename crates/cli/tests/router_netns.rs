@@ -252,6 +252,19 @@ impl Drop for RouterProc {
     }
 }
 
+/// `traceroute -n` from host A to `to`, one probe per hop, at most 5 hops: the whole
+/// output and its hop lines.
+fn traceroute_from_host_a(to: &str) -> (String, Vec<String>) {
+    let o = ns(
+        "weft-ha",
+        30,
+        &["traceroute", "-n", "-q", "1", "-w", "2", "-m", "5", to],
+    );
+    let t = text(&o);
+    let hops = t.lines().skip(1).map(str::to_owned).collect();
+    (t, hops)
+}
+
 fn ping_ok(from: &str, args: &[&str]) -> String {
     let mut a = vec!["ping", "-c", "3", "-i", "0.2", "-W", "2"];
     a.extend_from_slice(args);
@@ -326,23 +339,8 @@ fn traceroute_shows_the_router_hop() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
-    let o = ns(
-        "weft-ha",
-        30,
-        &[
-            "traceroute",
-            "-n",
-            "-q",
-            "1",
-            "-w",
-            "2",
-            "-m",
-            "5",
-            "198.19.0.1",
-        ],
-    );
-    let t = text(&o);
-    let hops: Vec<&str> = t.lines().skip(1).collect();
+    let (t, hops) = traceroute_from_host_a("198.19.0.1");
+    let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
     assert!(
         hops.first().is_some_and(|l| l.contains("198.18.1.1")),
         "hop 1 is the router: {t}"
@@ -752,23 +750,8 @@ fn two_router_processes_joined_by_an_shm_port_carry_pings_and_stop_on_signals() 
     ping_ok("weft-ha", &["-6", "2001:2:0:2::2"]);
     ping_ok("weft-hb", &["-6", "2001:2:0:1::2"]);
     if have("traceroute") {
-        let o = ns(
-            "weft-ha",
-            30,
-            &[
-                "traceroute",
-                "-n",
-                "-q",
-                "1",
-                "-w",
-                "2",
-                "-m",
-                "5",
-                "198.18.2.2",
-            ],
-        );
-        let t = text(&o);
-        let hops: Vec<&str> = t.lines().skip(1).collect();
+        let (t, hops) = traceroute_from_host_a("198.18.2.2");
+        let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
         assert!(
             hops.first().is_some_and(|l| l.contains("198.18.1.1"))
                 && hops.get(1).is_some_and(|l| l.contains("198.18.9.2"))
