@@ -13,9 +13,11 @@
 //! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
-//! A pass: move posted work requests into the transport, receive a burst, run due
-//! timers, transmit what the transport has (its deficit round robin decides whose turn
-//! it is), and route completions to their queues.
+//! A pass ([`Engine::progress`]): move posted work requests into the transport,
+//! transmit what the transport has (its deficit round robin decides whose turn it is),
+//! then receive a burst, run due timers, and route completions to their queues.
+//! Transmitting first lets the ACKs the previous pass owes leave in the same link burst
+//! as the application's next message (docs/verbs.md, "The engine").
 
 use crate::fastmap::FastMap;
 use crate::mr::{MrEntry, MrTable};

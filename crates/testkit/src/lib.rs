@@ -1,0 +1,157 @@
+//! Test support shared by weft's crates (a dev-dependency only).
+//!
+//! Owns one rule: **a test whose prerequisite is missing never passes silently under CI.**
+//! Some tests need things a developer's machine may lack — root for network namespaces,
+//! AF_XDP in the kernel, tshark, scapy, the real BGP table in the cargo registry. Outside CI
+//! such a test may skip, but it says why and the skip is counted; with `CI` set it fails.
+//!
+//! Every skip is also appended to the file named by `WEFT_SKIP_LOG`, when set, so the test
+//! command (`scripts/test.sh`) can end by saying how many tests ran, how many skipped, and
+//! why.
+//!
+//! Must not touch: anything but the process environment and that log file.
+#![forbid(unsafe_code)]
+
+use std::fmt::Display;
+use std::io::Write;
+
+/// The environment variable naming the file skips are appended to.
+pub const SKIP_LOG: &str = "WEFT_SKIP_LOG";
+
+/// True when this run is CI: `CI` set to anything but empty, `0` or `false` (GitHub,
+/// GitLab and this project's CI set `CI=true`).
+pub fn under_ci() -> bool {
+    ci_value(std::env::var("CI").ok().as_deref())
+}
+
+fn ci_value(v: Option<&str>) -> bool {
+    match v {
+        None => false,
+        Some(v) => !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"),
+    }
+}
+
+/// The current test's name (libtest names each test's thread after it).
+fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("<unnamed test>")
+        .to_string()
+}
+
+/// A prerequisite of the running test is missing, for the reason `why`.
+///
+/// Under CI this panics (the test fails, naming the prerequisite). Elsewhere it prints
+/// `skipped: <test>: <why>` and records the skip in `WEFT_SKIP_LOG`; the caller then
+/// returns without asserting anything.
+#[track_caller]
+pub fn skip(why: impl Display) {
+    let line = format!("{}: {why}", test_name());
+    if under_ci() {
+        panic!("prerequisite missing under CI (a skip would hide an untested path): {line}");
+    }
+    eprintln!("skipped: {line}");
+    if let Some(path) = std::env::var_os(SKIP_LOG) {
+        // One short O_APPEND write per skip: lines from parallel tests do not interleave.
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = written {
+            eprintln!("weft-testkit: cannot record the skip in {path:?}: {e}");
+        }
+    }
+}
+
+/// `Some(value)` when the prerequisite is there; otherwise [`skip`] with `what` and the
+/// error, and `None` (the test returns).
+///
+/// ```no_run
+/// fn probe() -> Result<u32, String> { Err("no such thing".into()) }
+/// let Some(v) = weft_testkit::require("the thing", probe()) else { return };
+/// assert_eq!(v, 1);
+/// ```
+#[track_caller]
+pub fn require<T, E: Display>(what: &str, r: Result<T, E>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            skip(format_args!("{what}: {e}"));
+            None
+        }
+    }
+}
+
+/// `Ok` when an executable named `tool` is on `PATH`, else why not.
+pub fn tool(tool: &str) -> Result<(), String> {
+    let found = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            std::fs::metadata(dir.join(tool)).is_ok_and(|m| m.is_file() && is_executable(&m))
+        })
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "{tool} not installed (scripts/setup.sh installs it)"
+        ))
+    }
+}
+
+#[cfg(unix)]
+fn is_executable(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    m.permissions().mode() & 0o111 != 0
+}
+
+#[cfg(not(unix))]
+fn is_executable(_: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// `Ok` when the process is root (uid 0), as network-namespace tests need.
+pub fn root() -> Result<(), String> {
+    // The effective uid is the 5th field of /proc/self/status's `Uid:` line; reading it
+    // avoids an unsafe geteuid call in a crate that forbids unsafe.
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .ok_or("no Uid line in /proc/self/status")?;
+    if euid == "0" {
+        Ok(())
+    } else {
+        Err(format!("needs root (effective uid {euid})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_is_recognised_as_ci_runners_set_it() {
+        assert!(ci_value(Some("true")));
+        assert!(ci_value(Some("1")));
+        assert!(ci_value(Some("TRUE")));
+        assert!(!ci_value(None));
+        assert!(!ci_value(Some("")));
+        assert!(!ci_value(Some("false")));
+        assert!(!ci_value(Some("0")));
+    }
+
+    #[test]
+    fn require_passes_the_value_through() {
+        assert_eq!(require("x", Ok::<_, String>(7)), Some(7));
+    }
+
+    #[test]
+    fn a_missing_tool_is_missing_and_sh_is_present() {
+        assert!(tool("sh").is_ok());
+        let e = tool("weft-no-such-tool-xyz").unwrap_err();
+        assert!(e.contains("weft-no-such-tool-xyz"), "{e}");
+    }
+}
