@@ -177,7 +177,9 @@ fn dense_chunk_forces_deep_nodes() {
 #[test]
 fn full_real_table_matches_reference() {
     let Some(path) = routes::locate_bgpas() else {
-        eprintln!("NOTE: bgpas.lpm (iptrie 0.11 in the cargo registry) not found: full-table test SKIPPED");
+        weft_testkit::skip(
+            "bgpas.lpm not found (iptrie 0.11 in the cargo registry; `cargo fetch` brings it)",
+        );
         return;
     };
     let file = routes::read(&path).expect("read bgpas.lpm");

@@ -143,6 +143,56 @@ mod tests {
         assert!(!ci_value(Some("0")));
     }
 
+    /// The child role of the two tests below: a test whose prerequisite is missing.
+    #[test]
+    #[ignore = "run by skip_fails_under_ci_and_is_logged_elsewhere as a child process"]
+    fn child_with_a_missing_prerequisite() {
+        let _ = require("the moon", Err::<(), _>("not in the sky"));
+    }
+
+    /// Runs the child role in a process of its own with the given `CI` value.
+    fn run_child(ci: Option<&str>, log: &std::path::Path) -> std::process::Output {
+        let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+        cmd.args([
+            "--exact",
+            "tests::child_with_a_missing_prerequisite",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(SKIP_LOG, log);
+        match ci {
+            Some(v) => cmd.env("CI", v),
+            None => cmd.env_remove("CI"),
+        };
+        cmd.output().expect("run the child test")
+    }
+
+    #[test]
+    fn skip_fails_under_ci_and_is_logged_elsewhere() {
+        let dir = std::env::temp_dir().join(format!("weft-testkit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("skips");
+
+        let out = run_child(None, &log);
+        assert!(out.status.success(), "outside CI a skip passes: {out:?}");
+        let logged = std::fs::read_to_string(&log).expect("the skip is logged");
+        assert_eq!(
+            logged,
+            "tests::child_with_a_missing_prerequisite: the moon: not in the sky\n"
+        );
+
+        std::fs::remove_file(&log).unwrap();
+        let out = run_child(Some("true"), &log);
+        assert!(!out.status.success(), "under CI a skip fails: {out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("prerequisite missing under CI") && stdout.contains("the moon"),
+            "the failure names the prerequisite: {stdout}"
+        );
+        assert!(!log.exists(), "a failure under CI is not logged as a skip");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn require_passes_the_value_through() {
         assert_eq!(require("x", Ok::<_, String>(7)), Some(7));

@@ -413,10 +413,10 @@ fn committed_vectors_match_the_generator() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_scapy {
-        eprintln!(
-            "skipped: scapy not installed ({PYTHON} cannot import scapy.contrib.roce; \
-             `apt-get install python3-scapy`)"
-        );
+        weft_testkit::skip(format_args!(
+            "scapy not installed ({PYTHON} cannot import scapy.contrib.roce; \
+             scripts/setup.sh installs python3-scapy)"
+        ));
         return;
     }
     let out = Command::new(PYTHON)
