@@ -38,7 +38,7 @@ mod service;
 mod status;
 
 pub use client::{Call, CallStream, Client, ClientConfig, ClientStats, Mode, TypedCall};
-pub use conn::{DeviceOptions, MIN_BUFFER};
+pub use conn::{DeviceOptions, HelloError, MIN_BUFFER};
 pub use server::{ClusterStats, Server, ServerConfig, ServerStats};
 pub use service::{method_id, CallContext, Exec, Handlers, Method, Service};
 pub use status::{Code, Status};

@@ -1,7 +1,8 @@
 //! weft-verbs: the RDMA verbs API over a software RNIC.
 //!
 //! Names follow ibverbs so RDMA users feel at home: open a [`Context`] by device name
-//! (`"udp:127.0.0.1:4791"`, `"shm:127.0.0.1:4791"`), allocate a [`ProtectionDomain`],
+//! (`"udp"` or `"shm"` for a loopback address of its own on RoCEv2's port 4791,
+//! `"udp:198.18.0.1:4791"` for a given one; see [`DeviceConfig`]), allocate a [`ProtectionDomain`],
 //! register [`MemoryRegion`]s, create [`CompletionQueue`]s (optionally with a
 //! [`CompletionChannel`]), [`QueuePair`]s and [`SharedReceiveQueue`]s, move QPs
 //! through their states with [`QueuePair::modify`] (or let the connection manager,
@@ -25,7 +26,7 @@ mod links;
 pub mod mr;
 mod qp;
 
-pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, DEFAULT_ADDR};
+pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain};
 pub use cq::{CompletionChannel, CompletionQueue};
 pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
 pub use error::Error;
