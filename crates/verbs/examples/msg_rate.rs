@@ -128,7 +128,7 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
     }
     let el = t.elapsed().as_secs_f64();
     println!(
-        "{link:?} {size} B SENDs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
+        "{link} {size} B SENDs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
         done as f64 / el,
         done as f64 * f64::from(size) / el / 1e6
     );

@@ -100,7 +100,15 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
             let req = l.get_request(Duration::from_secs(120))?;
             req.accept(&mut qp, &param)?
         }
-        Some(at) => cm::connect(&mut qp, at, &param)?,
+        Some(at) => {
+            let c = cm::connect(&mut qp, at, &param)?;
+            println!(
+                "connected to {at} (device {}, peer device {})",
+                ctx.local_addr(),
+                c.remote().addr
+            );
+            c
+        }
     };
     // A message that arrives before this receive is posted is answered with an RNR
     // NAK and retried by the sender, as on real RC hardware.
