@@ -22,6 +22,18 @@
 //!
 //! It owns: the RPC wire format, flow control and threading. It must not touch:
 //! verbs internals (it uses only weft-verbs' public API).
+//!
+//! # Hello, service
+//!
+//! A complete two-process program (`examples/hello_service.rs`): a typed service, its
+//! server, and a client that calls it.
+//!
+//! ```text
+//! cargo run -p weft-rpc --example hello_service                        # server
+//! cargo run -p weft-rpc --example hello_service -- 127.0.0.1:18518 Ada # client
+//! ```
+//!
+#![doc = concat!("```no_run\n", include_str!("../examples/hello_service.rs"), "```")]
 #![forbid(unsafe_code)]
 
 mod client;

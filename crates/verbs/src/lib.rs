@@ -14,6 +14,19 @@
 //! with the link backends in weft-link), and the connection manager.
 //!
 //! It must not touch: packet formats (weft-wire) or protocol rules (weft-transport).
+//!
+//! # Hello, WRITE
+//!
+//! A complete two-process program (`examples/hello_write.rs`): run it once without
+//! arguments (the server), then with the server's address (the client). The client
+//! WRITEs a greeting into the server's memory; the server never posts a work request.
+//!
+//! ```text
+//! cargo run -p weft-verbs --example hello_write                   # server
+//! cargo run -p weft-verbs --example hello_write -- 127.0.0.1:18517 # client
+//! ```
+//!
+#![doc = concat!("```no_run\n", include_str!("../examples/hello_write.rs"), "```")]
 #![deny(unsafe_code)]
 
 pub mod cm;

@@ -1,0 +1,119 @@
+//! The crate docs' example, `examples/hello_service.rs`, as two processes: a server,
+//! and a client that calls it and prints the answer; `--help` and a malformed address
+//! print one line of usage. Every process is bounded in time.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const T: Duration = Duration::from_secs(30);
+
+/// Build the example (cargo builds examples for `cargo test` of the whole crate, not
+/// for `--test hello_service`) and return its path beside the test binary's directory.
+fn example() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let st = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "weft-rpc",
+            "--example",
+            "hello_service",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("running cargo");
+    assert!(st.success(), "building the example failed");
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("examples/hello_service");
+    assert!(path.exists(), "{} missing", path.display());
+    path
+}
+
+/// Run to completion within `limit` (killed otherwise).
+fn run(exe: &PathBuf, args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("hello_service {args:?} ran over {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The server, killed when dropped (it serves until stopped).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn hello_service_answers_a_client_in_another_process() {
+    let exe = example();
+    let help = run(&exe, &["--help"], T);
+    assert_eq!(help.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&help.stdout).lines().count(), 1);
+    let bad = run(&exe, &["127.0.0.1", "Ada"], T);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("usage: ")).count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("bad address \"127.0.0.1\""), "{err}");
+
+    let mut server = Reaped(
+        Command::new(&exe)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = server.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Some(Ok(l)) = BufReader::new(out).lines().next() {
+            let _ = tx.send(l);
+        }
+    });
+    let first = rx
+        .recv_timeout(T)
+        .expect("the server says where it listens");
+    let at = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let ok = run(&exe, &[&at, "Ada"], T);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&ok.stdout).trim(), "hello, Ada");
+    // The service's own refusal reaches the client as a status, in words.
+    let refused = run(&exe, &[&at, ""], T);
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr).trim(),
+        "hello_service: invalid_argument: a name, please"
+    );
+}
