@@ -40,34 +40,39 @@ const KIND_ACCEPT: u8 = 2;
 const KIND_REJECT: u8 = 3;
 const KIND_READY: u8 = 4;
 
-/// What one side asks for or offers.
+/// What one side asks for or offers. Each field's default ([`ConnParam::default`]) is
+/// stated with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnParam {
-    /// Remote rights this side's QP grants its peer.
+    /// Remote rights this side's QP grants its peer. Default: remote WRITE, READ and
+    /// atomics (the memory regions' own rights still apply).
     pub access: Access,
-    /// Largest path MTU this side accepts (the smaller of the two is used).
+    /// Largest path MTU this side accepts (the smaller of the two is used). Default:
+    /// 4096, capped by the link.
     pub path_mtu: Mtu,
-    /// READ/atomics this side will have outstanding (`initiator_depth`).
+    /// READ/atomics this side will have outstanding (`initiator_depth`). Default 16.
     pub initiator_depth: u8,
-    /// READ/atomics this side accepts outstanding (`responder_resources`).
+    /// READ/atomics this side accepts outstanding (`responder_resources`). Default 16.
     pub responder_resources: u8,
-    /// Local ACK timeout exponent.
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout. Default 14 (67 ms).
     pub timeout: u8,
-    /// Transport retries.
+    /// Transport retries. Default 7.
     pub retry_cnt: u8,
-    /// RNR retries (7 = infinite).
+    /// RNR retries (7 = infinite). Default 7.
     pub rnr_retry: u8,
-    /// RNR timer code.
+    /// RNR timer code (IBTA table 45). Default 1 (0.01 ms).
     pub min_rnr_timer: u8,
-    /// Loss recovery; selective is used only when both sides ask for it.
+    /// Loss recovery; selective is used only when both sides ask for it. Default:
+    /// go-back-N.
     pub recovery: Recovery,
-    /// PSNs in flight cap.
+    /// PSNs in flight cap. Default 64.
     pub max_inflight: u32,
-    /// Q_Key (UD).
+    /// Q_Key (UD). Default `0x1111_1111`.
     pub qkey: u32,
     /// Application bytes carried with the request or reply (≤ [`MAX_PRIVATE_DATA`]).
+    /// Default: none.
     pub private_data: Vec<u8>,
-    /// Bound on connecting and on each handshake step.
+    /// Bound on connecting and on each handshake step. Default 5 s.
     pub handshake_timeout: Duration,
 }
 
