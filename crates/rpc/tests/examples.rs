@@ -1,6 +1,8 @@
-//! The crate docs' example, `examples/hello_service.rs`, as two processes: a server,
-//! and a client that calls it and prints the answer; `--help` and a malformed address
-//! print one line of usage. Every process is bounded in time.
+//! The examples as a newcomer meets them: the crate docs' `examples/hello_service.rs`
+//! as two processes (a server, and a client that calls it and prints the answer);
+//! every example's `--help` prints one line of usage, and a malformed address or an
+//! unknown link prints what is wrong and one line of usage. Every process is bounded
+//! in time.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -9,29 +11,23 @@ use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(30);
 
-/// Build the example (cargo builds examples for `cargo test` of the whole crate, not
-/// for `--test hello_service`) and return its path beside the test binary's directory.
-fn example() -> PathBuf {
+/// Build the examples (cargo builds them for `cargo test` of the whole crate, not for
+/// `--test examples`) and return the path of `name` beside the test binary's directory.
+fn example(name: &str) -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let st = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "weft-rpc",
-            "--example",
-            "hello_service",
-        ])
+        .args(["build", "--quiet", "-p", "weft-rpc", "--examples"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("running cargo");
-    assert!(st.success(), "building the example failed");
+    assert!(st.success(), "building the examples failed");
     let exe = std::env::current_exe().unwrap();
     let path = exe
         .parent()
         .and_then(|d| d.parent())
         .unwrap()
-        .join("examples/hello_service");
+        .join("examples")
+        .join(name);
     assert!(path.exists(), "{} missing", path.display());
     path
 }
@@ -48,7 +44,7 @@ fn run(exe: &PathBuf, args: &[&str], limit: Duration) -> Output {
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("hello_service {args:?} ran over {limit:?}");
+            panic!("{} {args:?} ran over {limit:?}", exe.display());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -67,7 +63,7 @@ impl Drop for Reaped {
 
 #[test]
 fn hello_service_answers_a_client_in_another_process() {
-    let exe = example();
+    let exe = example("hello_service");
     let help = run(&exe, &["--help"], T);
     assert_eq!(help.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&help.stdout).lines().count(), 1);
@@ -116,4 +112,35 @@ fn hello_service_answers_a_client_in_another_process() {
         String::from_utf8_lossy(&refused.stderr).trim(),
         "hello_service: invalid_argument: a name, please"
     );
+}
+
+#[test]
+fn every_example_answers_help_and_refuses_bad_arguments_with_one_line_of_usage() {
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("namenode", &["--link", "smh"], "smh"),
+        ("namenode", &["--server", "127.0.0.1"], "127.0.0.1"),
+        ("null_latency", &["smh"], "smh"),
+        ("hello_service", &["--listen", "x:1"], "x:1"),
+    ];
+    for (name, args, named) in cases {
+        let exe = example(name);
+        let help = run(&exe, &["--help"], T);
+        assert_eq!(help.status.code(), Some(0), "{name} --help");
+        let out = String::from_utf8_lossy(&help.stdout);
+        assert_eq!(out.lines().count(), 1, "{name} --help: {out}");
+        assert!(out.starts_with(&format!("usage: {name} ")), "{out}");
+        let o = run(&exe, args, T);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
+        assert_eq!(err.lines().count(), 2, "what is wrong, then usage: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("usage: ")).count(),
+            1,
+            "{err}"
+        );
+        assert!(
+            err.contains(named),
+            "{name} {args:?} names {named:?}: {err}"
+        );
+    }
 }
