@@ -840,7 +840,7 @@ impl Listener {
     /// Listen on `addr` (port 0 picks one; see [`Listener::local_addr`]).
     pub fn bind(ctx: &Context, addr: SocketAddr) -> Result<Listener, Error> {
         Ok(Listener {
-            tcp: TcpListener::bind(addr).map_err(Error::Io)?,
+            tcp: TcpListener::bind(addr).map_err(|source| Error::Listen { addr, source })?,
             ctx: ctx.clone(),
         })
     }

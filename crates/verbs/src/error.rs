@@ -81,6 +81,13 @@ pub enum Error {
         /// What was wrong.
         error: HandshakeError,
     },
+    /// Connection manager: a listener could not be bound at this address.
+    Listen {
+        /// The TCP address.
+        addr: SocketAddr,
+        /// Why (`AddrInUse`: another listener has it).
+        source: std::io::Error,
+    },
     /// Connection manager: the side channel failed.
     Io(std::io::Error),
 }
@@ -132,6 +139,9 @@ impl fmt::Display for Error {
                 write!(f, "connection with {peer} rejected: {reason}")
             }
             Error::Handshake { peer, error } => write!(f, "handshake with {peer}: {error}"),
+            Error::Listen { addr, source } => {
+                write!(f, "cannot listen for connections at {addr}: {source}")
+            }
             Error::Io(e) => write!(f, "connection side channel: {e}"),
         }
     }
@@ -140,7 +150,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Link(e) | Error::Io(e) | Error::Bind { source: e, .. } => Some(e),
+            Error::Link(e)
+            | Error::Io(e)
+            | Error::Bind { source: e, .. }
+            | Error::Listen { source: e, .. } => Some(e),
             Error::Handshake { error, .. } => Some(error),
             Error::Post(e) => Some(e),
             _ => None,

@@ -356,3 +356,19 @@ fn an_ack_leaves_with_the_reply_one_link_burst_per_message_in_a_ping_pong() {
         bursts.1
     );
 }
+
+#[test]
+fn a_listener_address_already_taken_is_named_in_the_error() {
+    let ctx = device(LinkKind::Udp, Progress::Thread);
+    let first = Listener::bind(&ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let at = first.local_addr().unwrap();
+    let e = Listener::bind(&ctx, at).unwrap_err();
+    match &e {
+        Error::Listen { addr, source } => {
+            assert_eq!(*addr, at);
+            assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains(&at.to_string()), "{e}");
+}
