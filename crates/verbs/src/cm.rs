@@ -1099,6 +1099,88 @@ mod tests {
     }
 
     #[test]
+    fn each_bad_field_is_named_with_its_value() {
+        let b = sample().encode();
+        let with = |i: usize, v: u8| {
+            let mut m = b.clone();
+            m[i] = v;
+            Hello::decode(&m)
+        };
+        // Offsets: magic 0..4, version 4..6, kind 6, link 7, QP type 8, flags 9,
+        // QPN 10..14, PSN 14..18, MTU 18..20, depths 20, 21, Q_Key 22..26, family 26,
+        // address 27..43, port 43..45, private data length 45.
+        assert_eq!(with(0, b'X'), Err(HandshakeError::BadMagic));
+        assert_eq!(with(7, 9), Err(HandshakeError::LinkKind(9)));
+        assert_eq!(with(8, 0), Err(HandshakeError::QpType(0)));
+        assert_eq!(with(19, 1), Err(HandshakeError::PathMtu(0x0401)));
+        assert_eq!(with(26, 5), Err(HandshakeError::AddressFamily(5)));
+        assert!(matches!(with(27, 1), Err(HandshakeError::NotIpv4Mapped(_))));
+        assert_eq!(with(45, 200), Err(HandshakeError::PrivateDataTooLong(200)));
+        assert_eq!(with(45, 0), Err(HandshakeError::TrailingBytes(5)));
+        assert_eq!(Hello::decode(&b[..10]), Err(HandshakeError::Truncated));
+    }
+
+    #[test]
+    fn a_rejection_crosses_the_wire_turned_to_the_receivers_point_of_view() {
+        let sent = [
+            RejectReason::LinkMismatch {
+                theirs: LinkKind::Udp,
+                ours: LinkKind::Shm,
+            },
+            RejectReason::QpTypeMismatch {
+                theirs: QpType::Uc,
+                ours: QpType::Rc,
+            },
+            RejectReason::IcrcMismatch {
+                theirs: false,
+                ours: true,
+            },
+            RejectReason::AddressFamily { theirs: 6, ours: 4 },
+        ];
+        let received = [
+            RejectReason::LinkMismatch {
+                theirs: LinkKind::Shm,
+                ours: LinkKind::Udp,
+            },
+            RejectReason::QpTypeMismatch {
+                theirs: QpType::Rc,
+                ours: QpType::Uc,
+            },
+            RejectReason::IcrcMismatch {
+                theirs: true,
+                ours: false,
+            },
+            RejectReason::AddressFamily { theirs: 4, ours: 6 },
+        ];
+        for (s, r) in sent.iter().zip(&received) {
+            assert_eq!(RejectReason::decode(&s.encode()), *r);
+        }
+        for text in [
+            RejectReason::Application("server full".into()),
+            RejectReason::BadRequest("bad magic".into()),
+        ] {
+            assert_eq!(RejectReason::decode(&text.encode()), text);
+        }
+        // An older peer's plain-text reason, and nonsense, read as the peer's words.
+        assert_eq!(
+            RejectReason::decode(b"server full"),
+            RejectReason::Application("server full".into())
+        );
+        assert_eq!(
+            RejectReason::decode(&[REJ_LINK, 9, 1]),
+            RejectReason::Application("\u{1}\t\u{1}".into())
+        );
+        assert_eq!(
+            RejectReason::decode(&[]),
+            RejectReason::Application(String::new())
+        );
+        // A long reason is cut on a character boundary to fit one message.
+        let long = RejectReason::Application("é".repeat(400)).encode();
+        assert!(long.len() < MAX_MSG, "{}", long.len());
+        assert!(std::str::from_utf8(&long[1..]).is_ok());
+    }
+
+    #[test]
     fn random_bytes_never_panic_the_decoder() {
         let mut x = 0x1234_5678_9abc_def0u64;
         let base = sample().encode();

@@ -42,20 +42,19 @@ fn auto_port(pid: u32, n: u32) -> u16 {
     (1024 + (pid.wrapping_mul(64).wrapping_add(n)) % span) as u16
 }
 
-/// What addresses to try for `cfg`, in order: one when the caller named it, else up
-/// to [`TRIES`] fresh ones.
-fn candidates(cfg: &DeviceConfig) -> Box<dyn Iterator<Item = SocketAddr>> {
+/// The addresses to try for a device whose address is chosen here: [`TRIES`] fresh
+/// loopback addresses on port 4791, or (an shm name with port 0) fresh ports on the
+/// given address.
+fn candidates(cfg: &DeviceConfig) -> impl Iterator<Item = SocketAddr> {
     let pid = std::process::id();
-    let next = || OPENED.fetch_add(1, Ordering::Relaxed);
-    match cfg.addr {
-        None => Box::new(
-            (0..TRIES).map(move |_| SocketAddr::new(IpAddr::V4(auto_ip(pid, next())), UDP_PORT)),
-        ),
-        Some(a) if a.port() == 0 && cfg.link == LinkKind::Shm => {
-            Box::new((0..TRIES).map(move |_| SocketAddr::new(a.ip(), auto_port(pid, next()))))
+    let given = cfg.addr;
+    (0..TRIES).map(move |_| {
+        let n = OPENED.fetch_add(1, Ordering::Relaxed);
+        match given {
+            Some(a) => SocketAddr::new(a.ip(), auto_port(pid, n)),
+            None => SocketAddr::new(IpAddr::V4(auto_ip(pid, n)), UDP_PORT),
         }
-        Some(a) => Box::new(std::iter::once(a)),
-    }
+    })
 }
 
 fn bind(cfg: &DeviceConfig, addr: SocketAddr) -> io::Result<Box<dyn DatagramLink>> {
@@ -73,36 +72,31 @@ fn bind(cfg: &DeviceConfig, addr: SocketAddr) -> io::Result<Box<dyn DatagramLink
 
 /// Open `cfg`'s link: at its address, or at the first free one of its candidates.
 pub(crate) fn open(cfg: &DeviceConfig) -> Result<Box<dyn DatagramLink>, Error> {
-    let mut last = None;
-    let mut tried = 0;
-    for addr in candidates(cfg) {
-        tried += 1;
-        match bind(cfg, addr) {
-            Ok(l) => return Ok(l),
-            // Taken by another device: try the next candidate, if there is one.
-            Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some((addr, e)),
-            Err(source) => {
-                return Err(Error::Bind {
-                    link: cfg.link,
-                    addr,
-                    source,
-                })
+    let bind_error = |addr, source| Error::Bind {
+        link: cfg.link,
+        addr,
+        source,
+    };
+    let Some(given) = cfg
+        .addr
+        .filter(|a| !(a.port() == 0 && cfg.link == LinkKind::Shm))
+    else {
+        // Chosen here: the next candidate while one is taken by another device.
+        let mut last = None;
+        for addr in candidates(cfg) {
+            match bind(cfg, addr) {
+                Ok(l) => return Ok(l),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = Some(addr),
+                Err(source) => return Err(bind_error(addr, source)),
             }
         }
-    }
-    let (addr, source) = last.expect("at least one candidate address");
-    if tried == 1 {
-        return Err(Error::Bind {
+        return Err(Error::NoFreeAddress {
             link: cfg.link,
-            addr,
-            source,
+            tried: TRIES,
+            last: last.unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), UDP_PORT)),
         });
-    }
-    Err(Error::NoFreeAddress {
-        link: cfg.link,
-        tried,
-        last: addr,
-    })
+    };
+    bind(cfg, given).map_err(|source| bind_error(given, source))
 }
 
 #[cfg(test)]
