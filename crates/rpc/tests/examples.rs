@@ -14,20 +14,30 @@ const T: Duration = Duration::from_secs(30);
 /// Build the examples (cargo builds them for `cargo test` of the whole crate, not for
 /// `--test examples`) and return the path of `name` beside the test binary's directory.
 fn example(name: &str) -> PathBuf {
+    // The test binary is target/<profile dir>/deps/NAME-HASH; build the examples with
+    // the same profile so they land in target/<profile dir>/examples.
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_string(),
+        Some(p) => p.to_string(),
+    };
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let st = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "weft-rpc", "--examples"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "weft-rpc",
+            "--examples",
+            "--profile",
+        ])
+        .arg(&profile)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("running cargo");
     assert!(st.success(), "building the examples failed");
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .unwrap()
-        .join("examples")
-        .join(name);
+    let path = profile_dir.join("examples").join(name);
     assert!(path.exists(), "{} missing", path.display());
     path
 }
