@@ -12,10 +12,11 @@ use weft_link::DatagramLink;
 use weft_wire::roce::UDP_PORT;
 
 /// Addresses tried before giving up (each one taken by another device).
-pub(crate) const TRIES: u32 = 64;
+const TRIES: u32 = 64;
 
-/// Devices this process opened on a chosen address: the second part of the address, so
-/// that devices of one process differ from each other as well as from other processes.
+/// Candidates this process has drawn so far: with the process id it numbers the next
+/// one, so devices of one process differ from each other as well as from those of
+/// other processes.
 static OPENED: AtomicU32 = AtomicU32::new(0);
 
 /// Loopback addresses other than 127.0.0.0/24 (where 127.0.0.1 and explicit test
