@@ -159,8 +159,7 @@ impl DeviceOptions {
         };
         cfg.progress = self.progress;
         cfg.icrc = self.icrc || self.link == LinkKind::Udp;
-        Context::open_with(cfg)
-            .map_err(|e| Status::unavailable(format!("opening a {} device: {e}", self.link)))
+        Context::open_with(cfg).map_err(|e| Status::unavailable(e.to_string()))
     }
 }
 
