@@ -1,8 +1,9 @@
-//! `weft decode [--json] FILE`: one line (or JSON object) per RoCEv2 packet in a pcap or
-//! pcapng capture.
+//! `weft decode [--json] [--port N] FILE`: one line (or JSON object) per RoCEv2 packet
+//! in a pcap or pcapng capture.
 //!
 //! A RoCEv2 packet is an Ethernet frame (optionally 802.1Q-tagged) carrying IPv4 or
-//! IPv6 and UDP to port 4791. Other packets are skipped and counted. A RoCEv2 packet
+//! IPv6 and UDP to port 4791 (or `--port`). Other packets are skipped and counted by
+//! why they are not RoCEv2 ([`Skipped`]). A RoCEv2 packet
 //! whose transport headers do not parse is reported with the reason, in its place, and
 //! decoding goes on: a capture is where broken packets are looked for.
 
@@ -11,8 +12,12 @@ use anyhow::Context;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
+use weft_wire::ethernet::{EtherType, EthernetFrame, EthernetRepr};
 use weft_wire::frame::RoceFrame;
-use weft_wire::roce::{IbPacket, IbPacketRepr, IpPair, Syndrome};
+use weft_wire::ipv4::Ipv4Packet;
+use weft_wire::ipv6::Ipv6Packet;
+use weft_wire::roce::{IbPacket, IbPacketRepr, IpPair, Syndrome, UDP_PORT};
+use weft_wire::IpProtocol;
 
 /// Arguments of `weft decode`.
 #[derive(Debug, clap::Args)]
@@ -20,6 +25,10 @@ pub struct Args {
     /// One JSON object per RoCEv2 packet instead of a line of text.
     #[arg(long)]
     pub json: bool,
+    /// The UDP destination port RoCEv2 travels to in this capture (RoCEv2's is 4791;
+    /// some tests and stacks use another).
+    #[arg(long, default_value_t = UDP_PORT)]
+    pub port: u16,
     /// A pcap or pcapng file.
     pub file: PathBuf,
 }
@@ -130,13 +139,99 @@ pub struct Decoded {
 pub struct Report {
     /// The RoCEv2 packets, in capture order.
     pub packets: Vec<Decoded>,
-    /// Packets that are not RoCEv2 (other protocols, other link types).
-    pub skipped: usize,
+    /// Packets that are not RoCEv2, by why.
+    pub skipped: Skipped,
     /// Frames that could not be read down to their UDP port, or that were addressed to
     /// UDP 4791 but broken at the IP or UDP layer: (capture position, reason).
     pub broken: Vec<(usize, String)>,
     /// Why reading the capture stopped early, if it did.
     pub capture_error: Option<String>,
+}
+
+/// Packets a capture held that are not RoCEv2, counted by why.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Captured on a link type other than Ethernet.
+    pub link_type: usize,
+    /// Ethernet frames carrying neither IPv4 nor IPv6 (ARP, LLDP, …).
+    pub not_ip: usize,
+    /// IP packets of another protocol than UDP (the connection manager's TCP, ICMP).
+    pub not_udp: usize,
+    /// UDP datagrams to another port than the RoCEv2 one.
+    pub other_port: usize,
+    /// The other port most of those went to, and how many (a hint for `--port`).
+    pub top_other_port: Option<(u16, usize)>,
+    ports: std::collections::HashMap<u16, usize>,
+}
+
+impl Skipped {
+    /// All skipped packets.
+    pub fn total(&self) -> usize {
+        self.link_type + self.not_ip + self.not_udp + self.other_port
+    }
+
+    /// Count one Ethernet frame that `frame::parse_on_port` found not to be RoCEv2:
+    /// why, read with the same checked views (a frame too short to tell counts as not
+    /// IP, since the parse would have said broken otherwise).
+    fn count_frame(&mut self, data: &[u8]) {
+        let l3 = EthernetFrame::new_checked(data)
+            .ok()
+            .and_then(|f| EthernetRepr::parse(&f).ok())
+            .and_then(|e| Some((e.ethertype, data.get(e.header_len()..)?)));
+        let l4 = match l3 {
+            Some((EtherType::IPV4, l3)) => Ipv4Packet::new_checked(l3)
+                .ok()
+                .map(|v| (v.protocol(), v.payload().get(2..4).map(<[u8]>::to_vec))),
+            Some((EtherType::IPV6, l3)) => Ipv6Packet::new_checked(l3).ok().and_then(|v| {
+                let (proto, off) = v.upper_layer().ok()?;
+                Some((proto, l3.get(off + 2..off + 4).map(<[u8]>::to_vec)))
+            }),
+            _ => None,
+        };
+        match l4 {
+            None => self.not_ip += 1,
+            Some((proto, _)) if proto != IpProtocol::UDP => self.not_udp += 1,
+            Some((_, port)) => {
+                self.other_port += 1;
+                if let Some(p) = port.and_then(|b| <[u8; 2]>::try_from(b).ok()) {
+                    let p = u16::from_be_bytes(p);
+                    let n = self.ports.entry(p).or_default();
+                    *n += 1;
+                    if self.top_other_port.is_none_or(|(_, top)| *n > top) {
+                        self.top_other_port = Some((p, *n));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The summary's words: `80 other packets skipped: 78 UDP to other ports (most to
+    /// 37182: use --port 37182), 2 not UDP`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.other_port > 0 {
+            let hint = match self.top_other_port {
+                Some((p, n)) => format!(" (most to {p}, {n}: use --port {p} if that is RoCEv2)"),
+                None => " (use --port)".into(),
+            };
+            parts.push(format!("{} UDP to other ports{hint}", self.other_port));
+        }
+        if self.not_udp > 0 {
+            parts.push(format!("{} not UDP", self.not_udp));
+        }
+        if self.not_ip > 0 {
+            parts.push(format!("{} not IP", self.not_ip));
+        }
+        if self.link_type > 0 {
+            parts.push(format!("{} not on Ethernet", self.link_type));
+        }
+        let mut s = format!("{} other packets skipped", self.total());
+        if !parts.is_empty() {
+            s.push_str(": ");
+            s.push_str(&parts.join(", "));
+        }
+        s
+    }
 }
 
 fn endpoint(ips: &IpPair, src: bool, port: u16) -> String {
@@ -224,6 +319,11 @@ pub fn decode_frame(index: usize, frame_index: usize, f: &RoceFrame<'_>) -> Deco
 
 /// Decode every RoCEv2 packet of a capture held in memory.
 pub fn decode_capture(bytes: &[u8]) -> anyhow::Result<Report> {
+    decode_capture_on_port(bytes, UDP_PORT)
+}
+
+/// As [`decode_capture`], with RoCEv2 on UDP destination port `port`.
+pub fn decode_capture_on_port(bytes: &[u8], port: u16) -> anyhow::Result<Report> {
     let cap = pcap::read(bytes)?;
     let mut report = Report {
         capture_error: cap.error.map(|e| e.to_string()),
@@ -231,15 +331,15 @@ pub fn decode_capture(bytes: &[u8]) -> anyhow::Result<Report> {
     };
     for (i, pkt) in cap.packets.iter().enumerate() {
         if pkt.linktype != pcap::LINKTYPE_ETHERNET {
-            report.skipped += 1;
+            report.skipped.link_type += 1;
             continue;
         }
-        match weft_wire::frame::parse(pkt.data) {
+        match weft_wire::frame::parse_on_port(pkt.data, port) {
             Ok(Some(f)) => {
                 let index = report.packets.len();
                 report.packets.push(decode_frame(index, i, &f));
             }
-            Ok(None) => report.skipped += 1,
+            Ok(None) => report.skipped.count_frame(pkt.data),
             Err(e) => report.broken.push((i, e.to_string())),
         }
     }
@@ -301,7 +401,8 @@ pub fn format_line(d: &Decoded) -> String {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let bytes =
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
-    let report = decode_capture(&bytes).with_context(|| format!("{}", args.file.display()))?;
+    let report = decode_capture_on_port(&bytes, args.port)
+        .with_context(|| format!("{}", args.file.display()))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for d in &report.packets {
@@ -316,11 +417,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bad_icrc = report.packets.iter().filter(|d| !d.icrc_ok).count();
     let malformed = report.packets.iter().filter(|d| d.error.is_some()).count();
     eprintln!(
-        "{} RoCEv2 packets ({} with a bad ICRC, {} malformed), {} other packets skipped",
+        "{} RoCEv2 packets to UDP port {} ({} with a bad ICRC, {} malformed), {}",
         report.packets.len(),
+        args.port,
         bad_icrc,
         malformed,
-        report.skipped
+        report.skipped.describe()
     );
     if let Some((i, why)) = report.broken.first() {
         eprintln!(

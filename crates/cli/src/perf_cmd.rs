@@ -140,8 +140,10 @@ pub struct Args {
     /// Connection-manager TCP port (server: 0 picks one and prints it).
     #[arg(short, long, default_value_t = 18515)]
     pub port: u16,
-    /// IP address of this side's device (udp: the socket's address; shm: part of its
-    /// name) and, on the server, of the connection-manager listener.
+    /// IP address of the connection-manager listener (server) and of this side's
+    /// device, on RoCEv2's port 4791 (udp: the socket's address; shm: part of its
+    /// name). A loopback address (the default) gives each device a loopback address
+    /// of its own (127.x.y.z:4791), so client and server on one host never clash.
     #[arg(long, default_value = "127.0.0.1")]
     pub ip: IpAddr,
     /// Run the server as a child process on this host and the client here.
@@ -369,12 +371,14 @@ fn device(a: &Args) -> anyhow::Result<Context> {
         Link::Udp => LinkKind::Udp,
         Link::Shm => LinkKind::Shm,
     };
-    // udp: any free port; shm: a name unique to this process.
-    let port = match a.link {
-        Link::Udp => 0,
-        Link::Shm => 20_000 + (std::process::id() % 40_000) as u16,
+    // On loopback (the default) each side's device takes a loopback address of its
+    // own with RoCEv2's port 4791, so the two sides of `--local` never clash; on
+    // another address, the device is that address's RoCEv2 endpoint (port 4791).
+    let mut cfg = if a.ip.is_loopback() {
+        DeviceConfig::local(link)
+    } else {
+        DeviceConfig::new(link, SocketAddr::new(a.ip, weft_wire::roce::UDP_PORT))
     };
-    let mut cfg = DeviceConfig::new(link, SocketAddr::new(a.ip, port));
     cfg.progress = match a.progress {
         ProgressMode::Inline => Progress::Inline,
         ProgressMode::Thread => Progress::Thread,

@@ -27,8 +27,13 @@ fn write_capture(path: &Path, frames: &[Vec<u8>]) {
 }
 
 fn decode_json(path: &Path) -> (Vec<serde_json::Value>, String) {
+    decode_json_with(path, &[])
+}
+
+fn decode_json_with(path: &Path, extra: &[&str]) -> (Vec<serde_json::Value>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(["decode", "--json"])
+        .args(extra)
         .arg(path)
         .output()
         .unwrap();
@@ -205,6 +210,74 @@ fn damaged_capture_file_is_decoded_up_to_the_damage() {
     assert!(
         !bad.status.success(),
         "a file that is not a capture is an error"
+    );
+    std::fs::remove_dir_all(path.parent().unwrap()).ok();
+}
+
+/// The samples' IB packets again, sent to UDP port `port` (ICRC computed for it).
+fn on_port(samples: &[Sample], port: u16) -> Vec<Vec<u8>> {
+    use weft_wire::frame::FrameBuilder;
+    samples
+        .iter()
+        .filter(|s| !s.ipv6)
+        .map(|s| {
+            let mut b = FrameBuilder::v4([198, 18, 0, 1].into(), [198, 18, 0, 2].into(), 49152);
+            b.dst_port = port;
+            let mut f = vec![0u8; b.frame_len(s.repr.buffer_len(s.payload.len()))];
+            let n = b.emit(&mut f, &s.repr, &s.payload).unwrap();
+            f.truncate(n);
+            f
+        })
+        .collect()
+}
+
+#[test]
+fn another_port_is_decoded_with_dash_dash_port_and_skips_are_counted_by_reason() {
+    let samples = all_samples();
+    let mut frames = on_port(&samples[..12], 5000);
+    let roce = frames.len();
+    assert!(roce >= 4);
+    // Two UDP datagrams to port 53.
+    frames.push(dns_like(&samples[0]));
+    frames.push(dns_like(&samples[1]));
+    // One IPv4 packet of another protocol (TCP), checksum fixed.
+    let mut tcp = samples[0].frame.clone();
+    tcp[14 + 9] = 6;
+    weft_wire::ipv4::Ipv4Packet::new_unchecked(&mut tcp[14..34]).fill_checksum();
+    frames.push(tcp);
+    // One ARP frame.
+    let mut arp = vec![0u8; 14 + 28];
+    arp[..6].fill(0xff);
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    frames.push(arp);
+    let path = temp("port");
+    write_capture(&path, &frames);
+
+    // By default (port 4791) nothing is RoCEv2, and the summary says why and how.
+    let (out, stderr) = decode_json(&path);
+    assert!(out.is_empty(), "{out:?}");
+    let want = format!(
+        "{} other packets skipped: {} UDP to other ports (most to 5000, {roce}: use --port 5000 \
+         if that is RoCEv2), 1 not UDP, 1 not IP",
+        roce + 4,
+        roce + 2
+    );
+    assert!(stderr.contains(&want), "{stderr}\nwanted: {want}");
+
+    // With --port 5000 every one of them decodes, each with a good ICRC.
+    let (out, stderr) = decode_json_with(&path, &["--port", "5000"]);
+    assert_eq!(out.len(), roce, "{stderr}");
+    for v in &out {
+        assert_eq!(v["icrc_ok"], true, "{v}");
+        assert!(v["dst"].as_str().unwrap().ends_with(":5000"), "{v}");
+        assert!(v.get("error").is_none(), "{v}");
+    }
+    assert!(
+        stderr.contains(
+            "4 other packets skipped: 2 UDP to other ports (most to 53, 2: use --port 53 \
+             if that is RoCEv2), 1 not UDP, 1 not IP"
+        ),
+        "{stderr}"
     );
     std::fs::remove_dir_all(path.parent().unwrap()).ok();
 }

@@ -2,7 +2,7 @@
 //!
 //! **Owns**: the forwarding table's lookup structure ([`Table`], aliased
 //! [`Lpm4`]/[`Lpm6`]), its update path while readers keep forwarding ([`Fib`]),
-//! a naive [`reference`] implementation to test against, a seeded [`synth`]etic
+//! a naive [`reference`](mod@reference) implementation to test against, a seeded [`synth`]etic
 //! route generator with the real prefix-length mix, and a reader for `prefix value`
 //! route files ([`routes`]).
 //!

@@ -28,6 +28,9 @@ struct Opts {
     clusters: usize,
 }
 
+const USAGE: &str = "usage: namenode [--link udp|shm] [--threads N] [--files N] [--clusters N] \
+                     [--op NAME|all] [--serve IP:PORT | --server IP:PORT]";
+
 fn parse() -> Result<Opts, String> {
     let mut o = Opts {
         link: LinkKind::Shm,
@@ -42,11 +45,15 @@ fn parse() -> Result<Opts, String> {
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or(format!("{k} needs a value"));
         match k.as_str() {
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
             "--link" => {
                 o.link = match v()?.as_str() {
                     "udp" => LinkKind::Udp,
                     "shm" => LinkKind::Shm,
-                    x => return Err(format!("unknown link {x}")),
+                    x => return Err(format!("--link: unknown link {x:?} (udp or shm)")),
                 }
             }
             "--threads" => o.threads = v()?.parse().map_err(|e| format!("{e}"))?,
@@ -58,9 +65,18 @@ fn parse() -> Result<Opts, String> {
                     o.ops = vec![Op::parse(&s).ok_or(format!("unknown op {s}"))?];
                 }
             }
-            "--serve" => o.serve = Some(v()?.parse().map_err(|e| format!("{e}"))?),
-            "--server" => o.server = Some(v()?.parse().map_err(|e| format!("{e}"))?),
-            x => return Err(format!("unknown option {x}")),
+            "--serve" | "--server" => {
+                let s = v()?;
+                let at = s
+                    .parse()
+                    .map_err(|_| format!("{k}: bad address {s:?}: expected IP:PORT"))?;
+                if k == "--serve" {
+                    o.serve = Some(at);
+                } else {
+                    o.server = Some(at);
+                }
+            }
+            x => return Err(format!("unknown option {x:?}")),
         }
     }
     Ok(o)
@@ -120,8 +136,25 @@ fn run_op(nn: &NamenodeClient, w: &Workload, op: Op, files: u64) -> Result<Durat
     Ok(t.elapsed())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let o = parse()?;
+fn main() -> std::process::ExitCode {
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("namenode: {e}");
+            eprintln!("{USAGE}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match run(o) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("namenode: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(o: Opts) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(at) = o.serve {
         let s = start_server(&o, at)?;
         eprintln!("namenode serving on {} ({:?})", s.local_addr(), o.link);

@@ -14,7 +14,6 @@ use crate::frame::{Header, Kind, Rendezvous};
 use crate::status::Status;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU16, Ordering};
 use weft_verbs::{
     Access, Completion, Context, DeviceConfig, LinkKind, MemoryRegion, Progress, ProtectionDomain,
     QueuePair, RecvWr, SendWr, WrOp, MAX_INLINE,
@@ -49,24 +48,73 @@ impl Hello {
     }
 
     /// Every byte checked: the peer may not be a weft-rpc peer at all.
-    pub(crate) fn decode(b: &[u8]) -> Result<Hello, String> {
-        if b.len() != HELLO_LEN || &b[..4] != HELLO_MAGIC {
-            return Err("not a weft-rpc peer (bad handshake)".into());
+    pub(crate) fn decode(b: &[u8]) -> Result<Hello, HelloError> {
+        if b.len() != HELLO_LEN {
+            return Err(HelloError::Length(b.len()));
+        }
+        if &b[..4] != HELLO_MAGIC {
+            return Err(HelloError::BadMagic);
         }
         if b[4] != HELLO_VERSION {
-            return Err(format!(
-                "peer speaks weft-rpc handshake version {}, this side {HELLO_VERSION}",
-                b[4]
-            ));
+            return Err(HelloError::Version {
+                peer: b[4],
+                ours: HELLO_VERSION,
+            });
         }
         let ring = u16::from_be_bytes([b[6], b[7]]);
         let buf = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
         if ring == 0 || (buf as usize) < MIN_BUFFER {
-            return Err(format!("peer's ring ({ring} × {buf} B) is unusable"));
+            return Err(HelloError::UnusableRing { ring, buf });
         }
         Ok(Hello { ring, buf })
     }
 }
+
+/// Why a peer's weft-rpc hello (the connection manager's private data) is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HelloError {
+    /// Not the 12 bytes of a hello: not a weft-rpc peer.
+    Length(usize),
+    /// The first four bytes are not `WRPC`: not a weft-rpc peer.
+    BadMagic,
+    /// The peer speaks another handshake version.
+    Version {
+        /// The peer's.
+        peer: u8,
+        /// This side's.
+        ours: u8,
+    },
+    /// No receive buffers, or buffers smaller than [`MIN_BUFFER`].
+    UnusableRing {
+        /// Receive buffers the peer posted.
+        ring: u16,
+        /// Bytes in each.
+        buf: u32,
+    },
+}
+
+impl std::fmt::Display for HelloError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HelloError::Length(n) => write!(
+                f,
+                "not a weft-rpc peer (a hello of {n} bytes, not {HELLO_LEN})"
+            ),
+            HelloError::BadMagic => f.write_str("not a weft-rpc peer (bad handshake magic)"),
+            HelloError::Version { peer, ours } => write!(
+                f,
+                "peer speaks weft-rpc handshake version {peer}, this side {ours}"
+            ),
+            HelloError::UnusableRing { ring, buf } => write!(
+                f,
+                "peer's ring ({ring} × {buf} B) is unusable (at least 1 × {MIN_BUFFER} B)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HelloError {}
 
 /// The smallest receive buffer: a header and a rendezvous descriptor, with room.
 pub const MIN_BUFFER: usize = 128;
@@ -77,7 +125,13 @@ pub struct DeviceOptions {
     /// udp or shm.
     pub link: LinkKind,
     /// The IP the device uses (udp: the socket's address; shm: part of its name).
-    pub ip: IpAddr,
+    ///
+    /// `None` (the default): a loopback address of the device's own with RoCEv2's
+    /// port 4791 ([`weft_verbs::DeviceConfig::local`]), so every device of a server
+    /// and of its clients on this host owns port 4791 on its own address. `Some(ip)`:
+    /// a free port on `ip` (udp: any the kernel picks; shm: a name unique on the host),
+    /// so a server's several devices can share one address.
+    pub ip: Option<IpAddr>,
     /// Engine thread or inline progress.
     pub progress: Progress,
     /// Compute ICRCs on shm (udp always does); both ends must agree.
@@ -85,41 +139,27 @@ pub struct DeviceOptions {
 }
 
 impl DeviceOptions {
-    /// Defaults for `link`: loopback, engine thread; no ICRC on shm.
+    /// Defaults for `link`: a loopback address of its own, engine thread; no ICRC on
+    /// shm.
     pub fn new(link: LinkKind) -> DeviceOptions {
         DeviceOptions {
             link,
-            ip: IpAddr::from([127, 0, 0, 1]),
+            ip: None,
             progress: Progress::Thread,
             icrc: link == LinkKind::Udp,
         }
     }
 
-    /// Open a device. udp takes any free port; shm names must be unique on the host,
-    /// so names are tried from a per-process sequence until one is free.
+    /// Open a device (see [`DeviceOptions::ip`] for the address it takes).
     pub fn open(&self) -> Result<Context, Status> {
-        let mut cfg = DeviceConfig::new(self.link, SocketAddr::new(self.ip, 0));
+        let mut cfg = match self.ip {
+            None => DeviceConfig::local(self.link),
+            // Port 0: the kernel picks (udp), weft-verbs picks a unique name (shm).
+            Some(ip) => DeviceConfig::new(self.link, SocketAddr::new(ip, 0)),
+        };
         cfg.progress = self.progress;
         cfg.icrc = self.icrc || self.link == LinkKind::Udp;
-        if self.link == LinkKind::Udp {
-            return Context::open_with(cfg)
-                .map_err(|e| Status::unavailable(format!("opening a udp device: {e}")));
-        }
-        static NEXT: AtomicU16 = AtomicU16::new(0);
-        let base = 10_000 + (std::process::id() % 5000) as u16 * 10;
-        let mut last = None;
-        for _ in 0..64 {
-            let port = base.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed) % 50_000);
-            cfg.addr = SocketAddr::new(self.ip, port.max(1024));
-            match Context::open_with(cfg.clone()) {
-                Ok(c) => return Ok(c),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(Status::unavailable(format!(
-            "opening an shm device: {}",
-            last.map(|e| e.to_string()).unwrap_or_default()
-        )))
+        Context::open_with(cfg).map_err(|e| Status::unavailable(e.to_string()))
     }
 }
 
@@ -375,7 +415,13 @@ mod tests {
         }
         let mut v = b.clone();
         v[4] = 2;
-        assert!(Hello::decode(&v).unwrap_err().contains("version 2"));
+        assert_eq!(
+            Hello::decode(&v),
+            Err(HelloError::Version {
+                peer: 2,
+                ours: HELLO_VERSION
+            })
+        );
         let zero = Hello { ring: 0, buf: 4096 }.encode();
         assert!(Hello::decode(&zero).is_err());
     }

@@ -22,6 +22,18 @@
 //!
 //! It owns: the RPC wire format, flow control and threading. It must not touch:
 //! verbs internals (it uses only weft-verbs' public API).
+//!
+//! # Hello, service
+//!
+//! A complete two-process program (`examples/hello_service.rs`): a typed service, its
+//! server, and a client that calls it.
+//!
+//! ```text
+//! cargo run -p weft-rpc --example hello_service                        # server
+//! cargo run -p weft-rpc --example hello_service -- 127.0.0.1:18518 Ada # client
+//! ```
+//!
+#![doc = concat!("```no_run\n", include_str!("../examples/hello_service.rs"), "```")]
 #![forbid(unsafe_code)]
 
 mod client;
@@ -38,7 +50,7 @@ mod service;
 mod status;
 
 pub use client::{Call, CallStream, Client, ClientConfig, ClientStats, Mode, TypedCall};
-pub use conn::{DeviceOptions, MIN_BUFFER};
+pub use conn::{DeviceOptions, HelloError, MIN_BUFFER};
 pub use server::{ClusterStats, Server, ServerConfig, ServerStats};
 pub use service::{method_id, CallContext, Exec, Handlers, Method, Service};
 pub use status::{Code, Status};

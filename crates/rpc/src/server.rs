@@ -464,7 +464,7 @@ fn acceptor(s: &Arc<Shared>, listener: &Listener) {
             Err(why) => {
                 s.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%why, "refused a connection");
-                req.reject(&why);
+                req.reject(&why.to_string());
                 continue;
             }
         };

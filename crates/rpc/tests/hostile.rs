@@ -9,8 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_rpc::frame::{frames, Header, Kind, Rendezvous};
-use weft_rpc::{Code, DeviceOptions, LinkKind};
-use weft_verbs::cm::{self, ConnParam, Connection};
+use weft_rpc::{Code, DeviceOptions, HelloError, LinkKind};
+use weft_verbs::cm::{self, ConnParam, Connection, RejectReason};
 use weft_verbs::{
     Access, CompletionQueue, MemoryRegion, ProtectionDomain, QpInitAttr, QpType, QueuePair, RecvWr,
     SendWr, WcOpcode, WcStatus, WrOp,
@@ -246,6 +246,14 @@ fn a_client_that_is_not_weft_rpc_is_refused() {
     let e = Raw::try_connect(kind, s.local_addr(), b"HTTP/1.1".to_vec(), 8, 4096)
         .err()
         .expect("the server accepted a stranger");
+    // The server's reason is weft-rpc's typed refusal of an 8-byte hello.
+    match &e {
+        weft_verbs::Error::Rejected {
+            reason: RejectReason::Application(why),
+            ..
+        } => assert_eq!(*why, HelloError::Length(8).to_string()),
+        other => panic!("{other:?}"),
+    }
     assert!(e.to_string().contains("weft-rpc"), "{e}");
     assert_eq!(s.stats().connections_rejected, 1);
 }

@@ -17,25 +17,63 @@ use weft_verbs::{
     SendWr, WrOp,
 };
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
-    let link = if args.get(1).map(String::as_str) == Some("shm") {
-        LinkKind::Shm
-    } else {
-        LinkKind::Udp
+mod common;
+
+use common::Cli;
+use std::process::ExitCode;
+
+struct Opts {
+    link: LinkKind,
+    size: u32,
+    secs: f64,
+    count: u64,
+    depth: usize,
+}
+
+fn main() -> ExitCode {
+    let mut cli = Cli::new("msg_rate", "[udp|shm] [SIZE] [SECONDS] [COUNT] [DEPTH]");
+    let mut o = Opts {
+        link: LinkKind::Udp,
+        size: 64,
+        secs: 3.0,
+        count: u64::MAX,
+        depth: 256,
     };
-    let size: u32 = args.get(2).map_or(Ok(64), |s| s.parse())?;
-    let secs: f64 = args.get(3).map_or(Ok(3.0), |s| s.parse())?;
-    let count: u64 = args.get(4).map_or(Ok(u64::MAX), |s| s.parse())?;
-    let depth: usize = args.get(5).map_or(Ok(256), |s| s.parse())?;
-    let dev = |port: u16| -> Result<Context, weft_verbs::Error> {
-        let mut cfg = DeviceConfig::new(link, format!("127.0.0.1:{port}").parse().unwrap());
+    let mut i = 0;
+    while let Some(a) = cli.next_arg() {
+        let bad = |cli: &Cli| -> ! { cli.fail(format!("bad argument {a:?}")) };
+        match i {
+            0 => o.link = a.parse().unwrap_or_else(|_| bad(&cli)),
+            1 => o.size = a.parse().unwrap_or_else(|_| bad(&cli)),
+            2 => o.secs = a.parse().unwrap_or_else(|_| bad(&cli)),
+            3 => o.count = a.parse().unwrap_or_else(|_| bad(&cli)),
+            4 => o.depth = a.parse().unwrap_or_else(|_| bad(&cli)),
+            _ => bad(&cli),
+        }
+        i += 1;
+    }
+    if o.size == 0 || o.depth == 0 {
+        cli.fail("SIZE and DEPTH must be at least 1");
+    }
+    cli.run(|| run(&o))
+}
+
+fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
+    let Opts {
+        link,
+        size,
+        secs,
+        count,
+        depth,
+    } = *o;
+    // Two devices, each on a loopback address of its own (RoCEv2's port 4791).
+    let dev = || -> Result<Context, weft_verbs::Error> {
+        let mut cfg = DeviceConfig::local(link);
         cfg.progress = Progress::Inline;
         cfg.icrc = link == LinkKind::Udp;
         Context::open_with(cfg)
     };
-    let base = 40000 + (std::process::id() % 10000) as u16;
-    let (a, b) = (dev(base)?, dev(base + 1)?);
+    let (a, b) = (dev()?, dev()?);
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (mut cqa, mut cqb) = (
         CompletionQueue::new(&a, 4096, None),
@@ -90,7 +128,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let el = t.elapsed().as_secs_f64();
     println!(
-        "{link:?} {size} B SENDs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
+        "{link} {size} B SENDs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
         done as f64 / el,
         done as f64 * f64::from(size) / el / 1e6
     );

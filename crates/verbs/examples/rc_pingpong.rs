@@ -4,10 +4,18 @@
 //! ```text
 //! server:  cargo run --release -p weft-verbs --example rc_pingpong
 //! client:  cargo run --release -p weft-verbs --example rc_pingpong -- 127.0.0.1:18515
-//! options: --link udp|shm  --size N  --iters N  --inline-progress
+//! options: --link udp|shm  --size N  --iters N  --inline-progress  --stats
+//!          --listen IP:PORT (server: where the connection manager listens)
 //! ```
+//!
+//! Each side's device takes a loopback address of its own on RoCEv2's UDP port 4791
+//! (printed at start), so `tcpdump -i lo udp port 4791` sees the traffic.
 
+mod common;
+
+use common::Cli;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
@@ -15,34 +23,61 @@ use weft_verbs::{
     SendWr, WcStatus, WrOp,
 };
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let (mut link, mut size, mut iters, mut progress, mut server) = (
-        LinkKind::Udp,
-        64usize,
-        10_000usize,
-        Progress::Thread,
-        None::<SocketAddr>,
-    );
-    while let Some(a) = args.next() {
+const USAGE: &str =
+    "[SERVER_IP:PORT] [--link udp|shm] [--size N] [--iters N] [--inline-progress] [--stats] [--listen IP:PORT]";
+
+struct Opts {
+    link: LinkKind,
+    size: usize,
+    iters: usize,
+    progress: Progress,
+    stats: bool,
+    server: Option<SocketAddr>,
+    listen: SocketAddr,
+}
+
+fn main() -> ExitCode {
+    let mut cli = Cli::new("rc_pingpong", USAGE);
+    let mut o = Opts {
+        link: LinkKind::Udp,
+        size: 64,
+        iters: 10_000,
+        progress: Progress::Thread,
+        stats: false,
+        server: None,
+        listen: SocketAddr::from(([127, 0, 0, 1], 18515)),
+    };
+    while let Some(a) = cli.next_arg() {
         match a.as_str() {
-            "--link" => {
-                link = match args.next().as_deref() {
-                    Some("shm") => LinkKind::Shm,
-                    _ => LinkKind::Udp,
-                }
+            "--link" => o.link = cli.link(),
+            "--size" => o.size = cli.value("--size"),
+            "--iters" => o.iters = cli.value("--iters"),
+            "--inline-progress" => o.progress = Progress::Inline,
+            "--stats" => o.stats = true,
+            "--listen" => {
+                let v: String = cli.value("--listen");
+                o.listen = cli.addr(&v);
             }
-            "--size" => size = args.next().ok_or("--size N")?.parse()?,
-            "--iters" => iters = args.next().ok_or("--iters N")?.parse()?,
-            "--inline-progress" => progress = Progress::Inline,
-            other => server = Some(other.parse()?),
+            other => o.server = Some(cli.addr(other)),
         }
     }
-    // The device: loopback, a port of its own (0 = any free one).
-    let mut cfg = DeviceConfig::new(link, "127.0.0.1:0".parse()?);
-    if link == LinkKind::Shm {
-        cfg.addr = format!("127.0.0.1:{}", 30000 + std::process::id() % 30000).parse()?;
+    if o.size == 0 || o.iters == 0 {
+        cli.fail("--size and --iters must be at least 1");
     }
+    cli.run(|| run(&o))
+}
+
+fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
+    let Opts {
+        link,
+        size,
+        iters,
+        progress,
+        server,
+        ..
+    } = *o;
+    // The device: a loopback address of its own, RoCEv2's port 4791.
+    let mut cfg = DeviceConfig::local(link);
     cfg.progress = progress;
     let ctx = Context::open_with(cfg)?;
     let pd = ctx.alloc_pd();
@@ -56,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let param = ConnParam::default();
     let _conn = match server {
         None => {
-            let l = Listener::bind(&ctx, "127.0.0.1:18515".parse()?)?;
+            let l = Listener::bind(&ctx, o.listen)?;
             println!(
                 "waiting on {} (device {})",
                 l.local_addr()?,
@@ -65,7 +100,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let req = l.get_request(Duration::from_secs(120))?;
             req.accept(&mut qp, &param)?
         }
-        Some(at) => cm::connect(&mut qp, at, &param)?,
+        Some(at) => {
+            let c = cm::connect(&mut qp, at, &param)?;
+            println!(
+                "connected to {at} (device {}, peer device {})",
+                ctx.local_addr(),
+                c.remote().addr
+            );
+            c
+        }
     };
     // A message that arrives before this receive is posted is answered with an RNR
     // NAK and retried by the sender, as on real RC hardware.
@@ -74,41 +117,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let send = || SendWr::new(2, WrOp::Send { imm: None }, [mr.sge(0, size as u32)]);
     let mut rtts = Vec::with_capacity(iters);
     let mut out = Vec::with_capacity(4);
-    let wait_recv =
-        |cq: &mut CompletionQueue, out: &mut Vec<weft_verbs::Completion>| -> Result<(), String> {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                out.clear();
-                cq.poll(out, 4);
-                let mut got = false;
-                for c in out.iter() {
-                    if c.status != WcStatus::Success {
-                        return Err(format!("completion error: {c:?}"));
-                    }
-                    got |= c.opcode.is_recv();
+    let wait_recv = |cq: &mut CompletionQueue,
+                     out: &mut Vec<weft_verbs::Completion>|
+     -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            out.clear();
+            cq.poll(out, 4);
+            let mut got = false;
+            for c in out.iter() {
+                if c.status != WcStatus::Success {
+                    return Err(format!(
+                            "a {:?} completed with {:?} (the peer may have gone; --stats shows the counters)",
+                            c.opcode, c.status
+                        ));
                 }
-                if got {
-                    return Ok(());
-                }
-                if Instant::now() > deadline {
-                    return Err("peer went silent".into());
-                }
+                got |= c.opcode.is_recv();
             }
-        };
+            if got {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err("peer went silent".into());
+            }
+        }
+    };
     for i in 0..iters {
         let t = Instant::now();
         if is_client {
             qp.post_send([send()])?;
             if let Err(e) = wait_recv(&mut cq, &mut out) {
-                eprintln!("client iteration {i}: {:#?}", ctx.stats());
-                return Err(e.into());
+                if o.stats {
+                    eprintln!("{:#?}", ctx.stats());
+                }
+                return Err(format!("client, round trip {i}: {e}").into());
             }
             qp.post_recv([recv()])?;
             rtts.push(t.elapsed());
         } else {
             if let Err(e) = wait_recv(&mut cq, &mut out) {
-                eprintln!("server iteration {i}: {:#?}", ctx.stats());
-                return Err(e.into());
+                if o.stats {
+                    eprintln!("{:#?}", ctx.stats());
+                }
+                return Err(format!("server, round trip {i}: {e}").into());
             }
             qp.post_recv([recv()])?;
             qp.post_send([send()])?;
@@ -119,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         let mean = rtts.iter().map(|d| us(*d)).sum::<f64>() / rtts.len() as f64;
         println!(
-            "{iters} round trips of {size} B over {link:?}: RTT p50 {:.2} us, p99 {:.2} us, mean {mean:.2} us; one-way p50 {:.2} us",
+            "{iters} round trips of {size} B over {link}: RTT p50 {:.2} us, p99 {:.2} us, mean {mean:.2} us; one-way p50 {:.2} us",
             us(rtts[rtts.len() / 2]),
             us(rtts[rtts.len() * 99 / 100]),
             us(rtts[rtts.len() / 2]) / 2.0
@@ -135,6 +186,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 break;
             }
         }
+    }
+    if o.stats {
+        println!("{:#?}", ctx.stats());
     }
     Ok(())
 }

@@ -9,7 +9,11 @@
 //! options: --link udp|shm
 //! ```
 
+mod common;
+
+use common::Cli;
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::time::Duration;
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
@@ -17,25 +21,22 @@ use weft_verbs::{
     SendWr, WcStatus, WrOp,
 };
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> ExitCode {
+    let mut cli = Cli::new("write_read", "[SERVER_IP:PORT] [--link udp|shm]");
     let mut link = LinkKind::Udp;
     let mut server = None::<SocketAddr>;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
+    while let Some(a) = cli.next_arg() {
         match a.as_str() {
-            "--link" if args.next().as_deref() == Some("shm") => link = LinkKind::Shm,
-            "--link" => link = LinkKind::Udp,
-            other => server = Some(other.parse()?),
+            "--link" => link = cli.link(),
+            other => server = Some(cli.addr(other)),
         }
     }
-    let port = match link {
-        LinkKind::Udp => 0,
-        LinkKind::Shm => 30000 + (std::process::id() % 30000) as u16,
-    };
-    let ctx = Context::open_with(DeviceConfig::new(
-        link,
-        SocketAddr::from(([127, 0, 0, 1], port)),
-    ))?;
+    cli.run(|| run(link, server))
+}
+
+fn run(link: LinkKind, server: Option<SocketAddr>) -> Result<(), Box<dyn std::error::Error>> {
+    // The device: a loopback address of its own, RoCEv2's port 4791.
+    let ctx = Context::open_with(DeviceConfig::local(link))?;
     let pd = ctx.alloc_pd();
     let mut cq = CompletionQueue::new(&ctx, 16, None);
     let mut qp = pd.create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))?;
@@ -78,10 +79,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Client.
     let conn = cm::connect(&mut qp, at, &ConnParam::default())?;
+    // The server's private data: its region's address and rkey (12 bytes).
     let p = &conn.remote().private_data;
+    let (Some(addr), Some(rkey)) = (
+        p.get(..8).and_then(|b| b.try_into().ok()),
+        p.get(8..12).and_then(|b| b.try_into().ok()),
+    ) else {
+        return Err(format!(
+            "the server sent {} bytes of private data, not an address and rkey (12)",
+            p.len()
+        )
+        .into());
+    };
     let remote = RemoteAddr {
-        addr: u64::from_be_bytes(p[..8].try_into()?),
-        rkey: u32::from_be_bytes(p[8..12].try_into()?),
+        addr: u64::from_be_bytes(addr),
+        rkey: u32::from_be_bytes(rkey),
     };
     let at_off = |off: u64| RemoteAddr {
         addr: remote.addr + off,
@@ -114,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ])?;
     for c in cq.wait(3, Duration::from_secs(10)) {
         if c.status != WcStatus::Success {
-            return Err(format!("{c:?}").into());
+            return Err(format!("the {:?} completed with {:?}", c.opcode, c.status).into());
         }
         println!("client: {:?} done", c.opcode);
     }

@@ -20,6 +20,7 @@ use crate::context::{random_u64, Context, LinkKind};
 use crate::engine::Shared;
 use crate::qp::QueuePair;
 use crate::Error;
+use std::fmt;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -39,34 +40,39 @@ const KIND_ACCEPT: u8 = 2;
 const KIND_REJECT: u8 = 3;
 const KIND_READY: u8 = 4;
 
-/// What one side asks for or offers.
+/// What one side asks for or offers. Each field's default ([`ConnParam::default`]) is
+/// stated with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnParam {
-    /// Remote rights this side's QP grants its peer.
+    /// Remote rights this side's QP grants its peer. Default: remote WRITE, READ and
+    /// atomics (the memory regions' own rights still apply).
     pub access: Access,
-    /// Largest path MTU this side accepts (the smaller of the two is used).
+    /// Largest path MTU this side accepts (the smaller of the two is used). Default:
+    /// 4096, capped by the link.
     pub path_mtu: Mtu,
-    /// READ/atomics this side will have outstanding (`initiator_depth`).
+    /// READ/atomics this side will have outstanding (`initiator_depth`). Default 16.
     pub initiator_depth: u8,
-    /// READ/atomics this side accepts outstanding (`responder_resources`).
+    /// READ/atomics this side accepts outstanding (`responder_resources`). Default 16.
     pub responder_resources: u8,
-    /// Local ACK timeout exponent.
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout. Default 14 (67 ms).
     pub timeout: u8,
-    /// Transport retries.
+    /// Transport retries. Default 7.
     pub retry_cnt: u8,
-    /// RNR retries (7 = infinite).
+    /// RNR retries (7 = infinite). Default 7.
     pub rnr_retry: u8,
-    /// RNR timer code.
+    /// RNR timer code (IBTA table 45). Default 1 (0.01 ms).
     pub min_rnr_timer: u8,
-    /// Loss recovery; selective is used only when both sides ask for it.
+    /// Loss recovery; selective is used only when both sides ask for it. Default:
+    /// go-back-N.
     pub recovery: Recovery,
-    /// PSNs in flight cap.
+    /// PSNs in flight cap. Default 64.
     pub max_inflight: u32,
-    /// Q_Key (UD).
+    /// Q_Key (UD). Default `0x1111_1111`.
     pub qkey: u32,
     /// Application bytes carried with the request or reply (≤ [`MAX_PRIVATE_DATA`]).
+    /// Default: none.
     pub private_data: Vec<u8>,
-    /// Bound on connecting and on each handshake step.
+    /// Bound on connecting and on each handshake step. Default 5 s.
     pub handshake_timeout: Duration,
 }
 
@@ -91,6 +97,244 @@ impl Default for ConnParam {
             private_data: Vec::new(),
             handshake_timeout: Duration::from_secs(5),
         }
+    }
+}
+
+/// Why bytes from the peer are not a handshake this side can use. Every field of a
+/// hello is checked; each variant names the field and the value found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HandshakeError {
+    /// The message ended before its fields did.
+    Truncated,
+    /// The first four bytes are not `WFCM`: not a weft connection request.
+    BadMagic,
+    /// The peer speaks another handshake version.
+    Version {
+        /// The peer's.
+        peer: u16,
+        /// This side's ([`VERSION`]).
+        ours: u16,
+    },
+    /// A link kind code that is neither udp (1) nor shm (2).
+    LinkKind(u8),
+    /// A QP type code that is not RC (1), UC (2) or UD (3).
+    QpType(u8),
+    /// A path MTU that is not 256, 512, 1024, 2048 or 4096.
+    PathMtu(u16),
+    /// An address family code that is neither 4 nor 6.
+    AddressFamily(u8),
+    /// Family 4 with an address that is not IPv4-mapped.
+    NotIpv4Mapped(Ipv6Addr),
+    /// More private data than [`MAX_PRIVATE_DATA`].
+    PrivateDataTooLong(usize),
+    /// Bytes after the private data.
+    TrailingBytes(usize),
+    /// A framed message of 0 or more than 512 bytes.
+    MessageLength(usize),
+    /// A message of another kind than this step expects.
+    UnexpectedKind {
+        /// What this step waits for.
+        expected: &'static str,
+        /// The kind code received.
+        got: u8,
+    },
+    /// The peer closed the side channel in the middle of the handshake.
+    PeerClosed,
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HandshakeError::Truncated => f.write_str("message too short"),
+            HandshakeError::BadMagic => f.write_str("not a weft connection request (bad magic)"),
+            HandshakeError::Version { peer, ours } => {
+                write!(f, "peer speaks handshake version {peer}, this side {ours}")
+            }
+            HandshakeError::LinkKind(k) => write!(f, "unknown link kind {k}"),
+            HandshakeError::QpType(t) => write!(f, "unknown QP type {t}"),
+            HandshakeError::PathMtu(m) => write!(f, "bad path MTU {m}"),
+            HandshakeError::AddressFamily(a) => write!(f, "bad address family {a}"),
+            HandshakeError::NotIpv4Mapped(a) => {
+                write!(f, "address {a} of family 4 is not IPv4-mapped")
+            }
+            HandshakeError::PrivateDataTooLong(n) => {
+                write!(f, "private data of {n} bytes (at most {MAX_PRIVATE_DATA})")
+            }
+            HandshakeError::TrailingBytes(n) => write!(f, "{n} trailing bytes"),
+            HandshakeError::MessageLength(n) => write!(f, "bad message length {n}"),
+            HandshakeError::UnexpectedKind { expected, got } => {
+                write!(f, "expected {expected}, got message kind {got}")
+            }
+            HandshakeError::PeerClosed => f.write_str("peer closed the side channel"),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
+/// Why a connection was refused. Mismatches are told from the point of view of the
+/// side that reports them: `ours` is this process's value, `theirs` the peer's (a
+/// rejection received from the peer is turned around).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RejectReason {
+    /// Nothing accepts connections at the address (TCP connection refused).
+    NothingListens,
+    /// The two devices run on different links.
+    LinkMismatch {
+        /// The peer's link.
+        theirs: LinkKind,
+        /// This side's link.
+        ours: LinkKind,
+    },
+    /// The two QPs are of different types.
+    QpTypeMismatch {
+        /// The peer's QP type.
+        theirs: QpType,
+        /// This side's QP type.
+        ours: QpType,
+    },
+    /// One link computes ICRCs and the other does not.
+    IcrcMismatch {
+        /// Whether the peer's does.
+        theirs: bool,
+        /// Whether this side's does.
+        ours: bool,
+    },
+    /// The device addresses are of different IP families (4 or 6).
+    AddressFamily {
+        /// The peer's.
+        theirs: u8,
+        /// This side's.
+        ours: u8,
+    },
+    /// The peer could not read this side's request; its description.
+    BadRequest(String),
+    /// The peer's application refused ([`ConnectRequest::reject`]), in its words.
+    Application(String),
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RejectReason::NothingListens => f.write_str("nothing listens there"),
+            RejectReason::LinkMismatch { theirs, ours } => {
+                write!(f, "link mismatch: peer uses {theirs}, this side {ours}")
+            }
+            RejectReason::QpTypeMismatch { theirs, ours } => {
+                write!(f, "QP type mismatch: peer {theirs:?}, this side {ours:?}")
+            }
+            RejectReason::IcrcMismatch { theirs, ours } => write!(
+                f,
+                "ICRC use differs: peer {}, this side {}",
+                if *theirs { "on" } else { "off" },
+                if *ours { "on" } else { "off" }
+            ),
+            RejectReason::AddressFamily { theirs, ours } => write!(
+                f,
+                "address family mismatch: peer IPv{theirs}, this side IPv{ours}"
+            ),
+            RejectReason::BadRequest(why) => {
+                write!(f, "the peer could not read the request: {why}")
+            }
+            RejectReason::Application(why) => f.write_str(why),
+        }
+    }
+}
+
+// Reject message bodies: a code, then its fields. A code below 0x20 cannot start the
+// plain-text reasons older peers sent, so such a text still reads as `Application`.
+const REJ_LINK: u8 = 1;
+const REJ_QP_TYPE: u8 = 2;
+const REJ_ICRC: u8 = 3;
+const REJ_FAMILY: u8 = 4;
+const REJ_BAD_REQUEST: u8 = 5;
+const REJ_APPLICATION: u8 = 6;
+
+fn link_of(code: u8) -> Option<LinkKind> {
+    match code {
+        1 => Some(LinkKind::Udp),
+        2 => Some(LinkKind::Shm),
+        _ => None,
+    }
+}
+
+fn qp_of(code: u8) -> Option<QpType> {
+    match code {
+        1 => Some(QpType::Rc),
+        2 => Some(QpType::Uc),
+        3 => Some(QpType::Ud),
+        _ => None,
+    }
+}
+
+/// Longest reason text sent (the message must stay within [`MAX_MSG`]).
+const MAX_REASON: usize = MAX_MSG - 8;
+
+impl RejectReason {
+    /// The body of a reject message (this side's point of view: `ours` first).
+    fn encode(&self) -> Vec<u8> {
+        let text = |code: u8, t: &str| {
+            let mut end = t.len().min(MAX_REASON);
+            while !t.is_char_boundary(end) {
+                end -= 1;
+            }
+            let mut b = vec![code];
+            b.extend_from_slice(&t.as_bytes()[..end]);
+            b
+        };
+        match self {
+            RejectReason::LinkMismatch { theirs, ours } => {
+                vec![REJ_LINK, link_code(*ours), link_code(*theirs)]
+            }
+            RejectReason::QpTypeMismatch { theirs, ours } => {
+                vec![REJ_QP_TYPE, qp_code(*ours), qp_code(*theirs)]
+            }
+            RejectReason::IcrcMismatch { theirs, ours } => {
+                vec![REJ_ICRC, u8::from(*ours), u8::from(*theirs)]
+            }
+            RejectReason::AddressFamily { theirs, ours } => vec![REJ_FAMILY, *ours, *theirs],
+            RejectReason::BadRequest(t) => text(REJ_BAD_REQUEST, t),
+            RejectReason::Application(t) => text(REJ_APPLICATION, t),
+            // Nothing to send: no one listened.
+            RejectReason::NothingListens => text(REJ_APPLICATION, "nothing listens"),
+        }
+    }
+
+    /// Read a reject body the peer sent, turned to this side's point of view. Every
+    /// byte is hostile: a body that makes no sense is kept as the peer's text.
+    fn decode(b: &[u8]) -> RejectReason {
+        let pair = |b: &[u8]| match b {
+            [_, peer, us] => Some((*peer, *us)),
+            _ => None,
+        };
+        let text = || String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned();
+        let parsed = match b.first().copied() {
+            Some(REJ_LINK) => pair(b).and_then(|(p, u)| {
+                Some(RejectReason::LinkMismatch {
+                    theirs: link_of(p)?,
+                    ours: link_of(u)?,
+                })
+            }),
+            Some(REJ_QP_TYPE) => pair(b).and_then(|(p, u)| {
+                Some(RejectReason::QpTypeMismatch {
+                    theirs: qp_of(p)?,
+                    ours: qp_of(u)?,
+                })
+            }),
+            Some(REJ_ICRC) => pair(b).map(|(p, u)| RejectReason::IcrcMismatch {
+                theirs: p != 0,
+                ours: u != 0,
+            }),
+            Some(REJ_FAMILY) => {
+                pair(b).map(|(p, u)| RejectReason::AddressFamily { theirs: p, ours: u })
+            }
+            Some(REJ_BAD_REQUEST) => Some(RejectReason::BadRequest(text())),
+            Some(REJ_APPLICATION) => Some(RejectReason::Application(text())),
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| RejectReason::Application(String::from_utf8_lossy(b).into_owned()))
     }
 }
 
@@ -173,56 +417,51 @@ impl Hello {
     }
 
     /// Decode a message body; every field is checked.
-    pub fn decode(b: &[u8]) -> Result<Hello, Error> {
+    pub fn decode(b: &[u8]) -> Result<Hello, HandshakeError> {
         let mut r = Reader(b);
-        let bad = |what: &str| Error::Protocol(what.to_string());
         if r.take(4)? != MAGIC {
-            return Err(bad("not a weft connection request (bad magic)"));
+            return Err(HandshakeError::BadMagic);
         }
         let version = r.u16()?;
         if version != VERSION {
-            return Err(Error::Protocol(format!(
-                "peer speaks handshake version {version}, this side {VERSION}"
-            )));
+            return Err(HandshakeError::Version {
+                peer: version,
+                ours: VERSION,
+            });
         }
         let kind = r.u8()?;
-        let link = match r.u8()? {
-            1 => LinkKind::Udp,
-            2 => LinkKind::Shm,
-            _ => return Err(bad("unknown link kind")),
-        };
-        let qp_type = match r.u8()? {
-            1 => QpType::Rc,
-            2 => QpType::Uc,
-            3 => QpType::Ud,
-            _ => return Err(bad("unknown QP type")),
-        };
+        let l = r.u8()?;
+        let link = link_of(l).ok_or(HandshakeError::LinkKind(l))?;
+        let t = r.u8()?;
+        let qp_type = qp_of(t).ok_or(HandshakeError::QpType(t))?;
         let flags = r.u8()?;
         let qpn = r.u32()?;
         let psn = r.u32()? & 0x00ff_ffff;
-        let path_mtu = Mtu::from_bytes(usize::from(r.u16()?)).ok_or_else(|| bad("bad path MTU"))?;
+        let mtu = r.u16()?;
+        let path_mtu = Mtu::from_bytes(usize::from(mtu)).ok_or(HandshakeError::PathMtu(mtu))?;
         let initiator_depth = r.u8()?;
         let responder_resources = r.u8()?;
         let qkey = r.u32()?;
         let fam = r.u8()?;
-        let raw: [u8; 16] = r.take(16)?.try_into().map_err(|_| bad("short address"))?;
+        let mut raw = [0u8; 16];
+        raw.copy_from_slice(r.take(16)?);
+        let raw = Ipv6Addr::from(raw);
         let ip = match fam {
             4 => IpAddr::V4(
-                Ipv6Addr::from(raw)
-                    .to_ipv4_mapped()
-                    .ok_or_else(|| bad("bad IPv4 address"))?,
+                raw.to_ipv4_mapped()
+                    .ok_or(HandshakeError::NotIpv4Mapped(raw))?,
             ),
-            6 => IpAddr::V6(Ipv6Addr::from(raw)),
-            _ => return Err(bad("bad address family")),
+            6 => IpAddr::V6(raw),
+            _ => return Err(HandshakeError::AddressFamily(fam)),
         };
         let port = r.u16()?;
         let n = usize::from(r.u8()?);
         if n > MAX_PRIVATE_DATA {
-            return Err(bad("private data too long"));
+            return Err(HandshakeError::PrivateDataTooLong(n));
         }
         let private_data = r.take(n)?.to_vec();
         if !r.0.is_empty() {
-            return Err(bad("trailing bytes"));
+            return Err(HandshakeError::TrailingBytes(r.0.len()));
         }
         Ok(Hello {
             kind,
@@ -245,22 +484,22 @@ impl Hello {
 struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], HandshakeError> {
         if self.0.len() < n {
-            return Err(Error::Protocol("message too short".into()));
+            return Err(HandshakeError::Truncated);
         }
         let (a, b) = self.0.split_at(n);
         self.0 = b;
         Ok(a)
     }
-    fn u8(&mut self) -> Result<u8, Error> {
+    fn u8(&mut self) -> Result<u8, HandshakeError> {
         Ok(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Result<u16, Error> {
+    fn u16(&mut self) -> Result<u16, HandshakeError> {
         let b = self.take(2)?;
         Ok(u16::from_be_bytes([b[0], b[1]]))
     }
-    fn u32(&mut self) -> Result<u32, Error> {
+    fn u32(&mut self) -> Result<u32, HandshakeError> {
         let b = self.take(4)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
@@ -278,31 +517,49 @@ fn send_msg(s: &mut TcpStream, kind: u8, body: &[u8]) -> Result<(), Error> {
     s.write_all(&m).map_err(Error::Io)
 }
 
-fn recv_msg(s: &mut TcpStream, deadline: Instant) -> Result<(u8, Vec<u8>), Error> {
+fn recv_msg(
+    s: &mut TcpStream,
+    peer: SocketAddr,
+    deadline: Instant,
+) -> Result<(u8, Vec<u8>), Error> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(Error::Timeout);
     }
     s.set_read_timeout(Some(left)).map_err(Error::Io)?;
     let mut hdr = [0u8; 2];
-    read_exact(s, &mut hdr)?;
+    read_exact(s, peer, &mut hdr)?;
     let len = usize::from(u16::from_be_bytes(hdr));
     if len == 0 || len > MAX_MSG {
-        return Err(Error::Protocol(format!("bad message length {len}")));
+        return Err(Error::Handshake {
+            peer,
+            error: HandshakeError::MessageLength(len),
+        });
     }
     let mut m = vec![0u8; len];
-    read_exact(s, &mut m)?;
+    read_exact(s, peer, &mut m)?;
     let kind = m[0];
     m.remove(0);
     Ok((kind, m))
 }
 
-fn read_exact(s: &mut TcpStream, buf: &mut [u8]) -> Result<(), Error> {
+fn read_exact(s: &mut TcpStream, peer: SocketAddr, buf: &mut [u8]) -> Result<(), Error> {
     s.read_exact(buf).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::Timeout,
-        std::io::ErrorKind::UnexpectedEof => Error::Protocol("peer closed the side channel".into()),
+        std::io::ErrorKind::UnexpectedEof => Error::Handshake {
+            peer,
+            error: HandshakeError::PeerClosed,
+        },
         _ => Error::Io(e),
     })
+}
+
+fn family(a: SocketAddr) -> u8 {
+    if a.is_ipv4() {
+        4
+    } else {
+        6
+    }
 }
 
 fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> Hello {
@@ -324,26 +581,30 @@ fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> He
 }
 
 /// Why this side refuses a peer's hello, if it does.
-fn mismatch(ctx: &Context, qp: &QueuePair, peer: &Hello) -> Option<String> {
+fn mismatch(ctx: &Context, qp: &QueuePair, peer: &Hello) -> Option<RejectReason> {
     if peer.link != ctx.link_kind() {
-        return Some(format!(
-            "link mismatch: peer uses {:?}, this side {:?}",
-            peer.link,
-            ctx.link_kind()
-        ));
+        return Some(RejectReason::LinkMismatch {
+            theirs: peer.link,
+            ours: ctx.link_kind(),
+        });
     }
     if peer.qp_type != qp.qp_type() {
-        return Some(format!(
-            "QP type mismatch: peer {:?}, this side {:?}",
-            peer.qp_type,
-            qp.qp_type()
-        ));
+        return Some(RejectReason::QpTypeMismatch {
+            theirs: peer.qp_type,
+            ours: qp.qp_type(),
+        });
     }
     if peer.icrc != ctx.icrc() {
-        return Some("ICRC use differs".into());
+        return Some(RejectReason::IcrcMismatch {
+            theirs: peer.icrc,
+            ours: ctx.icrc(),
+        });
     }
-    if peer.addr.is_ipv4() != ctx.local_addr().is_ipv4() {
-        return Some("address family mismatch".into());
+    if family(peer.addr) != family(ctx.local_addr()) {
+        return Some(RejectReason::AddressFamily {
+            theirs: family(peer.addr),
+            ours: family(ctx.local_addr()),
+        });
     }
     None
 }
@@ -516,7 +777,10 @@ pub fn connect(
     let deadline = Instant::now() + param.handshake_timeout;
     let mut s = TcpStream::connect_timeout(&server, param.handshake_timeout).map_err(|e| {
         if e.kind() == std::io::ErrorKind::ConnectionRefused {
-            Error::Rejected(format!("nothing listens at {server}"))
+            Error::Rejected {
+                peer: server,
+                reason: RejectReason::NothingListens,
+            }
         } else {
             Error::Io(e)
         }
@@ -528,15 +792,32 @@ pub fn connect(
         KIND_REQUEST,
         &hello(&ctx, KIND_REQUEST, qp, psn, param).encode(),
     )?;
-    let (kind, body) = recv_msg(&mut s, deadline)?;
+    let (kind, body) = recv_msg(&mut s, server, deadline)?;
+    let handshake = |error| Error::Handshake {
+        peer: server,
+        error,
+    };
     match kind {
         KIND_ACCEPT => {}
-        KIND_REJECT => return Err(Error::Rejected(String::from_utf8_lossy(&body).into_owned())),
-        k => return Err(Error::Protocol(format!("unexpected message kind {k}"))),
+        KIND_REJECT => {
+            return Err(Error::Rejected {
+                peer: server,
+                reason: RejectReason::decode(&body),
+            })
+        }
+        got => {
+            return Err(handshake(HandshakeError::UnexpectedKind {
+                expected: "an accept or a reject",
+                got,
+            }))
+        }
     }
-    let peer = Hello::decode(&body)?;
-    if let Some(why) = mismatch(&ctx, qp, &peer) {
-        return Err(Error::Rejected(why));
+    let peer = Hello::decode(&body).map_err(handshake)?;
+    if let Some(reason) = mismatch(&ctx, qp, &peer) {
+        return Err(Error::Rejected {
+            peer: server,
+            reason,
+        });
     }
     bring_up(qp, param, psn, &peer)?;
     send_msg(&mut s, KIND_READY, &[])?;
@@ -559,7 +840,7 @@ impl Listener {
     /// Listen on `addr` (port 0 picks one; see [`Listener::local_addr`]).
     pub fn bind(ctx: &Context, addr: SocketAddr) -> Result<Listener, Error> {
         Ok(Listener {
-            tcp: TcpListener::bind(addr).map_err(Error::Io)?,
+            tcp: TcpListener::bind(addr).map_err(|source| Error::Listen { addr, source })?,
             ctx: ctx.clone(),
         })
     }
@@ -576,7 +857,7 @@ impl Listener {
         self.tcp.set_nonblocking(true).map_err(Error::Io)?;
         loop {
             match self.tcp.accept() {
-                Ok((mut s, _)) => {
+                Ok((mut s, from)) => {
                     s.set_nonblocking(false).map_err(Error::Io)?;
                     s.set_nodelay(true).map_err(Error::Io)?;
                     // The caller's timeout bounds the wait for a connection, not the
@@ -584,23 +865,36 @@ impl Listener {
                     // deadline still gets its full handshake step (a short polling
                     // timeout would otherwise reject clients at random).
                     let step = Instant::now() + Duration::from_secs(5);
-                    match recv_msg(&mut s, step).and_then(|(k, b)| {
-                        if k != KIND_REQUEST {
-                            return Err(Error::Protocol(format!(
-                                "expected a request, got kind {k}"
-                            )));
-                        }
-                        Hello::decode(&b)
-                    }) {
+                    let request = recv_msg(&mut s, from, step).and_then(|(k, b)| {
+                        let hello = if k == KIND_REQUEST {
+                            Hello::decode(&b)
+                        } else {
+                            Err(HandshakeError::UnexpectedKind {
+                                expected: "a request",
+                                got: k,
+                            })
+                        };
+                        hello.map_err(|error| Error::Handshake { peer: from, error })
+                    });
+                    match request {
                         Ok(peer) => {
                             return Ok(ConnectRequest {
                                 stream: s,
+                                from,
                                 peer,
                                 ctx: self.ctx.clone(),
                             })
                         }
                         Err(e) => {
-                            let _ = send_msg(&mut s, KIND_REJECT, e.to_string().as_bytes());
+                            let why = match e {
+                                Error::Handshake { error, .. } => error.to_string(),
+                                other => other.to_string(),
+                            };
+                            let _ = send_msg(
+                                &mut s,
+                                KIND_REJECT,
+                                &RejectReason::BadRequest(why).encode(),
+                            );
                         }
                     }
                 }
@@ -620,6 +914,8 @@ impl Listener {
 #[derive(Debug)]
 pub struct ConnectRequest {
     stream: TcpStream,
+    /// The client's side-channel address.
+    from: SocketAddr,
     peer: Hello,
     ctx: Context,
 }
@@ -644,9 +940,12 @@ impl ConnectRequest {
     /// client's QP talks to it directly.
     pub fn accept(mut self, qp: &mut QueuePair, param: &ConnParam) -> Result<Connection, Error> {
         let ctx = qp.context().clone();
-        if let Some(why) = mismatch(&ctx, qp, &self.peer) {
-            let _ = send_msg(&mut self.stream, KIND_REJECT, why.as_bytes());
-            return Err(Error::Rejected(why));
+        if let Some(reason) = mismatch(&ctx, qp, &self.peer) {
+            let _ = send_msg(&mut self.stream, KIND_REJECT, &reason.encode());
+            return Err(Error::Rejected {
+                peer: self.from,
+                reason,
+            });
         }
         let deadline = Instant::now() + param.handshake_timeout;
         let psn = random_u64() as u32 & 0x00ff_ffff;
@@ -656,17 +955,35 @@ impl ConnectRequest {
             KIND_ACCEPT,
             &hello(&ctx, KIND_ACCEPT, qp, psn, param).encode(),
         )?;
-        match recv_msg(&mut self.stream, deadline)? {
+        match recv_msg(&mut self.stream, self.from, deadline)? {
             (KIND_READY, _) => {}
-            (k, _) => return Err(Error::Protocol(format!("expected ready, got kind {k}"))),
+            (got, _) => {
+                return Err(Error::Handshake {
+                    peer: self.from,
+                    error: HandshakeError::UnexpectedKind {
+                        expected: "ready",
+                        got,
+                    },
+                })
+            }
         }
         let remote = remote_of(&self.peer, param);
         Connection::start(self.stream, remote, Arc::clone(ctx.shared()), qp.qp_num())
     }
 
-    /// Refuse the request with a reason the client sees (`rdma_reject`).
+    /// The client's side-channel address.
+    pub fn from(&self) -> SocketAddr {
+        self.from
+    }
+
+    /// Refuse the request with a reason the client sees (`rdma_reject`): it gets
+    /// [`RejectReason::Application`] with this text (cut to 500 bytes).
     pub fn reject(mut self, reason: &str) {
-        let _ = send_msg(&mut self.stream, KIND_REJECT, reason.as_bytes());
+        let _ = send_msg(
+            &mut self.stream,
+            KIND_REJECT,
+            &RejectReason::Application(reason.to_string()).encode(),
+        );
     }
 }
 
@@ -771,12 +1088,96 @@ mod tests {
         let mut v = b.clone();
         v[5] = 9;
         match Hello::decode(&v) {
-            Err(Error::Protocol(m)) => assert!(m.contains("version 9"), "{m}"),
+            Err(HandshakeError::Version { peer, ours }) => {
+                assert_eq!((peer, ours), (9, VERSION))
+            }
             other => panic!("{other:?}"),
         }
         let mut t = b;
         t.push(0);
         assert!(Hello::decode(&t).is_err());
+    }
+
+    #[test]
+    fn each_bad_field_is_named_with_its_value() {
+        let b = sample().encode();
+        let with = |i: usize, v: u8| {
+            let mut m = b.clone();
+            m[i] = v;
+            Hello::decode(&m)
+        };
+        // Offsets: magic 0..4, version 4..6, kind 6, link 7, QP type 8, flags 9,
+        // QPN 10..14, PSN 14..18, MTU 18..20, depths 20, 21, Q_Key 22..26, family 26,
+        // address 27..43, port 43..45, private data length 45.
+        assert_eq!(with(0, b'X'), Err(HandshakeError::BadMagic));
+        assert_eq!(with(7, 9), Err(HandshakeError::LinkKind(9)));
+        assert_eq!(with(8, 0), Err(HandshakeError::QpType(0)));
+        assert_eq!(with(19, 1), Err(HandshakeError::PathMtu(0x0401)));
+        assert_eq!(with(26, 5), Err(HandshakeError::AddressFamily(5)));
+        assert!(matches!(with(27, 1), Err(HandshakeError::NotIpv4Mapped(_))));
+        assert_eq!(with(45, 200), Err(HandshakeError::PrivateDataTooLong(200)));
+        assert_eq!(with(45, 0), Err(HandshakeError::TrailingBytes(5)));
+        assert_eq!(Hello::decode(&b[..10]), Err(HandshakeError::Truncated));
+    }
+
+    #[test]
+    fn a_rejection_crosses_the_wire_turned_to_the_receivers_point_of_view() {
+        let sent = [
+            RejectReason::LinkMismatch {
+                theirs: LinkKind::Udp,
+                ours: LinkKind::Shm,
+            },
+            RejectReason::QpTypeMismatch {
+                theirs: QpType::Uc,
+                ours: QpType::Rc,
+            },
+            RejectReason::IcrcMismatch {
+                theirs: false,
+                ours: true,
+            },
+            RejectReason::AddressFamily { theirs: 6, ours: 4 },
+        ];
+        let received = [
+            RejectReason::LinkMismatch {
+                theirs: LinkKind::Shm,
+                ours: LinkKind::Udp,
+            },
+            RejectReason::QpTypeMismatch {
+                theirs: QpType::Rc,
+                ours: QpType::Uc,
+            },
+            RejectReason::IcrcMismatch {
+                theirs: true,
+                ours: false,
+            },
+            RejectReason::AddressFamily { theirs: 4, ours: 6 },
+        ];
+        for (s, r) in sent.iter().zip(&received) {
+            assert_eq!(RejectReason::decode(&s.encode()), *r);
+        }
+        for text in [
+            RejectReason::Application("server full".into()),
+            RejectReason::BadRequest("bad magic".into()),
+        ] {
+            assert_eq!(RejectReason::decode(&text.encode()), text);
+        }
+        // An older peer's plain-text reason, and nonsense, read as the peer's words.
+        assert_eq!(
+            RejectReason::decode(b"server full"),
+            RejectReason::Application("server full".into())
+        );
+        assert_eq!(
+            RejectReason::decode(&[REJ_LINK, 9, 1]),
+            RejectReason::Application("\u{1}\t\u{1}".into())
+        );
+        assert_eq!(
+            RejectReason::decode(&[]),
+            RejectReason::Application(String::new())
+        );
+        // A long reason is cut on a character boundary to fit one message.
+        let long = RejectReason::Application("é".repeat(400)).encode();
+        assert!(long.len() < MAX_MSG, "{}", long.len());
+        assert!(std::str::from_utf8(&long[1..]).is_ok());
     }
 
     #[test]

@@ -4,8 +4,10 @@ use crate::engine::{self, ContextStats, Engine, Progress, Shared};
 use crate::mr::{MemoryRegion, MrTable};
 use crate::Error;
 use std::collections::hash_map::RandomState;
+use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -18,10 +20,37 @@ use weft_wire::roce::IcrcPath;
 /// A link kind a device runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkKind {
-    /// Kernel UDP sockets (RoCEv2 on port 4791 by default).
+    /// Kernel UDP sockets: RoCEv2 on UDP port 4791 ([`weft_wire::roce::UDP_PORT`]).
     Udp,
     /// Shared-memory rings between processes on one host.
     Shm,
+}
+
+impl LinkKind {
+    /// The name [`DeviceConfig::parse`] and the examples' `--link` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Udp => "udp",
+            LinkKind::Shm => "shm",
+        }
+    }
+}
+
+impl fmt::Display for LinkKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LinkKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<LinkKind, Error> {
+        match s {
+            "udp" => Ok(LinkKind::Udp),
+            "shm" => Ok(LinkKind::Shm),
+            _ => Err(Error::UnknownDevice(s.to_string())),
+        }
+    }
 }
 
 /// How to open a device.
@@ -30,26 +59,43 @@ pub struct DeviceConfig {
     /// Which link.
     pub link: LinkKind,
     /// The link's address (udp: the socket; shm: the name peers connect to).
-    pub addr: SocketAddr,
-    /// Who drives the engine.
+    ///
+    /// `None` ([`DeviceConfig::local`], the device names `udp` and `shm`): the device
+    /// takes a loopback address of its own, `127.a.b.c:4791` with `a.b.c` derived from
+    /// the process id and a per-process count, the next one tried while one is taken.
+    /// So every device on the host owns RoCEv2's UDP port 4791 on a distinct address,
+    /// and packets go to port 4791 as on a RoCE network; peers learn the address from
+    /// the connection manager. `Some(addr)` is used as given, except that an shm name
+    /// with port 0 becomes a name unique on the host (`ip:port` with a free port);
+    /// a udp port 0 takes whatever port the kernel picks (not RoCEv2's).
+    pub addr: Option<SocketAddr>,
+    /// Who drives the engine (default: an engine thread).
     pub progress: Progress,
-    /// How long an idle engine thread spins before it blocks.
+    /// How long an idle engine thread spins before it blocks (default 50 µs).
     pub idle_spin: Duration,
-    /// Compute and check the ICRC (the udp link always does; shm may negotiate it off).
+    /// Compute and check the ICRC (default on; the udp link always does; shm may
+    /// negotiate it off when both ends turn it off).
     pub icrc: bool,
     /// Transport settings (the QPN seed is replaced by a random one).
     pub transport: Config,
 }
 
-/// The default RoCEv2 address of a device: loopback, port 4791.
-pub const DEFAULT_ADDR: &str = "127.0.0.1:4791";
-
 impl DeviceConfig {
-    /// Defaults for `link` at `addr`: engine thread, 50 µs of spinning, ICRC on.
+    /// Defaults for `link` at `addr` (used as given; see [`DeviceConfig::addr`]):
+    /// engine thread, 50 µs of spinning, ICRC on.
     pub fn new(link: LinkKind, addr: SocketAddr) -> DeviceConfig {
         DeviceConfig {
+            addr: Some(addr),
+            ..DeviceConfig::local(link)
+        }
+    }
+
+    /// Defaults for `link` on a loopback address of the device's own, port 4791
+    /// (see [`DeviceConfig::addr`]): what two processes on one host use to talk RoCEv2.
+    pub fn local(link: LinkKind) -> DeviceConfig {
+        DeviceConfig {
             link,
-            addr,
+            addr: None,
             progress: Progress::Thread,
             idle_spin: Duration::from_micros(50),
             icrc: true,
@@ -57,21 +103,26 @@ impl DeviceConfig {
         }
     }
 
-    /// Parse a device name: `udp`, `shm`, `udp:ADDR`, `shm:ADDR` (ADDR an `ip:port`).
+    /// Parse a device name: `udp` or `shm` (a loopback address of the device's own,
+    /// as [`DeviceConfig::local`]), or `udp:ADDR`, `shm:ADDR` with ADDR an `ip:port`
+    /// used as given (`udp:198.18.0.1:4791`; `shm:127.0.0.1:0` for a unique name).
     pub fn parse(name: &str) -> Result<DeviceConfig, Error> {
         let (kind, addr) = match name.split_once(':') {
-            Some((k, a)) => (k, a),
-            None => (name, DEFAULT_ADDR),
+            Some((k, a)) => (k, Some(a)),
+            None => (name, None),
         };
-        let link = match kind {
-            "udp" => LinkKind::Udp,
-            "shm" => LinkKind::Shm,
-            _ => return Err(Error::UnknownDevice(name.to_string())),
-        };
-        let addr = addr
-            .parse()
+        let link = kind
+            .parse::<LinkKind>()
             .map_err(|_| Error::UnknownDevice(name.to_string()))?;
-        Ok(DeviceConfig::new(link, addr))
+        match addr {
+            None => Ok(DeviceConfig::local(link)),
+            Some(a) => {
+                let addr = a
+                    .parse()
+                    .map_err(|_| Error::UnknownDevice(name.to_string()))?;
+                Ok(DeviceConfig::new(link, addr))
+            }
+        }
     }
 }
 
@@ -127,7 +178,7 @@ impl Context {
     }
 
     /// Run the engine over a link the caller built (tests use the simulated link).
-    /// `cfg.link` and `cfg.addr` are ignored.
+    /// `cfg.addr` is ignored; `cfg.link` is what the connection manager announces.
     pub fn with_link(link: Box<dyn DatagramLink>, cfg: DeviceConfig) -> Result<Context, Error> {
         let mut tcfg = cfg.transport;
         tcfg.qpn_seed = random_u64();

@@ -7,7 +7,7 @@
 //! queue. The engine's state sits behind one mutex that only control operations
 //! (create, modify, register) and the progress loop take:
 //!
-//! - [`Progress::Thread`]: a dedicated thread runs [`Engine::progress`] in a loop, so
+//! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
 //!   one-sided operations complete against a process that never calls weft again. When
 //!   idle it spins for `idle_spin`, then blocks on the link and the doorbell eventfd.
 //! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass

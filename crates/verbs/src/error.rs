@@ -1,6 +1,9 @@
 //! What can go wrong, as enums that say what (the `errno`s of ibverbs, named).
 
+use crate::cm::{HandshakeError, RejectReason};
+use crate::LinkKind;
 use std::fmt;
+use std::net::SocketAddr;
 use weft_transport::{ModifyError, PostError, QpState};
 
 /// An error from a verbs call.
@@ -9,7 +12,26 @@ use weft_transport::{ModifyError, PostError, QpState};
 pub enum Error {
     /// The device name is not one weft knows (`udp`, `shm`, optionally `:ADDR`).
     UnknownDevice(String),
-    /// The link could not be opened or failed.
+    /// The link could not be opened at this address.
+    Bind {
+        /// Which link.
+        link: LinkKind,
+        /// The address (udp: the socket's; shm: the name).
+        addr: SocketAddr,
+        /// Why (`AddrInUse`: another device has it).
+        source: std::io::Error,
+    },
+    /// A device left to choose its own address found every one it tried taken (another
+    /// program may hold UDP port 4791 on every address, as the kernel's rxe does).
+    NoFreeAddress {
+        /// Which link.
+        link: LinkKind,
+        /// How many addresses were tried.
+        tried: u32,
+        /// The last one tried.
+        last: SocketAddr,
+    },
+    /// The link failed (or the engine's eventfd or thread could not be made).
     Link(std::io::Error),
     /// A post was refused before it reached the engine.
     Post(PostError),
@@ -44,11 +66,28 @@ pub enum Error {
     AddressFamily,
     /// A wait ran out of time.
     Timeout,
-    /// Connection manager: the peer refused the connection, with its reason.
-    Rejected(String),
+    /// Connection manager: the connection was refused, by the peer or by this side.
+    Rejected {
+        /// The other side (its connection-manager address).
+        peer: SocketAddr,
+        /// Why.
+        reason: RejectReason,
+    },
     /// Connection manager: the peer speaks another handshake version or sent bytes
     /// that are not a handshake.
-    Protocol(String),
+    Handshake {
+        /// The other side (its connection-manager address).
+        peer: SocketAddr,
+        /// What was wrong.
+        error: HandshakeError,
+    },
+    /// Connection manager: a listener could not be bound at this address.
+    Listen {
+        /// The TCP address.
+        addr: SocketAddr,
+        /// Why (`AddrInUse`: another listener has it).
+        source: std::io::Error,
+    },
     /// Connection manager: the side channel failed.
     Io(std::io::Error),
 }
@@ -59,6 +98,18 @@ impl fmt::Display for Error {
             Error::UnknownDevice(n) => write!(
                 f,
                 "unknown device {n:?} (expected udp[:ADDR] or shm[:ADDR])"
+            ),
+            Error::Bind { link, addr, source } => {
+                write!(f, "cannot open a {link} device at {addr}: {source}")?;
+                if source.kind() == std::io::ErrorKind::AddrInUse {
+                    f.write_str(" (another device or program has this address)")?;
+                }
+                Ok(())
+            }
+            Error::NoFreeAddress { link, tried, last } => write!(
+                f,
+                "no free loopback address for a {link} device: all {tried} tried were taken, \
+                 the last {last} (does another program hold UDP port 4791 on every address?)"
             ),
             Error::Link(e) => write!(f, "link: {e}"),
             Error::Post(e) => write!(f, "post refused: {e}"),
@@ -84,8 +135,13 @@ impl fmt::Display for Error {
                 f.write_str("local and peer addresses are of different IP families")
             }
             Error::Timeout => f.write_str("timed out"),
-            Error::Rejected(r) => write!(f, "connection rejected: {r}"),
-            Error::Protocol(r) => write!(f, "connection handshake: {r}"),
+            Error::Rejected { peer, reason } => {
+                write!(f, "connection with {peer} rejected: {reason}")
+            }
+            Error::Handshake { peer, error } => write!(f, "handshake with {peer}: {error}"),
+            Error::Listen { addr, source } => {
+                write!(f, "cannot listen for connections at {addr}: {source}")
+            }
             Error::Io(e) => write!(f, "connection side channel: {e}"),
         }
     }
@@ -94,7 +150,11 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Link(e) | Error::Io(e) => Some(e),
+            Error::Link(e)
+            | Error::Io(e)
+            | Error::Bind { source: e, .. }
+            | Error::Listen { source: e, .. } => Some(e),
+            Error::Handshake { error, .. } => Some(error),
             Error::Post(e) => Some(e),
             _ => None,
         }

@@ -1,7 +1,8 @@
 //! weft-verbs: the RDMA verbs API over a software RNIC.
 //!
 //! Names follow ibverbs so RDMA users feel at home: open a [`Context`] by device name
-//! (`"udp:127.0.0.1:4791"`, `"shm:127.0.0.1:4791"`), allocate a [`ProtectionDomain`],
+//! (`"udp"` or `"shm"` for a loopback address of its own on RoCEv2's port 4791,
+//! `"udp:198.18.0.1:4791"` for a given one; see [`DeviceConfig`]), allocate a [`ProtectionDomain`],
 //! register [`MemoryRegion`]s, create [`CompletionQueue`]s (optionally with a
 //! [`CompletionChannel`]), [`QueuePair`]s and [`SharedReceiveQueue`]s, move QPs
 //! through their states with [`QueuePair::modify`] (or let the connection manager,
@@ -13,6 +14,19 @@
 //! with the link backends in weft-link), and the connection manager.
 //!
 //! It must not touch: packet formats (weft-wire) or protocol rules (weft-transport).
+//!
+//! # Hello, WRITE
+//!
+//! A complete two-process program (`examples/hello_write.rs`): run it once without
+//! arguments (the server), then with the server's address (the client). The client
+//! WRITEs a greeting into the server's memory; the server never posts a work request.
+//!
+//! ```text
+//! cargo run -p weft-verbs --example hello_write                   # server
+//! cargo run -p weft-verbs --example hello_write -- 127.0.0.1:18517 # client
+//! ```
+//!
+#![doc = concat!("```no_run\n", include_str!("../examples/hello_write.rs"), "```")]
 #![deny(unsafe_code)]
 
 pub mod cm;
@@ -25,7 +39,7 @@ mod links;
 pub mod mr;
 mod qp;
 
-pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, DEFAULT_ADDR};
+pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain};
 pub use cq::{CompletionChannel, CompletionQueue};
 pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
 pub use error::Error;

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use std::time::{Duration, Instant};
-use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::cm::{self, ConnParam, Listener, RejectReason};
 use weft_verbs::{
     Access, CompletionChannel, CompletionQueue, Error, LinkKind, Progress, QpInitAttr, QpState,
     QpType, RecvWr, SendWr, WcOpcode, WcStatus, WrOp,
@@ -235,10 +235,25 @@ fn the_connection_manager_refuses_mismatches_and_silence_with_clear_errors() {
         )
     });
     match client {
-        Err(Error::Rejected(m)) => assert!(m.contains("QP type"), "{m}"),
+        Err(Error::Rejected {
+            peer,
+            reason: RejectReason::QpTypeMismatch { theirs, ours },
+        }) => {
+            assert_eq!(peer, at);
+            assert_eq!((theirs, ours), (QpType::Rc, QpType::Uc));
+        }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(server, Err(Error::Rejected(_))));
+    assert!(matches!(
+        server,
+        Err(Error::Rejected {
+            reason: RejectReason::QpTypeMismatch {
+                theirs: QpType::Uc,
+                ours: QpType::Rc
+            },
+            ..
+        })
+    ));
     // An explicit rejection carries the server's reason.
     let mut cli = side(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
     let client = std::thread::scope(|s| {
@@ -246,14 +261,23 @@ fn the_connection_manager_refuses_mismatches_and_silence_with_clear_errors() {
         cm::connect(&mut cli.qp, at, &ConnParam::default())
     });
     match client {
-        Err(Error::Rejected(m)) => assert_eq!(m, "server full"),
+        Err(Error::Rejected {
+            reason: RejectReason::Application(m),
+            ..
+        }) => assert_eq!(m, "server full"),
         other => panic!("{other:?}"),
     }
     // Nobody listening.
     drop(listener);
     let r = cm::connect(&mut cli.qp, at, &ConnParam::default());
     assert!(
-        matches!(r, Err(Error::Rejected(_)) | Err(Error::Io(_))),
+        matches!(
+            r,
+            Err(Error::Rejected {
+                reason: RejectReason::NothingListens,
+                ..
+            }) | Err(Error::Io(_))
+        ),
         "{r:?}"
     );
     // A listener that never answers: the handshake times out.
@@ -331,4 +355,20 @@ fn an_ack_leaves_with_the_reply_one_link_burst_per_message_in_a_ping_pong() {
         bursts.0,
         bursts.1
     );
+}
+
+#[test]
+fn a_listener_address_already_taken_is_named_in_the_error() {
+    let ctx = device(LinkKind::Udp, Progress::Thread);
+    let first = Listener::bind(&ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let at = first.local_addr().unwrap();
+    let e = Listener::bind(&ctx, at).unwrap_err();
+    match &e {
+        Error::Listen { addr, source } => {
+            assert_eq!(*addr, at);
+            assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains(&at.to_string()), "{e}");
 }

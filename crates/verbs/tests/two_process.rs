@@ -18,8 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
-    Access, CompletionChannel, CompletionQueue, LinkKind, Progress, QpInitAttr, QpType, RecvWr,
-    RemoteAddr, SendWr, WcOpcode, WcStatus, WrOp, GRH_LEN,
+    Access, CompletionChannel, CompletionQueue, Context, LinkKind, Progress, QpInitAttr, QpType,
+    RecvWr, RemoteAddr, SendWr, WcOpcode, WcStatus, WrOp, GRH_LEN,
 };
 
 const REGION: usize = 1 << 20;
@@ -53,8 +53,12 @@ fn peer_process() {
     } else {
         QpType::Rc
     };
-    // Room for 16 receive slots and the echo area behind them.
-    let mut s = side(kind, Progress::Thread, qp_type, 2 * REGION);
+    // Room for 16 receive slots and the echo area behind them; on the device named
+    // by WEFT_PEER_DEVICE when set.
+    let mut s = match std::env::var("WEFT_PEER_DEVICE") {
+        Ok(name) => side_on(Context::open(&name).unwrap(), qp_type, 2 * REGION),
+        Err(_) => side(kind, Progress::Thread, qp_type, 2 * REGION),
+    };
     let listener = Listener::bind(&s.ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
     println!("LISTEN {}", listener.local_addr().unwrap());
     let mut param = ConnParam::default();
@@ -146,7 +150,16 @@ struct Peer {
 
 impl Peer {
     fn start(role: &str, kind: LinkKind) -> Peer {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        Peer::start_on(role, kind, None)
+    }
+
+    /// As [`Peer::start`], with the peer's device opened by name.
+    fn start_on(role: &str, kind: LinkKind, device: Option<&str>) -> Peer {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        if let Some(d) = device {
+            cmd.env("WEFT_PEER_DEVICE", d);
+        }
+        let mut child = cmd
             .args([
                 "--exact",
                 "peer_process",
@@ -289,6 +302,45 @@ fn one_sided_against_a_passive_process(kind: LinkKind) {
         peer.wait_exit(Duration::from_secs(10)),
         "peer did not see the disconnect"
     );
+}
+
+#[test]
+fn shm_port_0_devices_in_two_processes_get_distinct_names_and_talk() {
+    let peer = Peer::start_on("passive", LinkKind::Shm, Some("shm:127.0.0.1:0"));
+    let mut me = side_on(
+        Context::open("shm:127.0.0.1:0").unwrap(),
+        QpType::Rc,
+        REGION,
+    );
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let (mine, theirs) = (me.ctx.local_addr(), conn.remote().addr);
+    assert_ne!(mine, theirs, "two processes were given one shm name");
+    for n in [mine, theirs] {
+        assert_eq!(n.ip(), std::net::IpAddr::from([127, 0, 0, 1]));
+        assert_ne!(n.port(), 0, "port 0 was kept literally");
+    }
+    let r = remote_region(&conn.remote().private_data);
+    me.mr.write(0, b"shm names").unwrap();
+    me.qp
+        .post_send([SendWr::new(
+            1,
+            WrOp::Write {
+                remote: r,
+                imm: None,
+            },
+            vec![me.mr.sge(0, 9)],
+        )])
+        .unwrap();
+    ok(&mut me.cq, 1);
+    me.qp
+        .post_send([SendWr::new(
+            2,
+            WrOp::Read { remote: r },
+            vec![me.mr.sge(100, 9)],
+        )])
+        .unwrap();
+    ok(&mut me.cq, 1);
+    assert_eq!(me.mr.to_vec(100, 9).unwrap(), b"shm names");
 }
 
 #[test]

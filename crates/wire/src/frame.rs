@@ -83,9 +83,9 @@ impl RoceFrame<'_> {
     }
 }
 
-/// True when `l4` starts with a UDP destination port of 4791 (length unchecked).
-fn udp_dst_is_roce(l4: &[u8]) -> bool {
-    l4.get(2..4) == Some(&UDP_PORT.to_be_bytes()[..])
+/// True when `l4` starts with a UDP destination port of `port` (length unchecked).
+fn udp_dst_is_roce(l4: &[u8], port: u16) -> bool {
+    l4.get(2..4) == Some(&port.to_be_bytes()[..])
 }
 
 /// Find the IB packet in an Ethernet frame. `Ok(None)`: a frame that is not RoCEv2
@@ -95,6 +95,12 @@ fn udp_dst_is_roce(l4: &[u8]) -> bool {
 /// checksum, fragments, lengths), or RoCEv2 in IPv6 with extension headers, which the
 /// ICRC rules do not cover.
 pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
+    parse_on_port(frame, UDP_PORT)
+}
+
+/// As [`parse`], with RoCEv2 on UDP destination port `port` instead of 4791 (captures
+/// of stacks or tests that use another port).
+pub fn parse_on_port(frame: &[u8], port: u16) -> Result<Option<RoceFrame<'_>>> {
     let eth_view = EthernetFrame::new_checked(frame)?;
     let eth = EthernetRepr::parse(&eth_view)?;
     let l3 = &frame[eth.header_len()..];
@@ -103,7 +109,7 @@ pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
             let v = Ipv4Packet::new_checked(l3)?;
             // Decide "not RoCEv2" before the stricter checks, so other broken traffic
             // is not reported as broken RoCEv2.
-            if v.protocol() != IpProtocol::UDP || !udp_dst_is_roce(v.payload()) {
+            if v.protocol() != IpProtocol::UDP || !udp_dst_is_roce(v.payload(), port) {
                 return Ok(None);
             }
             let r = Ipv4Repr::parse(&v)?;
@@ -115,7 +121,7 @@ pub fn parse(frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
             let v = Ipv6Packet::new_checked(l3)?;
             let r = Ipv6Repr::parse(&v)?;
             let (proto, offset) = v.upper_layer()?;
-            if proto != IpProtocol::UDP || !udp_dst_is_roce(&l3[offset..v.total_len()]) {
+            if proto != IpProtocol::UDP || !udp_dst_is_roce(&l3[offset..v.total_len()], port) {
                 return Ok(None);
             }
             if offset != IPV6_HEADER {

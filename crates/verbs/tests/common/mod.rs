@@ -1,7 +1,6 @@
 //! Shared set-up for the verbs tests: two devices, connected QPs.
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
 use std::time::Duration;
 use weft_verbs::cm::{self, ConnParam, Connection, Listener};
 use weft_verbs::{
@@ -27,24 +26,20 @@ pub fn device(kind: LinkKind, progress: Progress) -> Context {
 
 /// A device; `icrc: false` asks the shm link to carry no ICRC (both ends must agree).
 pub fn device_with(kind: LinkKind, progress: Progress, icrc: bool) -> Context {
-    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let mut cfg = DeviceConfig::new(kind, addr);
+    // A loopback address of the device's own, RoCEv2's port 4791 (udp) or a name
+    // unique on the host (shm).
+    let mut cfg = DeviceConfig::local(kind);
     cfg.progress = progress;
     cfg.icrc = icrc;
-    if kind == LinkKind::Shm {
-        // shm names must be unique per device: pick a port from the process id and a
-        // counter.
-        use std::sync::atomic::{AtomicU16, Ordering};
-        static NEXT: AtomicU16 = AtomicU16::new(1);
-        let port =
-            20000 + (std::process::id() as u16 % 20000) + NEXT.fetch_add(1, Ordering::Relaxed);
-        cfg.addr = SocketAddr::new(addr.ip(), port);
-    }
     Context::open_with(cfg).expect("open device")
 }
 
 pub fn side(kind: LinkKind, progress: Progress, qp_type: QpType, mem: usize) -> Side {
-    let ctx = device(kind, progress);
+    side_on(device(kind, progress), qp_type, mem)
+}
+
+/// A side on a device the caller opened.
+pub fn side_on(ctx: Context, qp_type: QpType, mem: usize) -> Side {
     let pd = ctx.alloc_pd();
     let cq = CompletionQueue::new(&ctx, 1024, None);
     let qp = pd
@@ -73,8 +68,13 @@ pub fn pair_with(
     mem: usize,
     param: &ConnParam,
 ) -> (Side, Side) {
-    let mut a = side(kind, progress, qp_type, mem);
-    let mut b = side(kind, progress, qp_type, mem);
+    let a = side(kind, progress, qp_type, mem);
+    let b = side(kind, progress, qp_type, mem);
+    connect_sides(a, b, param)
+}
+
+/// Connect `a` (client) to `b` (server) through the connection manager.
+pub fn connect_sides(mut a: Side, mut b: Side, param: &ConnParam) -> (Side, Side) {
     let listener = Listener::bind(&b.ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
     let at = listener.local_addr().unwrap();
     let p = param.clone();
