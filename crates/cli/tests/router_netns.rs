@@ -92,11 +92,17 @@ fn text(o: &Output) -> String {
 struct Topology;
 
 impl Topology {
+    /// With offloads off on every veth.
     fn up(mode: &str) -> Topology {
+        Topology::up_with(mode, "off")
+    }
+
+    /// `offloads`: `off`, or `default` (veth's: checksum offload and TSO on).
+    fn up_with(mode: &str, offloads: &str) -> Topology {
         let o = Command::new("timeout")
             .args(["60", "bash"])
             .arg(script())
-            .args(["up", mode])
+            .args(["up", mode, offloads])
             .output()
             .expect("run netns-router.sh");
         let t = Topology;
@@ -524,6 +530,11 @@ fn afxdp_ports_carry_iperf3_tcp() {
 
 /// iperf3 TCP from host A to host B for 3 s.
 fn iperf3_across(r: &RouterProc, ports: &str) {
+    iperf3_to(r, ports, "198.18.2.2");
+}
+
+/// iperf3 TCP from host A to `dst` on host B for 3 s: it completes and moves data.
+fn iperf3_to(r: &RouterProc, ports: &str, dst: &str) {
     let mut server = Command::new("timeout")
         .args(["30", "ip", "netns", "exec", "weft-hb", "iperf3", "-s", "-1"])
         .stdout(Stdio::null())
@@ -531,11 +542,7 @@ fn iperf3_across(r: &RouterProc, ports: &str) {
         .spawn()
         .expect("iperf3 server");
     std::thread::sleep(Duration::from_millis(500));
-    let o = ns(
-        "weft-ha",
-        30,
-        &["iperf3", "-c", "198.18.2.2", "-t", "3", "-J"],
-    );
+    let o = ns("weft-ha", 30, &["iperf3", "-c", dst, "-t", "3", "-J"]);
     let _ = server.wait();
     let t = text(&o);
     assert!(o.status.success(), "iperf3: {t}");
@@ -547,11 +554,90 @@ fn iperf3_across(r: &RouterProc, ports: &str) {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .expect("iperf3 JSON has sum_received.bits_per_second");
     eprintln!(
-        "iperf3 TCP through weft router on {ports} ports: {:.0} Mbit/s",
+        "iperf3 TCP to {dst} through weft router on {ports} ports: {:.0} Mbit/s",
         bps / 1e6
     );
     assert!(bps > 1e6, "TCP made progress: {bps} bit/s");
     assert!(r.counter("forwarded") > 1000);
+}
+
+/// Host B's count of TCP segments that arrived with a wrong checksum
+/// (`TcpInCsumErrors`, the `InCsumErrors` column of `Tcp:` in its /proc/net/snmp).
+fn host_b_tcp_csum_errors() -> u64 {
+    let snmp = text(&ns("weft-hb", 5, &["cat", "/proc/net/snmp"]));
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
+        panic!("no Tcp lines in host B's /proc/net/snmp: {snmp}");
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find_map(|(n, v)| (n == "InCsumErrors").then(|| v.parse().ok()).flatten())
+        .unwrap_or_else(|| panic!("no Tcp InCsumErrors in {snmp}"))
+}
+
+/// One column of `show links` for a port.
+fn link_counter(r: &RouterProc, port: &str, column: &str) -> u64 {
+    let links = r.ctl("show links");
+    let mut lines = links.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    let at = header
+        .iter()
+        .position(|h| *h == column)
+        .unwrap_or_else(|| panic!("no column {column} in {links}"));
+    lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&port))
+        .and_then(|w| w.get(at).and_then(|v| v.parse().ok()))
+        .unwrap_or_else(|| panic!("no {column} for {port} in {links}"))
+}
+
+/// Issue 20: with veth's default offloads (checksum offload and TSO on) the hosts
+/// send partial checksums and TCP super-frames; the router's ports must finish them
+/// as a NIC would, or the far host drops every segment (`TcpInCsumErrors`).
+fn tcp_with_default_offloads(r: &RouterProc, ports: &str) {
+    let tx_csum = text(&ns("weft-ha", 5, &["ethtool", "-k", "weft-a0"]));
+    assert!(
+        tx_csum.contains("tx-checksumming: on") && tx_csum.contains("tcp-segmentation-offload: on"),
+        "the topology keeps veth's default offloads: {tx_csum}"
+    );
+    let errors_before = host_b_tcp_csum_errors();
+    iperf3_to(r, ports, "198.18.2.2");
+    iperf3_to(r, ports, "2001:2:0:2::2");
+    let errors = host_b_tcp_csum_errors() - errors_before;
+    assert_eq!(errors, 0, "host B counted TcpInCsumErrors");
+    // The work was there to do, and the ports did it.
+    let completed = link_counter(r, "left", "rx_csum_completed");
+    let segmented = link_counter(r, "left", "rx_gso_segmented");
+    eprintln!("{ports}: left port completed {completed} checksums, split {segmented} super-frames");
+    assert!(
+        completed > 0,
+        "partial checksums arrived and were completed"
+    );
+    assert!(
+        segmented > 0,
+        "TSO super-frames arrived and were split: {}",
+        r.ctl("show links")
+    );
+}
+
+#[test]
+fn iperf3_tcp_across_the_router_with_default_veth_offloads() {
+    require!("iperf3", "ethtool");
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up_with("weft", "default");
+    let r = RouterProc::start("");
+    tcp_with_default_offloads(&r, "AF_PACKET");
+}
+
+#[test]
+fn afxdp_ports_carry_iperf3_tcp_with_default_veth_offloads() {
+    require!("iperf3", "ethtool");
+    require_af_xdp!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up_with("weft", "default");
+    let r = RouterProc::start_on(&["3", "afxdp"], "");
+    tcp_with_default_offloads(&r, "AF_XDP (generic)");
 }
 
 #[test]

@@ -7,8 +7,16 @@
 //! retire timer (`retire_ms`, 1 ms by default here) fires, so an idle link adds up to
 //! that much latency to a lone packet. That is the price of block batching.
 //!
-//! Needs `CAP_NET_RAW`. The interface should have its offloads off (no TSO/GSO/GRO,
-//! no transmit checksum offload), since we forward frames as they are on the wire.
+//! Offloads: a frame that crossed a veth carries what the sender left to a NIC, a
+//! partial transport checksum and possibly a 64 KiB TCP super-frame (veth's default,
+//! checksum offload and TSO on). The socket asks for the kernel's `virtio_net_hdr`
+//! in front of each frame (`PACKET_VNET_HDR`), which says so with the offsets, and
+//! the link finishes the work on receive ([`crate::offload`]), counting it in
+//! [`LinkStats::rx_csum_completed`] and [`LinkStats::rx_gso_segmented`]. Receive
+//! blocks are large enough for a whole super-frame. On transmit the header is all
+//! zero: every frame we send is complete.
+//!
+//! Needs `CAP_NET_RAW`.
 
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::ffi::CString;
@@ -24,6 +32,7 @@ const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V3: libc::c_int = 2;
@@ -36,6 +45,22 @@ const TP_STATUS_WRONG_FORMAT: u32 = 4;
 const TP_STATUS_VLAN_VALID: u32 = 0x10;
 /// Receive: `tp_vlan_tpid` holds the tag's TPID (else it is 0x8100).
 const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+/// Receive: the sender left the transport checksum to a NIC (`CHECKSUM_PARTIAL`).
+const TP_STATUS_CSUMNOTREADY: u32 = 0x8;
+
+/// `struct virtio_net_hdr` (include/uapi/linux/virtio_net.h), in front of each frame
+/// once `PACKET_VNET_HDR` is on, in host byte order (packet sockets use the legacy,
+/// native-endian layout).
+mod vnet {
+    pub const LEN: usize = 10;
+    pub const FLAGS: usize = 0;
+    pub const GSO_TYPE: usize = 1;
+    pub const GSO_SIZE: usize = 4;
+    pub const CSUM_START: usize = 6;
+    pub const CSUM_OFFSET: usize = 8;
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: checksum `csum_start..` into `csum_offset`.
+    pub const F_NEEDS_CSUM: u8 = 1;
+}
 const PACKET_OUTGOING: u8 = 4;
 const ETH_P_ALL: u16 = 0x0003;
 
@@ -104,11 +129,12 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            // Small blocks: a block is handed over when full or after `retire_ms`, so
-            // at 250 kpps a 16 KiB block (about 100 small frames) waits 0.4 ms, not
-            // the 1 ms timer.
-            rx_block_size: 1 << 14,
-            rx_blocks: 256,
+            // A block must hold the largest frame the kernel hands us: a TCP
+            // super-frame of up to 64 KiB from a sender with TSO on (see the module
+            // head), hence 128 KiB. A block is handed over when full or after
+            // `retire_ms`, so under load a lone frame waits at most the timer.
+            rx_block_size: 1 << 17,
+            rx_blocks: 32,
             retire_ms: 1,
             tx_frame_size: 2048,
             tx_frames: 1024,
@@ -117,12 +143,26 @@ impl Default for RingConfig {
     }
 }
 
+/// What the sender left to a NIC for a received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unfinished {
+    /// Nothing: the frame is as it would be on a wire.
+    Nothing,
+    /// The transport checksum, over `start..` into the field at `start + offset`
+    /// (offsets from the frame's first byte as the kernel saw it).
+    Checksum { start: usize, offset: usize },
+    /// The checksum, offsets unknown (no `virtio_net_hdr`).
+    ChecksumSomewhere,
+    /// Segmentation (and the checksums): `virtio_net_hdr` gso type and size.
+    Segment { gso_type: u8, gso_size: u16 },
+}
+
 /// One packet slot of a receive block, as found.
 #[derive(Debug, Clone, Copy)]
 enum RxFrame {
-    /// Frame bytes at this offset and length in the mapping, and the 802.1Q tag
-    /// (TPID, TCI) the kernel stripped from it, if any.
-    Data(usize, usize, Option<(u16, u16)>),
+    /// Frame bytes at this offset and length in the mapping, the 802.1Q tag (TPID,
+    /// TCI) the kernel stripped from it, if any, and the offload work left.
+    Data(usize, usize, Option<(u16, u16)>, Unfinished),
     /// Truncated, or offsets outside the block.
     Bad,
     /// Our own transmission looped back: skip.
@@ -176,6 +216,10 @@ pub struct AfPacket {
     kernel_drops: u64,
     /// Buffers taken from the pool for a receive burst under one lock.
     spare: Vec<PacketBuf>,
+    /// Whether frames carry a `virtio_net_hdr` (`PACKET_VNET_HDR` accepted).
+    vnet: bool,
+    /// Segments of a super-frame not yet handed out (a burst is at most `max`).
+    pending: std::collections::VecDeque<PacketBuf>,
 }
 
 // SAFETY: the mapping is owned by this value alone (no other handle to it exists in
@@ -317,10 +361,16 @@ impl AfPacket {
             stats: LinkStats::default(),
             kernel_drops: 0,
             spare: Vec::new(),
+            vnet: false,
+            pending: std::collections::VecDeque::new(),
         };
         // From here `link`'s Drop closes the fd (and unmaps once mapped) on error.
         setsockopt(fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
         let one: libc::c_int = 1;
+        // Before the rings exist (the kernel refuses it after). Without it (kernels
+        // before 5.x lack it for TPACKET_V3) the status word still flags partial
+        // checksums, but super-frames cannot be split and are dropped.
+        link.vnet = setsockopt(fd, PACKET_VNET_HDR, &one, "PACKET_VNET_HDR").is_ok();
         // Older kernels lack these two; neither is needed for correctness (we also
         // check sll_pkttype below), so failure is ignored.
         let _ = setsockopt(fd, PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
@@ -405,6 +455,19 @@ impl AfPacket {
         Ok(link)
     }
 
+    /// The socket, for polling beside other descriptors.
+    pub(crate) fn fd(&self) -> libc::c_int {
+        self.fd
+    }
+
+    /// True when a receive would find a frame without waiting.
+    pub(crate) fn rx_ready(&self) -> bool {
+        let base = self.rx.block * self.rx_block_size;
+        !self.pending.is_empty()
+            || self.rx.open.is_some()
+            || self.load_u32(base + block::STATUS) & TP_STATUS_USER != 0
+    }
+
     /// Bounds-checked view of the mapping.
     fn region(&self, off: usize, len: usize) -> Option<&[u8]> {
         if off.checked_add(len)? > self.map_len {
@@ -487,7 +550,98 @@ impl AfPacket {
             };
             (tpid, Self::read_u32(h, hdr3::VLAN_TCI) as u16)
         });
-        (next, RxFrame::Data(base + start, snap, tag))
+        let left = if self.vnet {
+            // The kernel puts the header right in front of the frame.
+            match start
+                .checked_sub(vnet::LEN)
+                .filter(|&v| v >= off + hdr3::ALIGNED_LEN)
+                .and_then(|v| blk.get(v..start))
+            {
+                Some(v) => Self::unfinished(v),
+                None => return (next, RxFrame::Bad),
+            }
+        } else if status & TP_STATUS_CSUMNOTREADY != 0 {
+            Unfinished::ChecksumSomewhere
+        } else {
+            Unfinished::Nothing
+        };
+        (next, RxFrame::Data(base + start, snap, tag, left))
+    }
+
+    /// What a `virtio_net_hdr` says is left to do.
+    fn unfinished(v: &[u8]) -> Unfinished {
+        let gso_type = v[vnet::GSO_TYPE];
+        if gso_type != crate::offload::gso::NONE {
+            return Unfinished::Segment {
+                gso_type,
+                gso_size: Self::read_u16(v, vnet::GSO_SIZE),
+            };
+        }
+        if v[vnet::FLAGS] & vnet::F_NEEDS_CSUM != 0 {
+            return Unfinished::Checksum {
+                start: usize::from(Self::read_u16(v, vnet::CSUM_START)),
+                offset: usize::from(Self::read_u16(v, vnet::CSUM_OFFSET)),
+            };
+        }
+        Unfinished::Nothing
+    }
+
+    /// Copy a received frame out of the ring into pooled buffers (several when it is
+    /// a super-frame), finishing what the sender left to a NIC. Appends to `out` up
+    /// to `room` frames and queues the rest of a super-frame's segments; returns how
+    /// many it appended, or None when the frame is dropped.
+    fn take_frame(
+        &mut self,
+        start: usize,
+        len: usize,
+        tag: Option<(u16, u16)>,
+        left: Unfinished,
+        out: &mut Vec<PacketBuf>,
+        room: usize,
+    ) -> Option<usize> {
+        if let Unfinished::Segment { gso_type, gso_size } = left {
+            // A tagged super-frame would need the tag in every segment; ports are
+            // untagged, so it is dropped like any tagged frame would be later.
+            if tag.is_some() {
+                return None;
+            }
+            let data = self.region(start, len)?;
+            let mut segs = Vec::new();
+            crate::offload::segment(data, gso_type, gso_size, &self.pool, &mut segs).ok()?;
+            self.stats.rx_gso_segmented += 1;
+            let now = segs.len().min(room);
+            self.pending.extend(segs.drain(now..));
+            out.append(&mut segs);
+            return Some(now);
+        }
+        let mut b = self.spare.pop()?;
+        let copied = match self.region(start, len) {
+            Some(d) => copy_frame(&mut b, d, tag),
+            None => false,
+        };
+        if !copied {
+            self.spare.push(b);
+            return None;
+        }
+        // A tag put back moves the transport header 4 bytes further in.
+        let shift = if tag.is_some() { 4 } else { 0 };
+        let done = match left {
+            Unfinished::Nothing | Unfinished::Segment { .. } => Ok(false),
+            Unfinished::Checksum { start, offset } => {
+                crate::offload::complete_checksum_at(&mut b, start + shift, offset).map(|()| true)
+            }
+            Unfinished::ChecksumSomewhere => {
+                crate::offload::complete_checksum(&mut b).map(|()| true)
+            }
+        };
+        match done {
+            Ok(completed) => {
+                self.stats.rx_csum_completed += u64::from(completed);
+                out.push(b);
+                Some(1)
+            }
+            Err(_) => None,
+        }
     }
 
     /// Hand the current block back to the kernel and move to the next.
@@ -543,6 +697,13 @@ impl Link for AfPacket {
 
     fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         let mut got = 0;
+        while got < max {
+            let Some(b) = self.pending.pop_front() else {
+                break;
+            };
+            out.push(b);
+            got += 1;
+        }
         // One pool lock for the burst's buffers; leftovers go back with one more.
         if self.spare.len() < max {
             let need = max - self.spare.len();
@@ -575,16 +736,9 @@ impl Link for AfPacket {
             // Every offset the kernel gave us is checked against the block before use.
             let (next, frame) = self.parse_rx_frame(base, off);
             match frame {
-                RxFrame::Data(start, len, tag) => {
-                    let copied = match (self.spare.pop(), self.region(start, len)) {
-                        (Some(mut b), Some(d)) => copy_frame(&mut b, d, tag).then_some(b),
-                        _ => None,
-                    };
-                    match copied {
-                        Some(b) => {
-                            out.push(b);
-                            got += 1;
-                        }
+                RxFrame::Data(start, len, tag, left) => {
+                    match self.take_frame(start, len, tag, left, out, max - got) {
+                        Some(n) => got += n,
                         None => self.stats.rx_dropped += 1,
                     }
                 }
@@ -609,7 +763,10 @@ impl Link for AfPacket {
 
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
         let mut sent = 0;
-        let room = self.tx_frame_size - hdr3::ALIGNED_LEN;
+        // With PACKET_VNET_HDR the kernel expects a virtio_net_hdr in front of each
+        // frame on transmit too: all zero, nothing left to offload.
+        let data = hdr3::ALIGNED_LEN + if self.vnet { vnet::LEN } else { 0 };
+        let room = self.tx_frame_size - data;
         for f in frames.iter() {
             let slot = self.tx_base + self.tx_next * self.tx_frame_size;
             let status = self.load_u32(slot + hdr3::STATUS);
@@ -631,10 +788,12 @@ impl Link for AfPacket {
             let Some(s) = self.region_mut(slot, fsz) else {
                 break;
             };
+            let len = (data - hdr3::ALIGNED_LEN + f.len()) as u32;
             s[hdr3::NEXT_OFFSET..hdr3::NEXT_OFFSET + 4].copy_from_slice(&0u32.to_ne_bytes());
-            s[hdr3::LEN..hdr3::LEN + 4].copy_from_slice(&(f.len() as u32).to_ne_bytes());
-            s[hdr3::SNAPLEN..hdr3::SNAPLEN + 4].copy_from_slice(&(f.len() as u32).to_ne_bytes());
-            s[hdr3::ALIGNED_LEN..hdr3::ALIGNED_LEN + f.len()].copy_from_slice(f);
+            s[hdr3::LEN..hdr3::LEN + 4].copy_from_slice(&len.to_ne_bytes());
+            s[hdr3::SNAPLEN..hdr3::SNAPLEN + 4].copy_from_slice(&len.to_ne_bytes());
+            s[hdr3::ALIGNED_LEN..data].fill(0);
+            s[data..data + f.len()].copy_from_slice(f);
             self.store_u32(slot + hdr3::STATUS, TP_STATUS_SEND_REQUEST);
             self.tx_next = (self.tx_next + 1) % self.tx_frames;
         }
@@ -659,8 +818,7 @@ impl Link for AfPacket {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
-        let base = self.rx.block * self.rx_block_size;
-        if self.rx.open.is_some() || self.load_u32(base + block::STATUS) & TP_STATUS_USER != 0 {
+        if self.rx_ready() {
             return Ok(true);
         }
         let mut pfd = libc::pollfd {

@@ -23,10 +23,15 @@
 //! unless created with `numrxqueues`); transmit uses the first queue's socket.
 //!
 //! Needs `CAP_NET_ADMIN` and `CAP_BPF` (root), `CONFIG_XDP_SOCKETS` and
-//! `CONFIG_BPF_SYSCALL`. Offloads should be off on the interface, as for
-//! `AF_PACKET` (generic XDP linearises GSO frames otherwise).
+//! `CONFIG_BPF_SYSCALL`.
+//!
+//! Offloads: generic XDP hands the program the bytes of the sender's skb and none of
+//! its metadata, so a transport checksum the sender left to a NIC (veth's default)
+//! is recognised by its contents and completed ([`crate::offload::complete_if_partial`]),
+//! and a TSO super-frame, longer than a UMEM chunk, is passed by the program to an
+//! `AF_PACKET` socket of the link that splits it (see [`AfXdpLink`]).
 
-use crate::afpacket::interface_mac_mtu;
+use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig};
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::ffi::CString;
 use std::io;
@@ -231,28 +236,47 @@ impl BpfInsn {
 }
 
 /// The redirect program for the XSKMAP open at `map_fd` (eBPF, Documentation/bpf/
-/// standardization/instruction-set.rst):
+/// standardization/instruction-set.rst). Frames longer than `room` (what a UMEM
+/// chunk holds) go to the stack instead, where the link's `AF_PACKET` socket takes
+/// them (the super-frames of a sender with TSO on; see [`AfXdpLink`]):
 ///
 /// ```text
+/// r2 = *(u32 *)(r1 + 0)     ; ctx->data
+/// r3 = *(u32 *)(r1 + 4)     ; ctx->data_end
+/// r3 -= r2                  ; the frame's length
+/// if r3 > room goto pass
 /// r2 = *(u32 *)(r1 + 16)    ; ctx->rx_queue_index (struct xdp_md)
 /// r1 = map_fd ll            ; ld_imm64, src = BPF_PSEUDO_MAP_FD: the kernel swaps in the map
 /// r3 = XDP_PASS             ; no socket on this queue: the frame goes to the stack
 /// call bpf_redirect_map
 /// exit                      ; r0 = XDP_REDIRECT, or XDP_PASS
+/// pass: r0 = XDP_PASS
+/// exit
 /// ```
-fn redirect_program(map_fd: libc::c_int) -> [BpfInsn; 6] {
+fn redirect_program(map_fd: libc::c_int, room: u32) -> [BpfInsn; 12] {
     const LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
     const LD_IMM_DW: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
     const MOV64_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
+    const SUB64_X: u8 = 0x1f; // BPF_ALU64 | BPF_SUB | BPF_X
+    const JGT_K: u8 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
     const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
     const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
+    const XDP_MD_DATA: i16 = 0;
+    const XDP_MD_DATA_END: i16 = 4;
     const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
     [
+        BpfInsn::new(LDX_MEM_W, 2, 1, XDP_MD_DATA, 0),
+        BpfInsn::new(LDX_MEM_W, 3, 1, XDP_MD_DATA_END, 0),
+        BpfInsn::new(SUB64_X, 3, 2, 0, 0),
+        // To `pass`, 6 instructions on (the 64-bit immediate takes two slots).
+        BpfInsn::new(JGT_K, 3, 0, 6, room as i32),
         BpfInsn::new(LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
         BpfInsn::new(LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
         BpfInsn::new(0, 0, 0, 0, 0), // upper 32 bits of the 64-bit immediate
         BpfInsn::new(MOV64_K, 3, 0, 0, XDP_PASS),
         BpfInsn::new(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        BpfInsn::new(EXIT, 0, 0, 0, 0),
+        BpfInsn::new(MOV64_K, 0, 0, 0, XDP_PASS),
         BpfInsn::new(EXIT, 0, 0, 0, 0),
     ]
 }
@@ -853,7 +877,7 @@ struct Redirect {
 
 impl Redirect {
     /// Create the map and load the program (not attached yet).
-    fn load(entries: u32) -> io::Result<(Fd, Fd)> {
+    fn load(entries: u32, room: u32) -> io::Result<(Fd, Fd)> {
         let mut m = MapCreateAttr {
             map_type: BPF_MAP_TYPE_XSKMAP,
             key_size: 4,
@@ -863,7 +887,7 @@ impl Redirect {
         };
         m.map_name[..9].copy_from_slice(b"weft_xsks");
         let map = bpf_fd(BPF_MAP_CREATE, &mut m, "bpf(BPF_MAP_CREATE, XSKMAP)")?;
-        let insns = redirect_program(map.0);
+        let insns = redirect_program(map.0, room);
         let license = b"Dual MIT/GPL\0";
         let mut p = ProgLoadAttr {
             prog_type: BPF_PROG_TYPE_XDP,
@@ -986,8 +1010,19 @@ pub fn probe() -> io::Result<()> {
         unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) },
         "socket(AF_XDP)",
     )?;
-    Redirect::load(1).map(drop)
+    Redirect::load(1, 1792).map(drop)
 }
+
+/// Rings of the `AF_PACKET` socket that takes frames too long for a UMEM chunk: room
+/// for a few super-frames, and no transmit ring to speak of (the socket never sends).
+const OVERSIZE_RINGS: RingConfig = RingConfig {
+    rx_block_size: 1 << 17,
+    rx_blocks: 8,
+    retire_ms: 1,
+    tx_frame_size: 4096,
+    tx_frames: 1,
+    qdisc_bypass: true,
+};
 
 /// An `AF_XDP` link on every receive queue of one interface.
 #[derive(Debug)]
@@ -1004,6 +1039,13 @@ pub struct AfXdpLink {
     stats: LinkStats,
     /// Buffers taken from the pool for a receive burst under one lock.
     spare: Vec<PacketBuf>,
+    /// In generic mode: an `AF_PACKET` socket on the same interface for the frames
+    /// the program passes to the stack because no UMEM chunk holds them. A sender
+    /// with TSO on (veth's default) hands over 64 KiB TCP super-frames; generic XDP
+    /// runs before the packet taps, so this socket sees only those, and splits them
+    /// as a NIC would ([`crate::offload`]). (In native mode veth turns its peer's
+    /// TSO off instead.)
+    oversize: Option<AfPacket>,
 }
 
 // SAFETY: the mappings are owned by this value alone (no other handle to them exists
@@ -1048,7 +1090,7 @@ impl AfXdpLink {
             ));
         }
         let nq = rx_queue_count(interface)?;
-        let (map, prog) = Redirect::load(nq)?;
+        let (map, prog) = Redirect::load(nq, room as u32)?;
         let mut queues = Vec::with_capacity(nq as usize);
         for q in 0..nq {
             let queue = Queue::open(ifindex, q, &cfg)
@@ -1056,12 +1098,23 @@ impl AfXdpLink {
             Redirect::insert(&map, q, &queue.fd)?;
             queues.push(queue);
         }
+        // Opened before the program is attached, so no passed frame is missed.
+        let oversize = match cfg.mode {
+            XdpMode::Generic => Some(
+                AfPacket::with_config(interface, pool.clone(), OVERSIZE_RINGS).map_err(|e| {
+                    io::Error::new(e.kind(), format!("{interface}: oversize frames: {e}"))
+                })?,
+            ),
+            XdpMode::Native => None,
+        };
         let redirect = Redirect::attach(map, prog, ifindex, cfg.mode)
             .map_err(|e| io::Error::new(e.kind(), format!("{interface}: {e}")))?;
         let pollfds = queues
             .iter()
-            .map(|q| libc::pollfd {
-                fd: q.fd.0,
+            .map(|q| q.fd.0)
+            .chain(oversize.as_ref().map(AfPacket::fd))
+            .map(|fd| libc::pollfd {
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -1079,6 +1132,7 @@ impl AfXdpLink {
             pool,
             stats: LinkStats::default(),
             spare: Vec::new(),
+            oversize,
         })
     }
 
@@ -1109,6 +1163,7 @@ impl Link for AfXdpLink {
             self.pool.alloc_burst(need, &mut self.spare);
         }
         let mut got = 0;
+        let first = out.len();
         let nq = self.queues.len();
         for k in 0..nq {
             if got >= max {
@@ -1120,7 +1175,21 @@ impl Link for AfXdpLink {
             self.stats.rx_dropped += dropped;
         }
         self.next_rx = (self.next_rx + 1) % nq.max(1);
+        // Generic XDP hands the program the skb's bytes and nothing of its metadata,
+        // so a checksum the sender left to a NIC (veth's default) is not flagged:
+        // recognise it by its contents (crate::offload).
+        for b in &mut out[first..] {
+            if crate::offload::complete_if_partial(b) {
+                self.stats.rx_csum_completed += 1;
+            }
+        }
         self.stats.rx_frames += got as u64;
+        if let Some(o) = &mut self.oversize {
+            if got < max {
+                // Counted in its own stats, added in `stats`.
+                got += o.recv_burst(out, max - got)?;
+            }
+        }
         if self.spare.len() > 64 {
             self.pool.free_burst(self.spare.drain(64..));
         }
@@ -1174,7 +1243,9 @@ impl Link for AfXdpLink {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
-        if self.queues.iter().any(|q| q.rx.ready() > 0) {
+        if self.queues.iter().any(|q| q.rx.ready() > 0)
+            || self.oversize.as_ref().is_some_and(AfPacket::rx_ready)
+        {
             return Ok(true);
         }
         for p in &mut self.pollfds {
@@ -1207,12 +1278,22 @@ impl Link for AfXdpLink {
             s.rx_dropped += k.rx_dropped + k.rx_ring_full + k.rx_invalid_descs;
             s.tx_dropped += k.tx_invalid_descs;
         }
+        if let Some(o) = &self.oversize {
+            let o = o.stats();
+            s.rx_frames += o.rx_frames;
+            s.rx_dropped += o.rx_dropped;
+            s.rx_csum_completed += o.rx_csum_completed;
+            s.rx_gso_segmented += o.rx_gso_segmented;
+        }
         s
     }
 
     fn refresh_stats(&mut self) {
         for q in &mut self.queues {
             q.poll_kernel_stats();
+        }
+        if let Some(o) = &mut self.oversize {
+            o.refresh_stats();
         }
     }
 }
@@ -1223,7 +1304,7 @@ mod tests {
 
     #[test]
     fn the_program_encodes_as_the_kernel_expects() {
-        let p = redirect_program(7);
+        let p = redirect_program(7, 1792);
         let bytes: Vec<[u8; 8]> = p
             .iter()
             .map(|i| {
@@ -1235,17 +1316,38 @@ mod tests {
                 b
             })
             .collect();
-        // What clang -target bpf emits for the C one-liner (llvm-objdump -d).
+        // What clang -target bpf emits for the C (llvm-objdump -d):
+        // `if (ctx->data_end - ctx->data > 1792) return XDP_PASS;` then the one-liner.
         assert_eq!(
             bytes[0],
+            [0x61, 0x12, 0, 0, 0, 0, 0, 0],
+            "r2 = *(u32 *)(r1 + 0)"
+        );
+        assert_eq!(
+            bytes[1],
+            [0x61, 0x13, 4, 0, 0, 0, 0, 0],
+            "r3 = *(u32 *)(r1 + 4)"
+        );
+        assert_eq!(bytes[2], [0x1f, 0x23, 0, 0, 0, 0, 0, 0], "r3 -= r2");
+        assert_eq!(
+            bytes[3],
+            [0x25, 0x03, 6, 0, 0x00, 0x07, 0, 0],
+            "if r3 > 1792 goto +6"
+        );
+        assert_eq!(
+            bytes[4],
             [0x61, 0x12, 0x10, 0, 0, 0, 0, 0],
             "r2 = *(u32 *)(r1 + 16)"
         );
-        assert_eq!(bytes[1], [0x18, 0x11, 0, 0, 7, 0, 0, 0], "r1 = map fd 7");
-        assert_eq!(bytes[2], [0; 8]);
-        assert_eq!(bytes[3], [0xb7, 0x03, 0, 0, 2, 0, 0, 0], "r3 = 2");
-        assert_eq!(bytes[4], [0x85, 0, 0, 0, 51, 0, 0, 0], "call 51");
-        assert_eq!(bytes[5], [0x95, 0, 0, 0, 0, 0, 0, 0], "exit");
+        assert_eq!(bytes[5], [0x18, 0x11, 0, 0, 7, 0, 0, 0], "r1 = map fd 7");
+        assert_eq!(bytes[6], [0; 8]);
+        assert_eq!(bytes[7], [0xb7, 0x03, 0, 0, 2, 0, 0, 0], "r3 = 2");
+        assert_eq!(bytes[8], [0x85, 0, 0, 0, 51, 0, 0, 0], "call 51");
+        assert_eq!(bytes[9], [0x95, 0, 0, 0, 0, 0, 0, 0], "exit");
+        assert_eq!(bytes[10], [0xb7, 0x00, 0, 0, 2, 0, 0, 0], "pass: r0 = 2");
+        assert_eq!(bytes[11], [0x95, 0, 0, 0, 0, 0, 0, 0], "exit");
+        // The jump lands on `pass`.
+        assert_eq!(3 + 1 + p[3].off as usize, 10);
         assert_eq!(std::mem::size_of::<BpfInsn>(), 8);
     }
 

@@ -9,7 +9,9 @@
 //! show routes [LIMIT]           the first LIMIT routes (default 100) and the totals
 //! show ports                    name mac addresses
 //! show links                    per port: frames in and out, drops below the router
-//!                               (kernel ring overflow, full transmit ring)
+//!                               (kernel ring overflow, full transmit ring), and
+//!                               offload work finished for the sender (partial
+//!                               checksums completed, super-frames segmented)
 //! ```
 //! Answers to bad commands start with `error:`.
 #![forbid(unsafe_code)]
@@ -105,13 +107,21 @@ pub fn execute(router: &Router, line: &str) -> String {
             s
         }
         ["show", "links"] => {
-            let mut s =
-                String::from("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped\n");
+            let mut s = String::from(
+                "port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped \
+                 rx_csum_completed rx_gso_segmented\n",
+            );
             for (name, l) in router.link_stats() {
                 let _ = writeln!(
                     s,
-                    "{name} {} {} {} {} {}",
-                    l.rx_frames, l.tx_frames, l.rx_dropped, l.tx_ring_full, l.tx_dropped
+                    "{name} {} {} {} {} {} {} {}",
+                    l.rx_frames,
+                    l.tx_frames,
+                    l.rx_dropped,
+                    l.tx_ring_full,
+                    l.tx_dropped,
+                    l.rx_csum_completed,
+                    l.rx_gso_segmented
                 );
             }
             s
@@ -259,10 +269,14 @@ mod tests {
             0,
             weft_link::LinkStats {
                 rx_dropped: 7,
+                rx_csum_completed: 3,
+                rx_gso_segmented: 2,
                 ..Default::default()
             },
         );
-        assert!(execute(&r, "show links").contains("left 0 0 7 0 0"));
+        let links = execute(&r, "show links");
+        assert!(links.contains("left 0 0 7 0 0 3 2"), "{links}");
+        assert!(links.starts_with("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped rx_csum_completed rx_gso_segmented\n"), "{links}");
     }
 
     #[test]
