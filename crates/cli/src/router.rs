@@ -10,6 +10,7 @@ use weft_link::{BufferPool, Link};
 use weft_router::bench::{self, Pattern};
 use weft_router::config::Config;
 use weft_router::ctl::{self, ControlServer};
+use weft_router::instance;
 use weft_router::{Architecture, Dataplane, Options, Router, RouterConfig};
 
 const DEFAULT_SOCKET: &str = "/run/weft-router.sock";
@@ -139,6 +140,13 @@ fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyho
         Some(a) => a.parse().map_err(anyhow::Error::msg)?,
         None => cfg.architecture()?,
     };
+    let socket = socket
+        .or_else(|| cfg.router.control_socket.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    // One router per interface and control socket (issue 20): refuse before touching
+    // either, so a second instance cannot disturb the first.
+    let _instance = instance::claim_interfaces(cfg.ports.iter().map(|p| p.interface.as_str()))?;
+    instance::free_control_socket(&socket)?;
     let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
     let pool = BufferPool::new(32768, 2048);
     let mut links: Vec<Box<dyn Link>> = Vec::new();
@@ -154,9 +162,6 @@ fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyho
     let router = Router::new(cfg.port_specs(&info)?, RouterConfig::default());
     let base = path.parent().unwrap_or(Path::new("."));
     let n = cfg.install_routes(&router, base)?;
-    let socket = socket
-        .or_else(|| cfg.router.control_socket.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
     let ctl = ControlServer::start(&socket, Arc::clone(&router))
         .with_context(|| format!("control socket {}", socket.display()))?;
     let dp = Dataplane::start(

@@ -640,6 +640,74 @@ fn afxdp_ports_carry_iperf3_tcp_with_default_veth_offloads() {
     tcp_with_default_offloads(&r, "AF_XDP (generic)");
 }
 
+/// `weft router --config CONFIG --socket SOCKET` in the router namespace, expected to
+/// exit by itself within 20 s: its exit code and output.
+fn second_router(config: &Path, socket: &Path) -> (Option<i32>, String) {
+    let o = Command::new("timeout")
+        .args([
+            "20",
+            "ip",
+            "netns",
+            "exec",
+            "weft-r",
+            env!("CARGO_BIN_EXE_weft"),
+        ])
+        .arg("router")
+        .arg("--config")
+        .arg(config)
+        .arg("--socket")
+        .arg(socket)
+        .output()
+        .expect("spawn second weft router");
+    (o.status.code(), text(&o))
+}
+
+/// Issue 20: a second router on the same config, or on the same control socket,
+/// refuses to start, names what is taken and by which process, and leaves the first
+/// running with its control socket.
+#[test]
+fn a_second_router_on_the_same_interfaces_or_socket_refuses_to_start() {
+    require!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    // Ports to hosts A and B only: host C's interface stays free for the second.
+    let r = RouterProc::start_on(&["2"], "");
+    let pid = format!("(pid {})", r.child.id());
+    let (code, t) = second_router(&r.dir.join("router.toml"), &r.socket);
+    assert!(
+        code.is_some_and(|c| c != 0 && c != 124),
+        "exited by itself, non-zero ({code:?}): {t}"
+    );
+    assert!(
+        t.contains("interface weft-ra is in use by another weft router") && t.contains(&pid),
+        "names the interface and the first router's {pid}: {t}"
+    );
+    // The same socket with other interfaces: the socket is what is taken.
+    let other = r.dir.join("other.toml");
+    std::fs::write(
+        &other,
+        "[[port]]\nname = \"solo\"\ninterface = \"weft-rc\"\naddresses = [\"198.18.3.1/24\"]\n",
+    )
+    .expect("write other config");
+    let (code, t) = second_router(&other, &r.socket);
+    assert!(code.is_some_and(|c| c != 0 && c != 124), "{code:?}: {t}");
+    assert!(
+        t.contains(&format!(
+            "control socket {} is in use by another weft router",
+            r.socket.display()
+        )) && t.contains(&pid),
+        "names the socket and the first router's {pid}: {t}"
+    );
+    // The first router kept its socket and forwards alone (no duplicate replies).
+    assert!(
+        r.socket.exists(),
+        "the first router's control socket is still there"
+    );
+    assert!(r.ctl("show ports").contains("left"), "ctl still answers");
+    let p = ping_ok("weft-ha", &["198.18.2.2"]);
+    assert!(!p.contains("DUP!"), "{p}");
+}
+
 #[test]
 fn a_route_changed_mid_flow_moves_the_traffic() {
     require!();

@@ -150,21 +150,33 @@ pub fn execute(router: &Router, line: &str) -> String {
     }
 }
 
-/// A running control socket; dropping it stops the thread and removes the socket.
+/// A running control socket; dropping it stops the thread and removes the socket
+/// (only while the path is still this socket: never another router's).
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
+    /// (device, inode) of the socket file we bound.
+    file: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ControlServer {
-    /// Listen on `path` (a stale socket file there is replaced).
+    /// Listen on `path`. A stale socket file there (nothing accepts on it) is
+    /// replaced; one where a process accepts is an error
+    /// ([`crate::instance::free_control_socket`]).
     pub fn start(path: &Path, router: Arc<Router>) -> io::Result<ControlServer> {
-        if path.exists() {
-            std::fs::remove_file(path)?;
-        }
+        crate::instance::free_control_socket(path).map_err(|e| {
+            let kind = match e {
+                crate::instance::InstanceError::ControlSocketInUse { .. } => {
+                    io::ErrorKind::AddrInUse
+                }
+                _ => io::ErrorKind::Other,
+            };
+            io::Error::new(kind, e)
+        })?;
         let listener = UnixListener::bind(path)?;
+        let file = file_id(path);
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -185,6 +197,7 @@ impl ControlServer {
             })?;
         Ok(ControlServer {
             path: path.to_path_buf(),
+            file,
             stop,
             thread: Some(thread),
         })
@@ -197,8 +210,18 @@ impl Drop for ControlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if self.file.is_some() && file_id(&self.path) == self.file {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+/// The device and inode of the file at `path`: which socket file it is.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 fn serve_one(s: UnixStream, router: &Router) -> io::Result<()> {
@@ -290,6 +313,32 @@ mod tests {
         assert!(a.starts_with("ok"), "{a}");
         assert!(r.fib().lookup("10.1.2.3".parse().expect("a")).is_some());
         drop(server);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_server_on_a_live_path_is_refused_and_never_removes_it() {
+        let dir = std::env::temp_dir().join(format!("weft-ctl-test2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("ctl.sock");
+        let first = ControlServer::start(&path, router()).expect("first");
+        let e = ControlServer::start(&path, router()).expect_err("second");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains("in use"), "{e}");
+        assert!(request(&path, "show ports")
+            .expect("first answers")
+            .contains("left"));
+        // A server whose path was taken over does not remove the new owner's socket.
+        std::fs::remove_file(&path).expect("unlink");
+        let second = ControlServer::start(&path, router()).expect("path free again");
+        drop(first);
+        assert!(
+            path.exists(),
+            "the first server left the second's socket alone"
+        );
+        assert!(request(&path, "show ports").is_ok());
+        drop(second);
         assert!(!path.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
