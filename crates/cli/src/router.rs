@@ -17,7 +17,11 @@ const DEFAULT_SOCKET: &str = "/run/weft-router.sock";
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "A two-host example, the configuration reference, the ctl commands and \
+                  the counters: docs/router.md"
+)]
 pub struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
@@ -84,12 +88,12 @@ struct Rfc2544Args {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = ctl::COMMANDS)]
 struct CtlArgs {
     /// Control socket.
     #[arg(long, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
-    /// The command: `route add PREFIX via ADDR`, `route del PREFIX`,
-    /// `show counters [all]`, `show neighbors`, `show routes [N]`, `show ports`.
+    /// The command (listed below).
     #[arg(trailing_var_arg = true, required = true)]
     command: Vec<String>,
 }

@@ -1,19 +1,7 @@
 //! The control socket: a Unix stream socket taking one command line per connection
-//! and answering in text, then closing. Commands:
-//!
-//! ```text
-//! route add PREFIX via ADDR     add or replace (traffic keeps flowing)
-//! route del PREFIX              remove
-//! show counters [all]           nonzero counters (or all), "name value" lines
-//! show neighbors                port ip mac state expires queued
-//! show routes [LIMIT]           the first LIMIT routes (default 100) and the totals
-//! show ports                    name mac addresses
-//! show links                    per port: frames in and out, drops below the router
-//!                               (kernel ring overflow, full transmit ring), and
-//!                               offload work finished for the sender (partial
-//!                               checksums completed, super-frames segmented)
-//! ```
-//! Answers to bad commands start with `error:`.
+//! and answering in text, then closing. The commands are [`COMMANDS`] (also shown by
+//! `weft router ctl --help` and docs/router.md). Answers to bad commands start with
+//! `error:`.
 #![forbid(unsafe_code)]
 
 use crate::fib::IpPrefix;
@@ -27,6 +15,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Every command and its answer: the one list, shown by `weft router ctl --help`.
+pub const COMMANDS: &str = "\
+Commands:
+  route add PREFIX via ADDR   add or replace a route (traffic keeps flowing)
+  route del PREFIX            remove a route
+  show counters [all]         the router's nonzero counters (or all): name value
+  show neighbors              the neighbour cache: port ip mac state expires queued
+  show routes [LIMIT]         the totals and the first LIMIT routes (default 100)
+  show ports                  the ports as configured: name mac mtu addresses
+  show links                  per port, below the router: frames in and out, drops
+                              (kernel ring overflow, full transmit ring), offload
+                              work finished for the sender (partial checksums
+                              completed, super-frames split)
+";
 
 /// Longest command line accepted.
 const MAX_LINE: u64 = 4096;
@@ -145,8 +148,7 @@ pub fn execute(router: &Router, line: &str) -> String {
             }
             s
         }
-        _ => "error: unknown command (route add|del, show counters|neighbors|routes|ports|links)\n"
-            .to_string(),
+        _ => format!("error: unknown command {line:?}\n{COMMANDS}"),
     }
 }
 
@@ -288,6 +290,20 @@ mod tests {
         assert!(execute(&r, "show counters all").contains("drop_ipv4_bad_checksum 0"));
         assert!(execute(&r, "show ports").contains("left 02:00:00:00:00:01 mtu 1500 198.18.1.1/24"));
         assert!(execute(&r, "frobnicate").starts_with("error"));
+        // The list the error shows is the one --help shows, and every command in it
+        // is answered.
+        assert!(execute(&r, "frobnicate").contains(COMMANDS));
+        for cmd in COMMANDS.lines().skip(1) {
+            let Some(cmd) = cmd.strip_prefix("  ").and_then(|c| c.split("  ").next()) else {
+                continue;
+            };
+            if cmd.trim().is_empty() || cmd.starts_with("route") {
+                continue;
+            }
+            let cmd = cmd.replace(" [all]", "").replace(" [LIMIT]", "");
+            let answer = execute(&r, &cmd);
+            assert!(!answer.starts_with("error"), "{cmd}: {answer}");
+        }
         r.publish_link_stats(
             0,
             weft_link::LinkStats {
