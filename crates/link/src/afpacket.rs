@@ -18,12 +18,14 @@
 //!
 //! Needs `CAP_NET_RAW`.
 
+use crate::sys::{self, Mmap};
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
-use std::ffi::CString;
 use std::io;
-use std::ptr;
-use std::sync::atomic::{fence, Ordering};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+pub use crate::sys::interface_mac_mtu;
 
 // Linux UAPI (include/uapi/linux/if_packet.h), defined here so the layout we rely on
 // is in one place and does not depend on which structs the libc crate exports.
@@ -200,9 +202,10 @@ struct RxCursor {
 /// An `AF_PACKET` socket bound to one interface, with `TPACKET_V3` rx and tx rings.
 #[derive(Debug)]
 pub struct AfPacket {
-    fd: libc::c_int,
-    map: *mut u8,
-    map_len: usize,
+    fd: OwnedFd,
+    /// The receive ring, then the transmit ring (`tx_base` on); `None` only while
+    /// opening.
+    map: Option<Mmap>,
     rx_block_size: usize,
     rx_blocks: usize,
     tx_frame_size: usize,
@@ -222,84 +225,8 @@ pub struct AfPacket {
     pending: std::collections::VecDeque<PacketBuf>,
 }
 
-// SAFETY: the mapping is owned by this value alone (no other handle to it exists in
-// this process) and the fd with it; moving both to another thread is sound. It is not
-// `Sync`: `&AfPacket` offers no ring access.
-unsafe impl Send for AfPacket {}
-
-fn last_err(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn setsockopt<T>(fd: libc::c_int, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
-    // SAFETY: `val` is a live, initialised `T` and we pass its exact size; the kernel
-    // only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            SOL_PACKET,
-            opt,
-            (val as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(last_err(what))
-    } else {
-        Ok(())
-    }
-}
-
-/// `struct ifreq`: the name, then a 24-byte union (`ifr_hwaddr`, `ifr_mtu`, …).
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    data: [u8; 24],
-}
-
-fn ifreq_ioctl(fd: libc::c_int, interface: &str, req: libc::c_ulong) -> io::Result<[u8; 24]> {
-    let bytes = interface.as_bytes();
-    if bytes.len() >= 16 || bytes.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "bad interface name",
-        ));
-    }
-    let mut ifr = IfReq {
-        name: [0; 16],
-        data: [0; 24],
-    };
-    ifr.name[..bytes.len()].copy_from_slice(bytes);
-    // SAFETY: `ifr` is a live `struct ifreq` of the kernel's size (40 bytes) with a
-    // NUL-terminated name; SIOCGIFHWADDR and SIOCGIFMTU write only inside it.
-    let r = unsafe { libc::ioctl(fd, req as _, &mut ifr as *mut IfReq) };
-    if r < 0 {
-        return Err(last_err(&format!("ioctl on {interface}")));
-    }
-    Ok(ifr.data)
-}
-
-/// The MAC address and MTU of `interface` in the calling thread's network namespace
-/// (ioctls, not sysfs: sysfs shows the namespace it was mounted in).
-pub fn interface_mac_mtu(interface: &str) -> io::Result<([u8; 6], usize)> {
-    // SAFETY: plain syscall with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(last_err("socket(AF_INET)"));
-    }
-    let r = (|| {
-        let hw = ifreq_ioctl(fd, interface, 0x8927)?; // SIOCGIFHWADDR
-        let mtu = ifreq_ioctl(fd, interface, 0x8921)?; // SIOCGIFMTU
-        let mut mac = [0u8; 6];
-        // struct sockaddr: sa_family (2 bytes), then the address.
-        mac.copy_from_slice(&hw[2..8]);
-        let mtu = i32::from_ne_bytes([mtu[0], mtu[1], mtu[2], mtu[3]]);
-        Ok((mac, usize::try_from(mtu).unwrap_or(1500)))
-    })();
-    // SAFETY: we own the fd and close it once.
-    unsafe { libc::close(fd) };
-    r
+fn setsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+    sys::setsockopt(fd.as_raw_fd(), SOL_PACKET, opt, val, what)
 }
 
 impl AfPacket {
@@ -324,24 +251,18 @@ impl AfPacket {
                 "bad ring config",
             ));
         }
-        let cname = CString::new(interface)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
-        // SAFETY: `cname` is a valid NUL-terminated string for the duration of the call.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            return Err(last_err(&format!("interface {interface}")));
-        }
+        let ifindex = sys::if_nametoindex(interface)?;
         let (mac, mtu) = interface_mac_mtu(interface)?;
         // Protocol 0: receive nothing until the rings exist and we bind.
-        // SAFETY: plain syscall with constant arguments.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(last_err("socket(AF_PACKET)"));
-        }
+        let fd = sys::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            0,
+            "socket(AF_PACKET)",
+        )?;
         let mut link = AfPacket {
             fd,
-            map: ptr::null_mut(),
-            map_len: 0,
+            map: None,
             rx_block_size: cfg.rx_block_size as usize,
             rx_blocks: cfg.rx_blocks as usize,
             tx_frame_size: cfg.tx_frame_size as usize,
@@ -364,18 +285,23 @@ impl AfPacket {
             vnet: false,
             pending: std::collections::VecDeque::new(),
         };
-        // From here `link`'s Drop closes the fd (and unmaps once mapped) on error.
-        setsockopt(fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
+        // From here dropping `link` closes the fd (and unmaps once mapped) on error.
+        setsockopt(&link.fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
         let one: libc::c_int = 1;
         // Before the rings exist (the kernel refuses it after). Without it (kernels
         // before 5.x lack it for TPACKET_V3) the status word still flags partial
         // checksums, but super-frames cannot be split and are dropped.
-        link.vnet = setsockopt(fd, PACKET_VNET_HDR, &one, "PACKET_VNET_HDR").is_ok();
+        link.vnet = setsockopt(&link.fd, PACKET_VNET_HDR, &one, "PACKET_VNET_HDR").is_ok();
         // Older kernels lack these two; neither is needed for correctness (we also
         // check sll_pkttype below), so failure is ignored.
-        let _ = setsockopt(fd, PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
+        let _ = setsockopt(
+            &link.fd,
+            PACKET_IGNORE_OUTGOING,
+            &one,
+            "PACKET_IGNORE_OUTGOING",
+        );
         if cfg.qdisc_bypass {
-            let _ = setsockopt(fd, PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS");
+            let _ = setsockopt(&link.fd, PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS");
         }
         let rx_req = TpacketReq3 {
             tp_block_size: cfg.rx_block_size,
@@ -386,7 +312,7 @@ impl AfPacket {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(fd, PACKET_RX_RING, &rx_req, "PACKET_RX_RING")?;
+        setsockopt(&link.fd, PACKET_RX_RING, &rx_req, "PACKET_RX_RING")?;
         let tx_block = cfg.tx_frame_size.max(page);
         let per_block = tx_block / cfg.tx_frame_size;
         let tx_blocks = cfg.tx_frames.div_ceil(per_block);
@@ -397,67 +323,39 @@ impl AfPacket {
             tp_frame_nr: tx_blocks * per_block,
             ..TpacketReq3::default()
         };
-        setsockopt(fd, PACKET_TX_RING, &tx_req, "PACKET_TX_RING")?;
+        setsockopt(&link.fd, PACKET_TX_RING, &tx_req, "PACKET_TX_RING")?;
         link.tx_frames = (tx_blocks * per_block) as usize;
         let rx_len = link.rx_block_size * link.rx_blocks;
         let tx_len = (tx_block * tx_blocks) as usize;
-        // SAFETY: mapping a fresh region backed by the socket's rings, at a kernel-chosen
-        // address; the kernel validates length and flags. The result is checked.
-        let map = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                rx_len + tx_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        let map = if map == libc::MAP_FAILED {
-            // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry without it.
-            // SAFETY: as above.
-            let m = unsafe {
-                libc::mmap(
-                    ptr::null_mut(),
-                    rx_len + tx_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd,
-                    0,
-                )
-            };
-            if m == libc::MAP_FAILED {
-                return Err(last_err("mmap packet rings"));
-            }
-            m
-        } else {
-            map
-        };
-        link.map = map.cast();
-        link.map_len = rx_len + tx_len;
+        let raw = link.fd.as_raw_fd();
+        let len = rx_len + tx_len;
+        let map = Mmap::shared(
+            raw,
+            len,
+            0,
+            libc::MAP_LOCKED | libc::MAP_POPULATE,
+            "mmap packet rings",
+        )
+        // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry without it.
+        .or_else(|_| Mmap::shared(raw, len, 0, libc::MAP_POPULATE, "mmap packet rings"))?;
+        link.map = Some(map);
         link.tx_base = rx_len;
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: `sll` is a valid sockaddr_ll and we pass its size.
-        let r = unsafe {
-            libc::bind(
-                fd,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
+        let sll = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as u16,
+            sll_protocol: ETH_P_ALL.to_be(),
+            sll_ifindex: ifindex as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 0,
+            sll_addr: [0; 8],
         };
-        if r < 0 {
-            return Err(last_err("bind AF_PACKET"));
-        }
+        sys::bind(raw, &sll, "bind AF_PACKET")?;
         Ok(link)
     }
 
     /// The socket, for polling beside other descriptors.
     pub(crate) fn fd(&self) -> libc::c_int {
-        self.fd
+        self.fd.as_raw_fd()
     }
 
     /// True when a receive would find a frame without waiting.
@@ -469,44 +367,31 @@ impl AfPacket {
     }
 
     /// Bounds-checked view of the mapping.
+    /// Bounds-checked view of the mapping. The kernel may write other parts
+    /// concurrently; we only read ranges it has handed to user space (status bits
+    /// checked with Acquire first).
     fn region(&self, off: usize, len: usize) -> Option<&[u8]> {
-        if off.checked_add(len)? > self.map_len {
-            return None;
-        }
-        // SAFETY: `off + len <= map_len`, the mapping is live for `&self`'s lifetime and
-        // readable. The kernel may write other parts concurrently; we only read ranges
-        // it has handed to user space (status bits checked with Acquire first).
-        Some(unsafe { std::slice::from_raw_parts(self.map.add(off), len) })
+        self.map.as_ref()?.slice(off, len)
     }
 
+    /// Writable view; we write only frames whose status says user space owns them.
     fn region_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
-        if off.checked_add(len)? > self.map_len {
-            return None;
-        }
-        // SAFETY: as `region`, and `&mut self` makes this the only user-space view;
-        // we write only frames whose status says user space owns them.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.map.add(off), len) })
+        self.map.as_mut()?.slice_mut(off, len)
     }
 
-    /// Read a `u32` status word the kernel writes concurrently.
+    /// Read a `u32` status word the kernel writes concurrently (0 out of bounds).
     fn load_u32(&self, off: usize) -> u32 {
-        if off + 4 > self.map_len || off % 4 != 0 {
-            return 0;
-        }
-        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); volatile keeps
-        // the compiler from caching a value another agent (the kernel) changes.
-        let v = unsafe { ptr::read_volatile(self.map.add(off).cast::<u32>()) };
-        fence(Ordering::Acquire);
-        v
+        self.map
+            .as_ref()
+            .and_then(|m| m.atomic_u32(off))
+            .map_or(0, |w| w.load(Ordering::Acquire))
     }
 
+    /// Hand a status word back to the kernel, after our writes to its frame.
     fn store_u32(&mut self, off: usize, v: u32) {
-        if off + 4 > self.map_len || off % 4 != 0 {
-            return;
+        if let Some(w) = self.map.as_ref().and_then(|m| m.atomic_u32(off)) {
+            w.store(v, Ordering::Release);
         }
-        fence(Ordering::Release);
-        // SAFETY: in bounds and 4-aligned; this word is ours to hand back to the kernel.
-        unsafe { ptr::write_volatile(self.map.add(off).cast::<u32>(), v) };
     }
 
     fn read_u32(b: &[u8], at: usize) -> u32 {
@@ -655,34 +540,16 @@ impl AfPacket {
     /// Frames the kernel dropped because the ring was full (since the last call,
     /// accumulated into `stats().rx_dropped`).
     fn poll_kernel_stats(&mut self) {
-        let mut st = TpacketStatsV3::default();
-        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
-        // SAFETY: `st` is writable and `len` holds its size; the kernel writes at most
-        // `len` bytes. Reading the statistics resets them, hence the accumulation.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd,
-                SOL_PACKET,
-                PACKET_STATISTICS,
-                (&mut st as *mut TpacketStatsV3).cast(),
-                &mut len,
-            )
-        };
-        if r == 0 {
+        // Reading the statistics resets them, hence the accumulation.
+        let st = sys::getsockopt::<TpacketStatsV3>(
+            self.fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_STATISTICS,
+            "PACKET_STATISTICS",
+        );
+        if let Ok((st, _)) = st {
             self.kernel_drops += u64::from(st.tp_drops);
         }
-    }
-}
-
-impl Drop for AfPacket {
-    fn drop(&mut self) {
-        if !self.map.is_null() {
-            // SAFETY: `map`/`map_len` are exactly what mmap returned; no view into the
-            // mapping outlives `self`.
-            unsafe { libc::munmap(self.map.cast(), self.map_len) };
-        }
-        // SAFETY: we own the fd and close it once.
-        unsafe { libc::close(self.fd) };
     }
 }
 
@@ -800,17 +667,10 @@ impl Link for AfPacket {
         self.pool.free_burst(frames.drain(..sent));
         if sent > 0 {
             // One kick per burst: the doorbell.
-            // SAFETY: a zero-length send on our own socket with null buffer and address
-            // is the documented way to flush the TX ring.
-            let r = unsafe {
-                libc::sendto(self.fd, ptr::null(), 0, libc::MSG_DONTWAIT, ptr::null(), 0)
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
+            match sys::kick_tx(self.fd.as_raw_fd()) {
                 // EAGAIN/ENOBUFS: the kernel will pick the frames up on the next kick.
-                if !matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) {
-                    return Err(e);
-                }
+                Ok(()) | Err(libc::EAGAIN) | Err(libc::ENOBUFS) => {}
+                Err(e) => return Err(io::Error::from_raw_os_error(e)),
             }
         }
         self.stats.tx_frames += sent as u64;
@@ -821,22 +681,12 @@ impl Link for AfPacket {
         if self.rx_ready() {
             return Ok(true);
         }
-        let mut pfd = libc::pollfd {
-            fd: self.fd,
+        let mut pfd = [libc::pollfd {
+            fd: self.fd.as_raw_fd(),
             events: libc::POLLIN | libc::POLLERR,
             revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd, count 1.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(e);
-        }
-        Ok(r > 0)
+        }];
+        Ok(sys::poll(&mut pfd, timeout)? > 0)
     }
 
     fn stats(&self) -> LinkStats {
@@ -854,13 +704,7 @@ impl Link for AfPacket {
 /// `CLONE_NEWNET`). Tests and the router's namespace runner use it so one process can
 /// open interfaces inside a namespace it did not start in.
 pub fn setns_net(fd: libc::c_int) -> io::Result<()> {
-    // SAFETY: setns only reads the fd; an invalid fd is reported as an error.
-    let r = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
-    if r < 0 {
-        Err(last_err("setns"))
-    } else {
-        Ok(())
-    }
+    sys::setns_net(fd)
 }
 
 #[cfg(test)]

@@ -1,10 +1,20 @@
-//! Small system-call helpers shared by the socket links: errors with context,
-//! integer socket options, and `SocketAddr` <-> `sockaddr_storage`.
+//! The system-call wrappers weft-link's backends share, so their `unsafe` is in one
+//! place: errors with context, descriptor ownership ([`owned_fd`]), typed socket
+//! options ([`setsockopt`], [`getsockopt`]), interface ioctls ([`interface_mac_mtu`],
+//! [`if_nametoindex`]), the one owner of a memory mapping ([`Mmap`]), and
+//! `SocketAddr` <-> `sockaddr_storage`.
+//!
+//! `unsafe` is allowed here (see the crate root) because these are the calls that
+//! take raw pointers; each wrapper checks what the kernel returns and hands out safe
+//! values (OwnedFd, bounds-checked slices, atomics).
 
+use std::ffi::CString;
 use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::AtomicU32;
 
 /// The last OS error with `what` in front.
 pub(crate) fn last_err(what: &str) -> io::Error {
@@ -26,22 +36,269 @@ pub(crate) fn owned_fd(fd: RawFd, what: &str) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `setsockopt` with an `int` value.
-pub(crate) fn set_int(fd: RawFd, level: i32, opt: i32, val: i32, what: &str) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live c_int and its exact size; the kernel only reads it.
+/// `setsockopt` with a value of type `T` (an `int`, or a UAPI struct declared
+/// `#[repr(C)]` with the kernel's layout).
+pub(crate) fn setsockopt<T: Copy>(
+    fd: RawFd,
+    level: i32,
+    opt: i32,
+    val: &T,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: `val` is a live, initialised `T` and we pass its exact size; the kernel
+    // only reads it.
     let r = unsafe {
         libc::setsockopt(
             fd,
             level,
             opt,
-            (&val as *const i32).cast(),
-            mem::size_of::<i32>() as libc::socklen_t,
+            (val as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if r < 0 {
         Err(last_err(what))
     } else {
         Ok(())
+    }
+}
+
+/// `getsockopt` into a value of type `T` (plain old data: every bit pattern valid),
+/// and the number of bytes the kernel wrote.
+pub(crate) fn getsockopt<T: Copy + Default>(
+    fd: RawFd,
+    level: i32,
+    opt: i32,
+    what: &str,
+) -> io::Result<(T, usize)> {
+    let mut val = T::default();
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `val` is writable for `len` bytes; the kernel writes at most `len`
+    // bytes and updates `len`.
+    let r = unsafe { libc::getsockopt(fd, level, opt, (&mut val as *mut T).cast(), &mut len) };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok((val, len as usize))
+    }
+}
+
+/// `setsockopt` with an `int` value.
+pub(crate) fn set_int(fd: RawFd, level: i32, opt: i32, val: i32, what: &str) -> io::Result<()> {
+    setsockopt(fd, level, opt, &val, what)
+}
+
+/// The interface index of `name`.
+pub(crate) fn if_nametoindex(name: &str) -> io::Result<u32> {
+    let cname = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
+    // SAFETY: `cname` is a valid NUL-terminated string for the duration of the call.
+    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if ifindex == 0 {
+        return Err(last_err(&format!("interface {name}")));
+    }
+    Ok(ifindex)
+}
+
+/// `struct ifreq`: the name, then a 24-byte union (`ifr_hwaddr`, `ifr_mtu`, …).
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: [u8; 24],
+}
+
+/// An `ioctl` that fills the union of a `struct ifreq` for `interface`.
+fn ifreq_ioctl(fd: RawFd, interface: &str, req: libc::c_ulong) -> io::Result<[u8; 24]> {
+    let bytes = interface.as_bytes();
+    if bytes.len() >= 16 || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
+    }
+    let mut ifr = IfReq {
+        name: [0; 16],
+        data: [0; 24],
+    };
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a live `struct ifreq` of the kernel's size (40 bytes) with a
+    // NUL-terminated name; SIOCGIFHWADDR and SIOCGIFMTU write only inside it.
+    let r = unsafe { libc::ioctl(fd, req as _, &mut ifr as *mut IfReq) };
+    if r < 0 {
+        return Err(last_err(&format!("ioctl on {interface}")));
+    }
+    Ok(ifr.data)
+}
+
+/// The MAC address and MTU of `interface` in the calling thread's network namespace
+/// (ioctls, not sysfs: sysfs shows the namespace it was mounted in).
+pub fn interface_mac_mtu(interface: &str) -> io::Result<([u8; 6], usize)> {
+    // SAFETY: plain syscall with constant arguments.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let fd = owned_fd(raw, "socket(AF_INET)")?;
+    let hw = ifreq_ioctl(fd.as_raw_fd(), interface, 0x8927)?; // SIOCGIFHWADDR
+    let mtu = ifreq_ioctl(fd.as_raw_fd(), interface, 0x8921)?; // SIOCGIFMTU
+    let mut mac = [0u8; 6];
+    // struct sockaddr: sa_family (2 bytes), then the address.
+    mac.copy_from_slice(&hw[2..8]);
+    let mtu = i32::from_ne_bytes([mtu[0], mtu[1], mtu[2], mtu[3]]);
+    Ok((mac, usize::try_from(mtu).unwrap_or(1500)))
+}
+
+/// `struct ifreq` with `ifr_data` (a pointer) in its union.
+#[repr(C)]
+struct IfReqData {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _rest: [u8; 16],
+}
+
+/// `SIOCETHTOOL` on `interface` with the ethtool command struct `cmd` (its first
+/// field the command number), which the kernel reads and fills. The raw errno is
+/// in the error.
+pub(crate) fn ethtool<T: Copy>(interface: &str, cmd: &mut T) -> io::Result<()> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let bytes = interface.as_bytes();
+    if bytes.len() >= 16 || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
+    }
+    let fd = socket(
+        libc::AF_INET,
+        libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+        0,
+        "socket(AF_INET)",
+    )?;
+    let mut ifr = IfReqData {
+        name: [0; 16],
+        data: (cmd as *mut T).cast(),
+        _rest: [0; 16],
+    };
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a `struct ifreq` (40 bytes) with a NUL-terminated name whose
+    // `ifr_data` points at a live, exclusively borrowed `T`, the command's struct;
+    // SIOCETHTOOL writes only into that struct.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReqData) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The one owner of a memory mapping (a socket's rings, a UMEM, a shared-memory
+/// segment): unmapped on drop, read and written only through bounds-checked slices
+/// and aligned atomics.
+#[derive(Debug)]
+pub(crate) struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone (no other handle to it exists in
+// this process); moving it to another thread is sound. It is not `Sync`: shared
+// access is only through `atomic_u32`, mutable access needs `&mut`.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Map `len` bytes of `fd` at `offset`, shared (with the kernel or another
+    /// process), read and write; `flags` adds to `MAP_SHARED` (`MAP_POPULATE`,
+    /// `MAP_LOCKED`).
+    pub fn shared(
+        fd: RawFd,
+        len: usize,
+        offset: libc::off_t,
+        flags: libc::c_int,
+        what: &str,
+    ) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping at a kernel-chosen address; the kernel checks `fd`,
+        // `offset` and `len`. The result is checked.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | flags,
+                fd,
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err(what));
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// Anonymous, private, page-aligned memory (a UMEM).
+    pub fn anonymous(len: usize, what: &str) -> io::Result<Mmap> {
+        // SAFETY: a fresh private anonymous mapping; checked below.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err(what));
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// Its address, for a kernel that is told where the memory is (`XDP_UMEM_REG`).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes `off..off + len`, or None when out of bounds. The other side (kernel or
+    /// peer) may write other parts concurrently; callers read only what a ring has
+    /// handed to them (with Acquire first).
+    pub fn slice(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping, readable.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) })
+    }
+
+    /// Bytes `off..off + len` to write, or None when out of bounds; `&mut self` makes
+    /// this the only view in this process. Callers write only what a ring says is
+    /// theirs.
+    pub fn slice_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping, writable; `&mut self` is exclusive.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) })
+    }
+
+    /// The 32-bit word at `off`, shared with the other side, or None when misaligned
+    /// or out of bounds.
+    pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
+        if off % 4 != 0 || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds, 4-aligned (the mapping is page-aligned), and valid for
+        // the life of `&self`; AtomicU32 has u32's layout, and every access by us
+        // is atomic, as the other side's are.
+        Some(unsafe { &*self.ptr.add(off).cast::<AtomicU32>() })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are what mmap returned; no view into the mapping
+        // outlives `self` (every slice borrows it).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -104,6 +361,90 @@ pub(crate) fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
         return Err(last_err("F_SETFL"));
     }
     Ok(())
+}
+
+/// `socket(domain, type, protocol)` as an owned descriptor.
+pub(crate) fn socket(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    protocol: libc::c_int,
+    what: &str,
+) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments; the result is checked.
+    owned_fd(unsafe { libc::socket(domain, ty, protocol) }, what)
+}
+
+/// `bind` to an address of type `T` (a `#[repr(C)]` sockaddr of the socket's family).
+pub(crate) fn bind<T: Copy>(fd: RawFd, addr: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `addr` is a live, initialised `T` of the size we pass; the kernel only
+    // reads it.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (addr as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// A zero-length, non-blocking `sendto` with no address: the doorbell of a mapped
+/// transmit ring (`AF_PACKET`, `AF_XDP`). Returns the raw errno on failure.
+pub(crate) fn kick_tx(fd: RawFd) -> Result<(), i32> {
+    // SAFETY: no buffer and no address are passed (null with length 0).
+    let r = unsafe { libc::sendto(fd, ptr::null(), 0, libc::MSG_DONTWAIT, ptr::null(), 0) };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// A zero-length, non-blocking `recvfrom`: tells an `AF_XDP` socket its fill ring
+/// has buffers again.
+pub(crate) fn kick_rx(fd: RawFd) {
+    // SAFETY: no buffer and no address are passed (null with length 0).
+    unsafe {
+        libc::recvfrom(
+            fd,
+            ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
+    };
+}
+
+/// `poll` on `fds` for up to `timeout`: how many are ready; an interrupted wait is
+/// 0 (a spurious wakeup).
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `fds` is a live array of valid pollfd structs of the length passed.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+/// Move the calling thread into the network namespace open at `fd`.
+pub(crate) fn setns_net(fd: RawFd) -> io::Result<()> {
+    // SAFETY: setns only reads the fd; an invalid fd is reported as an error.
+    let r = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if r < 0 {
+        Err(last_err("setns"))
+    } else {
+        Ok(())
+    }
 }
 
 /// An all-zero `sockaddr_storage`.
@@ -201,6 +542,28 @@ pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ifreq_layouts_have_the_kernel_size() {
+        assert_eq!(std::mem::size_of::<IfReq>(), 40);
+        assert_eq!(std::mem::size_of::<IfReqData>(), 40);
+    }
+
+    #[test]
+    fn a_mapping_hands_out_only_what_is_inside_it() {
+        let mut m = Mmap::anonymous(4096, "test").expect("mmap");
+        assert_eq!(m.len(), 4096);
+        assert!(m.slice(4090, 6).is_some());
+        assert!(m.slice(4090, 7).is_none());
+        assert!(m.slice(usize::MAX, 2).is_none(), "no overflow");
+        m.slice_mut(8, 4)
+            .expect("in bounds")
+            .copy_from_slice(&7u32.to_ne_bytes());
+        let w = m.atomic_u32(8).expect("aligned");
+        assert_eq!(w.load(std::sync::atomic::Ordering::Relaxed), 7);
+        assert!(m.atomic_u32(6).is_none(), "misaligned");
+        assert!(m.atomic_u32(4096).is_none(), "outside");
+    }
 
     #[test]
     fn socket_addrs_round_trip_through_storage() {
