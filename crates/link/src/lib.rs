@@ -28,8 +28,9 @@ pub mod datagram;
 pub mod dgram_sim;
 pub mod offload;
 pub mod pool;
-// Shared-memory rings between processes: the ring-index code (atomics in a mapping a
-// peer writes), the memfd segment and the descriptor passing (SCM_RIGHTS).
+// Shared-memory links: the connection set-up in shm/endpoint.rs (unix sockets,
+// descriptor passing with SCM_RIGHTS, peer credentials, polls). The rings themselves
+// (shm/ring.rs) go through sys::Mmap's atomics and raw copies.
 #[allow(unsafe_code)]
 pub mod shm;
 // Installing a signal handler.
@@ -45,8 +46,6 @@ mod sys;
 // sendmmsg/recvmmsg with their header arrays and control messages.
 #[allow(unsafe_code)]
 pub mod udp;
-// eventfd reads and writes.
-#[allow(unsafe_code)]
 pub mod wake;
 
 pub use datagram::{Datagram, DatagramLink};

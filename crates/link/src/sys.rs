@@ -294,6 +294,66 @@ impl Mmap {
     }
 }
 
+impl Mmap {
+    /// Copy `src` into the mapping at `off` with a raw copy, never a Rust reference
+    /// into it: for memory another process writes concurrently (a shm segment),
+    /// where a `&mut [u8]` would be a data race. False (nothing copied) when out of
+    /// bounds.
+    pub fn copy_in(&self, off: usize, src: &[u8]) -> bool {
+        if off.checked_add(src.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        // SAFETY: the destination range is inside the live mapping (checked above)
+        // and does not overlap `src`, which is process-private memory. A concurrent
+        // reader (the peer) sees bytes, no Rust reference to them exists.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) };
+        true
+    }
+
+    /// Copy from the mapping at `off` into `dst` with a raw copy (see
+    /// [`Mmap::copy_in`]). A peer writing concurrently can change which bytes we
+    /// copy, never where. False (nothing copied) when out of bounds.
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> bool {
+        if off.checked_add(dst.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        // SAFETY: the source range is inside the live mapping (checked above); `dst`
+        // is private memory.
+        unsafe { ptr::copy_nonoverlapping(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+}
+
+/// A memfd named `name` of `len` bytes, sealed against shrinking, growing and
+/// further seals, so a peer that maps it cannot be made to fault by a truncation.
+pub(crate) fn sealed_memfd(name: &std::ffi::CStr, len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated and lives for the call.
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let fd = owned_fd(raw, "memfd_create")?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
+        return Err(last_err("ftruncate"));
+    }
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: plain fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(last_err("F_ADD_SEALS"));
+    }
+    Ok(fd)
+}
+
+/// The seals of a memfd (`F_GET_SEALS`), and its size in bytes.
+pub(crate) fn seals_and_size(fd: &OwnedFd) -> io::Result<(libc::c_int, u64)> {
+    // SAFETY: plain fcntl on a descriptor the caller holds.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 {
+        return Err(last_err("F_GET_SEALS"));
+    }
+    let size = std::fs::File::from(fd.try_clone()?).metadata()?.len();
+    Ok((seals, size))
+}
+
 impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` are what mmap returned; no view into the mapping
@@ -434,6 +494,15 @@ pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io
         return Err(e);
     }
     Ok(r as usize)
+}
+
+/// A non-blocking, close-on-exec eventfd with counter 0.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd has no memory arguments; a negative return is an error.
+    owned_fd(
+        unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) },
+        "eventfd",
+    )
 }
 
 /// Move the calling thread into the network namespace open at `fd`.
