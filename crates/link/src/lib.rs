@@ -28,10 +28,6 @@ pub mod datagram;
 pub mod dgram_sim;
 pub mod offload;
 pub mod pool;
-// Shared-memory links: the connection set-up in shm/endpoint.rs (unix sockets,
-// descriptor passing with SCM_RIGHTS, peer credentials, polls). The rings themselves
-// (shm/ring.rs) go through sys::Mmap's atomics and raw copies.
-#[allow(unsafe_code)]
 pub mod shm;
 // Installing a signal handler.
 #[allow(unsafe_code)]

@@ -516,6 +516,176 @@ pub(crate) fn setns_net(fd: RawFd) -> io::Result<()> {
     }
 }
 
+/// A unix socket address for `name` (a leading NUL makes it abstract).
+fn unix_addr(name: &[u8]) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut sun: libc::sockaddr_un = unsafe { mem::zeroed() };
+    if name.len() > sun.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "shm: socket name too long",
+        ));
+    }
+    sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in sun.sun_path.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    let len = mem::size_of::<libc::sa_family_t>() + name.len();
+    Ok((sun, len as libc::socklen_t))
+}
+
+/// Send one message on a unix socket, with descriptors attached (`SCM_RIGHTS`) when
+/// `fds` is not empty.
+pub(crate) fn send_msg(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let data = mem::size_of_val(fds) as u32;
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE(data) } as usize;
+        assert!(space <= mem::size_of_val(&cbuf), "cmsg buffer");
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer is `space` bytes, aligned, and large enough for
+        // one cmsghdr carrying `fds`; CMSG_FIRSTHDR/DATA stay inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(data) as _;
+            ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
+        }
+    }
+    // SAFETY: `msg` points at a live iovec and control buffer for the call.
+    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        return Err(last_err("shm: sendmsg"));
+    }
+    Ok(())
+}
+
+/// One received control message: its bytes and any descriptors (owned at once, so
+/// they are closed on every error path). `Ok(None)` when nothing is waiting;
+/// `Ok(Some((0, _)))` when the peer closed.
+pub(crate) fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 16];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = mem::size_of_val(&cbuf) as _;
+    // SAFETY: `msg` points at a live iovec and control buffer of the given sizes.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(None),
+            _ => Err(last_err("shm: recvmsg")),
+        };
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer; the
+    // CMSG macros walk only within it, and an SCM_RIGHTS payload is an array of ints
+    // (read unaligned) that are descriptors now installed in this process.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let p = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..data / mem::size_of::<RawFd>() {
+                    let raw = ptr::read_unaligned(p.add(i));
+                    if raw >= 0 {
+                        fds.push(OwnedFd::from_raw_fd(raw));
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Some((n as usize, fds)))
+}
+
+/// The user id of the process at the other end of a unix socket (`SO_PEERCRED`).
+pub(crate) fn peer_uid(fd: RawFd) -> Option<u32> {
+    // SAFETY: ucred is plain old data.
+    let mut cred: libc::ucred = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `cred`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.uid)
+}
+
+/// `bind` a unix socket to `name` (a leading NUL makes it abstract).
+pub(crate) fn bind_unix(fd: RawFd, name: &[u8], what: &str) -> io::Result<()> {
+    let (sun, len) = unix_addr(name)?;
+    // SAFETY: `sun` is a valid sockaddr_un of which `len` bytes are used.
+    let r = unsafe { libc::bind(fd, (&sun as *const libc::sockaddr_un).cast(), len) };
+    if r < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
+
+/// `connect` a unix socket to `name` (a leading NUL makes it abstract).
+pub(crate) fn connect_unix(fd: RawFd, name: &[u8], what: &str) -> io::Result<()> {
+    let (sun, len) = unix_addr(name)?;
+    // SAFETY: `sun` is a valid sockaddr_un of which `len` bytes are used.
+    let r = unsafe { libc::connect(fd, (&sun as *const libc::sockaddr_un).cast(), len) };
+    if r < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
+
+/// `listen` with `backlog`.
+pub(crate) fn listen(fd: RawFd, backlog: i32, what: &str) -> io::Result<()> {
+    // SAFETY: plain syscall on a socket the caller holds.
+    if unsafe { libc::listen(fd, backlog) } < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
+
+/// One waiting connection, non-blocking and close-on-exec; None when none waits.
+pub(crate) fn accept(fd: RawFd) -> Option<OwnedFd> {
+    // SAFETY: accept4 with null address pointers only returns a descriptor.
+    let raw = unsafe {
+        libc::accept4(
+            fd,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    owned_fd(raw, "accept4").ok()
+}
+
+/// This process's effective user id.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// An all-zero `sockaddr_storage`.
 pub(crate) fn zeroed_storage() -> libc::sockaddr_storage {
     // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.

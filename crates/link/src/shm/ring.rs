@@ -446,11 +446,12 @@ mod tests {
     #[test]
     fn a_segment_without_seals_or_too_small_is_refused() {
         let l = Layout::new(4, 256).unwrap();
-        // SAFETY: NUL-terminated literal.
-        let raw = unsafe { libc::memfd_create(c"plain".as_ptr(), libc::MFD_CLOEXEC) };
-        let fd = sys::owned_fd(raw, "memfd").unwrap();
-        // SAFETY: fd is ours.
-        unsafe { libc::ftruncate(fd.as_raw_fd(), l.total() as libc::off_t) };
+        // A file of the right size that carries no seals.
+        let path = std::env::temp_dir().join(format!("weft-shm-unsealed-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(l.total() as u64).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let fd = OwnedFd::from(file);
         assert!(Region::open(&fd, l).is_err(), "no seals");
         let (_, fd) = Region::create(l).unwrap();
         assert!(Region::open(&fd, l).is_ok());
