@@ -8,17 +8,22 @@
 #   weft-hb  weft-b0 198.18.2.2/24 2001:2:0:2::2/64 ── weft-rb 198.18.2.1 ├ weft-r
 #   weft-hc  weft-c0 198.18.3.2/24 2001:2:0:3::2/64 ── weft-rc 198.18.3.1 ┘
 #
-# usage: netns-router.sh up weft     router namespace without kernel addresses: weft
+# usage: netns-router.sh up weft [OFFLOADS]
+#                                    router namespace without kernel addresses: weft
 #                                    answers ARP/ND/ICMP for them itself
-#        netns-router.sh up kernel   Linux forwards (ip_forward=1), the baseline
+#        netns-router.sh up kernel [OFFLOADS]
+#                                    Linux forwards (ip_forward=1), the baseline
 #        netns-router.sh down        remove everything (safe to run any time)
 #        netns-router.sh config [2|3] [BACKEND [XDP_MODE]]
 #                                    print the weft router config for this topology
 #                                    (2: only the ports to hosts A and B; BACKEND
 #                                    afpacket (default) or afxdp; XDP_MODE generic
 #                                    (default) or native)
-# `up` always starts from `down`, so it is idempotent. Offloads (TSO/GSO/GRO and
-# checksum offload) are off on every veth: frames cross AF_PACKET as on a wire.
+# `up` always starts from `down`, so it is idempotent. OFFLOADS: `off` (the default)
+# turns TSO/GSO/GRO and checksum offload off on every veth, so frames cross AF_PACKET
+# as on a wire; `default` keeps veth's defaults (checksum offload and TSO on), as a
+# newcomer's topology has them: the hosts then send partial checksums and 64 KiB
+# TCP super-frames, which the router's links must finish (crates/link/src/offload.rs).
 set -euo pipefail
 
 NS=(weft-ha weft-hb weft-hc weft-r)
@@ -40,6 +45,8 @@ offloads_off() {
   fi
 }
 
+OFFLOADS=off
+
 host() {
   # host NS DEV ROUTER_PORT SUBNET(1..3)
   local ns=$1 dev=$2 rdev=$3 n=$4
@@ -50,14 +57,18 @@ host() {
   in_ns "$ns" ip -6 addr add "2001:2:0:$n::2/64" dev "$dev" nodad
   in_ns "$ns" ip route add default via "198.18.$n.1"
   in_ns "$ns" ip -6 route add default via "2001:2:0:$n::1"
-  offloads_off "$ns" "$dev"
-  offloads_off weft-r "$rdev"
+  if [[ $OFFLOADS == off ]]; then
+    offloads_off "$ns" "$dev"
+    offloads_off weft-r "$rdev"
+  fi
   in_ns weft-r ip link set "$rdev" up
 }
 
 up() {
   local mode=${1:-weft}
+  OFFLOADS=${2:-off}
   case "$mode" in weft|kernel) ;; *) echo "mode must be weft or kernel" >&2; exit 2 ;; esac
+  case "$OFFLOADS" in off|default) ;; *) echo "offloads must be off or default" >&2; exit 2 ;; esac
   down
   for ns in "${NS[@]}"; do ip netns add "$ns"; done
   in_ns weft-r ip link set lo up
@@ -114,8 +125,8 @@ TOML
 }
 
 case "${1:-}" in
-  up) up "${2:-weft}" ;;
+  up) up "${2:-weft}" "${3:-off}" ;;
   down) down ;;
   config) config "${2:-3}" "${3:-afpacket}" "${4:-}" ;;
-  *) echo "usage: $0 up [weft|kernel] | down | config" >&2; exit 2 ;;
+  *) echo "usage: $0 up [weft|kernel] [off|default] | down | config" >&2; exit 2 ;;
 esac

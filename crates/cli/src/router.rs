@@ -10,13 +10,18 @@ use weft_link::{BufferPool, Link};
 use weft_router::bench::{self, Pattern};
 use weft_router::config::Config;
 use weft_router::ctl::{self, ControlServer};
+use weft_router::instance;
 use weft_router::{Architecture, Dataplane, Options, Router, RouterConfig};
 
 const DEFAULT_SOCKET: &str = "/run/weft-router.sock";
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "A two-host example, the configuration reference, the ctl commands and \
+                  the counters: docs/router.md"
+)]
 pub struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
@@ -83,12 +88,12 @@ struct Rfc2544Args {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = ctl::COMMANDS)]
 struct CtlArgs {
     /// Control socket.
     #[arg(long, default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
-    /// The command: `route add PREFIX via ADDR`, `route del PREFIX`,
-    /// `show counters [all]`, `show neighbors`, `show routes [N]`, `show ports`.
+    /// The command (listed below).
     #[arg(trailing_var_arg = true, required = true)]
     command: Vec<String>,
 }
@@ -139,6 +144,13 @@ fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyho
         Some(a) => a.parse().map_err(anyhow::Error::msg)?,
         None => cfg.architecture()?,
     };
+    let socket = socket
+        .or_else(|| cfg.router.control_socket.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    // One router per interface and control socket (issue 20): refuse before touching
+    // either, so a second instance cannot disturb the first.
+    let _instance = instance::claim_interfaces(cfg.ports.iter().map(|p| p.interface.as_str()))?;
+    instance::free_control_socket(&socket)?;
     let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
     let pool = BufferPool::new(32768, 2048);
     let mut links: Vec<Box<dyn Link>> = Vec::new();
@@ -154,9 +166,6 @@ fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyho
     let router = Router::new(cfg.port_specs(&info)?, RouterConfig::default());
     let base = path.parent().unwrap_or(Path::new("."));
     let n = cfg.install_routes(&router, base)?;
-    let socket = socket
-        .or_else(|| cfg.router.control_socket.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
     let ctl = ControlServer::start(&socket, Arc::clone(&router))
         .with_context(|| format!("control socket {}", socket.display()))?;
     let dp = Dataplane::start(

@@ -92,11 +92,17 @@ fn text(o: &Output) -> String {
 struct Topology;
 
 impl Topology {
+    /// With offloads off on every veth.
     fn up(mode: &str) -> Topology {
+        Topology::up_with(mode, "off")
+    }
+
+    /// `offloads`: `off`, or `default` (veth's: checksum offload and TSO on).
+    fn up_with(mode: &str, offloads: &str) -> Topology {
         let o = Command::new("timeout")
             .args(["60", "bash"])
             .arg(script())
-            .args(["up", mode])
+            .args(["up", mode, offloads])
             .output()
             .expect("run netns-router.sh");
         let t = Topology;
@@ -524,6 +530,11 @@ fn afxdp_ports_carry_iperf3_tcp() {
 
 /// iperf3 TCP from host A to host B for 3 s.
 fn iperf3_across(r: &RouterProc, ports: &str) {
+    iperf3_to(r, ports, "198.18.2.2");
+}
+
+/// iperf3 TCP from host A to `dst` on host B for 3 s: it completes and moves data.
+fn iperf3_to(r: &RouterProc, ports: &str, dst: &str) {
     let mut server = Command::new("timeout")
         .args(["30", "ip", "netns", "exec", "weft-hb", "iperf3", "-s", "-1"])
         .stdout(Stdio::null())
@@ -531,11 +542,7 @@ fn iperf3_across(r: &RouterProc, ports: &str) {
         .spawn()
         .expect("iperf3 server");
     std::thread::sleep(Duration::from_millis(500));
-    let o = ns(
-        "weft-ha",
-        30,
-        &["iperf3", "-c", "198.18.2.2", "-t", "3", "-J"],
-    );
+    let o = ns("weft-ha", 30, &["iperf3", "-c", dst, "-t", "3", "-J"]);
     let _ = server.wait();
     let t = text(&o);
     assert!(o.status.success(), "iperf3: {t}");
@@ -547,11 +554,158 @@ fn iperf3_across(r: &RouterProc, ports: &str) {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .expect("iperf3 JSON has sum_received.bits_per_second");
     eprintln!(
-        "iperf3 TCP through weft router on {ports} ports: {:.0} Mbit/s",
+        "iperf3 TCP to {dst} through weft router on {ports} ports: {:.0} Mbit/s",
         bps / 1e6
     );
     assert!(bps > 1e6, "TCP made progress: {bps} bit/s");
     assert!(r.counter("forwarded") > 1000);
+}
+
+/// Host B's count of TCP segments that arrived with a wrong checksum
+/// (`TcpInCsumErrors`, the `InCsumErrors` column of `Tcp:` in its /proc/net/snmp).
+fn host_b_tcp_csum_errors() -> u64 {
+    let snmp = text(&ns("weft-hb", 5, &["cat", "/proc/net/snmp"]));
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (Some(names), Some(values)) = (tcp.next(), tcp.next()) else {
+        panic!("no Tcp lines in host B's /proc/net/snmp: {snmp}");
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find_map(|(n, v)| (n == "InCsumErrors").then(|| v.parse().ok()).flatten())
+        .unwrap_or_else(|| panic!("no Tcp InCsumErrors in {snmp}"))
+}
+
+/// One column of `show links` for a port.
+fn link_counter(r: &RouterProc, port: &str, column: &str) -> u64 {
+    let links = r.ctl("show links");
+    let mut lines = links.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    let at = header
+        .iter()
+        .position(|h| *h == column)
+        .unwrap_or_else(|| panic!("no column {column} in {links}"));
+    lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.first() == Some(&port))
+        .and_then(|w| w.get(at).and_then(|v| v.parse().ok()))
+        .unwrap_or_else(|| panic!("no {column} for {port} in {links}"))
+}
+
+/// Issue 20: with veth's default offloads (checksum offload and TSO on) the hosts
+/// send partial checksums and TCP super-frames; the router's ports must finish them
+/// as a NIC would, or the far host drops every segment (`TcpInCsumErrors`).
+fn tcp_with_default_offloads(r: &RouterProc, ports: &str) {
+    let tx_csum = text(&ns("weft-ha", 5, &["ethtool", "-k", "weft-a0"]));
+    assert!(
+        tx_csum.contains("tx-checksumming: on") && tx_csum.contains("tcp-segmentation-offload: on"),
+        "the topology keeps veth's default offloads: {tx_csum}"
+    );
+    let errors_before = host_b_tcp_csum_errors();
+    iperf3_to(r, ports, "198.18.2.2");
+    iperf3_to(r, ports, "2001:2:0:2::2");
+    let errors = host_b_tcp_csum_errors() - errors_before;
+    assert_eq!(errors, 0, "host B counted TcpInCsumErrors");
+    // The work was there to do, and the ports did it.
+    let completed = link_counter(r, "left", "rx_csum_completed");
+    let segmented = link_counter(r, "left", "rx_gso_segmented");
+    eprintln!("{ports}: left port completed {completed} checksums, split {segmented} super-frames");
+    assert!(
+        completed > 0,
+        "partial checksums arrived and were completed"
+    );
+    assert!(
+        segmented > 0,
+        "TSO super-frames arrived and were split: {}",
+        r.ctl("show links")
+    );
+}
+
+#[test]
+fn iperf3_tcp_across_the_router_with_default_veth_offloads() {
+    require!("iperf3", "ethtool");
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up_with("weft", "default");
+    let r = RouterProc::start("");
+    tcp_with_default_offloads(&r, "AF_PACKET");
+}
+
+#[test]
+fn afxdp_ports_carry_iperf3_tcp_with_default_veth_offloads() {
+    require!("iperf3", "ethtool");
+    require_af_xdp!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up_with("weft", "default");
+    let r = RouterProc::start_on(&["3", "afxdp"], "");
+    tcp_with_default_offloads(&r, "AF_XDP (generic)");
+}
+
+/// `weft router --config CONFIG --socket SOCKET` in the router namespace, expected to
+/// exit by itself within 20 s: its exit code and output.
+fn second_router(config: &Path, socket: &Path) -> (Option<i32>, String) {
+    let o = Command::new("timeout")
+        .args([
+            "20",
+            "ip",
+            "netns",
+            "exec",
+            "weft-r",
+            env!("CARGO_BIN_EXE_weft"),
+        ])
+        .arg("router")
+        .arg("--config")
+        .arg(config)
+        .arg("--socket")
+        .arg(socket)
+        .output()
+        .expect("spawn second weft router");
+    (o.status.code(), text(&o))
+}
+
+/// Issue 20: a second router on the same config, or on the same control socket,
+/// refuses to start, names what is taken and by which process, and leaves the first
+/// running with its control socket.
+#[test]
+fn a_second_router_on_the_same_interfaces_or_socket_refuses_to_start() {
+    require!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    // Ports to hosts A and B only: host C's interface stays free for the second.
+    let r = RouterProc::start_on(&["2"], "");
+    let pid = format!("(pid {})", r.child.id());
+    let (code, t) = second_router(&r.dir.join("router.toml"), &r.socket);
+    assert!(
+        code.is_some_and(|c| c != 0 && c != 124),
+        "exited by itself, non-zero ({code:?}): {t}"
+    );
+    assert!(
+        t.contains("interface weft-ra is in use by another weft router") && t.contains(&pid),
+        "names the interface and the first router's {pid}: {t}"
+    );
+    // The same socket with other interfaces: the socket is what is taken.
+    let other = r.dir.join("other.toml");
+    std::fs::write(
+        &other,
+        "[[port]]\nname = \"solo\"\ninterface = \"weft-rc\"\naddresses = [\"198.18.3.1/24\"]\n",
+    )
+    .expect("write other config");
+    let (code, t) = second_router(&other, &r.socket);
+    assert!(code.is_some_and(|c| c != 0 && c != 124), "{code:?}: {t}");
+    assert!(
+        t.contains(&format!(
+            "control socket {} is in use by another weft router",
+            r.socket.display()
+        )) && t.contains(&pid),
+        "names the socket and the first router's {pid}: {t}"
+    );
+    // The first router kept its socket and forwards alone (no duplicate replies).
+    assert!(
+        r.socket.exists(),
+        "the first router's control socket is still there"
+    );
+    assert!(r.ctl("show ports").contains("left"), "ctl still answers");
+    let p = ping_ok("weft-ha", &["198.18.2.2"]);
+    assert!(!p.contains("DUP!"), "{p}");
 }
 
 #[test]

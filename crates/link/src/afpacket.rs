@@ -7,15 +7,25 @@
 //! retire timer (`retire_ms`, 1 ms by default here) fires, so an idle link adds up to
 //! that much latency to a lone packet. That is the price of block batching.
 //!
-//! Needs `CAP_NET_RAW`. The interface should have its offloads off (no TSO/GSO/GRO,
-//! no transmit checksum offload), since we forward frames as they are on the wire.
+//! Offloads: a frame that crossed a veth carries what the sender left to a NIC, a
+//! partial transport checksum and possibly a 64 KiB TCP super-frame (veth's default,
+//! checksum offload and TSO on). The socket asks for the kernel's `virtio_net_hdr`
+//! in front of each frame (`PACKET_VNET_HDR`), which says so with the offsets, and
+//! the link finishes the work on receive ([`crate::offload`]), counting it in
+//! [`LinkStats::rx_csum_completed`] and [`LinkStats::rx_gso_segmented`]. Receive
+//! blocks are large enough for a whole super-frame. On transmit the header is all
+//! zero: every frame we send is complete.
+//!
+//! Needs `CAP_NET_RAW`.
 
+use crate::sys::{self, Mmap};
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
-use std::ffi::CString;
 use std::io;
-use std::ptr;
-use std::sync::atomic::{fence, Ordering};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+pub use crate::sys::interface_mac_mtu;
 
 // Linux UAPI (include/uapi/linux/if_packet.h), defined here so the layout we rely on
 // is in one place and does not depend on which structs the libc crate exports.
@@ -24,6 +34,7 @@ const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_TX_RING: libc::c_int = 13;
+const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V3: libc::c_int = 2;
@@ -36,6 +47,22 @@ const TP_STATUS_WRONG_FORMAT: u32 = 4;
 const TP_STATUS_VLAN_VALID: u32 = 0x10;
 /// Receive: `tp_vlan_tpid` holds the tag's TPID (else it is 0x8100).
 const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+/// Receive: the sender left the transport checksum to a NIC (`CHECKSUM_PARTIAL`).
+const TP_STATUS_CSUMNOTREADY: u32 = 0x8;
+
+/// `struct virtio_net_hdr` (include/uapi/linux/virtio_net.h), in front of each frame
+/// once `PACKET_VNET_HDR` is on, in host byte order (packet sockets use the legacy,
+/// native-endian layout).
+mod vnet {
+    pub const LEN: usize = 10;
+    pub const FLAGS: usize = 0;
+    pub const GSO_TYPE: usize = 1;
+    pub const GSO_SIZE: usize = 4;
+    pub const CSUM_START: usize = 6;
+    pub const CSUM_OFFSET: usize = 8;
+    /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: checksum `csum_start..` into `csum_offset`.
+    pub const F_NEEDS_CSUM: u8 = 1;
+}
 const PACKET_OUTGOING: u8 = 4;
 const ETH_P_ALL: u16 = 0x0003;
 
@@ -104,11 +131,12 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            // Small blocks: a block is handed over when full or after `retire_ms`, so
-            // at 250 kpps a 16 KiB block (about 100 small frames) waits 0.4 ms, not
-            // the 1 ms timer.
-            rx_block_size: 1 << 14,
-            rx_blocks: 256,
+            // A block must hold the largest frame the kernel hands us: a TCP
+            // super-frame of up to 64 KiB from a sender with TSO on (see the module
+            // head), hence 128 KiB. A block is handed over when full or after
+            // `retire_ms`, so under load a lone frame waits at most the timer.
+            rx_block_size: 1 << 17,
+            rx_blocks: 32,
             retire_ms: 1,
             tx_frame_size: 2048,
             tx_frames: 1024,
@@ -117,12 +145,26 @@ impl Default for RingConfig {
     }
 }
 
+/// What the sender left to a NIC for a received frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unfinished {
+    /// Nothing: the frame is as it would be on a wire.
+    Nothing,
+    /// The transport checksum, over `start..` into the field at `start + offset`
+    /// (offsets from the frame's first byte as the kernel saw it).
+    Checksum { start: usize, offset: usize },
+    /// The checksum, offsets unknown (no `virtio_net_hdr`).
+    ChecksumSomewhere,
+    /// Segmentation (and the checksums): `virtio_net_hdr` gso type and size.
+    Segment { gso_type: u8, gso_size: u16 },
+}
+
 /// One packet slot of a receive block, as found.
 #[derive(Debug, Clone, Copy)]
 enum RxFrame {
-    /// Frame bytes at this offset and length in the mapping, and the 802.1Q tag
-    /// (TPID, TCI) the kernel stripped from it, if any.
-    Data(usize, usize, Option<(u16, u16)>),
+    /// Frame bytes at this offset and length in the mapping, the 802.1Q tag (TPID,
+    /// TCI) the kernel stripped from it, if any, and the offload work left.
+    Data(usize, usize, Option<(u16, u16)>, Unfinished),
     /// Truncated, or offsets outside the block.
     Bad,
     /// Our own transmission looped back: skip.
@@ -160,9 +202,10 @@ struct RxCursor {
 /// An `AF_PACKET` socket bound to one interface, with `TPACKET_V3` rx and tx rings.
 #[derive(Debug)]
 pub struct AfPacket {
-    fd: libc::c_int,
-    map: *mut u8,
-    map_len: usize,
+    fd: OwnedFd,
+    /// The receive ring, then the transmit ring (`tx_base` on); `None` only while
+    /// opening.
+    map: Option<Mmap>,
     rx_block_size: usize,
     rx_blocks: usize,
     tx_frame_size: usize,
@@ -176,86 +219,14 @@ pub struct AfPacket {
     kernel_drops: u64,
     /// Buffers taken from the pool for a receive burst under one lock.
     spare: Vec<PacketBuf>,
+    /// Whether frames carry a `virtio_net_hdr` (`PACKET_VNET_HDR` accepted).
+    vnet: bool,
+    /// Segments of a super-frame not yet handed out (a burst is at most `max`).
+    pending: std::collections::VecDeque<PacketBuf>,
 }
 
-// SAFETY: the mapping is owned by this value alone (no other handle to it exists in
-// this process) and the fd with it; moving both to another thread is sound. It is not
-// `Sync`: `&AfPacket` offers no ring access.
-unsafe impl Send for AfPacket {}
-
-fn last_err(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn setsockopt<T>(fd: libc::c_int, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
-    // SAFETY: `val` is a live, initialised `T` and we pass its exact size; the kernel
-    // only reads it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            SOL_PACKET,
-            opt,
-            (val as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(last_err(what))
-    } else {
-        Ok(())
-    }
-}
-
-/// `struct ifreq`: the name, then a 24-byte union (`ifr_hwaddr`, `ifr_mtu`, …).
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    data: [u8; 24],
-}
-
-fn ifreq_ioctl(fd: libc::c_int, interface: &str, req: libc::c_ulong) -> io::Result<[u8; 24]> {
-    let bytes = interface.as_bytes();
-    if bytes.len() >= 16 || bytes.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "bad interface name",
-        ));
-    }
-    let mut ifr = IfReq {
-        name: [0; 16],
-        data: [0; 24],
-    };
-    ifr.name[..bytes.len()].copy_from_slice(bytes);
-    // SAFETY: `ifr` is a live `struct ifreq` of the kernel's size (40 bytes) with a
-    // NUL-terminated name; SIOCGIFHWADDR and SIOCGIFMTU write only inside it.
-    let r = unsafe { libc::ioctl(fd, req as _, &mut ifr as *mut IfReq) };
-    if r < 0 {
-        return Err(last_err(&format!("ioctl on {interface}")));
-    }
-    Ok(ifr.data)
-}
-
-/// The MAC address and MTU of `interface` in the calling thread's network namespace
-/// (ioctls, not sysfs: sysfs shows the namespace it was mounted in).
-pub fn interface_mac_mtu(interface: &str) -> io::Result<([u8; 6], usize)> {
-    // SAFETY: plain syscall with constant arguments.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(last_err("socket(AF_INET)"));
-    }
-    let r = (|| {
-        let hw = ifreq_ioctl(fd, interface, 0x8927)?; // SIOCGIFHWADDR
-        let mtu = ifreq_ioctl(fd, interface, 0x8921)?; // SIOCGIFMTU
-        let mut mac = [0u8; 6];
-        // struct sockaddr: sa_family (2 bytes), then the address.
-        mac.copy_from_slice(&hw[2..8]);
-        let mtu = i32::from_ne_bytes([mtu[0], mtu[1], mtu[2], mtu[3]]);
-        Ok((mac, usize::try_from(mtu).unwrap_or(1500)))
-    })();
-    // SAFETY: we own the fd and close it once.
-    unsafe { libc::close(fd) };
-    r
+fn setsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
+    sys::setsockopt(fd.as_raw_fd(), SOL_PACKET, opt, val, what)
 }
 
 impl AfPacket {
@@ -280,24 +251,18 @@ impl AfPacket {
                 "bad ring config",
             ));
         }
-        let cname = CString::new(interface)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
-        // SAFETY: `cname` is a valid NUL-terminated string for the duration of the call.
-        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        if ifindex == 0 {
-            return Err(last_err(&format!("interface {interface}")));
-        }
+        let ifindex = sys::if_nametoindex(interface)?;
         let (mac, mtu) = interface_mac_mtu(interface)?;
         // Protocol 0: receive nothing until the rings exist and we bind.
-        // SAFETY: plain syscall with constant arguments.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(last_err("socket(AF_PACKET)"));
-        }
+        let fd = sys::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            0,
+            "socket(AF_PACKET)",
+        )?;
         let mut link = AfPacket {
             fd,
-            map: ptr::null_mut(),
-            map_len: 0,
+            map: None,
             rx_block_size: cfg.rx_block_size as usize,
             rx_blocks: cfg.rx_blocks as usize,
             tx_frame_size: cfg.tx_frame_size as usize,
@@ -317,15 +282,26 @@ impl AfPacket {
             stats: LinkStats::default(),
             kernel_drops: 0,
             spare: Vec::new(),
+            vnet: false,
+            pending: std::collections::VecDeque::new(),
         };
-        // From here `link`'s Drop closes the fd (and unmaps once mapped) on error.
-        setsockopt(fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
+        // From here dropping `link` closes the fd (and unmaps once mapped) on error.
+        setsockopt(&link.fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
         let one: libc::c_int = 1;
+        // Before the rings exist (the kernel refuses it after). Without it (kernels
+        // before 5.x lack it for TPACKET_V3) the status word still flags partial
+        // checksums, but super-frames cannot be split and are dropped.
+        link.vnet = setsockopt(&link.fd, PACKET_VNET_HDR, &one, "PACKET_VNET_HDR").is_ok();
         // Older kernels lack these two; neither is needed for correctness (we also
         // check sll_pkttype below), so failure is ignored.
-        let _ = setsockopt(fd, PACKET_IGNORE_OUTGOING, &one, "PACKET_IGNORE_OUTGOING");
+        let _ = setsockopt(
+            &link.fd,
+            PACKET_IGNORE_OUTGOING,
+            &one,
+            "PACKET_IGNORE_OUTGOING",
+        );
         if cfg.qdisc_bypass {
-            let _ = setsockopt(fd, PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS");
+            let _ = setsockopt(&link.fd, PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS");
         }
         let rx_req = TpacketReq3 {
             tp_block_size: cfg.rx_block_size,
@@ -336,7 +312,7 @@ impl AfPacket {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(fd, PACKET_RX_RING, &rx_req, "PACKET_RX_RING")?;
+        setsockopt(&link.fd, PACKET_RX_RING, &rx_req, "PACKET_RX_RING")?;
         let tx_block = cfg.tx_frame_size.max(page);
         let per_block = tx_block / cfg.tx_frame_size;
         let tx_blocks = cfg.tx_frames.div_ceil(per_block);
@@ -347,103 +323,75 @@ impl AfPacket {
             tp_frame_nr: tx_blocks * per_block,
             ..TpacketReq3::default()
         };
-        setsockopt(fd, PACKET_TX_RING, &tx_req, "PACKET_TX_RING")?;
+        setsockopt(&link.fd, PACKET_TX_RING, &tx_req, "PACKET_TX_RING")?;
         link.tx_frames = (tx_blocks * per_block) as usize;
         let rx_len = link.rx_block_size * link.rx_blocks;
         let tx_len = (tx_block * tx_blocks) as usize;
-        // SAFETY: mapping a fresh region backed by the socket's rings, at a kernel-chosen
-        // address; the kernel validates length and flags. The result is checked.
-        let map = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                rx_len + tx_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        let map = if map == libc::MAP_FAILED {
-            // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry without it.
-            // SAFETY: as above.
-            let m = unsafe {
-                libc::mmap(
-                    ptr::null_mut(),
-                    rx_len + tx_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd,
-                    0,
-                )
-            };
-            if m == libc::MAP_FAILED {
-                return Err(last_err("mmap packet rings"));
-            }
-            m
-        } else {
-            map
-        };
-        link.map = map.cast();
-        link.map_len = rx_len + tx_len;
+        let raw = link.fd.as_raw_fd();
+        let len = rx_len + tx_len;
+        let map = Mmap::shared(
+            raw,
+            len,
+            0,
+            libc::MAP_LOCKED | libc::MAP_POPULATE,
+            "mmap packet rings",
+        )
+        // MAP_LOCKED fails under a small RLIMIT_MEMLOCK; retry without it.
+        .or_else(|_| Mmap::shared(raw, len, 0, libc::MAP_POPULATE, "mmap packet rings"))?;
+        link.map = Some(map);
         link.tx_base = rx_len;
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETH_P_ALL.to_be();
-        sll.sll_ifindex = ifindex as i32;
-        // SAFETY: `sll` is a valid sockaddr_ll and we pass its size.
-        let r = unsafe {
-            libc::bind(
-                fd,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
+        let sll = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as u16,
+            sll_protocol: ETH_P_ALL.to_be(),
+            sll_ifindex: ifindex as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 0,
+            sll_addr: [0; 8],
         };
-        if r < 0 {
-            return Err(last_err("bind AF_PACKET"));
-        }
+        sys::bind(raw, &sll, "bind AF_PACKET")?;
         Ok(link)
     }
 
+    /// The socket, for polling beside other descriptors.
+    pub(crate) fn fd(&self) -> libc::c_int {
+        self.fd.as_raw_fd()
+    }
+
+    /// True when a receive would find a frame without waiting.
+    pub(crate) fn rx_ready(&self) -> bool {
+        let base = self.rx.block * self.rx_block_size;
+        !self.pending.is_empty()
+            || self.rx.open.is_some()
+            || self.load_u32(base + block::STATUS) & TP_STATUS_USER != 0
+    }
+
     /// Bounds-checked view of the mapping.
+    /// Bounds-checked view of the mapping. The kernel may write other parts
+    /// concurrently; we only read ranges it has handed to user space (status bits
+    /// checked with Acquire first).
     fn region(&self, off: usize, len: usize) -> Option<&[u8]> {
-        if off.checked_add(len)? > self.map_len {
-            return None;
-        }
-        // SAFETY: `off + len <= map_len`, the mapping is live for `&self`'s lifetime and
-        // readable. The kernel may write other parts concurrently; we only read ranges
-        // it has handed to user space (status bits checked with Acquire first).
-        Some(unsafe { std::slice::from_raw_parts(self.map.add(off), len) })
+        self.map.as_ref()?.slice(off, len)
     }
 
+    /// Writable view; we write only frames whose status says user space owns them.
     fn region_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
-        if off.checked_add(len)? > self.map_len {
-            return None;
-        }
-        // SAFETY: as `region`, and `&mut self` makes this the only user-space view;
-        // we write only frames whose status says user space owns them.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.map.add(off), len) })
+        self.map.as_mut()?.slice_mut(off, len)
     }
 
-    /// Read a `u32` status word the kernel writes concurrently.
+    /// Read a `u32` status word the kernel writes concurrently (0 out of bounds).
     fn load_u32(&self, off: usize) -> u32 {
-        if off + 4 > self.map_len || off % 4 != 0 {
-            return 0;
-        }
-        // SAFETY: in bounds and 4-aligned (the mapping is page-aligned); volatile keeps
-        // the compiler from caching a value another agent (the kernel) changes.
-        let v = unsafe { ptr::read_volatile(self.map.add(off).cast::<u32>()) };
-        fence(Ordering::Acquire);
-        v
+        self.map
+            .as_ref()
+            .and_then(|m| m.atomic_u32(off))
+            .map_or(0, |w| w.load(Ordering::Acquire))
     }
 
+    /// Hand a status word back to the kernel, after our writes to its frame.
     fn store_u32(&mut self, off: usize, v: u32) {
-        if off + 4 > self.map_len || off % 4 != 0 {
-            return;
+        if let Some(w) = self.map.as_ref().and_then(|m| m.atomic_u32(off)) {
+            w.store(v, Ordering::Release);
         }
-        fence(Ordering::Release);
-        // SAFETY: in bounds and 4-aligned; this word is ours to hand back to the kernel.
-        unsafe { ptr::write_volatile(self.map.add(off).cast::<u32>(), v) };
     }
 
     fn read_u32(b: &[u8], at: usize) -> u32 {
@@ -487,7 +435,98 @@ impl AfPacket {
             };
             (tpid, Self::read_u32(h, hdr3::VLAN_TCI) as u16)
         });
-        (next, RxFrame::Data(base + start, snap, tag))
+        let left = if self.vnet {
+            // The kernel puts the header right in front of the frame.
+            match start
+                .checked_sub(vnet::LEN)
+                .filter(|&v| v >= off + hdr3::ALIGNED_LEN)
+                .and_then(|v| blk.get(v..start))
+            {
+                Some(v) => Self::unfinished(v),
+                None => return (next, RxFrame::Bad),
+            }
+        } else if status & TP_STATUS_CSUMNOTREADY != 0 {
+            Unfinished::ChecksumSomewhere
+        } else {
+            Unfinished::Nothing
+        };
+        (next, RxFrame::Data(base + start, snap, tag, left))
+    }
+
+    /// What a `virtio_net_hdr` says is left to do.
+    fn unfinished(v: &[u8]) -> Unfinished {
+        let gso_type = v[vnet::GSO_TYPE];
+        if gso_type != crate::offload::gso::NONE {
+            return Unfinished::Segment {
+                gso_type,
+                gso_size: Self::read_u16(v, vnet::GSO_SIZE),
+            };
+        }
+        if v[vnet::FLAGS] & vnet::F_NEEDS_CSUM != 0 {
+            return Unfinished::Checksum {
+                start: usize::from(Self::read_u16(v, vnet::CSUM_START)),
+                offset: usize::from(Self::read_u16(v, vnet::CSUM_OFFSET)),
+            };
+        }
+        Unfinished::Nothing
+    }
+
+    /// Copy a received frame out of the ring into pooled buffers (several when it is
+    /// a super-frame), finishing what the sender left to a NIC. Appends to `out` up
+    /// to `room` frames and queues the rest of a super-frame's segments; returns how
+    /// many it appended, or None when the frame is dropped.
+    fn take_frame(
+        &mut self,
+        start: usize,
+        len: usize,
+        tag: Option<(u16, u16)>,
+        left: Unfinished,
+        out: &mut Vec<PacketBuf>,
+        room: usize,
+    ) -> Option<usize> {
+        if let Unfinished::Segment { gso_type, gso_size } = left {
+            // A tagged super-frame would need the tag in every segment; ports are
+            // untagged, so it is dropped like any tagged frame would be later.
+            if tag.is_some() {
+                return None;
+            }
+            let data = self.region(start, len)?;
+            let mut segs = Vec::new();
+            crate::offload::segment(data, gso_type, gso_size, &self.pool, &mut segs).ok()?;
+            self.stats.rx_gso_segmented += 1;
+            let now = segs.len().min(room);
+            self.pending.extend(segs.drain(now..));
+            out.append(&mut segs);
+            return Some(now);
+        }
+        let mut b = self.spare.pop()?;
+        let copied = match self.region(start, len) {
+            Some(d) => copy_frame(&mut b, d, tag),
+            None => false,
+        };
+        if !copied {
+            self.spare.push(b);
+            return None;
+        }
+        // A tag put back moves the transport header 4 bytes further in.
+        let shift = if tag.is_some() { 4 } else { 0 };
+        let done = match left {
+            Unfinished::Nothing | Unfinished::Segment { .. } => Ok(false),
+            Unfinished::Checksum { start, offset } => {
+                crate::offload::complete_checksum_at(&mut b, start + shift, offset).map(|()| true)
+            }
+            Unfinished::ChecksumSomewhere => {
+                crate::offload::complete_checksum(&mut b).map(|()| true)
+            }
+        };
+        match done {
+            Ok(completed) => {
+                self.stats.rx_csum_completed += u64::from(completed);
+                out.push(b);
+                Some(1)
+            }
+            Err(_) => None,
+        }
     }
 
     /// Hand the current block back to the kernel and move to the next.
@@ -501,34 +540,16 @@ impl AfPacket {
     /// Frames the kernel dropped because the ring was full (since the last call,
     /// accumulated into `stats().rx_dropped`).
     fn poll_kernel_stats(&mut self) {
-        let mut st = TpacketStatsV3::default();
-        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
-        // SAFETY: `st` is writable and `len` holds its size; the kernel writes at most
-        // `len` bytes. Reading the statistics resets them, hence the accumulation.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd,
-                SOL_PACKET,
-                PACKET_STATISTICS,
-                (&mut st as *mut TpacketStatsV3).cast(),
-                &mut len,
-            )
-        };
-        if r == 0 {
+        // Reading the statistics resets them, hence the accumulation.
+        let st = sys::getsockopt::<TpacketStatsV3>(
+            self.fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_STATISTICS,
+            "PACKET_STATISTICS",
+        );
+        if let Ok((st, _)) = st {
             self.kernel_drops += u64::from(st.tp_drops);
         }
-    }
-}
-
-impl Drop for AfPacket {
-    fn drop(&mut self) {
-        if !self.map.is_null() {
-            // SAFETY: `map`/`map_len` are exactly what mmap returned; no view into the
-            // mapping outlives `self`.
-            unsafe { libc::munmap(self.map.cast(), self.map_len) };
-        }
-        // SAFETY: we own the fd and close it once.
-        unsafe { libc::close(self.fd) };
     }
 }
 
@@ -543,6 +564,13 @@ impl Link for AfPacket {
 
     fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         let mut got = 0;
+        while got < max {
+            let Some(b) = self.pending.pop_front() else {
+                break;
+            };
+            out.push(b);
+            got += 1;
+        }
         // One pool lock for the burst's buffers; leftovers go back with one more.
         if self.spare.len() < max {
             let need = max - self.spare.len();
@@ -575,16 +603,9 @@ impl Link for AfPacket {
             // Every offset the kernel gave us is checked against the block before use.
             let (next, frame) = self.parse_rx_frame(base, off);
             match frame {
-                RxFrame::Data(start, len, tag) => {
-                    let copied = match (self.spare.pop(), self.region(start, len)) {
-                        (Some(mut b), Some(d)) => copy_frame(&mut b, d, tag).then_some(b),
-                        _ => None,
-                    };
-                    match copied {
-                        Some(b) => {
-                            out.push(b);
-                            got += 1;
-                        }
+                RxFrame::Data(start, len, tag, left) => {
+                    match self.take_frame(start, len, tag, left, out, max - got) {
+                        Some(n) => got += n,
                         None => self.stats.rx_dropped += 1,
                     }
                 }
@@ -609,7 +630,10 @@ impl Link for AfPacket {
 
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
         let mut sent = 0;
-        let room = self.tx_frame_size - hdr3::ALIGNED_LEN;
+        // With PACKET_VNET_HDR the kernel expects a virtio_net_hdr in front of each
+        // frame on transmit too: all zero, nothing left to offload.
+        let data = hdr3::ALIGNED_LEN + if self.vnet { vnet::LEN } else { 0 };
+        let room = self.tx_frame_size - data;
         for f in frames.iter() {
             let slot = self.tx_base + self.tx_next * self.tx_frame_size;
             let status = self.load_u32(slot + hdr3::STATUS);
@@ -631,27 +655,22 @@ impl Link for AfPacket {
             let Some(s) = self.region_mut(slot, fsz) else {
                 break;
             };
+            let len = (data - hdr3::ALIGNED_LEN + f.len()) as u32;
             s[hdr3::NEXT_OFFSET..hdr3::NEXT_OFFSET + 4].copy_from_slice(&0u32.to_ne_bytes());
-            s[hdr3::LEN..hdr3::LEN + 4].copy_from_slice(&(f.len() as u32).to_ne_bytes());
-            s[hdr3::SNAPLEN..hdr3::SNAPLEN + 4].copy_from_slice(&(f.len() as u32).to_ne_bytes());
-            s[hdr3::ALIGNED_LEN..hdr3::ALIGNED_LEN + f.len()].copy_from_slice(f);
+            s[hdr3::LEN..hdr3::LEN + 4].copy_from_slice(&len.to_ne_bytes());
+            s[hdr3::SNAPLEN..hdr3::SNAPLEN + 4].copy_from_slice(&len.to_ne_bytes());
+            s[hdr3::ALIGNED_LEN..data].fill(0);
+            s[data..data + f.len()].copy_from_slice(f);
             self.store_u32(slot + hdr3::STATUS, TP_STATUS_SEND_REQUEST);
             self.tx_next = (self.tx_next + 1) % self.tx_frames;
         }
         self.pool.free_burst(frames.drain(..sent));
         if sent > 0 {
             // One kick per burst: the doorbell.
-            // SAFETY: a zero-length send on our own socket with null buffer and address
-            // is the documented way to flush the TX ring.
-            let r = unsafe {
-                libc::sendto(self.fd, ptr::null(), 0, libc::MSG_DONTWAIT, ptr::null(), 0)
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
+            match sys::kick_tx(self.fd.as_raw_fd()) {
                 // EAGAIN/ENOBUFS: the kernel will pick the frames up on the next kick.
-                if !matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) {
-                    return Err(e);
-                }
+                Ok(()) | Err(libc::EAGAIN) | Err(libc::ENOBUFS) => {}
+                Err(e) => return Err(io::Error::from_raw_os_error(e)),
             }
         }
         self.stats.tx_frames += sent as u64;
@@ -659,26 +678,15 @@ impl Link for AfPacket {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
-        let base = self.rx.block * self.rx_block_size;
-        if self.rx.open.is_some() || self.load_u32(base + block::STATUS) & TP_STATUS_USER != 0 {
+        if self.rx_ready() {
             return Ok(true);
         }
-        let mut pfd = libc::pollfd {
-            fd: self.fd,
+        let mut pfd = [libc::pollfd {
+            fd: self.fd.as_raw_fd(),
             events: libc::POLLIN | libc::POLLERR,
             revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one valid pollfd, count 1.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(e);
-        }
-        Ok(r > 0)
+        }];
+        Ok(sys::poll(&mut pfd, timeout)? > 0)
     }
 
     fn stats(&self) -> LinkStats {
@@ -696,13 +704,7 @@ impl Link for AfPacket {
 /// `CLONE_NEWNET`). Tests and the router's namespace runner use it so one process can
 /// open interfaces inside a namespace it did not start in.
 pub fn setns_net(fd: libc::c_int) -> io::Result<()> {
-    // SAFETY: setns only reads the fd; an invalid fd is reported as an error.
-    let r = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
-    if r < 0 {
-        Err(last_err("setns"))
-    } else {
-        Ok(())
-    }
+    sys::setns_net(fd)
 }
 
 #[cfg(test)]

@@ -10,21 +10,37 @@
 //! (shared-memory rings between processes, which also carry frames between routers).
 //!
 //! It must not touch: packet contents. A link moves bytes; parsing is weft-wire's,
-//! deciding is the router's or the verbs engine's.
+//! deciding is the router's or the verbs engine's. The one exception is [`offload`]:
+//! the work a NIC does for the sender (finishing a partial transport checksum,
+//! splitting a TSO super-frame), which the frame links do on receive because a veth
+//! has no NIC to do it.
 //!
-//! `unsafe` is allowed in this crate only, for the ring memory shared with the kernel
-//! and between threads; every block carries a `// SAFETY:` comment.
+//! `unsafe` is denied in this crate except where a module is allowed it below, each
+//! with the reason; every block carries a `// SAFETY:` comment. The system calls the
+//! frame backends need (descriptors, socket options, mappings, ioctls, polls) are
+//! safe wrappers in `sys`; `afpacket` and `afxdp` have none of their own but the
+//! `bpf(2)` call.
+#![deny(unsafe_code)]
 
 pub mod afpacket;
 pub mod afxdp;
 pub mod datagram;
 pub mod dgram_sim;
+pub mod offload;
 pub mod pool;
 pub mod shm;
+// Installing a signal handler.
+#[allow(unsafe_code)]
 pub mod signal;
 pub mod sim;
+// The ring-index code: slots handed between threads by Acquire/Release indices.
+#[allow(unsafe_code)]
 pub mod spsc;
+// The system-call wrappers: raw pointers in, checked safe values out.
+#[allow(unsafe_code)]
 mod sys;
+// sendmmsg/recvmmsg with their header arrays and control messages.
+#[allow(unsafe_code)]
 pub mod udp;
 pub mod wake;
 
@@ -62,6 +78,12 @@ pub struct LinkStats {
     /// Frames accepted for sending but not sent (longer than the link allows, or
     /// refused by the kernel).
     pub tx_dropped: u64,
+    /// Received frames whose transport checksum the sender had left to a NIC
+    /// (`CHECKSUM_PARTIAL` across a veth), completed by the link ([`offload`]).
+    pub rx_csum_completed: u64,
+    /// Received super-frames the sender had left to a NIC to segment (GSO/TSO across
+    /// a veth), split by the link into MTU-sized frames ([`offload`]).
+    pub rx_gso_segmented: u64,
 }
 
 /// A frame link with burst receive and send over pooled buffers.

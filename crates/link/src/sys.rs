@@ -1,10 +1,20 @@
-//! Small system-call helpers shared by the socket links: errors with context,
-//! integer socket options, and `SocketAddr` <-> `sockaddr_storage`.
+//! The system-call wrappers weft-link's backends share, so their `unsafe` is in one
+//! place: errors with context, descriptor ownership ([`owned_fd`]), typed socket
+//! options ([`setsockopt`], [`getsockopt`]), interface ioctls ([`interface_mac_mtu`],
+//! [`if_nametoindex`]), the one owner of a memory mapping ([`Mmap`]), and
+//! `SocketAddr` <-> `sockaddr_storage`.
+//!
+//! `unsafe` is allowed here (see the crate root) because these are the calls that
+//! take raw pointers; each wrapper checks what the kernel returns and hands out safe
+//! values (OwnedFd, bounds-checked slices, atomics).
 
+use std::ffi::CString;
 use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::sync::atomic::AtomicU32;
 
 /// The last OS error with `what` in front.
 pub(crate) fn last_err(what: &str) -> io::Error {
@@ -26,22 +36,329 @@ pub(crate) fn owned_fd(fd: RawFd, what: &str) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `setsockopt` with an `int` value.
-pub(crate) fn set_int(fd: RawFd, level: i32, opt: i32, val: i32, what: &str) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live c_int and its exact size; the kernel only reads it.
+/// `setsockopt` with a value of type `T` (an `int`, or a UAPI struct declared
+/// `#[repr(C)]` with the kernel's layout).
+pub(crate) fn setsockopt<T: Copy>(
+    fd: RawFd,
+    level: i32,
+    opt: i32,
+    val: &T,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: `val` is a live, initialised `T` and we pass its exact size; the kernel
+    // only reads it.
     let r = unsafe {
         libc::setsockopt(
             fd,
             level,
             opt,
-            (&val as *const i32).cast(),
-            mem::size_of::<i32>() as libc::socklen_t,
+            (val as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if r < 0 {
         Err(last_err(what))
     } else {
         Ok(())
+    }
+}
+
+/// `getsockopt` into a value of type `T` (plain old data: every bit pattern valid),
+/// and the number of bytes the kernel wrote.
+pub(crate) fn getsockopt<T: Copy + Default>(
+    fd: RawFd,
+    level: i32,
+    opt: i32,
+    what: &str,
+) -> io::Result<(T, usize)> {
+    let mut val = T::default();
+    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `val` is writable for `len` bytes; the kernel writes at most `len`
+    // bytes and updates `len`.
+    let r = unsafe { libc::getsockopt(fd, level, opt, (&mut val as *mut T).cast(), &mut len) };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok((val, len as usize))
+    }
+}
+
+/// `setsockopt` with an `int` value.
+pub(crate) fn set_int(fd: RawFd, level: i32, opt: i32, val: i32, what: &str) -> io::Result<()> {
+    setsockopt(fd, level, opt, &val, what)
+}
+
+/// The interface index of `name`.
+pub(crate) fn if_nametoindex(name: &str) -> io::Result<u32> {
+    let cname = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
+    // SAFETY: `cname` is a valid NUL-terminated string for the duration of the call.
+    let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if ifindex == 0 {
+        return Err(last_err(&format!("interface {name}")));
+    }
+    Ok(ifindex)
+}
+
+/// `struct ifreq`: the name, then a 24-byte union (`ifr_hwaddr`, `ifr_mtu`, …).
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: [u8; 24],
+}
+
+/// An `ioctl` that fills the union of a `struct ifreq` for `interface`.
+fn ifreq_ioctl(fd: RawFd, interface: &str, req: libc::c_ulong) -> io::Result<[u8; 24]> {
+    let bytes = interface.as_bytes();
+    if bytes.len() >= 16 || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
+    }
+    let mut ifr = IfReq {
+        name: [0; 16],
+        data: [0; 24],
+    };
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a live `struct ifreq` of the kernel's size (40 bytes) with a
+    // NUL-terminated name; SIOCGIFHWADDR and SIOCGIFMTU write only inside it.
+    let r = unsafe { libc::ioctl(fd, req as _, &mut ifr as *mut IfReq) };
+    if r < 0 {
+        return Err(last_err(&format!("ioctl on {interface}")));
+    }
+    Ok(ifr.data)
+}
+
+/// The MAC address and MTU of `interface` in the calling thread's network namespace
+/// (ioctls, not sysfs: sysfs shows the namespace it was mounted in).
+pub fn interface_mac_mtu(interface: &str) -> io::Result<([u8; 6], usize)> {
+    // SAFETY: plain syscall with constant arguments.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let fd = owned_fd(raw, "socket(AF_INET)")?;
+    let hw = ifreq_ioctl(fd.as_raw_fd(), interface, 0x8927)?; // SIOCGIFHWADDR
+    let mtu = ifreq_ioctl(fd.as_raw_fd(), interface, 0x8921)?; // SIOCGIFMTU
+    let mut mac = [0u8; 6];
+    // struct sockaddr: sa_family (2 bytes), then the address.
+    mac.copy_from_slice(&hw[2..8]);
+    let mtu = i32::from_ne_bytes([mtu[0], mtu[1], mtu[2], mtu[3]]);
+    Ok((mac, usize::try_from(mtu).unwrap_or(1500)))
+}
+
+/// `struct ifreq` with `ifr_data` (a pointer) in its union.
+#[repr(C)]
+struct IfReqData {
+    name: [u8; 16],
+    data: *mut libc::c_void,
+    _rest: [u8; 16],
+}
+
+/// `SIOCETHTOOL` on `interface` with the ethtool command struct `cmd` (its first
+/// field the command number), which the kernel reads and fills. The raw errno is
+/// in the error.
+pub(crate) fn ethtool<T: Copy>(interface: &str, cmd: &mut T) -> io::Result<()> {
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    let bytes = interface.as_bytes();
+    if bytes.len() >= 16 || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad interface name",
+        ));
+    }
+    let fd = socket(
+        libc::AF_INET,
+        libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+        0,
+        "socket(AF_INET)",
+    )?;
+    let mut ifr = IfReqData {
+        name: [0; 16],
+        data: (cmd as *mut T).cast(),
+        _rest: [0; 16],
+    };
+    ifr.name[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `ifr` is a `struct ifreq` (40 bytes) with a NUL-terminated name whose
+    // `ifr_data` points at a live, exclusively borrowed `T`, the command's struct;
+    // SIOCETHTOOL writes only into that struct.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReqData) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The one owner of a memory mapping (a socket's rings, a UMEM, a shared-memory
+/// segment): unmapped on drop, read and written only through bounds-checked slices
+/// and aligned atomics.
+#[derive(Debug)]
+pub(crate) struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value alone (no other handle to it exists in
+// this process); moving it to another thread is sound. It is not `Sync`: shared
+// access is only through `atomic_u32`, mutable access needs `&mut`.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Map `len` bytes of `fd` at `offset`, shared (with the kernel or another
+    /// process), read and write; `flags` adds to `MAP_SHARED` (`MAP_POPULATE`,
+    /// `MAP_LOCKED`).
+    pub fn shared(
+        fd: RawFd,
+        len: usize,
+        offset: libc::off_t,
+        flags: libc::c_int,
+        what: &str,
+    ) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping at a kernel-chosen address; the kernel checks `fd`,
+        // `offset` and `len`. The result is checked.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | flags,
+                fd,
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err(what));
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// Anonymous, private, page-aligned memory (a UMEM).
+    pub fn anonymous(len: usize, what: &str) -> io::Result<Mmap> {
+        // SAFETY: a fresh private anonymous mapping; checked below.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err(what));
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// Its address, for a kernel that is told where the memory is (`XDP_UMEM_REG`).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes `off..off + len`, or None when out of bounds. The other side (kernel or
+    /// peer) may write other parts concurrently; callers read only what a ring has
+    /// handed to them (with Acquire first).
+    pub fn slice(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping, readable.
+        Some(unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) })
+    }
+
+    /// Bytes `off..off + len` to write, or None when out of bounds; `&mut self` makes
+    /// this the only view in this process. Callers write only what a ring says is
+    /// theirs.
+    pub fn slice_mut(&mut self, off: usize, len: usize) -> Option<&mut [u8]> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a live mapping, writable; `&mut self` is exclusive.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) })
+    }
+
+    /// The 32-bit word at `off`, shared with the other side, or None when misaligned
+    /// or out of bounds.
+    pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
+        if off % 4 != 0 || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds, 4-aligned (the mapping is page-aligned), and valid for
+        // the life of `&self`; AtomicU32 has u32's layout, and every access by us
+        // is atomic, as the other side's are.
+        Some(unsafe { &*self.ptr.add(off).cast::<AtomicU32>() })
+    }
+}
+
+impl Mmap {
+    /// Copy `src` into the mapping at `off` with a raw copy, never a Rust reference
+    /// into it: for memory another process writes concurrently (a shm segment),
+    /// where a `&mut [u8]` would be a data race. False (nothing copied) when out of
+    /// bounds.
+    pub fn copy_in(&self, off: usize, src: &[u8]) -> bool {
+        if off.checked_add(src.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        // SAFETY: the destination range is inside the live mapping (checked above)
+        // and does not overlap `src`, which is process-private memory. A concurrent
+        // reader (the peer) sees bytes, no Rust reference to them exists.
+        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) };
+        true
+    }
+
+    /// Copy from the mapping at `off` into `dst` with a raw copy (see
+    /// [`Mmap::copy_in`]). A peer writing concurrently can change which bytes we
+    /// copy, never where. False (nothing copied) when out of bounds.
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> bool {
+        if off.checked_add(dst.len()).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        // SAFETY: the source range is inside the live mapping (checked above); `dst`
+        // is private memory.
+        unsafe { ptr::copy_nonoverlapping(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+}
+
+/// A memfd named `name` of `len` bytes, sealed against shrinking, growing and
+/// further seals, so a peer that maps it cannot be made to fault by a truncation.
+pub(crate) fn sealed_memfd(name: &std::ffi::CStr, len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated and lives for the call.
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    let fd = owned_fd(raw, "memfd_create")?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
+        return Err(last_err("ftruncate"));
+    }
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: plain fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(last_err("F_ADD_SEALS"));
+    }
+    Ok(fd)
+}
+
+/// The seals of a memfd (`F_GET_SEALS`), and its size in bytes.
+pub(crate) fn seals_and_size(fd: &OwnedFd) -> io::Result<(libc::c_int, u64)> {
+    // SAFETY: plain fcntl on a descriptor the caller holds.
+    let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+    if seals < 0 {
+        return Err(last_err("F_GET_SEALS"));
+    }
+    let size = std::fs::File::from(fd.try_clone()?).metadata()?.len();
+    Ok((seals, size))
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are what mmap returned; no view into the mapping
+        // outlives `self` (every slice borrows it).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -104,6 +421,269 @@ pub(crate) fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
         return Err(last_err("F_SETFL"));
     }
     Ok(())
+}
+
+/// `socket(domain, type, protocol)` as an owned descriptor.
+pub(crate) fn socket(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    protocol: libc::c_int,
+    what: &str,
+) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments; the result is checked.
+    owned_fd(unsafe { libc::socket(domain, ty, protocol) }, what)
+}
+
+/// `bind` to an address of type `T` (a `#[repr(C)]` sockaddr of the socket's family).
+pub(crate) fn bind<T: Copy>(fd: RawFd, addr: &T, what: &str) -> io::Result<()> {
+    // SAFETY: `addr` is a live, initialised `T` of the size we pass; the kernel only
+    // reads it.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (addr as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok(())
+    }
+}
+
+/// A zero-length, non-blocking `sendto` with no address: the doorbell of a mapped
+/// transmit ring (`AF_PACKET`, `AF_XDP`). Returns the raw errno on failure.
+pub(crate) fn kick_tx(fd: RawFd) -> Result<(), i32> {
+    // SAFETY: no buffer and no address are passed (null with length 0).
+    let r = unsafe { libc::sendto(fd, ptr::null(), 0, libc::MSG_DONTWAIT, ptr::null(), 0) };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// A zero-length, non-blocking `recvfrom`: tells an `AF_XDP` socket its fill ring
+/// has buffers again.
+pub(crate) fn kick_rx(fd: RawFd) {
+    // SAFETY: no buffer and no address are passed (null with length 0).
+    unsafe {
+        libc::recvfrom(
+            fd,
+            ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            ptr::null_mut(),
+            ptr::null_mut(),
+        )
+    };
+}
+
+/// `poll` on `fds` for up to `timeout`: how many are ready; an interrupted wait is
+/// 0 (a spurious wakeup).
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `fds` is a live array of valid pollfd structs of the length passed.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+/// A non-blocking, close-on-exec eventfd with counter 0.
+pub(crate) fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd has no memory arguments; a negative return is an error.
+    owned_fd(
+        unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) },
+        "eventfd",
+    )
+}
+
+/// Move the calling thread into the network namespace open at `fd`.
+pub(crate) fn setns_net(fd: RawFd) -> io::Result<()> {
+    // SAFETY: setns only reads the fd; an invalid fd is reported as an error.
+    let r = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if r < 0 {
+        Err(last_err("setns"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A unix socket address for `name` (a leading NUL makes it abstract).
+fn unix_addr(name: &[u8]) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+    let mut sun: libc::sockaddr_un = unsafe { mem::zeroed() };
+    if name.len() > sun.sun_path.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "shm: socket name too long",
+        ));
+    }
+    sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in sun.sun_path.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    let len = mem::size_of::<libc::sa_family_t>() + name.len();
+    Ok((sun, len as libc::socklen_t))
+}
+
+/// Send one message on a unix socket, with descriptors attached (`SCM_RIGHTS`) when
+/// `fds` is not empty.
+pub(crate) fn send_msg(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let data = mem::size_of_val(fds) as u32;
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let space = unsafe { libc::CMSG_SPACE(data) } as usize;
+        assert!(space <= mem::size_of_val(&cbuf), "cmsg buffer");
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the control buffer is `space` bytes, aligned, and large enough for
+        // one cmsghdr carrying `fds`; CMSG_FIRSTHDR/DATA stay inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(data) as _;
+            ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
+        }
+    }
+    // SAFETY: `msg` points at a live iovec and control buffer for the call.
+    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        return Err(last_err("shm: sendmsg"));
+    }
+    Ok(())
+}
+
+/// One received control message: its bytes and any descriptors (owned at once, so
+/// they are closed on every error path). `Ok(None)` when nothing is waiting;
+/// `Ok(Some((0, _)))` when the peer closed.
+pub(crate) fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 16];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = mem::size_of_val(&cbuf) as _;
+    // SAFETY: `msg` points at a live iovec and control buffer of the given sizes.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(None),
+            _ => Err(last_err("shm: recvmsg")),
+        };
+    }
+    let mut fds = Vec::new();
+    // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer; the
+    // CMSG macros walk only within it, and an SCM_RIGHTS payload is an array of ints
+    // (read unaligned) that are descriptors now installed in this process.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let p = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..data / mem::size_of::<RawFd>() {
+                    let raw = ptr::read_unaligned(p.add(i));
+                    if raw >= 0 {
+                        fds.push(OwnedFd::from_raw_fd(raw));
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Some((n as usize, fds)))
+}
+
+/// The user id of the process at the other end of a unix socket (`SO_PEERCRED`).
+pub(crate) fn peer_uid(fd: RawFd) -> Option<u32> {
+    // SAFETY: ucred is plain old data.
+    let mut cred: libc::ucred = unsafe { mem::zeroed() };
+    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `cred`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.uid)
+}
+
+/// `bind` a unix socket to `name` (a leading NUL makes it abstract).
+pub(crate) fn bind_unix(fd: RawFd, name: &[u8], what: &str) -> io::Result<()> {
+    let (sun, len) = unix_addr(name)?;
+    // SAFETY: `sun` is a valid sockaddr_un of which `len` bytes are used.
+    let r = unsafe { libc::bind(fd, (&sun as *const libc::sockaddr_un).cast(), len) };
+    if r < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
+
+/// `connect` a unix socket to `name` (a leading NUL makes it abstract).
+pub(crate) fn connect_unix(fd: RawFd, name: &[u8], what: &str) -> io::Result<()> {
+    let (sun, len) = unix_addr(name)?;
+    // SAFETY: `sun` is a valid sockaddr_un of which `len` bytes are used.
+    let r = unsafe { libc::connect(fd, (&sun as *const libc::sockaddr_un).cast(), len) };
+    if r < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
+
+/// `listen` with `backlog`.
+pub(crate) fn listen(fd: RawFd, backlog: i32, what: &str) -> io::Result<()> {
+    // SAFETY: plain syscall on a socket the caller holds.
+    if unsafe { libc::listen(fd, backlog) } < 0 {
+        return Err(last_err(what));
+    }
+    Ok(())
+}
+
+/// One waiting connection, non-blocking and close-on-exec; None when none waits.
+pub(crate) fn accept(fd: RawFd) -> Option<OwnedFd> {
+    // SAFETY: accept4 with null address pointers only returns a descriptor.
+    let raw = unsafe {
+        libc::accept4(
+            fd,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    owned_fd(raw, "accept4").ok()
+}
+
+/// This process's effective user id.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// An all-zero `sockaddr_storage`.
@@ -201,6 +781,28 @@ pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ifreq_layouts_have_the_kernel_size() {
+        assert_eq!(std::mem::size_of::<IfReq>(), 40);
+        assert_eq!(std::mem::size_of::<IfReqData>(), 40);
+    }
+
+    #[test]
+    fn a_mapping_hands_out_only_what_is_inside_it() {
+        let mut m = Mmap::anonymous(4096, "test").expect("mmap");
+        assert_eq!(m.len(), 4096);
+        assert!(m.slice(4090, 6).is_some());
+        assert!(m.slice(4090, 7).is_none());
+        assert!(m.slice(usize::MAX, 2).is_none(), "no overflow");
+        m.slice_mut(8, 4)
+            .expect("in bounds")
+            .copy_from_slice(&7u32.to_ne_bytes());
+        let w = m.atomic_u32(8).expect("aligned");
+        assert_eq!(w.load(std::sync::atomic::Ordering::Relaxed), 7);
+        assert!(m.atomic_u32(6).is_none(), "misaligned");
+        assert!(m.atomic_u32(4096).is_none(), "outside");
+    }
 
     #[test]
     fn socket_addrs_round_trip_through_storage() {

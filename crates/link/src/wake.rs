@@ -2,64 +2,44 @@
 //! application rings for the verbs engine, and the interrupt of a completion channel)
 //! and [`poll_readable`], which blocks on several descriptors at once.
 
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 /// A Linux eventfd: a counter that `notify` adds to and `drain` reads and zeroes.
 /// Readable while the counter is non-zero.
 #[derive(Debug)]
 pub struct EventFd {
-    fd: OwnedFd,
+    // A File for its safe 8-byte read and write (an eventfd is read and written as
+    // one native-endian u64).
+    fd: File,
 }
 
 impl EventFd {
     /// A non-blocking eventfd with counter 0.
     pub fn new() -> io::Result<EventFd> {
-        // SAFETY: eventfd has no memory preconditions; a negative return is an error.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(EventFd { fd })
+        Ok(EventFd::from_owned(crate::sys::eventfd()?))
     }
 
     /// Wrap a descriptor received from another process (the shm link's handshake).
     pub fn from_owned(fd: OwnedFd) -> EventFd {
-        EventFd { fd }
+        EventFd { fd: File::from(fd) }
     }
 
     /// Add 1 to the counter, waking anyone blocked on it.
     pub fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to a descriptor we own. A full
-        // counter (EAGAIN) means a wake-up is already pending, which is all we want.
-        unsafe {
-            libc::write(
-                self.fd.as_raw_fd(),
-                (&one as *const u64).cast::<libc::c_void>(),
-                8,
-            )
-        };
+        // A full counter (EAGAIN) means a wake-up is already pending, which is all
+        // we want.
+        let _ = (&self.fd).write(&1u64.to_ne_bytes());
     }
 
     /// Read and zero the counter; returns its value (0 when nothing was pending).
     pub fn drain(&self) -> u64 {
-        let mut v: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a valid u64 from a descriptor we own.
-        let n = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                (&mut v as *mut u64).cast::<libc::c_void>(),
-                8,
-            )
-        };
-        if n == 8 {
-            v
-        } else {
-            0
+        let mut v = [0u8; 8];
+        match (&self.fd).read(&mut v) {
+            Ok(8) => u64::from_ne_bytes(v),
+            _ => 0,
         }
     }
 }
@@ -85,15 +65,8 @@ pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<u6
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
     // Round a sub-millisecond timeout up so a short wait does not become a spin.
     let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structs for the call.
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(0)
-        } else {
-            Err(e)
-        };
+    if crate::sys::poll(&mut pfds, Duration::from_millis(ms as u64))? == 0 {
+        return Ok(0);
     }
     let mut mask = 0u64;
     for (i, p) in pfds.iter().enumerate().take(64) {

@@ -155,48 +155,54 @@ impl Backend {
 impl PortConfig {
     /// The backend this port asks for.
     pub fn backend(&self) -> Result<Backend, ConfigError> {
+        let bad = |problem| self.error(problem);
+        let only_for = |key, backend| bad(PortProblem::OnlyFor { key, backend });
         let mode = self.xdp_mode.as_deref();
         let backend = self.backend.as_deref().unwrap_or("afpacket");
         if self.peer.is_some() && backend != "shm" {
-            return Err(err(format!(
-                "port {}: peer is for backend \"shm\"",
-                self.name
-            )));
+            return Err(only_for("peer", "shm"));
         }
         match backend {
             "shm" => {
                 if mode.is_some() {
-                    return Err(err(format!(
-                        "port {}: xdp_mode is for backend \"afxdp\"",
-                        self.name
-                    )));
+                    return Err(only_for("xdp_mode", "afxdp"));
                 }
-                let bad = |what: &str| err(format!("port {}: {what}", self.name));
                 if self.interface.parse::<SocketAddr>().is_err() {
-                    return Err(bad("for shm, interface is this port's name, an ip:port"));
+                    return Err(bad(PortProblem::ShmNameNotAddr {
+                        value: self.interface.clone(),
+                    }));
                 }
                 let peer = self
                     .peer
                     .as_deref()
-                    .ok_or_else(|| bad("shm needs peer = \"ip:port\""))?
-                    .parse()
-                    .map_err(|_| bad("peer is not an ip:port"))?;
+                    .ok_or_else(|| bad(PortProblem::ShmPeerMissing))?;
+                let peer = peer.parse().map_err(|_| {
+                    bad(PortProblem::ShmPeerNotAddr {
+                        value: peer.to_string(),
+                    })
+                })?;
                 Ok(Backend::Shm { peer })
             }
             "afpacket" if mode.is_none() => Ok(Backend::AfPacket),
-            "afpacket" => Err(err(format!(
-                "port {}: xdp_mode is for backend \"afxdp\"",
-                self.name
-            ))),
-            "afxdp" => Ok(Backend::AfXdp(
-                mode.unwrap_or("generic")
-                    .parse()
-                    .map_err(|e| err(format!("port {}: {e}", self.name)))?,
-            )),
-            b => Err(err(format!(
-                "port {}: unknown backend {b:?} (afpacket, afxdp, shm)",
-                self.name
-            ))),
+            "afpacket" => Err(only_for("xdp_mode", "afxdp")),
+            "afxdp" => {
+                let mode = mode.unwrap_or("generic");
+                Ok(Backend::AfXdp(mode.parse().map_err(|_| {
+                    bad(PortProblem::UnknownXdpMode {
+                        value: mode.to_string(),
+                    })
+                })?))
+            }
+            b => Err(bad(PortProblem::UnknownBackend {
+                value: b.to_string(),
+            })),
+        }
+    }
+
+    fn error(&self, problem: PortProblem) -> ConfigError {
+        ConfigError::Port {
+            port: self.name.clone(),
+            problem,
         }
     }
 }
@@ -225,32 +231,254 @@ pub struct RouteFileConfig {
     pub next_hops: Vec<String>,
 }
 
-/// A configuration problem, with where it is.
+/// A configuration problem: which file, section, key, line and value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+pub enum ConfigError {
+    /// A file (the config or a route file) could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why, as the OS says it.
+        error: String,
+    },
+    /// Not TOML, or a key or value the format does not have (the toml crate's
+    /// message, with line and column).
+    Toml {
+        /// The toml crate's message.
+        message: String,
+    },
+    /// No `[[port]]` section.
+    NoPorts,
+    /// Two ports with one name.
+    DuplicatePort {
+        /// The name.
+        name: String,
+    },
+    /// `[router] architecture` is not push, pull or central.
+    UnknownArchitecture {
+        /// The value given.
+        value: String,
+    },
+    /// A `[[port]]` is wrong.
+    Port {
+        /// The port's name.
+        port: String,
+        /// What is wrong.
+        problem: PortProblem,
+    },
+    /// A `[[route]]` is wrong.
+    Route {
+        /// The route's `prefix` as written.
+        prefix: String,
+        /// What is wrong.
+        problem: RouteProblem,
+    },
+    /// A `[[route_file]]` is wrong.
+    RouteFile {
+        /// The file.
+        path: PathBuf,
+        /// Where and what.
+        error: RouteFileError,
+    },
+}
+
+/// What is wrong with a `[[port]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortProblem {
+    /// `backend` is not afpacket, afxdp or shm.
+    UnknownBackend {
+        /// The value given.
+        value: String,
+    },
+    /// `key` is only for `backend`, and the port has another backend.
+    OnlyFor {
+        /// The key given.
+        key: &'static str,
+        /// The backend it belongs to.
+        backend: &'static str,
+    },
+    /// An shm port's `interface` (its name) is not an `ip:port`.
+    ShmNameNotAddr {
+        /// The value given.
+        value: String,
+    },
+    /// An shm port without `peer`.
+    ShmPeerMissing,
+    /// An shm port's `peer` is not an `ip:port`.
+    ShmPeerNotAddr {
+        /// The value given.
+        value: String,
+    },
+    /// `xdp_mode` is not generic or native.
+    UnknownXdpMode {
+        /// The value given.
+        value: String,
+    },
+    /// An entry of `addresses` without `/length`.
+    AddressWithoutLength {
+        /// The entry.
+        value: String,
+    },
+    /// An entry of `addresses` whose address does not parse.
+    BadAddress {
+        /// The entry.
+        value: String,
+    },
+    /// An entry of `addresses` whose length does not parse or is too long for its
+    /// family.
+    BadPrefixLength {
+        /// The entry.
+        value: String,
+    },
+}
+
+/// What is wrong with a route, in `[[route]]` or a route file line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteProblem {
+    /// The prefix does not parse.
+    BadPrefix {
+        /// Why, as the prefix parser says it (it names the value).
+        reason: String,
+    },
+    /// The next hop is not an address.
+    BadNextHop {
+        /// The value given.
+        value: String,
+    },
+    /// The next hop is not on a network of any port.
+    NextHopNotConnected {
+        /// The next hop.
+        via: IpAddr,
+    },
+    /// The router refused the route (as its route table says why).
+    Rejected {
+        /// The router's reason.
+        reason: String,
+    },
+    /// A route file line without exactly two fields.
+    FieldCount,
+    /// A `bgpas` line's AS number does not parse.
+    BadAsNumber {
+        /// The value given.
+        value: String,
+    },
+    /// A `bgpas` prefix whose family has no entry in `next_hops`.
+    NoNextHopOfFamily,
+    /// `format` is not prefix-next-hop or bgpas.
+    UnknownFormat {
+        /// The value given.
+        value: String,
+    },
+}
+
+/// A route file problem: the line (1-based; none for the file's settings) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteFileError {
+    /// The line, counting from 1.
+    pub line: Option<usize>,
+    /// What is wrong with it.
+    pub problem: RouteProblem,
+}
+
+impl std::fmt::Display for PortProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortProblem::UnknownBackend { value } => {
+                write!(f, "unknown backend {value:?} (afpacket, afxdp, shm)")
+            }
+            PortProblem::OnlyFor { key, backend } => {
+                write!(f, "{key} is for backend {backend:?}")
+            }
+            PortProblem::ShmNameNotAddr { value } => write!(
+                f,
+                "for shm, interface is this port's name, an ip:port (not {value:?})"
+            ),
+            PortProblem::ShmPeerMissing => f.write_str("shm needs peer = \"ip:port\""),
+            PortProblem::ShmPeerNotAddr { value } => {
+                write!(f, "peer {value:?} is not an ip:port")
+            }
+            PortProblem::UnknownXdpMode { value } => {
+                write!(f, "unknown xdp_mode {value:?} (generic, native)")
+            }
+            PortProblem::AddressWithoutLength { value } => {
+                write!(f, "address {value:?} needs a /length")
+            }
+            PortProblem::BadAddress { value } => write!(f, "bad address {value:?}"),
+            PortProblem::BadPrefixLength { value } => write!(f, "bad length in {value:?}"),
+        }
+    }
+}
+
+impl std::fmt::Display for RouteProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RouteProblem::BadPrefix { reason } => f.write_str(reason),
+            RouteProblem::BadNextHop { value } => write!(f, "bad next hop {value:?}"),
+            RouteProblem::NextHopNotConnected { via } => {
+                write!(f, "next hop {via} is not on a connected network")
+            }
+            RouteProblem::Rejected { reason } => f.write_str(reason),
+            RouteProblem::FieldCount => f.write_str("expected two fields"),
+            RouteProblem::BadAsNumber { value } => write!(f, "bad AS number {value:?}"),
+            RouteProblem::NoNextHopOfFamily => {
+                f.write_str("no next hop of this family in next_hops")
+            }
+            RouteProblem::UnknownFormat { value } => {
+                write!(f, "unknown route file format {value:?}")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for RouteFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(n) => write!(f, "line {n}: {}", self.problem),
+            None => write!(f, "{}", self.problem),
+        }
+    }
+}
 
 impl std::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            ConfigError::Read { path, error } => write!(f, "{}: {error}", path.display()),
+            ConfigError::Toml { message } => write!(f, "config: {message}"),
+            ConfigError::NoPorts => f.write_str("config: at least one [[port]] is needed"),
+            ConfigError::DuplicatePort { name } => {
+                write!(f, "config: port name {name:?} used twice")
+            }
+            ConfigError::UnknownArchitecture { value } => {
+                write!(
+                    f,
+                    "config: unknown architecture {value:?} (push, pull, central)"
+                )
+            }
+            ConfigError::Port { port, problem } => write!(f, "port {port}: {problem}"),
+            ConfigError::Route { prefix, problem } => write!(f, "route {prefix}: {problem}"),
+            ConfigError::RouteFile { path, error } => write!(f, "{}: {error}", path.display()),
+        }
     }
 }
 
 impl std::error::Error for ConfigError {}
 
-fn err(s: impl Into<String>) -> ConfigError {
-    ConfigError(s.into())
-}
+impl std::error::Error for RouteFileError {}
 
 impl Config {
     /// Parse TOML text.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
-        let c: Config = toml::from_str(text).map_err(|e| err(format!("config: {e}")))?;
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError::Toml {
+            message: e.to_string(),
+        })?;
         if c.ports.is_empty() {
-            return Err(err("config: at least one [[port]] is needed"));
+            return Err(ConfigError::NoPorts);
         }
         for (i, p) in c.ports.iter().enumerate() {
             if c.ports[..i].iter().any(|q| q.name == p.name) {
-                return Err(err(format!("config: port name {:?} used twice", p.name)));
+                return Err(ConfigError::DuplicatePort {
+                    name: p.name.clone(),
+                });
             }
             p.backend()?;
         }
@@ -260,19 +488,15 @@ impl Config {
 
     /// Read and parse a file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
-        Config::parse(&text)
+        Config::parse(&read(path)?)
     }
 
     /// The chosen architecture.
     pub fn architecture(&self) -> Result<Architecture, ConfigError> {
-        self.router
-            .architecture
-            .as_deref()
-            .unwrap_or("push")
-            .parse()
-            .map_err(err)
+        let value = self.router.architecture.as_deref().unwrap_or("push");
+        value.parse().map_err(|_| ConfigError::UnknownArchitecture {
+            value: value.to_string(),
+        })
     }
 
     /// Port specs, given each interface's MAC and largest frame.
@@ -289,19 +513,27 @@ impl Config {
                     max_frame,
                 };
                 for a in &p.addresses {
+                    let value = a.clone();
                     let (addr, len) = a.split_once('/').ok_or_else(|| {
-                        err(format!("port {}: address {a:?} needs a /length", p.name))
+                        p.error(PortProblem::AddressWithoutLength {
+                            value: value.clone(),
+                        })
                     })?;
-                    let addr: IpAddr = addr
-                        .parse()
-                        .map_err(|_| err(format!("port {}: bad address {a:?}", p.name)))?;
-                    let len: u8 = len
-                        .parse()
-                        .map_err(|_| err(format!("port {}: bad length in {a:?}", p.name)))?;
+                    let addr: IpAddr = addr.parse().map_err(|_| {
+                        p.error(PortProblem::BadAddress {
+                            value: value.clone(),
+                        })
+                    })?;
+                    let bad_length = || {
+                        p.error(PortProblem::BadPrefixLength {
+                            value: value.clone(),
+                        })
+                    };
+                    let len: u8 = len.parse().map_err(|_| bad_length())?;
                     match addr {
                         IpAddr::V4(v) if len <= 32 => spec.v4.push((v, len)),
                         IpAddr::V6(v) if len <= 128 => spec.v6.push((v, len)),
-                        _ => return Err(err(format!("port {}: bad length in {a:?}", p.name))),
+                        _ => return Err(bad_length()),
                     }
                 }
                 Ok(spec)
@@ -314,14 +546,25 @@ impl Config {
     pub fn install_routes(&self, router: &Router, base: &Path) -> Result<usize, ConfigError> {
         let mut n = 0;
         for r in &self.routes {
-            let prefix: IpPrefix = r.prefix.parse().map_err(|e| err(format!("route: {e}")))?;
-            let via: IpAddr = r
-                .via
-                .parse()
-                .map_err(|_| err(format!("route {}: bad next hop {:?}", r.prefix, r.via)))?;
-            router
-                .add_route(prefix, via)
-                .map_err(|e| err(format!("route {}: {e}", r.prefix)))?;
+            let bad = |problem| ConfigError::Route {
+                prefix: r.prefix.clone(),
+                problem,
+            };
+            let prefix = r.prefix.parse::<IpPrefix>().map_err(|e| {
+                bad(RouteProblem::BadPrefix {
+                    reason: e.to_string(),
+                })
+            })?;
+            let via: IpAddr = r.via.parse().map_err(|_| {
+                bad(RouteProblem::BadNextHop {
+                    value: r.via.clone(),
+                })
+            })?;
+            router.add_route(prefix, via).map_err(|e| {
+                bad(RouteProblem::Rejected {
+                    reason: e.to_string(),
+                })
+            })?;
             n += 1;
         }
         for f in &self.route_files {
@@ -330,19 +573,29 @@ impl Config {
             } else {
                 base.join(&f.path)
             };
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| err(format!("{}: {e}", path.display())))?;
+            let text = read(&path)?;
             let routes = parse_route_file(
                 &text,
                 f.format.as_deref().unwrap_or("prefix-next-hop"),
                 &f.next_hops,
                 router,
             )
-            .map_err(|e| err(format!("{}: {}", path.display(), e.0)))?;
+            .map_err(|error| ConfigError::RouteFile {
+                path: path.clone(),
+                error,
+            })?;
             n += router.bulk_insert(routes);
         }
         Ok(n)
     }
+}
+
+/// Read a file, or say which and why not.
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    })
 }
 
 /// Parse a route file into (prefix, next hop) pairs. Blank lines and `#` comments are
@@ -352,11 +605,20 @@ pub fn parse_route_file(
     format: &str,
     next_hops: &[String],
     router: &Router,
-) -> Result<Vec<(IpPrefix, NextHop)>, ConfigError> {
-    let resolve = |via: IpAddr| -> Result<NextHop, ConfigError> {
+) -> Result<Vec<(IpPrefix, NextHop)>, RouteFileError> {
+    let file = |problem| RouteFileError {
+        line: None,
+        problem,
+    };
+    if format != "prefix-next-hop" && format != "bgpas" {
+        return Err(file(RouteProblem::UnknownFormat {
+            value: format.to_string(),
+        }));
+    }
+    let resolve = |via: IpAddr| -> Result<NextHop, RouteProblem> {
         let port = router
             .connected_port(via)
-            .ok_or_else(|| err(format!("next hop {via} is not on a connected network")))?;
+            .ok_or(RouteProblem::NextHopNotConnected { via })?;
         Ok(NextHop {
             port,
             via: Some(via),
@@ -365,32 +627,46 @@ pub fn parse_route_file(
     let hops: Vec<(IpAddr, NextHop)> = next_hops
         .iter()
         .map(|h| {
-            let a: IpAddr = h.parse().map_err(|_| err(format!("bad next hop {h:?}")))?;
-            Ok((a, resolve(a)?))
+            let a: IpAddr = h
+                .parse()
+                .map_err(|_| file(RouteProblem::BadNextHop { value: h.clone() }))?;
+            Ok((a, resolve(a).map_err(file)?))
         })
-        .collect::<Result<_, ConfigError>>()?;
+        .collect::<Result<_, RouteFileError>>()?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        let at = |problem| RouteFileError {
+            line: Some(i + 1),
+            problem,
+        };
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
         let mut f = line.split_whitespace();
         let (Some(p), Some(second), None) = (f.next(), f.next(), f.next()) else {
-            return Err(err(format!("line {}: expected two fields", i + 1)));
+            return Err(at(RouteProblem::FieldCount));
         };
-        let prefix: IpPrefix = p.parse().map_err(|e| err(format!("line {}: {e}", i + 1)))?;
+        let prefix = p.parse::<IpPrefix>().map_err(|e| {
+            at(RouteProblem::BadPrefix {
+                reason: e.to_string(),
+            })
+        })?;
         let nh = match format {
             "prefix-next-hop" => {
-                let via: IpAddr = second
-                    .parse()
-                    .map_err(|_| err(format!("line {}: bad next hop {second:?}", i + 1)))?;
-                resolve(via).map_err(|e| err(format!("line {}: {}", i + 1, e.0)))?
+                let via: IpAddr = second.parse().map_err(|_| {
+                    at(RouteProblem::BadNextHop {
+                        value: second.to_string(),
+                    })
+                })?;
+                resolve(via).map_err(at)?
             }
-            "bgpas" => {
-                let asn: u64 = second
-                    .parse()
-                    .map_err(|_| err(format!("line {}: bad AS number {second:?}", i + 1)))?;
+            _ => {
+                let asn: u64 = second.parse().map_err(|_| {
+                    at(RouteProblem::BadAsNumber {
+                        value: second.to_string(),
+                    })
+                })?;
                 // One family's next hops serve its prefixes.
                 let fam: Vec<&NextHop> = hops
                     .iter()
@@ -398,14 +674,10 @@ pub fn parse_route_file(
                     .map(|(_, n)| n)
                     .collect();
                 if fam.is_empty() {
-                    return Err(err(format!(
-                        "line {}: no next hop of this family in next_hops",
-                        i + 1
-                    )));
+                    return Err(at(RouteProblem::NoNextHopOfFamily));
                 }
                 *fam[(asn % fam.len() as u64) as usize]
             }
-            other => return Err(err(format!("unknown route file format {other:?}"))),
         };
         out.push((prefix, nh));
     }
@@ -507,7 +779,118 @@ via = "198.18.2.2"
         let e = c
             .install_routes(&r, Path::new("."))
             .expect_err("unconnected next hop");
-        assert!(e.0.contains("not on a connected network"), "{e}");
+        assert_eq!(
+            e,
+            ConfigError::Route {
+                prefix: "198.19.0.0/16".into(),
+                problem: RouteProblem::Rejected {
+                    reason: "next hop 203.0.113.1 is not on a connected network".into()
+                }
+            }
+        );
+        assert!(e.to_string().contains("not on a connected network"), "{e}");
+    }
+
+    #[test]
+    fn each_mistake_is_its_own_variant_and_its_message_names_the_value() {
+        let port = |extra: &str| {
+            EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
+        };
+        let left = |problem| ConfigError::Port {
+            port: "left".into(),
+            problem,
+        };
+        let cases = [
+            (
+                "port = []".into(),
+                ConfigError::NoPorts,
+                "at least one [[port]]",
+            ),
+            (
+                EXAMPLE.replace("\"right\"", "\"left\""),
+                ConfigError::DuplicatePort {
+                    name: "left".into(),
+                },
+                "port name \"left\" used twice",
+            ),
+            (
+                format!("[router]\narchitecture = \"sideways\"\n{EXAMPLE}"),
+                ConfigError::UnknownArchitecture {
+                    value: "sideways".into(),
+                },
+                "unknown architecture \"sideways\" (push, pull, central)",
+            ),
+            (
+                port("backend = \"dpdk\""),
+                left(PortProblem::UnknownBackend {
+                    value: "dpdk".into(),
+                }),
+                "port left: unknown backend \"dpdk\" (afpacket, afxdp, shm)",
+            ),
+            (
+                port("xdp_mode = \"native\""),
+                left(PortProblem::OnlyFor {
+                    key: "xdp_mode",
+                    backend: "afxdp",
+                }),
+                "port left: xdp_mode is for backend \"afxdp\"",
+            ),
+            (
+                port("backend = \"afxdp\"\nxdp_mode = \"offload\""),
+                left(PortProblem::UnknownXdpMode {
+                    value: "offload".into(),
+                }),
+                "port left: unknown xdp_mode \"offload\" (generic, native)",
+            ),
+            (
+                port("backend = \"shm\"\npeer = \"127.0.0.1:7002\""),
+                left(PortProblem::ShmNameNotAddr {
+                    value: "veth-a".into(),
+                }),
+                "port left: for shm, interface is this port's name, an ip:port (not \"veth-a\")",
+            ),
+        ];
+        for (text, want, message) in cases {
+            let e = Config::parse(&text).expect_err(message);
+            assert_eq!(e, want);
+            assert!(e.to_string().contains(message), "{e} lacks {message}");
+        }
+        let e = Config::parse(&EXAMPLE.replace("interface", "iface")).expect_err("unknown key");
+        assert!(
+            matches!(&e, ConfigError::Toml { message } if message.contains("iface")),
+            "{e}"
+        );
+        let addresses = |a: &str| {
+            let c = Config::parse(&EXAMPLE.replace("\"198.18.1.1/24\"", a)).expect("parses");
+            c.port_specs(&[([2, 0, 0, 0, 0, 1], 1514), ([2, 0, 0, 0, 0, 2], 1514)])
+                .expect_err(a)
+        };
+        assert_eq!(
+            addresses("\"198.18.1.1\""),
+            left(PortProblem::AddressWithoutLength {
+                value: "198.18.1.1".into()
+            })
+        );
+        assert_eq!(
+            addresses("\"198.18.1.300/24\""),
+            left(PortProblem::BadAddress {
+                value: "198.18.1.300/24".into()
+            })
+        );
+        let e = addresses("\"198.18.1.1/33\"");
+        assert_eq!(
+            e,
+            left(PortProblem::BadPrefixLength {
+                value: "198.18.1.1/33".into()
+            })
+        );
+        assert_eq!(e.to_string(), "port left: bad length in \"198.18.1.1/33\"");
+        let missing =
+            Config::load(Path::new("/nonexistent/weft-router.toml")).expect_err("no file");
+        assert!(
+            matches!(&missing, ConfigError::Read { path, .. } if path == Path::new("/nonexistent/weft-router.toml")),
+            "{missing}"
+        );
     }
 
     #[test]
@@ -532,7 +915,28 @@ via = "198.18.2.2"
         assert_eq!(v[1].1.port, 0, "38802 is even: first v4 next hop");
         assert_eq!(v[2].1.port, 1, "the only v6 next hop");
         let e = parse_route_file("1.0.0.0/24\n", "bgpas", &hops, &r).expect_err("one field");
-        assert!(e.0.contains("line 1"));
+        assert_eq!(e.line, Some(1));
+        assert_eq!(e.problem, RouteProblem::FieldCount);
+        assert!(e.to_string().contains("line 1"));
         assert!(parse_route_file("1.0.0.0/24 x\n", "bgpas", &hops, &r).is_err());
+        assert_eq!(
+            parse_route_file("1.0.0.0/24 x\n", "bgpas", &hops, &r),
+            Err(RouteFileError {
+                line: Some(1),
+                problem: RouteProblem::BadAsNumber { value: "x".into() }
+            })
+        );
+        let e = parse_route_file("\n10.0.0.0/8 203.0.113.1\n", "prefix-next-hop", &[], &r)
+            .expect_err("unconnected");
+        assert_eq!(
+            e.to_string(),
+            "line 2: next hop 203.0.113.1 is not on a connected network"
+        );
+        assert_eq!(
+            parse_route_file("", "csv", &[], &r).map_err(|e| e.problem),
+            Err(RouteProblem::UnknownFormat {
+                value: "csv".into()
+            })
+        );
     }
 }

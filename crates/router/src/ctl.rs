@@ -1,17 +1,7 @@
 //! The control socket: a Unix stream socket taking one command line per connection
-//! and answering in text, then closing. Commands:
-//!
-//! ```text
-//! route add PREFIX via ADDR     add or replace (traffic keeps flowing)
-//! route del PREFIX              remove
-//! show counters [all]           nonzero counters (or all), "name value" lines
-//! show neighbors                port ip mac state expires queued
-//! show routes [LIMIT]           the first LIMIT routes (default 100) and the totals
-//! show ports                    name mac addresses
-//! show links                    per port: frames in and out, drops below the router
-//!                               (kernel ring overflow, full transmit ring)
-//! ```
-//! Answers to bad commands start with `error:`.
+//! and answering in text, then closing. The commands are [`COMMANDS`] (also shown by
+//! `weft router ctl --help` and docs/router.md). Answers to bad commands start with
+//! `error:`.
 #![forbid(unsafe_code)]
 
 use crate::fib::IpPrefix;
@@ -25,6 +15,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Every command and its answer: the one list, shown by `weft router ctl --help`.
+pub const COMMANDS: &str = "\
+Commands:
+  route add PREFIX via ADDR   add or replace a route (traffic keeps flowing)
+  route del PREFIX            remove a route
+  show counters [all]         the router's nonzero counters (or all): name value
+  show neighbors              the neighbour cache: port ip mac state expires queued
+  show routes [LIMIT]         the totals and the first LIMIT routes (default 100)
+  show ports                  the ports as configured: name mac mtu addresses
+  show links                  per port, below the router: frames in and out, drops
+                              (kernel ring overflow, full transmit ring), offload
+                              work finished for the sender (partial checksums
+                              completed, super-frames split)
+";
 
 /// Longest command line accepted.
 const MAX_LINE: u64 = 4096;
@@ -105,13 +110,21 @@ pub fn execute(router: &Router, line: &str) -> String {
             s
         }
         ["show", "links"] => {
-            let mut s =
-                String::from("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped\n");
+            let mut s = String::from(
+                "port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped \
+                 rx_csum_completed rx_gso_segmented\n",
+            );
             for (name, l) in router.link_stats() {
                 let _ = writeln!(
                     s,
-                    "{name} {} {} {} {} {}",
-                    l.rx_frames, l.tx_frames, l.rx_dropped, l.tx_ring_full, l.tx_dropped
+                    "{name} {} {} {} {} {} {} {}",
+                    l.rx_frames,
+                    l.tx_frames,
+                    l.rx_dropped,
+                    l.tx_ring_full,
+                    l.tx_dropped,
+                    l.rx_csum_completed,
+                    l.rx_gso_segmented
                 );
             }
             s
@@ -135,26 +148,37 @@ pub fn execute(router: &Router, line: &str) -> String {
             }
             s
         }
-        _ => "error: unknown command (route add|del, show counters|neighbors|routes|ports|links)\n"
-            .to_string(),
+        _ => format!("error: unknown command {line:?}\n{COMMANDS}"),
     }
 }
 
-/// A running control socket; dropping it stops the thread and removes the socket.
+/// A running control socket; dropping it stops the thread and removes the socket
+/// (only while the path is still this socket: never another router's).
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
+    /// (device, inode) of the socket file we bound.
+    file: Option<(u64, u64)>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ControlServer {
-    /// Listen on `path` (a stale socket file there is replaced).
+    /// Listen on `path`. A stale socket file there (nothing accepts on it) is
+    /// replaced; one where a process accepts is an error
+    /// ([`crate::instance::free_control_socket`]).
     pub fn start(path: &Path, router: Arc<Router>) -> io::Result<ControlServer> {
-        if path.exists() {
-            std::fs::remove_file(path)?;
-        }
+        crate::instance::free_control_socket(path).map_err(|e| {
+            let kind = match e {
+                crate::instance::InstanceError::ControlSocketInUse { .. } => {
+                    io::ErrorKind::AddrInUse
+                }
+                _ => io::ErrorKind::Other,
+            };
+            io::Error::new(kind, e)
+        })?;
         let listener = UnixListener::bind(path)?;
+        let file = file_id(path);
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -175,6 +199,7 @@ impl ControlServer {
             })?;
         Ok(ControlServer {
             path: path.to_path_buf(),
+            file,
             stop,
             thread: Some(thread),
         })
@@ -187,8 +212,18 @@ impl Drop for ControlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        if self.file.is_some() && file_id(&self.path) == self.file {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+/// The device and inode of the file at `path`: which socket file it is.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 fn serve_one(s: UnixStream, router: &Router) -> io::Result<()> {
@@ -255,14 +290,32 @@ mod tests {
         assert!(execute(&r, "show counters all").contains("drop_ipv4_bad_checksum 0"));
         assert!(execute(&r, "show ports").contains("left 02:00:00:00:00:01 mtu 1500 198.18.1.1/24"));
         assert!(execute(&r, "frobnicate").starts_with("error"));
+        // The list the error shows is the one --help shows, and every command in it
+        // is answered.
+        assert!(execute(&r, "frobnicate").contains(COMMANDS));
+        for cmd in COMMANDS.lines().skip(1) {
+            let Some(cmd) = cmd.strip_prefix("  ").and_then(|c| c.split("  ").next()) else {
+                continue;
+            };
+            if cmd.trim().is_empty() || cmd.starts_with("route") {
+                continue;
+            }
+            let cmd = cmd.replace(" [all]", "").replace(" [LIMIT]", "");
+            let answer = execute(&r, &cmd);
+            assert!(!answer.starts_with("error"), "{cmd}: {answer}");
+        }
         r.publish_link_stats(
             0,
             weft_link::LinkStats {
                 rx_dropped: 7,
+                rx_csum_completed: 3,
+                rx_gso_segmented: 2,
                 ..Default::default()
             },
         );
-        assert!(execute(&r, "show links").contains("left 0 0 7 0 0"));
+        let links = execute(&r, "show links");
+        assert!(links.contains("left 0 0 7 0 0 3 2"), "{links}");
+        assert!(links.starts_with("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped rx_csum_completed rx_gso_segmented\n"), "{links}");
     }
 
     #[test]
@@ -276,6 +329,32 @@ mod tests {
         assert!(a.starts_with("ok"), "{a}");
         assert!(r.fib().lookup("10.1.2.3".parse().expect("a")).is_some());
         drop(server);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_server_on_a_live_path_is_refused_and_never_removes_it() {
+        let dir = std::env::temp_dir().join(format!("weft-ctl-test2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("ctl.sock");
+        let first = ControlServer::start(&path, router()).expect("first");
+        let e = ControlServer::start(&path, router()).expect_err("second");
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains("in use"), "{e}");
+        assert!(request(&path, "show ports")
+            .expect("first answers")
+            .contains("left"));
+        // A server whose path was taken over does not remove the new owner's socket.
+        std::fs::remove_file(&path).expect("unlink");
+        let second = ControlServer::start(&path, router()).expect("path free again");
+        drop(first);
+        assert!(
+            path.exists(),
+            "the first server left the second's socket alone"
+        );
+        assert!(request(&path, "show ports").is_ok());
+        drop(second);
         assert!(!path.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }

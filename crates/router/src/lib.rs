@@ -8,7 +8,8 @@
 //! rewrite), the [`fib`], the [`neighbor`] table, [`counters`] for every drop reason,
 //! the [`dataplane`] threads in three architectures (push = P2PNIC-Wr, pull =
 //! P2PNIC-Rd, central = the CPU-driven baseline), the TOML [`config`], the [`ctl`]
-//! control socket and the in-memory [`bench`](mod@bench).
+//! control socket, the one-router-per-interface [`instance`] lock and the in-memory
+//! [`bench`](mod@bench).
 //!
 //! It must not touch: header layouts (weft-wire's) or link I/O (weft-link's).
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod counters;
 pub mod ctl;
 pub mod dataplane;
 pub mod fib;
+pub mod instance;
 pub mod loadgen;
 pub mod neighbor;
 pub mod pipeline;

@@ -21,15 +21,14 @@
 
 use super::ring::{Corrupt, Layout, Pop, Push, Region, RxRing, TxRing};
 use super::ShmStats;
-use crate::sys;
+use crate::sys::{self, peer_uid, recv_msg, send_msg};
 use crate::wake::EventFd;
 use crate::{BufferPool, LinkStats, PacketBuf};
 use std::collections::HashMap;
 use std::io;
 use std::mem;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// What an endpoint carries; both ends of a connection must agree.
@@ -172,138 +171,19 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-fn unix_addr(name: &[u8]) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
-    // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
-    let mut sun: libc::sockaddr_un = unsafe { mem::zeroed() };
-    if name.len() > sun.sun_path.len() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "shm: socket name too long",
-        ));
-    }
-    sun.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in sun.sun_path.iter_mut().zip(name) {
-        *d = *s as libc::c_char;
-    }
-    let len = mem::size_of::<libc::sa_family_t>() + name.len();
-    Ok((sun, len as libc::socklen_t))
-}
-
 fn seqpacket(nonblocking: bool) -> io::Result<OwnedFd> {
     let nb = if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
-    // SAFETY: plain syscall with constant arguments.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | nb,
-            0,
-        )
-    };
-    sys::owned_fd(raw, "shm: socket(AF_UNIX)")
-}
-
-/// Send one message, with descriptors attached when `fds` is not empty.
-fn send_msg(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    let mut cbuf = [0u64; 8];
-    // SAFETY: msghdr is plain old data; all-zero is a valid value.
-    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let data = mem::size_of_val(fds) as u32;
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        let space = unsafe { libc::CMSG_SPACE(data) } as usize;
-        assert!(space <= mem::size_of_val(&cbuf), "cmsg buffer");
-        msg.msg_control = cbuf.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        // SAFETY: the control buffer is `space` bytes, aligned, and large enough for
-        // one cmsghdr carrying `fds`; CMSG_FIRSTHDR/DATA stay inside it.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(data) as _;
-            ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c).cast::<RawFd>(), fds.len());
-        }
-    }
-    // SAFETY: `msg` points at a live iovec and control buffer for the call.
-    let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        return Err(sys::last_err("shm: sendmsg"));
-    }
-    Ok(())
-}
-
-/// One received control message: its bytes and any descriptors (owned at once, so
-/// they are closed on every error path). `Ok(None)` when nothing is waiting;
-/// `Ok(Some((0, _)))` when the peer closed.
-fn recv_msg(fd: RawFd, buf: &mut [u8; MSG_BUF]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut cbuf = [0u64; 16];
-    // SAFETY: msghdr is plain old data; all-zero is a valid value.
-    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = mem::size_of_val(&cbuf) as _;
-    // SAFETY: `msg` points at a live iovec and control buffer of the given sizes.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return match sys::errno() {
-            libc::EAGAIN | libc::EINTR => Ok(None),
-            _ => Err(sys::last_err("shm: recvmsg")),
-        };
-    }
-    let mut fds = Vec::new();
-    // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer; the
-    // CMSG macros walk only within it, and an SCM_RIGHTS payload is an array of ints
-    // (read unaligned) that are descriptors now installed in this process.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let p = libc::CMSG_DATA(c).cast::<RawFd>();
-                for i in 0..data / mem::size_of::<RawFd>() {
-                    let raw = ptr::read_unaligned(p.add(i));
-                    if raw >= 0 {
-                        fds.push(OwnedFd::from_raw_fd(raw));
-                    }
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok(Some((n as usize, fds)))
+    sys::socket(
+        libc::AF_UNIX,
+        libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | nb,
+        0,
+        "shm: socket(AF_UNIX)",
+    )
 }
 
 fn is_eventfd(fd: &OwnedFd) -> bool {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .is_ok_and(|p| p.as_os_str() == "anon_inode:[eventfd]")
-}
-
-fn peer_uid(fd: RawFd) -> Option<u32> {
-    // SAFETY: ucred is plain old data.
-    let mut cred: libc::ucred = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `cred`.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(cred.uid)
 }
 
 impl Endpoint {
@@ -315,22 +195,12 @@ impl Endpoint {
         only_peer: Option<SocketAddr>,
     ) -> io::Result<Endpoint> {
         let listener = seqpacket(true)?;
-        let (sun, len) = unix_addr(&socket_name(kind, name))?;
-        // SAFETY: `sun` is a valid sockaddr_un of `len` bytes.
-        let r = unsafe {
-            libc::bind(
-                listener.as_raw_fd(),
-                (&sun as *const libc::sockaddr_un).cast(),
-                len,
-            )
-        };
-        if r < 0 {
-            return Err(sys::last_err(&format!("shm: listen as {name}")));
-        }
-        // SAFETY: plain syscall on a socket we own.
-        if unsafe { libc::listen(listener.as_raw_fd(), 128) } < 0 {
-            return Err(sys::last_err("shm: listen"));
-        }
+        sys::bind_unix(
+            listener.as_raw_fd(),
+            &socket_name(kind, name),
+            &format!("shm: listen as {name}"),
+        )?;
+        sys::listen(listener.as_raw_fd(), 128, "shm: listen")?;
         Ok(Endpoint {
             kind,
             name,
@@ -346,8 +216,7 @@ impl Endpoint {
             next_full_check: Instant::now(),
             polls: 0,
             rr: 0,
-            // SAFETY: geteuid cannot fail.
-            uid: unsafe { libc::geteuid() },
+            uid: sys::euid(),
             pfds: Vec::new(),
             touched: Vec::new(),
             stats: LinkStats::default(),
@@ -450,13 +319,12 @@ impl Endpoint {
             self.params.connect_timeout,
             "SO_SNDTIMEO",
         )?;
-        let (sun, len) = unix_addr(&socket_name(self.kind, peer))?;
-        // SAFETY: `sun` is a valid sockaddr_un of `len` bytes. A full backlog makes
-        // this wait at most SO_SNDTIMEO.
-        let r = unsafe { libc::connect(fd, (&sun as *const libc::sockaddr_un).cast(), len) };
-        if r < 0 {
-            return Err(sys::last_err(&format!("shm: connect to {peer}")));
-        }
+        // A full backlog makes this wait at most SO_SNDTIMEO.
+        sys::connect_unix(
+            fd,
+            &socket_name(self.kind, peer),
+            &format!("shm: connect to {peer}"),
+        )?;
         let layout = self.params.layout;
         let (region, memfd) = Region::create(layout)?;
         let (to_acceptor, to_connector) = (EventFd::new()?, EventFd::new()?);
@@ -591,21 +459,7 @@ impl Endpoint {
             !self.finish_accept(s) && now.duration_since(*since) < self.params.connect_timeout * 10
         });
         self.pending = pending;
-        loop {
-            // SAFETY: accept4 with null address pointers only returns a descriptor.
-            let raw = unsafe {
-                libc::accept4(
-                    self.listener.as_raw_fd(),
-                    ptr::null_mut(),
-                    ptr::null_mut(),
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
-            };
-            if raw < 0 {
-                break;
-            }
-            // SAFETY: a fresh descriptor from accept4 that nothing else owns.
-            let s = unsafe { OwnedFd::from_raw_fd(raw) };
+        while let Some(s) = sys::accept(self.listener.as_raw_fd()) {
             if !self.finish_accept(&s) {
                 self.pending.push((s, now));
             }
@@ -668,9 +522,7 @@ impl Endpoint {
         if idxs.is_empty() {
             return;
         }
-        // SAFETY: `pfds` is a valid array of pollfd for the call.
-        let r = unsafe { libc::poll(self.pfds.as_mut_ptr(), self.pfds.len() as libc::nfds_t, 0) };
-        if r <= 0 {
+        if !matches!(sys::poll(&mut self.pfds, Duration::ZERO), Ok(n) if n > 0) {
             return;
         }
         let fired: Vec<(usize, i16)> = idxs
@@ -708,15 +560,13 @@ impl Endpoint {
         if c.closing {
             return false;
         }
-        let mut p = libc::pollfd {
+        let mut p = [libc::pollfd {
             fd: c.ctl.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
-        };
-        // SAFETY: one valid pollfd for the call.
-        let r = unsafe { libc::poll(&mut p, 1, 0) };
-        if r > 0 {
-            self.on_ctl(idx, p.revents);
+        }];
+        if matches!(sys::poll(&mut p, Duration::ZERO), Ok(n) if n > 0) {
+            self.on_ctl(idx, p[0].revents);
         }
         self.conns
             .get(idx)
@@ -920,18 +770,21 @@ impl Endpoint {
             if let Some(e) = extra {
                 self.pfds.push(pfd(e.as_raw_fd()));
             }
-            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-            let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-            // SAFETY: `pfds` is a valid array of pollfd for the call.
-            let r =
-                unsafe { libc::poll(self.pfds.as_mut_ptr(), self.pfds.len() as libc::nfds_t, ms) };
-            if r < 0 && sys::errno() != libc::EINTR {
-                for c in self.conns.iter().flatten() {
-                    c.rx.wake_up(&c.region);
+            // Round a sub-millisecond timeout up so a short wait does not spin.
+            let wait = if timeout.as_millis() == 0 && !timeout.is_zero() {
+                Duration::from_millis(1)
+            } else {
+                timeout
+            };
+            match sys::poll(&mut self.pfds, wait) {
+                Ok(n) => ready = n > 0,
+                Err(e) => {
+                    for c in self.conns.iter().flatten() {
+                        c.rx.wake_up(&c.region);
+                    }
+                    return Err(io::Error::new(e.kind(), format!("shm: poll: {e}")));
                 }
-                return Err(sys::last_err("shm: poll"));
             }
-            ready = r > 0;
         }
         for c in self.conns.iter().flatten() {
             c.rx.wake_up(&c.region);

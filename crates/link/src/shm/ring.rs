@@ -30,11 +30,10 @@
 //! and `sleeping` is written only around a blocking wait, so while both sides are busy
 //! the producer's per-burst read of it hits a line that stays shared in its cache.
 
-use crate::sys;
+use crate::sys::{self, Mmap};
 use crate::PacketBuf;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::ptr;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 /// "weftshm" and a layout version.
@@ -98,21 +97,7 @@ impl Layout {
 /// A shared mapping of a sealed memfd, unmapped on drop.
 #[derive(Debug)]
 pub(crate) struct Region {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory owned by this value; every access goes through
-// atomics or raw copies that tolerate concurrent writers (the peer process). Moving
-// it to another thread moves that ownership.
-unsafe impl Send for Region {}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` describe a mapping made by `Region::map_fd` and not
-        // unmapped elsewhere.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
+    map: Mmap,
 }
 
 impl Region {
@@ -120,24 +105,9 @@ impl Region {
     /// The seals (no shrink, no grow, no more seals) let the peer map it without fear
     /// of `SIGBUS` from a truncation.
     pub fn create(layout: Layout) -> io::Result<(Region, OwnedFd)> {
-        // SAFETY: the name is a NUL-terminated literal.
-        let raw = unsafe {
-            libc::memfd_create(
-                c"weft-shm".as_ptr(),
-                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-            )
-        };
-        let fd = sys::owned_fd(raw, "shm: memfd_create")?;
         let len = layout.total();
-        // SAFETY: plain syscall on a descriptor we own.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
-            return Err(sys::last_err("shm: ftruncate"));
-        }
-        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-        // SAFETY: plain fcntl on a descriptor we own.
-        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-            return Err(sys::last_err("shm: F_ADD_SEALS"));
-        }
+        let fd = sys::sealed_memfd(c"weft-shm", len)
+            .map_err(|e| io::Error::new(e.kind(), format!("shm: {e}")))?;
         let region = Region::map_fd(&fd, len)?;
         region.u32_at(8).store(layout.slots, Ordering::Relaxed);
         region.u32_at(12).store(layout.slot_data, Ordering::Relaxed);
@@ -152,18 +122,13 @@ impl Region {
     /// least `layout.total()` bytes, so no access within the layout can fault.
     pub fn open(fd: &OwnedFd, layout: Layout) -> io::Result<Region> {
         let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, format!("shm: {m}"));
-        // SAFETY: plain fcntl on a descriptor we own.
-        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+        let Ok((seals, size)) = sys::seals_and_size(fd) else {
+            return Err(bad("segment is not a memfd sealed against shrinking"));
+        };
+        if seals & libc::F_SEAL_SHRINK == 0 {
             return Err(bad("segment is not a memfd sealed against shrinking"));
         }
-        // SAFETY: fstat writes one struct stat into `st`.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; `fd` is ours.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
-            return Err(sys::last_err("shm: fstat"));
-        }
-        if (st.st_size as u64) < layout.total() as u64 {
+        if size < layout.total() as u64 {
             return Err(bad("segment smaller than its layout"));
         }
         let r = Region::map_fd(fd, layout.total())?;
@@ -176,50 +141,28 @@ impl Region {
     }
 
     fn map_fd(fd: &OwnedFd, len: usize) -> io::Result<Region> {
-        // SAFETY: a fresh shared mapping of `len` bytes of a file we hold, at a
-        // kernel-chosen address; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(sys::last_err("shm: mmap"));
-        }
-        Ok(Region { ptr: p.cast(), len })
+        let map = Mmap::shared(fd.as_raw_fd(), len, 0, libc::MAP_POPULATE, "shm: mmap")?;
+        Ok(Region { map })
     }
 
     /// The atomic word at `off`. Panics on a misaligned or out-of-range offset, which
     /// only a bug in this module can produce (offsets come from [`Layout`]).
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len, "shm offset {off}");
-        // SAFETY: in bounds and 4-byte aligned (the mapping is page aligned); an
-        // AtomicU32 may be modified concurrently by anyone, including the peer process,
-        // and the mapping lives as long as `&self`.
-        unsafe { &*self.ptr.add(off).cast::<AtomicU32>() }
+        self.map
+            .atomic_u32(off)
+            .unwrap_or_else(|| panic!("shm offset {off}"))
     }
 
-    /// Copy `src` into the segment at `off`.
+    /// Copy `src` into the segment at `off` (a raw copy: the peer may read it
+    /// concurrently). Panics out of range, which only a bug here can produce.
     fn write(&self, off: usize, src: &[u8]) {
-        assert!(off + src.len() <= self.len, "shm write out of range");
-        // SAFETY: the destination range is inside the mapping (checked above) and does
-        // not overlap `src`, which is process-private memory. The peer may read it
-        // concurrently; bytes are bytes, no Rust reference to them exists.
-        unsafe { ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) };
+        assert!(self.map.copy_in(off, src), "shm write out of range");
     }
 
-    /// Copy from the segment at `off` into `dst`.
+    /// Copy from the segment at `off` into `dst` (a raw copy: a hostile peer writing
+    /// concurrently can only change which bytes we copy, never where).
     fn read(&self, off: usize, dst: &mut [u8]) {
-        assert!(off + dst.len() <= self.len, "shm read out of range");
-        // SAFETY: the source range is inside the mapping (checked above); `dst` is
-        // private memory. A hostile peer writing concurrently can only change which
-        // bytes we copy, never where.
-        unsafe { ptr::copy_nonoverlapping(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+        assert!(self.map.copy_out(off, dst), "shm read out of range");
     }
 
     /// Raw write access for tests that play a hostile peer.
@@ -503,11 +446,12 @@ mod tests {
     #[test]
     fn a_segment_without_seals_or_too_small_is_refused() {
         let l = Layout::new(4, 256).unwrap();
-        // SAFETY: NUL-terminated literal.
-        let raw = unsafe { libc::memfd_create(c"plain".as_ptr(), libc::MFD_CLOEXEC) };
-        let fd = sys::owned_fd(raw, "memfd").unwrap();
-        // SAFETY: fd is ours.
-        unsafe { libc::ftruncate(fd.as_raw_fd(), l.total() as libc::off_t) };
+        // A file of the right size that carries no seals.
+        let path = std::env::temp_dir().join(format!("weft-shm-unsealed-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(l.total() as u64).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let fd = OwnedFd::from(file);
         assert!(Region::open(&fd, l).is_err(), "no seals");
         let (_, fd) = Region::create(l).unwrap();
         assert!(Region::open(&fd, l).is_ok());
