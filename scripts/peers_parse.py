@@ -2,7 +2,7 @@
 """Turns the output of one peer benchmark run into one weft JSON record (a line).
 
 Used by scripts/peers.sh; tested by crates/cli/tests/peers_parse.rs on real outputs
-committed under crates/cli/tests/fixtures/peers/.
+committed under crates/bench/tests/fixtures/peers/.
 
     peers_parse.py ucx|fi|error --system S --link L --qp Q --test T --size N
                    --iters N [--rc RC] [--error TEXT] < output.txt

@@ -20,9 +20,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::perf::record::{parse_lines, Record};
 use anyhow::{anyhow, Context};
 use plotters::prelude::*;
-use weft::perf::record::{parse_lines, Record};
 
 /// Arguments of `weft report`.
 #[derive(Debug, clap::Args)]
