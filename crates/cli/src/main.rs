@@ -52,7 +52,7 @@ enum Command {
         feature = "bench",
         command(
             about = "Run the IP router, control a running one (`ctl`), or benchmark it \
-        (`bench`, `rfc2544`)."
+        (`bench`, `rfc2544`)"
         )
     )]
     Router(RouterArgs),

@@ -1,4 +1,6 @@
 //! `weft report` turns JSON lines into PNG plots and a markdown table.
+// Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
+#![cfg(feature = "bench")]
 
 use std::process::Command;
 
