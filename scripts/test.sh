@@ -14,3 +14,7 @@ echo "== cargo test" >&2
 timeout --kill-after=30s 45m cargo test --workspace --locked
 echo "== cargo build --release --bin weft" >&2
 cargo build --release --locked --bin weft
+# The lean tool (router, router ctl, decode) must build without the benchmarks;
+# crates/cli/tests/lean_tool.rs checks what it depends on.
+echo "== cargo check -p weft --no-default-features" >&2
+cargo check --locked -p weft --no-default-features --all-targets

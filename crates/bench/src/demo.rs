@@ -232,6 +232,8 @@ fn verbs_step(out: &std::path::Path, iters: u64) -> anyhow::Result<(Vec<VerbsRow
         reference: Some("kernel-tcp/loopback".into()),
         no_text: false,
         quiet: true,
+        rpc_size: None,
+        rpc_clusters: 1,
     })?;
     let mut plots: Vec<String> = std::fs::read_dir(out)?
         .filter_map(|e| e.ok())

@@ -32,6 +32,7 @@ pub mod lpm_bench;
 pub mod namenode;
 pub mod perf;
 pub mod perf_cmd;
+pub mod plots;
 pub mod report;
 pub mod router;
 pub mod rpc_bench;

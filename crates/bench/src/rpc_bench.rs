@@ -3,7 +3,7 @@
 //!
 //! Workloads: the null RPC (a `--size`-byte payload echoed back, 16–32 B by
 //! default) and the metadata mix of the namenode example service
-//! (`weft_rpc::namenode`: getFileStatus, getBlockLocations, create, rename,
+//! (weft-rpc's namenode example, [`crate::namenode`]: getFileStatus, getBlockLocations, create, rename,
 //! delete). Each configuration runs `--clients` client threads (weft: one
 //! connection each, direct completion processing, inline progress; gRPC: one HTTP/2
 //! channel each on a 2-worker tokio runtime) that keep `--outstanding` calls in
