@@ -71,7 +71,7 @@ fi
 
 # Iterations per size: latency at most 256 MiB each way per size (at least 100
 # rounds), bandwidth at most 1 GiB per size (at least 16 messages), as weft's
-# harness caps them (crates/cli/src/perf/run.rs).
+# harness caps them (crates/bench/src/perf/run.rs).
 lat_n() { local n=$((268435456 / $1)); ((n < 100)) && n=100; ((n > lat_iters)) && n=$lat_iters; echo "$n"; }
 bw_n() { local n=$((1073741824 / $1)); ((n < 16)) && n=16; ((n > bw_iters)) && n=$bw_iters; echo "$n"; }
 warm_n() { local w=$(($1 / 10)); ((w < 10)) && w=10; ((w > 1000)) && w=1000; echo "$w"; }

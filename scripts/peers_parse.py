@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Turns the output of one peer benchmark run into one weft JSON record (a line).
 
-Used by scripts/peers.sh; tested by crates/cli/tests/peers_parse.rs on real outputs
-committed under crates/cli/tests/fixtures/peers/.
+Used by scripts/peers.sh; tested by crates/bench/tests/peers_parse.rs on real outputs
+committed under crates/bench/tests/fixtures/peers/.
 
     peers_parse.py ucx|fi|error --system S --link L --qp Q --test T --size N
                    --iters N [--rc RC] [--error TEXT] < output.txt
     peers_parse.py best < records.jsonl   (one record: the best of repeated runs)
 
-The record has weft's shape (crates/cli/src/perf/record.rs): system, test, link, qp,
+The record has weft's shape (crates/bench/src/perf/record.rs): system, test, link, qp,
 size, iters, and
 - latency (ucx_perftest tag_lat, fi_pingpong): method "rtt/2", p50_us, p90_us,
   p99_us, p999_us, mean_us, min_us, max_us, one-way. Both tools already halve the

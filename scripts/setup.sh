@@ -6,7 +6,6 @@ set -euo pipefail
 packages=(
   tshark             # interop test: tshark must read back the RoCEv2 fields weft writes
   python3-scapy      # independent oracle for the ICRC known-answer vectors
-  python3-matplotlib # plots in docs/results
   iproute2           # network namespaces and veth for multi-host tests
   iputils-ping
   traceroute         # router netns tests: the router's hop shows in a traceroute

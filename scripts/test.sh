@@ -21,6 +21,10 @@ export WEFT_SKIP_LOG="$out/skips"
 timeout --kill-after=30s 45m cargo test --workspace --locked 2>&1 | tee "$out/test.log"
 echo "== cargo build --release --bin weft" >&2
 cargo build --release --locked --bin weft
+# The lean tool (router, router ctl, decode) must build without the benchmarks;
+# crates/cli/tests/lean_tool.rs checks what it depends on.
+echo "== cargo check -p weft --no-default-features" >&2
+cargo check --locked -p weft --no-default-features --all-targets
 # Sum libtest's closing lines ("test result: ok. 12 passed; 0 failed; 2 ignored; …").
 read -r passed failed ignored < <(awk '/^test result:/ {
     for (i = 1; i <= NF; i++) {

@@ -5,14 +5,14 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(cap) = weft::pcap::read(data) {
+    if let Ok(cap) = weft_pcap::pcap::read(data) {
         for p in &cap.packets {
             assert!(p.data.len() <= data.len());
         }
     }
-    if let Ok(report) = weft::decode::decode_capture(data) {
+    if let Ok(report) = weft_pcap::decode::decode_capture(data) {
         for d in &report.packets {
-            let _ = weft::decode::format_line(d);
+            let _ = weft_pcap::decode::format_line(d);
         }
     }
 });

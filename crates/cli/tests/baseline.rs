@@ -1,5 +1,7 @@
 //! `weft baseline` end to end: both sides on this host (`--local`, the server as a
 //! child process), JSON lines out. Every run is small and the whole test is bounded.
+// Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
+#![cfg(feature = "bench")]
 
 use serde_json::Value;
 use std::process::{Command, Stdio};

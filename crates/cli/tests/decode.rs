@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use weft::pcap::Writer;
-use weft::samples::{frames, Sample};
+use weft_pcap::pcap::Writer;
+use weft_pcap::samples::{frames, Sample};
 use weft_wire::roce::{Opcode, Transport};
 
 fn all_samples() -> Vec<Sample> {

@@ -2,6 +2,8 @@
 //! decodes with a good ICRC, tshark (installed by scripts/setup.sh) dissects every one,
 //! every simulated RDMA WRITE completes intact in both recovery modes, and the verbs
 //! step measures weft over udp and shm beside kernel TCP and plots it.
+// Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
+#![cfg(feature = "bench")]
 
 use std::process::Command;
 

@@ -2,6 +2,8 @@
 //! and shm, UC and UD, the completion-channel and engine-thread modes, and the JSON
 //! shape the harness promises. Sizes and iterations are small: this checks that the
 //! tool measures, not what it measures.
+// Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
+#![cfg(feature = "bench")]
 
 use std::process::Command;
 

@@ -1,4 +1,6 @@
 //! `weft report` turns JSON lines into PNG plots and a markdown table.
+// Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
+#![cfg(feature = "bench")]
 
 use std::process::Command;
 
@@ -98,4 +100,49 @@ fn plots_without_text() {
         "the reference has no ratio: {md}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The committed results of lpm-bench, rpc-bench and the RFC 2544 runs: the plots the
+/// docs show come from `weft report`, the one plotting path.
+#[test]
+fn lpm_rpc_and_router_results_are_plotted() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::env::temp_dir().join(format!("weft-report-kinds-{}", std::process::id()));
+    let report = |file: &str, name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(["report", "--quiet", "--name", name, "--out"])
+            .arg(&out)
+            .arg(root.join(file))
+            .output()
+            .unwrap()
+    };
+    for (file, name, pngs) in [
+        ("docs/results/lpm-sweep.jsonl", "lpm", &["lpm.png"][..]),
+        (
+            "docs/results/rpc-bench.jsonl",
+            "rpc",
+            &["rpc-null.png", "rpc-metadata.png"][..],
+        ),
+        ("docs/results/router-e2e.md", "e2e", &["e2e.png"][..]),
+    ] {
+        let o = report(file, name);
+        assert!(o.status.success(), "{file}: {o:?}");
+        for png in pngs {
+            check_png(&out.join(png));
+        }
+        // Only perf records get a markdown table: results docs beside the plots are
+        // written by hand and must not be overwritten.
+        assert!(
+            !out.join(format!("{name}.md")).exists(),
+            "{file} wrote markdown"
+        );
+    }
+    // lpm-bench rows without --sweep have nothing to plot, and say so.
+    let o = report("docs/results/lpm-bench.jsonl", "lpm-nosweep");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--sweep"),
+        "{o:?}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -2,6 +2,8 @@
 //! it generates, and — counted by the `weft` binary's global allocator — makes no heap
 //! allocation per packet once warm (the issue's "pooled buffers, no allocation per
 //! packet"). No timing is asserted.
+// Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
+#![cfg(feature = "bench")]
 
 use std::process::Command;
 

@@ -8,20 +8,22 @@
 //! rewrite), the [`fib`], the [`neighbor`] table, [`counters`] for every drop reason,
 //! the [`dataplane`] threads in three architectures (push = P2PNIC-Wr, pull =
 //! P2PNIC-Rd, central = the CPU-driven baseline), the TOML [`config`], the [`ctl`]
-//! control socket, the one-router-per-interface [`instance`] lock and the in-memory
-//! [`bench`](mod@bench).
+//! control socket, the one-router-per-interface [`instance`] lock, and the [`daemon`]
+//! that `weft router` runs (configuration, ports, signals).
+//!
+//! Its benchmarks (the in-memory pipeline and architecture rates, the RFC 2544 load
+//! generator) are weft-bench's: nothing here exists only to be measured.
 //!
 //! It must not touch: header layouts (weft-wire's) or link I/O (weft-link's).
 #![forbid(unsafe_code)]
 
-pub mod bench;
 pub mod config;
 pub mod counters;
 pub mod ctl;
+pub mod daemon;
 pub mod dataplane;
 pub mod fib;
 pub mod instance;
-pub mod loadgen;
 pub mod neighbor;
 pub mod pipeline;
 

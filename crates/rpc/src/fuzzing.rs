@@ -8,9 +8,9 @@
 //!   allows it); then the server's message check (`survey`) on the same bytes, which
 //!   must agree with the frames, as received and as the bytes of a rendezvous READ.
 //! - [`hello`]: the weft-rpc handshake in the connection manager's private data.
-//! - [`namenode`]: a sequence of calls to the namenode example service with
-//!   arbitrary argument bytes (the serde codec decoding what a client sent, then the
-//!   handler), checking the namespace's invariants after each.
+//!
+//! The namenode example service's check is the example's own (`fuzz_calls` in
+//! `examples/namenode/service.rs`): the service is not part of the library.
 //!
 //! A broken invariant panics (that is what a fuzzer looks for); malformed input never
 //! does. Only compiled with the `fuzzing` feature; not part of the API.
@@ -18,9 +18,7 @@
 
 use crate::conn::Hello;
 use crate::frame::{frames, Frame, Header, Kind, Rendezvous, HEADER_LEN};
-use crate::namenode::{NamenodeServer, Namespace};
 use crate::server::survey;
-use crate::service::{CallContext, Service};
 use crate::status::Code;
 
 /// Feed `data` to the frame parser as one message, and to the server's message
@@ -117,30 +115,6 @@ pub fn hello(data: &[u8]) -> bool {
     true
 }
 
-/// Feed `data` as calls to the namenode service: records of one byte that picks the
-/// method, one length byte and that many argument bytes (the codec's input, as a
-/// client would send it). After each call the namespace must still be a tree.
-/// Returns how many calls decoded their arguments; panics on a broken invariant.
-pub fn namenode(data: &[u8]) -> usize {
-    let ns = NamenodeServer::new(Namespace::default());
-    let methods = ns.methods();
-    let mut decoded = 0;
-    let mut rest = data;
-    while let [sel, len, tail @ ..] = rest {
-        let n = usize::from(*len).min(tail.len());
-        let (args, next) = tail.split_at(n);
-        rest = next;
-        let m = &methods[usize::from(*sel) % methods.len()];
-        let mut resp = Vec::new();
-        match ns.call(&CallContext::detached(m.id), args, &mut resp) {
-            Ok(()) => decoded += 1,
-            Err(e) => assert_eq!(e.code(), Code::InvalidArgument, "{e}"),
-        }
-        ns.0.check_tree();
-    }
-    decoded
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,9 +135,5 @@ mod tests {
         assert!(message(&r));
         assert!(!message(&m[..m.len() - 1]));
         assert!(hello(&Hello { ring: 8, buf: 4096 }.encode()));
-        let mk = crate::codec::to_vec(&("/a".to_string(),)).unwrap();
-        let mut calls = vec![3, mk.len() as u8];
-        calls.extend_from_slice(&mk);
-        assert_eq!(namenode(&calls), 1);
     }
 }

@@ -44,7 +44,6 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod metrics;
-pub mod namenode;
 mod server;
 mod service;
 mod status;

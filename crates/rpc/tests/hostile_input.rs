@@ -1,5 +1,5 @@
 //! The fuzz targets' code paths on stable (the checks themselves are
-//! `weft_rpc::fuzzing`, shared with `fuzz/`): for each parser of bytes a peer sends
+//! `weft_rpc::fuzzing` and the namenode example's `fuzz_calls`, shared with `fuzz/`): for each parser of bytes a peer sends
 //! — a message's frames and the server's check of it, the weft-rpc handshake, the
 //! namenode service's argument decoding — seeded buffers, random bytes and the
 //! committed fuzz seed corpus (`fuzz/corpus/<target>/`) mutated by flips, cuts,
@@ -15,6 +15,10 @@ use weft_rpc::codec::to_vec;
 use weft_rpc::frame::{Header, Kind, Rendezvous};
 use weft_rpc::fuzzing;
 use weft_wire::fuzzing::hostile::{self, assert_reaches_emit};
+
+#[path = "../examples/namenode/service.rs"]
+#[allow(dead_code)] // the example's service; this test calls only its fuzz check
+mod namenode;
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -47,7 +51,7 @@ fn rpc_hello_hostile() {
 fn rpc_namenode_hostile() {
     assert_reaches_emit(
         "rpc_namenode",
-        hostile("rpc_namenode", 3, |b| fuzzing::namenode(b) > 0),
+        hostile("rpc_namenode", 3, |b| namenode::fuzz_calls(b) > 0),
     );
 }
 

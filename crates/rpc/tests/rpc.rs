@@ -4,6 +4,10 @@
 
 mod common;
 
+#[path = "../examples/namenode/service.rs"]
+#[allow(dead_code)] // the example's service (not the library's); this test uses part of it
+mod namenode;
+
 use common::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -488,7 +492,7 @@ fn batching_packs_many_calls_into_one_message() {
 
 #[test]
 fn typed_namenode_service_over_both_links() {
-    use weft_rpc::namenode::{FsError, NamenodeClient, NamenodeServer, Namespace};
+    use namenode::{FsError, NamenodeClient, NamenodeServer, Namespace};
     for kind in [LinkKind::Udp, LinkKind::Shm] {
         let s = weft_rpc::Server::start(
             std::sync::Arc::new(NamenodeServer::new(Namespace::default())),

@@ -15,7 +15,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_rpc::namenode::{NamenodeClient, NamenodeServer, Namespace, Op, Workload};
+#[allow(dead_code)] // shared with weft-rpc's tests and the fuzz target (fuzz_calls)
+mod service;
+
+use service::{NamenodeClient, NamenodeServer, Namespace, Op, Workload};
 use weft_rpc::{Client, ClientConfig, LinkKind, Progress, Server, ServerConfig};
 
 struct Opts {

@@ -1,5 +1,5 @@
 //! scripts/peers_parse.py on real outputs of ucx_perftest and fi_pingpong, captured on
-//! the project's machine (crates/cli/tests/fixtures/peers/): the numbers land in
+//! the project's machine (crates/bench/tests/fixtures/peers/): the numbers land in
 //! weft's record shape with weft's units, and failures become error records.
 
 use serde_json::Value;
@@ -11,8 +11,12 @@ fn root() -> PathBuf {
 }
 
 fn parse(args: &[&str], fixture: &str) -> Value {
-    let input =
-        std::fs::File::open(root().join("crates/cli/tests/fixtures/peers").join(fixture)).unwrap();
+    let input = std::fs::File::open(
+        root()
+            .join("crates/bench/tests/fixtures/peers")
+            .join(fixture),
+    )
+    .unwrap();
     let out = Command::new("python3")
         .arg(root().join("scripts/peers_parse.py"))
         .args(args)
@@ -26,7 +30,10 @@ fn parse(args: &[&str], fixture: &str) -> Value {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     // Every line the converter writes is a weft record.
-    assert_eq!(weft::perf::record::parse_lines(&text).unwrap().len(), 1);
+    assert_eq!(
+        weft_bench::perf::record::parse_lines(&text).unwrap().len(),
+        1
+    );
     serde_json::from_str(text.trim()).unwrap()
 }
 

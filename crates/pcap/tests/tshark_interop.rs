@@ -6,8 +6,8 @@
 //! because CI must run it. A second test reads a pcapng that editcap wrote.
 
 use std::process::Command;
-use weft::pcap::Writer;
-use weft::samples::{rc_frames, Sample};
+use weft_pcap::pcap::Writer;
+use weft_pcap::samples::{rc_frames, Sample};
 
 const FIELDS: [&str; 12] = [
     "infiniband.bth.opcode",
@@ -154,8 +154,8 @@ fn weft_decodes_a_pcapng_written_by_editcap() {
         .status()
         .unwrap_or_else(|e| panic!("cannot run {editcap}: {e}; install it with scripts/setup.sh"));
     assert!(st.success());
-    let a = weft::decode::decode_capture(&std::fs::read(&pcap).unwrap()).unwrap();
-    let b = weft::decode::decode_capture(&std::fs::read(&pcapng).unwrap()).unwrap();
+    let a = weft_pcap::decode::decode_capture(&std::fs::read(&pcap).unwrap()).unwrap();
+    let b = weft_pcap::decode::decode_capture(&std::fs::read(&pcapng).unwrap()).unwrap();
     assert!(b.capture_error.is_none(), "{:?}", b.capture_error);
     assert_eq!(b.packets.len(), samples.len());
     assert_eq!(a.packets, b.packets);

@@ -23,12 +23,12 @@ use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::perf::local::{announce_ready, LocalServer};
+use crate::perf::record::Meta;
+use crate::perf::run::{self, LoopOpts, Progress as Prog, Round};
+use crate::perf::table::Output;
+use crate::perf::{bandwidth_record, latency_record};
 use anyhow::{anyhow, bail, Context as _};
-use weft::perf::local::{announce_ready, LocalServer};
-use weft::perf::record::Meta;
-use weft::perf::run::{self, LoopOpts, Progress as Prog, Round};
-use weft::perf::table::Output;
-use weft::perf::{bandwidth_record, latency_record};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
     Access, Completion, CompletionChannel, CompletionQueue, Context, DeviceConfig, LinkKind,
@@ -809,7 +809,7 @@ fn client(a: &Args, at: SocketAddr) -> anyhow::Result<()> {
             Ok(r) => r,
             Err(e) => {
                 first_error.get_or_insert_with(|| format!("{e:#}"));
-                weft::perf::record::Record::failed(&meta, size, format!("{e:#}"))
+                crate::perf::record::Record::failed(&meta, size, format!("{e:#}"))
             }
         };
         out.emit(&rec)?;
@@ -839,7 +839,7 @@ fn client_run(
     opts: &LoopOpts,
     meta: &Meta,
     prog: &mut Prog,
-) -> anyhow::Result<weft::perf::record::Record> {
+) -> anyhow::Result<crate::perf::record::Record> {
     let (mut side, mut qp) = queues(ctx, a, 4)?;
     let slot = size + GRH_LEN as u64;
     let mr_len = match a.test {

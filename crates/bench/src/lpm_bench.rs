@@ -5,7 +5,8 @@
 //! compressed from), the tree-bitmap table `iptrie` benchmarks against
 //! (`ip_network_table-deps-treebitmap`), `prefix-trie` and `poptrie`. Every
 //! implementation stores the same `u32` next-hop index per prefix. Memory is what
-//! the counting global allocator (`alloc_count.rs`) sees the structure hold after
+//! the counting global allocator (`alloc_count.rs`, switched on for each
+//! build) sees the structure hold after
 //! its build, for every implementation alike. Lookup rates are single-core, time
 //! boxed, the median of several interleaved rounds.
 //!
@@ -23,7 +24,7 @@ use anyhow::Context as _;
 use serde_json::{json, Value};
 use weft_lpm::{routes, synth, Address, Fib, NextHop, Prefix, Table, Update};
 
-use crate::alloc_count::live_bytes;
+use crate::alloc_count::Measurement;
 
 /// Arguments of `weft lpm-bench`.
 #[derive(Debug, clap::Args)]
@@ -273,11 +274,12 @@ impl Lpm<u128> for Poptrie6 {
 
 /// Builds with memory and time accounting. Returns (structure, bytes, ms).
 fn build_counted<A: Address, T: Lpm<A>>(r: &[(Prefix<A>, NextHop)]) -> (T, usize, f64) {
-    let before = live_bytes();
+    // `measure` checked that the counting allocator is installed.
+    let m = Measurement::start().ok();
     let t0 = Instant::now();
     let t = T::build(r);
     let ms = t0.elapsed().as_secs_f64() * 1e3;
-    let bytes = live_bytes().saturating_sub(before);
+    let bytes = m.map_or(0, |m| m.net_bytes().max(0) as usize);
     (t, bytes, ms)
 }
 
@@ -820,6 +822,9 @@ pub fn measure(args: &Args) -> anyhow::Result<Vec<Value>> {
         args.rounds >= 1 && args.keys >= BURST,
         "--rounds >= 1 and --keys >= {BURST}"
     );
+    // Memory is counted by the process's counting allocator; without it every
+    // implementation would read zero bytes.
+    drop(Measurement::start()?);
     let (v4, v6, source) = load(args)?;
     let mut rows = Vec::new();
     if args.sweep {

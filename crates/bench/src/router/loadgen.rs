@@ -6,9 +6,12 @@
 //!
 //! RFC 2544 §26.1 throughput: the highest rate with no frame lost, found by binary
 //! search; §26.2 latency at that rate. Trials here are 1 s, not the RFC's 60 s: two
-//! shared cores and a time budget; the report says so.
+//! shared cores and a time budget; the report says so. [`run_rfc2544`] is `weft router
+//! rfc2544`: the search per frame size, printed as a markdown table (`weft report`
+//! plots such tables).
 #![forbid(unsafe_code)]
 
+use anyhow::{bail, Context};
 use std::io;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -291,4 +294,90 @@ pub fn zero_loss(
         }
     }
     Ok((lo, best, flat_out))
+}
+
+/// Arguments of `weft router rfc2544`.
+#[derive(Debug, clap::Args)]
+pub struct Rfc2544Args {
+    /// Sender's namespace and interface.
+    #[arg(long, default_value = "weft-ha")]
+    tx_ns: String,
+    #[arg(long, default_value = "weft-a0")]
+    tx_dev: String,
+    /// Receiver's namespace and interface.
+    #[arg(long, default_value = "weft-hb")]
+    rx_ns: String,
+    #[arg(long, default_value = "weft-b0")]
+    rx_dev: String,
+    /// MAC of the forwarder's ingress port.
+    #[arg(long)]
+    dst_mac: String,
+    #[arg(long, default_value = "198.18.1.2")]
+    src_ip: std::net::Ipv4Addr,
+    /// Routed towards the receiver but not owned by it (198.19.0.0/16 via host B), so
+    /// the receiving host drops it silently after the capture sees it.
+    #[arg(long, default_value = "198.19.0.2")]
+    dst_ip: std::net::Ipv4Addr,
+    /// Frame sizes with FCS (RFC 2544 §9.1).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "64,128,256,512,1024,1280,1518"
+    )]
+    sizes: Vec<usize>,
+    /// Seconds per trial.
+    #[arg(long, default_value_t = 1.0)]
+    trial_secs: f64,
+    /// Binary search steps.
+    #[arg(long, default_value_t = 7)]
+    steps: u32,
+    /// Label for the output rows.
+    #[arg(long, default_value = "")]
+    label: String,
+}
+
+/// Runs `weft router rfc2544`.
+pub fn run_rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = a.dst_mac.trim().split(':').collect();
+    if parts.len() != 6 {
+        bail!("--dst-mac: expected aa:bb:cc:dd:ee:ff");
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).context("--dst-mac")?;
+    }
+    let ep = Endpoints {
+        tx_ns: a.tx_ns,
+        tx_dev: a.tx_dev,
+        rx_ns: a.rx_ns,
+        rx_dev: a.rx_dev,
+        dst_mac: weft_wire::EthernetAddress(mac),
+        src_ip: a.src_ip,
+        dst_ip: a.dst_ip,
+    };
+    let len = Duration::from_secs_f64(a.trial_secs.max(0.1));
+    // Warm-up: let the forwarder resolve the next hop.
+    let _ = trial(&ep, 60, Some(1000.0), Duration::from_millis(300))?;
+    println!("| forwarder | frame (B) | zero-loss rate (kpps) | Mbit/s | flat-out sent (kpps) | flat-out delivered | latency p50 (us) | p99 (us) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for size in a.sizes {
+        let (rate, at, flat) = zero_loss(&ep, size.saturating_sub(4), len, a.steps)?;
+        // Latency at the zero-loss rate, from a trial of its own.
+        let lat = if rate > 0.0 {
+            trial(&ep, size.saturating_sub(4), Some(rate), len)?
+        } else {
+            at
+        };
+        println!(
+            "| {} | {size} | {:.1} | {:.1} | {:.1} | {:.1}% | {:.0} | {:.0} |",
+            a.label,
+            rate / 1e3,
+            rate * (size as f64 + 20.0) * 8.0 / 1e6,
+            flat.tx_pps / 1e3,
+            100.0 * flat.delivered_share(),
+            lat.latency_us(50.0),
+            lat.latency_us(99.0),
+        );
+    }
+    Ok(())
 }

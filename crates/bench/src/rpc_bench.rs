@@ -3,7 +3,7 @@
 //!
 //! Workloads: the null RPC (a `--size`-byte payload echoed back, 16–32 B by
 //! default) and the metadata mix of the namenode example service
-//! (`weft_rpc::namenode`: getFileStatus, getBlockLocations, create, rename,
+//! (weft-rpc's namenode example, [`crate::namenode`]: getFileStatus, getBlockLocations, create, rename,
 //! delete). Each configuration runs `--clients` client threads (weft: one
 //! connection each, direct completion processing, inline progress; gRPC: one HTTP/2
 //! channel each on a 2-worker tokio runtime) that keep `--outstanding` calls in
@@ -16,6 +16,9 @@
 //! method id and payload, with a bytes codec (no protobuf), on a 2-worker tokio
 //! runtime over loopback TCP.
 
+use crate::namenode::{NamenodeServer, Namespace, Workload};
+use crate::perf::local::{announce_ready, LocalServer};
+use crate::perf::stats::percentile;
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -23,9 +26,6 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft::perf::local::{announce_ready, LocalServer};
-use weft::perf::stats::percentile;
-use weft_rpc::namenode::{NamenodeServer, Namespace, Workload};
 use weft_rpc::{
     CallContext, Client, ClientConfig, Exec, LinkKind, Method, Mode, Progress, Server,
     ServerConfig, Service, Status,
@@ -82,10 +82,11 @@ pub struct Args {
     /// A running gRPC server (`weft rpc-bench --serve grpc`) instead of `--local`.
     #[arg(long)]
     pub grpc_server: Option<SocketAddr>,
-    /// Run a server: weft or grpc (prints a ready line with its port).
-    #[arg(long, hide = true)]
+    /// Run only a server instead of benchmarking: weft or grpc. It prints a ready line
+    /// with its port; point `--server` or `--grpc-server` of another run at it.
+    #[arg(long, value_name = "SYSTEM")]
     pub serve: Option<String>,
-    /// The server's TCP port (0: any).
+    /// With `--serve`: the server's TCP port (0: any).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
 }

@@ -22,9 +22,9 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use weft::decode::decode_capture;
-use weft::pcap::Writer;
-use weft::samples::frames;
+use weft_pcap::decode::decode_capture;
+use weft_pcap::pcap::Writer;
+use weft_pcap::samples::frames;
 use weft_transport::sim::sweep_point;
 use weft_transport::Recovery;
 use weft_wire::roce::{icrc::icrc, Transport};
@@ -140,7 +140,7 @@ const VERBS_LAT_SIZES: [&str; 2] = ["64", "4096"];
 const VERBS_BW_SIZES: [&str; 2] = ["65536", "1048576"];
 
 /// Runs `weft ARGS… --json` (this binary) and returns its records.
-fn records_of(args: &[&str]) -> anyhow::Result<Vec<weft::perf::record::Record>> {
+fn records_of(args: &[&str]) -> anyhow::Result<Vec<crate::perf::record::Record>> {
     let exe = std::env::current_exe().context("locating this binary")?;
     let out = Command::new(exe)
         .args(args)
@@ -149,7 +149,7 @@ fn records_of(args: &[&str]) -> anyhow::Result<Vec<weft::perf::record::Record>> 
         .output()
         .with_context(|| format!("running weft {}", args.join(" ")))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let recs = weft::perf::record::parse_lines(&text).map_err(anyhow::Error::msg)?;
+    let recs = crate::perf::record::parse_lines(&text).map_err(anyhow::Error::msg)?;
     if recs.is_empty() {
         anyhow::bail!(
             "weft {} produced no result ({})",
@@ -167,12 +167,12 @@ type VerbsPlan<'a> = (
     &'static str,
     &'static str,
     &'static str,
-    &'a dyn Fn(&[weft::perf::record::Record]) -> Option<f64>,
+    &'a dyn Fn(&[crate::perf::record::Record]) -> Option<f64>,
     &'static [&'static str],
 );
 
 fn verbs_step(out: &std::path::Path, iters: u64) -> anyhow::Result<(Vec<VerbsRow>, Vec<String>)> {
-    type Rec = weft::perf::record::Record;
+    type Rec = crate::perf::record::Record;
     let p50 = |r: &[Rec]| r.first().and_then(|r| r.latency.as_ref()?.p50_us);
     let mbs = |r: &[Rec]| r.first().and_then(|r| Some(r.bandwidth.as_ref()?.mb_per_s));
     let plan: [VerbsPlan<'_>; 2] = [
@@ -232,6 +232,8 @@ fn verbs_step(out: &std::path::Path, iters: u64) -> anyhow::Result<(Vec<VerbsRow
         reference: Some("kernel-tcp/loopback".into()),
         no_text: false,
         quiet: true,
+        rpc_size: None,
+        rpc_clusters: 1,
     })?;
     let mut plots: Vec<String> = std::fs::read_dir(out)?
         .filter_map(|e| e.ok())

@@ -4,9 +4,6 @@
 //! Programs that report numbers; nothing here asserts a time.
 #![forbid(unsafe_code)]
 
-use crate::dataplane::{Architecture, Dataplane, Options};
-use crate::fib::{IpPrefix, NextHop};
-use crate::pipeline::{PortSpec, Router, RouterConfig};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -14,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_link::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use weft_router::dataplane::{Architecture, Dataplane, Options};
+use weft_router::fib::{IpPrefix, NextHop};
+use weft_router::pipeline::{PortSpec, Router, RouterConfig};
 use weft_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use weft_wire::ethernet::EthernetFrame;
 use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -248,7 +248,7 @@ pub fn pipeline_rate_counting(
     let mut bufs: Vec<PacketBuf> = Vec::with_capacity(32);
     let mut out = Vec::with_capacity(64);
     let mut i = 0usize;
-    let mut burst = |w: &mut crate::Worker, i: &mut usize| {
+    let mut burst = |w: &mut weft_router::Worker, i: &mut usize| {
         pool.alloc_burst(32, &mut bufs);
         for b in &mut bufs {
             let _ = b.copy_from(&frames[*i % frames.len()]);
@@ -266,7 +266,7 @@ pub fn pipeline_rate_counting(
     let allocs0 = heap_allocations();
     let start = Instant::now();
     let mut packets = 0u64;
-    let fwd0 = w.counters().get(crate::Counter::Forwarded);
+    let fwd0 = w.counters().get(weft_router::Counter::Forwarded);
     while start.elapsed() < duration {
         for _ in 0..64 {
             packets += burst(&mut w, &mut i);
@@ -274,7 +274,7 @@ pub fn pipeline_rate_counting(
     }
     let secs = start.elapsed().as_secs_f64();
     let allocations = heap_allocations().saturating_sub(allocs0);
-    let forwarded = w.counters().get(crate::Counter::Forwarded) - fwd0;
+    let forwarded = w.counters().get(weft_router::Counter::Forwarded) - fwd0;
     // Lookups alone.
     let dsts: Vec<Ipv4Addr> = frames
         .iter()

@@ -31,14 +31,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::perf::local::{announce_ready, LocalServer};
+use crate::perf::record::{Meta, Record};
+use crate::perf::run::{self, LoopOpts, Progress, Round};
+use crate::perf::stats::BandwidthStats;
+use crate::perf::table::Output;
+use crate::perf::{bandwidth_record, drive, latency_record, Plan};
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
-use weft::perf::local::{announce_ready, LocalServer};
-use weft::perf::record::{Meta, Record};
-use weft::perf::run::{self, LoopOpts, Progress, Round};
-use weft::perf::stats::BandwidthStats;
-use weft::perf::table::Output;
-use weft::perf::{bandwidth_record, drive, latency_record, Plan};
 
 /// The largest UDP payload over IPv4 (65535 − 20 − 8).
 const UDP_MAX: u64 = 65_507;

@@ -1,18 +1,23 @@
 //! An example service modelled on the HDFS namenode's client protocol, as in DaRPC
 //! §6.3: `create`, `delete`, `rename`, `mkdirs`, `getFileStatus`,
 //! `getBlockLocations` over an in-memory namespace, plus the operations of Hadoop's
-//! `NNThroughputBenchmark` for a load generator (`examples/namenode.rs`,
-//! `weft rpc-bench --mix metadata`).
+//! `NNThroughputBenchmark` for a load generator (`main.rs` beside this file,
+//! `weft rpc-bench --mix metadata`), and [`fuzz_calls`], the hostile-input check
+//! that the `rpc_namenode` fuzz target and `tests/hostile_input.rs` run.
+//!
+//! An example, not part of weft-rpc's library: the example, weft-rpc's tests, the
+//! fuzz target and weft-bench include this one file (`#[path]`), each using the
+//! part it needs.
 //!
 //! The namespace is a sorted map of paths under one reader-writer lock, like the
 //! namenode's FSNamesystem lock: lookups share it, mutations take it alone (which is
 //! why DaRPC measured lower throughput for create/delete than for getFileStatus).
 
-use crate::{CallContext, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
+use weft_rpc::{CallContext, Status};
 
 /// What `getFileStatus` returns (the fields of HDFS's `HdfsFileStatus` that matter).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +73,7 @@ pub enum FsError {
     InvalidPath(String),
 }
 
-crate::service! {
+weft_rpc::service! {
     /// The namenode's metadata operations.
     pub trait Namenode {
         client NamenodeClient;
@@ -318,8 +323,7 @@ impl Namespace {
     /// Panics unless the namespace is a tree: the root is a directory, and every
     /// other path is valid and has a directory for its parent (the fuzz targets'
     /// invariant after any sequence of calls).
-    #[cfg(feature = "fuzzing")]
-    pub(crate) fn check_tree(&self) {
+    pub fn check_tree(&self) {
         let t = self.tree.read().unwrap_or_else(PoisonError::into_inner);
         assert!(
             t.get("/").is_some_and(|r| r.is_dir),
@@ -514,7 +518,7 @@ impl Workload {
 
     /// The request bytes of `op` on file `n` (at `path`).
     pub fn request(&self, op: Op, n: u64, path: &str) -> (u32, Vec<u8>) {
-        let id = |m: &str| crate::method_id("Namenode", m);
+        let id = |m: &str| weft_rpc::method_id("Namenode", m);
         let enc = |v: &dyn erased::Enc| v.enc();
         match op {
             Op::Create => (
@@ -540,14 +544,47 @@ mod erased {
     }
     impl<T: serde::Serialize> Enc for T {
         fn enc(&self) -> Vec<u8> {
-            crate::codec::to_vec(self).unwrap_or_default()
+            weft_rpc::codec::to_vec(self).unwrap_or_default()
         }
     }
+}
+
+/// Feed `data` as calls to the namenode service: records of one byte that picks the
+/// method, one length byte and that many argument bytes (the codec's input, as a
+/// client would send it). After each call the namespace must still be a tree.
+/// Returns how many calls decoded their arguments; panics on a broken invariant.
+pub fn fuzz_calls(data: &[u8]) -> usize {
+    use weft_rpc::Service as _;
+    let ns = NamenodeServer::new(Namespace::default());
+    let methods = ns.methods();
+    let mut decoded = 0;
+    let mut rest = data;
+    while let [sel, len, tail @ ..] = rest {
+        let n = usize::from(*len).min(tail.len());
+        let (args, next) = tail.split_at(n);
+        rest = next;
+        let m = &methods[usize::from(*sel) % methods.len()];
+        let mut resp = Vec::new();
+        match ns.call(&CallContext::detached(m.id), args, &mut resp) {
+            Ok(()) => decoded += 1,
+            Err(e) => assert_eq!(e.code(), weft_rpc::Code::InvalidArgument, "{e}"),
+        }
+        ns.0.check_tree();
+    }
+    decoded
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fuzz_calls_decodes_a_good_call() {
+        let mk = weft_rpc::codec::to_vec(&("/a".to_string(),)).unwrap();
+        let mut calls = vec![3, mk.len() as u8];
+        calls.extend_from_slice(&mk);
+        assert_eq!(fuzz_calls(&calls), 1);
+    }
 
     #[test]
     fn namespace_operations() {
@@ -592,24 +629,29 @@ mod tests {
         for i in 0..110 {
             let (m, req) = w.mix_request(i);
             resp.clear();
-            crate::Service::call(&svc, &CallContext::detached(m), &req, &mut resp).unwrap();
+            weft_rpc::Service::call(&svc, &CallContext::detached(m), &req, &mut resp).unwrap();
             // Every operation of the mix succeeds at the application level too.
             let ok = match Op::mix(i) {
-                Op::Create | Op::FileStatus => crate::codec::decode::<Result<FileStatus, FsError>>(
+                Op::Create | Op::FileStatus => {
+                    weft_rpc::codec::decode::<Result<FileStatus, FsError>>(
+                        &resp,
+                        weft_rpc::Code::Internal,
+                    )
+                    .unwrap()
+                    .is_ok()
+                }
+                Op::Open => weft_rpc::codec::decode::<Result<Vec<LocatedBlock>, FsError>>(
                     &resp,
-                    crate::Code::Internal,
-                )
-                .unwrap()
-                .is_ok(),
-                Op::Open => crate::codec::decode::<Result<Vec<LocatedBlock>, FsError>>(
-                    &resp,
-                    crate::Code::Internal,
+                    weft_rpc::Code::Internal,
                 )
                 .unwrap()
                 .is_ok_and(|b| !b.is_empty()),
                 _ => {
-                    crate::codec::decode::<Result<bool, FsError>>(&resp, crate::Code::Internal)
-                        .unwrap()
+                    weft_rpc::codec::decode::<Result<bool, FsError>>(
+                        &resp,
+                        weft_rpc::Code::Internal,
+                    )
+                    .unwrap()
                         == Ok(true)
                 }
             };

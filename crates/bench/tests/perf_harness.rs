@@ -4,10 +4,10 @@
 
 use serde_json::Value;
 use std::time::Duration;
-use weft::perf::record::{parse_lines, Meta, Record};
-use weft::perf::run::{bw_messages, sweep_sizes, PingPongRun};
-use weft::perf::stats::{one_way_ns, percentile, BandwidthStats, LatencyStats, Method};
-use weft::perf::{bandwidth_record, latency_record};
+use weft_bench::perf::record::{parse_lines, Meta, Record};
+use weft_bench::perf::run::{bw_messages, sweep_sizes, PingPongRun};
+use weft_bench::perf::stats::{one_way_ns, percentile, BandwidthStats, LatencyStats, Method};
+use weft_bench::perf::{bandwidth_record, latency_record};
 
 fn meta() -> Meta {
     Meta {
@@ -145,7 +145,7 @@ fn latency_record_json_shape() {
 
 #[test]
 fn bandwidth_and_failed_record_json_shape() {
-    let run = weft::perf::run::BandwidthRun {
+    let run = weft_bench::perf::run::BandwidthRun {
         messages: 5000,
         elapsed: Duration::from_millis(250),
     };

@@ -1,7 +1,16 @@
-//! `weft report`: JSON-lines results (weft, kernel baselines, peers) → PNG plots and a
-//! markdown table.
+//! `weft report`: benchmark results → PNG plots (and for perf records a markdown
+//! table). The one plotting path of the project: each input file is recognised by
+//! what it holds —
+//! - perf records (`weft perf --json`, `weft baseline --json`, scripts/peers.sh):
+//!   `NAME-latency.png`, `NAME-latency-p99.png`, `NAME-bandwidth.png`, `NAME.md`, below;
+//! - `weft lpm-bench --sweep --json` rows: `NAME.png`, memory against route count;
+//! - `weft rpc-bench --json` rows: `NAME-null.png`, `NAME-metadata.png`, weft-rpc beside
+//!   gRPC;
+//! - markdown RFC 2544 tables (`weft router rfc2544`, scripts/router-e2e.sh): `NAME.png`;
 //!
-//! One series per system/link (plus the QP type for weft, and "(symmetric)" for the
+//! the last three in `plots.rs`.
+//!
+//! Perf records: one series per system/link (plus the QP type for weft, and "(symmetric)" for the
 //! symmetric latency method), log-log against message size:
 //! - `<name>-latency.png`: one-way latency, the median where a tool gives it, else the
 //!   mean (the legend says "(mean)");
@@ -16,27 +25,36 @@
 //! installed by scripts/setup.sh); without one the plots are drawn without text and
 //! a warning says so.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::perf::record::{parse_lines, Record};
+use crate::plots;
 use anyhow::{anyhow, Context};
 use plotters::prelude::*;
-use weft::perf::record::{parse_lines, Record};
 
 /// Arguments of `weft report`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// JSON-lines result files (from `--json` of weft perf / weft baseline, and
-    /// scripts/peers.sh).
+    /// Result files: JSON lines of `weft perf --json`, `weft baseline --json`,
+    /// scripts/peers.sh, `weft lpm-bench --sweep --json` or `weft rpc-bench --json`, or
+    /// markdown RFC 2544 tables (`weft router rfc2544`).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Directory for the plots and the markdown.
     #[arg(long, default_value = "docs/results")]
     pub out: PathBuf,
-    /// File name prefix of the outputs.
+    /// File name (prefix) of the outputs: NAME-latency.png … for perf records, NAME.png
+    /// for an LPM sweep or RFC 2544 tables, NAME-MIX.png for rpc-bench rows.
     #[arg(long, default_value = "perf")]
     pub name: String,
+    /// rpc-bench rows: the null RPC's payload size to plot (default: the largest).
+    #[arg(long)]
+    pub rpc_size: Option<usize>,
+    /// rpc-bench rows: weft's server clusters to plot.
+    #[arg(long, default_value_t = 1)]
+    pub rpc_clusters: usize,
     /// The series the tables' ratios are against (e.g. "ucx-posix/shm",
     /// "kernel-tcp/loopback"). Default: ucx-posix/shm if present, else the first.
     #[arg(long)]
@@ -147,7 +165,11 @@ const COLORS: &[(u8, u8, u8)] = &[
 ];
 
 fn color_of(series: &str, all: &[String]) -> RGBColor {
-    let i = all.iter().position(|s| s == series).unwrap_or(0);
+    color(all.iter().position(|s| s == series).unwrap_or(0))
+}
+
+/// The `i`-th colour of the palette every plot uses.
+pub(crate) fn color(i: usize) -> RGBColor {
     let (r, g, b) = COLORS[i % COLORS.len()];
     RGBColor(r, g, b)
 }
@@ -163,7 +185,7 @@ fn human_size(x: f64) -> String {
     }
 }
 
-fn human_value(y: f64) -> String {
+pub(crate) fn human_value(y: f64) -> String {
     if y >= 100.0 {
         format!("{y:.0}")
     } else if y >= 1.0 {
@@ -366,17 +388,68 @@ fn fmt_num(v: f64) -> String {
     }
 }
 
-/// Run `weft report`.
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut records = Vec::new();
-    for f in &args.files {
+/// What the input files held, by kind.
+#[derive(Debug, Default)]
+struct Inputs {
+    perf: Vec<Record>,
+    lpm: Vec<plots::LpmRow>,
+    rpc: Vec<plots::RpcRow>,
+    router: Vec<plots::RouterRow>,
+}
+
+/// Reads every file, recognising each by its content: markdown tables (`.md`) are
+/// RFC 2544 results; in JSON lines, a row with `impl` and `routes` is lpm-bench's,
+/// one with `ops_per_s` and `mix` rpc-bench's, anything else must be a perf record.
+fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
+    let mut inputs = Inputs::default();
+    for f in files {
         let text =
             std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        let rs = parse_lines(&text).map_err(|e| anyhow!("{}: {e}", f.display()))?;
-        records.extend(rs);
+        if f.extension().is_some_and(|e| e == "md") {
+            inputs.router.extend(plots::parse_router_tables(&text));
+            continue;
+        }
+        let mut perf = String::new();
+        for (n, line) in text.lines().enumerate() {
+            let v: serde_json::Value = match serde_json::from_str(line) {
+                Ok(v) => v,
+                // Blank and non-JSON lines are the perf parser's to judge.
+                Err(_) => {
+                    perf.push_str(line);
+                    perf.push('\n');
+                    continue;
+                }
+            };
+            let at = || format!("{}:{}", f.display(), n + 1);
+            if v.get("impl").is_some() && v.get("routes").is_some() {
+                inputs.lpm.push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("ops_per_s").is_some() && v.get("mix").is_some() {
+                inputs.rpc.push(serde_json::from_value(v).with_context(at)?);
+            } else {
+                perf.push_str(line);
+                perf.push('\n');
+            }
+        }
+        let rs = parse_lines(&perf).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        inputs.perf.extend(rs);
     }
-    if records.is_empty() {
+    Ok(inputs)
+}
+
+/// Run `weft report`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let inputs = read_inputs(&args.files)?;
+    if inputs.perf.is_empty()
+        && inputs.lpm.is_empty()
+        && inputs.rpc.is_empty()
+        && inputs.router.is_empty()
+    {
         anyhow::bail!("no records in the given files");
+    }
+    if !inputs.lpm.is_empty() && !inputs.router.is_empty() {
+        anyhow::bail!(
+            "an LPM sweep and RFC 2544 tables would both be NAME.png: report them in two runs"
+        );
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -390,7 +463,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 false
             }
         };
-    let order = order(&records);
+    let mut written = Vec::new();
+    let single = args.out.join(format!("{}.png", args.name));
+    if !inputs.lpm.is_empty() {
+        plots::lpm_memory(&single, &inputs.lpm, text)?;
+        written.push(single.clone());
+    }
+    if !inputs.router.is_empty() {
+        plots::router_e2e(&single, &inputs.router, text)?;
+        written.push(single.clone());
+    }
+    let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
+    for mix in mixes {
+        let size = args.rpc_size.unwrap_or_else(|| {
+            inputs
+                .rpc
+                .iter()
+                .filter(|r| r.mix == "null")
+                .map(|r| r.size)
+                .max()
+                .unwrap_or(0)
+        });
+        let path = args.out.join(format!("{}-{mix}.png", args.name));
+        plots::rpc(&path, &inputs.rpc, mix, size, args.rpc_clusters, text)?;
+        written.push(path);
+    }
+    if !inputs.perf.is_empty() {
+        written.extend(perf_report(&args, &inputs.perf, text)?);
+    }
+    if !args.quiet {
+        for p in &written {
+            println!("{}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// The perf records' plots and markdown; returns the files written.
+fn perf_report(args: &Args, records: &[Record], text: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let order = order(records);
     let reference = args.reference.clone().unwrap_or_else(|| {
         if order.iter().any(|s| s == "ucx-posix/shm") {
             "ucx-posix/shm".to_string()
@@ -418,7 +529,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ];
     for (suffix, title, metric) in plots {
         let path = args.out.join(format!("{}-{suffix}.png", args.name));
-        if plot(&path, title, &records, metric, &order, text)? {
+        if plot(&path, title, records, metric, &order, text)? {
             written.push(path);
         }
     }
@@ -444,7 +555,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
         ("Bandwidth (MB/s)", Metric::Bandwidth, "bandwidth"),
     ] {
-        if table(&records, metric).is_empty() {
+        if table(records, metric).is_empty() {
             continue;
         }
         let _ = writeln!(md, "## {title}\n");
@@ -452,7 +563,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if !img.is_empty() && written.iter().any(|p| p.ends_with(&png)) {
             let _ = writeln!(md, "![{title}]({png})\n");
         }
-        md_table(&mut md, &records, metric, &order, &reference);
+        md_table(&mut md, records, metric, &order, &reference);
     }
     let lossy: Vec<&Record> = records
         .iter()
@@ -514,10 +625,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let md_path = args.out.join(format!("{}.md", args.name));
     std::fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
     written.push(md_path);
-    if !args.quiet {
-        for p in &written {
-            println!("{}", p.display());
-        }
-    }
-    Ok(())
+    Ok(written)
 }

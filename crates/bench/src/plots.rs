@@ -1,0 +1,635 @@
+//! The plots `weft report` draws besides the perf/baseline/peers ones (report.rs):
+//! - `lpm-bench --sweep --json` rows: table memory against route count, one panel per
+//!   family, one line per implementation, with the 4 MiB line (the NIC's IMEM in
+//!   P2PNIC Fig. 14, where DPDK's librte_lpm stops at 60 000 routes) and for IPv6 the
+//!   8 MiB target;
+//! - `rpc-bench --json` rows: calls per second and p50 latency of weft-rpc (udp, shm;
+//!   batching off and on) beside gRPC for each concurrency, one figure per workload;
+//! - the RFC 2544 tables `scripts/router-e2e.sh` writes (markdown, 8 columns): zero-loss
+//!   rate, sustained rate (flat-out sent × delivered) and p50 latency per frame size,
+//!   one line per forwarder; with several rounds in a file, the median with a band
+//!   from the lowest to the highest.
+//!
+//! These were three matplotlib scripts; one plotting path (plotters) now draws them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{anyhow, bail};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use serde::Deserialize;
+
+use crate::report::color;
+
+/// One row of `weft lpm-bench --sweep --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LpmRow {
+    pub family: String,
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    pub routes: u64,
+    pub bytes: u64,
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub sweep: bool,
+}
+
+/// One row of `weft rpc-bench --json` (the fields the plot needs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RpcRow {
+    pub system: String,
+    pub link: String,
+    pub mix: String,
+    pub clients: usize,
+    pub outstanding: usize,
+    pub size: usize,
+    pub clusters: usize,
+    pub batching: bool,
+    pub ops_per_s: f64,
+    pub p50_us: f64,
+}
+
+/// One row of an RFC 2544 table (`weft router rfc2544`, `scripts/router-e2e.sh`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterRow {
+    pub forwarder: String,
+    pub frame: u64,
+    pub zero_loss_kpps: f64,
+    /// Flat-out sent rate times the delivered share.
+    pub sustained_kpps: f64,
+    pub p50_us: f64,
+}
+
+/// The rows of RFC 2544 tables in markdown: `| forwarder | frame (B) | zero-loss rate
+/// (kpps) | Mbit/s | flat-out sent (kpps) | flat-out delivered | latency p50 (us) |
+/// p99 (us) |`; other lines (headers, prose, other tables) are skipped.
+pub fn parse_router_tables(text: &str) -> Vec<RouterRow> {
+    text.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
+            let [who, size, kpps, _mbps, flat, delivered, p50, _p99] = cells[..] else {
+                return None;
+            };
+            let frame = size.parse().ok()?;
+            let delivered: f64 = delivered.trim_end_matches('%').parse().ok()?;
+            Some(RouterRow {
+                forwarder: who.to_owned(),
+                frame,
+                zero_loss_kpps: kpps.parse().ok()?,
+                sustained_kpps: flat.parse::<f64>().ok()? * delivered / 100.0,
+                p50_us: p50.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Which number of a row a panel shows.
+type Of<R> = fn(&R) -> f64;
+
+/// A line on a log-log panel: its points (x ascending) and optionally a band.
+struct Line {
+    label: String,
+    color: RGBColor,
+    width: u32,
+    points: Vec<(f64, f64)>,
+    /// (x, low, high) per point: drawn as a translucent band.
+    band: Option<Vec<(f64, f64, f64)>>,
+}
+
+/// A horizontal reference line.
+struct Level {
+    label: String,
+    y: f64,
+    color: RGBColor,
+}
+
+struct Panel<'a> {
+    title: String,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    lines: Vec<Line>,
+    levels: Vec<Level>,
+}
+
+fn draw_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> anyhow::Error + '_ {
+    move |e| anyhow!("drawing {}: {e}", path.display())
+}
+
+/// The range of `values` (positive ones; a log axis has no zero), widened by `pad`.
+fn log_range(values: impl Iterator<Item = f64>, pad: f64) -> Option<(f64, f64)> {
+    let (lo, hi) = values
+        .filter(|v| *v > 0.0 && v.is_finite())
+        .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    (lo <= hi).then(|| (lo / pad, hi * pad))
+}
+
+/// Draws one log-log panel into `area`.
+fn draw_panel(
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    p: &Panel<'_>,
+    text: bool,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let err = draw_err(path);
+    let xs = p.lines.iter().flat_map(|l| l.points.iter().map(|q| q.0));
+    let ys = p
+        .lines
+        .iter()
+        .flat_map(|l| {
+            l.points.iter().map(|q| q.1).chain(
+                l.band
+                    .iter()
+                    .flat_map(|b| b.iter().flat_map(|q| [q.1, q.2])),
+            )
+        })
+        .chain(p.levels.iter().map(|l| l.y));
+    let (Some((x0, x1)), Some((y0, y1))) = (log_range(xs, 1.3), log_range(ys, 1.6)) else {
+        return Ok(());
+    };
+    let mut builder = ChartBuilder::on(area);
+    builder.margin(15);
+    if text {
+        builder
+            .caption(&p.title, ("sans-serif", 20))
+            .x_label_area_size(45)
+            .y_label_area_size(70);
+    } else {
+        builder.x_label_area_size(5).y_label_area_size(5);
+    }
+    // Ticks at the measured x values (route counts, frame sizes): plotters' own log
+    // ticks crowd into unreadable runs of digits over a decade or less.
+    let mut ticks: Vec<f64> = p
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|q| q.0))
+        .collect();
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup();
+    let step = ticks.len().div_ceil(8).max(1);
+    let ticks: Vec<f64> = ticks.into_iter().step_by(step).filter(|_| text).collect();
+    let mut chart = builder
+        .build_cartesian_2d(
+            (x0..x1).log_scale().with_key_points(ticks),
+            (y0..y1).log_scale(),
+        )
+        .map_err(|e| err(&e))?;
+    if text {
+        chart
+            .configure_mesh()
+            .x_desc(p.x_desc)
+            .y_desc(p.y_desc)
+            .x_label_formatter(&|x| {
+                if x.fract() == 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    crate::report::human_value(*x)
+                }
+            })
+            .y_label_formatter(&|y| crate::report::human_value(*y))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
+            .draw()
+            .map_err(|e| err(&e))?;
+    } else {
+        frame(&mut chart, (x0, x1), (y0, y1), &err)?;
+    }
+    for l in &p.lines {
+        if let Some(band) = &l.band {
+            let mut poly: Vec<(f64, f64)> = band.iter().map(|&(x, lo, _)| (x, lo)).collect();
+            poly.extend(band.iter().rev().map(|&(x, _, hi)| (x, hi)));
+            chart
+                .draw_series(std::iter::once(Polygon::new(poly, l.color.mix(0.15))))
+                .map_err(|e| err(&e))?;
+        }
+        let c = l.color;
+        let drawn = chart
+            .draw_series(LineSeries::new(
+                l.points.clone(),
+                ShapeStyle::from(&c).stroke_width(l.width),
+            ))
+            .map_err(|e| err(&e))?;
+        if text {
+            drawn.label(l.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+            });
+        }
+        chart
+            .draw_series(l.points.iter().map(|&q| Circle::new(q, 3, c.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    for lv in &p.levels {
+        let c = lv.color;
+        let drawn = chart
+            .draw_series(DashedLineSeries::new(
+                [(x0, lv.y), (x1, lv.y)],
+                8,
+                5,
+                ShapeStyle::from(&c).stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?;
+        if text {
+            drawn.label(lv.label.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+            });
+        }
+    }
+    if text {
+        legend(&mut chart, &err)?;
+    }
+    Ok(())
+}
+
+type Chart<'a, X, Y> = ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>;
+
+/// Without a font plotters cannot lay out a mesh (tick labels need one): a frame only.
+fn frame<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    err: &dyn Fn(&dyn std::fmt::Display) -> anyhow::Error,
+) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .plotting_area()
+        .draw(&Rectangle::new(
+            [(x0, y0), (x1, y1)],
+            ShapeStyle::from(&BLACK).stroke_width(1),
+        ))
+        .map_err(|e| err(&e))
+}
+
+fn legend<X, Y>(
+    chart: &mut Chart<'_, X, Y>,
+    err: &dyn Fn(&dyn std::fmt::Display) -> anyhow::Error,
+) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))
+}
+
+/// A figure of `panels` side by side with an optional overall caption.
+fn figure(path: &Path, caption: &str, panels: &[Panel<'_>], text: bool) -> anyhow::Result<()> {
+    let err = draw_err(path);
+    let w = 650 * panels.len() as u32;
+    let root = BitMapBackend::new(path, (w, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let body = if text && !caption.is_empty() {
+        root.titled(caption, ("sans-serif", 18))
+            .map_err(|e| err(&e))?
+    } else {
+        root.clone()
+    };
+    for (area, p) in body.split_evenly((1, panels.len())).iter().zip(panels) {
+        draw_panel(area, p, text, path)?;
+    }
+    root.present().map_err(|e| err(&e))
+}
+
+/// LPM memory against route count (`NAME.png`).
+pub fn lpm_memory(path: &Path, rows: &[LpmRow], text: bool) -> anyhow::Result<()> {
+    let rows: Vec<&LpmRow> = rows.iter().filter(|r| r.sweep).collect();
+    if rows.is_empty() {
+        bail!("no sweep rows in the lpm-bench results (run: weft lpm-bench --sweep --json)");
+    }
+    // weft first, then the peers by name; the same colour for an implementation in
+    // both panels.
+    let mut impls: Vec<&str> = rows
+        .iter()
+        .map(|r| r.implementation.as_str())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    impls.sort_by_key(|i| (*i != "weft", *i));
+    let sources: BTreeSet<&str> = rows.iter().map(|r| r.source.as_str()).collect();
+    let mut panels = Vec::new();
+    for fam in ["ipv4", "ipv6"] {
+        let mut lines = Vec::new();
+        for (k, imp) in impls.iter().enumerate() {
+            let mut points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.family == fam && r.implementation == *imp)
+                .map(|r| (r.routes as f64, r.bytes as f64 / MIB))
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let weft = *imp == "weft";
+            lines.push(Line {
+                label: (*imp).to_owned(),
+                color: if weft { BLACK } else { color(k) },
+                width: if weft { 3 } else { 2 },
+                points,
+                band: None,
+            });
+        }
+        if lines.is_empty() {
+            continue;
+        }
+        let mut levels = vec![Level {
+            label: "4 MiB (NIC IMEM)".into(),
+            y: 4.0,
+            color: RED,
+        }];
+        if fam == "ipv6" {
+            levels.push(Level {
+                label: "8 MiB (IPv6 target)".into(),
+                y: 8.0,
+                color: RGBColor(255, 165, 0),
+            });
+        }
+        panels.push(Panel {
+            title: format!("{fam}: memory vs routes"),
+            x_desc: "routes (log)",
+            y_desc: "table memory [MiB, heap held after build] (log)",
+            lines,
+            levels,
+        });
+    }
+    let caption = format!(
+        "LPM table size vs number of routes (random subsets of {}), cf. P2PNIC Fig. 14",
+        sources.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    figure(path, &caption, &panels, text)
+}
+
+/// RFC 2544 results per forwarder (`NAME.png`).
+pub fn router_e2e(path: &Path, rows: &[RouterRow], text: bool) -> anyhow::Result<()> {
+    if rows.is_empty() {
+        bail!("no RFC 2544 table rows (| forwarder | frame (B) | … | p99 (us) |)");
+    }
+    let mut forwarders: Vec<&str> = Vec::new();
+    for r in rows {
+        if !forwarders.contains(&r.forwarder.as_str()) {
+            forwarders.push(&r.forwarder);
+        }
+    }
+    let metrics: [(&str, &str, Of<RouterRow>); 3] = [
+        (
+            "RFC 2544 throughput over veth",
+            "zero-loss rate [kpps] (log)",
+            |r| r.zero_loss_kpps,
+        ),
+        (
+            "sustained rate",
+            "flat-out sent × delivered [kpps] (log)",
+            |r| r.sustained_kpps,
+        ),
+        (
+            "latency at the zero-loss rate",
+            "one-way latency p50 [µs] (log)",
+            |r| r.p50_us,
+        ),
+    ];
+    let panels: Vec<Panel<'_>> = metrics
+        .iter()
+        .map(|(title, y_desc, value)| {
+            let lines = forwarders
+                .iter()
+                .enumerate()
+                .map(|(k, who)| {
+                    let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+                    for r in rows.iter().filter(|r| r.forwarder == *who) {
+                        by_size.entry(r.frame).or_default().push(value(r));
+                    }
+                    let rounds = by_size.values().any(|v| v.len() > 1);
+                    let stats: Vec<(f64, f64, f64, f64)> = by_size
+                        .into_iter()
+                        .map(|(s, mut v)| {
+                            v.sort_by(f64::total_cmp);
+                            let (lo, hi) = (v[0], v[v.len() - 1]);
+                            (s as f64, median(&v), lo, hi)
+                        })
+                        .collect();
+                    Line {
+                        label: (*who).to_owned(),
+                        color: color(k),
+                        width: 2,
+                        points: stats.iter().map(|&(s, m, _, _)| (s, m)).collect(),
+                        band: rounds
+                            .then(|| stats.iter().map(|&(s, _, lo, hi)| (s, lo, hi)).collect()),
+                    }
+                })
+                .collect();
+            Panel {
+                title: (*title).to_owned(),
+                x_desc: "frame size [bytes] (log)",
+                y_desc,
+                lines,
+                levels: Vec::new(),
+            }
+        })
+        .collect();
+    figure(path, "", &panels, text)
+}
+
+/// The median of sorted, non-empty `v`.
+fn median(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// weft-rpc beside gRPC for one workload (`NAME-MIX.png`): bars per concurrency, for
+/// null RPCs of `size` bytes (metadata: any size), weft with `clusters` clusters.
+pub fn rpc(
+    path: &Path,
+    rows: &[RpcRow],
+    mix: &str,
+    size: usize,
+    clusters: usize,
+    text: bool,
+) -> anyhow::Result<()> {
+    let rows: Vec<&RpcRow> = rows
+        .iter()
+        .filter(|r| r.mix == mix && (mix != "null" || r.size == size))
+        .collect();
+    let conc: Vec<(usize, usize)> = rows
+        .iter()
+        .map(|r| (r.clients, r.outstanding))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    type Pick = Box<dyn Fn(&RpcRow) -> bool>;
+    let mut series: Vec<(String, Pick)> =
+        vec![("gRPC (tonic) tcp".into(), Box::new(|r| r.system == "grpc"))];
+    for link in ["udp", "shm"] {
+        for batched in [false, true] {
+            series.push((
+                format!("weft {link}{}", if batched { " batched" } else { "" }),
+                Box::new(move |r| {
+                    r.system == "weft"
+                        && r.link == link
+                        && r.batching == batched
+                        && r.clusters == clusters
+                }),
+            ));
+        }
+    }
+    // The first row of a series at a concurrency, as the table shows it.
+    let value = |pick: &Pick, c: (usize, usize), f: fn(&RpcRow) -> f64| {
+        rows.iter()
+            .find(|r| pick(r) && (r.clients, r.outstanding) == c)
+            .map(|r| f(r))
+    };
+    let series: Vec<(String, Pick)> = series
+        .into_iter()
+        .filter(|(_, pick)| {
+            conc.iter()
+                .any(|&c| value(pick, c, |r| r.ops_per_s).is_some())
+        })
+        .collect();
+    if series.is_empty() {
+        bail!("no rpc-bench rows for the {mix} workload (size {size}, {clusters} clusters)");
+    }
+    let err = draw_err(path);
+    let root = BitMapBackend::new(path, (1300, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let what = if mix == "null" {
+        format!("null RPC {size} B")
+    } else {
+        format!("{mix} mix")
+    };
+    let body = if text {
+        root.titled(
+            &format!("weft-rpc vs gRPC (tonic), {what}, {clusters} cluster(s), same run"),
+            ("sans-serif", 18),
+        )
+        .map_err(|e| err(&e))?
+    } else {
+        root.clone()
+    };
+    let panels: [(&str, Of<RpcRow>); 2] = [
+        ("calls per second (higher is better)", |r| r.ops_per_s),
+        ("p50 latency [µs] (lower is better)", |r| r.p50_us),
+    ];
+    let labels: Vec<String> = conc
+        .iter()
+        .map(|(c, o)| format!("{c} cl × {o} out"))
+        .collect();
+    for (area, (title, f)) in body.split_evenly((1, 2)).iter().zip(panels) {
+        let vals = series
+            .iter()
+            .flat_map(|(_, pick)| conc.iter().filter_map(|&c| value(pick, c, f)));
+        let Some((y0, y1)) = log_range(vals, 1.8) else {
+            continue;
+        };
+        let mut builder = ChartBuilder::on(area);
+        builder.margin(15);
+        if text {
+            builder
+                .caption(title, ("sans-serif", 18))
+                .x_label_area_size(40)
+                .y_label_area_size(70);
+        } else {
+            builder.x_label_area_size(5).y_label_area_size(5);
+        }
+        let x_range = -0.5..conc.len() as f64 - 0.5;
+        let mut chart: Chart<'_, RangedCoordf64, _> = builder
+            .build_cartesian_2d(x_range.clone(), (y0..y1).log_scale())
+            .map_err(|e| err(&e))?;
+        if text {
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(conc.len().max(1))
+                .x_label_formatter(&|x| {
+                    let i = x.round();
+                    if (x - i).abs() < 0.01 && i >= 0.0 {
+                        labels.get(i as usize).cloned().unwrap_or_default()
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_label_formatter(&|y| crate::report::human_value(*y))
+                .label_style(("sans-serif", 14))
+                .draw()
+                .map_err(|e| err(&e))?;
+        } else {
+            frame(&mut chart, (x_range.start, x_range.end), (y0, y1), &err)?;
+        }
+        let width = 0.8 / series.len() as f64;
+        for (k, (name, pick)) in series.iter().enumerate() {
+            let c = color(k);
+            let bars: Vec<Rectangle<(f64, f64)>> = conc
+                .iter()
+                .enumerate()
+                .filter_map(|(j, &cc)| {
+                    let v = value(pick, cc, f)?;
+                    let x = j as f64 + (k as f64 - series.len() as f64 / 2.0) * width;
+                    Some(Rectangle::new([(x, y0), (x + width, v)], c.filled()))
+                })
+                .collect();
+            let drawn = chart.draw_series(bars).map_err(|e| err(&e))?;
+            if text {
+                drawn.label(name.clone()).legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled())
+                });
+            }
+        }
+        if text {
+            legend(&mut chart, &err)?;
+        }
+    }
+    root.present().map_err(|e| err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn router_tables_parse_rows_and_skip_everything_else() {
+        let md = "# run\n\n| forwarder | frame (B) | zero-loss rate (kpps) | Mbit/s | flat-out sent (kpps) | flat-out delivered | latency p50 (us) | p99 (us) |\n|---|---|---|---|---|---|---|---|\n| linux kernel | 64 | 123.6 | 83.1 | 200.0 | 50.0% | 407 | 1052 |\n| weft push | 1518 | 80 | 971.5 | 81.0 | 100.0% | 55 | 90 |\n| a | b |\n";
+        let rows = parse_router_tables(md);
+        assert_eq!(
+            rows,
+            vec![
+                RouterRow {
+                    forwarder: "linux kernel".into(),
+                    frame: 64,
+                    zero_loss_kpps: 123.6,
+                    sustained_kpps: 100.0,
+                    p50_us: 407.0,
+                },
+                RouterRow {
+                    forwarder: "weft push".into(),
+                    frame: 1518,
+                    zero_loss_kpps: 80.0,
+                    sustained_kpps: 81.0,
+                    p50_us: 55.0,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[1.0, 2.0, 10.0]), 2.0);
+        assert_eq!(median(&[1.0, 3.0]), 2.0);
+    }
+}

@@ -1,0 +1,104 @@
+//! The router's benchmarks. `weft router bench` (here, over [`bench`]) measures the
+//! per-packet pipeline with a full BGP table and the push/pull/central architectures
+//! in memory; `weft router rfc2544` ([`loadgen`]) measures throughput and latency
+//! between two network namespaces through whatever forwards between them.
+//! Running and controlling the router is weft-router's `daemon`, not this module.
+
+pub mod bench;
+pub mod loadgen;
+
+pub use loadgen::{run_rfc2544, Rfc2544Args};
+
+use anyhow::Context;
+use bench::Pattern;
+use std::path::PathBuf;
+use std::time::Duration;
+use weft_router::Architecture;
+
+/// Arguments of `weft router bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// `prefix asn` table (default: iptrie 0.11's benches/bgpas.lpm from the cargo
+    /// registry; a synthetic 1M-prefix table if neither exists).
+    #[arg(long)]
+    table: Option<PathBuf>,
+    /// Frame size without FCS (60 = a 64-byte packet on the wire).
+    #[arg(long, default_value_t = 60)]
+    size: usize,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Only the per-core pipeline rate.
+    #[arg(long)]
+    pipeline_only: bool,
+}
+
+/// Runs `weft router bench`.
+pub fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
+    let table = match b.table.or_else(bench::find_bgpas) {
+        Some(p) => {
+            let t = bench::load_bgpas(&p).with_context(|| format!("{}", p.display()))?;
+            eprintln!("table: {} ({} prefixes)", p.display(), t.len());
+            t
+        }
+        None => {
+            eprintln!("table: bgpas.lpm not found; using a synthetic 1,000,000-prefix table");
+            bench::synthetic_table(1_000_000, 1)
+        }
+    };
+    let secs = Duration::from_secs_f64(b.secs.max(0.05));
+    let t = std::time::Instant::now();
+    let router = bench::bench_router(&table, 2, &[1]);
+    let (v4, v6) = router.fib().len();
+    eprintln!(
+        "fib: {v4} ipv4 routes ({v6} ipv6 not used) built in {:.2}s",
+        t.elapsed().as_secs_f64()
+    );
+    let dsts = bench::destinations(&router, &table, 8192, &[1], 42);
+    let frames: Vec<Vec<u8>> = dsts
+        .iter()
+        .map(|d| bench::udp_frame(0, *d, b.size))
+        .collect();
+    // Counted by the process's counting allocator, switched on for this loop only.
+    let counting = crate::alloc_count::Measurement::start()?;
+    let r = bench::pipeline_rate_counting(&router, &frames, secs, &|| counting.allocations());
+    drop(counting);
+    println!(
+        "pipeline, 1 core, {}-byte frames, {} random destinations: {:.2} Mpps ({:.0} ns/packet), {} of {} forwarded; FIB lookup alone {:.2} M/s",
+        b.size + 4,
+        frames.len(),
+        r.mpps,
+        1e3 / r.mpps.max(1e-9),
+        r.forwarded,
+        r.packets,
+        r.lookup_mlps
+    );
+    // The process's counting allocator: nothing else runs during the loop.
+    println!(
+        "pipeline heap allocations: {} in {} packets",
+        r.allocations, r.packets
+    );
+    if b.pipeline_only {
+        return Ok(());
+    }
+    for pattern in [
+        Pattern::OneInOneOut,
+        Pattern::TwoInTwoOut,
+        Pattern::TwoInTwoOutMix,
+    ] {
+        for arch in [
+            Architecture::Push,
+            Architecture::Pull,
+            Architecture::Central,
+        ] {
+            let r = bench::architecture_rate(&table, arch, pattern, b.size, secs)?;
+            println!(
+                "{pattern:13} {arch:8} {:.2} Mpps delivered ({:.2} Mpps offered, {:.1}% delivered)",
+                r.mpps,
+                r.offered_mpps,
+                r.delivered_share * 100.0
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! `weft router`: run the router (`--config FILE`, in the foreground until SIGINT or
+//! SIGTERM: load the configuration, open the ports, install the routes, serve the
+//! control socket, run the data plane, print the counters on the way out) and talk to
+//! a running one (`weft router ctl`).
+//!
+//! The `weft` binary only parses arguments and calls [`run`] or [`ctl`]; the router's
+//! benchmarks (`weft router bench`, `rfc2544`) are weft-bench's, not the library's.
+
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_link::{BufferPool, Link};
+
+use crate::config::Config;
+use crate::ctl::{self, ControlServer};
+use crate::instance;
+use crate::{Architecture, Dataplane, Options, Router, RouterConfig};
+
+/// The control socket when neither `--socket` nor the configuration names one.
+pub const DEFAULT_SOCKET: &str = "/run/weft-router.sock";
+
+/// Arguments of `weft router` when it runs the router.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The router's TOML configuration.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override the configured architecture: push, pull or central.
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// Override the control socket path.
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+}
+
+/// Arguments of `weft router ctl`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = ctl::COMMANDS)]
+pub struct CtlArgs {
+    /// Control socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// The command (listed below).
+    #[arg(trailing_var_arg = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// Sends one command to a running router's control socket and prints the answer;
+/// exits with status 1 when the router answered with an error.
+pub fn ctl(c: CtlArgs) -> anyhow::Result<()> {
+    let answer = ctl::request(&c.socket, &c.command.join(" "))
+        .with_context(|| format!("control socket {}", c.socket.display()))?;
+    print!("{answer}");
+    if answer.starts_with("error") {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Runs the router until SIGINT or SIGTERM, or until the data plane stops.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let Some(config) = args.config else {
+        bail!("weft router needs --config FILE (or a subcommand: see weft router --help)");
+    };
+    run_router(&config, args.arch.as_deref(), args.socket)
+}
+
+fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyhow::Result<()> {
+    let cfg = Config::load(path)?;
+    let arch: Architecture = match arch {
+        Some(a) => a.parse().map_err(anyhow::Error::msg)?,
+        None => cfg.architecture()?,
+    };
+    let socket = socket
+        .or_else(|| cfg.router.control_socket.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    // One router per interface and control socket (issue 20): refuse before touching
+    // either, so a second instance cannot disturb the first.
+    let _instance = instance::claim_interfaces(cfg.ports.iter().map(|p| p.interface.as_str()))?;
+    instance::free_control_socket(&socket)?;
+    let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
+    let pool = BufferPool::new(32768, 2048);
+    let mut links: Vec<Box<dyn Link>> = Vec::new();
+    let mut info = Vec::new();
+    for p in &cfg.ports {
+        let backend = p.backend()?;
+        let l = backend
+            .open(&p.interface, pool.clone())
+            .with_context(|| format!("port {}: interface {} ({backend:?})", p.name, p.interface))?;
+        info.push((l.info().mac, l.info().max_frame));
+        links.push(l);
+    }
+    let router = Router::new(cfg.port_specs(&info)?, RouterConfig::default());
+    let base = path.parent().unwrap_or(Path::new("."));
+    let n = cfg.install_routes(&router, base)?;
+    let ctl = ControlServer::start(&socket, Arc::clone(&router))
+        .with_context(|| format!("control socket {}", socket.display()))?;
+    let dp = Dataplane::start(
+        Arc::clone(&router),
+        links,
+        Options {
+            arch,
+            ..Options::default()
+        },
+    )?;
+    eprintln!(
+        "weft router: {} ports, {n} configured routes, architecture {arch}, control socket {}",
+        cfg.ports.len(),
+        socket.display()
+    );
+    while !stop.load(Ordering::SeqCst) && dp.is_running() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = dp.stop();
+    drop(ctl);
+    eprintln!("weft router: stopped; counters:");
+    for (c, v) in router.counters() {
+        if v != 0 {
+            eprintln!("  {} {v}", c.name());
+        }
+    }
+    result.context("data plane")
+}
