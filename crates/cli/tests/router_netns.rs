@@ -4,7 +4,8 @@
 //! `two_router_processes_…`), and ping, traceroute, iperf3 and scapy on the hosts.
 //!
 //! Needs root, iproute2, iputils-ping, and per test traceroute, iperf3 or Debian's
-//! python3-scapy; without them a test prints "skipped: <why>" and passes. Tests run
+//! python3-scapy; without them a test fails under CI and is a counted skip elsewhere
+//! (weft-testkit). Tests run
 //! one at a time (one topology), every command is bounded by `timeout`, and the
 //! namespaces and the router process are removed by Drop guards even on failure.
 
@@ -19,52 +20,29 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-router.sh")
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// `Ok` when the test can run, else why not.
 fn prerequisites(tools: &[&str]) -> Result<(), String> {
-    if !is_root() {
-        return Err("needs root (network namespaces)".into());
-    }
+    weft_testkit::root()?;
     for t in ["ip", "ping", "timeout"].iter().chain(tools) {
-        if !have(t) {
-            return Err(format!("{t} not installed"));
-        }
+        weft_testkit::tool(t)?;
     }
     Ok(())
 }
 
-/// Skip (with the kernel's reason) where AF_XDP cannot be opened.
+/// Where AF_XDP cannot be opened: fails under CI, a counted skip elsewhere (with the
+/// kernel's reason).
 macro_rules! require_af_xdp {
     () => {
-        if let Err(e) = weft_link::afxdp::probe() {
-            eprintln!("skipped: AF_XDP unavailable on this kernel: {e}");
+        if weft_testkit::require("AF_XDP on this kernel", weft_link::afxdp::probe()).is_none() {
             return;
         }
     };
 }
 
+/// Root and these tools: fails under CI without them, a counted skip elsewhere.
 macro_rules! require {
     ($($tool:expr),*) => {
-        if let Err(why) = prerequisites(&[$($tool),*]) {
-            eprintln!("skipped: {why}");
+        if weft_testkit::require("network namespaces", prerequisites(&[$($tool),*])).is_none() {
             return;
         }
     };
@@ -437,7 +415,9 @@ fn malformed_packets_are_dropped_or_answered_and_counted() {
             .status()
             .is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: /usr/bin/python3 with scapy (python3-scapy) not installed");
+        weft_testkit::skip(
+            "/usr/bin/python3 with scapy not installed (scripts/setup.sh installs python3-scapy)",
+        );
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
