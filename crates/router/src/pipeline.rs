@@ -881,7 +881,7 @@ impl Worker {
                     self.originate(fib, b, IpAddr::V4(src), now, out);
                 }
             }
-            Ok(_) | Err(weft_wire::Error::Unsupported(_)) => {
+            Ok(_) | Err(weft_wire::Error::Unsupported { .. }) => {
                 self.counters.inc(Counter::DropIcmpIgnored)
             }
             Err(_) => self.counters.inc(Counter::DropIcmpMalformed),
@@ -1047,7 +1047,10 @@ impl Worker {
         }
         let ip = match Ipv6Packet::new_checked(payload) {
             Ok(ip) => ip,
-            Err(weft_wire::Error::Malformed(_)) => {
+            Err(weft_wire::Error::Field {
+                field: weft_wire::Field::Version,
+                ..
+            }) => {
                 self.counters.inc(Counter::DropIpVersion);
                 return None;
             }
@@ -1171,7 +1174,7 @@ impl Worker {
         }
         let repr = match Icmpv6Repr::parse(&pkt, src, dst) {
             Ok(r) => r,
-            Err(weft_wire::Error::Unsupported(_)) if !is_nd => {
+            Err(weft_wire::Error::Unsupported { .. }) if !is_nd => {
                 self.counters.inc(Counter::DropIcmpIgnored);
                 return;
             }

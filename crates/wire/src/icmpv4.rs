@@ -9,11 +9,11 @@
 //! all of it.
 
 use crate::checksum;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
     pub const CHECKSUM: Field = 2..4;
@@ -86,7 +86,7 @@ pub fn quote(datagram: &[u8]) -> &[u8] {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
@@ -112,7 +112,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 
     /// Check that the 8-byte header fits.
     pub fn check_len(&self) -> Result<()> {
-        check_len(self.buffer.as_ref().len(), HEADER_LEN)
+        check_len(Header::Icmpv4, self.buffer.as_ref().len(), HEADER_LEN)
     }
 
     /// The underlying buffer.
@@ -240,7 +240,11 @@ fn check_invoking(b: &[u8]) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Malformed("icmpv4 invoking datagram"))
+        Err(Error::Field {
+            header: Header::Icmpv4,
+            field: Field::Invoking,
+            value: b.len() as u32,
+        })
     }
 }
 
@@ -250,12 +254,18 @@ impl<'a> Icmpv4Repr<'a> {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Icmpv4Packet<&'a T>) -> Result<Icmpv4Repr<'a>> {
         packet.check_len()?;
         if !packet.verify_checksum() {
-            return Err(Error::BadChecksum);
+            return Err(Error::Checksum {
+                header: Header::Icmpv4,
+            });
         }
         let data = &packet.buffer.as_ref()[HEADER_LEN..];
         match packet.msg_type() {
             Icmpv4Message::ECHO_REQUEST | Icmpv4Message::ECHO_REPLY if packet.msg_code() != 0 => {
-                Err(Error::Malformed("icmpv4 echo code"))
+                Err(Error::Field {
+                    header: Header::Icmpv4,
+                    field: Field::Code,
+                    value: u32::from(packet.msg_code()),
+                })
             }
             Icmpv4Message::ECHO_REQUEST => Ok(Icmpv4Repr::EchoRequest {
                 ident: packet.echo_ident(),
@@ -288,7 +298,11 @@ impl<'a> Icmpv4Repr<'a> {
                     invoking: data,
                 })
             }
-            _ => Err(Error::Unsupported("icmpv4 message type")),
+            t => Err(Error::Unsupported {
+                header: Header::Icmpv4,
+                field: Field::Type,
+                value: u32::from(t.0),
+            }),
         }
     }
 
@@ -308,9 +322,13 @@ impl<'a> Icmpv4Repr<'a> {
     /// `buffer_len()` long, since the checksum covers all of it.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Icmpv4Packet<T>) -> Result<()> {
         let have = packet.buffer.as_ref().len();
-        check_len(have, self.buffer_len())?;
+        check_len(Header::Icmpv4, have, self.buffer_len())?;
         if have != self.buffer_len() {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Icmpv4,
+                field: Field::Length,
+                value: have,
+            });
         }
         let data = match *self {
             Icmpv4Repr::EchoRequest {
@@ -450,13 +468,19 @@ mod tests {
     fn rejects_bad_input() {
         assert_eq!(
             Icmpv4Packet::new_checked(&ECHO[..7]).unwrap_err(),
-            Error::Truncated { need: 8, have: 7 }
+            Error::Truncated {
+                header: Header::Icmpv4,
+                need: 8,
+                have: 7
+            }
         );
         let mut b = ECHO;
         b[9] ^= 1;
         assert_eq!(
             Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&b[..]).unwrap()),
-            Err(Error::BadChecksum)
+            Err(Error::Checksum {
+                header: Header::Icmpv4
+            })
         );
         // Unknown type: the view reads it, the Repr refuses it.
         let mut b = ECHO;
@@ -464,14 +488,25 @@ mod tests {
         Icmpv4Packet::new_unchecked(&mut b[..]).fill_checksum();
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.msg_type(), Icmpv4Message(13));
-        assert!(matches!(Icmpv4Repr::parse(&p), Err(Error::Unsupported(_))));
+        assert_eq!(
+            Icmpv4Repr::parse(&p),
+            Err(Error::Unsupported {
+                header: Header::Icmpv4,
+                field: Field::Type,
+                value: 13
+            })
+        );
         // A time exceeded that quotes less than an IPv4 header.
         let mut b = vec![11, 0, 0, 0, 0, 0, 0, 0];
         b.extend_from_slice(&INVOKING[..19]);
         Icmpv4Packet::new_unchecked(&mut b[..]).fill_checksum();
         assert_eq!(
             Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&b[..]).unwrap()),
-            Err(Error::Malformed("icmpv4 invoking datagram"))
+            Err(Error::Field {
+                header: Header::Icmpv4,
+                field: Field::Invoking,
+                value: 19
+            })
         );
         // Emit into a wrong-size buffer.
         let r = Icmpv4Repr::EchoReply {
@@ -482,11 +517,19 @@ mod tests {
         let mut out = [0u8; 11];
         assert_eq!(
             r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..9])),
-            Err(Error::Truncated { need: 10, have: 9 })
+            Err(Error::Truncated {
+                header: Header::Icmpv4,
+                need: 10,
+                have: 9
+            })
         );
         assert_eq!(
             r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..])),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Icmpv4,
+                field: Field::Length,
+                value: 11
+            })
         );
     }
 

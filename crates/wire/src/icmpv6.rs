@@ -13,11 +13,11 @@ use crate::checksum;
 use crate::ethernet::EthernetAddress;
 use crate::ipv4::IpProtocol;
 use crate::ipv6::Ipv6Address;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
     pub const CHECKSUM: Field = 2..4;
@@ -108,14 +108,15 @@ pub fn quote(packet: &[u8]) -> &[u8] {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
 
 /// Iterator over NDP options: `(type, whole option bytes)`. A zero length field
-/// (RFC 4861 §4.6: "MUST silently discard") yields `Err(Malformed)`, an option running
-/// past the buffer `Err(BadLength)`; either ends the iteration.
+/// (RFC 4861 §4.6: "MUST silently discard") yields a `Field` error on its `Length`, an
+/// option running past the buffer a `Length` error (a lone trailing byte `Truncated`),
+/// all on [`Header::Ndp`]; any error ends the iteration.
 #[derive(Debug, Clone)]
 pub struct NdpOptions<'a> {
     rest: &'a [u8],
@@ -129,8 +130,16 @@ impl<'a> Iterator for NdpOptions<'a> {
             return None;
         }
         let r = match self.rest {
-            [_] => Err(Error::BadLength),
-            [_, 0, ..] => Err(Error::Malformed("ndp option length 0")),
+            [_] => Err(Error::Truncated {
+                header: Header::Ndp,
+                need: 2,
+                have: 1,
+            }),
+            [_, 0, ..] => Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 0,
+            }),
             [t, l, ..] => {
                 let len = usize::from(*l) * 8;
                 match self.rest.get(..len) {
@@ -139,7 +148,11 @@ impl<'a> Iterator for NdpOptions<'a> {
                         self.rest = &self.rest[len..];
                         return Some(Ok((t, opt)));
                     }
-                    None => Err(Error::BadLength),
+                    None => Err(Error::Length {
+                        header: Header::Ndp,
+                        field: Field::Length,
+                        value: len,
+                    }),
                 }
             }
             [] => return None,
@@ -172,9 +185,9 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// advertisement that the target address does too.
     pub fn check_len(&self) -> Result<()> {
         let have = self.buffer.as_ref().len();
-        check_len(have, HEADER_LEN)?;
+        check_len(Header::Icmpv6, have, HEADER_LEN)?;
         if self.is_ndp() {
-            check_len(have, NDP_HEADER_LEN)?;
+            check_len(Header::Ndp, have, NDP_HEADER_LEN)?;
         }
         Ok(())
     }
@@ -367,8 +380,18 @@ fn check_invoking(b: &[u8]) -> Result<()> {
     if b.len() >= crate::ipv6::HEADER_LEN && b[0] >> 4 == 6 {
         Ok(())
     } else {
-        Err(Error::Malformed("icmpv6 invoking packet"))
+        Err(Error::Field {
+            header: Header::Icmpv6,
+            field: Field::Invoking,
+            value: b.len() as u32,
+        })
     }
+}
+
+/// An address's first 32 bits, the value a [`Error::Field`] on an address reports.
+fn first32(a: Ipv6Address) -> u32 {
+    let o = a.octets();
+    u32::from_be_bytes([o[0], o[1], o[2], o[3]])
 }
 
 /// The first link-layer address option of `kind`. Ethernet addresses take a
@@ -379,7 +402,11 @@ fn lladdr_option(opts: NdpOptions<'_>, kind: u8) -> Result<Option<EthernetAddres
         let (t, bytes) = o?;
         if t == kind && found.is_none() {
             if bytes.len() != LLADDR_OPT_LEN {
-                return Err(Error::Unsupported("ndp link-layer address not ethernet"));
+                return Err(Error::Unsupported {
+                    header: Header::Ndp,
+                    field: Field::LinkLayerOption,
+                    value: bytes.len() as u32,
+                });
             }
             found = EthernetAddress::from_bytes(&bytes[2..]);
         }
@@ -400,14 +427,20 @@ impl<'a> Icmpv6Repr<'a> {
     ) -> Result<Icmpv6Repr<'a>> {
         packet.check_len()?;
         if !packet.verify_checksum(src, dst) {
-            return Err(Error::BadChecksum);
+            return Err(Error::Checksum {
+                header: Header::Icmpv6,
+            });
         }
         let buf: &'a [u8] = packet.buffer.as_ref();
         let data = &buf[HEADER_LEN..];
         let code = packet.msg_code();
         match packet.msg_type() {
             Icmpv6Message::ECHO_REQUEST | Icmpv6Message::ECHO_REPLY if code != 0 => {
-                Err(Error::Malformed("icmpv6 echo code"))
+                Err(Error::Field {
+                    header: Header::Icmpv6,
+                    field: Field::Code,
+                    value: u32::from(code),
+                })
             }
             Icmpv6Message::ECHO_REQUEST => Ok(Icmpv6Repr::EchoRequest {
                 ident: packet.echo_ident(),
@@ -442,14 +475,23 @@ impl<'a> Icmpv6Repr<'a> {
             }
             t @ (Icmpv6Message::NEIGHBOR_SOLICIT | Icmpv6Message::NEIGHBOR_ADVERT) => {
                 if code != 0 {
-                    return Err(Error::Malformed("ndp code"));
+                    return Err(Error::Field {
+                        header: Header::Ndp,
+                        field: Field::Code,
+                        value: u32::from(code),
+                    });
                 }
                 let target_addr = packet.target_addr().ok_or(Error::Truncated {
+                    header: Header::Ndp,
                     need: NDP_HEADER_LEN,
                     have: buf.len(),
                 })?;
                 if target_addr.is_multicast() {
-                    return Err(Error::Malformed("ndp target is multicast"));
+                    return Err(Error::Field {
+                        header: Header::Ndp,
+                        field: Field::Target,
+                        value: first32(target_addr),
+                    });
                 }
                 let opts = NdpOptions {
                     rest: buf.get(NDP_HEADER_LEN..).unwrap_or(&[]),
@@ -457,9 +499,11 @@ impl<'a> Icmpv6Repr<'a> {
                 if t == Icmpv6Message::NEIGHBOR_SOLICIT {
                     let source_lladdr = lladdr_option(opts, ndp_option::SOURCE_LLADDR)?;
                     if src.is_unspecified() && source_lladdr.is_some() {
-                        return Err(Error::Malformed(
-                            "ndp source lladdr from unspecified address",
-                        ));
+                        return Err(Error::Field {
+                            header: Header::Ndp,
+                            field: Field::SourceLinkLayer,
+                            value: 1,
+                        });
                     }
                     Ok(Icmpv6Repr::NeighborSolicit {
                         target_addr,
@@ -468,7 +512,11 @@ impl<'a> Icmpv6Repr<'a> {
                 } else {
                     let solicited = packet.solicited_flag();
                     if solicited && dst.is_multicast() {
-                        return Err(Error::Malformed("ndp solicited advert to multicast"));
+                        return Err(Error::Field {
+                            header: Header::Ndp,
+                            field: Field::Solicited,
+                            value: 1,
+                        });
                     }
                     Ok(Icmpv6Repr::NeighborAdvert {
                         router: packet.router_flag(),
@@ -479,7 +527,11 @@ impl<'a> Icmpv6Repr<'a> {
                     })
                 }
             }
-            _ => Err(Error::Unsupported("icmpv6 message type")),
+            t => Err(Error::Unsupported {
+                header: Header::Icmpv6,
+                field: Field::Type,
+                value: u32::from(t.0),
+            }),
         }
     }
 
@@ -512,9 +564,13 @@ impl<'a> Icmpv6Repr<'a> {
     ) -> Result<()> {
         let need = self.buffer_len();
         let have = packet.buffer.as_ref().len();
-        check_len(have, need)?;
+        check_len(Header::Icmpv6, have, need)?;
         if have != need {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Icmpv6,
+                field: Field::Length,
+                value: have,
+            });
         }
         let lladdr = |p: &mut Icmpv6Packet<T>, kind: u8, a: Option<EthernetAddress>| {
             if let Some(a) = a {
@@ -691,7 +747,11 @@ mod tests {
         // Truncated before the target.
         assert_eq!(
             Icmpv6Packet::new_checked(&NS[..23]).unwrap_err(),
-            Error::Truncated { need: 24, have: 23 }
+            Error::Truncated {
+                header: Header::Ndp,
+                need: 24,
+                have: 23
+            }
         );
         // Option length 0.
         let mut b = NS;
@@ -700,11 +760,19 @@ mod tests {
         let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(
             Icmpv6Repr::parse(&p, s, d),
-            Err(Error::Malformed("ndp option length 0"))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 0
+            })
         );
         assert_eq!(
             p.ndp_options().collect::<Vec<_>>(),
-            vec![Err(Error::Malformed("ndp option length 0"))]
+            vec![Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 0
+            })]
         );
         // Option running past the message.
         let mut b = NS;
@@ -712,7 +780,11 @@ mod tests {
         refill(&mut b, s, d);
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 16
+            })
         );
         // A lone trailing byte.
         let mut b = NS.to_vec();
@@ -720,7 +792,11 @@ mod tests {
         refill(&mut b, s, d);
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::BadLength)
+            Err(Error::Truncated {
+                header: Header::Ndp,
+                need: 2,
+                have: 1
+            })
         );
         // Nonzero code.
         let mut b = NS;
@@ -728,7 +804,11 @@ mod tests {
         refill(&mut b, s, d);
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::Malformed("ndp code"))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Code,
+                value: 1
+            })
         );
         // Multicast target.
         let mut b = NS;
@@ -736,7 +816,11 @@ mod tests {
         refill(&mut b, s, d);
         assert!(matches!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::Malformed(_))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Target,
+                ..
+            })
         ));
         // DAD probe from :: must not carry a source lladdr.
         let mut b = NS;
@@ -747,7 +831,11 @@ mod tests {
                 Ipv6Address::UNSPECIFIED,
                 d
             ),
-            Err(Error::Malformed(_))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::SourceLinkLayer,
+                ..
+            })
         ));
         // Solicited advertisement to a multicast group.
         let mut b = NA;
@@ -755,7 +843,11 @@ mod tests {
         refill(&mut b, s, m);
         assert!(matches!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, m),
-            Err(Error::Malformed(_))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Solicited,
+                ..
+            })
         ));
         // A non-Ethernet (two-unit) lladdr option.
         let mut b = NS.to_vec();
@@ -764,7 +856,11 @@ mod tests {
         refill(&mut b, s, d);
         assert!(matches!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Ndp,
+                field: Field::LinkLayerOption,
+                value: 16
+            })
         ));
         // Unknown options are skipped; no lladdr at all is fine.
         let mut b = NS[..24].to_vec();
@@ -786,11 +882,17 @@ mod tests {
         b[9] ^= 0xff;
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, s),
-            Err(Error::BadChecksum)
+            Err(Error::Checksum {
+                header: Header::Icmpv6
+            })
         );
         assert_eq!(
             Icmpv6Packet::new_checked(&ECHO[..7]).unwrap_err(),
-            Error::Truncated { need: 8, have: 7 }
+            Error::Truncated {
+                header: Header::Icmpv6,
+                need: 8,
+                have: 7
+            }
         );
         let mut b = ECHO;
         b[0] = 133;
@@ -799,7 +901,11 @@ mod tests {
         assert_eq!(p.msg_type(), Icmpv6Message::ROUTER_SOLICIT);
         assert!(matches!(
             Icmpv6Repr::parse(&p, s, s),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Icmpv6,
+                field: Field::Type,
+                value: 133
+            })
         ));
         // Time exceeded quoting less than an IPv6 header.
         let r = Icmpv6Repr::TimeExceeded {
@@ -811,7 +917,11 @@ mod tests {
             .unwrap();
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&out[..]).unwrap(), s, s),
-            Err(Error::Malformed("icmpv6 invoking packet"))
+            Err(Error::Field {
+                header: Header::Icmpv6,
+                field: Field::Invoking,
+                value: 39
+            })
         );
         let mut big = vec![0u8; 2000];
         big[0] = 0x60;
@@ -819,7 +929,11 @@ mod tests {
         let mut small = [0u8; 5];
         assert_eq!(
             r.emit(&mut Icmpv6Packet::new_unchecked(&mut small[..]), s, s),
-            Err(Error::Truncated { need: 47, have: 5 })
+            Err(Error::Truncated {
+                header: Header::Icmpv6,
+                need: 47,
+                have: 5
+            })
         );
     }
 
