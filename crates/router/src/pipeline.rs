@@ -12,7 +12,7 @@
 //! views, and every way a frame can be wrong ends in a [`Counter`], never a panic.
 #![forbid(unsafe_code)]
 
-use crate::counters::{Counter, Counters};
+use crate::counters::{drop_counter, Counter, Counters};
 use crate::fib::{Fib, IpPrefix, NextHop, PortId};
 use crate::neighbor::{Enqueued, Lookup, NeighborConfig, NeighborTable, NeighborView, Waiting};
 use std::collections::HashMap;
@@ -459,6 +459,12 @@ impl Worker {
         &self.counters
     }
 
+    /// Count a packet dropped because it did not parse: [`drop_counter`] says which
+    /// counter, so no stage inspects a wire error itself.
+    fn drop(&self, e: &weft_wire::Error) {
+        self.counters.inc(drop_counter(e));
+    }
+
     /// Count `c` (for the data plane's own drops, such as a full ring).
     pub fn count(&self, c: Counter, n: u64) {
         self.counters.add(c, n);
@@ -496,9 +502,12 @@ impl Worker {
     ) -> Option<Forward> {
         self.counters.inc(Counter::RxFrames);
         let our_mac = self.router.ports.get(ingress)?.spec.mac;
-        let Ok(eth) = EthernetFrame::new_checked(&buf[..]) else {
-            self.counters.inc(Counter::DropRunt);
-            return None;
+        let eth = match EthernetFrame::new_checked(&buf[..]) {
+            Ok(eth) => eth,
+            Err(e) => {
+                self.drop(&e);
+                return None;
+            }
         };
         let dst = eth.dst_addr();
         let l2_for_us = dst == our_mac;
@@ -533,8 +542,8 @@ impl Worker {
             .and_then(|p| ArpRepr::parse(&p))
         {
             Ok(r) => r,
-            Err(_) => {
-                self.counters.inc(Counter::DropArpMalformed);
+            Err(e) => {
+                self.drop(&e);
                 return;
             }
         };
@@ -651,37 +660,19 @@ impl Worker {
         out: &mut Outbox,
     ) -> Option<Forward> {
         let payload = &buf[ethernet::HEADER_LEN..];
-        // RFC 1812 §5.2.2: the checks a router must make, each with its own counter.
-        if payload.len() < ipv4::HEADER_LEN {
-            self.counters.inc(Counter::DropIpv4Truncated);
-            return None;
-        }
-        let view = Ipv4Packet::new_unchecked(payload);
-        if view.version() != 4 {
-            self.counters.inc(Counter::DropIpVersion);
-            return None;
-        }
-        if view.header_len() < ipv4::HEADER_LEN {
-            self.counters.inc(Counter::DropIpv4BadIhl);
-            return None;
-        }
-        if view.header_len() > payload.len() {
-            self.counters.inc(Counter::DropIpv4Truncated);
-            return None;
-        }
-        let total = usize::from(view.total_len());
-        if total < view.header_len() || total > payload.len() {
-            self.counters.inc(Counter::DropIpv4BadTotalLength);
-            return None;
-        }
-        let Ok(ip) = Ipv4Packet::new_checked(payload) else {
-            self.counters.inc(Counter::DropIpv4BadTotalLength);
-            return None;
+        // RFC 1812 §5.2.2: the checks a router must make (length, version, IHL, total
+        // length, checksum), each error with its own counter.
+        let ip = match Ipv4Packet::new_checked(payload).and_then(|ip| {
+            ip.check_checksum()?;
+            Ok(ip)
+        }) {
+            Ok(ip) => ip,
+            Err(e) => {
+                self.drop(&e);
+                return None;
+            }
         };
-        if !ip.verify_checksum() {
-            self.counters.inc(Counter::DropIpv4BadChecksum);
-            return None;
-        }
+        let total = usize::from(ip.total_len());
         let (src, dst, ttl) = (ip.src_addr(), ip.dst_addr(), ip.ttl());
         let dont_frag = ip.dont_frag();
         let has_options = ip.header_len() > ipv4::HEADER_LEN;
@@ -881,10 +872,8 @@ impl Worker {
                     self.originate(fib, b, IpAddr::V4(src), now, out);
                 }
             }
-            Ok(_) | Err(weft_wire::Error::Unsupported { .. }) => {
-                self.counters.inc(Counter::DropIcmpIgnored)
-            }
-            Err(_) => self.counters.inc(Counter::DropIcmpMalformed),
+            Ok(_) => self.counters.inc(Counter::DropIcmpIgnored),
+            Err(e) => self.drop(&e),
         }
     }
 
@@ -1041,21 +1030,11 @@ impl Worker {
         out: &mut Outbox,
     ) -> Option<Forward> {
         let payload = &buf[ethernet::HEADER_LEN..];
-        if payload.len() < ipv6::HEADER_LEN {
-            self.counters.inc(Counter::DropIpv6Truncated);
-            return None;
-        }
+        // RFC 8200 §3: 40 bytes, version 6, payload length within the frame.
         let ip = match Ipv6Packet::new_checked(payload) {
             Ok(ip) => ip,
-            Err(weft_wire::Error::Field {
-                field: weft_wire::Field::Version,
-                ..
-            }) => {
-                self.counters.inc(Counter::DropIpVersion);
-                return None;
-            }
-            Err(_) => {
-                self.counters.inc(Counter::DropIpv6BadPayloadLength);
+            Err(e) => {
+                self.drop(&e);
                 return None;
             }
         };
@@ -1081,7 +1060,7 @@ impl Worker {
         if for_us {
             match upper {
                 Ok((proto, off)) => self.local_v6(fib, ingress, buf, proto, off, now, out),
-                Err(_) => self.counters.inc(Counter::DropIpv6BadExtHeaders),
+                Err(e) => self.drop(&e),
             }
             return None;
         }
@@ -1098,8 +1077,8 @@ impl Worker {
             self.counters.inc(Counter::DropLinkLocalScope);
             return None;
         }
-        if upper.is_err() {
-            self.counters.inc(Counter::DropIpv6BadExtHeaders);
+        if let Err(e) = upper {
+            self.drop(&e);
             return None;
         }
         if src.is_unspecified() {
@@ -1160,9 +1139,12 @@ impl Worker {
             }
             return;
         }
-        let Ok(pkt) = Icmpv6Packet::new_checked(upper) else {
-            self.counters.inc(Counter::DropIcmpMalformed);
-            return;
+        let pkt = match Icmpv6Packet::new_checked(upper) {
+            Ok(p) => p,
+            Err(e) => {
+                self.drop(&e);
+                return;
+            }
         };
         let is_nd = matches!(
             pkt.msg_type(),
@@ -1174,16 +1156,8 @@ impl Worker {
         }
         let repr = match Icmpv6Repr::parse(&pkt, src, dst) {
             Ok(r) => r,
-            Err(weft_wire::Error::Unsupported { .. }) if !is_nd => {
-                self.counters.inc(Counter::DropIcmpIgnored);
-                return;
-            }
-            Err(_) => {
-                self.counters.inc(if is_nd {
-                    Counter::DropNdMalformed
-                } else {
-                    Counter::DropIcmpMalformed
-                });
+            Err(e) => {
+                self.drop(&e);
                 return;
             }
         };

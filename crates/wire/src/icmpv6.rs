@@ -427,9 +427,14 @@ impl<'a> Icmpv6Repr<'a> {
     ) -> Result<Icmpv6Repr<'a>> {
         packet.check_len()?;
         if !packet.verify_checksum(src, dst) {
-            return Err(Error::Checksum {
-                header: Header::Icmpv6,
-            });
+            // A neighbour discovery message's checksum is one of its RFC 4861 §7.1
+            // validity checks: say so, so that callers count it as ND.
+            let header = if packet.is_ndp() {
+                Header::Ndp
+            } else {
+                Header::Icmpv6
+            };
+            return Err(Error::Checksum { header });
         }
         let buf: &'a [u8] = packet.buffer.as_ref();
         let data = &buf[HEADER_LEN..];
@@ -796,6 +801,16 @@ mod tests {
                 header: Header::Ndp,
                 need: 2,
                 have: 1
+            })
+        );
+        // A bad checksum on a neighbour solicitation is an ND error.
+        let mut b = NS;
+        refill(&mut b, s, d);
+        b[2] ^= 1;
+        assert_eq!(
+            Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
+            Err(Error::Checksum {
+                header: Header::Ndp
             })
         );
         // Nonzero code.

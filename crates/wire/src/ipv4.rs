@@ -235,6 +235,17 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     pub fn verify_checksum(&self) -> bool {
         checksum::data(self.header()) == 0xffff
     }
+    /// [`Ipv4Packet::verify_checksum`] as a `Result`: the `Checksum` error when it
+    /// fails (RFC 1812 §5.2.2 makes it one of a router's checks).
+    pub fn check_checksum(&self) -> Result<()> {
+        if self.verify_checksum() {
+            Ok(())
+        } else {
+            Err(Error::Checksum {
+                header: Header::Ipv4,
+            })
+        }
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
@@ -356,11 +367,7 @@ impl Ipv4Repr {
     /// represented (weft does not reassemble), so a fragment is `Unsupported`.
     pub fn parse<T: AsRef<[u8]>>(packet: &Ipv4Packet<T>) -> Result<Ipv4Repr> {
         packet.check_len()?;
-        if !packet.verify_checksum() {
-            return Err(Error::Checksum {
-                header: Header::Ipv4,
-            });
-        }
+        packet.check_checksum()?;
         if packet.more_frags() || packet.frag_offset() != 0 {
             return Err(Error::Unsupported {
                 header: Header::Ipv4,
