@@ -1,7 +1,7 @@
 //! weft-wire: the packet formats weft speaks, as checked zero-copy views and plain
 //! `Repr` structs (the smoltcp `wire` pattern).
 //!
-//! It owns: Ethernet II (+802.1Q), ARP, IPv4, IPv6, ICMPv4, ICMPv6, UDP, the RoCEv2
+//! It owns: Ethernet II (+802.1Q), ARP, IPv4, IPv6 (and [`IpRepr`] over both), ICMPv4, ICMPv6, UDP, the RoCEv2
 //! (InfiniBand transport) headers with the one opcode table of the project, the 24-bit
 //! [`Psn`], and the invariant CRC (ICRC).
 //!
@@ -21,6 +21,7 @@ pub mod frame;
 pub mod fuzzing;
 pub mod icmpv4;
 pub mod icmpv6;
+pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
 pub mod roce;
@@ -253,4 +254,5 @@ pub(crate) fn check_len(header: Header, have: usize, need: usize) -> Result<()> 
 }
 
 pub use ethernet::{EtherType, EthernetAddress};
+pub use ip::{IpAddress, IpRepr};
 pub use ipv4::{IpProtocol, Ipv4Address};
