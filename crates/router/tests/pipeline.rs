@@ -570,7 +570,7 @@ fn no_icmp_error_about_an_icmp_error_a_broadcast_or_a_later_fragment() {
             &udp_bytes(0),
         );
         let r = Icmpv4Repr::TimeExceeded {
-            code: 0,
+            code: weft_wire::icmpv4::TimeExceededCode::TTL,
             invoking: &inner[..28],
         };
         let mut m = vec![0u8; r.buffer_len()];
@@ -1486,7 +1486,10 @@ fn ipv6_hop_limit_one_and_no_route_and_echo() {
     )
     .expect("repr")
     {
-        Icmpv6Repr::TimeExceeded { code: 0, invoking } => assert_eq!(invoking, &inp[14..]),
+        Icmpv6Repr::TimeExceeded {
+            code: weft_wire::icmpv6::TimeExceededCode::HOP_LIMIT,
+            invoking,
+        } => assert_eq!(invoking, &inp[14..]),
         other => panic!("{other:?}"),
     }
     assert_eq!(h.c(Counter::DropHopLimitExceeded), 1);

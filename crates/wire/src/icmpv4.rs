@@ -53,26 +53,30 @@ impl fmt::Debug for Icmpv4Message {
     }
 }
 
-/// Codes of destination unreachable (RFC 792, RFC 1812 §5.2.7.1).
-pub mod unreachable {
-    /// Net unreachable.
-    pub const NET: u8 = 0;
-    /// Host unreachable.
-    pub const HOST: u8 = 1;
-    /// Protocol unreachable.
-    pub const PROTOCOL: u8 = 2;
-    /// Port unreachable.
-    pub const PORT: u8 = 3;
-    /// Fragmentation needed and DF set; the next-hop MTU is in bytes 6..8 (RFC 1191).
-    pub const FRAG_NEEDED: u8 = 4;
+open_code! {
+    /// Code of a destination unreachable (RFC 792, RFC 1812 §5.2.7.1).
+    UnreachableCode {
+        /// Net unreachable.
+        NET = 0 => "Net",
+        /// Host unreachable.
+        HOST = 1 => "Host",
+        /// Protocol unreachable.
+        PROTOCOL = 2 => "Protocol",
+        /// Port unreachable.
+        PORT = 3 => "Port",
+        /// Fragmentation needed and DF set; the next-hop MTU is in bytes 6..8 (RFC 1191).
+        FRAG_NEEDED = 4 => "FragNeeded",
+    }
 }
 
-/// Codes of time exceeded.
-pub mod time_exceeded {
-    /// TTL exceeded in transit.
-    pub const TTL: u8 = 0;
-    /// Fragment reassembly time exceeded.
-    pub const REASSEMBLY: u8 = 1;
+open_code! {
+    /// Code of a time exceeded (RFC 792).
+    TimeExceededCode {
+        /// TTL exceeded in transit.
+        TTL = 0 => "Ttl",
+        /// Fragment reassembly time exceeded.
+        REASSEMBLY = 1 => "Reassembly",
+    }
 }
 
 /// The part of an offending datagram an error message quotes: its IP header and the
@@ -215,17 +219,17 @@ pub enum Icmpv4Repr<'a> {
     },
     /// Destination unreachable.
     DstUnreachable {
-        /// Why (see [`mod@unreachable`]).
-        code: u8,
-        /// Next-hop MTU for [`unreachable::FRAG_NEEDED`], else 0.
+        /// Why.
+        code: UnreachableCode,
+        /// Next-hop MTU for [`UnreachableCode::FRAG_NEEDED`], else 0.
         next_hop_mtu: u16,
         /// The invoking datagram's header and first 8 payload bytes (see [`quote`]).
         invoking: &'a [u8],
     },
     /// Time exceeded.
     TimeExceeded {
-        /// Why (see [`time_exceeded`]).
-        code: u8,
+        /// Why.
+        code: TimeExceededCode,
         /// The invoking datagram's header and first 8 payload bytes (see [`quote`]).
         invoking: &'a [u8],
     },
@@ -280,7 +284,8 @@ impl<'a> Icmpv4Repr<'a> {
             Icmpv4Message::DST_UNREACHABLE => {
                 check_invoking(data)?;
                 let code = packet.msg_code();
-                let next_hop_mtu = if code == unreachable::FRAG_NEEDED {
+                let code = UnreachableCode(code);
+                let next_hop_mtu = if code == UnreachableCode::FRAG_NEEDED {
                     packet.next_hop_mtu()
                 } else {
                     0
@@ -294,7 +299,7 @@ impl<'a> Icmpv4Repr<'a> {
             Icmpv4Message::TIME_EXCEEDED => {
                 check_invoking(data)?;
                 Ok(Icmpv4Repr::TimeExceeded {
-                    code: packet.msg_code(),
+                    code: TimeExceededCode(packet.msg_code()),
                     invoking: data,
                 })
             }
@@ -358,13 +363,13 @@ impl<'a> Icmpv4Repr<'a> {
                 invoking,
             } => {
                 packet.set_msg_type(Icmpv4Message::DST_UNREACHABLE);
-                packet.set_msg_code(code);
+                packet.set_msg_code(code.0);
                 packet.set_unused_and_mtu(next_hop_mtu);
                 invoking
             }
             Icmpv4Repr::TimeExceeded { code, invoking } => {
                 packet.set_msg_type(Icmpv4Message::TIME_EXCEEDED);
-                packet.set_msg_code(code);
+                packet.set_msg_code(code.0);
                 packet.set_unused_and_mtu(0);
                 invoking
             }
@@ -427,7 +432,7 @@ mod tests {
         assert_eq!(
             r,
             Icmpv4Repr::TimeExceeded {
-                code: time_exceeded::TTL,
+                code: TimeExceededCode::TTL,
                 invoking: &INVOKING
             }
         );
@@ -452,7 +457,7 @@ mod tests {
     #[test]
     fn frag_needed_carries_mtu() {
         let r = Icmpv4Repr::DstUnreachable {
-            code: unreachable::FRAG_NEEDED,
+            code: UnreachableCode::FRAG_NEEDED,
             next_hop_mtu: 1400,
             invoking: &INVOKING,
         };
@@ -543,8 +548,8 @@ mod tests {
                 0 => Icmpv4Repr::EchoRequest { ident, seq_no, data: &data },
                 1 => Icmpv4Repr::EchoReply { ident, seq_no, data: &data },
                 2 => Icmpv4Repr::DstUnreachable {
-                    code, next_hop_mtu: if code == unreachable::FRAG_NEEDED { mtu } else { 0 }, invoking: &inv },
-                _ => Icmpv4Repr::TimeExceeded { code, invoking: &inv },
+                    code: UnreachableCode(code), next_hop_mtu: if code == UnreachableCode::FRAG_NEEDED.0 { mtu } else { 0 }, invoking: &inv },
+                _ => Icmpv4Repr::TimeExceeded { code: TimeExceededCode(code), invoking: &inv },
             };
             let mut out = vec![0u8; r.buffer_len()];
             r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..])).unwrap();

@@ -84,6 +84,48 @@ impl fmt::Debug for Icmpv6Message {
     }
 }
 
+open_code! {
+    /// Code of a destination unreachable (RFC 4443 §3.1).
+    UnreachableCode {
+        /// No route to destination.
+        NO_ROUTE = 0 => "NoRoute",
+        /// Communication administratively prohibited.
+        PROHIBITED = 1 => "Prohibited",
+        /// Beyond scope of source address.
+        BEYOND_SCOPE = 2 => "BeyondScope",
+        /// Address unreachable.
+        ADDRESS = 3 => "Address",
+        /// Port unreachable.
+        PORT = 4 => "Port",
+        /// Source address failed ingress/egress policy.
+        SOURCE_POLICY = 5 => "SourcePolicy",
+        /// Reject route to destination.
+        REJECT_ROUTE = 6 => "RejectRoute",
+    }
+}
+
+open_code! {
+    /// Code of a time exceeded (RFC 4443 §3.3).
+    TimeExceededCode {
+        /// Hop limit exceeded in transit.
+        HOP_LIMIT = 0 => "HopLimit",
+        /// Fragment reassembly time exceeded.
+        REASSEMBLY = 1 => "Reassembly",
+    }
+}
+
+open_code! {
+    /// Code of a parameter problem (RFC 4443 §3.4).
+    ParamProblemCode {
+        /// Erroneous header field encountered.
+        HEADER_FIELD = 0 => "HeaderField",
+        /// Unrecognized Next Header type encountered.
+        NEXT_HEADER = 1 => "NextHeader",
+        /// Unrecognized IPv6 option encountered.
+        OPTION = 2 => "Option",
+    }
+}
+
 /// NDP option types (RFC 4861 §4.6).
 pub mod ndp_option {
     /// Source link-layer address.
@@ -334,8 +376,8 @@ pub enum Icmpv6Repr<'a> {
     },
     /// Destination unreachable (RFC 4443 §3.1).
     DstUnreachable {
-        /// Why (0 no route, 1 prohibited, 3 address unreachable, 4 port unreachable, …).
-        code: u8,
+        /// Why.
+        code: UnreachableCode,
         /// The start of the invoking packet (see [`quote`]).
         invoking: &'a [u8],
     },
@@ -348,8 +390,17 @@ pub enum Icmpv6Repr<'a> {
     },
     /// Time exceeded (RFC 4443 §3.3).
     TimeExceeded {
-        /// 0 hop limit exceeded, 1 reassembly time exceeded.
-        code: u8,
+        /// Why.
+        code: TimeExceededCode,
+        /// The start of the invoking packet.
+        invoking: &'a [u8],
+    },
+    /// Parameter problem (RFC 4443 §3.4).
+    ParamProblem {
+        /// Which kind of problem.
+        code: ParamProblemCode,
+        /// Offset of the offending byte in the invoking packet.
+        pointer: u32,
         /// The start of the invoking packet.
         invoking: &'a [u8],
     },
@@ -460,7 +511,7 @@ impl<'a> Icmpv6Repr<'a> {
             Icmpv6Message::DST_UNREACHABLE => {
                 check_invoking(data)?;
                 Ok(Icmpv6Repr::DstUnreachable {
-                    code,
+                    code: UnreachableCode(code),
                     invoking: data,
                 })
             }
@@ -474,7 +525,15 @@ impl<'a> Icmpv6Repr<'a> {
             Icmpv6Message::TIME_EXCEEDED => {
                 check_invoking(data)?;
                 Ok(Icmpv6Repr::TimeExceeded {
-                    code,
+                    code: TimeExceededCode(code),
+                    invoking: data,
+                })
+            }
+            Icmpv6Message::PARAM_PROBLEM => {
+                check_invoking(data)?;
+                Ok(Icmpv6Repr::ParamProblem {
+                    code: ParamProblemCode(code),
+                    pointer: packet.word1(),
                     invoking: data,
                 })
             }
@@ -548,7 +607,8 @@ impl<'a> Icmpv6Repr<'a> {
             }
             Icmpv6Repr::DstUnreachable { invoking, .. }
             | Icmpv6Repr::PacketTooBig { invoking, .. }
-            | Icmpv6Repr::TimeExceeded { invoking, .. } => HEADER_LEN + invoking.len(),
+            | Icmpv6Repr::TimeExceeded { invoking, .. }
+            | Icmpv6Repr::ParamProblem { invoking, .. } => HEADER_LEN + invoking.len(),
             Icmpv6Repr::NeighborSolicit {
                 source_lladdr: l, ..
             }
@@ -606,15 +666,26 @@ impl<'a> Icmpv6Repr<'a> {
                 packet.set_echo_seq_no(seq_no);
                 packet.data_mut().copy_from_slice(data);
             }
-            Icmpv6Repr::DstUnreachable { code, invoking }
-            | Icmpv6Repr::TimeExceeded { code, invoking } => {
-                packet.set_msg_type(if matches!(self, Icmpv6Repr::DstUnreachable { .. }) {
-                    Icmpv6Message::DST_UNREACHABLE
-                } else {
-                    Icmpv6Message::TIME_EXCEEDED
-                });
-                packet.set_msg_code(code);
+            Icmpv6Repr::DstUnreachable { code, invoking } => {
+                packet.set_msg_type(Icmpv6Message::DST_UNREACHABLE);
+                packet.set_msg_code(code.0);
                 packet.set_word1(0);
+                packet.data_mut().copy_from_slice(invoking);
+            }
+            Icmpv6Repr::TimeExceeded { code, invoking } => {
+                packet.set_msg_type(Icmpv6Message::TIME_EXCEEDED);
+                packet.set_msg_code(code.0);
+                packet.set_word1(0);
+                packet.data_mut().copy_from_slice(invoking);
+            }
+            Icmpv6Repr::ParamProblem {
+                code,
+                pointer,
+                invoking,
+            } => {
+                packet.set_msg_type(Icmpv6Message::PARAM_PROBLEM);
+                packet.set_msg_code(code.0);
+                packet.set_word1(pointer);
                 packet.data_mut().copy_from_slice(invoking);
             }
             Icmpv6Repr::PacketTooBig { mtu, invoking } => {
@@ -744,6 +815,32 @@ mod tests {
 
     fn refill(b: &mut [u8], s: Ipv6Address, d: Ipv6Address) {
         Icmpv6Packet::new_unchecked(b).fill_checksum(s, d);
+    }
+
+    #[test]
+    fn codes_print_their_names_and_unknown_values_in_hex() {
+        assert_eq!(format!("{:?}", UnreachableCode::PORT), "Port");
+        assert_eq!(format!("{}", ParamProblemCode::NEXT_HEADER), "NextHeader");
+        assert_eq!(format!("{:?}", TimeExceededCode(7)), "0x07");
+        assert_eq!(ParamProblemCode::NEXT_HEADER, ParamProblemCode(1));
+    }
+
+    #[test]
+    fn parameter_problem_round_trips_with_its_pointer() {
+        let s = a("2001:2::1");
+        let mut inv = vec![0x60; 40];
+        inv[6] = 0xfd;
+        let r = Icmpv6Repr::ParamProblem {
+            code: ParamProblemCode::NEXT_HEADER,
+            pointer: 6,
+            invoking: &inv,
+        };
+        let mut out = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv6Packet::new_unchecked(&mut out[..]), s, s)
+            .unwrap();
+        assert_eq!(&out[..8], &[4, 1, out[2], out[3], 0, 0, 0, 6]);
+        let p = Icmpv6Packet::new_checked(&out[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&p, s, s), Ok(r));
     }
 
     #[test]
@@ -924,7 +1021,7 @@ mod tests {
         ));
         // Time exceeded quoting less than an IPv6 header.
         let r = Icmpv6Repr::TimeExceeded {
-            code: 0,
+            code: TimeExceededCode::HOP_LIMIT,
             invoking: &[0x60; 39],
         };
         let mut out = vec![0u8; r.buffer_len()];
@@ -954,7 +1051,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(kind in 0u8..7, ident in any::<u16>(), seq_no in any::<u16>(), code in any::<u8>(),
+        fn round_trip(kind in 0u8..8, ident in any::<u16>(), seq_no in any::<u16>(), code in any::<u8>(),
                       mtu in any::<u32>(), flags in any::<[bool; 3]>(), target in any::<[u8; 16]>(),
                       ll in proptest::option::of(any::<[u8; 6]>()),
                       data in proptest::collection::vec(any::<u8>(), 0..64),
@@ -969,9 +1066,10 @@ mod tests {
             let r = match kind {
                 0 => Icmpv6Repr::EchoRequest { ident, seq_no, data: &data },
                 1 => Icmpv6Repr::EchoReply { ident, seq_no, data: &data },
-                2 => Icmpv6Repr::DstUnreachable { code, invoking: &inv },
+                2 => Icmpv6Repr::DstUnreachable { code: UnreachableCode(code), invoking: &inv },
                 3 => Icmpv6Repr::PacketTooBig { mtu, invoking: &inv },
-                4 => Icmpv6Repr::TimeExceeded { code, invoking: &inv },
+                4 => Icmpv6Repr::TimeExceeded { code: TimeExceededCode(code), invoking: &inv },
+                7 => Icmpv6Repr::ParamProblem { code: ParamProblemCode(code), pointer: mtu, invoking: &inv },
                 5 => Icmpv6Repr::NeighborSolicit { target_addr: target, source_lladdr: ll },
                 _ => Icmpv6Repr::NeighborAdvert { router: flags[0], solicited: flags[1], override_: flags[2],
                                                    target_addr: target, target_lladdr: ll },

@@ -12,6 +12,36 @@
 //! Anything wrong with the input comes back as an [`Error`] value.
 #![forbid(unsafe_code)]
 
+/// An open newtype over a one-byte protocol code with named constants (the rustls
+/// pattern): unknown values survive a parse, and `Debug` prints the name or, for an
+/// unknown value, the number in hex.
+macro_rules! open_code {
+    ($(#[$m:meta])* $name:ident { $( $(#[$d:meta])* $c:ident = $v:literal => $n:literal, )* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name(pub u8);
+
+        impl $name {
+            $( $(#[$d])* pub const $c: $name = $name($v); )*
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match *self {
+                    $( $name::$c => f.write_str($n), )*
+                    $name(v) => write!(f, "{:#04x}", v),
+                }
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                core::fmt::Debug::fmt(self, f)
+            }
+        }
+    };
+}
+
 pub mod arp;
 pub mod checksum;
 pub mod ethernet;
