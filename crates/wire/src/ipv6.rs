@@ -142,10 +142,19 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Behind a Fragment header with a nonzero offset the bytes at the returned offset
     /// are a continuation, not an upper-layer header; see [`Ipv6Packet::fragment`].
     pub fn upper_layer(&self) -> Result<(IpProtocol, usize)> {
+        self.upper_layer_at().map(|(nh, off, _)| (nh, off))
+    }
+
+    /// [`Ipv6Packet::upper_layer`], plus the offset of the Next Header field that
+    /// names the upper layer: 6 in the fixed header, or the first byte of the last
+    /// extension header. RFC 8200 §4: a Parameter Problem about an unrecognized next
+    /// header points there.
+    pub fn upper_layer_at(&self) -> Result<(IpProtocol, usize, usize)> {
         let b = self.buffer.as_ref();
         let end = self.total_len();
         let mut nh = self.next_header();
         let mut off = HEADER_LEN;
+        let mut pointer = field::NXT_HDR;
         let mut count = 0;
         loop {
             let len = match nh {
@@ -161,7 +170,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
                 }
                 IpProtocol::FRAGMENT => 8,
                 IpProtocol::AH => (usize::from(ext_len_byte(b, nh, off, end)?) + 2) * 4,
-                _ => return Ok((nh, off)),
+                _ => return Ok((nh, off, pointer)),
             };
             count += 1;
             if count > MAX_EXT_HEADERS {
@@ -173,6 +182,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
             }
             check_ext_fits(nh, off, len, end)?;
             nh = IpProtocol(b[off]);
+            pointer = off;
             off += len;
         }
     }
@@ -483,6 +493,20 @@ mod tests {
             Ok((IpProtocol::UDP, 40 + 8 + 16 + 8 + 8 + 24))
         );
         assert_eq!(p.fragment(), Ok(Some((0, true, 0xdeadbeef))));
+        // UDP is named by the AH, the last extension header, at 40 + 8 + 16 + 8 + 8.
+        assert_eq!(
+            p.upper_layer_at(),
+            Ok((
+                IpProtocol::UDP,
+                40 + 8 + 16 + 8 + 8 + 24,
+                40 + 8 + 16 + 8 + 8
+            ))
+        );
+        let b = packet(&[0; 8], 17);
+        assert_eq!(
+            Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer_at(),
+            Ok((IpProtocol::UDP, 40, 6))
+        );
 
         // Without the UDP header the chain is still whole; one byte less and the AH
         // runs past the payload length.

@@ -18,6 +18,9 @@ use weft_wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
 use weft_wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use weft_wire::{Error, IpProtocol};
 
+/// Offset of the IPv4 protocol field (RFC 791 §3.1).
+const IPV4_PROTOCOL_FIELD: usize = 9;
+
 /// A packet that passed its family's validation, as the policy sees it.
 #[derive(Debug)]
 pub(super) struct Datagram {
@@ -30,9 +33,11 @@ pub(super) struct Datagram {
     pub dont_frag: bool,
     /// IPv4 options present (forwarded, and counted).
     pub has_options: bool,
-    /// The upper-layer protocol and its offset from the IP header (IPv6: behind the
-    /// extension headers), or why the extension header chain is malformed.
-    pub upper: Result<(IpProtocol, usize), Error>,
+    /// The upper-layer protocol, its offset from the IP header (IPv6: behind the
+    /// extension headers) and the offset of the field that names it (IPv4: the
+    /// protocol field; IPv6: the last Next Header), or why the extension header chain
+    /// is malformed.
+    pub upper: Result<(IpProtocol, usize, usize), Error>,
 }
 
 /// RFC 1812 §5.2.2: the checks a router must make on an IPv4 header — length,
@@ -67,7 +72,7 @@ fn validate_v4(payload: &[u8]) -> Result<Datagram, Counter> {
         frame_len: ethernet::HEADER_LEN + usize::from(ip.total_len()),
         dont_frag: ip.dont_frag(),
         has_options,
-        upper: Ok((ip.protocol(), ip.header_len())),
+        upper: Ok((ip.protocol(), ip.header_len(), IPV4_PROTOCOL_FIELD)),
     })
 }
 
@@ -89,7 +94,7 @@ fn validate_v6(payload: &[u8]) -> Result<Datagram, Counter> {
         frame_len: ethernet::HEADER_LEN + ip.total_len(),
         dont_frag: true,
         has_options: false,
-        upper: ip.upper_layer(),
+        upper: ip.upper_layer_at(),
     })
 }
 
@@ -219,7 +224,9 @@ impl Worker {
         // Local delivery.
         if self.router.is_for_us(ingress, dst) {
             match d.upper {
-                Ok((proto, off)) => self.local(fib, ingress, buf, &d, proto, off, now, out),
+                Ok((proto, off, field)) => {
+                    self.local(fib, ingress, buf, &d, (proto, off, field), now, out)
+                }
                 Err(e) => self.drop(&e),
             }
             return None;

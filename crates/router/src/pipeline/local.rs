@@ -33,7 +33,7 @@ fn is_fragment(v: Version, datagram: &[u8]) -> bool {
 
 impl Worker {
     /// A validated packet `d` for us in `buf`, whose upper layer is `proto` at `off`
-    /// bytes from the IP header.
+    /// bytes from the IP header, named by the field at offset `field`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn local(
         &mut self,
@@ -41,8 +41,7 @@ impl Worker {
         ingress: PortId,
         buf: PacketBuf,
         d: &Datagram,
-        proto: IpProtocol,
-        off: usize,
+        (proto, off, field): (IpProtocol, usize, usize),
         now: Instant,
         out: &mut Outbox,
     ) {
@@ -54,12 +53,19 @@ impl Worker {
         let dst = d.ip.dst_addr();
         if proto != v.icmp() {
             self.counters.inc(Counter::DropLocalProtocol);
+            // RFC 8200 §4.7: No Next Header means nothing follows; nothing to answer.
+            if v == Version::Ipv6 && proto == IpProtocol::NO_NEXT {
+                return;
+            }
+            // RFC 1122 §3.2.2.1 / RFC 4443 §3.1: UDP or TCP to a port we do not serve
+            // is port unreachable. Any other protocol: IPv4 protocol unreachable; IPv6
+            // (RFC 8200 §4) parameter problem code 1, unrecognized next header,
+            // pointing at the Next Header field that names it.
             let kind = if proto == IpProtocol::UDP || proto == IpProtocol::TCP {
                 IcmpError::PortUnreachable
             } else {
-                match v {
-                    Version::Ipv4 => IcmpError::UnknownProtocol { pointer: 0 },
-                    Version::Ipv6 => IcmpError::PortUnreachable,
+                IcmpError::UnknownProtocol {
+                    pointer: field as u32,
                 }
             };
             // RFC 1812 §4.3.2.7, RFC 4443 §2.4(e.3): no error about a packet to a group
