@@ -229,7 +229,9 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
         let have = self.buffer.as_ref().len();
         check_len(Header::Icmpv6, have, HEADER_LEN)?;
         if self.is_ndp() {
-            check_len(Header::Ndp, have, NDP_HEADER_LEN)?;
+            // Reported as the ICMPv6 message being short (the view's own check), not as
+            // an ND validation failure: Icmpv6Repr::parse makes those.
+            check_len(Header::Icmpv6, have, NDP_HEADER_LEN)?;
         }
         Ok(())
     }
@@ -850,7 +852,7 @@ mod tests {
         assert_eq!(
             Icmpv6Packet::new_checked(&NS[..23]).unwrap_err(),
             Error::Truncated {
-                header: Header::Ndp,
+                header: Header::Icmpv6,
                 need: 24,
                 have: 23
             }
