@@ -4,6 +4,7 @@
 //! (the control socket) sum the blocks.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use weft_wire::{Error, Field, Header};
 
 macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident = $text:literal, )*) => {
@@ -143,6 +144,73 @@ counters! {
     DropTxRingFull = "drop_tx_ring_full",
     /// Drop: no address on the port to send an ICMP error or ND/ARP from.
     DropNoSourceAddress = "drop_no_source_address",
+    /// Drop: a parse error no other counter names (a header the router does not
+    /// validate itself; see [`drop_counter`]).
+    DropMalformedOther = "drop_malformed_other",
+}
+
+/// The one place a weft-wire parse error becomes a drop counter, as rustls maps each
+/// error to one alert: the pipeline never inspects an error itself. Each arm is the
+/// check RFC 1812 §5.2.2 (IPv4), RFC 8200 §3-4 (IPv6), RFC 826 (ARP), RFC 4861 §7.1
+/// (ND) or RFC 1122 §3.2.2 / RFC 4443 §2.4 (ICMP) names.
+pub fn drop_counter(e: &Error) -> Counter {
+    match *e {
+        Error::Truncated {
+            header: Header::Ethernet,
+            ..
+        } => Counter::DropRunt,
+        Error::Field {
+            header: Header::Ipv4 | Header::Ipv6,
+            field: Field::Version,
+            ..
+        } => Counter::DropIpVersion,
+        // IPv4: shorter than 20 bytes or than IHL × 4, IHL below 5, total length below
+        // the header or past the frame, header checksum.
+        Error::Truncated {
+            header: Header::Ipv4,
+            ..
+        } => Counter::DropIpv4Truncated,
+        Error::Field {
+            header: Header::Ipv4,
+            field: Field::Ihl,
+            ..
+        } => Counter::DropIpv4BadIhl,
+        Error::Length {
+            header: Header::Ipv4,
+            field: Field::TotalLength,
+            ..
+        } => Counter::DropIpv4BadTotalLength,
+        Error::Checksum {
+            header: Header::Ipv4,
+        } => Counter::DropIpv4BadChecksum,
+        // IPv6: shorter than 40 bytes, payload length past the frame, an extension
+        // header chain that is malformed or too long.
+        Error::Truncated {
+            header: Header::Ipv6,
+            ..
+        } => Counter::DropIpv6Truncated,
+        Error::Length {
+            header: Header::Ipv6,
+            field: Field::PayloadLength,
+            ..
+        } => Counter::DropIpv6BadPayloadLength,
+        Error::Field {
+            header: Header::Ipv6,
+            field: Field::ExtCount,
+            ..
+        } => Counter::DropIpv6BadExtHeaders,
+        _ if matches!(e.header(), Header::Ipv6Ext(_)) => Counter::DropIpv6BadExtHeaders,
+        _ if e.header() == Header::Arp => Counter::DropArpMalformed,
+        // ICMP types we do not parse are valid messages we do not act on.
+        Error::Unsupported {
+            header: Header::Icmpv4 | Header::Icmpv6,
+            field: Field::Type,
+            ..
+        } => Counter::DropIcmpIgnored,
+        _ if e.header() == Header::Ndp => Counter::DropNdMalformed,
+        _ if matches!(e.header(), Header::Icmpv4 | Header::Icmpv6) => Counter::DropIcmpMalformed,
+        _ => Counter::DropMalformedOther,
+    }
 }
 
 /// Number of counters.
@@ -212,5 +280,77 @@ mod tests {
         b.add(Counter::DropRunt, 2);
         let s = sum([&a, &b]);
         assert_eq!(s[Counter::DropRunt as usize], (Counter::DropRunt, 3));
+    }
+
+    #[test]
+    fn each_wire_error_has_its_counter() {
+        let t = |header, need, have| Error::Truncated { header, need, have };
+        let f = |header, field, value| Error::Field {
+            header,
+            field,
+            value,
+        };
+        let l = |header, field, value| Error::Length {
+            header,
+            field,
+            value,
+        };
+        let cases = [
+            (t(Header::Ethernet, 14, 3), Counter::DropRunt),
+            (t(Header::Arp, 28, 27), Counter::DropArpMalformed),
+            (f(Header::Ipv4, Field::Version, 6), Counter::DropIpVersion),
+            (f(Header::Ipv6, Field::Version, 4), Counter::DropIpVersion),
+            (t(Header::Ipv4, 20, 19), Counter::DropIpv4Truncated),
+            (t(Header::Ipv4, 24, 20), Counter::DropIpv4Truncated),
+            (f(Header::Ipv4, Field::Ihl, 4), Counter::DropIpv4BadIhl),
+            (
+                l(Header::Ipv4, Field::TotalLength, 19),
+                Counter::DropIpv4BadTotalLength,
+            ),
+            (
+                Error::Checksum {
+                    header: Header::Ipv4,
+                },
+                Counter::DropIpv4BadChecksum,
+            ),
+            (t(Header::Ipv6, 40, 39), Counter::DropIpv6Truncated),
+            (
+                l(Header::Ipv6, Field::PayloadLength, 8),
+                Counter::DropIpv6BadPayloadLength,
+            ),
+            (
+                f(Header::Ipv6, Field::ExtCount, 9),
+                Counter::DropIpv6BadExtHeaders,
+            ),
+            (
+                t(Header::Ipv6Ext(weft_wire::IpProtocol::ROUTING), 42, 40),
+                Counter::DropIpv6BadExtHeaders,
+            ),
+            (
+                Error::Unsupported {
+                    header: Header::Icmpv4,
+                    field: Field::Type,
+                    value: 13,
+                },
+                Counter::DropIcmpIgnored,
+            ),
+            (
+                Error::Checksum {
+                    header: Header::Icmpv6,
+                },
+                Counter::DropIcmpMalformed,
+            ),
+            (
+                Error::Checksum {
+                    header: Header::Ndp,
+                },
+                Counter::DropNdMalformed,
+            ),
+            (f(Header::Ndp, Field::Code, 1), Counter::DropNdMalformed),
+            (f(Header::Bth, Field::TVer, 1), Counter::DropMalformedOther),
+        ];
+        for (e, c) in cases {
+            assert_eq!(drop_counter(&e), c, "{e}");
+        }
     }
 }

@@ -570,7 +570,7 @@ fn no_icmp_error_about_an_icmp_error_a_broadcast_or_a_later_fragment() {
             &udp_bytes(0),
         );
         let r = Icmpv4Repr::TimeExceeded {
-            code: 0,
+            code: weft_wire::icmpv4::TimeExceededCode::TTL,
             invoking: &inner[..28],
         };
         let mut m = vec![0u8; r.buffer_len()];
@@ -1486,7 +1486,10 @@ fn ipv6_hop_limit_one_and_no_route_and_echo() {
     )
     .expect("repr")
     {
-        Icmpv6Repr::TimeExceeded { code: 0, invoking } => assert_eq!(invoking, &inp[14..]),
+        Icmpv6Repr::TimeExceeded {
+            code: weft_wire::icmpv6::TimeExceededCode::HOP_LIMIT,
+            invoking,
+        } => assert_eq!(invoking, &inp[14..]),
         other => panic!("{other:?}"),
     }
     assert_eq!(h.c(Counter::DropHopLimitExceeded), 1);
@@ -1595,4 +1598,97 @@ fn a_route_change_moves_traffic_at_once() {
     let out = h.rx(0, &udp_through(64));
     let (_, icmp) = parse_icmp4(&out[0].1);
     assert_eq!(icmp[0], 3, "now unreachable");
+}
+
+/// RFC 8200 §4: an unrecognized Next Header value to the router is answered with
+/// parameter problem code 1 whose pointer is the offset of that value — byte 6 of the
+/// IPv6 header, or the first byte of the extension header that holds it. UDP to the
+/// router stays port unreachable (RFC 4443 §3.1).
+#[test]
+fn ipv6_unknown_next_header_to_the_router_gets_parameter_problem_code_1_at_the_field() {
+    let mut h = Harness::new();
+    // Teach A's MAC.
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target_addr: v6("2001:2:0:1::1"),
+        source_lladdr: Some(HA),
+    };
+    h.rx(
+        0,
+        &ip6_icmp(HA, R0, v6("2001:2:0:1::2"), v6("2001:2:0:1::1"), 255, &ns),
+    );
+    let unknown = IpProtocol(253);
+    let mut dest_opts = vec![unknown.0, 0, 1, 4, 0, 0, 0, 0];
+    dest_opts.extend_from_slice(&[0xab; 8]);
+    let cases = [
+        (IpProtocol(253), vec![0xab; 8], 6u32),
+        (IpProtocol::DEST_OPTS, dest_opts, 40u32),
+    ];
+    for (i, (nh, payload, pointer)) in cases.into_iter().enumerate() {
+        let inp = eth(
+            R0,
+            HA,
+            EtherType::IPV6,
+            &ip6(v6("2001:2:0:1::2"), v6("2001:2:0:1::1"), nh, 64, &payload),
+        );
+        let out = h.rx(0, &inp);
+        assert_eq!(out.len(), 1, "case {i}");
+        let e = EthernetFrame::new_checked(&out[0].1[..]).expect("eth");
+        assert_eq!(e.dst_addr(), HA);
+        let ip = Ipv6Packet::new_checked(e.payload()).expect("ipv6");
+        assert_eq!(
+            (ip.src_addr(), ip.dst_addr()),
+            (v6("2001:2:0:1::1"), v6("2001:2:0:1::2"))
+        );
+        // The pointed-at byte is the unknown value.
+        assert_eq!(inp[14 + pointer as usize], unknown.0);
+        match Icmpv6Repr::parse(
+            &Icmpv6Packet::new_checked(ip.payload()).expect("icmp"),
+            ip.src_addr(),
+            ip.dst_addr(),
+        )
+        .expect("repr")
+        {
+            Icmpv6Repr::ParamProblem {
+                code,
+                pointer: p,
+                invoking,
+            } => {
+                assert_eq!(code, weft_wire::icmpv6::ParamProblemCode::NEXT_HEADER);
+                assert_eq!(p, pointer, "case {i}");
+                assert_eq!(invoking, &inp[14..]);
+            }
+            other => panic!("not a parameter problem: {other:?}"),
+        }
+    }
+    assert_eq!(h.c(Counter::DropLocalProtocol), 2);
+    assert_eq!(h.c(Counter::UnreachableSent), 2);
+    // UDP: port unreachable, as before.
+    let inp = eth(
+        R0,
+        HA,
+        EtherType::IPV6,
+        &ip6(
+            v6("2001:2:0:1::2"),
+            v6("2001:2:0:1::1"),
+            IpProtocol::UDP,
+            64,
+            &udp_bytes(8),
+        ),
+    );
+    let out = h.rx(0, &inp);
+    assert_eq!(out.len(), 1);
+    let e = EthernetFrame::new_checked(&out[0].1[..]).expect("eth");
+    let ip = Ipv6Packet::new_checked(e.payload()).expect("ipv6");
+    assert!(matches!(
+        Icmpv6Repr::parse(
+            &Icmpv6Packet::new_checked(ip.payload()).expect("icmp"),
+            ip.src_addr(),
+            ip.dst_addr(),
+        ),
+        Ok(Icmpv6Repr::DstUnreachable {
+            code: weft_wire::icmpv6::UnreachableCode::PORT,
+            ..
+        })
+    ));
+    assert_eq!(h.c(Counter::DropLocalProtocol), 3);
 }

@@ -8,11 +8,11 @@
 
 use crate::ethernet::{EtherType, EthernetAddress};
 use crate::ipv4::Ipv4Address;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const HTYPE: Field = 0..2;
     pub const PTYPE: Field = 2..4;
     pub const HLEN: usize = 4;
@@ -50,7 +50,7 @@ impl fmt::Debug for ArpOperation {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
@@ -78,8 +78,8 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// (Ethernet padding) are ignored.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        check_len(b.len(), FIXED_LEN)?;
-        check_len(b.len(), self.packet_len())
+        check_len(Header::Arp, b.len(), FIXED_LEN)?;
+        check_len(Header::Arp, b.len(), self.packet_len())
     }
 
     /// The underlying buffer.
@@ -191,11 +191,20 @@ impl ArpRepr {
             || packet.hardware_len() != 6
             || packet.protocol_len() != 4
         {
-            return Err(Error::Unsupported("arp other than ethernet/ipv4"));
+            return Err(Error::Unsupported {
+                header: Header::Arp,
+                field: Field::AddressFormat,
+                value: u32::from(packet.hardware_type()) << 16
+                    | u32::from(packet.protocol_type().0),
+            });
         }
         let op = packet.operation();
         if op != ArpOperation::REQUEST && op != ArpOperation::REPLY {
-            return Err(Error::Unsupported("arp operation"));
+            return Err(Error::Unsupported {
+                header: Header::Arp,
+                field: Field::Operation,
+                value: u32::from(op.0),
+            });
         }
         let ip = |b: &[u8]| Ipv4Address::new(b[0], b[1], b[2], b[3]);
         let mac = |b: &[u8]| EthernetAddress([b[0], b[1], b[2], b[3], b[4], b[5]]);
@@ -215,7 +224,7 @@ impl ArpRepr {
 
     /// Write the packet; a buffer shorter than 28 bytes is an error.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut ArpPacket<T>) -> Result<()> {
-        check_len(packet.buffer.as_ref().len(), ETHERNET_IPV4_LEN)?;
+        check_len(Header::Arp, packet.buffer.as_ref().len(), ETHERNET_IPV4_LEN)?;
         packet.set_fixed(HTYPE_ETHERNET, EtherType::IPV4, 6, 4, self.operation);
         packet.set_addrs(
             &self.source_hardware_addr.0,
@@ -260,7 +269,11 @@ mod tests {
         assert_eq!(out, REQUEST);
         assert_eq!(
             r.emit(&mut ArpPacket::new_unchecked(&mut out[..27])),
-            Err(Error::Truncated { need: 28, have: 27 })
+            Err(Error::Truncated {
+                header: Header::Arp,
+                need: 28,
+                have: 27
+            })
         );
     }
 
@@ -268,11 +281,19 @@ mod tests {
     fn rejects_short_and_unsupported() {
         assert_eq!(
             ArpPacket::new_checked(&REQUEST[..27]).unwrap_err(),
-            Error::Truncated { need: 28, have: 27 }
+            Error::Truncated {
+                header: Header::Arp,
+                need: 28,
+                have: 27
+            }
         );
         assert_eq!(
             ArpPacket::new_checked(&REQUEST[..7]).unwrap_err(),
-            Error::Truncated { need: 8, have: 7 }
+            Error::Truncated {
+                header: Header::Arp,
+                need: 8,
+                have: 7
+            }
         );
         // hlen 255 announces far more than the buffer holds.
         let mut b = REQUEST;
@@ -280,6 +301,7 @@ mod tests {
         assert_eq!(
             ArpPacket::new_checked(&b[..]).unwrap_err(),
             Error::Truncated {
+                header: Header::Arp,
                 need: 8 + 2 * 259,
                 have: 28
             }
@@ -289,12 +311,23 @@ mod tests {
         b[4] = 4;
         let p = ArpPacket::new_checked(&b[..]).unwrap();
         assert_eq!(p.target_protocol_addr().len(), 4);
-        assert!(matches!(ArpRepr::parse(&p), Err(Error::Unsupported(_))));
+        assert!(matches!(
+            ArpRepr::parse(&p),
+            Err(Error::Unsupported {
+                header: Header::Arp,
+                field: Field::AddressFormat,
+                ..
+            })
+        ));
         let mut b = REQUEST;
         b[7] = 3; // RARP request
         assert!(matches!(
             ArpRepr::parse(&ArpPacket::new_checked(&b[..]).unwrap()),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Arp,
+                field: Field::Operation,
+                value: 3
+            })
         ));
     }
 

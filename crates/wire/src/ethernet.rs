@@ -8,11 +8,11 @@
 //! ```
 //! The frame check sequence is not part of the buffer: the NIC strips it.
 
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const DST: Field = 0..6;
     pub const SRC: Field = 6..12;
     /// The ethertype of an untagged frame, or the TPID of a tagged one.
@@ -160,7 +160,7 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
@@ -181,8 +181,8 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Check that the buffer holds the header, including the tag when the TPID says so.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        check_len(b.len(), HEADER_LEN)?;
-        check_len(b.len(), self.header_len())
+        check_len(Header::Ethernet, b.len(), HEADER_LEN)?;
+        check_len(Header::Ethernet, b.len(), self.header_len())
     }
 
     /// The underlying buffer.
@@ -284,12 +284,18 @@ impl EthernetRepr {
         frame.check_len()?;
         let ethertype = frame.ethertype();
         if ethertype == EtherType::VLAN {
-            return Err(Error::Unsupported("stacked 802.1Q tags"));
+            return Err(Error::Unsupported {
+                header: Header::Ethernet,
+                field: Field::EtherType,
+                value: u32::from(ethertype.0),
+            });
         }
         if ethertype.is_length() {
-            return Err(Error::Unsupported(
-                "802.3 length field instead of an ethertype",
-            ));
+            return Err(Error::Unsupported {
+                header: Header::Ethernet,
+                field: Field::EtherType,
+                value: u32::from(ethertype.0),
+            });
         }
         Ok(EthernetRepr {
             src_addr: frame.src_addr(),
@@ -315,7 +321,11 @@ impl EthernetRepr {
 
     /// Write the header; a buffer too short for it is an error, not a panic.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, frame: &mut EthernetFrame<T>) -> Result<()> {
-        check_len(frame.buffer.as_ref().len(), self.header_len())?;
+        check_len(
+            Header::Ethernet,
+            frame.buffer.as_ref().len(),
+            self.header_len(),
+        )?;
         frame.set_dst_addr(self.dst_addr);
         frame.set_src_addr(self.src_addr);
         frame.set_tag_and_ethertype(self.vlan, self.ethertype);
@@ -382,18 +392,30 @@ mod tests {
     fn truncated_headers() {
         assert_eq!(
             EthernetFrame::new_checked(&UNTAGGED[..13]).unwrap_err(),
-            Error::Truncated { need: 14, have: 13 }
+            Error::Truncated {
+                header: Header::Ethernet,
+                need: 14,
+                have: 13
+            }
         );
         assert_eq!(
             EthernetFrame::new_checked(&TAGGED[..17]).unwrap_err(),
-            Error::Truncated { need: 18, have: 17 }
+            Error::Truncated {
+                header: Header::Ethernet,
+                need: 18,
+                have: 17
+            }
         );
         assert!(EthernetFrame::new_checked(&TAGGED[..18]).is_ok());
         let repr = EthernetRepr::parse(&EthernetFrame::new_checked(&TAGGED[..]).unwrap()).unwrap();
         let mut short = [0u8; 17];
         assert_eq!(
             repr.emit(&mut EthernetFrame::new_unchecked(&mut short[..])),
-            Err(Error::Truncated { need: 18, have: 17 })
+            Err(Error::Truncated {
+                header: Header::Ethernet,
+                need: 18,
+                have: 17
+            })
         );
     }
 
@@ -405,7 +427,11 @@ mod tests {
         let f = EthernetFrame::new_checked(&b[..]).unwrap();
         assert!(matches!(
             EthernetRepr::parse(&f),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Ethernet,
+                field: Field::EtherType,
+                value: 0x8100
+            })
         ));
         let mut b = UNTAGGED;
         b[12] = 0x00;
@@ -413,7 +439,11 @@ mod tests {
         let f = EthernetFrame::new_checked(&b[..]).unwrap();
         assert!(matches!(
             EthernetRepr::parse(&f),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Ethernet,
+                field: Field::EtherType,
+                value: 0x2e
+            })
         ));
     }
 

@@ -13,7 +13,7 @@ use crate::roce::icrc::{icrc, IpPair};
 use crate::roce::opcode::len;
 use crate::roce::{IbPacketRepr, UDP_PORT};
 use crate::udp::{UdpPacket, UdpRepr};
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// The IP header of a RoCEv2 frame.
@@ -125,7 +125,11 @@ pub fn parse_on_port(frame: &[u8], port: u16) -> Result<Option<RoceFrame<'_>>> {
                 return Ok(None);
             }
             if offset != IPV6_HEADER {
-                return Err(Error::Unsupported("RoCEv2 behind IPv6 extension headers"));
+                return Err(Error::Unsupported {
+                    header: Header::Ipv6,
+                    field: Field::NextHeader,
+                    value: u32::from(v.next_header().0),
+                });
             }
             (
                 IpHeader::V6(r),
@@ -238,7 +242,7 @@ impl FrameBuilder {
     /// Write a whole frame for `ib` and `payload` into `buf`; returns its length.
     pub fn emit(&self, buf: &mut [u8], ib: &IbPacketRepr, payload: &[u8]) -> Result<usize> {
         let h = self.header_len();
-        check_len(buf.len(), h)?;
+        check_len(Header::Ethernet, buf.len(), h)?;
         let ib_len = ib.emit(&mut buf[h..], payload)?;
         self.wrap(buf, ib_len)
     }
@@ -251,13 +255,21 @@ impl FrameBuilder {
         if ib_len < len::BTH + len::ICRC
             || ib_len > usize::from(u16::MAX) - UDP_HEADER - IPV6_HEADER
         {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Udp,
+                field: Field::Payload,
+                value: ib_len,
+            });
         }
         if self.flow_label > 0x000f_ffff {
-            return Err(Error::Malformed("ipv6.flow_label"));
+            return Err(Error::Field {
+                header: Header::Ipv6,
+                field: Field::FlowLabel,
+                value: self.flow_label,
+            });
         }
         let total = self.frame_len(ib_len);
-        check_len(buf.len(), total)?;
+        check_len(Header::Ethernet, buf.len(), total)?;
         let buf = &mut buf[..total];
         let eth = self.eth_repr();
         eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..]))?;
@@ -448,8 +460,15 @@ mod tests {
         }
         assert!(b.wrap(&mut buf, 3).is_err());
         let before = buf;
-        assert_eq!(b.wrap(&mut buf, usize::MAX), Err(Error::BadLength));
-        assert_eq!(b.wrap(&mut buf, 70_000), Err(Error::BadLength));
+        let too_long = |value| {
+            Err(Error::Length {
+                header: Header::Udp,
+                field: Field::Payload,
+                value,
+            })
+        };
+        assert_eq!(b.wrap(&mut buf, usize::MAX), too_long(usize::MAX));
+        assert_eq!(b.wrap(&mut buf, 70_000), too_long(70_000));
         assert_eq!(buf, before, "a refused wrap writes nothing");
         assert!(b.emit(&mut buf[..40], &write_only(), b"x").is_err());
     }

@@ -9,11 +9,11 @@
 //! all of it.
 
 use crate::checksum;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
     pub const CHECKSUM: Field = 2..4;
@@ -53,26 +53,30 @@ impl fmt::Debug for Icmpv4Message {
     }
 }
 
-/// Codes of destination unreachable (RFC 792, RFC 1812 §5.2.7.1).
-pub mod unreachable {
-    /// Net unreachable.
-    pub const NET: u8 = 0;
-    /// Host unreachable.
-    pub const HOST: u8 = 1;
-    /// Protocol unreachable.
-    pub const PROTOCOL: u8 = 2;
-    /// Port unreachable.
-    pub const PORT: u8 = 3;
-    /// Fragmentation needed and DF set; the next-hop MTU is in bytes 6..8 (RFC 1191).
-    pub const FRAG_NEEDED: u8 = 4;
+open_code! {
+    /// Code of a destination unreachable (RFC 792, RFC 1812 §5.2.7.1).
+    UnreachableCode {
+        /// Net unreachable.
+        NET = 0 => "Net",
+        /// Host unreachable.
+        HOST = 1 => "Host",
+        /// Protocol unreachable.
+        PROTOCOL = 2 => "Protocol",
+        /// Port unreachable.
+        PORT = 3 => "Port",
+        /// Fragmentation needed and DF set; the next-hop MTU is in bytes 6..8 (RFC 1191).
+        FRAG_NEEDED = 4 => "FragNeeded",
+    }
 }
 
-/// Codes of time exceeded.
-pub mod time_exceeded {
-    /// TTL exceeded in transit.
-    pub const TTL: u8 = 0;
-    /// Fragment reassembly time exceeded.
-    pub const REASSEMBLY: u8 = 1;
+open_code! {
+    /// Code of a time exceeded (RFC 792).
+    TimeExceededCode {
+        /// TTL exceeded in transit.
+        TTL = 0 => "Ttl",
+        /// Fragment reassembly time exceeded.
+        REASSEMBLY = 1 => "Reassembly",
+    }
 }
 
 /// The part of an offending datagram an error message quotes: its IP header and the
@@ -86,7 +90,7 @@ pub fn quote(datagram: &[u8]) -> &[u8] {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
@@ -112,7 +116,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 
     /// Check that the 8-byte header fits.
     pub fn check_len(&self) -> Result<()> {
-        check_len(self.buffer.as_ref().len(), HEADER_LEN)
+        check_len(Header::Icmpv4, self.buffer.as_ref().len(), HEADER_LEN)
     }
 
     /// The underlying buffer.
@@ -215,17 +219,17 @@ pub enum Icmpv4Repr<'a> {
     },
     /// Destination unreachable.
     DstUnreachable {
-        /// Why (see [`mod@unreachable`]).
-        code: u8,
-        /// Next-hop MTU for [`unreachable::FRAG_NEEDED`], else 0.
+        /// Why.
+        code: UnreachableCode,
+        /// Next-hop MTU for [`UnreachableCode::FRAG_NEEDED`], else 0.
         next_hop_mtu: u16,
         /// The invoking datagram's header and first 8 payload bytes (see [`quote`]).
         invoking: &'a [u8],
     },
     /// Time exceeded.
     TimeExceeded {
-        /// Why (see [`time_exceeded`]).
-        code: u8,
+        /// Why.
+        code: TimeExceededCode,
         /// The invoking datagram's header and first 8 payload bytes (see [`quote`]).
         invoking: &'a [u8],
     },
@@ -240,7 +244,11 @@ fn check_invoking(b: &[u8]) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Malformed("icmpv4 invoking datagram"))
+        Err(Error::Field {
+            header: Header::Icmpv4,
+            field: Field::Invoking,
+            value: b.len() as u32,
+        })
     }
 }
 
@@ -250,12 +258,18 @@ impl<'a> Icmpv4Repr<'a> {
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Icmpv4Packet<&'a T>) -> Result<Icmpv4Repr<'a>> {
         packet.check_len()?;
         if !packet.verify_checksum() {
-            return Err(Error::BadChecksum);
+            return Err(Error::Checksum {
+                header: Header::Icmpv4,
+            });
         }
         let data = &packet.buffer.as_ref()[HEADER_LEN..];
         match packet.msg_type() {
             Icmpv4Message::ECHO_REQUEST | Icmpv4Message::ECHO_REPLY if packet.msg_code() != 0 => {
-                Err(Error::Malformed("icmpv4 echo code"))
+                Err(Error::Field {
+                    header: Header::Icmpv4,
+                    field: Field::Code,
+                    value: u32::from(packet.msg_code()),
+                })
             }
             Icmpv4Message::ECHO_REQUEST => Ok(Icmpv4Repr::EchoRequest {
                 ident: packet.echo_ident(),
@@ -270,7 +284,8 @@ impl<'a> Icmpv4Repr<'a> {
             Icmpv4Message::DST_UNREACHABLE => {
                 check_invoking(data)?;
                 let code = packet.msg_code();
-                let next_hop_mtu = if code == unreachable::FRAG_NEEDED {
+                let code = UnreachableCode(code);
+                let next_hop_mtu = if code == UnreachableCode::FRAG_NEEDED {
                     packet.next_hop_mtu()
                 } else {
                     0
@@ -284,11 +299,15 @@ impl<'a> Icmpv4Repr<'a> {
             Icmpv4Message::TIME_EXCEEDED => {
                 check_invoking(data)?;
                 Ok(Icmpv4Repr::TimeExceeded {
-                    code: packet.msg_code(),
+                    code: TimeExceededCode(packet.msg_code()),
                     invoking: data,
                 })
             }
-            _ => Err(Error::Unsupported("icmpv4 message type")),
+            t => Err(Error::Unsupported {
+                header: Header::Icmpv4,
+                field: Field::Type,
+                value: u32::from(t.0),
+            }),
         }
     }
 
@@ -308,9 +327,13 @@ impl<'a> Icmpv4Repr<'a> {
     /// `buffer_len()` long, since the checksum covers all of it.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Icmpv4Packet<T>) -> Result<()> {
         let have = packet.buffer.as_ref().len();
-        check_len(have, self.buffer_len())?;
+        check_len(Header::Icmpv4, have, self.buffer_len())?;
         if have != self.buffer_len() {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Icmpv4,
+                field: Field::Length,
+                value: have,
+            });
         }
         let data = match *self {
             Icmpv4Repr::EchoRequest {
@@ -340,13 +363,13 @@ impl<'a> Icmpv4Repr<'a> {
                 invoking,
             } => {
                 packet.set_msg_type(Icmpv4Message::DST_UNREACHABLE);
-                packet.set_msg_code(code);
+                packet.set_msg_code(code.0);
                 packet.set_unused_and_mtu(next_hop_mtu);
                 invoking
             }
             Icmpv4Repr::TimeExceeded { code, invoking } => {
                 packet.set_msg_type(Icmpv4Message::TIME_EXCEEDED);
-                packet.set_msg_code(code);
+                packet.set_msg_code(code.0);
                 packet.set_unused_and_mtu(0);
                 invoking
             }
@@ -409,7 +432,7 @@ mod tests {
         assert_eq!(
             r,
             Icmpv4Repr::TimeExceeded {
-                code: time_exceeded::TTL,
+                code: TimeExceededCode::TTL,
                 invoking: &INVOKING
             }
         );
@@ -434,7 +457,7 @@ mod tests {
     #[test]
     fn frag_needed_carries_mtu() {
         let r = Icmpv4Repr::DstUnreachable {
-            code: unreachable::FRAG_NEEDED,
+            code: UnreachableCode::FRAG_NEEDED,
             next_hop_mtu: 1400,
             invoking: &INVOKING,
         };
@@ -450,13 +473,19 @@ mod tests {
     fn rejects_bad_input() {
         assert_eq!(
             Icmpv4Packet::new_checked(&ECHO[..7]).unwrap_err(),
-            Error::Truncated { need: 8, have: 7 }
+            Error::Truncated {
+                header: Header::Icmpv4,
+                need: 8,
+                have: 7
+            }
         );
         let mut b = ECHO;
         b[9] ^= 1;
         assert_eq!(
             Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&b[..]).unwrap()),
-            Err(Error::BadChecksum)
+            Err(Error::Checksum {
+                header: Header::Icmpv4
+            })
         );
         // Unknown type: the view reads it, the Repr refuses it.
         let mut b = ECHO;
@@ -464,14 +493,25 @@ mod tests {
         Icmpv4Packet::new_unchecked(&mut b[..]).fill_checksum();
         let p = Icmpv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.msg_type(), Icmpv4Message(13));
-        assert!(matches!(Icmpv4Repr::parse(&p), Err(Error::Unsupported(_))));
+        assert_eq!(
+            Icmpv4Repr::parse(&p),
+            Err(Error::Unsupported {
+                header: Header::Icmpv4,
+                field: Field::Type,
+                value: 13
+            })
+        );
         // A time exceeded that quotes less than an IPv4 header.
         let mut b = vec![11, 0, 0, 0, 0, 0, 0, 0];
         b.extend_from_slice(&INVOKING[..19]);
         Icmpv4Packet::new_unchecked(&mut b[..]).fill_checksum();
         assert_eq!(
             Icmpv4Repr::parse(&Icmpv4Packet::new_checked(&b[..]).unwrap()),
-            Err(Error::Malformed("icmpv4 invoking datagram"))
+            Err(Error::Field {
+                header: Header::Icmpv4,
+                field: Field::Invoking,
+                value: 19
+            })
         );
         // Emit into a wrong-size buffer.
         let r = Icmpv4Repr::EchoReply {
@@ -482,11 +522,19 @@ mod tests {
         let mut out = [0u8; 11];
         assert_eq!(
             r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..9])),
-            Err(Error::Truncated { need: 10, have: 9 })
+            Err(Error::Truncated {
+                header: Header::Icmpv4,
+                need: 10,
+                have: 9
+            })
         );
         assert_eq!(
             r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..])),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Icmpv4,
+                field: Field::Length,
+                value: 11
+            })
         );
     }
 
@@ -500,8 +548,8 @@ mod tests {
                 0 => Icmpv4Repr::EchoRequest { ident, seq_no, data: &data },
                 1 => Icmpv4Repr::EchoReply { ident, seq_no, data: &data },
                 2 => Icmpv4Repr::DstUnreachable {
-                    code, next_hop_mtu: if code == unreachable::FRAG_NEEDED { mtu } else { 0 }, invoking: &inv },
-                _ => Icmpv4Repr::TimeExceeded { code, invoking: &inv },
+                    code: UnreachableCode(code), next_hop_mtu: if code == UnreachableCode::FRAG_NEEDED.0 { mtu } else { 0 }, invoking: &inv },
+                _ => Icmpv4Repr::TimeExceeded { code: TimeExceededCode(code), invoking: &inv },
             };
             let mut out = vec![0u8; r.buffer_len()];
             r.emit(&mut Icmpv4Packet::new_unchecked(&mut out[..])).unwrap();

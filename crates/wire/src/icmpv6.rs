@@ -13,11 +13,11 @@ use crate::checksum;
 use crate::ethernet::EthernetAddress;
 use crate::ipv4::IpProtocol;
 use crate::ipv6::Ipv6Address;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
     pub const CHECKSUM: Field = 2..4;
@@ -84,6 +84,48 @@ impl fmt::Debug for Icmpv6Message {
     }
 }
 
+open_code! {
+    /// Code of a destination unreachable (RFC 4443 §3.1).
+    UnreachableCode {
+        /// No route to destination.
+        NO_ROUTE = 0 => "NoRoute",
+        /// Communication administratively prohibited.
+        PROHIBITED = 1 => "Prohibited",
+        /// Beyond scope of source address.
+        BEYOND_SCOPE = 2 => "BeyondScope",
+        /// Address unreachable.
+        ADDRESS = 3 => "Address",
+        /// Port unreachable.
+        PORT = 4 => "Port",
+        /// Source address failed ingress/egress policy.
+        SOURCE_POLICY = 5 => "SourcePolicy",
+        /// Reject route to destination.
+        REJECT_ROUTE = 6 => "RejectRoute",
+    }
+}
+
+open_code! {
+    /// Code of a time exceeded (RFC 4443 §3.3).
+    TimeExceededCode {
+        /// Hop limit exceeded in transit.
+        HOP_LIMIT = 0 => "HopLimit",
+        /// Fragment reassembly time exceeded.
+        REASSEMBLY = 1 => "Reassembly",
+    }
+}
+
+open_code! {
+    /// Code of a parameter problem (RFC 4443 §3.4).
+    ParamProblemCode {
+        /// Erroneous header field encountered.
+        HEADER_FIELD = 0 => "HeaderField",
+        /// Unrecognized Next Header type encountered.
+        NEXT_HEADER = 1 => "NextHeader",
+        /// Unrecognized IPv6 option encountered.
+        OPTION = 2 => "Option",
+    }
+}
+
 /// NDP option types (RFC 4861 §4.6).
 pub mod ndp_option {
     /// Source link-layer address.
@@ -108,14 +150,15 @@ pub fn quote(packet: &[u8]) -> &[u8] {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
 
 /// Iterator over NDP options: `(type, whole option bytes)`. A zero length field
-/// (RFC 4861 §4.6: "MUST silently discard") yields `Err(Malformed)`, an option running
-/// past the buffer `Err(BadLength)`; either ends the iteration.
+/// (RFC 4861 §4.6: "MUST silently discard") yields a `Field` error on its `Length`, an
+/// option running past the buffer a `Length` error (a lone trailing byte `Truncated`),
+/// all on [`Header::Ndp`]; any error ends the iteration.
 #[derive(Debug, Clone)]
 pub struct NdpOptions<'a> {
     rest: &'a [u8],
@@ -129,8 +172,16 @@ impl<'a> Iterator for NdpOptions<'a> {
             return None;
         }
         let r = match self.rest {
-            [_] => Err(Error::BadLength),
-            [_, 0, ..] => Err(Error::Malformed("ndp option length 0")),
+            [_] => Err(Error::Truncated {
+                header: Header::Ndp,
+                need: 2,
+                have: 1,
+            }),
+            [_, 0, ..] => Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 0,
+            }),
             [t, l, ..] => {
                 let len = usize::from(*l) * 8;
                 match self.rest.get(..len) {
@@ -139,7 +190,11 @@ impl<'a> Iterator for NdpOptions<'a> {
                         self.rest = &self.rest[len..];
                         return Some(Ok((t, opt)));
                     }
-                    None => Err(Error::BadLength),
+                    None => Err(Error::Length {
+                        header: Header::Ndp,
+                        field: Field::Length,
+                        value: len,
+                    }),
                 }
             }
             [] => return None,
@@ -172,9 +227,11 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
     /// advertisement that the target address does too.
     pub fn check_len(&self) -> Result<()> {
         let have = self.buffer.as_ref().len();
-        check_len(have, HEADER_LEN)?;
+        check_len(Header::Icmpv6, have, HEADER_LEN)?;
         if self.is_ndp() {
-            check_len(have, NDP_HEADER_LEN)?;
+            // Reported as the ICMPv6 message being short (the view's own check), not as
+            // an ND validation failure: Icmpv6Repr::parse makes those.
+            check_len(Header::Icmpv6, have, NDP_HEADER_LEN)?;
         }
         Ok(())
     }
@@ -321,8 +378,8 @@ pub enum Icmpv6Repr<'a> {
     },
     /// Destination unreachable (RFC 4443 §3.1).
     DstUnreachable {
-        /// Why (0 no route, 1 prohibited, 3 address unreachable, 4 port unreachable, …).
-        code: u8,
+        /// Why.
+        code: UnreachableCode,
         /// The start of the invoking packet (see [`quote`]).
         invoking: &'a [u8],
     },
@@ -335,8 +392,17 @@ pub enum Icmpv6Repr<'a> {
     },
     /// Time exceeded (RFC 4443 §3.3).
     TimeExceeded {
-        /// 0 hop limit exceeded, 1 reassembly time exceeded.
-        code: u8,
+        /// Why.
+        code: TimeExceededCode,
+        /// The start of the invoking packet.
+        invoking: &'a [u8],
+    },
+    /// Parameter problem (RFC 4443 §3.4).
+    ParamProblem {
+        /// Which kind of problem.
+        code: ParamProblemCode,
+        /// Offset of the offending byte in the invoking packet.
+        pointer: u32,
         /// The start of the invoking packet.
         invoking: &'a [u8],
     },
@@ -367,8 +433,18 @@ fn check_invoking(b: &[u8]) -> Result<()> {
     if b.len() >= crate::ipv6::HEADER_LEN && b[0] >> 4 == 6 {
         Ok(())
     } else {
-        Err(Error::Malformed("icmpv6 invoking packet"))
+        Err(Error::Field {
+            header: Header::Icmpv6,
+            field: Field::Invoking,
+            value: b.len() as u32,
+        })
     }
+}
+
+/// An address's first 32 bits, the value a [`Error::Field`] on an address reports.
+fn first32(a: Ipv6Address) -> u32 {
+    let o = a.octets();
+    u32::from_be_bytes([o[0], o[1], o[2], o[3]])
 }
 
 /// The first link-layer address option of `kind`. Ethernet addresses take a
@@ -379,7 +455,11 @@ fn lladdr_option(opts: NdpOptions<'_>, kind: u8) -> Result<Option<EthernetAddres
         let (t, bytes) = o?;
         if t == kind && found.is_none() {
             if bytes.len() != LLADDR_OPT_LEN {
-                return Err(Error::Unsupported("ndp link-layer address not ethernet"));
+                return Err(Error::Unsupported {
+                    header: Header::Ndp,
+                    field: Field::LinkLayerOption,
+                    value: bytes.len() as u32,
+                });
             }
             found = EthernetAddress::from_bytes(&bytes[2..]);
         }
@@ -400,14 +480,25 @@ impl<'a> Icmpv6Repr<'a> {
     ) -> Result<Icmpv6Repr<'a>> {
         packet.check_len()?;
         if !packet.verify_checksum(src, dst) {
-            return Err(Error::BadChecksum);
+            // A neighbour discovery message's checksum is one of its RFC 4861 §7.1
+            // validity checks: say so, so that callers count it as ND.
+            let header = if packet.is_ndp() {
+                Header::Ndp
+            } else {
+                Header::Icmpv6
+            };
+            return Err(Error::Checksum { header });
         }
         let buf: &'a [u8] = packet.buffer.as_ref();
         let data = &buf[HEADER_LEN..];
         let code = packet.msg_code();
         match packet.msg_type() {
             Icmpv6Message::ECHO_REQUEST | Icmpv6Message::ECHO_REPLY if code != 0 => {
-                Err(Error::Malformed("icmpv6 echo code"))
+                Err(Error::Field {
+                    header: Header::Icmpv6,
+                    field: Field::Code,
+                    value: u32::from(code),
+                })
             }
             Icmpv6Message::ECHO_REQUEST => Ok(Icmpv6Repr::EchoRequest {
                 ident: packet.echo_ident(),
@@ -422,7 +513,7 @@ impl<'a> Icmpv6Repr<'a> {
             Icmpv6Message::DST_UNREACHABLE => {
                 check_invoking(data)?;
                 Ok(Icmpv6Repr::DstUnreachable {
-                    code,
+                    code: UnreachableCode(code),
                     invoking: data,
                 })
             }
@@ -436,20 +527,37 @@ impl<'a> Icmpv6Repr<'a> {
             Icmpv6Message::TIME_EXCEEDED => {
                 check_invoking(data)?;
                 Ok(Icmpv6Repr::TimeExceeded {
-                    code,
+                    code: TimeExceededCode(code),
+                    invoking: data,
+                })
+            }
+            Icmpv6Message::PARAM_PROBLEM => {
+                check_invoking(data)?;
+                Ok(Icmpv6Repr::ParamProblem {
+                    code: ParamProblemCode(code),
+                    pointer: packet.word1(),
                     invoking: data,
                 })
             }
             t @ (Icmpv6Message::NEIGHBOR_SOLICIT | Icmpv6Message::NEIGHBOR_ADVERT) => {
                 if code != 0 {
-                    return Err(Error::Malformed("ndp code"));
+                    return Err(Error::Field {
+                        header: Header::Ndp,
+                        field: Field::Code,
+                        value: u32::from(code),
+                    });
                 }
                 let target_addr = packet.target_addr().ok_or(Error::Truncated {
+                    header: Header::Ndp,
                     need: NDP_HEADER_LEN,
                     have: buf.len(),
                 })?;
                 if target_addr.is_multicast() {
-                    return Err(Error::Malformed("ndp target is multicast"));
+                    return Err(Error::Field {
+                        header: Header::Ndp,
+                        field: Field::Target,
+                        value: first32(target_addr),
+                    });
                 }
                 let opts = NdpOptions {
                     rest: buf.get(NDP_HEADER_LEN..).unwrap_or(&[]),
@@ -457,9 +565,11 @@ impl<'a> Icmpv6Repr<'a> {
                 if t == Icmpv6Message::NEIGHBOR_SOLICIT {
                     let source_lladdr = lladdr_option(opts, ndp_option::SOURCE_LLADDR)?;
                     if src.is_unspecified() && source_lladdr.is_some() {
-                        return Err(Error::Malformed(
-                            "ndp source lladdr from unspecified address",
-                        ));
+                        return Err(Error::Field {
+                            header: Header::Ndp,
+                            field: Field::SourceLinkLayer,
+                            value: 1,
+                        });
                     }
                     Ok(Icmpv6Repr::NeighborSolicit {
                         target_addr,
@@ -468,7 +578,11 @@ impl<'a> Icmpv6Repr<'a> {
                 } else {
                     let solicited = packet.solicited_flag();
                     if solicited && dst.is_multicast() {
-                        return Err(Error::Malformed("ndp solicited advert to multicast"));
+                        return Err(Error::Field {
+                            header: Header::Ndp,
+                            field: Field::Solicited,
+                            value: 1,
+                        });
                     }
                     Ok(Icmpv6Repr::NeighborAdvert {
                         router: packet.router_flag(),
@@ -479,7 +593,11 @@ impl<'a> Icmpv6Repr<'a> {
                     })
                 }
             }
-            _ => Err(Error::Unsupported("icmpv6 message type")),
+            t => Err(Error::Unsupported {
+                header: Header::Icmpv6,
+                field: Field::Type,
+                value: u32::from(t.0),
+            }),
         }
     }
 
@@ -491,7 +609,8 @@ impl<'a> Icmpv6Repr<'a> {
             }
             Icmpv6Repr::DstUnreachable { invoking, .. }
             | Icmpv6Repr::PacketTooBig { invoking, .. }
-            | Icmpv6Repr::TimeExceeded { invoking, .. } => HEADER_LEN + invoking.len(),
+            | Icmpv6Repr::TimeExceeded { invoking, .. }
+            | Icmpv6Repr::ParamProblem { invoking, .. } => HEADER_LEN + invoking.len(),
             Icmpv6Repr::NeighborSolicit {
                 source_lladdr: l, ..
             }
@@ -512,9 +631,13 @@ impl<'a> Icmpv6Repr<'a> {
     ) -> Result<()> {
         let need = self.buffer_len();
         let have = packet.buffer.as_ref().len();
-        check_len(have, need)?;
+        check_len(Header::Icmpv6, have, need)?;
         if have != need {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Icmpv6,
+                field: Field::Length,
+                value: have,
+            });
         }
         let lladdr = |p: &mut Icmpv6Packet<T>, kind: u8, a: Option<EthernetAddress>| {
             if let Some(a) = a {
@@ -545,15 +668,26 @@ impl<'a> Icmpv6Repr<'a> {
                 packet.set_echo_seq_no(seq_no);
                 packet.data_mut().copy_from_slice(data);
             }
-            Icmpv6Repr::DstUnreachable { code, invoking }
-            | Icmpv6Repr::TimeExceeded { code, invoking } => {
-                packet.set_msg_type(if matches!(self, Icmpv6Repr::DstUnreachable { .. }) {
-                    Icmpv6Message::DST_UNREACHABLE
-                } else {
-                    Icmpv6Message::TIME_EXCEEDED
-                });
-                packet.set_msg_code(code);
+            Icmpv6Repr::DstUnreachable { code, invoking } => {
+                packet.set_msg_type(Icmpv6Message::DST_UNREACHABLE);
+                packet.set_msg_code(code.0);
                 packet.set_word1(0);
+                packet.data_mut().copy_from_slice(invoking);
+            }
+            Icmpv6Repr::TimeExceeded { code, invoking } => {
+                packet.set_msg_type(Icmpv6Message::TIME_EXCEEDED);
+                packet.set_msg_code(code.0);
+                packet.set_word1(0);
+                packet.data_mut().copy_from_slice(invoking);
+            }
+            Icmpv6Repr::ParamProblem {
+                code,
+                pointer,
+                invoking,
+            } => {
+                packet.set_msg_type(Icmpv6Message::PARAM_PROBLEM);
+                packet.set_msg_code(code.0);
+                packet.set_word1(pointer);
                 packet.data_mut().copy_from_slice(invoking);
             }
             Icmpv6Repr::PacketTooBig { mtu, invoking } => {
@@ -686,12 +820,42 @@ mod tests {
     }
 
     #[test]
+    fn codes_print_their_names_and_unknown_values_in_hex() {
+        assert_eq!(format!("{:?}", UnreachableCode::PORT), "Port");
+        assert_eq!(format!("{}", ParamProblemCode::NEXT_HEADER), "NextHeader");
+        assert_eq!(format!("{:?}", TimeExceededCode(7)), "0x07");
+        assert_eq!(ParamProblemCode::NEXT_HEADER, ParamProblemCode(1));
+    }
+
+    #[test]
+    fn parameter_problem_round_trips_with_its_pointer() {
+        let s = a("2001:2::1");
+        let mut inv = vec![0x60; 40];
+        inv[6] = 0xfd;
+        let r = Icmpv6Repr::ParamProblem {
+            code: ParamProblemCode::NEXT_HEADER,
+            pointer: 6,
+            invoking: &inv,
+        };
+        let mut out = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv6Packet::new_unchecked(&mut out[..]), s, s)
+            .unwrap();
+        assert_eq!(&out[..8], &[4, 1, out[2], out[3], 0, 0, 0, 6]);
+        let p = Icmpv6Packet::new_checked(&out[..]).unwrap();
+        assert_eq!(Icmpv6Repr::parse(&p, s, s), Ok(r));
+    }
+
+    #[test]
     fn ndp_validation() {
         let (s, d) = (a("fe80::1"), a("ff02::1:ff00:2"));
         // Truncated before the target.
         assert_eq!(
             Icmpv6Packet::new_checked(&NS[..23]).unwrap_err(),
-            Error::Truncated { need: 24, have: 23 }
+            Error::Truncated {
+                header: Header::Icmpv6,
+                need: 24,
+                have: 23
+            }
         );
         // Option length 0.
         let mut b = NS;
@@ -700,11 +864,19 @@ mod tests {
         let p = Icmpv6Packet::new_checked(&b[..]).unwrap();
         assert_eq!(
             Icmpv6Repr::parse(&p, s, d),
-            Err(Error::Malformed("ndp option length 0"))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 0
+            })
         );
         assert_eq!(
             p.ndp_options().collect::<Vec<_>>(),
-            vec![Err(Error::Malformed("ndp option length 0"))]
+            vec![Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 0
+            })]
         );
         // Option running past the message.
         let mut b = NS;
@@ -712,7 +884,11 @@ mod tests {
         refill(&mut b, s, d);
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ndp,
+                field: Field::Length,
+                value: 16
+            })
         );
         // A lone trailing byte.
         let mut b = NS.to_vec();
@@ -720,7 +896,21 @@ mod tests {
         refill(&mut b, s, d);
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::BadLength)
+            Err(Error::Truncated {
+                header: Header::Ndp,
+                need: 2,
+                have: 1
+            })
+        );
+        // A bad checksum on a neighbour solicitation is an ND error.
+        let mut b = NS;
+        refill(&mut b, s, d);
+        b[2] ^= 1;
+        assert_eq!(
+            Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
+            Err(Error::Checksum {
+                header: Header::Ndp
+            })
         );
         // Nonzero code.
         let mut b = NS;
@@ -728,7 +918,11 @@ mod tests {
         refill(&mut b, s, d);
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::Malformed("ndp code"))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Code,
+                value: 1
+            })
         );
         // Multicast target.
         let mut b = NS;
@@ -736,7 +930,11 @@ mod tests {
         refill(&mut b, s, d);
         assert!(matches!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::Malformed(_))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Target,
+                ..
+            })
         ));
         // DAD probe from :: must not carry a source lladdr.
         let mut b = NS;
@@ -747,7 +945,11 @@ mod tests {
                 Ipv6Address::UNSPECIFIED,
                 d
             ),
-            Err(Error::Malformed(_))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::SourceLinkLayer,
+                ..
+            })
         ));
         // Solicited advertisement to a multicast group.
         let mut b = NA;
@@ -755,7 +957,11 @@ mod tests {
         refill(&mut b, s, m);
         assert!(matches!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, m),
-            Err(Error::Malformed(_))
+            Err(Error::Field {
+                header: Header::Ndp,
+                field: Field::Solicited,
+                ..
+            })
         ));
         // A non-Ethernet (two-unit) lladdr option.
         let mut b = NS.to_vec();
@@ -764,7 +970,11 @@ mod tests {
         refill(&mut b, s, d);
         assert!(matches!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, d),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Ndp,
+                field: Field::LinkLayerOption,
+                value: 16
+            })
         ));
         // Unknown options are skipped; no lladdr at all is fine.
         let mut b = NS[..24].to_vec();
@@ -786,11 +996,17 @@ mod tests {
         b[9] ^= 0xff;
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&b[..]).unwrap(), s, s),
-            Err(Error::BadChecksum)
+            Err(Error::Checksum {
+                header: Header::Icmpv6
+            })
         );
         assert_eq!(
             Icmpv6Packet::new_checked(&ECHO[..7]).unwrap_err(),
-            Error::Truncated { need: 8, have: 7 }
+            Error::Truncated {
+                header: Header::Icmpv6,
+                need: 8,
+                have: 7
+            }
         );
         let mut b = ECHO;
         b[0] = 133;
@@ -799,11 +1015,15 @@ mod tests {
         assert_eq!(p.msg_type(), Icmpv6Message::ROUTER_SOLICIT);
         assert!(matches!(
             Icmpv6Repr::parse(&p, s, s),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Icmpv6,
+                field: Field::Type,
+                value: 133
+            })
         ));
         // Time exceeded quoting less than an IPv6 header.
         let r = Icmpv6Repr::TimeExceeded {
-            code: 0,
+            code: TimeExceededCode::HOP_LIMIT,
             invoking: &[0x60; 39],
         };
         let mut out = vec![0u8; r.buffer_len()];
@@ -811,7 +1031,11 @@ mod tests {
             .unwrap();
         assert_eq!(
             Icmpv6Repr::parse(&Icmpv6Packet::new_checked(&out[..]).unwrap(), s, s),
-            Err(Error::Malformed("icmpv6 invoking packet"))
+            Err(Error::Field {
+                header: Header::Icmpv6,
+                field: Field::Invoking,
+                value: 39
+            })
         );
         let mut big = vec![0u8; 2000];
         big[0] = 0x60;
@@ -819,13 +1043,17 @@ mod tests {
         let mut small = [0u8; 5];
         assert_eq!(
             r.emit(&mut Icmpv6Packet::new_unchecked(&mut small[..]), s, s),
-            Err(Error::Truncated { need: 47, have: 5 })
+            Err(Error::Truncated {
+                header: Header::Icmpv6,
+                need: 47,
+                have: 5
+            })
         );
     }
 
     proptest! {
         #[test]
-        fn round_trip(kind in 0u8..7, ident in any::<u16>(), seq_no in any::<u16>(), code in any::<u8>(),
+        fn round_trip(kind in 0u8..8, ident in any::<u16>(), seq_no in any::<u16>(), code in any::<u8>(),
                       mtu in any::<u32>(), flags in any::<[bool; 3]>(), target in any::<[u8; 16]>(),
                       ll in proptest::option::of(any::<[u8; 6]>()),
                       data in proptest::collection::vec(any::<u8>(), 0..64),
@@ -840,9 +1068,10 @@ mod tests {
             let r = match kind {
                 0 => Icmpv6Repr::EchoRequest { ident, seq_no, data: &data },
                 1 => Icmpv6Repr::EchoReply { ident, seq_no, data: &data },
-                2 => Icmpv6Repr::DstUnreachable { code, invoking: &inv },
+                2 => Icmpv6Repr::DstUnreachable { code: UnreachableCode(code), invoking: &inv },
                 3 => Icmpv6Repr::PacketTooBig { mtu, invoking: &inv },
-                4 => Icmpv6Repr::TimeExceeded { code, invoking: &inv },
+                4 => Icmpv6Repr::TimeExceeded { code: TimeExceededCode(code), invoking: &inv },
+                7 => Icmpv6Repr::ParamProblem { code: ParamProblemCode(code), pointer: mtu, invoking: &inv },
                 5 => Icmpv6Repr::NeighborSolicit { target_addr: target, source_lladdr: ll },
                 _ => Icmpv6Repr::NeighborAdvert { router: flags[0], solicited: flags[1], override_: flags[2],
                                                    target_addr: target, target_lladdr: ll },

@@ -6,14 +6,14 @@
 //! ```
 
 use crate::checksum;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::fmt;
 
 /// IPv4 addresses are the standard library's.
 pub use std::net::Ipv4Addr as Ipv4Address;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const VER_IHL: usize = 0;
     pub const DSCP_ECN: usize = 1;
     pub const LENGTH: Field = 2..4;
@@ -87,7 +87,7 @@ impl fmt::Display for IpProtocol {
 }
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
@@ -113,22 +113,43 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// Check version 4, and `20 <= IHL*4 <= total length <= buffer length` (RFC 791
     /// §3.1); bytes past the total length (Ethernet padding) are allowed and ignored.
+    /// A buffer shorter than the header is `Truncated`; a total length below the
+    /// header or past the buffer is a `Length` error on the total length field.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        check_len(b.len(), HEADER_LEN)?;
+        check_len(Header::Ipv4, b.len(), HEADER_LEN)?;
         if self.version() != 4 {
-            return Err(Error::Malformed("ipv4.version"));
+            return Err(Error::Field {
+                header: Header::Ipv4,
+                field: Field::Version,
+                value: u32::from(self.version()),
+            });
         }
         let hl = self.header_len();
         if hl < HEADER_LEN {
-            return Err(Error::Malformed("ipv4.ihl"));
+            return Err(Error::Field {
+                header: Header::Ipv4,
+                field: Field::Ihl,
+                value: (hl / 4) as u32,
+            });
         }
-        check_len(b.len(), hl)?;
+        check_len(Header::Ipv4, b.len(), hl)?;
         let total = usize::from(self.total_len());
         if total < hl {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Ipv4,
+                field: Field::TotalLength,
+                value: total,
+            });
         }
-        check_len(b.len(), total)
+        if total > b.len() {
+            return Err(Error::Length {
+                header: Header::Ipv4,
+                field: Field::TotalLength,
+                value: total,
+            });
+        }
+        Ok(())
     }
 
     /// The underlying buffer.
@@ -213,6 +234,17 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// True when the header checksum verifies.
     pub fn verify_checksum(&self) -> bool {
         checksum::data(self.header()) == 0xffff
+    }
+    /// [`Ipv4Packet::verify_checksum`] as a `Result`: the `Checksum` error when it
+    /// fails (RFC 1812 §5.2.2 makes it one of a router's checks).
+    pub fn check_checksum(&self) -> Result<()> {
+        if self.verify_checksum() {
+            Ok(())
+        } else {
+            Err(Error::Checksum {
+                header: Header::Ipv4,
+            })
+        }
     }
 }
 
@@ -335,11 +367,13 @@ impl Ipv4Repr {
     /// represented (weft does not reassemble), so a fragment is `Unsupported`.
     pub fn parse<T: AsRef<[u8]>>(packet: &Ipv4Packet<T>) -> Result<Ipv4Repr> {
         packet.check_len()?;
-        if !packet.verify_checksum() {
-            return Err(Error::BadChecksum);
-        }
+        packet.check_checksum()?;
         if packet.more_frags() || packet.frag_offset() != 0 {
-            return Err(Error::Unsupported("ipv4 fragment"));
+            return Err(Error::Unsupported {
+                header: Header::Ipv4,
+                field: Field::Fragment,
+                value: u32::from(be16(packet.buffer.as_ref(), field::FLG_OFF) & 0x3fff),
+            });
         }
         Ok(Ipv4Repr {
             src_addr: packet.src_addr(),
@@ -366,8 +400,12 @@ impl Ipv4Repr {
     /// Write the header (checksum filled). The payload is the caller's; the buffer
     /// must be at least `header_len()` long, and the total length must fit 16 bits.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Ipv4Packet<T>) -> Result<()> {
-        let total = u16::try_from(self.buffer_len()).map_err(|_| Error::BadLength)?;
-        check_len(packet.buffer.as_ref().len(), HEADER_LEN)?;
+        let total = u16::try_from(self.buffer_len()).map_err(|_| Error::Length {
+            header: Header::Ipv4,
+            field: Field::TotalLength,
+            value: self.buffer_len(),
+        })?;
+        check_len(Header::Ipv4, packet.buffer.as_ref().len(), HEADER_LEN)?;
         packet.set_version_header_len(HEADER_LEN);
         packet.set_dscp_ecn(self.dscp_ecn);
         packet.set_total_len(total);
@@ -467,26 +505,39 @@ mod tests {
         let b = packet();
         assert_eq!(
             Ipv4Packet::new_checked(&b[..19]).unwrap_err(),
-            Error::Truncated { need: 20, have: 19 }
+            Error::Truncated {
+                header: Header::Ipv4,
+                need: 20,
+                have: 19
+            }
         );
         assert_eq!(
             Ipv4Packet::new_checked(&b[..0x72]).unwrap_err(),
-            Error::Truncated {
-                need: 0x73,
-                have: 0x72
+            Error::Length {
+                header: Header::Ipv4,
+                field: Field::TotalLength,
+                value: 0x73
             }
         );
         let mut x = b.clone();
         x[0] = 0x65;
         assert_eq!(
             Ipv4Packet::new_checked(&x[..]).unwrap_err(),
-            Error::Malformed("ipv4.version")
+            Error::Field {
+                header: Header::Ipv4,
+                field: Field::Version,
+                value: 6
+            }
         );
         let mut x = b.clone();
         x[0] = 0x44;
         assert_eq!(
             Ipv4Packet::new_checked(&x[..]).unwrap_err(),
-            Error::Malformed("ipv4.ihl")
+            Error::Field {
+                header: Header::Ipv4,
+                field: Field::Ihl,
+                value: 4
+            }
         );
         let mut x = b.clone();
         x[0] = 0x4f; // 60-byte header in a 0x73 total: fine; in a 40-byte total: not.
@@ -494,23 +545,40 @@ mod tests {
         x[2..4].copy_from_slice(&40u16.to_be_bytes());
         assert_eq!(
             Ipv4Packet::new_checked(&x[..]).unwrap_err(),
-            Error::BadLength
+            Error::Length {
+                header: Header::Ipv4,
+                field: Field::TotalLength,
+                value: 40
+            }
         );
         assert_eq!(
             Ipv4Packet::new_checked(&x[..50]).unwrap_err(),
-            Error::Truncated { need: 60, have: 50 }
+            Error::Truncated {
+                header: Header::Ipv4,
+                need: 60,
+                have: 50
+            }
         );
         let mut x = b.clone();
         x[15] ^= 1;
         let p = Ipv4Packet::new_checked(&x[..]).unwrap();
         assert!(!p.verify_checksum());
-        assert_eq!(Ipv4Repr::parse(&p), Err(Error::BadChecksum));
+        assert_eq!(
+            Ipv4Repr::parse(&p),
+            Err(Error::Checksum {
+                header: Header::Ipv4
+            })
+        );
         let mut x = b.clone();
         Ipv4Packet::new_unchecked(&mut x[..]).set_frag(false, true, 0);
         Ipv4Packet::new_unchecked(&mut x[..]).fill_checksum();
         assert!(matches!(
             Ipv4Repr::parse(&Ipv4Packet::new_checked(&x[..]).unwrap()),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Ipv4,
+                field: Field::Fragment,
+                value: 0x2000
+            })
         ));
     }
 
@@ -521,13 +589,21 @@ mod tests {
         let mut out = [0u8; 19];
         assert_eq!(
             repr.emit(&mut Ipv4Packet::new_unchecked(&mut out[..])),
-            Err(Error::Truncated { need: 20, have: 19 })
+            Err(Error::Truncated {
+                header: Header::Ipv4,
+                need: 20,
+                have: 19
+            })
         );
         repr.payload_len = 65516;
         let mut out = [0u8; 20];
         assert_eq!(
             repr.emit(&mut Ipv4Packet::new_unchecked(&mut out[..])),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ipv4,
+                field: Field::TotalLength,
+                value: 65536
+            })
         );
     }
 

@@ -7,13 +7,13 @@
 //! ```
 
 use crate::ipv4::IpProtocol;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 
 /// IPv6 addresses are the standard library's.
 pub use std::net::Ipv6Addr as Ipv6Address;
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const VER_TC_FLOW: Field = 0..4;
     pub const LENGTH: Field = 4..6;
     pub const NXT_HDR: usize = 6;
@@ -52,14 +52,26 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     /// Check version 6 and `40 + payload length <= buffer length`; trailing bytes
     /// (Ethernet padding) are ignored. Jumbograms (RFC 2675) are not supported: a
-    /// payload length of 0 means an empty payload.
+    /// payload length of 0 means an empty payload. A buffer shorter than the fixed
+    /// header is `Truncated`; a payload length past the buffer is a `Length` error.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        check_len(b.len(), HEADER_LEN)?;
+        check_len(Header::Ipv6, b.len(), HEADER_LEN)?;
         if self.version() != 6 {
-            return Err(Error::Malformed("ipv6.version"));
+            return Err(Error::Field {
+                header: Header::Ipv6,
+                field: Field::Version,
+                value: u32::from(self.version()),
+            });
         }
-        check_len(b.len(), self.total_len())
+        if self.total_len() > b.len() {
+            return Err(Error::Length {
+                header: Header::Ipv6,
+                field: Field::PayloadLength,
+                value: usize::from(self.payload_len()),
+            });
+        }
+        Ok(())
     }
 
     /// The underlying buffer.
@@ -121,38 +133,56 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// it and its offset from the start of the IPv6 header. Hop-by-Hop, Routing,
     /// Destination Options, Fragment (8 bytes) and AH (RFC 4302 §2.2: (len + 2) × 4
     /// bytes) are skipped; anything else, ESP and No Next Header included, ends the
-    /// walk. Errors: a header that runs past the payload length (`BadLength`),
-    /// Hop-by-Hop anywhere but first (`Malformed`, RFC 8200 §4.1), more than
-    /// [`MAX_EXT_HEADERS`] headers (`Malformed`).
+    /// walk. Errors: a header whose length byte lies past the payload length
+    /// (`Truncated`) or whose length runs past it (`Length` on its `ExtLength`), both
+    /// naming the header as [`Header::Ipv6Ext`]; Hop-by-Hop anywhere but first (a
+    /// `Field` error on the `NextHeader` that names it, RFC 8200 §4.1); more than
+    /// [`MAX_EXT_HEADERS`] headers (a `Field` error on the `ExtCount`).
     ///
     /// Behind a Fragment header with a nonzero offset the bytes at the returned offset
     /// are a continuation, not an upper-layer header; see [`Ipv6Packet::fragment`].
     pub fn upper_layer(&self) -> Result<(IpProtocol, usize)> {
+        self.upper_layer_at().map(|(nh, off, _)| (nh, off))
+    }
+
+    /// [`Ipv6Packet::upper_layer`], plus the offset of the Next Header field that
+    /// names the upper layer: 6 in the fixed header, or the first byte of the last
+    /// extension header. RFC 8200 §4: a Parameter Problem about an unrecognized next
+    /// header points there.
+    pub fn upper_layer_at(&self) -> Result<(IpProtocol, usize, usize)> {
         let b = self.buffer.as_ref();
         let end = self.total_len();
         let mut nh = self.next_header();
         let mut off = HEADER_LEN;
+        let mut pointer = field::NXT_HDR;
         let mut count = 0;
         loop {
             let len = match nh {
                 IpProtocol::HOP_BY_HOP | IpProtocol::ROUTING | IpProtocol::DEST_OPTS => {
                     if nh == IpProtocol::HOP_BY_HOP && count != 0 {
-                        return Err(Error::Malformed("ipv6 hop-by-hop header not first"));
+                        return Err(Error::Field {
+                            header: Header::Ipv6Ext(IpProtocol::HOP_BY_HOP),
+                            field: Field::NextHeader,
+                            value: u32::from(nh.0),
+                        });
                     }
-                    (usize::from(*b.get(off + 1).ok_or(Error::BadLength)?) + 1) * 8
+                    (usize::from(ext_len_byte(b, nh, off, end)?) + 1) * 8
                 }
                 IpProtocol::FRAGMENT => 8,
-                IpProtocol::AH => (usize::from(*b.get(off + 1).ok_or(Error::BadLength)?) + 2) * 4,
-                _ => return Ok((nh, off)),
+                IpProtocol::AH => (usize::from(ext_len_byte(b, nh, off, end)?) + 2) * 4,
+                _ => return Ok((nh, off, pointer)),
             };
             count += 1;
             if count > MAX_EXT_HEADERS {
-                return Err(Error::Malformed("ipv6 extension header chain too long"));
+                return Err(Error::Field {
+                    header: Header::Ipv6,
+                    field: Field::ExtCount,
+                    value: count as u32,
+                });
             }
-            if off + len > end {
-                return Err(Error::BadLength);
-            }
+            check_ext_fits(nh, off, len, end)?;
             nh = IpProtocol(b[off]);
+            pointer = off;
             off += len;
         }
     }
@@ -167,28 +197,49 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         for _ in 0..MAX_EXT_HEADERS {
             let len = match nh {
                 IpProtocol::HOP_BY_HOP | IpProtocol::ROUTING | IpProtocol::DEST_OPTS => {
-                    (usize::from(*b.get(off + 1).ok_or(Error::BadLength)?) + 1) * 8
+                    (usize::from(ext_len_byte(b, nh, off, end)?) + 1) * 8
                 }
                 IpProtocol::FRAGMENT => {
-                    let f = b
-                        .get(off..off + 8)
-                        .filter(|_| off + 8 <= end)
-                        .ok_or(Error::BadLength)?;
+                    check_ext_fits(nh, off, 8, end)?;
+                    let f = &b[off..off + 8];
                     let w = u16::from_be_bytes([f[2], f[3]]);
                     let id = u32::from_be_bytes([f[4], f[5], f[6], f[7]]);
                     return Ok(Some((w & 0xfff8, w & 1 != 0, id)));
                 }
-                IpProtocol::AH => (usize::from(*b.get(off + 1).ok_or(Error::BadLength)?) + 2) * 4,
+                IpProtocol::AH => (usize::from(ext_len_byte(b, nh, off, end)?) + 2) * 4,
                 _ => return Ok(None),
             };
-            if off + len > end {
-                return Err(Error::BadLength);
-            }
+            check_ext_fits(nh, off, len, end)?;
             nh = IpProtocol(b[off]);
             off += len;
         }
         Ok(None)
     }
+}
+
+/// The length byte of extension header `nh` at `off`, which must lie before `end`
+/// (the payload length's end), or the `Truncated` error that names the header.
+fn ext_len_byte(b: &[u8], nh: IpProtocol, off: usize, end: usize) -> Result<u8> {
+    b.get(off + 1)
+        .copied()
+        .filter(|_| off + 2 <= end)
+        .ok_or(Error::Truncated {
+            header: Header::Ipv6Ext(nh),
+            need: off + 2,
+            have: end,
+        })
+}
+
+/// Extension header `nh` at `off`, `len` bytes long, must end by `end`.
+fn check_ext_fits(nh: IpProtocol, off: usize, len: usize, end: usize) -> Result<()> {
+    if off + len > end {
+        return Err(Error::Length {
+            header: Header::Ipv6Ext(nh),
+            field: Field::ExtLength,
+            value: len,
+        });
+    }
+    Ok(())
 }
 
 fn addr(b: &[u8]) -> Ipv6Address {
@@ -300,11 +351,19 @@ impl Ipv6Repr {
     /// Write the fixed header; the payload is the caller's. The payload length must
     /// fit 16 bits and the flow label 20.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Ipv6Packet<T>) -> Result<()> {
-        let len = u16::try_from(self.payload_len).map_err(|_| Error::BadLength)?;
+        let len = u16::try_from(self.payload_len).map_err(|_| Error::Length {
+            header: Header::Ipv6,
+            field: Field::PayloadLength,
+            value: self.payload_len,
+        })?;
         if self.flow_label > 0x000f_ffff {
-            return Err(Error::Malformed("ipv6.flow_label"));
+            return Err(Error::Field {
+                header: Header::Ipv6,
+                field: Field::FlowLabel,
+                value: self.flow_label,
+            });
         }
-        check_len(packet.buffer.as_ref().len(), HEADER_LEN)?;
+        check_len(Header::Ipv6, packet.buffer.as_ref().len(), HEADER_LEN)?;
         packet.set_version_tc_flow(self.traffic_class, self.flow_label);
         packet.set_payload_len(len);
         packet.set_next_header(self.next_header);
@@ -367,17 +426,29 @@ mod tests {
         let b = packet(&[0; 8], 17);
         assert_eq!(
             Ipv6Packet::new_checked(&b[..39]).unwrap_err(),
-            Error::Truncated { need: 40, have: 39 }
+            Error::Truncated {
+                header: Header::Ipv6,
+                need: 40,
+                have: 39
+            }
         );
         assert_eq!(
             Ipv6Packet::new_checked(&b[..47]).unwrap_err(),
-            Error::Truncated { need: 48, have: 47 }
+            Error::Length {
+                header: Header::Ipv6,
+                field: Field::PayloadLength,
+                value: 8
+            }
         );
         let mut x = b.clone();
         x[0] = 0x4b;
         assert_eq!(
             Ipv6Packet::new_checked(&x[..]).unwrap_err(),
-            Error::Malformed("ipv6.version")
+            Error::Field {
+                header: Header::Ipv6,
+                field: Field::Version,
+                value: 4
+            }
         );
         let mut padded = b.clone();
         padded.extend_from_slice(&[0xee; 10]);
@@ -395,7 +466,11 @@ mod tests {
         let mut out = [0u8; 40];
         assert_eq!(
             repr.emit(&mut Ipv6Packet::new_unchecked(&mut out[..])),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ipv6,
+                field: Field::PayloadLength,
+                value: 70000
+            })
         );
     }
 
@@ -418,6 +493,20 @@ mod tests {
             Ok((IpProtocol::UDP, 40 + 8 + 16 + 8 + 8 + 24))
         );
         assert_eq!(p.fragment(), Ok(Some((0, true, 0xdeadbeef))));
+        // UDP is named by the AH, the last extension header, at 40 + 8 + 16 + 8 + 8.
+        assert_eq!(
+            p.upper_layer_at(),
+            Ok((
+                IpProtocol::UDP,
+                40 + 8 + 16 + 8 + 8 + 24,
+                40 + 8 + 16 + 8 + 8
+            ))
+        );
+        let b = packet(&[0; 8], 17);
+        assert_eq!(
+            Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer_at(),
+            Ok((IpProtocol::UDP, 40, 6))
+        );
 
         // Without the UDP header the chain is still whole; one byte less and the AH
         // runs past the payload length.
@@ -429,13 +518,21 @@ mod tests {
         let b = packet(&pl[..pl.len() - 9], 0);
         assert_eq!(
             Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ipv6Ext(IpProtocol::AH),
+                field: Field::ExtLength,
+                value: 24
+            })
         );
         // An extension header's length byte beyond the payload.
         let b = packet(&[], 43);
         assert_eq!(
             Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::BadLength)
+            Err(Error::Truncated {
+                header: Header::Ipv6Ext(IpProtocol::ROUTING),
+                need: 42,
+                have: 40
+            })
         );
     }
 
@@ -444,7 +541,11 @@ mod tests {
         let b = packet(&[0, 0, 0, 0, 0, 0, 0, 0, 59, 0, 0, 0, 0, 0, 0, 0], 60);
         assert_eq!(
             Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::Malformed("ipv6 hop-by-hop header not first"))
+            Err(Error::Field {
+                header: Header::Ipv6Ext(IpProtocol::HOP_BY_HOP),
+                field: Field::NextHeader,
+                value: 0
+            })
         );
     }
 
@@ -468,7 +569,11 @@ mod tests {
         let b = packet(&pl, 60);
         assert_eq!(
             Ipv6Packet::new_checked(&b[..]).unwrap().upper_layer(),
-            Err(Error::Malformed("ipv6 extension header chain too long"))
+            Err(Error::Field {
+                header: Header::Ipv6,
+                field: Field::ExtCount,
+                value: 9
+            })
         );
     }
 

@@ -8,10 +8,10 @@
 use crate::checksum;
 use crate::ipv4::{IpProtocol, Ipv4Address};
 use crate::ipv6::Ipv6Address;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const SRC_PORT: Field = 0..2;
     pub const DST_PORT: Field = 2..4;
     pub const LENGTH: Field = 4..6;
@@ -22,7 +22,7 @@ mod field {
 pub const HEADER_LEN: usize = 8;
 
 #[inline]
-fn be16(b: &[u8], f: crate::Field) -> u16 {
+fn be16(b: &[u8], f: crate::Bytes) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
@@ -49,12 +49,16 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Check `8 <= length field <= buffer length`; bytes past the length are ignored.
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
-        check_len(b.len(), HEADER_LEN)?;
+        check_len(Header::Udp, b.len(), HEADER_LEN)?;
         let len = usize::from(self.len());
         if len < HEADER_LEN {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Udp,
+                field: Field::Length,
+                value: len,
+            });
         }
-        check_len(b.len(), len)
+        check_len(Header::Udp, b.len(), len)
     }
 
     /// The underlying buffer.
@@ -170,7 +174,11 @@ impl UdpRepr {
     pub fn parse<T: AsRef<[u8]>>(packet: &UdpPacket<T>) -> Result<UdpRepr> {
         packet.check_len()?;
         if packet.dst_port() == 0 {
-            return Err(Error::Malformed("udp.dst_port"));
+            return Err(Error::Field {
+                header: Header::Udp,
+                field: Field::DstPort,
+                value: 0,
+            });
         }
         Ok(UdpRepr {
             src_port: packet.src_port(),
@@ -192,8 +200,12 @@ impl UdpRepr {
     /// Write the header with a zero checksum; write the payload, then call
     /// `fill_checksum_v4`/`_v6` on the view (IPv6 requires it).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut UdpPacket<T>) -> Result<()> {
-        let len = u16::try_from(self.buffer_len()).map_err(|_| Error::BadLength)?;
-        check_len(packet.buffer.as_ref().len(), HEADER_LEN)?;
+        let len = u16::try_from(self.buffer_len()).map_err(|_| Error::Length {
+            header: Header::Udp,
+            field: Field::Length,
+            value: self.buffer_len(),
+        })?;
+        check_len(Header::Udp, packet.buffer.as_ref().len(), HEADER_LEN)?;
         packet.set_src_port(self.src_port);
         packet.set_dst_port(self.dst_port);
         packet.set_len(len);
@@ -292,17 +304,29 @@ mod tests {
     fn bad_lengths() {
         assert_eq!(
             UdpPacket::new_checked(&V4[..7]).unwrap_err(),
-            Error::Truncated { need: 8, have: 7 }
+            Error::Truncated {
+                header: Header::Udp,
+                need: 8,
+                have: 7
+            }
         );
         assert_eq!(
             UdpPacket::new_checked(&V4[..11]).unwrap_err(),
-            Error::Truncated { need: 12, have: 11 }
+            Error::Truncated {
+                header: Header::Udp,
+                need: 12,
+                have: 11
+            }
         );
         let mut b = V4;
         b[5] = 7;
         assert_eq!(
             UdpPacket::new_checked(&b[..]).unwrap_err(),
-            Error::BadLength
+            Error::Length {
+                header: Header::Udp,
+                field: Field::Length,
+                value: 7
+            }
         );
         b[5] = 8; // shorter than the buffer: the rest is padding
         assert_eq!(UdpPacket::new_checked(&b[..]).unwrap().payload(), b"");
@@ -311,7 +335,11 @@ mod tests {
         b[3] = 0;
         assert_eq!(
             UdpRepr::parse(&UdpPacket::new_checked(&b[..]).unwrap()),
-            Err(Error::Malformed("udp.dst_port"))
+            Err(Error::Field {
+                header: Header::Udp,
+                field: Field::DstPort,
+                value: 0
+            })
         );
         let repr = UdpRepr {
             src_port: 1,
@@ -321,7 +349,11 @@ mod tests {
         let mut out = [0u8; 8];
         assert_eq!(
             repr.emit(&mut UdpPacket::new_unchecked(&mut out[..])),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Udp,
+                field: Field::Length,
+                value: 65536
+            })
         );
     }
 

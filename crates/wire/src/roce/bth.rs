@@ -7,10 +7,10 @@
 
 use super::opcode::{len, Opcode};
 use super::psn::Psn;
-use crate::{check_len, Error, Field, Result};
+use crate::{check_len, Bytes, Error, Field, Header, Result};
 
 mod field {
-    use crate::Field;
+    use crate::Bytes as Field;
     pub const OPCODE: usize = 0;
     pub const FLAGS: usize = 1; // SE(7) M(6) PadCnt(5:4) TVer(3:0)
     pub const PKEY: Field = 2..4;
@@ -22,14 +22,14 @@ mod field {
 
 /// Read a 24-bit big-endian field.
 #[inline]
-pub(crate) fn get_u24(b: &[u8], f: Field) -> u32 {
+pub(crate) fn get_u24(b: &[u8], f: Bytes) -> u32 {
     let s = &b[f];
     u32::from(s[0]) << 16 | u32::from(s[1]) << 8 | u32::from(s[2])
 }
 
 /// Write a 24-bit big-endian field; the top byte of `v` is dropped.
 #[inline]
-pub(crate) fn set_u24(b: &mut [u8], f: Field, v: u32) {
+pub(crate) fn set_u24(b: &mut [u8], f: Bytes, v: u32) {
     let s = &mut b[f];
     s[0] = (v >> 16) as u8;
     s[1] = (v >> 8) as u8;
@@ -63,7 +63,7 @@ impl<T: AsRef<[u8]>> Bth<T> {
 
     /// Check that the buffer holds a whole BTH.
     pub fn check_len(&self) -> Result<()> {
-        check_len(self.buffer.as_ref().len(), len::BTH)
+        check_len(Header::Bth, self.buffer.as_ref().len(), len::BTH)
     }
 
     /// The underlying buffer.
@@ -202,7 +202,11 @@ impl BthRepr {
     pub fn parse<T: AsRef<[u8]>>(bth: &Bth<T>) -> Result<BthRepr> {
         bth.check_len()?;
         if bth.tver() != 0 {
-            return Err(Error::Malformed("bth.tver"));
+            return Err(Error::Field {
+                header: Header::Bth,
+                field: Field::TVer,
+                value: u32::from(bth.tver()),
+            });
         }
         Ok(BthRepr {
             opcode: bth.opcode(),
@@ -271,7 +275,11 @@ mod tests {
     fn short_buffer_is_an_error() {
         assert_eq!(
             Bth::new_checked(&BYTES[..11]).unwrap_err(),
-            Error::Truncated { need: 12, have: 11 }
+            Error::Truncated {
+                header: Header::Bth,
+                need: 12,
+                have: 11
+            }
         );
     }
 
@@ -281,7 +289,11 @@ mod tests {
         b[1] |= 0x01;
         assert_eq!(
             BthRepr::parse(&Bth::new_checked(&b[..]).unwrap()),
-            Err(Error::Malformed("bth.tver"))
+            Err(Error::Field {
+                header: Header::Bth,
+                field: Field::TVer,
+                value: 1
+            })
         );
     }
 }

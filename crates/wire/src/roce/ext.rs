@@ -8,7 +8,7 @@
 
 use super::bth::{get_u24, set_u24, QPN_MASK};
 use super::opcode::len;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 
 fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
@@ -34,7 +34,7 @@ pub struct RethRepr {
 impl RethRepr {
     /// Parse from the first 16 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<RethRepr> {
-        check_len(b.len(), len::RETH)?;
+        check_len(Header::Reth, b.len(), len::RETH)?;
         Ok(RethRepr {
             va: be_u64(b, 0),
             rkey: be_u32(b, 8),
@@ -43,7 +43,7 @@ impl RethRepr {
     }
     /// Write into the first 16 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
-        check_len(b.len(), len::RETH)?;
+        check_len(Header::Reth, b.len(), len::RETH)?;
         b[0..8].copy_from_slice(&self.va.to_be_bytes());
         b[8..12].copy_from_slice(&self.rkey.to_be_bytes());
         b[12..16].copy_from_slice(&self.dma_len.to_be_bytes());
@@ -181,7 +181,7 @@ pub struct AethRepr {
 impl AethRepr {
     /// Parse from the first 4 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AethRepr> {
-        check_len(b.len(), len::AETH)?;
+        check_len(Header::Aeth, b.len(), len::AETH)?;
         Ok(AethRepr {
             syndrome: Syndrome::from_u8(b[0]),
             msn: get_u24(b, 1..4),
@@ -191,12 +191,25 @@ impl AethRepr {
     /// MSN wider than 24 is an error, not a silent truncation (a credit code of 0x3f
     /// would otherwise go out as 31, "no flow control").
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
-        check_len(b.len(), len::AETH)?;
+        check_len(Header::Aeth, b.len(), len::AETH)?;
         if !self.syndrome.is_encodable() {
-            return Err(Error::Malformed("aeth.syndrome"));
+            let value = match self.syndrome {
+                Syndrome::Ack { credit_code: v } | Syndrome::RnrNak { timer: v } => v,
+                Syndrome::Nak(code) => code.0,
+                Syndrome::Reserved(raw) => raw,
+            };
+            return Err(Error::Field {
+                header: Header::Aeth,
+                field: Field::Syndrome,
+                value: u32::from(value),
+            });
         }
         if self.msn > QPN_MASK {
-            return Err(Error::Malformed("aeth.msn"));
+            return Err(Error::Field {
+                header: Header::Aeth,
+                field: Field::Msn,
+                value: self.msn,
+            });
         }
         b[0] = self.syndrome.to_u8();
         set_u24(b, 1..4, self.msn);
@@ -220,7 +233,7 @@ pub struct AtomicEthRepr {
 impl AtomicEthRepr {
     /// Parse from the first 28 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AtomicEthRepr> {
-        check_len(b.len(), len::ATOMIC_ETH)?;
+        check_len(Header::AtomicEth, b.len(), len::ATOMIC_ETH)?;
         Ok(AtomicEthRepr {
             va: be_u64(b, 0),
             rkey: be_u32(b, 8),
@@ -230,7 +243,7 @@ impl AtomicEthRepr {
     }
     /// Write into the first 28 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
-        check_len(b.len(), len::ATOMIC_ETH)?;
+        check_len(Header::AtomicEth, b.len(), len::ATOMIC_ETH)?;
         b[0..8].copy_from_slice(&self.va.to_be_bytes());
         b[8..12].copy_from_slice(&self.rkey.to_be_bytes());
         b[12..20].copy_from_slice(&self.swap_add.to_be_bytes());
@@ -249,12 +262,12 @@ pub struct AtomicAckEthRepr {
 impl AtomicAckEthRepr {
     /// Parse from the first 8 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AtomicAckEthRepr> {
-        check_len(b.len(), len::ATOMIC_ACK_ETH)?;
+        check_len(Header::AtomicAckEth, b.len(), len::ATOMIC_ACK_ETH)?;
         Ok(AtomicAckEthRepr { orig: be_u64(b, 0) })
     }
     /// Write into the first 8 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
-        check_len(b.len(), len::ATOMIC_ACK_ETH)?;
+        check_len(Header::AtomicAckEth, b.len(), len::ATOMIC_ACK_ETH)?;
         b[0..8].copy_from_slice(&self.orig.to_be_bytes());
         Ok(())
     }
@@ -272,7 +285,7 @@ pub struct DethRepr {
 impl DethRepr {
     /// Parse from the first 8 bytes of `b`. The reserved byte is ignored on receipt.
     pub fn parse(b: &[u8]) -> Result<DethRepr> {
-        check_len(b.len(), len::DETH)?;
+        check_len(Header::Deth, b.len(), len::DETH)?;
         Ok(DethRepr {
             qkey: be_u32(b, 0),
             src_qp: get_u24(b, 5..8),
@@ -280,9 +293,13 @@ impl DethRepr {
     }
     /// Write into the first 8 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
-        check_len(b.len(), len::DETH)?;
+        check_len(Header::Deth, b.len(), len::DETH)?;
         if self.src_qp > QPN_MASK {
-            return Err(Error::Malformed("deth.src_qp"));
+            return Err(Error::Field {
+                header: Header::Deth,
+                field: Field::SrcQp,
+                value: self.src_qp,
+            });
         }
         b[0..4].copy_from_slice(&self.qkey.to_be_bytes());
         b[4] = 0;
@@ -293,7 +310,7 @@ impl DethRepr {
 
 /// Parse a 4-byte big-endian header (ImmDt §9.3.6 or IETH §9.3.7).
 pub(crate) fn parse_u32(b: &[u8]) -> Result<u32> {
-    check_len(b.len(), 4)?;
+    check_len(Header::Imm, b.len(), 4)?;
     Ok(be_u32(b, 0))
 }
 

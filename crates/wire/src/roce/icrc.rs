@@ -16,7 +16,7 @@
 //! to both ends in advance.
 
 use super::opcode::len;
-use crate::{check_len, Error, Result};
+use crate::{check_len, Error, Field, Header, Result};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Largest IP header the ICRC covers: IPv4 with 40 bytes of options.
@@ -48,12 +48,16 @@ impl Prefix {
     }
 
     fn push_ip(&mut self, ip: &[u8]) -> Result<()> {
-        check_len(ip.len(), 1)?;
+        check_len(Header::Icrc, ip.len(), 1)?;
         match ip[0] >> 4 {
             4 => {
                 let ihl = usize::from(ip[0] & 0x0f) * 4;
                 if ihl < 20 || ip.len() != ihl {
-                    return Err(Error::BadLength);
+                    return Err(Error::Length {
+                        header: Header::Ipv4,
+                        field: Field::Ihl,
+                        value: ip.len(),
+                    });
                 }
                 let h = self.push(ip);
                 h[1] = 0xff; // TOS (DSCP + ECN)
@@ -63,7 +67,11 @@ impl Prefix {
             }
             6 => {
                 if ip.len() != 40 {
-                    return Err(Error::BadLength);
+                    return Err(Error::Length {
+                        header: Header::Ipv6,
+                        field: Field::Length,
+                        value: ip.len(),
+                    });
                 }
                 let h = self.push(ip);
                 h[0] |= 0x0f; // traffic class, high nibble
@@ -72,16 +80,26 @@ impl Prefix {
                 h[3] = 0xff;
                 h[7] = 0xff; // hop limit
             }
-            _ => return Err(Error::Malformed("ip.version")),
+            v => {
+                return Err(Error::Field {
+                    header: Header::Icrc,
+                    field: Field::Version,
+                    value: u32::from(v),
+                })
+            }
         }
         Ok(())
     }
 
     fn push_udp_bth(&mut self, udp: &[u8], ib: &[u8]) -> Result<()> {
         if udp.len() != 8 {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Udp,
+                field: Field::Length,
+                value: udp.len(),
+            });
         }
-        check_len(ib.len(), len::BTH)?;
+        check_len(Header::Bth, ib.len(), len::BTH)?;
         let u = self.push(udp);
         u[6] = 0xff; // UDP checksum
         u[7] = 0xff;
@@ -163,11 +181,19 @@ impl IcrcPath {
     /// The ICRC of `ib` (BTH up to, not including, the ICRC) on this path.
     pub fn icrc(&self, ib_without_icrc: &[u8]) -> Result<u32> {
         let udp_len = 8 + ib_without_icrc.len() + len::ICRC;
-        let udp_len16 = u16::try_from(udp_len).map_err(|_| Error::BadLength)?;
+        let udp_len16 = u16::try_from(udp_len).map_err(|_| Error::Length {
+            header: Header::Udp,
+            field: Field::Length,
+            value: udp_len,
+        })?;
         let mut p = Prefix::new();
         match self.ips {
             IpPair::V4 { src, dst } => {
-                let total = u16::try_from(20 + udp_len).map_err(|_| Error::BadLength)?;
+                let total = u16::try_from(20 + udp_len).map_err(|_| Error::Length {
+                    header: Header::Ipv4,
+                    field: Field::TotalLength,
+                    value: 20 + udp_len,
+                })?;
                 let mut h = [0u8; 20];
                 h[0] = 0x45;
                 h[2..4].copy_from_slice(&total.to_be_bytes());
@@ -197,7 +223,7 @@ impl IcrcPath {
 
     /// Compute and store the ICRC in the last four bytes of `ib_packet`.
     pub fn fill(&self, ib_packet: &mut [u8]) -> Result<()> {
-        check_len(ib_packet.len(), len::BTH + len::ICRC)?;
+        check_len(Header::Bth, ib_packet.len(), len::BTH + len::ICRC)?;
         let n = ib_packet.len() - len::ICRC;
         let c = self.icrc(&ib_packet[..n])?;
         ib_packet[n..].copy_from_slice(&c.to_le_bytes());
@@ -313,19 +339,35 @@ mod tests {
     fn bad_headers_are_errors() {
         assert_eq!(
             icrc(&[0x45; 19], &udp_header(), &BTH),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ipv4,
+                field: Field::Ihl,
+                value: 19
+            })
         );
         assert_eq!(
             icrc(&[0x60; 39], &udp_header(), &BTH),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Ipv6,
+                field: Field::Length,
+                value: 39
+            })
         );
         assert_eq!(
             icrc(&[0x55; 20], &udp_header(), &BTH),
-            Err(Error::Malformed("ip.version"))
+            Err(Error::Field {
+                header: Header::Icrc,
+                field: Field::Version,
+                value: 5
+            })
         );
         assert_eq!(
             icrc(&v4_header(0, 1), &udp_header()[..7], &BTH),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Udp,
+                field: Field::Length,
+                value: 7
+            })
         );
         assert!(icrc(&v4_header(0, 1), &udp_header(), &BTH[..11]).is_err());
         assert!(icrc(&[], &udp_header(), &BTH).is_err());

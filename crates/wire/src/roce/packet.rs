@@ -9,28 +9,28 @@
 use super::bth::{Bth, BthRepr};
 use super::ext::{parse_u32, AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, RethRepr};
 use super::opcode::{len, ExtHeaders, Opcode, OpcodeInfo};
-use crate::{check_len, Error, Field, Result};
+use crate::{check_len, Bytes, Error, Field, Header, Result};
 
 /// Where each extension header sits, as byte ranges from the start of the BTH.
 /// Absent headers are `None`. Computed from the opcode table in wire order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ExtLayout {
     /// DETH.
-    pub deth: Option<Field>,
+    pub deth: Option<Bytes>,
     /// RETH.
-    pub reth: Option<Field>,
+    pub reth: Option<Bytes>,
     /// AtomicETH.
-    pub atomic_eth: Option<Field>,
+    pub atomic_eth: Option<Bytes>,
     /// AETH.
-    pub aeth: Option<Field>,
+    pub aeth: Option<Bytes>,
     /// AtomicAckETH.
-    pub atomic_ack_eth: Option<Field>,
+    pub atomic_ack_eth: Option<Bytes>,
     /// ImmDt.
-    pub imm_dt: Option<Field>,
+    pub imm_dt: Option<Bytes>,
     /// IETH.
-    pub ieth: Option<Field>,
+    pub ieth: Option<Bytes>,
     /// CNP reserved bytes.
-    pub cnp_reserved: Option<Field>,
+    pub cnp_reserved: Option<Bytes>,
     /// End of the last header: where the payload starts.
     pub end: usize,
 }
@@ -39,7 +39,7 @@ impl ExtLayout {
     /// Lay out `headers` after a BTH, in the wire order of IBTA §9.2.
     pub fn of(headers: ExtHeaders) -> ExtLayout {
         let mut at = len::BTH;
-        let mut place = |present: bool, size: usize| -> Option<Field> {
+        let mut place = |present: bool, size: usize| -> Option<Bytes> {
             present.then(|| {
                 let f = at..at + size;
                 at += size;
@@ -86,25 +86,38 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
     /// bytes: weft always pads on emit, and accepts what Linux accepts.
     pub fn new_checked(buffer: T) -> Result<IbPacket<T>> {
         let b = buffer.as_ref();
-        check_len(b.len(), len::BTH + len::ICRC)?;
+        check_len(Header::Bth, b.len(), len::BTH + len::ICRC)?;
         let bth = Bth::new_unchecked(b);
-        let info = bth
-            .opcode()
-            .info()
-            .ok_or(Error::Unsupported("bth.opcode"))?;
+        let info = bth.opcode().info().ok_or(Error::Unsupported {
+            header: Header::Bth,
+            field: Field::Opcode,
+            value: u32::from(bth.opcode().0),
+        })?;
         // IBTA §9.2.1: a packet of another transport header version is dropped. Checked
         // here so that a fast path using only the view never sees one.
         if bth.tver() != 0 {
-            return Err(Error::Malformed("bth.tver"));
+            return Err(Error::Field {
+                header: Header::Bth,
+                field: Field::TVer,
+                value: u32::from(bth.tver()),
+            });
         }
         let header_len = len::BTH + info.headers.len();
-        check_len(b.len(), header_len + len::ICRC)?;
+        check_len(Header::Bth, b.len(), header_len + len::ICRC)?;
         let padded = b.len() - header_len - len::ICRC;
         if !info.has_payload && padded != 0 {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Bth,
+                field: Field::Payload,
+                value: padded,
+            });
         }
         if usize::from(bth.pad_count()) > padded {
-            return Err(Error::BadLength);
+            return Err(Error::Field {
+                header: Header::Bth,
+                field: Field::PadCount,
+                value: u32::from(bth.pad_count()),
+            });
         }
         Ok(IbPacket {
             buffer,
@@ -163,7 +176,7 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
         u32::from_le_bytes([t[0], t[1], t[2], t[3]])
     }
 
-    fn slice(&self, f: &Option<Field>) -> Option<&[u8]> {
+    fn slice(&self, f: &Option<Bytes>) -> Option<&[u8]> {
         f.as_ref().map(|r| &self.buffer.as_ref()[r.clone()])
     }
 
@@ -288,10 +301,11 @@ impl IbPacketRepr {
     }
 
     fn info(&self) -> Result<OpcodeInfo> {
-        self.bth
-            .opcode
-            .info()
-            .ok_or(Error::Unsupported("bth.opcode"))
+        self.bth.opcode.info().ok_or(Error::Unsupported {
+            header: Header::Bth,
+            field: Field::Opcode,
+            value: u32::from(self.bth.opcode.0),
+        })
     }
 
     /// The extension headers this repr carries.
@@ -339,19 +353,31 @@ impl IbPacketRepr {
     /// Errors: unknown opcode, headers that disagree with the opcode table, payload on a
     /// payload-less opcode, a dest QP or MSN wider than 24 bits or an AETH syndrome that
     /// does not fit its fields, `buf` too short.
-    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Field> {
+    pub fn emit_headers(&self, buf: &mut [u8], payload_len: usize) -> Result<Bytes> {
         let info = self.info()?;
         if self.present() != info.headers {
-            return Err(Error::Malformed("ext headers disagree with opcode"));
+            return Err(Error::Field {
+                header: Header::Bth,
+                field: Field::ExtHeaders,
+                value: u32::from(self.bth.opcode.0),
+            });
         }
         if !info.has_payload && payload_len != 0 {
-            return Err(Error::BadLength);
+            return Err(Error::Length {
+                header: Header::Bth,
+                field: Field::Payload,
+                value: payload_len,
+            });
         }
         if self.bth.dest_qp > super::bth::QPN_MASK {
-            return Err(Error::Malformed("bth.dest_qp"));
+            return Err(Error::Field {
+                header: Header::Bth,
+                field: Field::DestQp,
+                value: self.bth.dest_qp,
+            });
         }
         let total = self.buffer_len(payload_len);
-        check_len(buf.len(), total)?;
+        check_len(Header::Bth, buf.len(), total)?;
         let buf = &mut buf[..total];
         let pad = Self::pad_for(payload_len);
         let mut bth = self.bth;
@@ -360,7 +386,7 @@ impl IbPacketRepr {
         let l = ExtLayout::of(info.headers);
         fn put<R>(
             buf: &mut [u8],
-            f: Option<Field>,
+            f: Option<Bytes>,
             v: Option<R>,
             emit: impl Fn(&R, &mut [u8]) -> Result<()>,
         ) -> Result<()> {
@@ -490,14 +516,22 @@ mod tests {
         // an ACK with payload bytes
         assert_eq!(
             IbPacket::new_checked(&buf[..n + 4]).unwrap_err(),
-            Error::BadLength
+            Error::Length {
+                header: Header::Bth,
+                field: Field::Payload,
+                value: 4
+            }
         );
         // unknown opcode
         let mut bad = buf;
         bad[0] = 0x15;
         assert!(matches!(
             IbPacket::new_checked(&bad[..n]),
-            Err(Error::Unsupported(_))
+            Err(Error::Unsupported {
+                header: Header::Bth,
+                field: Field::Opcode,
+                value: 0x15
+            })
         ));
         // pad count larger than the payload
         let n = repr_for(Opcode::RC_SEND_ONLY).emit(&mut buf, &[1]).unwrap();
@@ -506,7 +540,11 @@ mod tests {
         bad[1] |= 0x30;
         assert_eq!(
             IbPacket::new_checked(&bad[..12 + 2 + 4]).unwrap_err(),
-            Error::BadLength
+            Error::Field {
+                header: Header::Bth,
+                field: Field::PadCount,
+                value: 3
+            }
         );
         // emit refuses a repr whose headers disagree with its opcode
         let mut r = repr_for(Opcode::RC_SEND_ONLY);
@@ -519,7 +557,11 @@ mod tests {
         // and payload on a READ request
         assert_eq!(
             repr_for(Opcode::RC_READ_REQUEST).emit(&mut buf, &[1]),
-            Err(Error::BadLength)
+            Err(Error::Length {
+                header: Header::Bth,
+                field: Field::Payload,
+                value: 1
+            })
         );
         // and a buffer that is too short
         assert!(matches!(
@@ -575,11 +617,22 @@ mod tests {
         buf[1] |= 0x01; // TVer 1
         assert_eq!(
             IbPacket::new_checked(&buf[..n]).unwrap_err(),
-            Error::Malformed("bth.tver")
+            Error::Field {
+                header: Header::Bth,
+                field: Field::TVer,
+                value: 1
+            }
         );
         let mut r = repr_for(Opcode::RC_SEND_ONLY);
         r.bth.dest_qp = 1 << 24;
-        assert_eq!(r.emit(&mut buf, b""), Err(Error::Malformed("bth.dest_qp")));
+        assert_eq!(
+            r.emit(&mut buf, b""),
+            Err(Error::Field {
+                header: Header::Bth,
+                field: Field::DestQp,
+                value: 1 << 24
+            })
+        );
         let mut r = repr_for(Opcode::RC_ACK);
         r.aeth = Some(AethRepr {
             syndrome: Syndrome::Ack { credit_code: 0x3f },
