@@ -870,7 +870,7 @@ via = "2001:2:0:9::1"
 
 #[test]
 fn two_router_processes_joined_by_an_shm_port_carry_pings_and_stop_on_signals() {
-    require!();
+    require!("traceroute");
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _topo = Topology::up("weft");
     let mut r1 = RouterProc::start_config("r1", R1_CONFIG, "to-r2");
@@ -883,16 +883,14 @@ fn two_router_processes_joined_by_an_shm_port_carry_pings_and_stop_on_signals() 
     ping_ok("weft-hb", &["198.18.1.2"]);
     ping_ok("weft-ha", &["-6", "2001:2:0:2::2"]);
     ping_ok("weft-hb", &["-6", "2001:2:0:1::2"]);
-    if have("traceroute") {
-        let (t, hops) = traceroute_from_host_a("198.18.2.2");
-        let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
-        assert!(
-            hops.first().is_some_and(|l| l.contains("198.18.1.1"))
-                && hops.get(1).is_some_and(|l| l.contains("198.18.9.2"))
-                && hops.get(2).is_some_and(|l| l.contains("198.18.2.2")),
-            "router 1, router 2 (its shm side), host B: {t}"
-        );
-    }
+    let (t, hops) = traceroute_from_host_a("198.18.2.2");
+    let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
+    assert!(
+        hops.first().is_some_and(|l| l.contains("198.18.1.1"))
+            && hops.get(1).is_some_and(|l| l.contains("198.18.9.2"))
+            && hops.get(2).is_some_and(|l| l.contains("198.18.2.2")),
+        "router 1, router 2 (its shm side), host B: {t}"
+    );
     // Both routers forwarded the pings across the shm link, both ways.
     for r in [&r1, &r2] {
         assert!(r.counter("forwarded") >= 12, "{}", r.ctl("show counters"));

@@ -39,8 +39,6 @@ pub mod spsc;
 // The system-call wrappers: raw pointers in, checked safe values out.
 #[allow(unsafe_code)]
 mod sys;
-// sendmmsg/recvmmsg with their header arrays and control messages.
-#[allow(unsafe_code)]
 pub mod udp;
 pub mod wake;
 

@@ -22,6 +22,12 @@ pub(crate) fn last_err(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+/// The raw errno `e` as an error with `what` in front.
+pub(crate) fn errno_err(e: i32, what: &str) -> io::Error {
+    let e = io::Error::from_raw_os_error(e);
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
 /// The raw errno of the last failed call.
 pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -452,6 +458,18 @@ pub(crate) fn bind<T: Copy>(fd: RawFd, addr: &T, what: &str) -> io::Result<()> {
     }
 }
 
+/// `bind` to an IPv4 or IPv6 socket address.
+pub(crate) fn bind_socket_addr(fd: RawFd, addr: &SocketAddr, what: &str) -> io::Result<()> {
+    let (ss, len) = to_storage(addr);
+    // SAFETY: `ss` holds a valid sockaddr of `len` bytes; the kernel only reads it.
+    let r = unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) };
+    if r < 0 {
+        Err(last_err(what))
+    } else {
+        Ok(())
+    }
+}
+
 /// A zero-length, non-blocking `sendto` with no address: the doorbell of a mapped
 /// transmit ring (`AF_PACKET`, `AF_XDP`). Returns the raw errno on failure.
 pub(crate) fn kick_tx(fd: RawFd) -> Result<(), i32> {
@@ -811,6 +829,186 @@ mod tests {
             let (ss, len) = to_storage(&a);
             assert_eq!(from_storage(&ss, len), Some(a));
             assert_eq!(from_storage(&ss, len - 1), None, "short length refused");
+        }
+    }
+}
+
+/// Room for one message's ancillary data: `SO_RXQ_OVFL` (a `u32`) with its header.
+const MMSG_CTRL: usize = 32;
+
+/// The header arrays of `sendmmsg`/`recvmmsg`: one datagram per message, one iovec
+/// each. The raw pointers inside are written by [`Mmsg::send`]/[`Mmsg::recv`] from
+/// borrowed slices just before the call and are stale (never read) afterwards; only
+/// the lengths, names, flags and control bytes the kernel wrote are read back.
+pub(crate) struct Mmsg {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    names: Vec<libc::sockaddr_storage>,
+    ctrl: Vec<[u64; MMSG_CTRL / 8]>,
+}
+
+// SAFETY: the raw pointers inside point into buffers borrowed for one system call and
+// are rewritten before every call that reads them; Rust code never dereferences them
+// (received() reads only the kernel-written lengths, names and control bytes, which
+// live in `self`), so moving an Mmsg to another thread moves no live borrow.
+unsafe impl Send for Mmsg {}
+
+/// What the kernel reported for one received message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Received {
+    /// Bytes written into the message's buffer.
+    pub len: usize,
+    /// The sender, if it was IPv4 or IPv6.
+    pub from: Option<SocketAddr>,
+    /// The datagram was longer than the buffer (`MSG_TRUNC`).
+    pub truncated: bool,
+    /// The socket's `SO_RXQ_OVFL` drop counter, when it rode on this datagram.
+    pub rxq_ovfl: Option<u32>,
+}
+
+impl Mmsg {
+    /// Arrays for up to `cap` messages per call.
+    pub(crate) fn new(cap: usize) -> Mmsg {
+        // SAFETY: mmsghdr and iovec are plain old data; all-zero is a valid value.
+        let (hdr, iov) = unsafe { (mem::zeroed::<libc::mmsghdr>(), mem::zeroed::<libc::iovec>()) };
+        Mmsg {
+            hdrs: vec![hdr; cap],
+            iovs: vec![iov; cap],
+            names: vec![zeroed_storage(); cap],
+            ctrl: vec![[0; MMSG_CTRL / 8]; cap],
+        }
+    }
+
+    /// Fill message `i`'s header for a call: its iovec over `base`/`len`, its name
+    /// buffer (`namelen` bytes used), control room if `ctrl`.
+    fn prepare(&mut self, i: usize, base: *mut libc::c_void, len: usize, namelen: u32, ctrl: bool) {
+        self.iovs[i] = libc::iovec {
+            iov_base: base,
+            iov_len: len,
+        };
+        let h = &mut self.hdrs[i];
+        h.msg_hdr.msg_name = (&mut self.names[i] as *mut libc::sockaddr_storage).cast();
+        h.msg_hdr.msg_namelen = namelen;
+        h.msg_hdr.msg_iov = &mut self.iovs[i];
+        h.msg_hdr.msg_iovlen = 1;
+        if ctrl {
+            h.msg_hdr.msg_control = self.ctrl[i].as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = MMSG_CTRL as _;
+        } else {
+            h.msg_hdr.msg_control = ptr::null_mut();
+            h.msg_hdr.msg_controllen = 0;
+        }
+        h.msg_hdr.msg_flags = 0;
+        h.msg_len = 0;
+    }
+
+    /// `sendmmsg` (non-blocking) of up to capacity `(bytes, destination)` pairs; the
+    /// messages the kernel took, or the raw errno.
+    pub(crate) fn send<'a>(
+        &mut self,
+        fd: RawFd,
+        msgs: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+    ) -> Result<usize, i32> {
+        let mut n = 0;
+        for (bytes, dst) in msgs.into_iter().take(self.hdrs.len()) {
+            let (ss, len) = to_storage(&dst);
+            self.names[n] = ss;
+            // The kernel only reads through this pointer (sendmmsg), so casting away
+            // the const is sound.
+            self.prepare(
+                n,
+                bytes.as_ptr() as *mut libc::c_void,
+                bytes.len(),
+                len,
+                false,
+            );
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the first `n` headers point at live sockaddrs and iovecs in `self`,
+        // whose iovecs cover the borrowed `bytes` slices, alive (and only read by the
+        // kernel) for the duration of the call.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(r as usize)
+        }
+    }
+
+    /// `recvmmsg` (non-blocking) into up to capacity buffers; how many messages
+    /// arrived (read each with [`Mmsg::received`]), or the raw errno.
+    pub(crate) fn recv<'a>(
+        &mut self,
+        fd: RawFd,
+        bufs: impl IntoIterator<Item = &'a mut [u8]>,
+    ) -> Result<usize, i32> {
+        let mut n = 0;
+        for b in bufs.into_iter().take(self.hdrs.len()) {
+            let namelen = mem::size_of::<libc::sockaddr_storage>() as u32;
+            self.prepare(n, b.as_mut_ptr().cast(), b.len(), namelen, true);
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the first `n` headers point at live sockaddr storage, control buffers
+        // and iovecs in `self`; each iovec covers a borrowed writable slice, alive for
+        // the call. The kernel writes only within those lengths.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            Err(errno())
+        } else {
+            Ok(r as usize)
+        }
+    }
+
+    /// What the last [`Mmsg::recv`] got in message `i` (below the count it returned).
+    pub(crate) fn received(&self, i: usize) -> Received {
+        let h = &self.hdrs[i].msg_hdr;
+        let mut rxq_ovfl = None;
+        // Never trust the kernel-written length beyond our own buffer.
+        if h.msg_controllen > 0 && h.msg_controllen <= MMSG_CTRL {
+            // SAFETY: `msg_control` points at self.ctrl[i] (set by recv) and
+            // `msg_controllen`, checked above to lie within it, is what the kernel
+            // filled; CMSG_FIRSTHDR/NXTHDR stay within that length, and the data of an
+            // SO_RXQ_OVFL message, checked to be long enough, holds a u32 (read
+            // unaligned).
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(h);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_SOCKET
+                        && (*c).cmsg_type == libc::SO_RXQ_OVFL
+                        && (*c).cmsg_len as usize >= libc::CMSG_LEN(4) as usize
+                    {
+                        rxq_ovfl = Some(ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+                    }
+                    c = libc::CMSG_NXTHDR(h, c);
+                }
+            }
+        }
+        Received {
+            len: self.hdrs[i].msg_len as usize,
+            from: from_storage(&self.names[i], h.msg_namelen),
+            truncated: h.msg_flags & libc::MSG_TRUNC != 0,
+            rxq_ovfl,
         }
     }
 }

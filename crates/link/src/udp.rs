@@ -26,17 +26,12 @@ use crate::datagram::{path_between, path_ends, pool_buf_size, DEFAULT_MAX_DATAGR
 use crate::sys;
 use crate::{BufferPool, Datagram, DatagramLink, LinkStats, PacketBuf};
 use std::io;
-use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::ptr;
 use std::time::Duration;
 
 /// Messages per `recvmmsg`/`sendmmsg` call.
 pub const BURST: usize = 64;
-
-/// `SO_RXQ_OVFL` ancillary data: a `u32` of datagrams the socket dropped so far.
-const CMSG_BUF: usize = 32;
 
 /// How a [`UdpLink`] is set up.
 #[derive(Debug, Clone)]
@@ -64,33 +59,6 @@ impl Default for UdpOptions {
     }
 }
 
-/// Per-message scratch for the burst system calls. It holds raw pointers only while
-/// one call runs; between calls they are stale and never read.
-struct Scratch {
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
-    names: Vec<libc::sockaddr_storage>,
-    ctrl: Vec<[u64; CMSG_BUF / 8]>,
-}
-
-// SAFETY: the raw pointers inside point into buffers the link owns and are rewritten
-// before every system call that reads them; no pointer is dereferenced by Rust code,
-// and nothing is shared between threads.
-unsafe impl Send for Scratch {}
-
-impl Scratch {
-    fn new() -> Scratch {
-        // SAFETY: mmsghdr and iovec are plain old data; all-zero is a valid value.
-        let (hdr, iov) = unsafe { (mem::zeroed::<libc::mmsghdr>(), mem::zeroed::<libc::iovec>()) };
-        Scratch {
-            hdrs: vec![hdr; BURST],
-            iovs: vec![iov; BURST],
-            names: vec![sys::zeroed_storage(); BURST],
-            ctrl: vec![[0; CMSG_BUF / 8]; BURST],
-        }
-    }
-}
-
 /// A RoCEv2 datagram link over one non-blocking UDP socket bound to a specific address.
 pub struct UdpLink {
     fd: OwnedFd,
@@ -104,7 +72,8 @@ pub struct UdpLink {
     kernel_drops: u32,
     /// Receive buffers taken from the pool under one lock, kept between bursts.
     spare: Vec<PacketBuf>,
-    scratch: Scratch,
+    /// The system calls' header arrays.
+    mmsg: sys::Mmsg,
 }
 
 impl std::fmt::Debug for UdpLink {
@@ -141,15 +110,12 @@ impl UdpLink {
         } else {
             libc::AF_INET6
         };
-        // SAFETY: plain syscall with constant arguments.
-        let raw = unsafe {
-            libc::socket(
-                family,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                libc::IPPROTO_UDP,
-            )
-        };
-        let fd = sys::owned_fd(raw, "udp link: socket")?;
+        let fd = sys::socket(
+            family,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_UDP,
+            "udp link: socket",
+        )?;
         let s = fd.as_raw_fd();
         if addr.is_ipv4() {
             sys::set_int(
@@ -182,12 +148,7 @@ impl UdpLink {
         }
         // Kernel receive-queue drops arrive with each datagram (best effort).
         let _ = sys::set_int(s, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1, "SO_RXQ_OVFL");
-        let (ss, len) = sys::to_storage(&addr);
-        // SAFETY: `ss` holds a valid sockaddr of `len` bytes.
-        let r = unsafe { libc::bind(s, (&ss as *const libc::sockaddr_storage).cast(), len) };
-        if r < 0 {
-            return Err(sys::last_err(&format!("udp link: bind {addr}")));
-        }
+        sys::bind_socket_addr(s, &addr, &format!("udp link: bind {addr}"))?;
         let local = sys::local_addr(s)?;
         Ok(UdpLink {
             fd,
@@ -198,7 +159,7 @@ impl UdpLink {
             own_rx_drops: 0,
             kernel_drops: 0,
             spare: Vec::with_capacity(BURST),
-            scratch: Scratch::new(),
+            mmsg: sys::Mmsg::new(BURST),
         })
     }
 
@@ -208,41 +169,8 @@ impl UdpLink {
     }
 
     fn send_batch(&mut self, batch: &[Datagram]) -> Result<usize, i32> {
-        let sc = &mut self.scratch;
-        for (i, d) in batch.iter().enumerate() {
-            let (_, dst) = path_ends(&d.path);
-            let (ss, len) = sys::to_storage(&dst);
-            sc.names[i] = ss;
-            sc.iovs[i] = libc::iovec {
-                iov_base: d.buf.as_ptr() as *mut libc::c_void,
-                iov_len: d.buf.len(),
-            };
-            let h = &mut sc.hdrs[i];
-            h.msg_hdr.msg_name = (&mut sc.names[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = len;
-            h.msg_hdr.msg_iov = &mut sc.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = ptr::null_mut();
-            h.msg_hdr.msg_controllen = 0;
-            h.msg_hdr.msg_flags = 0;
-            h.msg_len = 0;
-        }
-        // SAFETY: the first `batch.len()` headers point at live sockaddrs and iovecs in
-        // `scratch`, whose iovecs point at the datagrams' bytes, all valid (and not
-        // written by the kernel) for the duration of the call.
-        let r = unsafe {
-            libc::sendmmsg(
-                self.fd.as_raw_fd(),
-                sc.hdrs.as_mut_ptr(),
-                batch.len() as libc::c_uint,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if r < 0 {
-            Err(sys::errno())
-        } else {
-            Ok(r as usize)
-        }
+        let msgs = batch.iter().map(|d| (&d.buf[..], path_ends(&d.path).1));
+        self.mmsg.send(self.fd.as_raw_fd(), msgs)
     }
 
     /// True when this link can send `d`: it fits, and its path starts here.
@@ -282,76 +210,35 @@ impl DatagramLink for UdpLink {
         if n == 0 {
             return Ok(0);
         }
-        let sc = &mut self.scratch;
-        for i in 0..n {
-            let b = &mut self.spare[i];
+        let max = self.max_datagram;
+        let bufs = self.spare[..n].iter_mut().map(|b| {
             b.reset();
-            let room = b.capacity().min(self.max_datagram);
-            sc.iovs[i] = libc::iovec {
-                iov_base: b.spare_mut().as_mut_ptr().cast(),
-                iov_len: room,
-            };
-            let h = &mut sc.hdrs[i];
-            h.msg_hdr.msg_name = (&mut sc.names[i] as *mut libc::sockaddr_storage).cast();
-            h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            h.msg_hdr.msg_iov = &mut sc.iovs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = sc.ctrl[i].as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = CMSG_BUF as _;
-            h.msg_hdr.msg_flags = 0;
-            h.msg_len = 0;
-        }
-        // SAFETY: the first `n` headers point at live sockaddr storage, control buffers
-        // and iovecs in `scratch`; each iovec covers writable bytes of a pooled buffer
-        // we hold in `spare`. The kernel writes only within those lengths.
-        let r = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                sc.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            return match sys::errno() {
-                // Nothing waiting, or a pending ICMP error reported on this call.
+            let room = b.spare_mut();
+            let len = room.len().min(max);
+            &mut room[..len]
+        });
+        let got = match self.mmsg.recv(self.fd.as_raw_fd(), bufs) {
+            Ok(got) => got,
+            // Nothing waiting, or a pending ICMP error reported on this call.
+            Err(
                 libc::EAGAIN
                 | libc::EINTR
                 | libc::ECONNREFUSED
                 | libc::EHOSTUNREACH
-                | libc::ENETUNREACH => Ok(0),
-                _ => Err(sys::last_err("udp link: recvmmsg")),
-            };
-        }
-        let got = r as usize;
+                | libc::ENETUNREACH,
+            ) => return Ok(0),
+            Err(e) => return Err(sys::errno_err(e, "udp link: recvmmsg")),
+        };
         let mut delivered = 0;
         for (i, mut b) in self.spare.drain(..got).enumerate() {
-            let h = &self.scratch.hdrs[i];
+            let r = self.mmsg.received(i);
             // SO_RXQ_OVFL: the latest counter rides on any datagram after a drop.
-            if h.msg_hdr.msg_controllen > 0 {
-                // SAFETY: `msg_control`/`msg_controllen` describe the control buffer the
-                // kernel just filled; CMSG_FIRSTHDR/NXTHDR stay within it and CMSG_DATA
-                // of a SO_RXQ_OVFL message holds a u32 (read unaligned).
-                unsafe {
-                    let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                    while !c.is_null() {
-                        if (*c).cmsg_level == libc::SOL_SOCKET
-                            && (*c).cmsg_type == libc::SO_RXQ_OVFL
-                            && (*c).cmsg_len as usize >= libc::CMSG_LEN(4) as usize
-                        {
-                            self.kernel_drops =
-                                ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>());
-                        }
-                        c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
-                    }
-                }
+            if let Some(d) = r.rxq_ovfl {
+                self.kernel_drops = d;
             }
-            let peer = sys::from_storage(&self.scratch.names[i], h.msg_hdr.msg_namelen);
-            let path = peer.and_then(|p| path_between(p, self.local));
-            let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            let path = r.from.and_then(|p| path_between(p, self.local));
             match path {
-                Some(path) if !truncated && b.set_len(h.msg_len as usize) => {
+                Some(path) if !r.truncated && b.set_len(r.len) => {
                     out.push(Datagram { buf: b, path });
                     delivered += 1;
                 }
