@@ -339,14 +339,17 @@ impl Config {
                 router,
             )
             .map_err(|e| err(format!("{}: {}", path.display(), e.0)))?;
-            n += router.bulk_insert(routes);
+            n += router
+                .bulk_insert(routes)
+                .map_err(|e| err(format!("{}: {e}", path.display())))?;
         }
         Ok(n)
     }
 }
 
-/// Parse a route file into (prefix, next hop) pairs. Blank lines and `#` comments are
-/// skipped; anything else that does not parse is an error naming its line.
+/// Parse a route file into (prefix, next hop) pairs, with weft-lpm's route-file
+/// reader ([`weft_lpm::routes::lines`]): blank lines and `#` comments are skipped;
+/// anything else that does not parse is an error naming its line.
 pub fn parse_route_file(
     text: &str,
     format: &str,
@@ -370,27 +373,20 @@ pub fn parse_route_file(
         })
         .collect::<Result<_, ConfigError>>()?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let mut f = line.split_whitespace();
-        let (Some(p), Some(second), None) = (f.next(), f.next(), f.next()) else {
-            return Err(err(format!("line {}: expected two fields", i + 1)));
-        };
-        let prefix: IpPrefix = p.parse().map_err(|e| err(format!("line {}: {e}", i + 1)))?;
+    for line in weft_lpm::routes::lines(text) {
+        let line = line.map_err(|e| err(e.to_string()))?;
+        let (i, prefix, second) = (line.line, line.prefix, line.value);
         let nh = match format {
             "prefix-next-hop" => {
                 let via: IpAddr = second
                     .parse()
-                    .map_err(|_| err(format!("line {}: bad next hop {second:?}", i + 1)))?;
-                resolve(via).map_err(|e| err(format!("line {}: {}", i + 1, e.0)))?
+                    .map_err(|_| err(format!("line {i}: bad next hop {second:?}")))?;
+                resolve(via).map_err(|e| err(format!("line {i}: {}", e.0)))?
             }
             "bgpas" => {
                 let asn: u64 = second
                     .parse()
-                    .map_err(|_| err(format!("line {}: bad AS number {second:?}", i + 1)))?;
+                    .map_err(|_| err(format!("line {i}: bad AS number {second:?}")))?;
                 // One family's next hops serve its prefixes.
                 let fam: Vec<&NextHop> = hops
                     .iter()
@@ -399,8 +395,7 @@ pub fn parse_route_file(
                     .collect();
                 if fam.is_empty() {
                     return Err(err(format!(
-                        "line {}: no next hop of this family in next_hops",
-                        i + 1
+                        "line {i}: no next hop of this family in next_hops"
                     )));
                 }
                 *fam[(asn % fam.len() as u64) as usize]

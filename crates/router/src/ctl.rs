@@ -91,7 +91,7 @@ pub fn execute(router: &Router, line: &str) -> String {
             let (v4, v6) = fib.len();
             let names: Vec<String> = router.ports().map(|p| p.name.clone()).collect();
             let mut s = format!("routes: {v4} ipv4, {v6} ipv6\n");
-            for (p, nh) in fib.routes(limit) {
+            for (p, nh) in router.routes(limit) {
                 let port = names.get(nh.port).map_or("?", String::as_str);
                 match nh.via {
                     Some(v) => {
