@@ -1142,10 +1142,20 @@ impl<A: Family> Churn<'_, A> {
     fn peer<T: Update1<A>>(&mut self) -> anyhow::Result<()> {
         eprintln!("  {:<24} building ...", T::NAME);
         let (mut t, bytes, _) = build_counted::<A, T>(self.routes);
-        let (done, secs) = self.drive(|ins, p| match ins {
-            None => t.remove(p),
-            Some((p, nh)) => t.insert(p, nh.get()),
-        });
+        // A peer whose update path panics on this sequence gets a row that says so.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.drive(|ins, p| match ins {
+                None => t.remove(p),
+                Some((p, nh)) => t.insert(p, nh.get()),
+            })
+        }));
+        let Ok((done, secs)) = run else {
+            eprintln!("  {:<24} panicked during updates", T::NAME);
+            let mut o = self.row(T::NAME, bytes, 0.0);
+            o["error"] = json!("panicked during insert/remove");
+            self.rows.push(o);
+            return Ok(());
+        };
         let rate = done as f64 / secs;
         eprintln!(
             "  {:<24} {:.1} MiB, {rate:.0} updates/s",
