@@ -274,9 +274,16 @@ impl<N: Copy + Eq + Hash> FibWriter<N> {
     /// built in one pass and published.
     pub fn with_routes(routes: &[(IpPrefix, N)]) -> Result<Self, LpmError> {
         let mut w = Self::new();
+        let (mut r4, mut r6) = (Vec::new(), Vec::new());
         for &(p, nh) in routes {
-            w.insert_private(p, nh)?;
+            let i = w.hops.acquire(nh)?;
+            match p {
+                IpPrefix::V4(p) => r4.push((p, i)),
+                IpPrefix::V6(p) => r6.push((p, i)),
+            }
         }
+        w.v4.fill(r4, &mut w.hops);
+        w.v6.fill(r6, &mut w.hops);
         w.pending_since = Some(Instant::now());
         w.flush();
         // The statistics describe updates, not the initial build.
@@ -569,6 +576,36 @@ impl<A: Address> Routes<A> {
         self.long.len() + self.short.len()
     }
 
+    /// Fills an empty route set from `routes` (index values acquired from `hops`;
+    /// a prefix given twice keeps its last value and releases the others) and
+    /// marks everything for a rebuild. The maps are bulk-built from sorted input,
+    /// so their nodes are full: half the memory of inserting in address order.
+    fn fill<N: Copy + Eq + Hash>(
+        &mut self,
+        mut routes: Vec<(Prefix<A>, u32)>,
+        hops: &mut NextHops<N>,
+    ) {
+        debug_assert!(self.len() == 0);
+        if routes.is_empty() {
+            return;
+        }
+        // Stable: equal prefixes stay in the order given, so the last one wins.
+        routes.sort_by_key(|&(p, _)| (p.addr(), p.len()));
+        let mut kept: Vec<(Prefix<A>, u32)> = Vec::with_capacity(routes.len());
+        for (p, i) in routes {
+            match kept.last_mut() {
+                Some(last) if last.0 == p => hops.release(std::mem::replace(&mut last.1, i)),
+                _ => kept.push((p, i)),
+            }
+        }
+        let entry = |&(p, i): &(Prefix<A>, u32)| ((p.addr(), p.len()), i);
+        self.short = kept.iter().filter(|r| r.0.len() < 16).map(entry).collect();
+        self.long = kept.iter().filter(|r| r.0.len() >= 16).map(entry).collect();
+        self.dirty.iter_mut().for_each(|d| *d = true);
+        self.dirty_segs.iter_mut().for_each(|d| *d = true);
+        self.dirty_chunks = CHUNKS;
+    }
+
     fn map(&mut self, len: u8) -> &mut BTreeMap<(A, u8), u32> {
         if len < 16 {
             &mut self.short
@@ -747,6 +784,23 @@ mod tests {
         assert_eq!(s.next_hops(), 2);
         assert_eq!(old.lookup4(0x0a01_0203), Some('a'));
         assert_eq!(w.hops.slots.len(), 2, "the index was reused, not a new one");
+    }
+
+    #[test]
+    fn with_routes_keeps_the_last_of_a_duplicate_and_frees_the_others_next_hop() {
+        let w = FibWriter::with_routes(&[
+            (p("10.0.0.0/8"), 'a'),
+            (p("10.0.0.0/24"), 'b'),
+            (p("10.0.0.0/8"), 'c'),
+            (p("::/0"), 'b'),
+        ])
+        .unwrap();
+        let s = w.reader().snapshot();
+        assert_eq!(s.len(), (2, 1));
+        assert_eq!(s.lookup4(0x0a01_0000), Some('c'));
+        assert_eq!(s.lookup4(0x0a00_0001), Some('b'));
+        assert_eq!(s.next_hops(), 2, "'a' is used by no route");
+        assert_eq!(w.stats(), WriterStats::default());
     }
 
     #[test]
