@@ -1077,19 +1077,30 @@ impl<A: Family> Churn<'_, A> {
                 black_box(acc);
             })
         };
-        // The reader alone first (same run, same thread set-up): the baseline.
-        let alone = {
+        // Same-run baselines for the reader: with the writer thread asleep, and
+        // with it spinning without touching the FIB (on a machine with fewer free
+        // cores than threads, the share of CPU the writer takes is the first
+        // thing churn costs a reader; this separates it from the FIB's own cost).
+        let baseline = |spin: bool| {
             let (stop, looked) = (
                 Arc::new(AtomicBool::new(false)),
                 Arc::new(AtomicU64::new(0)),
             );
             let t = reader(stop.clone(), looked.clone());
             let t0 = Instant::now();
-            std::thread::sleep(std::time::Duration::from_secs_f64(self.budget()));
+            if spin {
+                while t0.elapsed().as_secs_f64() < self.budget() {
+                    black_box(0u64);
+                }
+            } else {
+                std::thread::sleep(std::time::Duration::from_secs_f64(self.budget()));
+            }
             stop.store(true, Ordering::Relaxed);
             let _ = t.join();
             looked.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64() / 1e6
         };
+        let alone = baseline(false);
+        let beside_spin = baseline(true);
         let (stop, looked) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicU64::new(0)),
@@ -1118,7 +1129,7 @@ impl<A: Family> Churn<'_, A> {
         let st = fib.stats();
         let rate = done as f64 / secs_flushed;
         eprintln!(
-            "  {name:<24} {:.1} MiB, {:.0} updates/s, reader {during:.1} Ml/s ({alone:.1} alone), {} publications",
+            "  {name:<24} {:.1} MiB, {:.0} updates/s, reader {during:.1} Ml/s ({alone:.1} alone, {beside_spin:.1} beside a spinning writer), {} publications",
             mib(built),
             rate,
             st.publications
@@ -1132,6 +1143,8 @@ impl<A: Family> Churn<'_, A> {
         o["reader_mlookups_per_s"] = json!(round2(during));
         o["reader_alone_mlookups_per_s"] = json!(round2(alone));
         o["reader_ratio_vs_alone"] = json!(round2(during / alone));
+        o["reader_beside_spinning_writer_mlookups_per_s"] = json!(round2(beside_spin));
+        o["reader_ratio_vs_spinning_writer"] = json!(round2(during / beside_spin));
         self.rows.push(o);
         drop(fib);
         Ok(())
@@ -1203,7 +1216,7 @@ fn churn<A: Family>(
 
 fn print_churn(rows: &[Value]) {
     println!(
-        "{:<18} {:<5} {:>8} {:>8} {:>12} {:>8} {:>12} {:>8} {:>9}",
+        "{:<18} {:<5} {:>8} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8} {:>9}",
         "impl",
         "fam",
         "routes",
@@ -1212,6 +1225,7 @@ fn print_churn(rows: &[Value]) {
         "vs best",
         "reader Ml/s",
         "vs alone",
+        "vs spin",
         "wait ms"
     );
     for r in rows {
@@ -1220,7 +1234,7 @@ fn print_churn(rows: &[Value]) {
                 .map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
         };
         println!(
-            "{:<18} {:<5} {:>8} {:>8.2} {:>12.0} {:>7.2}x {:>12} {:>8} {:>9}",
+            "{:<18} {:<5} {:>8} {:>8.2} {:>12.0} {:>7.2}x {:>12} {:>8} {:>8} {:>9}",
             r["impl"].as_str().unwrap_or(""),
             r["family"].as_str().unwrap_or(""),
             r["routes"],
@@ -1229,6 +1243,7 @@ fn print_churn(rows: &[Value]) {
             r["ratio_vs_fastest_peer"].as_f64().unwrap_or(0.0),
             opt("reader_mlookups_per_s", 1),
             opt("reader_ratio_vs_alone", 2),
+            opt("reader_ratio_vs_spinning_writer", 2),
             opt("longest_wait_ms", 1),
         );
     }
