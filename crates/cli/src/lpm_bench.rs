@@ -56,7 +56,8 @@ pub struct Args {
     /// Random destination keys per family.
     #[arg(long, default_value_t = 1 << 20)]
     keys: usize,
-    /// Route updates (withdraw and re-announce) for the update-rate measurement.
+    /// Route updates (withdraw and re-announce) for the update-rate measurement
+    /// (with `--churn`: random routes to update, at least 2^20).
     #[arg(long, default_value_t = 4000)]
     updates: usize,
     /// Seed for keys, samples and the synthetic generator.
@@ -1190,7 +1191,9 @@ fn churn<A: Family>(
     eprintln!("{} churn: {} routes from {source}", A::FAMILY, routes.len());
     anyhow::ensure!(!routes.is_empty(), "no {} routes", A::FAMILY);
     let mut rng = synth::Rng::new(args.seed ^ 0x0bd7);
-    let picks = (0..args.updates.max(1))
+    // Enough random routes that the updates of a run rarely repeat a prefix
+    // (repeats would coalesce into one change per publication).
+    let picks = (0..args.updates.max(1 << 20))
         .map(|_| routes[rng.below(routes.len() as u64) as usize])
         .collect();
     let mut c = Churn {
