@@ -3,7 +3,7 @@
 //! **Owns**: the forwarding table's lookup structure ([`Table`], aliased
 //! [`Lpm4`]/[`Lpm6`]), the prefix types ([`Prefix`], family-agnostic [`IpPrefix`]),
 //! the updatable FIB ([`FibWriter`] publishes immutable [`Snapshot`]s of both
-//! families and their next hops; [`FibReader`] loads them), a naive [`reference`]
+//! families and their next hops; [`FibReader`] loads them), a naive [`reference`](mod@reference)
 //! implementation to test against, a seeded [`synth`]etic route generator with the
 //! real prefix-length mix, and the one reader of `prefix value` route files
 //! ([`routes`]).
