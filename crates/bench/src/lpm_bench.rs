@@ -22,7 +22,9 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use serde_json::{json, Value};
-use weft_lpm::{routes, synth, Address, Fib, NextHop, Prefix, Table, Update};
+use weft_lpm::{
+    routes, synth, Address, FibWriter, IpPrefix, NextHop, Prefix, Snapshot, Table, Update,
+};
 
 use crate::alloc_count::Measurement;
 
@@ -55,12 +57,19 @@ pub struct Args {
     /// Random destination keys per family.
     #[arg(long, default_value_t = 1 << 20)]
     keys: usize,
-    /// Route updates (withdraw and re-announce) for the update-rate measurement.
+    /// Route updates (withdraw and re-announce) for the update-rate measurement
+    /// (with `--churn`: random routes to update, at least 2^20).
     #[arg(long, default_value_t = 4000)]
     updates: usize,
     /// Seed for keys, samples and the synthetic generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Route churn instead of lookups: single-route updates/s of weft's updatable
+    /// FIB (coalesced publication, and one publication per update) with a reader
+    /// thread looking up meanwhile, and of every peer's insert/remove; memory of
+    /// the whole updatable FIB (writer's route sets and published snapshot).
+    #[arg(long, conflicts_with = "sweep")]
+    churn: bool,
 }
 
 const NONE: u32 = u32::MAX;
@@ -340,7 +349,10 @@ fn keys_for<A: Address>(routes: &[(Prefix<A>, NextHop)], n: usize, seed: u64) ->
 /// Family-specific pieces the generic driver needs.
 trait Family: Address + std::hash::Hash {
     fn batch(t: &Table<Self>, keys: &[Self], out: &mut [Option<NextHop>]);
-    fn lookup(t: &Table<Self>, a: Self) -> Option<NextHop>;
+    /// Longest-prefix match in an updatable FIB's snapshot.
+    fn resolve(s: &Snapshot<u32>, a: Self) -> Option<u32>;
+    /// Times the family's peers' single-route updates (churn rows 2..).
+    fn churn_peers(c: &mut Churn<'_, Self>) -> anyhow::Result<()>;
     /// Builds, checks and times the family's peers (rows 1..=5).
     fn peers(b: &mut Bench<'_, Self>, args: &Args, weft: &Weft<Self>) -> anyhow::Result<()>;
     /// Builds the family-specific peers for the memory sweep.
@@ -360,8 +372,14 @@ impl Family for u32 {
     fn batch(t: &Table<u32>, keys: &[u32], out: &mut [Option<NextHop>]) {
         t.lookup_batch(keys, out)
     }
-    fn lookup(t: &Table<u32>, a: u32) -> Option<NextHop> {
-        t.lookup(a)
+    fn resolve(s: &Snapshot<u32>, a: u32) -> Option<u32> {
+        s.lookup4(a)
+    }
+    fn churn_peers(c: &mut Churn<'_, u32>) -> anyhow::Result<()> {
+        c.peer::<IptrieR4>()?;
+        c.peer::<TreeBitmap4>()?;
+        c.peer::<PrefixTrie<u32>>()?;
+        c.peer::<Poptrie4>()
     }
     fn peers(b: &mut Bench<'_, u32>, args: &Args, weft: &Weft<u32>) -> anyhow::Result<()> {
         family4_peers(b, args, weft)
@@ -379,8 +397,14 @@ impl Family for u128 {
     fn batch(t: &Table<u128>, keys: &[u128], out: &mut [Option<NextHop>]) {
         t.lookup_batch(keys, out)
     }
-    fn lookup(t: &Table<u128>, a: u128) -> Option<NextHop> {
-        t.lookup(a)
+    fn resolve(s: &Snapshot<u32>, a: u128) -> Option<u32> {
+        s.lookup6(a)
+    }
+    fn churn_peers(c: &mut Churn<'_, u128>) -> anyhow::Result<()> {
+        c.peer::<IptrieR6>()?;
+        c.peer::<TreeBitmap6>()?;
+        c.peer::<PrefixTrie<u128>>()?;
+        c.peer::<Poptrie6>()
     }
     fn peers(b: &mut Bench<'_, u128>, args: &Args, weft: &Weft<u128>) -> anyhow::Result<()> {
         family6_peers(b, args, weft)
@@ -510,7 +534,7 @@ where
     // publish per update, with a reader thread looking up all the while; then the
     // same in batches of 1000 per publish.
     eprintln!("  weft             updates ...");
-    let (single, batched, during) = update_rates(args, routes);
+    let (single, batched, during) = update_rates(args, routes)?;
     b.rows[0]
         .extra
         .push(("updates_per_s", json!(single.round())));
@@ -625,8 +649,12 @@ where
 
 /// (updates/s one publish each, updates/s in batches of 1000, reader Mlookups/s
 /// meanwhile).
-fn update_rates<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)]) -> (f64, f64, f64) {
-    let fib = Arc::new(Fib::new(routes));
+fn update_rates<A: Family>(
+    args: &Args,
+    routes: &[(Prefix<A>, NextHop)],
+) -> anyhow::Result<(f64, f64, f64)> {
+    let mut fib = weft_fib(routes);
+    fib.set_max_delay(std::time::Duration::ZERO);
     let mut rng = synth::Rng::new(args.seed ^ 0x0bd7);
     let picks: Vec<(Prefix<A>, NextHop)> = (0..args.updates.min(routes.len()))
         .map(|_| routes[rng.below(routes.len() as u64) as usize])
@@ -634,7 +662,7 @@ fn update_rates<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)]) -> (f64
     let stop = Arc::new(AtomicBool::new(false));
     let looked = Arc::new(AtomicU64::new(0));
     let reader = {
-        let (fib, stop, looked) = (fib.clone(), stop.clone(), looked.clone());
+        let (fib, stop, looked) = (fib.reader(), stop.clone(), looked.clone());
         let keys: Vec<A> = (0..4096)
             .map(|_| A::narrow(rng.next_u128() & A::MAX))
             .collect();
@@ -643,7 +671,7 @@ fn update_rates<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)]) -> (f64
             while !stop.load(Ordering::Relaxed) {
                 let t = fib.load();
                 for &k in &keys {
-                    acc = acc.wrapping_add(A::lookup(&t, k).map_or(NONE, NextHop::get));
+                    acc = acc.wrapping_add(A::resolve(&t, k).unwrap_or(NONE));
                 }
                 looked.fetch_add(keys.len() as u64, Ordering::Relaxed);
             }
@@ -654,8 +682,8 @@ fn update_rates<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)]) -> (f64
     let budget = args.seconds * 8.0;
     let mut done = 0usize;
     for &(p, nh) in &picks {
-        fib.remove(p);
-        fib.insert(p, nh);
+        fib.remove(p.into());
+        fib.insert(p.into(), nh.get())?;
         done += 2;
         if t0.elapsed().as_secs_f64() > budget {
             break;
@@ -670,16 +698,23 @@ fn update_rates<A: Family>(args: &Args, routes: &[(Prefix<A>, NextHop)]) -> (f64
     let t1 = Instant::now();
     let mut done_b = 0usize;
     for chunk in picks.chunks(500) {
-        let mut batch: Vec<Update<A>> = chunk.iter().map(|&(p, _)| Update::Remove(p)).collect();
-        batch.extend(chunk.iter().map(|&(p, nh)| Update::Insert(p, nh)));
-        fib.apply(&batch);
+        let mut batch: Vec<Update<u32>> = chunk
+            .iter()
+            .map(|&(p, _)| Update::Remove(p.into()))
+            .collect();
+        batch.extend(
+            chunk
+                .iter()
+                .map(|&(p, nh)| Update::Insert(p.into(), nh.get())),
+        );
+        fib.apply(&batch)?;
         done_b += batch.len();
         if t1.elapsed().as_secs_f64() > budget {
             break;
         }
     }
     let batched = done_b as f64 / t1.elapsed().as_secs_f64();
-    (single, batched, during)
+    Ok((single, batched, during))
 }
 
 /// Memory against route count for every implementation (no timing).
@@ -781,6 +816,7 @@ pub fn demo_args(synthetic: Option<usize>) -> Args {
         keys: 1 << 18,
         updates: 500,
         seed: 1,
+        churn: false,
     }
 }
 
@@ -791,6 +827,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for r in &rows {
             println!("{r}");
         }
+    } else if args.churn {
+        print_churn(&rows);
     } else if args.sweep {
         println!(
             "{:<16} {:<5} {:>9} {:>10} {:>9}",
@@ -827,7 +865,14 @@ pub fn measure(args: &Args) -> anyhow::Result<Vec<Value>> {
     drop(Measurement::start()?);
     let (v4, v6, source) = load(args)?;
     let mut rows = Vec::new();
-    if args.sweep {
+    if args.churn {
+        if want("ipv4") {
+            rows.extend(churn(args, &v4, &source)?);
+        }
+        if want("ipv6") {
+            rows.extend(churn(args, &v6, &source)?);
+        }
+    } else if args.sweep {
         if want("ipv4") {
             rows.extend(sweep(args, &v4, &source));
         }
@@ -874,6 +919,340 @@ fn print_table(rows: &[Value]) {
             r["updates_per_s"].as_f64().unwrap_or(0.0),
             r["batched_updates_per_s"].as_f64().unwrap_or(0.0),
             r["reader_mlookups_per_s_during_updates"].as_f64().unwrap_or(0.0),
+        );
+    }
+}
+
+/// weft's updatable FIB over `routes`, the next hop's index as its value.
+fn weft_fib<A: Address>(routes: &[(Prefix<A>, NextHop)]) -> FibWriter<u32> {
+    let ip: Vec<(IpPrefix, u32)> = routes.iter().map(|&(p, nh)| (p.into(), nh.get())).collect();
+    FibWriter::with_routes(&ip).expect("next-hop indexes fit the table")
+}
+
+/// A peer's single-route update path, for the churn mode.
+trait Update1<A: Address>: Lpm<A> {
+    fn insert(&mut self, p: Prefix<A>, v: u32);
+    fn remove(&mut self, p: Prefix<A>);
+}
+
+impl Update1<u32> for IptrieR4 {
+    fn insert(&mut self, p: Prefix<u32>, v: u32) {
+        let k = iptrie::Ipv4Prefix::new(Ipv4Addr::from(p.addr()), p.len()).expect("valid length");
+        self.0.insert(k, v);
+    }
+    fn remove(&mut self, p: Prefix<u32>) {
+        let k = iptrie::Ipv4Prefix::new(Ipv4Addr::from(p.addr()), p.len()).expect("valid length");
+        self.0.remove(&k);
+    }
+}
+
+impl Update1<u128> for IptrieR6 {
+    fn insert(&mut self, p: Prefix<u128>, v: u32) {
+        let k = iptrie::Ipv6Prefix::new(Ipv6Addr::from(p.addr()), p.len()).expect("valid length");
+        self.0.insert(k, v);
+    }
+    fn remove(&mut self, p: Prefix<u128>) {
+        let k = iptrie::Ipv6Prefix::new(Ipv6Addr::from(p.addr()), p.len()).expect("valid length");
+        self.0.remove(&k);
+    }
+}
+
+impl Update1<u32> for TreeBitmap4 {
+    fn insert(&mut self, p: Prefix<u32>, v: u32) {
+        self.0
+            .insert(Ipv4Addr::from(p.addr()), u32::from(p.len()), v);
+    }
+    fn remove(&mut self, p: Prefix<u32>) {
+        self.0.remove(Ipv4Addr::from(p.addr()), u32::from(p.len()));
+    }
+}
+
+impl Update1<u128> for TreeBitmap6 {
+    fn insert(&mut self, p: Prefix<u128>, v: u32) {
+        self.0
+            .insert(Ipv6Addr::from(p.addr()), u32::from(p.len()), v);
+    }
+    fn remove(&mut self, p: Prefix<u128>) {
+        self.0.remove(Ipv6Addr::from(p.addr()), u32::from(p.len()));
+    }
+}
+
+impl<A: Address> Update1<A> for PrefixTrie<A>
+where
+    PrefixTrie<A>: Lpm<A>,
+    (A, u8): prefix_trie::Prefix,
+{
+    fn insert(&mut self, p: Prefix<A>, v: u32) {
+        self.0.insert((p.addr(), p.len()), v);
+    }
+    fn remove(&mut self, p: Prefix<A>) {
+        self.0.remove(&(p.addr(), p.len()));
+    }
+}
+
+impl Update1<u32> for Poptrie4 {
+    fn insert(&mut self, p: Prefix<u32>, v: u32) {
+        self.0.insert((p.addr(), p.len()), v);
+    }
+    fn remove(&mut self, p: Prefix<u32>) {
+        self.0.remove((p.addr(), p.len()));
+    }
+}
+
+impl Update1<u128> for Poptrie6 {
+    fn insert(&mut self, p: Prefix<u128>, v: u32) {
+        self.0.insert((p.addr(), p.len()), v);
+    }
+    fn remove(&mut self, p: Prefix<u128>) {
+        self.0.remove((p.addr(), p.len()));
+    }
+}
+
+/// The churn mode of one family: the same update sequence (withdraw and
+/// re-announce random routes of the table, one route per update) for weft and
+/// every peer.
+struct Churn<'a, A: Address> {
+    args: &'a Args,
+    routes: &'a [(Prefix<A>, NextHop)],
+    picks: Vec<(Prefix<A>, NextHop)>,
+    source: &'a str,
+    rows: Vec<Value>,
+}
+
+impl<A: Family> Churn<'_, A> {
+    /// Seconds each update-rate measurement runs.
+    fn budget(&self) -> f64 {
+        self.args.seconds * 4.0
+    }
+
+    /// Runs the update sequence through `update` (one call per route update)
+    /// until the budget is spent; returns (updates, seconds).
+    fn drive(
+        &self,
+        mut update: impl FnMut(Option<(Prefix<A>, NextHop)>, Prefix<A>),
+    ) -> (usize, f64) {
+        let t0 = Instant::now();
+        let mut done = 0usize;
+        'outer: loop {
+            for &(p, nh) in &self.picks {
+                update(None, p);
+                update(Some((p, nh)), p);
+                done += 2;
+                if done % 256 == 0 && t0.elapsed().as_secs_f64() > self.budget() {
+                    break 'outer;
+                }
+            }
+        }
+        (done, t0.elapsed().as_secs_f64())
+    }
+
+    fn row(&self, name: &str, bytes: usize, updates_per_s: f64) -> Value {
+        json!({
+            "churn": true,
+            "impl": name,
+            "family": A::FAMILY,
+            "routes": self.routes.len(),
+            "source": self.source,
+            "bytes": bytes,
+            "updates_per_s": updates_per_s.round(),
+        })
+    }
+
+    /// weft's updatable FIB with `max_delay`, a reader thread looking up in bursts
+    /// of [`BURST`] (one snapshot load each) all the while.
+    fn weft(&mut self, name: &str, max_delay: std::time::Duration) -> anyhow::Result<()> {
+        eprintln!("  {name:<24} building ...");
+        let m = Measurement::start()?;
+        let mut fib = weft_fib(self.routes);
+        let built = m.net_bytes().max(0) as usize;
+        fib.set_max_delay(max_delay);
+        let keys = keys_for(self.routes, 1 << 16, self.args.seed).0;
+        let reader = |stop: Arc<AtomicBool>, looked: Arc<AtomicU64>| {
+            let (fib, keys) = (fib.reader(), keys.clone());
+            std::thread::spawn(move || {
+                let mut acc = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    for burst in keys.chunks_exact(BURST) {
+                        let s = fib.load();
+                        for &k in burst {
+                            acc = acc.wrapping_add(A::resolve(&s, k).unwrap_or(NONE));
+                        }
+                    }
+                    looked.fetch_add((keys.len() / BURST * BURST) as u64, Ordering::Relaxed);
+                }
+                black_box(acc);
+            })
+        };
+        // Same-run baselines for the reader: with the writer thread asleep, and
+        // with it spinning without touching the FIB (on a machine with fewer free
+        // cores than threads, the share of CPU the writer takes is the first
+        // thing churn costs a reader; this separates it from the FIB's own cost).
+        let baseline = |spin: bool| {
+            let (stop, looked) = (
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicU64::new(0)),
+            );
+            let t = reader(stop.clone(), looked.clone());
+            let t0 = Instant::now();
+            if spin {
+                while t0.elapsed().as_secs_f64() < self.budget() {
+                    black_box(0u64);
+                }
+            } else {
+                std::thread::sleep(std::time::Duration::from_secs_f64(self.budget()));
+            }
+            stop.store(true, Ordering::Relaxed);
+            let _ = t.join();
+            looked.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64() / 1e6
+        };
+        let alone = baseline(false);
+        let beside_spin = baseline(true);
+        let (stop, looked) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let t = reader(stop.clone(), looked.clone());
+        let mut failed = None;
+        let (done, secs) = self.drive(|ins, p| match ins {
+            None => {
+                fib.remove(p.into());
+            }
+            Some((p, nh)) => {
+                if let Err(e) = fib.insert(p.into(), nh.get()) {
+                    failed = Some(e);
+                }
+            }
+        });
+        fib.flush();
+        let secs_flushed = secs.max(f64::MIN_POSITIVE);
+        stop.store(true, Ordering::Relaxed);
+        let _ = t.join();
+        if let Some(e) = failed {
+            anyhow::bail!("{name}: {e}");
+        }
+        let during = looked.load(Ordering::Relaxed) as f64 / secs_flushed / 1e6;
+        let after = m.net_bytes().max(0) as usize;
+        let st = fib.stats();
+        let rate = done as f64 / secs_flushed;
+        eprintln!(
+            "  {name:<24} {:.1} MiB, {:.0} updates/s, reader {during:.1} Ml/s ({alone:.1} alone, {beside_spin:.1} beside a spinning writer), {} publications",
+            mib(built),
+            rate,
+            st.publications
+        );
+        let mut o = self.row(name, built, rate);
+        o["bytes_after_churn"] = json!(after);
+        o["max_delay_ms"] = json!(round2(max_delay.as_secs_f64() * 1e3));
+        o["publications"] = json!(st.publications);
+        o["longest_publication_ms"] = json!(round2(st.longest_publication.as_secs_f64() * 1e3));
+        o["longest_wait_ms"] = json!(round2(st.longest_wait.as_secs_f64() * 1e3));
+        o["reader_mlookups_per_s"] = json!(round2(during));
+        o["reader_alone_mlookups_per_s"] = json!(round2(alone));
+        o["reader_ratio_vs_alone"] = json!(round2(during / alone));
+        o["reader_beside_spinning_writer_mlookups_per_s"] = json!(round2(beside_spin));
+        o["reader_ratio_vs_spinning_writer"] = json!(round2(during / beside_spin));
+        self.rows.push(o);
+        drop(fib);
+        Ok(())
+    }
+
+    /// A peer: built from the table (memory counted), then the same updates,
+    /// single-threaded (the peers are not safe to read while they change).
+    fn peer<T: Update1<A>>(&mut self) -> anyhow::Result<()> {
+        eprintln!("  {:<24} building ...", T::NAME);
+        let (mut t, bytes, _) = build_counted::<A, T>(self.routes);
+        // A peer whose update path panics on this sequence gets a row that says so.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.drive(|ins, p| match ins {
+                None => t.remove(p),
+                Some((p, nh)) => t.insert(p, nh.get()),
+            })
+        }));
+        let Ok((done, secs)) = run else {
+            eprintln!("  {:<24} panicked during updates", T::NAME);
+            let mut o = self.row(T::NAME, bytes, 0.0);
+            o["error"] = json!("panicked during insert/remove");
+            self.rows.push(o);
+            return Ok(());
+        };
+        let rate = done as f64 / secs;
+        eprintln!(
+            "  {:<24} {:.1} MiB, {rate:.0} updates/s",
+            T::NAME,
+            mib(bytes)
+        );
+        self.rows.push(self.row(T::NAME, bytes, rate));
+        Ok(())
+    }
+}
+
+/// Route churn of one family: weft (coalesced, and one publication per update)
+/// and every peer with an update path, on the same update sequence.
+fn churn<A: Family>(
+    args: &Args,
+    routes: &[(Prefix<A>, NextHop)],
+    source: &str,
+) -> anyhow::Result<Vec<Value>> {
+    eprintln!("{} churn: {} routes from {source}", A::FAMILY, routes.len());
+    anyhow::ensure!(!routes.is_empty(), "no {} routes", A::FAMILY);
+    let mut rng = synth::Rng::new(args.seed ^ 0x0bd7);
+    // Enough random routes that the updates of a run rarely repeat a prefix
+    // (repeats would coalesce into one change per publication).
+    let picks = (0..args.updates.max(1 << 20))
+        .map(|_| routes[rng.below(routes.len() as u64) as usize])
+        .collect();
+    let mut c = Churn {
+        args,
+        routes,
+        picks,
+        source,
+        rows: Vec::new(),
+    };
+    c.weft("weft", weft_lpm::DEFAULT_MAX_DELAY)?;
+    c.weft("weft-publish-each", std::time::Duration::ZERO)?;
+    A::churn_peers(&mut c)?;
+    let best_peer = c.rows[2..]
+        .iter()
+        .filter_map(|r| r["updates_per_s"].as_f64())
+        .fold(0.0, f64::max);
+    for r in &mut c.rows {
+        let u = r["updates_per_s"].as_f64().unwrap_or(0.0);
+        r["ratio_vs_fastest_peer"] = json!(round2(u / best_peer));
+    }
+    Ok(c.rows)
+}
+
+fn print_churn(rows: &[Value]) {
+    println!(
+        "{:<18} {:<5} {:>8} {:>8} {:>12} {:>8} {:>12} {:>8} {:>8} {:>9}",
+        "impl",
+        "fam",
+        "routes",
+        "MiB",
+        "updates/s",
+        "vs best",
+        "reader Ml/s",
+        "vs alone",
+        "vs spin",
+        "wait ms"
+    );
+    for r in rows {
+        let opt = |k: &str, prec: usize| {
+            r[k].as_f64()
+                .map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
+        };
+        println!(
+            "{:<18} {:<5} {:>8} {:>8.2} {:>12.0} {:>7.2}x {:>12} {:>8} {:>8} {:>9}",
+            r["impl"].as_str().unwrap_or(""),
+            r["family"].as_str().unwrap_or(""),
+            r["routes"],
+            mib(r["bytes"].as_u64().unwrap_or(0) as usize),
+            r["updates_per_s"].as_f64().unwrap_or(0.0),
+            r["ratio_vs_fastest_peer"].as_f64().unwrap_or(0.0),
+            opt("reader_mlookups_per_s", 1),
+            opt("reader_ratio_vs_alone", 2),
+            opt("reader_ratio_vs_spinning_writer", 2),
+            opt("longest_wait_ms", 1),
         );
     }
 }

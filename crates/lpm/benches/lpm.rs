@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use weft_lpm::{routes, synth, Fib, NextHop, Prefix, Table};
+use weft_lpm::{routes, synth, FibWriter, IpPrefix, NextHop, Prefix, Table};
 
 type R4 = Vec<(Prefix<u32>, NextHop)>;
 type R6 = Vec<(Prefix<u128>, NextHop)>;
@@ -187,15 +187,17 @@ fn build_and_update(c: &mut Criterion) {
     g.finish();
 
     let mut g = c.benchmark_group(format!("update_{src}"));
-    let fib = Fib::new(&r4);
+    let ip: Vec<(IpPrefix, NextHop)> = r4.iter().map(|&(p, nh)| (p.into(), nh)).collect();
+    let mut fib = FibWriter::with_routes(&ip).expect("next hops fit");
     let mut i = 0usize;
     g.throughput(Throughput::Elements(2));
     g.bench_function("weft_ipv4_withdraw_announce", |b| {
         b.iter(|| {
-            let (p, nh) = r4[i % r4.len()];
+            let (p, nh) = ip[i % ip.len()];
             i = i.wrapping_add(7919);
             fib.remove(p);
-            fib.insert(p, nh);
+            fib.insert(p, nh).expect("next hops fit");
+            fib.flush();
         })
     });
     g.finish();

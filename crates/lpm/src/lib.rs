@@ -1,13 +1,16 @@
 //! weft-lpm: IPv4 and IPv6 longest-prefix match for the router.
 //!
 //! **Owns**: the forwarding table's lookup structure ([`Table`], aliased
-//! [`Lpm4`]/[`Lpm6`]), its update path while readers keep forwarding ([`Fib`]),
-//! a naive [`reference`](mod@reference) implementation to test against, a seeded [`synth`]etic
-//! route generator with the real prefix-length mix, and a reader for `prefix value`
-//! route files ([`routes`]).
+//! [`Lpm4`]/[`Lpm6`]), the prefix types ([`Prefix`], family-agnostic [`IpPrefix`]),
+//! the updatable FIB ([`FibWriter`] publishes immutable [`Snapshot`]s of both
+//! families and their next hops; [`FibReader`] loads them), a naive [`reference`](mod@reference)
+//! implementation to test against, a seeded [`synth`]etic route generator with the
+//! real prefix-length mix, and the one reader of `prefix value` route files
+//! ([`routes`]).
 //!
-//! **Must not touch**: packets, ports, sockets, threads of its own, the next-hop
-//! table's contents (a [`NextHop`] is an opaque index the router resolves), or any
+//! **Must not touch**: packets, ports, sockets, threads of its own, the meaning of
+//! a next hop (the FIB stores and reference-counts the caller's `N` values, and a
+//! table holds a [`NextHop`] index into them, but never looks inside), or any
 //! other weft crate. No `unsafe` anywhere.
 //!
 //! # Design (see `docs/results/lpm.md` for the numbers)
@@ -26,12 +29,16 @@
 //!
 //! The nodes are split into 256 segments (one per first address byte), each an
 //! `Arc`. An update rebuilds the chunks it touches, copies the top level and the
-//! one segment they live in, and publishes a new table that shares every other
-//! segment (copy-on-write; [`Fib`] publishes through `arc-swap`, so readers never
-//! block and always see one whole table).
+//! one segment they live in, and builds a new table that shares every other
+//! segment (copy-on-write). [`FibWriter`] applies single-route updates to its
+//! private route sets and publishes coalesced snapshots through `arc-swap` (see
+//! `fib.rs` for the visibility bound), so readers never block and always see one
+//! whole snapshot.
 #![forbid(unsafe_code)]
 
 use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
 
 mod fib;
 mod node;
@@ -40,7 +47,9 @@ pub mod routes;
 pub mod synth;
 mod table;
 
-pub use fib::{Fib, Fib4, Fib6, Update};
+pub use fib::{
+    FibReader, FibWriter, Snapshot, SnapshotGuard, Update, WriterStats, DEFAULT_MAX_DELAY,
+};
 pub use table::Table;
 
 /// IPv4 table (`u32` addresses, most significant bit first).
@@ -60,6 +69,8 @@ pub trait Address: Copy + Eq + Ord + fmt::Debug + Send + Sync + 'static + sealed
     fn widen(self) -> u128;
     /// The inverse of [`Address::widen`] (truncates).
     fn narrow(v: u128) -> Self;
+    /// The family-agnostic form of a prefix of this family.
+    fn ip_prefix(p: Prefix<Self>) -> IpPrefix;
 }
 
 mod sealed {
@@ -78,6 +89,9 @@ impl Address for u32 {
     fn narrow(v: u128) -> Self {
         v as u32
     }
+    fn ip_prefix(p: Prefix<u32>) -> IpPrefix {
+        IpPrefix::V4(p)
+    }
 }
 
 impl Address for u128 {
@@ -89,6 +103,9 @@ impl Address for u128 {
     }
     fn narrow(v: u128) -> Self {
         v
+    }
+    fn ip_prefix(p: Prefix<u128>) -> IpPrefix {
+        IpPrefix::V6(p)
     }
 }
 
@@ -188,11 +205,139 @@ impl fmt::Display for Prefix<u128> {
     }
 }
 
+/// A prefix of either family: the one prefix type of weft-lpm and the router
+/// (route files, `ctl`, configuration). Ordered IPv4 first, then by address and
+/// length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IpPrefix {
+    /// An IPv4 prefix.
+    V4(Prefix4),
+    /// An IPv6 prefix.
+    V6(Prefix6),
+}
+
+impl IpPrefix {
+    /// `addr/len` with host bits cleared; `None` when `len` is longer than the
+    /// family's address (the only way it can fail).
+    pub fn new(addr: IpAddr, len: u8) -> Option<IpPrefix> {
+        match addr {
+            IpAddr::V4(a) => Prefix::new(u32::from(a), len).ok().map(IpPrefix::V4),
+            IpAddr::V6(a) => Prefix::new(u128::from(a), len).ok().map(IpPrefix::V6),
+        }
+    }
+
+    /// The network address.
+    pub fn addr(&self) -> IpAddr {
+        match self {
+            IpPrefix::V4(p) => IpAddr::V4(p.addr().into()),
+            IpPrefix::V6(p) => IpAddr::V6(p.addr().into()),
+        }
+    }
+
+    /// The prefix length.
+    pub fn len(&self) -> u8 {
+        match self {
+            IpPrefix::V4(p) => p.len(),
+            IpPrefix::V6(p) => p.len(),
+        }
+    }
+
+    /// True for a default route (length 0).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when `a` is inside the prefix (never for the other family).
+    pub fn contains(&self, a: IpAddr) -> bool {
+        match (self, a) {
+            (IpPrefix::V4(p), IpAddr::V4(a)) => p.contains(u32::from(a)),
+            (IpPrefix::V6(p), IpAddr::V6(a)) => p.contains(u128::from(a)),
+            _ => false,
+        }
+    }
+}
+
+impl<A: Address> From<Prefix<A>> for IpPrefix {
+    fn from(p: Prefix<A>) -> Self {
+        A::ip_prefix(p)
+    }
+}
+
+impl fmt::Display for IpPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpPrefix::V4(p) => p.fmt(f),
+            IpPrefix::V6(p) => p.fmt(f),
+        }
+    }
+}
+
+/// Why a prefix did not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrefixParseError {
+    /// The part before `/` is not an IPv4 or IPv6 address.
+    Address(String),
+    /// The part after `/` is not a number.
+    Length(String),
+    /// The length is longer than the address.
+    TooLong {
+        /// The prefix as written.
+        prefix: String,
+        /// Address width of its family.
+        bits: u32,
+    },
+}
+
+impl fmt::Display for PrefixParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PrefixParseError::Address(s) => write!(f, "bad prefix: {s:?} is not an IP address"),
+            PrefixParseError::Length(s) => write!(f, "bad prefix: length {s:?} is not a number"),
+            PrefixParseError::TooLong { prefix, bits } => {
+                write!(f, "bad prefix: {prefix} is longer than {bits} bits")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrefixParseError {}
+
+impl FromStr for IpPrefix {
+    type Err = PrefixParseError;
+    /// `a.b.c.d/n`, `x:y::/n`; a bare address is a host prefix. Host bits are
+    /// cleared.
+    fn from_str(s: &str) -> Result<IpPrefix, PrefixParseError> {
+        let (a, l) = match s.split_once('/') {
+            Some((a, l)) => (a, Some(l)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| PrefixParseError::Address(a.to_string()))?;
+        let bits = if addr.is_ipv4() { 32 } else { 128 };
+        let len = match l {
+            Some(l) => l
+                .trim()
+                .parse()
+                .map_err(|_| PrefixParseError::Length(l.to_string()))?,
+            None => bits as u8,
+        };
+        IpPrefix::new(addr, len).ok_or_else(|| PrefixParseError::TooLong {
+            prefix: s.to_string(),
+            bits,
+        })
+    }
+}
+
 /// Why a route or next hop was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LpmError {
     /// The next-hop index is above [`NextHop::MAX`].
     NextHopTooLarge(u32),
+    /// The FIB's next-hop table already holds [`NextHop::MAX`] + 1 distinct next
+    /// hops.
+    NextHopTableFull,
     /// The prefix is longer than the address.
     PrefixTooLong {
         /// Length given.
@@ -206,6 +351,11 @@ impl fmt::Display for LpmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LpmError::NextHopTooLarge(v) => write!(f, "next-hop index {v} above {}", NextHop::MAX),
+            LpmError::NextHopTableFull => write!(
+                f,
+                "next-hop table full ({} distinct next hops)",
+                u64::from(NextHop::MAX) + 1
+            ),
             LpmError::PrefixTooLong { len, bits } => write!(f, "prefix length {len} above {bits}"),
         }
     }

@@ -1,13 +1,116 @@
 //! Route files: one `prefix value` per line (`1.0.4.0/22 38803`), IPv4 and IPv6
 //! mixed, as in `benches/bgpas.lpm` of the `iptrie` crate (origin AS numbers of a
-//! real BGP full table). Also finds that file in the local cargo registry.
+//! real BGP full table), or as the router's route files (`prefix next-hop`).
+//! [`lines`] is the one reader of that format: it yields the prefix and leaves the
+//! value's text to the caller (an AS number here, a next-hop address in the
+//! router). Also finds the bgpas file in the local cargo registry.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead};
-use std::net::IpAddr;
+use std::fmt;
+use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::{NextHop, Prefix4, Prefix6};
+use crate::{IpPrefix, NextHop, Prefix4, Prefix6, PrefixParseError};
+
+/// One route line: its number (from 1), prefix, and the value's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteLine<'a> {
+    /// Line number, counting from 1.
+    pub line: usize,
+    /// The prefix (host bits cleared).
+    pub prefix: IpPrefix,
+    /// The second field, for the caller to interpret.
+    pub value: &'a str,
+}
+
+/// Why a route line was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteLineError {
+    /// Not exactly two fields.
+    Fields {
+        /// Line number, counting from 1.
+        line: usize,
+        /// How many fields it had.
+        found: usize,
+    },
+    /// The first field is not `address/length` (a route file names its length).
+    NoLength {
+        /// Line number, counting from 1.
+        line: usize,
+    },
+    /// The first field is not a prefix.
+    Prefix {
+        /// Line number, counting from 1.
+        line: usize,
+        /// What is wrong with it.
+        error: PrefixParseError,
+    },
+}
+
+impl RouteLineError {
+    /// The line the error is on, counting from 1.
+    pub fn line(&self) -> usize {
+        match self {
+            RouteLineError::Fields { line, .. }
+            | RouteLineError::NoLength { line }
+            | RouteLineError::Prefix { line, .. } => *line,
+        }
+    }
+}
+
+impl fmt::Display for RouteLineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteLineError::Fields { line, found } => {
+                write!(f, "line {line}: expected two fields, found {found}")
+            }
+            RouteLineError::NoLength { line } => {
+                write!(f, "line {line}: the prefix needs a /length")
+            }
+            RouteLineError::Prefix { line, error } => write!(f, "line {line}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RouteLineError {}
+
+/// Parses one line (`number` counts from 1). `None` for a blank line or a comment
+/// (`#` to the end of the line).
+pub fn parse_line(line: &str, number: usize) -> Option<Result<RouteLine<'_>, RouteLineError>> {
+    let text = line.split('#').next().unwrap_or("").trim();
+    if text.is_empty() {
+        return None;
+    }
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let &[net, value] = fields.as_slice() else {
+        return Some(Err(RouteLineError::Fields {
+            line: number,
+            found: fields.len(),
+        }));
+    };
+    if !net.contains('/') {
+        return Some(Err(RouteLineError::NoLength { line: number }));
+    }
+    Some(
+        net.parse()
+            .map(|prefix| RouteLine {
+                line: number,
+                prefix,
+                value,
+            })
+            .map_err(|error| RouteLineError::Prefix {
+                line: number,
+                error,
+            }),
+    )
+}
+
+/// The routes of a route file's text, in order, blank lines and comments skipped.
+pub fn lines(text: &str) -> impl Iterator<Item = Result<RouteLine<'_>, RouteLineError>> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| parse_line(l, i + 1))
+}
 
 /// Routes read from a file, values as written (not yet next-hop indexes).
 #[derive(Debug, Clone, Default)]
@@ -16,37 +119,19 @@ pub struct RouteFile {
     pub v4: Vec<(Prefix4, u32)>,
     /// IPv6 routes in file order.
     pub v6: Vec<(Prefix6, u32)>,
-    /// Lines that were neither blank, a comment, nor a valid route.
+    /// Lines that were neither blank, a comment, nor a valid route with a `u32` value.
     pub bad_lines: usize,
 }
 
-/// Parses one `prefix value` line. `None` for anything malformed.
-pub fn parse_line(line: &str) -> Option<Result<(Prefix4, u32), (Prefix6, u32)>> {
-    let mut it = line.split_whitespace();
-    let (net, value) = (it.next()?, it.next()?);
-    let value: u32 = value.parse().ok()?;
-    let (addr, len) = net.split_once('/')?;
-    let len: u8 = len.parse().ok()?;
-    match addr.parse::<IpAddr>().ok()? {
-        IpAddr::V4(a) => Some(Ok((Prefix4::new(u32::from(a), len).ok()?, value))),
-        IpAddr::V6(a) => Some(Err((Prefix6::new(u128::from(a), len).ok()?, value))),
-    }
-}
-
-/// Reads a route file.
+/// Reads a `prefix value` file with `u32` values (AS numbers), counting bad lines.
 pub fn read(path: &Path) -> io::Result<RouteFile> {
-    let f = io::BufReader::new(std::fs::File::open(path)?);
+    let text = std::fs::read_to_string(path)?;
     let mut out = RouteFile::default();
-    for line in f.lines() {
-        let line = line?;
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        match parse_line(t) {
-            Some(Ok(r)) => out.v4.push(r),
-            Some(Err(r)) => out.v6.push(r),
-            None => out.bad_lines += 1,
+    for r in lines(&text) {
+        match r.map(|l| (l.prefix, l.value.parse::<u32>())) {
+            Ok((IpPrefix::V4(p), Ok(v))) => out.v4.push((p, v)),
+            Ok((IpPrefix::V6(p), Ok(v))) => out.v6.push((p, v)),
+            Ok((_, Err(_))) | Err(_) => out.bad_lines += 1,
         }
     }
     Ok(out)
@@ -123,18 +208,48 @@ fn locate_with_cargo_metadata() -> Option<PathBuf> {
 mod tests {
     use super::*;
 
+    /// A line as (prefix, u32 value), `None` for anything malformed (as `read` does).
+    fn route(line: &str) -> Option<(IpPrefix, u32)> {
+        let l = parse_line(line, 1)?.ok()?;
+        Some((l.prefix, l.value.parse().ok()?))
+    }
+
     #[test]
     fn parses_both_families_and_rejects_junk() {
-        let (p, v) = parse_line("1.0.4.0/22 38803").unwrap().unwrap();
+        let (IpPrefix::V4(p), v) = route("1.0.4.0/22 38803").unwrap() else {
+            panic!("not ipv4")
+        };
         assert_eq!((p.addr(), p.len(), v), (0x0100_0400, 22, 38803));
-        let (p, v) = parse_line("2001:db8::/32 64500").unwrap().unwrap_err();
+        let (IpPrefix::V6(p), v) = route("2001:db8::/32 64500").unwrap() else {
+            panic!("not ipv6")
+        };
         assert_eq!((p.addr() >> 96, p.len(), v), (0x2001_0db8, 32, 64500));
-        assert!(parse_line("1.0.4.0/33 1").is_none());
-        assert!(parse_line("1.0.4.0 1").is_none());
-        assert!(parse_line("1.0.4.0/8 x").is_none());
+        assert!(route("1.0.4.0/33 1").is_none());
+        assert!(route("1.0.4.0 1").is_none());
+        assert!(route("1.0.4.0/8 x").is_none());
         // host bits are cleared
-        let (p, _) = parse_line("10.1.2.3/8 1").unwrap().unwrap();
+        let (IpPrefix::V4(p), _) = route("10.1.2.3/8 1").unwrap() else {
+            panic!("not ipv4")
+        };
         assert_eq!(p.addr(), 0x0a00_0000);
+    }
+
+    #[test]
+    fn lines_skip_comments_and_name_the_bad_line() {
+        let text = "# header\n\n1.0.0.0/24 13335 # trailing comment\n10.0.0.0/8\n10.0.0.0/8 1 2\n1.2.3.4 5\nnonsense/8 1\n";
+        let got: Vec<_> = lines(text).collect();
+        assert_eq!(got.len(), 5);
+        let first = got[0].as_ref().unwrap();
+        assert_eq!((first.line, first.value), (3, "13335"));
+        assert_eq!(first.prefix.to_string(), "1.0.0.0/24");
+        assert_eq!(got[1], Err(RouteLineError::Fields { line: 4, found: 1 }));
+        assert_eq!(got[2], Err(RouteLineError::Fields { line: 5, found: 3 }));
+        assert_eq!(got[3], Err(RouteLineError::NoLength { line: 6 }));
+        assert!(
+            matches!(&got[4], Err(RouteLineError::Prefix { line: 7, error: PrefixParseError::Address(a) }) if a == "nonsense"),
+            "{:?}",
+            got[4]
+        );
     }
 
     #[test]

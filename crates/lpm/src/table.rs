@@ -159,7 +159,7 @@ pub(crate) fn host_mask(bits: u32, len: u8) -> u128 {
 ///
 /// [`Lpm4`](crate::Lpm4) for IPv4 (`u32` addresses), [`Lpm6`](crate::Lpm6) for
 /// IPv6 (`u128`). Build it with [`Table::from_routes`]; share it between threads
-/// freely; for updates while forwarding use [`Fib`](crate::Fib).
+/// freely; for updates while forwarding use [`FibWriter`](crate::FibWriter).
 pub struct Table<A: Address> {
     /// The top level: one slot per first 16 address bits.
     pub(crate) top: Box<[u32; CHUNKS]>,

@@ -6,14 +6,16 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use weft_lpm::{synth, Fib, NextHop, Prefix, Update};
+use weft_lpm::{synth, FibWriter, IpPrefix, NextHop, Prefix, Update};
 
 #[test]
 fn readers_see_old_or_new_never_a_mix() {
     let base = synth::v4(50_000, 31);
     // Pairs of /24s in 100.64.0.0/10 (unused by the generator's routes? not
     // necessarily, so derive the expected answers from the table itself).
-    let fib = Arc::new(Fib::new(&base));
+    let ip: Vec<(IpPrefix, NextHop)> = base.iter().map(|&(p, nh)| (p.into(), nh)).collect();
+    let mut writer = FibWriter::with_routes(&ip).unwrap();
+    let fib = writer.reader();
     let pairs: Vec<(Prefix<u32>, Prefix<u32>)> = (0..64u32)
         .map(|i| {
             let a = Prefix::new(0x6440_0000 | (i << 9), 24).unwrap();
@@ -24,11 +26,11 @@ fn readers_see_old_or_new_never_a_mix() {
     let before = fib.snapshot();
     // Answers without the pairs (they are absent from the synthetic table only if
     // the generator did not produce them: remove them to be sure).
-    let removals: Vec<Update<u32>> = pairs
+    let removals: Vec<Update<NextHop>> = pairs
         .iter()
-        .flat_map(|&(a, b)| [Update::Remove(a), Update::Remove(b)])
+        .flat_map(|&(a, b)| [Update::Remove(a.into()), Update::Remove(b.into())])
         .collect();
-    fib.apply(&removals);
+    writer.apply(&removals).unwrap();
     let without = fib.snapshot();
     drop(before);
     let new_nh = |i: usize| NextHop::new(1_000_000 + i as u32).unwrap();
@@ -38,7 +40,7 @@ fn readers_see_old_or_new_never_a_mix() {
         .filter(|a| a >> 22 != 0x6440_0000 >> 22)
         .collect();
     let control_answers: Vec<Option<NextHop>> =
-        controls.iter().map(|&a| without.lookup(a)).collect();
+        controls.iter().map(|&a| without.lookup4(a)).collect();
 
     let stop = Arc::new(AtomicBool::new(false));
     let checks = Arc::new(AtomicUsize::new(0));
@@ -60,9 +62,9 @@ fn readers_see_old_or_new_never_a_mix() {
                 for (i, &(a, b)) in pairs.iter().enumerate() {
                     let probe_a = a.first() + 7 + r;
                     let probe_b = b.last() - r;
-                    let (ga, gb) = (t.lookup(probe_a), t.lookup(probe_b));
-                    let old_a = without.lookup(probe_a);
-                    let old_b = without.lookup(probe_b);
+                    let (ga, gb) = (t.lookup4(probe_a), t.lookup4(probe_b));
+                    let old_a = without.lookup4(probe_a);
+                    let old_b = without.lookup4(probe_b);
                     let new = Some(new_nh(i));
                     assert!(ga == old_a || ga == new, "pair {i}: a answered {ga:?}");
                     assert!(gb == old_b || gb == new, "pair {i}: b answered {gb:?}");
@@ -71,7 +73,7 @@ fn readers_see_old_or_new_never_a_mix() {
                     n += 1;
                 }
                 for (k, &c) in controls.iter().enumerate().skip(n % 97).step_by(97) {
-                    assert_eq!(t.lookup(c), control_answers[k], "control {c:#x}");
+                    assert_eq!(t.lookup4(c), control_answers[k], "control {c:#x}");
                     n += 1;
                 }
             }
@@ -83,11 +85,14 @@ fn readers_see_old_or_new_never_a_mix() {
     for round in 0..40 {
         for (i, &(a, b)) in pairs.iter().enumerate() {
             let batch = if round % 2 == 0 {
-                [Update::Insert(a, new_nh(i)), Update::Insert(b, new_nh(i))]
+                [
+                    Update::Insert(a.into(), new_nh(i)),
+                    Update::Insert(b.into(), new_nh(i)),
+                ]
             } else {
-                [Update::Remove(a), Update::Remove(b)]
+                [Update::Remove(a.into()), Update::Remove(b.into())]
             };
-            assert_eq!(fib.apply(&batch), 2);
+            assert_eq!(writer.apply(&batch), Ok(2));
             published += 1;
         }
     }
@@ -101,6 +106,6 @@ fn readers_see_old_or_new_never_a_mix() {
     // After an even number of rounds every pair is withdrawn again.
     let t = fib.load();
     for &c in &controls[..100] {
-        assert_eq!(t.lookup(c), without.lookup(c));
+        assert_eq!(t.lookup4(c), without.lookup4(c));
     }
 }

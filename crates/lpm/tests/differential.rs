@@ -4,8 +4,13 @@
 //! their outside neighbours, the edges of every top-level chunk a prefix touches,
 //! and random addresses.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use weft_lpm::reference::Reference;
-use weft_lpm::{routes, synth, Address, Fib, Lpm4, Lpm6, NextHop, Prefix, Table};
+use weft_lpm::{
+    routes, synth, Address, FibWriter, IpPrefix, Lpm4, Lpm6, NextHop, Prefix, Snapshot, Table,
+};
 
 /// Adversarial addresses for `routes`: first/last of each prefix, the addresses
 /// just outside, and the 16-bit-stride boundaries around them.
@@ -79,14 +84,70 @@ fn synthetic_ipv4_100k_matches_reference() {
         |a, o| t.lookup_batch(a, o),
         200_000,
     );
-    // The same routes in a Fib give the same table.
-    let fib = Fib::new(&r);
-    let s = fib.load();
+    // The same routes in a FIB give the same table.
+    let ip: Vec<(IpPrefix, NextHop)> = r.iter().map(|&(p, nh)| (p.into(), nh)).collect();
+    let fib = FibWriter::with_routes(&ip).unwrap();
+    let s = fib.reader().snapshot();
     check(
         "synthetic ipv4 fib",
         &r,
-        |a| s.lookup(a),
-        |a, o| s.lookup_batch(a, o),
+        |a| s.lookup4(a),
+        |a, o| {
+            s.v4().lookup_batch(a, o);
+            o.iter_mut()
+                .for_each(|x| *x = x.and_then(|i| s.next_hop(i)));
+        },
+        50_000,
+    );
+}
+
+/// Routes of one family with their next hops.
+type Routes<A> = Vec<(Prefix<A>, NextHop)>;
+
+/// The writer's incremental path: routes given one insert at a time with
+/// coalesced publication (chunk by chunk, never the whole-table rebuild), a tenth
+/// withdrawn again; returns the flushed snapshot and the routes it must hold.
+fn incremental<A: Address>(r: &[(Prefix<A>, NextHop)]) -> (Arc<Snapshot<NextHop>>, Routes<A>) {
+    let mut w: FibWriter<NextHop> = FibWriter::new();
+    w.set_max_delay(std::time::Duration::from_micros(200));
+    let mut kept = BTreeMap::new();
+    for (i, &(p, nh)) in r.iter().enumerate() {
+        w.insert(p.into(), nh).unwrap();
+        kept.insert(p, nh);
+        if i % 10 == 3 {
+            w.remove(p.into());
+            kept.remove(&p);
+        }
+    }
+    w.flush();
+    assert!(w.stats().publications > 1, "coalesced into one publication");
+    (w.reader().snapshot(), kept.into_iter().collect())
+}
+
+#[test]
+fn writer_single_updates_match_reference() {
+    let (s, kept) = incremental(&synth::v4(30_000, 13));
+    check(
+        "incremental ipv4",
+        &kept,
+        |a| s.lookup4(a),
+        |a, o| {
+            s.v4().lookup_batch(a, o);
+            o.iter_mut()
+                .for_each(|x| *x = x.and_then(|i| s.next_hop(i)));
+        },
+        50_000,
+    );
+    let (s, kept) = incremental(&synth::v6(8_000, 14));
+    check(
+        "incremental ipv6",
+        &kept,
+        |a| s.lookup6(a),
+        |a, o| {
+            s.v6().lookup_batch(a, o);
+            o.iter_mut()
+                .for_each(|x| *x = x.and_then(|i| s.next_hop(i)));
+        },
         50_000,
     );
 }

@@ -584,7 +584,17 @@ impl Config {
                 path: path.clone(),
                 error,
             })?;
-            n += router.bulk_insert(routes);
+            n += router
+                .bulk_insert(routes)
+                .map_err(|e| ConfigError::RouteFile {
+                    path: path.clone(),
+                    error: RouteFileError {
+                        line: None,
+                        problem: RouteProblem::Rejected {
+                            reason: e.to_string(),
+                        },
+                    },
+                })?;
         }
         Ok(n)
     }
@@ -598,8 +608,9 @@ fn read(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
-/// Parse a route file into (prefix, next hop) pairs. Blank lines and `#` comments are
-/// skipped; anything else that does not parse is an error naming its line.
+/// Parse a route file into (prefix, next hop) pairs, with weft-lpm's route-file
+/// reader ([`weft_lpm::routes::lines`]): blank lines and `#` comments are skipped;
+/// anything else that does not parse is an error naming its line.
 pub fn parse_route_file(
     text: &str,
     format: &str,
@@ -634,24 +645,24 @@ pub fn parse_route_file(
         })
         .collect::<Result<_, RouteFileError>>()?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for line in weft_lpm::routes::lines(text) {
+        let line = line.map_err(|e| RouteFileError {
+            line: Some(e.line()),
+            problem: match e {
+                weft_lpm::routes::RouteLineError::Fields { .. } => RouteProblem::FieldCount,
+                weft_lpm::routes::RouteLineError::NoLength { .. } => RouteProblem::BadPrefix {
+                    reason: "the prefix needs a /length".into(),
+                },
+                weft_lpm::routes::RouteLineError::Prefix { error, .. } => RouteProblem::BadPrefix {
+                    reason: error.to_string(),
+                },
+            },
+        })?;
+        let (i, prefix, second) = (line.line, line.prefix, line.value);
         let at = |problem| RouteFileError {
-            line: Some(i + 1),
+            line: Some(i),
             problem,
         };
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let mut f = line.split_whitespace();
-        let (Some(p), Some(second), None) = (f.next(), f.next(), f.next()) else {
-            return Err(at(RouteProblem::FieldCount));
-        };
-        let prefix = p.parse::<IpPrefix>().map_err(|e| {
-            at(RouteProblem::BadPrefix {
-                reason: e.to_string(),
-            })
-        })?;
         let nh = match format {
             "prefix-next-hop" => {
                 let via: IpAddr = second.parse().map_err(|_| {

@@ -96,7 +96,7 @@ pub fn execute(router: &Router, line: &str) -> String {
             let (v4, v6) = fib.len();
             let names: Vec<String> = router.ports().map(|p| p.name.clone()).collect();
             let mut s = format!("routes: {v4} ipv4, {v6} ipv6\n");
-            for (p, nh) in fib.routes(limit) {
+            for (p, nh) in router.routes(limit) {
                 let port = names.get(nh.port).map_or("?", String::as_str);
                 match nh.via {
                     Some(v) => {
@@ -267,6 +267,29 @@ mod tests {
             }],
             RouterConfig::default(),
         )
+    }
+
+    #[test]
+    fn route_changes_take_effect_before_the_answer_and_free_next_hops() {
+        let r = router();
+        let a = "198.19.4.5".parse().expect("a");
+        assert_eq!(r.fib().next_hops(), 1, "the connected route's next hop");
+        assert!(execute(&r, "route add 198.19.0.0/16 via 198.18.1.2").starts_with("ok"));
+        assert_eq!(
+            r.fib().lookup(a).and_then(|n| n.via),
+            Some("198.18.1.2".parse().expect("a"))
+        );
+        assert_eq!(r.fib().next_hops(), 2);
+        // Re-pointed: the old neighbour's entry is freed with its last route.
+        assert!(execute(&r, "route add 198.19.0.0/16 via 198.18.1.3").contains("replaced"));
+        assert_eq!(
+            r.fib().lookup(a).and_then(|n| n.via),
+            Some("198.18.1.3".parse().expect("a"))
+        );
+        assert_eq!(r.fib().next_hops(), 2);
+        assert!(execute(&r, "route del 198.19.0.0/16").starts_with("ok"));
+        assert_eq!(r.fib().lookup(a), None);
+        assert_eq!(r.fib().next_hops(), 1);
     }
 
     #[test]

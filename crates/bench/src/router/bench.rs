@@ -108,7 +108,9 @@ pub fn bench_router(table: &[(IpPrefix, u64)], ports: usize, egress: &[usize]) -
                 },
             )
         });
-    router.bulk_insert(routes);
+    router
+        .bulk_insert(routes)
+        .expect("one next hop per port: the next-hop table cannot be full");
     // Teach the router every host with an ARP request from it.
     let pool = BufferPool::new(64, 2048);
     let mut w = router.worker(pool.clone());

@@ -35,12 +35,12 @@ mod local;
 pub use icmp::TokenBucket;
 
 use crate::counters::{drop_counter, Counter, Counters};
-use crate::fib::{Fib, IpPrefix, NextHop, PortId};
+use crate::fib::{FibGuard, FibWriter, IpPrefix, NextHop, PortId};
 use crate::neighbor::{NeighborConfig, NeighborTable, NeighborView};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 use weft_link::{BufferPool, PacketBuf};
 use weft_wire::EthernetAddress;
@@ -136,6 +136,8 @@ pub enum RouteError {
     FamilyMismatch,
     /// No such port.
     NoSuchPort(String),
+    /// The FIB refused the route (its next-hop table is full).
+    Fib(weft_lpm::LpmError),
 }
 
 impl std::fmt::Display for RouteError {
@@ -146,6 +148,7 @@ impl std::fmt::Display for RouteError {
             }
             RouteError::FamilyMismatch => f.write_str("prefix and next hop are different families"),
             RouteError::NoSuchPort(p) => write!(f, "no port named {p}"),
+            RouteError::Fib(e) => write!(f, "fib: {e}"),
         }
     }
 }
@@ -156,7 +159,10 @@ impl std::error::Error for RouteError {}
 #[derive(Debug)]
 pub struct Router {
     ports: Vec<Port>,
-    fib: RwLock<Fib>,
+    /// Where workers load the FIB snapshot, once per burst.
+    fib: weft_lpm::FibReader<NextHop>,
+    /// The FIB's single writer; only the control path takes this lock.
+    fib_writer: Mutex<FibWriter>,
     neighbors: Mutex<NeighborTable>,
     /// Mirror of the neighbour table's generation, read without the lock.
     neighbor_gen: AtomicU64,
@@ -174,20 +180,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Router {
     /// A router with these ports; their address prefixes become connected routes.
     pub fn new(ports: Vec<PortSpec>, cfg: RouterConfig) -> Arc<Router> {
-        let mut fib = Fib::new();
+        let mut connected = Vec::new();
         for (i, p) in ports.iter().enumerate() {
             let nh = NextHop { port: i, via: None };
-            for &(a, l) in &p.v4 {
-                if let Some(pre) = IpPrefix::new(IpAddr::V4(a), l) {
-                    fib.insert(pre, nh);
-                }
-            }
-            for &(a, l) in &p.v6 {
-                if let Some(pre) = IpPrefix::new(IpAddr::V6(a), l) {
-                    fib.insert(pre, nh);
-                }
-            }
+            let v4 = p.v4.iter().map(|&(a, l)| (IpAddr::V4(a), l));
+            let v6 = p.v6.iter().map(|&(a, l)| (IpAddr::V6(a), l));
+            connected.extend(
+                v4.chain(v6)
+                    .filter_map(|(a, l)| Some((IpPrefix::new(a, l)?, nh))),
+            );
         }
+        // One next hop per port: the next-hop table cannot be full.
+        let fib = FibWriter::with_routes(&connected).unwrap_or_default();
         Arc::new(Router {
             ports: ports
                 .into_iter()
@@ -196,7 +200,8 @@ impl Router {
                     spec,
                 })
                 .collect(),
-            fib: RwLock::new(fib),
+            fib: fib.reader(),
+            fib_writer: Mutex::new(fib),
             neighbors: Mutex::new(NeighborTable::new(cfg.neighbor)),
             neighbor_gen: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
@@ -216,9 +221,15 @@ impl Router {
         self.ports.iter().position(|p| p.spec.name == name)
     }
 
-    /// The FIB, for reading (the data plane holds this across a burst).
-    pub fn fib(&self) -> RwLockReadGuard<'_, Fib> {
-        self.fib.read().unwrap_or_else(PoisonError::into_inner)
+    /// The current FIB snapshot, for reading: the data plane loads it once per
+    /// burst (no lock) and holds it across the burst.
+    pub fn fib(&self) -> FibGuard {
+        self.fib.load()
+    }
+
+    /// The first `limit` routes in prefix order, IPv4 first (for `show routes`).
+    pub fn routes(&self, limit: usize) -> Vec<(IpPrefix, NextHop)> {
+        lock(&self.fib_writer).routes().take(limit).collect()
     }
 
     /// Which port reaches `via` directly (its connected prefix holds it).
@@ -234,7 +245,7 @@ impl Router {
     }
 
     /// Add or replace a route via a neighbour on a connected network. Packets in
-    /// flight keep flowing: the write lock is held for one insert.
+    /// flight keep flowing: readers never wait for the writer.
     pub fn add_route(&self, prefix: IpPrefix, via: IpAddr) -> Result<Option<NextHop>, RouteError> {
         if prefix.addr().is_ipv4() != via.is_ipv4() {
             return Err(RouteError::FamilyMismatch);
@@ -242,37 +253,50 @@ impl Router {
         let port = self
             .connected_port(via)
             .ok_or(RouteError::NextHopNotConnected(via))?;
-        Ok(self.insert_route(
+        self.insert_route(
             prefix,
             NextHop {
                 port,
                 via: Some(via),
             },
-        ))
+        )
     }
 
-    /// Add or replace a route with an explicit next hop.
-    pub fn insert_route(&self, prefix: IpPrefix, nh: NextHop) -> Option<NextHop> {
-        self.fib
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(prefix, nh)
+    /// Add or replace a route with an explicit next hop; published before this
+    /// returns.
+    pub fn insert_route(
+        &self,
+        prefix: IpPrefix,
+        nh: NextHop,
+    ) -> Result<Option<NextHop>, RouteError> {
+        let mut w = lock(&self.fib_writer);
+        let old = w.insert(prefix, nh).map_err(RouteError::Fib)?;
+        w.flush();
+        Ok(old)
     }
 
-    /// Remove a route.
+    /// Remove a route; published before this returns.
     pub fn remove_route(&self, prefix: IpPrefix) -> Option<NextHop> {
-        self.fib
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(prefix)
+        let mut w = lock(&self.fib_writer);
+        let old = w.remove(prefix);
+        w.flush();
+        old
     }
 
-    /// Replace many routes under one write lock (route files).
-    pub fn bulk_insert(&self, routes: impl IntoIterator<Item = (IpPrefix, NextHop)>) -> usize {
-        self.fib
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .bulk_insert(routes)
+    /// Add or replace many routes, published once at the end (route files).
+    /// Returns how many were given.
+    pub fn bulk_insert(
+        &self,
+        routes: impl IntoIterator<Item = (IpPrefix, NextHop)>,
+    ) -> Result<usize, RouteError> {
+        let updates: Vec<_> = routes
+            .into_iter()
+            .map(|(p, nh)| weft_lpm::Update::Insert(p, nh))
+            .collect();
+        lock(&self.fib_writer)
+            .apply(&updates)
+            .map_err(RouteError::Fib)?;
+        Ok(updates.len())
     }
 
     /// A new worker with its own counters, neighbour cache and ICMP budget.
