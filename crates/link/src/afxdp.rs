@@ -32,10 +32,11 @@
 //! `AF_PACKET` socket of the link that splits it (see [`AfXdpLink`]).
 
 use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig};
+use crate::sys::bpf::Insn;
 use crate::sys::{self, Mmap};
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -60,10 +61,6 @@ const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
 /// Bytes the kernel keeps in front of a received frame in its UMEM chunk.
 const XDP_PACKET_HEADROOM: usize = 256;
 
-const BPF_MAP_CREATE: libc::c_int = 0;
-const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
-const BPF_PROG_LOAD: libc::c_int = 5;
-const BPF_LINK_CREATE: libc::c_int = 28;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
@@ -136,59 +133,6 @@ const DESC_LEN: usize = 16;
 /// A UMEM address: 8 bytes in the fill and completion rings.
 const ADDR_LEN: usize = 8;
 
-/// `union bpf_attr` for `BPF_MAP_CREATE`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct MapCreateAttr {
-    map_type: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    map_flags: u32,
-    inner_map_fd: u32,
-    numa_node: u32,
-    map_name: [u8; 16],
-}
-
-/// `union bpf_attr` for `BPF_MAP_UPDATE_ELEM`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct MapUpdateAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-/// `union bpf_attr` for `BPF_PROG_LOAD`, up to `expected_attach_type`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct ProgLoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
-    prog_ifindex: u32,
-    expected_attach_type: u32,
-}
-
-/// `union bpf_attr` for `BPF_LINK_CREATE`, the part XDP uses.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct LinkCreateAttr {
-    prog_fd: u32,
-    target_ifindex: u32,
-    attach_type: u32,
-    flags: u32,
-}
-
 /// `struct ethtool_channels`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -202,28 +146,6 @@ struct EthtoolChannels {
     tx_count: u32,
     other_count: u32,
     combined_count: u32,
-}
-
-/// One `struct bpf_insn`: opcode, then destination and source register in one byte
-/// (destination in the low nibble), offset, immediate.
-#[derive(Debug, Clone, Copy)]
-#[repr(C)]
-struct BpfInsn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-impl BpfInsn {
-    const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> BpfInsn {
-        BpfInsn {
-            code,
-            regs: (src << 4) | (dst & 0x0f),
-            off,
-            imm,
-        }
-    }
 }
 
 /// The redirect program for the XSKMAP open at `map_fd` (eBPF, Documentation/bpf/
@@ -244,7 +166,7 @@ impl BpfInsn {
 /// pass: r0 = XDP_PASS
 /// exit
 /// ```
-fn redirect_program(map_fd: libc::c_int, room: u32) -> [BpfInsn; 12] {
+fn redirect_program(map_fd: libc::c_int, room: u32) -> [Insn; 12] {
     const LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
     const LD_IMM_DW: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
     const MOV64_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
@@ -256,19 +178,19 @@ fn redirect_program(map_fd: libc::c_int, room: u32) -> [BpfInsn; 12] {
     const XDP_MD_DATA_END: i16 = 4;
     const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
     [
-        BpfInsn::new(LDX_MEM_W, 2, 1, XDP_MD_DATA, 0),
-        BpfInsn::new(LDX_MEM_W, 3, 1, XDP_MD_DATA_END, 0),
-        BpfInsn::new(SUB64_X, 3, 2, 0, 0),
+        Insn::new(LDX_MEM_W, 2, 1, XDP_MD_DATA, 0),
+        Insn::new(LDX_MEM_W, 3, 1, XDP_MD_DATA_END, 0),
+        Insn::new(SUB64_X, 3, 2, 0, 0),
         // To `pass`, 6 instructions on (the 64-bit immediate takes two slots).
-        BpfInsn::new(JGT_K, 3, 0, 6, room as i32),
-        BpfInsn::new(LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
-        BpfInsn::new(LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
-        BpfInsn::new(0, 0, 0, 0, 0), // upper 32 bits of the 64-bit immediate
-        BpfInsn::new(MOV64_K, 3, 0, 0, XDP_PASS),
-        BpfInsn::new(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
-        BpfInsn::new(EXIT, 0, 0, 0, 0),
-        BpfInsn::new(MOV64_K, 0, 0, 0, XDP_PASS),
-        BpfInsn::new(EXIT, 0, 0, 0, 0),
+        Insn::new(JGT_K, 3, 0, 6, room as i32),
+        Insn::new(LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
+        Insn::new(LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
+        Insn::new(0, 0, 0, 0, 0), // upper 32 bits of the 64-bit immediate
+        Insn::new(MOV64_K, 3, 0, 0, XDP_PASS),
+        Insn::new(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
+        Insn::new(EXIT, 0, 0, 0, 0),
+        Insn::new(MOV64_K, 0, 0, 0, XDP_PASS),
+        Insn::new(EXIT, 0, 0, 0, 0),
     ]
 }
 
@@ -679,29 +601,6 @@ fn xdp_setsockopt<T: Copy>(fd: &Fd, opt: libc::c_int, val: &T, what: &str) -> io
     sys::setsockopt(fd.as_raw_fd(), SOL_XDP, opt, val, what)
 }
 
-/// `bpf(cmd, attr, sizeof attr)`. The one `unsafe` left in this module: a
-/// `bpf_attr` carries pointers (instructions, log buffer, map key and value) that
-/// only the callers here know to be live, so it is not a general `sys` wrapper.
-#[allow(unsafe_code)]
-fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> libc::c_long {
-    // SAFETY: `attr` is a live, initialised, zero-padded `union bpf_attr` prefix of the
-    // size we pass; the kernel reads it (and zero-extends what we do not pass) and
-    // writes only inside it. Pointers inside it point at live buffers of the caller.
-    unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            (attr as *mut T).cast::<libc::c_void>(),
-            std::mem::size_of::<T>() as libc::c_uint,
-        )
-    }
-}
-
-fn bpf_fd<T>(cmd: libc::c_int, attr: &mut T, what: &str) -> io::Result<Fd> {
-    let r = bpf(cmd, attr);
-    sys::owned_fd(r as libc::c_int, what)
-}
-
 /// The XSKMAP, the program and its attachment to the interface. Dropping it closes
 /// the link first, which detaches the program.
 #[derive(Debug)]
@@ -714,63 +613,50 @@ struct Redirect {
 impl Redirect {
     /// Create the map and load the program (not attached yet).
     fn load(entries: u32, room: u32) -> io::Result<(Fd, Fd)> {
-        let mut m = MapCreateAttr {
-            map_type: BPF_MAP_TYPE_XSKMAP,
-            key_size: 4,
-            value_size: 4,
-            max_entries: entries,
-            ..MapCreateAttr::default()
-        };
-        m.map_name[..9].copy_from_slice(b"weft_xsks");
-        let map = bpf_fd(BPF_MAP_CREATE, &mut m, "bpf(BPF_MAP_CREATE, XSKMAP)")?;
+        let map = sys::bpf::map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, entries, b"weft_xsks")
+            .map_err(|e| io::Error::new(e.kind(), format!("bpf(BPF_MAP_CREATE, XSKMAP): {e}")))?;
         let insns = redirect_program(map.as_raw_fd(), room);
-        let license = b"Dual MIT/GPL\0";
-        let mut p = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_XDP,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            expected_attach_type: BPF_XDP,
-            ..ProgLoadAttr::default()
+        let license = c"Dual MIT/GPL";
+        let load = |log: Option<&mut [u8]>| {
+            sys::bpf::prog_load(
+                BPF_PROG_TYPE_XDP,
+                BPF_XDP,
+                &insns,
+                license,
+                b"weft_xsks",
+                log,
+            )
         };
-        p.prog_name[..9].copy_from_slice(b"weft_xsks");
-        let r = bpf(BPF_PROG_LOAD, &mut p);
-        if r >= 0 {
-            return Ok((map, sys::owned_fd(r as libc::c_int, "bpf(BPF_PROG_LOAD)")?));
+        match load(None) {
+            Ok(prog) => Ok((map, prog)),
+            Err(e) => {
+                // Load again with the verifier's log, so the error says why.
+                let mut log = vec![0u8; 4096];
+                let _ = load(Some(&mut log));
+                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "bpf(BPF_PROG_LOAD, XDP redirect): {e}; verifier: {}",
+                        String::from_utf8_lossy(&log[..end]).trim()
+                    ),
+                ))
+            }
         }
-        // Load again with the verifier's log, so the error says why.
-        let e = io::Error::last_os_error();
-        let mut log = vec![0u8; 4096];
-        p.log_level = 1;
-        p.log_size = log.len() as u32;
-        p.log_buf = log.as_mut_ptr() as u64;
-        let _ = bpf(BPF_PROG_LOAD, &mut p);
-        let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-        Err(io::Error::new(
-            e.kind(),
-            format!(
-                "bpf(BPF_PROG_LOAD, XDP redirect): {e}; verifier: {}",
-                String::from_utf8_lossy(&log[..end]).trim()
-            ),
-        ))
     }
 
     fn attach(map: Fd, prog: Fd, ifindex: u32, mode: XdpMode) -> io::Result<Redirect> {
-        let mut l = LinkCreateAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_XDP,
-            flags: match mode {
-                XdpMode::Generic => XDP_FLAGS_SKB_MODE,
-                XdpMode::Native => XDP_FLAGS_DRV_MODE,
-            },
+        let flags = match mode {
+            XdpMode::Generic => XDP_FLAGS_SKB_MODE,
+            XdpMode::Native => XDP_FLAGS_DRV_MODE,
         };
-        let link = bpf_fd(BPF_LINK_CREATE, &mut l, "bpf(BPF_LINK_CREATE, XDP)").map_err(|e| {
-            if e.raw_os_error() == Some(libc::EBUSY) {
-                io::Error::new(e.kind(), format!("{e} (another XDP program is attached)"))
+        let link = sys::bpf::link_create(prog.as_fd(), ifindex, BPF_XDP, flags).map_err(|e| {
+            let busy = if e.raw_os_error() == Some(libc::EBUSY) {
+                " (another XDP program is attached)"
             } else {
-                e
-            }
+                ""
+            };
+            io::Error::new(e.kind(), format!("bpf(BPF_LINK_CREATE, XDP): {e}{busy}"))
         })?;
         Ok(Redirect {
             _link: link,
@@ -780,19 +666,8 @@ impl Redirect {
     }
 
     fn insert(map: &Fd, queue: u32, socket: &Fd) -> io::Result<()> {
-        let key = queue;
-        let value = socket.as_raw_fd() as u32;
-        let mut u = MapUpdateAttr {
-            map_fd: map.as_raw_fd() as u32,
-            key: &key as *const u32 as u64,
-            value: &value as *const u32 as u64,
-            ..MapUpdateAttr::default()
-        };
-        let r = bpf(BPF_MAP_UPDATE_ELEM, &mut u);
-        if r < 0 {
-            return Err(sys::last_err("bpf(BPF_MAP_UPDATE_ELEM, XSKMAP)"));
-        }
-        Ok(())
+        sys::bpf::map_update_u32(map.as_fd(), queue, socket.as_raw_fd() as u32)
+            .map_err(|e| io::Error::new(e.kind(), format!("bpf(BPF_MAP_UPDATE_ELEM, XSKMAP): {e}")))
     }
 }
 
@@ -1135,7 +1010,7 @@ mod tests {
         assert_eq!(bytes[11], [0x95, 0, 0, 0, 0, 0, 0, 0], "exit");
         // The jump lands on `pass`.
         assert_eq!(3 + 1 + p[3].off as usize, 10);
-        assert_eq!(std::mem::size_of::<BpfInsn>(), 8);
+        assert_eq!(std::mem::size_of::<Insn>(), 8);
     }
 
     #[test]
@@ -1144,8 +1019,6 @@ mod tests {
         assert_eq!(std::mem::size_of::<MmapOffsets>(), 128);
         assert_eq!(std::mem::size_of::<SockaddrXdp>(), 16);
         assert_eq!(std::mem::size_of::<XdpStatistics>(), 48);
-        assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
-        assert_eq!(std::mem::size_of::<MapUpdateAttr>(), 32);
         assert_eq!(std::mem::size_of::<EthtoolChannels>(), 36);
     }
 }

@@ -1012,3 +1012,225 @@ impl Mmsg {
         }
     }
 }
+
+/// The `bpf(2)` commands AF_XDP needs, each a typed call: the `union bpf_attr` of every
+/// command is built here, from borrowed values that outlive the call, so no caller
+/// hands the kernel a raw pointer (include/uapi/linux/bpf.h).
+pub(crate) mod bpf {
+    use super::owned_fd;
+    use std::ffi::CStr;
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+
+    const BPF_MAP_CREATE: libc::c_int = 0;
+    const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+    const BPF_PROG_LOAD: libc::c_int = 5;
+    const BPF_LINK_CREATE: libc::c_int = 28;
+
+    /// `union bpf_attr` for `BPF_MAP_CREATE`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    struct MapCreateAttr {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        map_flags: u32,
+        inner_map_fd: u32,
+        numa_node: u32,
+        map_name: [u8; 16],
+    }
+
+    /// `union bpf_attr` for `BPF_MAP_UPDATE_ELEM`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    struct MapUpdateAttr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+
+    /// `union bpf_attr` for `BPF_PROG_LOAD`, up to `expected_attach_type`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    struct ProgLoadAttr {
+        prog_type: u32,
+        insn_cnt: u32,
+        insns: u64,
+        license: u64,
+        log_level: u32,
+        log_size: u32,
+        log_buf: u64,
+        kern_version: u32,
+        prog_flags: u32,
+        prog_name: [u8; 16],
+        prog_ifindex: u32,
+        expected_attach_type: u32,
+    }
+
+    /// `union bpf_attr` for `BPF_LINK_CREATE`, the part XDP uses.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    struct LinkCreateAttr {
+        prog_fd: u32,
+        target_ifindex: u32,
+        attach_type: u32,
+        flags: u32,
+    }
+
+    /// One `struct bpf_insn`: opcode, then destination and source register in one byte
+    /// (destination in the low nibble), offset, immediate.
+    #[derive(Debug, Clone, Copy)]
+    #[repr(C)]
+    pub(crate) struct Insn {
+        pub(crate) code: u8,
+        pub(crate) regs: u8,
+        pub(crate) off: i16,
+        pub(crate) imm: i32,
+    }
+
+    impl Insn {
+        pub(crate) const fn new(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+            Insn {
+                code,
+                regs: (src << 4) | (dst & 0x0f),
+                off,
+                imm,
+            }
+        }
+    }
+
+    /// `bpf(cmd, attr, sizeof attr)`.
+    ///
+    /// # Safety
+    /// `attr` must be the `union bpf_attr` prefix the kernel expects for `cmd`, and
+    /// every pointer inside it must point at memory that is live (and writable where
+    /// the kernel writes) for the duration of the call.
+    unsafe fn bpf<T>(cmd: libc::c_int, attr: &mut T) -> libc::c_long {
+        // SAFETY: `attr` is a live, initialised `T` of the size we pass; the kernel
+        // reads it (zero-extending what we do not pass) and writes only inside it;
+        // the pointers inside it are live by this function's contract.
+        unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                cmd,
+                (attr as *mut T).cast::<libc::c_void>(),
+                std::mem::size_of::<T>() as libc::c_uint,
+            )
+        }
+    }
+
+    /// A kernel object name: at most 15 bytes, NUL-padded.
+    fn name16(name: &[u8]) -> [u8; 16] {
+        let mut n = [0u8; 16];
+        let len = name.len().min(15);
+        n[..len].copy_from_slice(&name[..len]);
+        n
+    }
+
+    /// `BPF_MAP_CREATE` of `map_type` with these key and value sizes.
+    pub(crate) fn map_create(
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        name: &[u8],
+    ) -> io::Result<OwnedFd> {
+        let mut a = MapCreateAttr {
+            map_type,
+            key_size,
+            value_size,
+            max_entries,
+            map_name: name16(name),
+            ..MapCreateAttr::default()
+        };
+        // SAFETY: a MAP_CREATE attr holds no pointers.
+        let r = unsafe { bpf(BPF_MAP_CREATE, &mut a) };
+        owned_fd(r as libc::c_int, "BPF_MAP_CREATE")
+    }
+
+    /// `BPF_PROG_LOAD` of `insns`; with `log`, the verifier writes its log there.
+    pub(crate) fn prog_load(
+        prog_type: u32,
+        expected_attach_type: u32,
+        insns: &[Insn],
+        license: &CStr,
+        name: &[u8],
+        log: Option<&mut [u8]>,
+    ) -> io::Result<OwnedFd> {
+        let (log_level, log_size, log_buf) = match log {
+            Some(l) => (1, l.len() as u32, l.as_mut_ptr() as u64),
+            None => (0, 0, 0),
+        };
+        let mut a = ProgLoadAttr {
+            prog_type,
+            insn_cnt: insns.len() as u32,
+            insns: insns.as_ptr() as u64,
+            license: license.as_ptr() as u64,
+            log_level,
+            log_size,
+            log_buf,
+            prog_name: name16(name),
+            expected_attach_type,
+            ..ProgLoadAttr::default()
+        };
+        // SAFETY: the instructions, the NUL-terminated license and the log buffer
+        // (with its length) are borrowed for the whole call; the kernel reads the
+        // first two and writes at most `log_size` bytes into the third.
+        let r = unsafe { bpf(BPF_PROG_LOAD, &mut a) };
+        owned_fd(r as libc::c_int, "BPF_PROG_LOAD")
+    }
+
+    /// `BPF_LINK_CREATE`: attach `prog` to interface `ifindex`.
+    pub(crate) fn link_create(
+        prog: BorrowedFd<'_>,
+        ifindex: u32,
+        attach_type: u32,
+        flags: u32,
+    ) -> io::Result<OwnedFd> {
+        let mut a = LinkCreateAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            target_ifindex: ifindex,
+            attach_type,
+            flags,
+        };
+        // SAFETY: a LINK_CREATE attr for XDP holds no pointers.
+        let r = unsafe { bpf(BPF_LINK_CREATE, &mut a) };
+        owned_fd(r as libc::c_int, "BPF_LINK_CREATE")
+    }
+
+    /// `BPF_MAP_UPDATE_ELEM` of a map with 4-byte keys and values.
+    pub(crate) fn map_update_u32(map: BorrowedFd<'_>, key: u32, value: u32) -> io::Result<()> {
+        let mut a = MapUpdateAttr {
+            map_fd: map.as_raw_fd() as u32,
+            key: &key as *const u32 as u64,
+            value: &value as *const u32 as u64,
+            ..MapUpdateAttr::default()
+        };
+        // SAFETY: `key` and `value` are locals that outlive the call; the kernel
+        // reads 4 bytes from each (the map's key and value size).
+        let r = unsafe { bpf(BPF_MAP_UPDATE_ELEM, &mut a) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn attrs_have_the_kernel_sizes_and_names_are_nul_terminated() {
+            assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
+            assert_eq!(std::mem::size_of::<MapUpdateAttr>(), 32);
+            assert_eq!(std::mem::size_of::<LinkCreateAttr>(), 16);
+            assert_eq!(std::mem::size_of::<Insn>(), 8);
+            assert_eq!(&name16(b"weft_xsks")[..10], b"weft_xsks\0");
+            assert_eq!(name16(&[b'x'; 40])[15], 0);
+        }
+    }
+}
