@@ -1234,3 +1234,26 @@ pub(crate) mod bpf {
         }
     }
 }
+
+/// Set by SIGINT and SIGTERM once [`stop_on_termination`] installed the handlers.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Install handlers for SIGINT and SIGTERM that set the returned flag.
+pub(crate) fn stop_on_termination() -> io::Result<&'static std::sync::atomic::AtomicBool> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let handler = on_stop_signal as extern "C" fn(libc::c_int);
+        // SAFETY: `on_stop_signal` only performs an atomic store, which is
+        // async-signal-safe; `signal` with a valid signal number and handler has no
+        // other preconditions.
+        let r = unsafe { libc::signal(sig, handler as libc::sighandler_t) };
+        if r == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP)
+}
