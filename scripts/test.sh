@@ -11,6 +11,9 @@ echo "== cargo fmt --check" >&2
 cargo fmt --all --check
 echo "== cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc" >&2
+# Broken intra-doc links and undocumented public items fail here, not in a reader's hands.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 echo "== cargo test" >&2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

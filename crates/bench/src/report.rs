@@ -340,7 +340,7 @@ fn md_table(
     if cols.is_empty() {
         return;
     }
-    let sizes: std::collections::BTreeSet<u64> =
+    let sizes: BTreeSet<u64> =
         t.values().flat_map(|m| m.keys().copied()).collect();
     let _ = write!(md, "| size |");
     for c in &cols {

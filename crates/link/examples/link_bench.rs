@@ -9,6 +9,8 @@
 //! The rate is what the *receiver* got, from its first to its last datagram: UDP drops
 //! what the receiver cannot keep up with (the loss column says how much), the shm
 //! link pushes back instead (the sender finds the ring full).
+// Thread CPU time comes from clock_gettime, which std does not offer.
+#![allow(unsafe_code)]
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -427,7 +427,7 @@ impl Queue {
             XDP_MMAP_OFFSETS,
             "XDP_MMAP_OFFSETS",
         )?;
-        if len != std::mem::size_of::<MmapOffsets>() {
+        if len != size_of::<MmapOffsets>() {
             return Err(io::Error::other(format!(
                 "XDP_MMAP_OFFSETS: {len} bytes, expected the flags field too (Linux 5.4+)"
             )));
@@ -1010,15 +1010,15 @@ mod tests {
         assert_eq!(bytes[11], [0x95, 0, 0, 0, 0, 0, 0, 0], "exit");
         // The jump lands on `pass`.
         assert_eq!(3 + 1 + p[3].off as usize, 10);
-        assert_eq!(std::mem::size_of::<Insn>(), 8);
+        assert_eq!(size_of::<Insn>(), 8);
     }
 
     #[test]
     fn uapi_layouts_have_the_kernel_sizes() {
-        assert_eq!(std::mem::size_of::<UmemReg>(), 32);
-        assert_eq!(std::mem::size_of::<MmapOffsets>(), 128);
-        assert_eq!(std::mem::size_of::<SockaddrXdp>(), 16);
-        assert_eq!(std::mem::size_of::<XdpStatistics>(), 48);
-        assert_eq!(std::mem::size_of::<EthtoolChannels>(), 36);
+        assert_eq!(size_of::<UmemReg>(), 32);
+        assert_eq!(size_of::<MmapOffsets>(), 128);
+        assert_eq!(size_of::<SockaddrXdp>(), 16);
+        assert_eq!(size_of::<XdpStatistics>(), 48);
+        assert_eq!(size_of::<EthtoolChannels>(), 36);
     }
 }

@@ -59,7 +59,7 @@ pub(crate) fn setsockopt<T: Copy>(
             level,
             opt,
             (val as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
+            size_of::<T>() as libc::socklen_t,
         )
     };
     if r < 0 {
@@ -78,7 +78,7 @@ pub(crate) fn getsockopt<T: Copy + Default>(
     what: &str,
 ) -> io::Result<(T, usize)> {
     let mut val = T::default();
-    let mut len = mem::size_of::<T>() as libc::socklen_t;
+    let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `val` is writable for `len` bytes; the kernel writes at most `len`
     // bytes and updates `len`.
     let r = unsafe { libc::getsockopt(fd, level, opt, (&mut val as *mut T).cast(), &mut len) };
@@ -372,7 +372,7 @@ impl Drop for Mmap {
 #[cfg(test)]
 pub(crate) fn get_int(fd: RawFd, level: i32, opt: i32, what: &str) -> io::Result<i32> {
     let mut val: i32 = 0;
-    let mut len = mem::size_of::<i32>() as libc::socklen_t;
+    let mut len = size_of::<i32>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` (4) bytes into `val` and updates `len`.
     let r = unsafe { libc::getsockopt(fd, level, opt, (&mut val as *mut i32).cast(), &mut len) };
     if r < 0 {
@@ -400,7 +400,7 @@ pub(crate) fn set_timeout(
             libc::SOL_SOCKET,
             opt,
             (&tv as *const libc::timeval).cast(),
-            mem::size_of::<libc::timeval>() as libc::socklen_t,
+            size_of::<libc::timeval>() as libc::socklen_t,
         )
     };
     if r < 0 {
@@ -448,7 +448,7 @@ pub(crate) fn bind<T: Copy>(fd: RawFd, addr: &T, what: &str) -> io::Result<()> {
         libc::bind(
             fd,
             (addr as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
+            size_of::<T>() as libc::socklen_t,
         )
     };
     if r < 0 {
@@ -548,7 +548,7 @@ fn unix_addr(name: &[u8]) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     for (d, s) in sun.sun_path.iter_mut().zip(name) {
         *d = *s as libc::c_char;
     }
-    let len = mem::size_of::<libc::sa_family_t>() + name.len();
+    let len = size_of::<libc::sa_family_t>() + name.len();
     Ok((sun, len as libc::socklen_t))
 }
 
@@ -565,10 +565,10 @@ pub(crate) fn send_msg(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()>
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     if !fds.is_empty() {
-        let data = mem::size_of_val(fds) as u32;
+        let data = size_of_val(fds) as u32;
         // SAFETY: CMSG_SPACE is a pure size computation.
         let space = unsafe { libc::CMSG_SPACE(data) } as usize;
-        assert!(space <= mem::size_of_val(&cbuf), "cmsg buffer");
+        assert!(space <= size_of_val(&cbuf), "cmsg buffer");
         msg.msg_control = cbuf.as_mut_ptr().cast();
         msg.msg_controllen = space as _;
         // SAFETY: the control buffer is `space` bytes, aligned, and large enough for
@@ -603,7 +603,7 @@ pub(crate) fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, V
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = mem::size_of_val(&cbuf) as _;
+    msg.msg_controllen = size_of_val(&cbuf) as _;
     // SAFETY: `msg` points at a live iovec and control buffer of the given sizes.
     let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
     if n < 0 {
@@ -622,7 +622,7 @@ pub(crate) fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, V
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                 let data = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 let p = libc::CMSG_DATA(c).cast::<RawFd>();
-                for i in 0..data / mem::size_of::<RawFd>() {
+                for i in 0..data / size_of::<RawFd>() {
                     let raw = ptr::read_unaligned(p.add(i));
                     if raw >= 0 {
                         fds.push(OwnedFd::from_raw_fd(raw));
@@ -639,7 +639,7 @@ pub(crate) fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, V
 pub(crate) fn peer_uid(fd: RawFd) -> Option<u32> {
     // SAFETY: ucred is plain old data.
     let mut cred: libc::ucred = unsafe { mem::zeroed() };
-    let mut len = mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `cred`.
     let r = unsafe {
         libc::getsockopt(
@@ -724,8 +724,8 @@ pub(crate) fn to_storage(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::so
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            mem::size_of::<libc::sockaddr_in>()
+            unsafe { ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
+            size_of::<libc::sockaddr_in>()
         }
         SocketAddr::V6(a) => {
             let sin6 = libc::sockaddr_in6 {
@@ -738,8 +738,8 @@ pub(crate) fn to_storage(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::so
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            mem::size_of::<libc::sockaddr_in6>()
+            unsafe { ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
+            size_of::<libc::sockaddr_in6>()
         }
     };
     (ss, len as libc::socklen_t)
@@ -752,7 +752,7 @@ pub(crate) fn from_storage(
 ) -> Option<SocketAddr> {
     let len = len as usize;
     match i32::from(ss.ss_family) {
-        libc::AF_INET if len >= mem::size_of::<libc::sockaddr_in>() => {
+        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
             // SAFETY: the family says the storage holds a sockaddr_in, `len` covers it,
             // and sockaddr_storage is aligned for it.
             let sin =
@@ -763,7 +763,7 @@ pub(crate) fn from_storage(
                 u16::from_be(sin.sin_port),
             )))
         }
-        libc::AF_INET6 if len >= mem::size_of::<libc::sockaddr_in6>() => {
+        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
             // SAFETY: as above, for sockaddr_in6.
             let sin6 =
                 unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
@@ -781,7 +781,7 @@ pub(crate) fn from_storage(
 /// The local address a socket is bound to.
 pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
     let mut ss = zeroed_storage();
-    let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `ss` and updates `len`.
     let r = unsafe {
         libc::getsockname(
@@ -802,8 +802,8 @@ mod tests {
 
     #[test]
     fn ifreq_layouts_have_the_kernel_size() {
-        assert_eq!(std::mem::size_of::<IfReq>(), 40);
-        assert_eq!(std::mem::size_of::<IfReqData>(), 40);
+        assert_eq!(size_of::<IfReq>(), 40);
+        assert_eq!(size_of::<IfReqData>(), 40);
     }
 
     #[test]
@@ -954,7 +954,7 @@ impl Mmsg {
     ) -> Result<usize, i32> {
         let mut n = 0;
         for b in bufs.into_iter().take(self.hdrs.len()) {
-            let namelen = mem::size_of::<libc::sockaddr_storage>() as u32;
+            let namelen = size_of::<libc::sockaddr_storage>() as u32;
             self.prepare(n, b.as_mut_ptr().cast(), b.len(), namelen, true);
             n += 1;
         }
@@ -1117,7 +1117,7 @@ pub(crate) mod bpf {
                 libc::SYS_bpf,
                 cmd,
                 (attr as *mut T).cast::<libc::c_void>(),
-                std::mem::size_of::<T>() as libc::c_uint,
+                size_of::<T>() as libc::c_uint,
             )
         }
     }
@@ -1225,10 +1225,10 @@ pub(crate) mod bpf {
 
         #[test]
         fn attrs_have_the_kernel_sizes_and_names_are_nul_terminated() {
-            assert_eq!(std::mem::size_of::<ProgLoadAttr>(), 72);
-            assert_eq!(std::mem::size_of::<MapUpdateAttr>(), 32);
-            assert_eq!(std::mem::size_of::<LinkCreateAttr>(), 16);
-            assert_eq!(std::mem::size_of::<Insn>(), 8);
+            assert_eq!(size_of::<ProgLoadAttr>(), 72);
+            assert_eq!(size_of::<MapUpdateAttr>(), 32);
+            assert_eq!(size_of::<LinkCreateAttr>(), 16);
+            assert_eq!(size_of::<Insn>(), 8);
             assert_eq!(&name16(b"weft_xsks")[..10], b"weft_xsks\0");
             assert_eq!(name16(&[b'x'; 40])[15], 0);
         }

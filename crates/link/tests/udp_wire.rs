@@ -4,6 +4,9 @@
 //! captured headers. It fails if the kernel wrote a non-zero identification.
 //! Needs CAP_NET_RAW (root); without it the test fails under CI and is a counted skip
 //! elsewhere (weft-testkit).
+// A raw AF_PACKET socket on lo (the independent view of the wire) is set up with
+// libc calls std does not offer.
+#![allow(unsafe_code)]
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -38,7 +41,7 @@ fn raw_ip_socket_on_lo() -> Option<OwnedFd> {
         libc::bind(
             fd.as_raw_fd(),
             (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
         )
     };
     assert_eq!(r, 0, "bind AF_PACKET to lo");

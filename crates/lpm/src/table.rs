@@ -56,7 +56,7 @@ impl Segment {
     }
 
     pub(crate) fn bytes(&self) -> usize {
-        std::mem::size_of::<Segment>() + self.blob.len() * 2
+        size_of::<Segment>() + self.blob.len() * 2
     }
 }
 
@@ -257,12 +257,12 @@ impl<A: Address> Table<A> {
     /// Bytes of lookup structure: top level, segment pointers, nodes and padding.
     /// Segments shared with another table are counted in full here.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + std::mem::size_of::<[u32; CHUNKS]>()
+        size_of::<Self>()
+            + size_of::<[u32; CHUNKS]>()
             + self
                 .segs
                 .iter()
-                .map(|s| s.bytes() + 2 * std::mem::size_of::<usize>())
+                .map(|s| s.bytes() + 2 * size_of::<usize>())
                 .sum::<usize>()
     }
 

@@ -3,7 +3,7 @@
 //! control socket, run the data plane, print the counters on the way out) and talk to
 //! a running one (`weft router ctl`).
 //!
-//! The `weft` binary only parses arguments and calls [`run`] or [`ctl`]; the router's
+//! The `weft` binary only parses arguments and calls [`run`] or [`ctl`](fn@ctl); the router's
 //! benchmarks (`weft router bench`, `rfc2544`) are weft-bench's, not the library's.
 
 use anyhow::{bail, Context};

@@ -1,12 +1,12 @@
-// hello_service: the smallest complete weft-rpc program, in two processes. A typed
-// service defined with `service!`, a server that serves it over the udp link, and a
-// client that calls it.
-//
-//   server:  cargo run -p weft-rpc --example hello_service
-//   client:  cargo run -p weft-rpc --example hello_service -- 127.0.0.1:18518 Ada
-//
-// The server runs until it is stopped (Ctrl-C). Each side's device takes a loopback
-// address of its own on RoCEv2's UDP port 4791.
+//! hello_service: the smallest complete weft-rpc program, in two processes. A typed
+//! service defined with `service!`, a server that serves it over the udp link, and a
+//! client that calls it.
+//!
+//!   server:  cargo run -p weft-rpc --example hello_service
+//!   client:  cargo run -p weft-rpc --example hello_service -- 127.0.0.1:18518 Ada
+//!
+//! The server runs until it is stopped (Ctrl-C). Each side's device takes a loopback
+//! address of its own on RoCEv2's UDP port 4791.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;

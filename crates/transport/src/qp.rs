@@ -659,7 +659,7 @@ pub struct Bringup {
     /// Path MTU.
     pub path_mtu: Mtu,
     /// Path to the peer (RC/UC).
-    pub path: Option<weft_wire::roce::IcrcPath>,
+    pub path: Option<IcrcPath>,
     /// The peer's QP number (RC/UC).
     pub dest_qpn: u32,
     /// First PSN the peer sends (our expected PSN).

@@ -1,13 +1,13 @@
-// hello_write: the smallest complete weft-verbs program, in two processes. The server
-// registers a buffer peers may WRITE, listens, and hands the buffer's address and
-// rkey to the client in the connection manager's private data; the client WRITEs a
-// greeting into it with one RDMA WRITE and disconnects; the server, which never posts
-// anything, prints what arrived.
-//
-//   server:  cargo run -p weft-verbs --example hello_write
-//   client:  cargo run -p weft-verbs --example hello_write -- 127.0.0.1:18517
-//
-// Each side's device takes a loopback address of its own on RoCEv2's UDP port 4791.
+//! hello_write: the smallest complete weft-verbs program, in two processes. The server
+//! registers a buffer peers may WRITE, listens, and hands the buffer's address and
+//! rkey to the client in the connection manager's private data; the client WRITEs a
+//! greeting into it with one RDMA WRITE and disconnects; the server, which never posts
+//! anything, prints what arrived.
+//!
+//!   server:  cargo run -p weft-verbs --example hello_write
+//!   client:  cargo run -p weft-verbs --example hello_write -- 127.0.0.1:18517
+//!
+//! Each side's device takes a loopback address of its own on RoCEv2's UDP port 4791.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;

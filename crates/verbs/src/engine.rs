@@ -13,7 +13,7 @@
 //! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
-//! A pass ([`Engine::progress`]): move posted work requests into the transport,
+//! A pass (`Engine::progress`): move posted work requests into the transport,
 //! transmit what the transport has (its deficit round robin decides whose turn it is),
 //! then receive a burst, run due timers, and route completions to their queues.
 //! Transmitting first lets the ACKs the previous pass owes leave in the same link burst

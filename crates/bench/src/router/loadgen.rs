@@ -313,11 +313,11 @@ pub struct Rfc2544Args {
     #[arg(long)]
     dst_mac: String,
     #[arg(long, default_value = "198.18.1.2")]
-    src_ip: std::net::Ipv4Addr,
+    src_ip: Ipv4Addr,
     /// Routed towards the receiver but not owned by it (198.19.0.0/16 via host B), so
     /// the receiving host drops it silently after the capture sees it.
     #[arg(long, default_value = "198.19.0.2")]
-    dst_ip: std::net::Ipv4Addr,
+    dst_ip: Ipv4Addr,
     /// Frame sizes with FCS (RFC 2544 §9.1).
     #[arg(
         long,
@@ -351,7 +351,7 @@ pub fn run_rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
         tx_dev: a.tx_dev,
         rx_ns: a.rx_ns,
         rx_dev: a.rx_dev,
-        dst_mac: weft_wire::EthernetAddress(mac),
+        dst_mac: EthernetAddress(mac),
         src_ip: a.src_ip,
         dst_ip: a.dst_ip,
     };

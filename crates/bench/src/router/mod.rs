@@ -1,4 +1,4 @@
-//! The router's benchmarks. `weft router bench` (here, over [`bench`]) measures the
+//! The router's benchmarks. `weft router bench` (here, over [`bench`](mod@bench)) measures the
 //! per-packet pipeline with a full BGP table and the push/pull/central architectures
 //! in memory; `weft router rfc2544` ([`loadgen`]) measures throughput and latency
 //! between two network namespaces through whatever forwards between them.

@@ -10,15 +10,15 @@
 //!
 //! The stages, one module each, in the order a frame meets them:
 //!
-//! - [`l2`]: the Ethernet header (our MAC, untagged, EtherType) and the egress rewrite;
-//! - [`forward`]: the forwarding policy, written once for IPv4 and IPv6 over
+//! - `l2`: the Ethernet header (our MAC, untagged, EtherType) and the egress rewrite;
+//! - `forward`: the forwarding policy, written once for IPv4 and IPv6 over
 //!   [`weft_wire::IpRepr`]: validation → martians → local delivery or lookup →
 //!   TTL/hop limit → errors → fragmentation/too big → next hop; the family-specific
 //!   rules (what a martian is, which options, which counter) sit behind it;
-//! - [`local`]: packets for the router's own addresses (echo, ND, unknown protocols);
-//! - [`icmp`]: ICMP and ICMPv6 errors (when not to send, rate limit, the message);
-//! - [`frag`]: IPv4 fragmentation and options;
-//! - [`arp_nd`]: ARP, neighbour discovery and next-hop resolution.
+//! - `local`: packets for the router's own addresses (echo, ND, unknown protocols);
+//! - `icmp`: ICMP and ICMPv6 errors (when not to send, rate limit, the message);
+//! - `frag`: IPv4 fragmentation and options;
+//! - `arp_nd`: ARP, neighbour discovery and next-hop resolution.
 //!
 //! Every byte of a frame is hostile: all parsing goes through weft-wire's checked
 //! views, every wire error becomes a counter through [`crate::counters::drop_counter`],

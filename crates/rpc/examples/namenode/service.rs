@@ -2,7 +2,7 @@
 //! §6.3: `create`, `delete`, `rename`, `mkdirs`, `getFileStatus`,
 //! `getBlockLocations` over an in-memory namespace, plus the operations of Hadoop's
 //! `NNThroughputBenchmark` for a load generator (`main.rs` beside this file,
-//! `weft rpc-bench --mix metadata`), and [`fuzz_calls`], the hostile-input check
+//! `weft rpc-bench --mix metadata`), and `fuzz_calls`, the hostile-input check
 //! that the `rpc_namenode` fuzz target and `tests/hostile_input.rs` run.
 //!
 //! An example, not part of weft-rpc's library: the example, weft-rpc's tests, the
