@@ -340,8 +340,7 @@ fn md_table(
     if cols.is_empty() {
         return;
     }
-    let sizes: BTreeSet<u64> =
-        t.values().flat_map(|m| m.keys().copied()).collect();
+    let sizes: BTreeSet<u64> = t.values().flat_map(|m| m.keys().copied()).collect();
     let _ = write!(md, "| size |");
     for c in &cols {
         let _ = write!(md, " {c} |");
