@@ -138,6 +138,11 @@ pub(crate) struct Engine {
     pass: u64,
     /// QPs that transmitted recently, with the pass they last did.
     recent: FastMap<u32, u64>,
+    /// The oldest pass in `recent` (a lower bound): nothing expires before the horizon
+    /// passes it, so most passes skip the sweep.
+    recent_oldest: u64,
+    /// True while some queue's completions wait in its overflow list.
+    overflowed: bool,
     /// The transport's scheduling quantum in bytes.
     quantum: usize,
     pub(crate) stats: EngineStats,
@@ -181,6 +186,8 @@ impl Engine {
             origin: std::time::Instant::now(),
             pass: 0,
             recent: FastMap::default(),
+            recent_oldest: 0,
+            overflowed: false,
             stats: EngineStats::default(),
         }
     }
@@ -309,7 +316,13 @@ impl Engine {
         } = self;
         let mut refused: Vec<(u32, SendWr)> = Vec::new();
         for (&qpn, slot) in qps.iter_mut() {
-            let room = ep.sq_room(qpn).unwrap_or(0).min(BURST);
+            // An empty ring (one atomic load) skips the transport's queue lookup: an
+            // idle QP costs a pass next to nothing.
+            let room = if slot.sq.is_empty() {
+                0
+            } else {
+                ep.sq_room(qpn).unwrap_or(0).min(BURST)
+            };
             // Straight from the ring slot: a descriptor with its inline bytes is a few
             // hundred bytes, not worth a copy into a scratch vector.
             work |= room > 0
@@ -330,11 +343,16 @@ impl Engine {
                     }
                 }) > 0;
             if let Some(rq) = &mut slot.rq {
-                let room = ep.rq_room(qpn).unwrap_or(0);
-                work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
+                if !rq.is_empty() {
+                    let room = ep.rq_room(qpn).unwrap_or(0);
+                    work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
+                }
             }
         }
         for (&id, slot) in srqs.iter_mut() {
+            if slot.rq.is_empty() {
+                continue;
+            }
             let room = ep.srq_room(id).unwrap_or(0);
             work |= feed(room, &mut slot.rq, rq_scratch, |wr| {
                 ep.post_srq_recv(id, wr)
@@ -395,13 +413,18 @@ impl Engine {
         // `TX_BYTES_PER_PASS`.
         self.pass += 1;
         let horizon = self.pass.saturating_sub(RECENT_PASSES);
-        self.recent.retain(|_, &mut p| p >= horizon);
+        if self.recent_oldest < horizon {
+            self.recent.retain(|_, &mut p| p >= horizon);
+            self.recent_oldest = self.recent.values().copied().min().unwrap_or(self.pass);
+        }
         let budget = if self.recent.len() >= 2 {
             SHARED_ROUNDS * self.quantum * self.recent.len()
         } else {
             TX_BYTES_PER_PASS
         };
         let (mut sent, mut bytes) = (0, 0usize);
+        // The QP this pass last marked recent: a burst from one QP updates the map once.
+        let mut marked = None;
         while sent < 4 * BURST && bytes < budget {
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
@@ -420,7 +443,12 @@ impl Engine {
             }
             sent += 1;
             bytes += t.len;
-            self.recent.insert(t.qpn, self.pass);
+            if marked != Some(t.qpn) {
+                marked = Some(t.qpn);
+                if self.recent.insert(t.qpn, self.pass).is_none() && self.recent.len() == 1 {
+                    self.recent_oldest = self.pass;
+                }
+            }
             if self.tx.len() >= BURST {
                 self.flush_tx();
                 if !self.tx.is_empty() {
@@ -447,15 +475,19 @@ impl Engine {
             }
         }
         // Completions that waited for room.
-        for slot in self.cqs.values_mut() {
-            if !slot.overflow.is_empty() {
-                while let Some(c) = slot.overflow.pop_front() {
-                    if let Err(c) = slot.ring.push(c) {
-                        slot.overflow.push_front(c);
-                        break;
+        if self.overflowed {
+            self.overflowed = false;
+            for slot in self.cqs.values_mut() {
+                if !slot.overflow.is_empty() {
+                    while let Some(c) = slot.overflow.pop_front() {
+                        if let Err(c) = slot.ring.push(c) {
+                            slot.overflow.push_front(c);
+                            break;
+                        }
                     }
+                    publish(slot);
+                    self.overflowed |= !slot.overflow.is_empty();
                 }
-                publish(slot);
             }
         }
         any
@@ -481,6 +513,7 @@ impl Engine {
         } else if let Err(c) = slot.ring.push(c) {
             slot.overflow.push_back(c);
             self.stats.cq_overflows += 1;
+            self.overflowed = true;
         }
     }
 }

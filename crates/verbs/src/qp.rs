@@ -173,6 +173,7 @@ impl QueuePair {
     /// buffers may be reused on return.
     pub fn post_send(&mut self, wrs: impl IntoIterator<Item = SendWr>) -> Result<(), Error> {
         let mut result = Ok(());
+        let mut pushed = 0;
         for (index, wr) in wrs.into_iter().enumerate() {
             if let Err(error) = self.push_send(wr) {
                 result = Err(match error {
@@ -181,6 +182,12 @@ impl QueuePair {
                 });
                 break;
             }
+            pushed += 1;
+        }
+        if pushed == 0 {
+            // Nothing new in the ring: no doorbell, no wake-up, and it does not count
+            // towards the inline pass below.
+            return result;
         }
         self.sq.doorbell();
         let shared = self.ctx.shared();
