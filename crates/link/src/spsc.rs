@@ -135,6 +135,12 @@ impl<T: Send> Producer<T> {
         self.ring.tail.0.store(self.next, Ordering::Release);
     }
 
+    /// True when the consumer has taken every item written so far (published or
+    /// not): nothing of ours waits in the ring.
+    pub fn is_drained(&self) -> bool {
+        self.ring.head.0.load(Ordering::Acquire) == self.next
+    }
+
     /// Free slots as last seen (a lower bound).
     pub fn free_slots(&mut self) -> usize {
         self.head_cache = self.ring.head.0.load(Ordering::Acquire);

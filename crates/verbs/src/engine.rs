@@ -4,7 +4,8 @@
 //! Applications never call the transport directly. They push work requests into
 //! lock-free SPSC rings (one per send queue, receive queue and shared receive queue)
 //! and ring a doorbell; completions come back through one SPSC ring per completion
-//! queue. The engine's state sits behind one mutex that only control operations
+//! queue. With inline progress, a send posted while no other thread is in the engine
+//! and the QP's ring is empty skips the ring ([`Engine::post_now`]). The engine's state sits behind one mutex that only control operations
 //! (create, modify, register) and the progress loop take:
 //!
 //! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
@@ -314,7 +315,7 @@ impl Engine {
             rq_scratch,
             ..
         } = self;
-        let mut refused: Vec<(u32, SendWr)> = Vec::new();
+        let mut refused: Vec<Completion> = Vec::new();
         for (&qpn, slot) in qps.iter_mut() {
             // An empty ring (one atomic load) skips the transport's queue lookup: an
             // idle QP costs a pass next to nothing.
@@ -332,14 +333,9 @@ impl Engine {
                         inline_len,
                         inline,
                     } = item;
-                    let (wr_id, op) = (wr.wr_id, wr.op);
-                    let r = if wr.inline {
-                        ep.post_send_inline(qpn, wr, &inline[..usize::from(inline_len)])
-                    } else {
-                        ep.post_send(qpn, wr)
-                    };
-                    if r.is_err() {
-                        refused.push((qpn, SendWr::new(wr_id, op, Vec::new())));
+                    let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
+                    if let Err(c) = post_to(ep, qpn, wr, data) {
+                        refused.push(c);
                     }
                 }) > 0;
             if let Some(rq) = &mut slot.rq {
@@ -358,14 +354,34 @@ impl Engine {
                 ep.post_srq_recv(id, wr)
             });
         }
-        // A work request the transport refuses after the application's checks passed
-        // (the QP was reset under it) completes in error, in its queue.
-        for (qpn, wr) in refused {
-            self.stats.post_refused += 1;
-            let c = Completion::new(wr.wr_id, WcStatus::LocQpOpErr, wr.op.wc_opcode(), qpn);
-            self.route(c);
+        for c in refused {
+            self.refused(c);
         }
         work
+    }
+
+    /// A work request the transport refused after the application's checks passed
+    /// (the QP was reset under it) completes in error, in its queue.
+    fn refused(&mut self, c: Completion) {
+        self.stats.post_refused += 1;
+        self.route(c);
+    }
+
+    /// Room in a QP's send queue in the transport.
+    pub(crate) fn sq_room(&self, qpn: u32) -> usize {
+        self.ep.sq_room(qpn).unwrap_or(0)
+    }
+
+    /// The doorbell path (inline progress): a send work request straight from the
+    /// posting thread into the transport, without the ring. The caller checked
+    /// [`Engine::sq_room`] and that the QP's ring is empty (so order is kept);
+    /// `inline` holds the payload of an inline request, gathered by the caller. The
+    /// next pass transmits it; a refusal's error completion is published now.
+    pub(crate) fn post_now(&mut self, qpn: u32, wr: SendWr, inline: Option<&[u8]>) {
+        if let Err(c) = post_to(&mut self.ep, qpn, wr, inline) {
+            self.refused(c);
+            self.complete();
+        }
     }
 
     fn receive(&mut self, now: Instant) -> bool {
@@ -518,6 +534,22 @@ impl Engine {
     }
 }
 
+/// Hand one send work request to the transport; a refusal comes back as the error
+/// completion it turns into.
+fn post_to(
+    ep: &mut Endpoint<MrTable>,
+    qpn: u32,
+    wr: SendWr,
+    inline: Option<&[u8]>,
+) -> Result<(), Completion> {
+    let (wr_id, op) = (wr.wr_id, wr.op);
+    let r = match inline {
+        Some(data) => ep.post_send_inline(qpn, wr, data),
+        None => ep.post_send(qpn, wr),
+    };
+    r.map_err(|_| Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn))
+}
+
 /// Move up to `room` receive work requests from the ring into the transport.
 fn feed(
     room: usize,
@@ -594,6 +626,11 @@ impl Shared {
         let g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         g
+    }
+
+    /// The engine, if no other thread holds it (the doorbell path of inline progress).
+    pub(crate) fn try_engine(&self) -> Option<MutexGuard<'_, Engine>> {
+        self.engine.try_lock().ok()
     }
 
     /// A progress pass if nobody else is running one (inline progress).
