@@ -236,6 +236,21 @@ mod tests {
     }
 
     #[test]
+    fn drained_only_once_the_consumer_took_every_written_item() {
+        let (mut p, mut c) = ring::<u32>(4);
+        assert!(p.is_drained());
+        p.push(1).expect("room");
+        // Written but unpublished counts as waiting.
+        assert!(!p.is_drained());
+        p.push(2).expect("room");
+        p.doorbell();
+        assert_eq!(c.pop(), Some(1));
+        assert!(!p.is_drained());
+        assert_eq!(c.pop(), Some(2));
+        assert!(p.is_drained());
+    }
+
+    #[test]
     fn a_full_ring_gives_the_item_back_and_frees_after_a_pop() {
         let (mut p, mut c) = ring::<u32>(2);
         p.push(1).expect("room");
