@@ -135,6 +135,12 @@ impl<T: Send> Producer<T> {
         self.ring.tail.0.store(self.next, Ordering::Release);
     }
 
+    /// True when the consumer has taken every item written so far (published or
+    /// not): nothing of ours waits in the ring.
+    pub fn is_drained(&self) -> bool {
+        self.ring.head.0.load(Ordering::Acquire) == self.next
+    }
+
     /// Free slots as last seen (a lower bound).
     pub fn free_slots(&mut self) -> usize {
         self.head_cache = self.ring.head.0.load(Ordering::Acquire);
@@ -227,6 +233,21 @@ mod tests {
         p.doorbell();
         assert_eq!(c.pop_burst(&mut out, 8), 2);
         assert_eq!(out, vec![1, 2]);
+    }
+
+    #[test]
+    fn drained_only_once_the_consumer_took_every_written_item() {
+        let (mut p, mut c) = ring::<u32>(4);
+        assert!(p.is_drained());
+        p.push(1).expect("room");
+        // Written but unpublished counts as waiting.
+        assert!(!p.is_drained());
+        p.push(2).expect("room");
+        p.doorbell();
+        assert_eq!(c.pop(), Some(1));
+        assert!(!p.is_drained());
+        assert_eq!(c.pop(), Some(2));
+        assert!(p.is_drained());
     }
 
     #[test]

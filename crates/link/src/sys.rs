@@ -695,6 +695,12 @@ pub(crate) fn accept(fd: RawFd) -> Option<OwnedFd> {
             libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
         )
     };
+    // No error value: the caller polls a non-blocking listener every millisecond and
+    // almost always finds nobody (EAGAIN); formatting that error each time cost more
+    // than the rest of the poll.
+    if raw < 0 {
+        return None;
+    }
     owned_fd(raw, "accept4").ok()
 }
 

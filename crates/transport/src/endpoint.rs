@@ -553,7 +553,10 @@ impl<M: Memory> Endpoint<M> {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let n = self.order.len();
         let quantum = i64::from(self.config.drr_quantum.max(1));
-        for _ in 0..=n {
+        // n turns ask every QP once: each turn that sends nothing moves `rr` on by one
+        // and `order` does not change inside the loop. A pass with nothing to send
+        // (most passes of a ping-pong) stops there.
+        for _ in 0..n {
             if self.order.is_empty() {
                 return None;
             }

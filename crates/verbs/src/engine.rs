@@ -4,7 +4,8 @@
 //! Applications never call the transport directly. They push work requests into
 //! lock-free SPSC rings (one per send queue, receive queue and shared receive queue)
 //! and ring a doorbell; completions come back through one SPSC ring per completion
-//! queue. The engine's state sits behind one mutex that only control operations
+//! queue. With inline progress, a send posted while no other thread is in the engine
+//! and the QP's ring is empty skips the ring ([`Engine::post_now`]). The engine's state sits behind one mutex that only control operations
 //! (create, modify, register) and the progress loop take:
 //!
 //! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
@@ -138,6 +139,11 @@ pub(crate) struct Engine {
     pass: u64,
     /// QPs that transmitted recently, with the pass they last did.
     recent: FastMap<u32, u64>,
+    /// The oldest pass in `recent` (a lower bound): nothing expires before the horizon
+    /// passes it, so most passes skip the sweep.
+    recent_oldest: u64,
+    /// True while some queue's completions wait in its overflow list.
+    overflowed: bool,
     /// The transport's scheduling quantum in bytes.
     quantum: usize,
     pub(crate) stats: EngineStats,
@@ -181,6 +187,8 @@ impl Engine {
             origin: std::time::Instant::now(),
             pass: 0,
             recent: FastMap::default(),
+            recent_oldest: 0,
+            overflowed: false,
             stats: EngineStats::default(),
         }
     }
@@ -307,9 +315,15 @@ impl Engine {
             rq_scratch,
             ..
         } = self;
-        let mut refused: Vec<(u32, SendWr)> = Vec::new();
+        let mut refused: Vec<Completion> = Vec::new();
         for (&qpn, slot) in qps.iter_mut() {
-            let room = ep.sq_room(qpn).unwrap_or(0).min(BURST);
+            // An empty ring (one atomic load) skips the transport's queue lookup: an
+            // idle QP costs a pass next to nothing.
+            let room = if slot.sq.is_empty() {
+                0
+            } else {
+                ep.sq_room(qpn).unwrap_or(0).min(BURST)
+            };
             // Straight from the ring slot: a descriptor with its inline bytes is a few
             // hundred bytes, not worth a copy into a scratch vector.
             work |= room > 0
@@ -319,35 +333,55 @@ impl Engine {
                         inline_len,
                         inline,
                     } = item;
-                    let (wr_id, op) = (wr.wr_id, wr.op);
-                    let r = if wr.inline {
-                        ep.post_send_inline(qpn, wr, &inline[..usize::from(inline_len)])
-                    } else {
-                        ep.post_send(qpn, wr)
-                    };
-                    if r.is_err() {
-                        refused.push((qpn, SendWr::new(wr_id, op, Vec::new())));
+                    let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
+                    if let Err(c) = post_to(ep, qpn, wr, data) {
+                        refused.push(c);
                     }
                 }) > 0;
             if let Some(rq) = &mut slot.rq {
-                let room = ep.rq_room(qpn).unwrap_or(0);
-                work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
+                if !rq.is_empty() {
+                    let room = ep.rq_room(qpn).unwrap_or(0);
+                    work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
+                }
             }
         }
         for (&id, slot) in srqs.iter_mut() {
+            if slot.rq.is_empty() {
+                continue;
+            }
             let room = ep.srq_room(id).unwrap_or(0);
             work |= feed(room, &mut slot.rq, rq_scratch, |wr| {
                 ep.post_srq_recv(id, wr)
             });
         }
-        // A work request the transport refuses after the application's checks passed
-        // (the QP was reset under it) completes in error, in its queue.
-        for (qpn, wr) in refused {
-            self.stats.post_refused += 1;
-            let c = Completion::new(wr.wr_id, WcStatus::LocQpOpErr, wr.op.wc_opcode(), qpn);
-            self.route(c);
+        for c in refused {
+            self.refused(c);
         }
         work
+    }
+
+    /// A work request the transport refused after the application's checks passed
+    /// (the QP was reset under it) completes in error, in its queue.
+    fn refused(&mut self, c: Completion) {
+        self.stats.post_refused += 1;
+        self.route(c);
+    }
+
+    /// Room in a QP's send queue in the transport.
+    pub(crate) fn sq_room(&self, qpn: u32) -> usize {
+        self.ep.sq_room(qpn).unwrap_or(0)
+    }
+
+    /// The doorbell path (inline progress): a send work request straight from the
+    /// posting thread into the transport, without the ring. The caller checked
+    /// [`Engine::sq_room`] and that the QP's ring is empty (so order is kept);
+    /// `inline` holds the payload of an inline request, gathered by the caller. The
+    /// next pass transmits it; a refusal's error completion is published now.
+    pub(crate) fn post_now(&mut self, qpn: u32, wr: SendWr, inline: Option<&[u8]>) {
+        if let Err(c) = post_to(&mut self.ep, qpn, wr, inline) {
+            self.refused(c);
+            self.complete();
+        }
     }
 
     fn receive(&mut self, now: Instant) -> bool {
@@ -395,13 +429,18 @@ impl Engine {
         // `TX_BYTES_PER_PASS`.
         self.pass += 1;
         let horizon = self.pass.saturating_sub(RECENT_PASSES);
-        self.recent.retain(|_, &mut p| p >= horizon);
+        if self.recent_oldest < horizon {
+            self.recent.retain(|_, &mut p| p >= horizon);
+            self.recent_oldest = self.recent.values().copied().min().unwrap_or(self.pass);
+        }
         let budget = if self.recent.len() >= 2 {
             SHARED_ROUNDS * self.quantum * self.recent.len()
         } else {
             TX_BYTES_PER_PASS
         };
         let (mut sent, mut bytes) = (0, 0usize);
+        // The QP this pass last marked recent: a burst from one QP updates the map once.
+        let mut marked = None;
         while sent < 4 * BURST && bytes < budget {
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
@@ -420,7 +459,12 @@ impl Engine {
             }
             sent += 1;
             bytes += t.len;
-            self.recent.insert(t.qpn, self.pass);
+            if marked != Some(t.qpn) {
+                marked = Some(t.qpn);
+                if self.recent.insert(t.qpn, self.pass).is_none() && self.recent.len() == 1 {
+                    self.recent_oldest = self.pass;
+                }
+            }
             if self.tx.len() >= BURST {
                 self.flush_tx();
                 if !self.tx.is_empty() {
@@ -447,15 +491,19 @@ impl Engine {
             }
         }
         // Completions that waited for room.
-        for slot in self.cqs.values_mut() {
-            if !slot.overflow.is_empty() {
-                while let Some(c) = slot.overflow.pop_front() {
-                    if let Err(c) = slot.ring.push(c) {
-                        slot.overflow.push_front(c);
-                        break;
+        if self.overflowed {
+            self.overflowed = false;
+            for slot in self.cqs.values_mut() {
+                if !slot.overflow.is_empty() {
+                    while let Some(c) = slot.overflow.pop_front() {
+                        if let Err(c) = slot.ring.push(c) {
+                            slot.overflow.push_front(c);
+                            break;
+                        }
                     }
+                    publish(slot);
+                    self.overflowed |= !slot.overflow.is_empty();
                 }
-                publish(slot);
             }
         }
         any
@@ -481,8 +529,25 @@ impl Engine {
         } else if let Err(c) = slot.ring.push(c) {
             slot.overflow.push_back(c);
             self.stats.cq_overflows += 1;
+            self.overflowed = true;
         }
     }
+}
+
+/// Hand one send work request to the transport; a refusal comes back as the error
+/// completion it turns into.
+fn post_to(
+    ep: &mut Endpoint<MrTable>,
+    qpn: u32,
+    wr: SendWr,
+    inline: Option<&[u8]>,
+) -> Result<(), Completion> {
+    let (wr_id, op) = (wr.wr_id, wr.op);
+    let r = match inline {
+        Some(data) => ep.post_send_inline(qpn, wr, data),
+        None => ep.post_send(qpn, wr),
+    };
+    r.map_err(|_| Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn))
 }
 
 /// Move up to `room` receive work requests from the ring into the transport.
@@ -561,6 +626,11 @@ impl Shared {
         let g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         g
+    }
+
+    /// The engine, if no other thread holds it (the doorbell path of inline progress).
+    pub(crate) fn try_engine(&self) -> Option<MutexGuard<'_, Engine>> {
+        self.engine.try_lock().ok()
     }
 
     /// A progress pass if nobody else is running one (inline progress).

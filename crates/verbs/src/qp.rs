@@ -2,7 +2,7 @@
 
 use crate::context::{Context, ProtectionDomain};
 use crate::cq::CompletionQueue;
-use crate::engine::{SqItem, MAX_INLINE};
+use crate::engine::{Shared, SqItem, MAX_INLINE};
 use crate::mr::gather_inline;
 use crate::Error;
 use std::sync::PoisonError;
@@ -53,6 +53,9 @@ pub struct QueuePair {
     recv_cq: u32,
     /// Posts since this QP last ran a progress pass (inline progress).
     unprogressed: u32,
+    /// Where the doorbell path gathers an inline payload (kept, so a post does not
+    /// zero 256 bytes of stack each time).
+    inline_buf: Box<[u8; MAX_INLINE]>,
 }
 
 impl ProtectionDomain {
@@ -105,6 +108,7 @@ impl ProtectionDomain {
             send_cq: send_cq.id(),
             recv_cq: recv_cq.id(),
             unprogressed: 0,
+            inline_buf: Box::new([0u8; MAX_INLINE]),
         })
     }
 
@@ -173,23 +177,69 @@ impl QueuePair {
     /// buffers may be reused on return.
     pub fn post_send(&mut self, wrs: impl IntoIterator<Item = SendWr>) -> Result<(), Error> {
         let mut result = Ok(());
-        for (index, wr) in wrs.into_iter().enumerate() {
-            if let Err(error) = self.push_send(wr) {
-                result = Err(match error {
-                    Error::Post(error) => Error::PostList { index, error },
-                    other => other,
-                });
-                break;
+        let mut posted = 0u32;
+        let list_error = |index, error| match error {
+            Error::Post(error) => Error::PostList { index, error },
+            other => other,
+        };
+        let mut wrs = wrs.into_iter().enumerate();
+        // The doorbell path (inline progress, nobody else in the engine, nothing of
+        // this QP waiting in its ring): each request goes straight into the transport,
+        // with no ring hop (a copy of the descriptor and its inline bytes in and one
+        // out). The next pass puts it on the link; with inline progress that is the
+        // caller's next poll, or the pass below every 16 posts. What the transport has
+        // no room for yet takes the ring below, behind it, so order is kept.
+        let shared = self.ctx.shared();
+        if shared.progress == crate::engine::Progress::Inline && self.sq.is_drained() {
+            if let Some(mut e) = shared.try_engine() {
+                let mut room = e.sq_room(self.qpn);
+                while room > 0 {
+                    let Some((index, wr)) = wrs.next() else {
+                        break;
+                    };
+                    let checked = check_send(&self.init, self.state, &wr).and_then(|()| {
+                        gather(self.ctx.shared(), self.pd.pd, &wr, &mut self.inline_buf[..])
+                    });
+                    let len = match checked {
+                        Ok(len) => len,
+                        Err(error) => {
+                            result = Err(list_error(index, error));
+                            break;
+                        }
+                    };
+                    let data = wr.inline.then(|| &self.inline_buf[..len]);
+                    e.post_now(self.qpn, wr, data);
+                    posted += 1;
+                    room -= 1;
+                }
             }
         }
-        self.sq.doorbell();
+        if result.is_err() {
+            return self.posted(posted, result);
+        }
+        let mut pushed = 0;
+        for (index, wr) in wrs {
+            if let Err(error) = self.push_send(wr) {
+                result = Err(list_error(index, error));
+                break;
+            }
+            pushed += 1;
+        }
+        if pushed > 0 {
+            self.sq.doorbell();
+            self.ctx.shared().kick();
+        }
+        self.posted(posted + pushed, result)
+    }
+
+    /// After a post of `n` requests: inline progress runs a pass every 16 posts, so a
+    /// stream of posts without polls (a bandwidth loop filling its window) does not
+    /// wait for the next poll (unless another thread is running one). A lone post is
+    /// followed by a poll anyway, which runs the pass. A post of nothing does not
+    /// count.
+    fn posted(&mut self, n: u32, result: Result<(), Error>) -> Result<(), Error> {
         let shared = self.ctx.shared();
-        shared.kick();
-        // Inline progress: a stream of posts without polls (a bandwidth loop filling
-        // its window) would otherwise wait for the next poll; every 16 posts run a
-        // pass (unless another thread is running one). A lone post is followed by a
-        // poll anyway, which runs the pass.
-        if shared.progress == crate::engine::Progress::Inline {
+        if n > 0 && shared.progress == crate::engine::Progress::Inline {
             self.unprogressed += 1;
             if self.unprogressed >= 16 {
                 self.unprogressed = 0;
@@ -200,48 +250,14 @@ impl QueuePair {
     }
 
     fn push_send(&mut self, wr: SendWr) -> Result<(), Error> {
-        if matches!(self.state, QpState::Reset | QpState::Init | QpState::Rtr) {
-            return Err(Error::Post(PostError::InvalidState(self.state)));
-        }
-        if wr.sg_list.len() > self.init.max_sge.min(MAX_SGE) {
-            return Err(Error::Post(PostError::TooManySge));
-        }
-        let supported = match self.init.qp_type {
-            QpType::Rc => true,
-            QpType::Uc => matches!(
-                wr.op,
-                weft_transport::WrOp::Send { .. } | weft_transport::WrOp::Write { .. }
-            ),
-            QpType::Ud => matches!(wr.op, weft_transport::WrOp::Send { .. }),
-        };
-        if !supported {
-            return Err(Error::Post(PostError::UnsupportedOp));
-        }
-        if self.init.qp_type == QpType::Ud && wr.ud.is_none() {
-            return Err(Error::Post(PostError::MissingUdDest));
-        }
+        check_send(&self.init, self.state, &wr)?;
         let mut item = SqItem {
             wr,
             inline_len: 0,
             inline: [0u8; MAX_INLINE],
         };
-        if item.wr.inline {
-            let len = item.wr.sg_len();
-            if item.wr.op.is_read_or_atomic()
-                || len > self.init.max_inline_data.min(MAX_INLINE) as u64
-            {
-                return Err(Error::Post(PostError::InlineTooLarge));
-            }
-            let keys = self
-                .ctx
-                .shared()
-                .inline_keys
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            let n = gather_inline(&keys, self.pd.pd, &item.wr.sg_list, &mut item.inline)
-                .map_err(Error::InlineAccess)?;
-            item.inline_len = n as u16;
-        }
+        let n = gather(self.ctx.shared(), self.pd.pd, &item.wr, &mut item.inline)?;
+        item.inline_len = n as u16;
         self.sq
             .push(item)
             .map_err(|_| Error::Post(PostError::QueueFull))
@@ -257,6 +273,49 @@ impl QueuePair {
         self.ctx.shared().kick();
         r
     }
+}
+
+/// The checks ibverbs makes synchronously in `ibv_post_send`.
+fn check_send(init: &QpInitAttr, state: QpState, wr: &SendWr) -> Result<(), Error> {
+    if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
+        return Err(Error::Post(PostError::InvalidState(state)));
+    }
+    if wr.sg_list.len() > init.max_sge.min(MAX_SGE) {
+        return Err(Error::Post(PostError::TooManySge));
+    }
+    let supported = match init.qp_type {
+        QpType::Rc => true,
+        QpType::Uc => matches!(
+            wr.op,
+            weft_transport::WrOp::Send { .. } | weft_transport::WrOp::Write { .. }
+        ),
+        QpType::Ud => matches!(wr.op, weft_transport::WrOp::Send { .. }),
+    };
+    if !supported {
+        return Err(Error::Post(PostError::UnsupportedOp));
+    }
+    if init.qp_type == QpType::Ud && wr.ud.is_none() {
+        return Err(Error::Post(PostError::MissingUdDest));
+    }
+    if wr.inline
+        && (wr.op.is_read_or_atomic() || wr.sg_len() > init.max_inline_data.min(MAX_INLINE) as u64)
+    {
+        return Err(Error::Post(PostError::InlineTooLarge));
+    }
+    Ok(())
+}
+
+/// An inline request's payload, gathered into `out` on the posting thread (so the
+/// application may reuse its buffer on return); 0 bytes for any other request.
+fn gather(shared: &Shared, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize, Error> {
+    if !wr.inline {
+        return Ok(0);
+    }
+    let keys = shared
+        .inline_keys
+        .read()
+        .unwrap_or_else(PoisonError::into_inner);
+    gather_inline(&keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
 fn push_recvs(

@@ -124,6 +124,33 @@ pub struct ExtHeaders {
 }
 
 impl ExtHeaders {
+    /// One bit per header, in wire order from bit 0 (DETH) to bit 7 (CNP reserved):
+    /// an index for tables keyed by header set.
+    pub const fn bits(&self) -> u8 {
+        (self.deth as u8)
+            | (self.reth as u8) << 1
+            | (self.atomic_eth as u8) << 2
+            | (self.aeth as u8) << 3
+            | (self.atomic_ack_eth as u8) << 4
+            | (self.imm_dt as u8) << 5
+            | (self.ieth as u8) << 6
+            | (self.cnp_reserved as u8) << 7
+    }
+
+    /// The inverse of [`ExtHeaders::bits`].
+    pub const fn from_bits(b: u8) -> ExtHeaders {
+        ExtHeaders {
+            deth: b & 1 != 0,
+            reth: b & 1 << 1 != 0,
+            atomic_eth: b & 1 << 2 != 0,
+            aeth: b & 1 << 3 != 0,
+            atomic_ack_eth: b & 1 << 4 != 0,
+            imm_dt: b & 1 << 5 != 0,
+            ieth: b & 1 << 6 != 0,
+            cnp_reserved: b & 1 << 7 != 0,
+        }
+    }
+
     const NONE: ExtHeaders = ExtHeaders {
         deth: false,
         reth: false,

@@ -35,25 +35,28 @@ pub struct ExtLayout {
     pub end: usize,
 }
 
+/// Where `size` bytes go if `present`, at `*at`, moving `*at` past them.
+const fn place(at: &mut usize, present: bool, size: usize) -> Option<Bytes> {
+    if !present {
+        return None;
+    }
+    let f = *at..*at + size;
+    *at += size;
+    Some(f)
+}
+
 impl ExtLayout {
     /// Lay out `headers` after a BTH, in the wire order of IBTA §9.2.
-    pub fn of(headers: ExtHeaders) -> ExtLayout {
+    pub const fn of(headers: ExtHeaders) -> ExtLayout {
         let mut at = len::BTH;
-        let mut place = |present: bool, size: usize| -> Option<Bytes> {
-            present.then(|| {
-                let f = at..at + size;
-                at += size;
-                f
-            })
-        };
-        let deth = place(headers.deth, len::DETH);
-        let reth = place(headers.reth, len::RETH);
-        let atomic_eth = place(headers.atomic_eth, len::ATOMIC_ETH);
-        let aeth = place(headers.aeth, len::AETH);
-        let atomic_ack_eth = place(headers.atomic_ack_eth, len::ATOMIC_ACK_ETH);
-        let imm_dt = place(headers.imm_dt, len::IMM_DT);
-        let ieth = place(headers.ieth, len::IETH);
-        let cnp_reserved = place(headers.cnp_reserved, len::CNP_RESERVED);
+        let deth = place(&mut at, headers.deth, len::DETH);
+        let reth = place(&mut at, headers.reth, len::RETH);
+        let atomic_eth = place(&mut at, headers.atomic_eth, len::ATOMIC_ETH);
+        let aeth = place(&mut at, headers.aeth, len::AETH);
+        let atomic_ack_eth = place(&mut at, headers.atomic_ack_eth, len::ATOMIC_ACK_ETH);
+        let imm_dt = place(&mut at, headers.imm_dt, len::IMM_DT);
+        let ieth = place(&mut at, headers.ieth, len::IETH);
+        let cnp_reserved = place(&mut at, headers.cnp_reserved, len::CNP_RESERVED);
         ExtLayout {
             deth,
             reth,
@@ -66,7 +69,36 @@ impl ExtLayout {
             end: at,
         }
     }
+
+    /// [`ExtLayout::of`] from a table built at compile time: every packet sent and
+    /// received needs its layout, and building one (eight optional ranges) per
+    /// packet showed in profiles.
+    pub fn of_ref(headers: ExtHeaders) -> &'static ExtLayout {
+        &LAYOUTS[headers.bits() as usize]
+    }
 }
+
+/// [`ExtLayout::of`] for every set of headers, indexed by [`ExtHeaders::bits`].
+static LAYOUTS: [ExtLayout; 256] = {
+    const NONE: ExtLayout = ExtLayout {
+        deth: None,
+        reth: None,
+        atomic_eth: None,
+        aeth: None,
+        atomic_ack_eth: None,
+        imm_dt: None,
+        ieth: None,
+        cnp_reserved: None,
+        end: len::BTH,
+    };
+    let mut t = [NONE; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = ExtLayout::of(ExtHeaders::from_bits(i as u8));
+        i += 1;
+    }
+    t
+};
 
 /// A checked view over one IB transport packet (the UDP payload of a RoCEv2 frame).
 #[derive(Debug, Clone)]
@@ -153,7 +185,11 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
 
     /// Where each extension header is.
     pub fn layout(&self) -> ExtLayout {
-        ExtLayout::of(self.info.headers)
+        self.layout_ref().clone()
+    }
+
+    fn layout_ref(&self) -> &'static ExtLayout {
+        ExtLayout::of_ref(self.info.headers)
     }
 
     /// The payload, pad bytes excluded.
@@ -182,43 +218,43 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
 
     /// The RETH, when the opcode has one.
     pub fn reth(&self) -> Option<RethRepr> {
-        self.slice(&self.layout().reth)
+        self.slice(&self.layout_ref().reth)
             .and_then(|b| RethRepr::parse(b).ok())
     }
 
     /// The AETH, when the opcode has one.
     pub fn aeth(&self) -> Option<AethRepr> {
-        self.slice(&self.layout().aeth)
+        self.slice(&self.layout_ref().aeth)
             .and_then(|b| AethRepr::parse(b).ok())
     }
 
     /// The DETH, when the opcode has one.
     pub fn deth(&self) -> Option<DethRepr> {
-        self.slice(&self.layout().deth)
+        self.slice(&self.layout_ref().deth)
             .and_then(|b| DethRepr::parse(b).ok())
     }
 
     /// The AtomicETH, when the opcode has one.
     pub fn atomic_eth(&self) -> Option<AtomicEthRepr> {
-        self.slice(&self.layout().atomic_eth)
+        self.slice(&self.layout_ref().atomic_eth)
             .and_then(|b| AtomicEthRepr::parse(b).ok())
     }
 
     /// The AtomicAckETH, when the opcode has one.
     pub fn atomic_ack_eth(&self) -> Option<AtomicAckEthRepr> {
-        self.slice(&self.layout().atomic_ack_eth)
+        self.slice(&self.layout_ref().atomic_ack_eth)
             .and_then(|b| AtomicAckEthRepr::parse(b).ok())
     }
 
     /// The immediate data, when the opcode has it.
     pub fn imm(&self) -> Option<u32> {
-        self.slice(&self.layout().imm_dt)
+        self.slice(&self.layout_ref().imm_dt)
             .and_then(|b| parse_u32(b).ok())
     }
 
     /// The IETH (rkey to invalidate), when the opcode has one.
     pub fn ieth(&self) -> Option<u32> {
-        self.slice(&self.layout().ieth)
+        self.slice(&self.layout_ref().ieth)
             .and_then(|b| parse_u32(b).ok())
     }
 }
@@ -281,7 +317,7 @@ impl IbPacketRepr {
     /// Parse the headers of a checked packet.
     pub fn parse<T: AsRef<[u8]>>(pkt: &IbPacket<T>) -> Result<IbPacketRepr> {
         let bth = BthRepr::parse(&pkt.bth())?;
-        let l = pkt.layout();
+        let l = pkt.layout_ref();
         Ok(IbPacketRepr {
             bth,
             deth: pkt.slice(&l.deth).map(DethRepr::parse).transpose()?,
@@ -383,36 +419,36 @@ impl IbPacketRepr {
         let mut bth = self.bth;
         bth.pad_count = pad as u8;
         bth.emit(&mut Bth::new_unchecked(&mut buf[..]));
-        let l = ExtLayout::of(info.headers);
+        let l = ExtLayout::of_ref(info.headers);
         fn put<R>(
             buf: &mut [u8],
-            f: Option<Bytes>,
-            v: Option<R>,
+            f: &Option<Bytes>,
+            v: &Option<R>,
             emit: impl Fn(&R, &mut [u8]) -> Result<()>,
         ) -> Result<()> {
             match (f, v) {
-                (Some(f), Some(v)) => emit(&v, &mut buf[f]),
+                (Some(f), Some(v)) => emit(v, &mut buf[f.clone()]),
                 _ => Ok(()),
             }
         }
-        put(buf, l.deth, self.deth, DethRepr::emit)?;
-        put(buf, l.reth, self.reth, RethRepr::emit)?;
-        put(buf, l.atomic_eth, self.atomic_eth, AtomicEthRepr::emit)?;
-        put(buf, l.aeth, self.aeth, AethRepr::emit)?;
+        put(buf, &l.deth, &self.deth, DethRepr::emit)?;
+        put(buf, &l.reth, &self.reth, RethRepr::emit)?;
+        put(buf, &l.atomic_eth, &self.atomic_eth, AtomicEthRepr::emit)?;
+        put(buf, &l.aeth, &self.aeth, AethRepr::emit)?;
         put(
             buf,
-            l.atomic_ack_eth,
-            self.atomic_ack_eth,
+            &l.atomic_ack_eth,
+            &self.atomic_ack_eth,
             AtomicAckEthRepr::emit,
         )?;
         let be = |v: &u32, b: &mut [u8]| {
             b.copy_from_slice(&v.to_be_bytes());
             Ok(())
         };
-        put(buf, l.imm_dt, self.imm, be)?;
-        put(buf, l.ieth, self.ieth, be)?;
-        if let Some(f) = l.cnp_reserved {
-            buf[f].fill(0);
+        put(buf, &l.imm_dt, &self.imm, be)?;
+        put(buf, &l.ieth, &self.ieth, be)?;
+        if let Some(f) = &l.cnp_reserved {
+            buf[f.clone()].fill(0);
         }
         let p = l.end;
         buf[p + payload_len..].fill(0);
@@ -426,6 +462,22 @@ mod tests {
     use crate::roce::ext::{NakCode, Syndrome};
     use crate::roce::Psn;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_layout_table_matches_the_layout_of_every_header_set() {
+        for b in 0..=255u8 {
+            let h = ExtHeaders::from_bits(b);
+            assert_eq!(h.bits(), b);
+            assert_eq!(ExtLayout::of_ref(h), &ExtLayout::of(h), "headers {h:?}");
+        }
+        // Every opcode's own set, as the packet paths look it up.
+        for op in 0..=255u8 {
+            if let Some(info) = Opcode(op).info() {
+                let l = ExtLayout::of_ref(info.headers);
+                assert_eq!(l.end, len::BTH + info.headers.len(), "opcode {op:#x}");
+            }
+        }
+    }
 
     fn repr_for(op: Opcode) -> IbPacketRepr {
         let info = op.info().unwrap();
