@@ -5,7 +5,7 @@
 //! lock-free SPSC rings (one per send queue, receive queue and shared receive queue)
 //! and ring a doorbell; completions come back through one SPSC ring per completion
 //! queue. With inline progress, a send posted while no other thread is in the engine
-//! and the QP's ring is empty skips the ring ([`Engine::post_now`]). The engine's state sits behind one mutex that only control operations
+//! and the QP's ring is empty skips the ring (`Engine::post_now`). The engine's state sits behind one mutex that only control operations
 //! (create, modify, register) and the progress loop take:
 //!
 //! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
