@@ -10,37 +10,10 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// A child process killed when dropped (a failed assertion must not leave it behind).
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Reaped {
-    /// Wait up to `limit` for the process to exit; its exit status, or a panic.
-    fn wait_for(&mut self, what: &str, limit: Duration) -> std::process::ExitStatus {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(st) = self.0.try_wait().unwrap() {
-                return st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what} still running after {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
+use weft_testkit::process::{example, Reaped};
 
 /// Lines of a child's stdout, read on a thread so waiting for one can be bounded.
 fn lines(out: ChildStdout) -> mpsc::Receiver<String> {
@@ -76,36 +49,6 @@ fn expect_line<T>(
     }
 }
 
-/// Build the rc_pingpong example (cargo builds a crate's examples only for its own
-/// tests) and return its path, as cargo reports it.
-fn rc_pingpong() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "weft-verbs",
-            "--example",
-            "rc_pingpong",
-            "--message-format=json",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("running cargo");
-    assert!(
-        out.status.success(),
-        "building the rc_pingpong example failed"
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["target"]["name"] == "rc_pingpong")
-        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
-        .expect("cargo names the example's executable")
-}
-
 /// "waiting on 127.0.0.1:PORT (device IP:4791)" → (listener, device).
 fn server_line(l: &str) -> Option<(SocketAddr, SocketAddr)> {
     let rest = l.strip_prefix("waiting on ")?;
@@ -122,7 +65,7 @@ fn client_line(l: &str) -> Option<(SocketAddr, SocketAddr)> {
 
 #[test]
 fn rc_pingpong_on_the_wire_is_rocev2_to_port_4791_with_good_icrcs_both_ways() {
-    let exe = rc_pingpong();
+    let exe = example("weft-verbs", "rc_pingpong");
     let dir = std::env::temp_dir().join(format!("weft-capture-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("rc_pingpong.pcapng");

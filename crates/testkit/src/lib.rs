@@ -9,11 +9,17 @@
 //! command (`scripts/test.sh`) can end by saying how many tests ran, how many skipped, and
 //! why.
 //!
-//! Must not touch: anything but the process environment and that log file.
+//! It also holds [`process`]: the workspace's examples built on demand, child runs
+//! bounded in time, and children reaped when a test fails.
+//!
+//! Must not touch: anything but the process environment, that log file and the
+//! children it starts.
 #![forbid(unsafe_code)]
 
 use std::fmt::Display;
 use std::io::Write;
+
+pub mod process;
 
 /// The environment variable naming the file skips are appended to.
 pub const SKIP_LOG: &str = "WEFT_SKIP_LOG";

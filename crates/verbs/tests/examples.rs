@@ -4,59 +4,9 @@
 //! runs as two processes. Every process is bounded in time.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Build this crate's examples (cargo builds them for `cargo test` of the whole crate,
-/// not for `--test examples`) and return the path of `name`.
-fn example(name: &str) -> PathBuf {
-    // The test binary is target/<profile dir>/deps/NAME-HASH; build the examples with
-    // the same profile so they land in target/<profile dir>/examples.
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_string(),
-        Some(p) => p.to_string(),
-    };
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let st = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "weft-verbs",
-            "--examples",
-            "--profile",
-        ])
-        .arg(&profile)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("running cargo");
-    assert!(st.success(), "building the examples failed");
-    let path = profile_dir.join("examples").join(name);
-    assert!(path.exists(), "{} missing", path.display());
-    path
-}
-
-/// Run to completion within `limit` (killed otherwise).
-fn run(exe: &PathBuf, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(exe)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{} {args:?} ran over {limit:?}", exe.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().unwrap()
-}
+use weft_testkit::process::{example, run_bounded, Reaped};
 
 fn usage_lines(s: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(s)
@@ -78,14 +28,14 @@ fn every_example_answers_help_and_refuses_bad_arguments_with_one_line_of_usage()
         ("msg_rate", &["udp", "big"], &["smh"]),
     ];
     for (name, bad, unknown_link) in cases {
-        let exe = example(name);
-        let help = run(&exe, &["--help"], T);
+        let exe = example("weft-verbs", name);
+        let help = run_bounded(&exe, &["--help"], T);
         assert_eq!(help.status.code(), Some(0), "{name} --help");
         let out = String::from_utf8_lossy(&help.stdout);
         assert_eq!(out.lines().count(), 1, "{name} --help: {out}");
         assert!(out.starts_with(&format!("usage: {name} ")), "{out}");
         for args in [bad, unknown_link] {
-            let o = run(&exe, args, T);
+            let o = run_bounded(&exe, args, T);
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
             assert_eq!(usage_lines(&o.stderr).len(), 1, "{name} {args:?}: {err}");
@@ -98,7 +48,7 @@ fn every_example_answers_help_and_refuses_bad_arguments_with_one_line_of_usage()
 
 #[test]
 fn a_missing_server_is_reported_in_words_with_its_address() {
-    let exe = example("rc_pingpong");
+    let exe = example("weft-verbs", "rc_pingpong");
     // A port nothing listens on: bind one and close it.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -106,7 +56,7 @@ fn a_missing_server_is_reported_in_words_with_its_address() {
         .unwrap()
         .port();
     let at = format!("127.0.0.1:{port}");
-    let o = run(&exe, &[&at], T);
+    let o = run_bounded(&exe, &[&at], T);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(
@@ -115,19 +65,9 @@ fn a_missing_server_is_reported_in_words_with_its_address() {
     );
 }
 
-/// A child killed when dropped.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn hello_write_runs_as_two_processes() {
-    let exe = example("hello_write");
+    let exe = example("weft-verbs", "hello_write");
     let mut server = Reaped(
         Command::new(&exe)
             .args(["--listen", "127.0.0.1:0"])
@@ -154,7 +94,7 @@ fn hello_write_runs_as_two_processes() {
         .and_then(|r| r.split(' ').next())
         .unwrap_or_else(|| panic!("{first}"))
         .to_string();
-    let client = run(&exe, &[&at], Duration::from_secs(60));
+    let client = run_bounded(&exe, &[&at], Duration::from_secs(60));
     assert!(
         client.status.success(),
         "{}",
