@@ -185,6 +185,10 @@ pub struct Args {
     /// shm: carry no ICRC (both sides must agree).
     #[arg(long)]
     pub no_icrc: bool,
+    /// udp: no segmentation offload (one datagram per system-call slot, no UDP GSO or
+    /// GRO), for comparing against the default.
+    #[arg(long)]
+    pub no_gso: bool,
     /// send-lat: one-way latency by the symmetric timestamp method.
     #[arg(long)]
     pub symmetric: bool,
@@ -285,6 +289,9 @@ fn local(a: &Args) -> anyhow::Result<()> {
     if a.no_icrc {
         sargs.push("--no-icrc".into());
     }
+    if a.no_gso {
+        sargs.push("--no-gso".into());
+    }
     if a.event {
         sargs.push("--event".into());
     }
@@ -384,6 +391,7 @@ fn device(a: &Args) -> anyhow::Result<Context> {
         ProgressMode::Thread => Progress::Thread,
     };
     cfg.icrc = !(a.no_icrc && a.link == Link::Shm);
+    cfg.segmentation_offload = !a.no_gso;
     Context::open_with(cfg).context("opening the device")
 }
 

@@ -839,13 +839,24 @@ mod tests {
     }
 }
 
-/// Room for one message's ancillary data: `SO_RXQ_OVFL` (a `u32`) with its header.
-const MMSG_CTRL: usize = 32;
+/// Room for one message's ancillary data: `SO_RXQ_OVFL` (a `u32`) and `UDP_GRO` (an
+/// `int`) on receive, `UDP_SEGMENT` (a `u16`) on send, each with its header.
+const MMSG_CTRL: usize = 64;
 
-/// The header arrays of `sendmmsg`/`recvmmsg`: one datagram per message, one iovec
-/// each. The raw pointers inside are written by [`Mmsg::send`]/[`Mmsg::recv`] from
-/// borrowed slices just before the call and are stale (never read) afterwards; only
-/// the lengths, names, flags and control bytes the kernel wrote are read back.
+/// `SOL_UDP` (the UDP protocol number) and its options `UDP_SEGMENT` (GSO size on
+/// send) and `UDP_GRO` (coalesced receive), from include/uapi/linux/udp.h; the libc
+/// crate does not name them for glibc targets.
+pub(crate) const SOL_UDP: libc::c_int = 17;
+/// See [`SOL_UDP`].
+pub(crate) const UDP_SEGMENT: libc::c_int = 103;
+/// See [`SOL_UDP`].
+pub(crate) const UDP_GRO: libc::c_int = 104;
+
+/// The header arrays of `sendmmsg`/`recvmmsg`. A received message has one iovec; a
+/// sent one has one per segment (several when the kernel segments it, UDP GSO). The
+/// raw pointers inside are written by [`Mmsg::send`]/[`Mmsg::recv`] from borrowed
+/// slices just before the call and are stale (never read) afterwards; only the
+/// lengths, names, flags and control bytes the kernel wrote are read back.
 pub(crate) struct Mmsg {
     hdrs: Vec<libc::mmsghdr>,
     iovs: Vec<libc::iovec>,
@@ -870,36 +881,48 @@ pub(crate) struct Received {
     pub truncated: bool,
     /// The socket's `SO_RXQ_OVFL` drop counter, when it rode on this datagram.
     pub rxq_ovfl: Option<u32>,
+    /// The segment size, when the kernel handed over several datagrams of one sender
+    /// coalesced into this message (`UDP_GRO`).
+    pub gro: Option<usize>,
+}
+
+/// One message of a [`Mmsg::send`]: `segs` consecutive byte slices to `dst`, sent as
+/// one datagram each; with `gso` non-zero, as one UDP GSO send that the kernel (or the
+/// receiving socket) cuts into datagrams of `gso` bytes, the last possibly shorter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendMsg {
+    /// Destination.
+    pub dst: SocketAddr,
+    /// Slices taken from the byte iterator for this message.
+    pub segs: usize,
+    /// `UDP_SEGMENT` size, or 0 for a plain datagram.
+    pub gso: u16,
 }
 
 impl Mmsg {
-    /// Arrays for up to `cap` messages per call.
-    pub(crate) fn new(cap: usize) -> Mmsg {
+    /// Arrays for up to `cap` messages and `iovs` slices per call.
+    pub(crate) fn new(cap: usize, iovs: usize) -> Mmsg {
         // SAFETY: mmsghdr and iovec are plain old data; all-zero is a valid value.
         let (hdr, iov) = unsafe { (mem::zeroed::<libc::mmsghdr>(), mem::zeroed::<libc::iovec>()) };
         Mmsg {
             hdrs: vec![hdr; cap],
-            iovs: vec![iov; cap],
+            iovs: vec![iov; iovs.max(cap)],
             names: vec![zeroed_storage(); cap],
             ctrl: vec![[0; MMSG_CTRL / 8]; cap],
         }
     }
 
-    /// Fill message `i`'s header for a call: its iovec over `base`/`len`, its name
-    /// buffer (`namelen` bytes used), control room if `ctrl`.
-    fn prepare(&mut self, i: usize, base: *mut libc::c_void, len: usize, namelen: u32, ctrl: bool) {
-        self.iovs[i] = libc::iovec {
-            iov_base: base,
-            iov_len: len,
-        };
+    /// Fill message `i`'s header for a call: iovecs `iov..iov + iovlen` (already
+    /// written), its name buffer (`namelen` bytes used), `ctrllen` bytes of control.
+    fn prepare(&mut self, i: usize, iov: usize, iovlen: usize, namelen: u32, ctrllen: usize) {
         let h = &mut self.hdrs[i];
         h.msg_hdr.msg_name = (&mut self.names[i] as *mut libc::sockaddr_storage).cast();
         h.msg_hdr.msg_namelen = namelen;
-        h.msg_hdr.msg_iov = &mut self.iovs[i];
-        h.msg_hdr.msg_iovlen = 1;
-        if ctrl {
+        h.msg_hdr.msg_iov = self.iovs[iov..].as_mut_ptr();
+        h.msg_hdr.msg_iovlen = iovlen as _;
+        if ctrllen > 0 {
             h.msg_hdr.msg_control = self.ctrl[i].as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = MMSG_CTRL as _;
+            h.msg_hdr.msg_controllen = ctrllen as _;
         } else {
             h.msg_hdr.msg_control = ptr::null_mut();
             h.msg_hdr.msg_controllen = 0;
@@ -908,34 +931,70 @@ impl Mmsg {
         h.msg_len = 0;
     }
 
-    /// `sendmmsg` (non-blocking) of up to capacity `(bytes, destination)` pairs; the
-    /// messages the kernel took, or the raw errno.
+    /// Write one `UDP_SEGMENT` control message of `size` into message `i`'s control
+    /// buffer; its length.
+    fn put_segment_cmsg(&mut self, i: usize, size: u16) -> usize {
+        // SAFETY: CMSG_SPACE(2) (24 on 64-bit) is below MMSG_CTRL, so the header and
+        // its two data bytes lie within self.ctrl[i], which is 8-byte aligned as a
+        // cmsghdr needs; the msghdr built here only tells CMSG_FIRSTHDR where that
+        // buffer is and is not used afterwards.
+        unsafe {
+            let space = libc::CMSG_SPACE(2) as usize;
+            let mut m: libc::msghdr = mem::zeroed();
+            m.msg_control = self.ctrl[i].as_mut_ptr().cast();
+            m.msg_controllen = space as _;
+            let c = libc::CMSG_FIRSTHDR(&m);
+            (*c).cmsg_level = SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+            ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
+            space
+        }
+    }
+
+    /// `sendmmsg` (non-blocking) of up to capacity messages, their slices taken in
+    /// order from `bytes`; how many messages the kernel took, or the raw errno.
     pub(crate) fn send<'a>(
         &mut self,
         fd: RawFd,
-        msgs: impl IntoIterator<Item = (&'a [u8], SocketAddr)>,
+        msgs: &[SendMsg],
+        bytes: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<usize, i32> {
+        let mut bytes = bytes.into_iter();
         let mut n = 0;
-        for (bytes, dst) in msgs.into_iter().take(self.hdrs.len()) {
-            let (ss, len) = to_storage(&dst);
+        let mut iov = 0;
+        for m in msgs.iter().take(self.hdrs.len()) {
+            if m.segs == 0 || iov + m.segs > self.iovs.len() {
+                break;
+            }
+            for k in 0..m.segs {
+                let Some(b) = bytes.next() else {
+                    return Err(libc::EINVAL);
+                };
+                // The kernel only reads through this pointer (sendmmsg), so casting
+                // away the const is sound.
+                self.iovs[iov + k] = libc::iovec {
+                    iov_base: b.as_ptr() as *mut libc::c_void,
+                    iov_len: b.len(),
+                };
+            }
+            let (ss, len) = to_storage(&m.dst);
             self.names[n] = ss;
-            // The kernel only reads through this pointer (sendmmsg), so casting away
-            // the const is sound.
-            self.prepare(
-                n,
-                bytes.as_ptr() as *mut libc::c_void,
-                bytes.len(),
-                len,
-                false,
-            );
+            let ctrl = if m.gso > 0 {
+                self.put_segment_cmsg(n, m.gso)
+            } else {
+                0
+            };
+            self.prepare(n, iov, m.segs, len, ctrl);
+            iov += m.segs;
             n += 1;
         }
         if n == 0 {
             return Ok(0);
         }
-        // SAFETY: the first `n` headers point at live sockaddrs and iovecs in `self`,
-        // whose iovecs cover the borrowed `bytes` slices, alive (and only read by the
-        // kernel) for the duration of the call.
+        // SAFETY: the first `n` headers point at live sockaddrs, control buffers and
+        // iovecs in `self`, whose iovecs cover the borrowed `bytes` slices, alive (and
+        // only read by the kernel) for the duration of the call.
         let r = unsafe {
             libc::sendmmsg(
                 fd,
@@ -961,7 +1020,11 @@ impl Mmsg {
         let mut n = 0;
         for b in bufs.into_iter().take(self.hdrs.len()) {
             let namelen = size_of::<libc::sockaddr_storage>() as u32;
-            self.prepare(n, b.as_mut_ptr().cast(), b.len(), namelen, true);
+            self.iovs[n] = libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            };
+            self.prepare(n, n, 1, namelen, MMSG_CTRL);
             n += 1;
         }
         if n == 0 {
@@ -990,13 +1053,14 @@ impl Mmsg {
     pub(crate) fn received(&self, i: usize) -> Received {
         let h = &self.hdrs[i].msg_hdr;
         let mut rxq_ovfl = None;
+        let mut gro = None;
         // Never trust the kernel-written length beyond our own buffer.
         if h.msg_controllen > 0 && h.msg_controllen <= MMSG_CTRL {
             // SAFETY: `msg_control` points at self.ctrl[i] (set by recv) and
             // `msg_controllen`, checked above to lie within it, is what the kernel
             // filled; CMSG_FIRSTHDR/NXTHDR stay within that length, and the data of an
             // SO_RXQ_OVFL message, checked to be long enough, holds a u32 (read
-            // unaligned).
+            // unaligned), as does a UDP_GRO message's int.
             unsafe {
                 let mut c = libc::CMSG_FIRSTHDR(h);
                 while !c.is_null() {
@@ -1005,6 +1069,12 @@ impl Mmsg {
                         && (*c).cmsg_len as usize >= libc::CMSG_LEN(4) as usize
                     {
                         rxq_ovfl = Some(ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+                    } else if (*c).cmsg_level == SOL_UDP
+                        && (*c).cmsg_type == UDP_GRO
+                        && (*c).cmsg_len as usize >= libc::CMSG_LEN(4) as usize
+                    {
+                        let size = ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                        gro = usize::try_from(size).ok().filter(|&s| s > 0);
                     }
                     c = libc::CMSG_NXTHDR(h, c);
                 }
@@ -1015,6 +1085,7 @@ impl Mmsg {
             from: from_storage(&self.names[i], h.msg_namelen),
             truncated: h.msg_flags & libc::MSG_TRUNC != 0,
             rxq_ovfl,
+            gro,
         }
     }
 }

@@ -15,6 +15,20 @@
 //! identification in the header, but `IPV6_PMTUDISC_DO` likewise keeps the kernel from
 //! fragmenting (a fragment header would change what the peer receives).
 //!
+//! **Segmentation offload ([`UdpOptions::roce_offload`]).** A 64 KiB WRITE is sixteen
+//! 4 KiB packets; sent one datagram each, every packet pays the kernel's whole UDP path
+//! twice. With the option on, the link hands the kernel a run of equal-size datagrams
+//! to one destination as one UDP GSO send (`UDP_SEGMENT`: up to 64 segments, 64 KiB),
+//! and asks for coalesced receive (`UDP_GRO`). Linux numbers the segments of one GSO
+//! send with consecutive identifications from the first one's (0 here: unconnected,
+//! DF), so segment *k* leaves with identification *k*, and the link rewrites each later
+//! segment's ICRC for it ([`Ipv4IdDeltas`]: CRC-32 is affine, so that is a few XORs,
+//! not a new CRC). Every datagram on the wire then carries the ICRC its real header
+//! gives — `weft decode`, tshark and rdma_rxe see good ICRCs — and the receiving
+//! transport, which takes a coalesced send whole and never sees the identifications,
+//! accepts any identification below 64 ([`IcrcPath::check_id`]). IPv6 has no
+//! identification: nothing is rewritten there.
+//!
 //! **Why a specific bind address.** The ICRC also covers the destination IP. A socket
 //! bound to `0.0.0.0` cannot tell which of the host's addresses a datagram was sent
 //! to without `IP_PKTINFO` ancillary data on every receive, and would let the kernel
@@ -23,15 +37,29 @@
 //! receive path's `dst` is always the bound address and the send path's `src` is too.
 
 use crate::datagram::{path_between, path_ends, pool_buf_size, DEFAULT_MAX_DATAGRAM};
-use crate::sys;
+use crate::sys::{self, SendMsg};
 use crate::{BufferPool, Datagram, DatagramLink, LinkStats, PacketBuf};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
+#[cfg(doc)]
+use weft_wire::roce::IcrcPath;
+use weft_wire::roce::{Ipv4IdDeltas, GSO_MAX_SEGMENTS};
 
 /// Messages per `recvmmsg`/`sendmmsg` call.
 pub const BURST: usize = 64;
+
+/// Most UDP payload bytes in one GSO send: an IPv4 packet's 65 535 bytes less its
+/// IP and UDP headers.
+const GSO_MAX_BYTES: usize = 65_535 - 20 - 8;
+
+/// Coalesced receives per `recvmmsg` with `UDP_GRO`, each into a buffer of
+/// [`GRO_BUF`] bytes (1 MiB per link, allocated on the first receive).
+const GRO_BURST: usize = 16;
+
+/// A coalesced receive's buffer: the largest UDP payload.
+const GRO_BUF: usize = 65_536;
 
 /// How a [`UdpLink`] is set up.
 #[derive(Debug, Clone)]
@@ -46,6 +74,11 @@ pub struct UdpOptions {
     /// Requested socket receive and send buffer, bytes (`SO_RCVBUFFORCE` when the
     /// process may, otherwise `SO_RCVBUF`, which `net.core.rmem_max` caps).
     pub socket_buffer: usize,
+    /// UDP GSO on send and `UDP_GRO` on receive (see the module doc). Only for
+    /// RoCEv2 packets whose last four bytes are the ICRC computed for IPv4
+    /// identification 0, as weft's transport writes them: the link rewrites those
+    /// bytes in later segments. Off by default; the verbs engine turns it on.
+    pub roce_offload: bool,
 }
 
 impl Default for UdpOptions {
@@ -55,6 +88,7 @@ impl Default for UdpOptions {
             pool_buffers: 2048,
             max_datagram: DEFAULT_MAX_DATAGRAM,
             socket_buffer: 8 << 20,
+            roce_offload: false,
         }
     }
 }
@@ -74,6 +108,18 @@ pub struct UdpLink {
     spare: Vec<PacketBuf>,
     /// The system calls' header arrays.
     mmsg: sys::Mmsg,
+    /// Send runs of equal datagrams as one UDP GSO send (off after the kernel refuses).
+    gso: bool,
+    /// The socket coalesces received datagrams (`UDP_GRO` accepted).
+    gro: bool,
+    /// The messages of the current `sendmmsg`.
+    msgs: Vec<SendMsg>,
+    /// ICRC deltas for the last two segment lengths rewritten.
+    deltas: [Option<Ipv4IdDeltas>; 2],
+    /// Coalesced-receive buffers (with `gro`; empty until the first receive).
+    gro_bufs: Vec<Box<[u8]>>,
+    /// Segments of a coalesced receive beyond what the caller asked for.
+    pending: Vec<Datagram>,
 }
 
 impl std::fmt::Debug for UdpLink {
@@ -148,6 +194,9 @@ impl UdpLink {
         }
         // Kernel receive-queue drops arrive with each datagram (best effort).
         let _ = sys::set_int(s, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1, "SO_RXQ_OVFL");
+        // UDP_GRO needs Linux 5.0; without it the link receives datagram by datagram.
+        let gro =
+            opts.roce_offload && sys::set_int(s, sys::SOL_UDP, sys::UDP_GRO, 1, "UDP_GRO").is_ok();
         sys::bind_socket_addr(s, &addr, &format!("udp link: bind {addr}"))?;
         let local = sys::local_addr(s)?;
         Ok(UdpLink {
@@ -159,8 +208,20 @@ impl UdpLink {
             own_rx_drops: 0,
             kernel_drops: 0,
             spare: Vec::with_capacity(BURST),
-            mmsg: sys::Mmsg::new(BURST),
+            mmsg: sys::Mmsg::new(BURST, BURST * usize::from(GSO_MAX_SEGMENTS)),
+            gso: opts.roce_offload,
+            gro,
+            msgs: Vec::with_capacity(BURST),
+            deltas: [None; 2],
+            gro_bufs: Vec::new(),
+            pending: Vec::new(),
         })
+    }
+
+    /// Whether the link sends with UDP GSO and receives with `UDP_GRO` (both need
+    /// [`UdpOptions::roce_offload`]; GSO goes off if the kernel refuses it).
+    pub fn offload(&self) -> (bool, bool) {
+        (self.gso, self.gro)
     }
 
     /// The socket (for reading options back in tests and diagnostics).
@@ -168,9 +229,70 @@ impl UdpLink {
         self.fd.as_fd()
     }
 
-    fn send_batch(&mut self, batch: &[Datagram]) -> Result<usize, i32> {
-        let msgs = batch.iter().map(|d| (&d.buf[..], path_ends(&d.path).1));
-        self.mmsg.send(self.fd.as_raw_fd(), msgs)
+    /// How many datagrams from the start of `ds` (all sendable) go in one message:
+    /// with GSO, a run to one destination of equal length (the last may be shorter),
+    /// at most 64 segments and 64 KiB; otherwise 1.
+    fn group_len(&self, ds: &[Datagram]) -> usize {
+        if !self.gso {
+            return 1;
+        }
+        let first = ds[0].buf.len();
+        let dst = path_ends(&ds[0].path).1;
+        let mut total = first;
+        let mut g = 1;
+        while g < ds.len() && g < usize::from(GSO_MAX_SEGMENTS) {
+            let l = ds[g].buf.len();
+            if l > first || total + l > GSO_MAX_BYTES || path_ends(&ds[g].path).1 != dst {
+                break;
+            }
+            total += l;
+            g += 1;
+            if l < first {
+                break;
+            }
+        }
+        g
+    }
+
+    /// Rewrite the ICRCs of segments 1.. of a GSO group for identifications 1..
+    /// (`undo`: back to identification 0; the XOR is its own inverse). IPv4 only.
+    fn rewrite_icrcs(&mut self, group: &mut [Datagram]) {
+        if !self.local.is_ipv4() {
+            return;
+        }
+        let n = group.len();
+        for (k, d) in group.iter_mut().enumerate().skip(1) {
+            let Some(ib_len) = d.buf.len().checked_sub(4) else {
+                continue;
+            };
+            let slot = match &self.deltas {
+                [Some(a), _] if a.ib_len() == ib_len => 0,
+                [_, Some(b)] if b.ib_len() == ib_len => 1,
+                _ => {
+                    // Keep the full-size segments' deltas in slot 0, a shorter last
+                    // segment's in slot 1.
+                    let slot = usize::from(k + 1 == n && k > 1);
+                    self.deltas[slot] = Some(Ipv4IdDeltas::new(ib_len));
+                    slot
+                }
+            };
+            if let Some(dl) = &self.deltas[slot] {
+                dl.apply(&mut d.buf, k as u16);
+            }
+        }
+    }
+
+    /// Undo [`UdpLink::rewrite_icrcs`] for the GSO groups of `msgs` that were not sent,
+    /// so that a later send can group the same datagrams differently.
+    fn unrewrite(&mut self, dgrams: &mut [Datagram], msgs_from: usize) {
+        let mut at: usize = self.msgs[..msgs_from].iter().map(|m| m.segs).sum();
+        for idx in msgs_from..self.msgs.len() {
+            let m = self.msgs[idx];
+            if m.gso > 0 {
+                self.rewrite_icrcs(&mut dgrams[at..at + m.segs]);
+            }
+            at += m.segs;
+        }
     }
 
     /// True when this link can send `d`: it fits, and its path starts here.
@@ -179,6 +301,89 @@ impl UdpLink {
         d.buf.len() <= self.max_datagram
             && src == self.local
             && dst.is_ipv4() == self.local.is_ipv4()
+    }
+}
+
+impl UdpLink {
+    /// [`DatagramLink::recv_burst`] with `UDP_GRO`: each message may hold several
+    /// datagrams of one sender, cut here into pool buffers (one copy each, which the
+    /// kernel trips it saves pay for many times over). Segments beyond `max` wait in
+    /// `pending` for the next call.
+    fn recv_coalesced(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
+        let mut delivered = 0;
+        let take = self.pending.len().min(max);
+        if take > 0 {
+            out.extend(self.pending.drain(..take));
+            delivered += take;
+        }
+        if delivered == max {
+            self.stats.rx_frames += delivered as u64;
+            return Ok(delivered);
+        }
+        if self.gro_bufs.is_empty() {
+            self.gro_bufs = (0..GRO_BURST)
+                .map(|_| vec![0u8; GRO_BUF].into_boxed_slice())
+                .collect();
+        }
+        let n = (max - delivered).min(GRO_BURST);
+        let bufs = self.gro_bufs[..n].iter_mut().map(|b| &mut b[..]);
+        let got = match self.mmsg.recv(self.fd.as_raw_fd(), bufs) {
+            Ok(got) => got,
+            Err(e) => {
+                self.stats.rx_frames += delivered as u64;
+                return recv_error(e).map(|_| delivered);
+            }
+        };
+        for i in 0..got {
+            let r = self.mmsg.received(i);
+            if let Some(d) = r.rxq_ovfl {
+                self.kernel_drops = d;
+            }
+            let path = r.from.and_then(|p| path_between(p, self.local));
+            let (Some(path), false) = (path, r.truncated) else {
+                self.own_rx_drops += 1;
+                continue;
+            };
+            let data = &self.gro_bufs[i][..r.len.min(GRO_BUF)];
+            let seg = r.gro.unwrap_or(data.len()).max(1);
+            for chunk in data.chunks(seg) {
+                if self.spare.is_empty() {
+                    self.pool.alloc_burst(BURST, &mut self.spare);
+                }
+                let Some(mut b) = self.spare.pop() else {
+                    self.own_rx_drops += 1;
+                    continue;
+                };
+                b.reset();
+                if chunk.len() > self.max_datagram || !b.copy_from(chunk) {
+                    self.own_rx_drops += 1;
+                    continue;
+                }
+                let d = Datagram { buf: b, path };
+                if delivered < max {
+                    out.push(d);
+                    delivered += 1;
+                } else {
+                    self.pending.push(d);
+                }
+            }
+        }
+        self.stats.rx_frames += delivered as u64;
+        self.stats.rx_dropped = self.own_rx_drops + u64::from(self.kernel_drops);
+        Ok(delivered)
+    }
+}
+
+/// A `recvmmsg` error: nothing waiting, or a pending ICMP error reported on this call,
+/// is no datagram; anything else is an error.
+fn recv_error(e: i32) -> io::Result<usize> {
+    match e {
+        libc::EAGAIN
+        | libc::EINTR
+        | libc::ECONNREFUSED
+        | libc::EHOSTUNREACH
+        | libc::ENETUNREACH => Ok(0),
+        e => Err(sys::errno_err(e, "udp link: recvmmsg")),
     }
 }
 
@@ -196,6 +401,9 @@ impl DatagramLink for UdpLink {
     }
 
     fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
+        if self.gro {
+            return self.recv_coalesced(out, max);
+        }
         let want = max.min(BURST);
         if want == 0 {
             return Ok(0);
@@ -219,15 +427,7 @@ impl DatagramLink for UdpLink {
         });
         let got = match self.mmsg.recv(self.fd.as_raw_fd(), bufs) {
             Ok(got) => got,
-            // Nothing waiting, or a pending ICMP error reported on this call.
-            Err(
-                libc::EAGAIN
-                | libc::EINTR
-                | libc::ECONNREFUSED
-                | libc::EHOSTUNREACH
-                | libc::ENETUNREACH,
-            ) => return Ok(0),
-            Err(e) => return Err(sys::errno_err(e, "udp link: recvmmsg")),
+            Err(e) => return recv_error(e),
         };
         let mut delivered = 0;
         for (i, mut b) in self.spare.drain(..got).enumerate() {
@@ -258,13 +458,34 @@ impl DatagramLink for UdpLink {
                 i += 1;
                 continue;
             }
-            let end = (i..dgrams.len().min(i + BURST))
+            let end = (i..dgrams.len())
                 .find(|&j| !self.sendable(&dgrams[j]))
-                .unwrap_or(dgrams.len().min(i + BURST));
-            match self.send_batch(&dgrams[i..end]) {
+                .unwrap_or(dgrams.len());
+            // Messages for one call: plain datagrams, or GSO groups with their later
+            // segments' ICRCs rewritten for the identifications they will get.
+            self.msgs.clear();
+            let mut j = i;
+            while j < end && self.msgs.len() < BURST {
+                let g = self.group_len(&dgrams[j..end]);
+                let dst = path_ends(&dgrams[j].path).1;
+                let gso = if g > 1 {
+                    self.rewrite_icrcs(&mut dgrams[j..j + g]);
+                    dgrams[j].buf.len() as u16
+                } else {
+                    0
+                };
+                self.msgs.push(SendMsg { dst, segs: g, gso });
+                j += g;
+            }
+            let bytes = dgrams[i..j].iter().map(|d| &d.buf[..]);
+            let r = self.mmsg.send(self.fd.as_raw_fd(), &self.msgs, bytes);
+            let sent_msgs = r.unwrap_or(0);
+            self.unrewrite(&mut dgrams[i..j], sent_msgs);
+            match r {
                 Ok(k) => {
-                    self.stats.tx_frames += k as u64;
-                    i += k;
+                    let segs: usize = self.msgs[..k].iter().map(|m| m.segs).sum();
+                    self.stats.tx_frames += segs as u64;
+                    i += segs;
                     if k == 0 {
                         break;
                     }
@@ -274,11 +495,17 @@ impl DatagramLink for UdpLink {
                     break;
                 }
                 Err(libc::EINTR) => {}
+                // A kernel or device that cannot segment: send datagram by datagram.
+                Err(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+                    if self.msgs[0].gso > 0 =>
+                {
+                    self.gso = false;
+                }
                 Err(_) => {
                     // EMSGSIZE (larger than the path MTU with DF), unreachable
-                    // network, a pending ICMP error: this datagram is lost.
-                    self.stats.tx_dropped += 1;
-                    i += 1;
+                    // network, a pending ICMP error: this message is lost.
+                    self.stats.tx_dropped += self.msgs[0].segs as u64;
+                    i += self.msgs[0].segs;
                 }
             }
         }
@@ -388,6 +615,65 @@ mod tests {
             }
             assert_eq!(b.stats().rx_frames, 100);
         }
+    }
+
+    #[test]
+    fn offload_groups_runs_and_every_datagram_arrives_intact_with_a_findable_icrc() {
+        let on = UdpOptions {
+            roce_offload: true,
+            pool_buffers: 256,
+            ..UdpOptions::default()
+        };
+        let mut a = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on.clone()).unwrap();
+        let mut b = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on).unwrap();
+        let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0"); // c: no offload
+                                                             // Runs: 70 of 1016 B to b (more than one GSO send holds), 5 of 316 B to b,
+                                                             // 10 of 1016 B to c, one of 40 B to b.
+        let mut plan = Vec::new();
+        plan.extend((0..70).map(|_| (b.local_addr(), 1016)));
+        plan.extend((0..5).map(|_| (b.local_addr(), 316)));
+        plan.extend((0..10).map(|_| (c.local_addr(), 1016)));
+        plan.push((b.local_addr(), 40));
+        let mut tx = Vec::new();
+        let mut sent = Vec::new();
+        for (i, &(to, len)) in plan.iter().enumerate() {
+            let path = path_between(a.local_addr(), to).unwrap();
+            let mut bytes = vec![i as u8; len];
+            path.fill(&mut bytes).unwrap();
+            sent.push(bytes.clone());
+            tx.push(dgram(&a, to, &bytes));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut n = 0;
+        while !tx.is_empty() && Instant::now() < deadline {
+            n += a.send_burst(&mut tx).unwrap();
+        }
+        assert_eq!(n, plan.len());
+        assert_eq!(a.stats().tx_frames, plan.len() as u64);
+        let at_b = recv_n(&mut b, 76);
+        let at_c = recv_n(&mut c, 10);
+        assert_eq!((at_b.len(), at_c.len()), (76, 10));
+        let mut cache = None;
+        let to_b = sent
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| plan[*i].0 == b.local_addr());
+        for (d, (_, want)) in at_b.iter().zip(to_b) {
+            let n = want.len() - 4;
+            assert_eq!(d.buf[..n], want[..n]);
+            assert!(d
+                .path
+                .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
+                .is_some());
+        }
+        for (d, want) in at_c.iter().zip(&sent[75..85]) {
+            assert_eq!(d.buf[..want.len() - 4], want[..want.len() - 4]);
+            assert!(d
+                .path
+                .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
+                .is_some());
+        }
+        assert_eq!(b.stats().rx_frames, 76);
     }
 
     #[test]

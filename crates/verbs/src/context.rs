@@ -76,6 +76,10 @@ pub struct DeviceConfig {
     /// Compute and check the ICRC (default on; the udp link always does; shm may
     /// negotiate it off when both ends turn it off).
     pub icrc: bool,
+    /// udp: send runs of equal packets as one UDP GSO send and receive coalesced
+    /// (`UDP_GRO`), one system call per up to 64 KiB (default on; see
+    /// [`weft_link::udp`]). Every packet on the wire keeps the ICRC of its own headers.
+    pub segmentation_offload: bool,
     /// Transport settings (the QPN seed is replaced by a random one).
     pub transport: Config,
 }
@@ -99,6 +103,7 @@ impl DeviceConfig {
             progress: Progress::Thread,
             idle_spin: Duration::from_micros(50),
             icrc: true,
+            segmentation_offload: true,
             transport: Config::default(),
         }
     }

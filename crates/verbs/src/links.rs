@@ -60,7 +60,13 @@ fn candidates(cfg: &DeviceConfig) -> impl Iterator<Item = SocketAddr> {
 
 fn bind(cfg: &DeviceConfig, addr: SocketAddr) -> io::Result<Box<dyn DatagramLink>> {
     Ok(match cfg.link {
-        LinkKind::Udp => Box::new(UdpLink::bind(addr, UdpOptions::default())?),
+        LinkKind::Udp => {
+            let opts = UdpOptions {
+                roce_offload: cfg.segmentation_offload,
+                ..UdpOptions::default()
+            };
+            Box::new(UdpLink::bind(addr, opts)?)
+        }
         LinkKind::Shm => {
             let opts = ShmOptions {
                 icrc: cfg.icrc,

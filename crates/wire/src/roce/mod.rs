@@ -11,7 +11,7 @@ mod psn;
 
 pub use bth::{Bth, BthRepr};
 pub use ext::{AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, NakCode, RethRepr, Syndrome};
-pub use icrc::{IcrcPath, IpPair};
+pub use icrc::{IcrcPath, IpPair, Ipv4IdDeltas, GSO_MAX_SEGMENTS};
 pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
 pub use packet::{ExtLayout, IbPacket, IbPacketRepr};
 pub use psn::Psn;
