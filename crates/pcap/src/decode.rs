@@ -103,8 +103,13 @@ pub struct Decoded {
     /// AckReq.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ack_req: Option<bool>,
-    /// Whether the ICRC verifies.
+    /// Whether the ICRC verifies (for a GSO segment: with the headers the segment
+    /// gets when the send is cut).
     pub icrc_ok: bool,
+    /// Segment number within a UDP GSO send captured whole (before the kernel or a
+    /// NIC cut it into datagrams: any capture on `lo`), or absent for a datagram.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gso_segment: Option<usize>,
     /// Payload bytes (pad excluded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload_len: Option<usize>,
@@ -266,6 +271,7 @@ pub fn decode_frame(index: usize, frame_index: usize, f: &RoceFrame<'_>) -> Deco
         psn: None,
         ack_req: None,
         icrc_ok: f.icrc_ok(),
+        gso_segment: None,
         payload_len: None,
         reth: None,
         aeth: None,
@@ -329,16 +335,32 @@ pub fn decode_capture_on_port(bytes: &[u8], port: u16) -> anyhow::Result<Report>
         capture_error: cap.error.map(|e| e.to_string()),
         ..Report::default()
     };
+    // The segment size of the last GSO send, tried first on the next.
+    let mut gso_size = None;
     for (i, pkt) in cap.packets.iter().enumerate() {
         if pkt.linktype != pcap::LINKTYPE_ETHERNET {
             report.skipped.link_type += 1;
             continue;
         }
         match weft_wire::frame::parse_on_port(pkt.data, port) {
-            Ok(Some(f)) => {
-                let index = report.packets.len();
-                report.packets.push(decode_frame(index, i, &f));
-            }
+            Ok(Some(f)) => match f.gso_segment_size(gso_size) {
+                Some(size) => {
+                    gso_size = Some(size);
+                    let mut k = 0;
+                    while let Some(ib) = f.segment(k, size) {
+                        let seg = RoceFrame { ib, ..f.clone() };
+                        let mut d = decode_frame(report.packets.len(), i, &seg);
+                        d.icrc_ok = f.segment_icrc_ok(k, size);
+                        d.gso_segment = Some(k);
+                        report.packets.push(d);
+                        k += 1;
+                    }
+                }
+                None => {
+                    let index = report.packets.len();
+                    report.packets.push(decode_frame(index, i, &f));
+                }
+            },
             Ok(None) => report.skipped.count_frame(pkt.data),
             Err(e) => report.broken.push((i, e.to_string())),
         }
@@ -391,6 +413,9 @@ pub fn format_line(d: &Decoded) -> String {
         write!(s, " payload={n}").ok();
     }
     s.push_str(if d.icrc_ok { " icrc=ok" } else { " icrc=BAD" });
+    if let Some(k) = d.gso_segment {
+        write!(s, " gso_segment={k}").ok();
+    }
     if let Some(e) = &d.error {
         write!(s, " MALFORMED: {e}").ok();
     }
@@ -434,4 +459,94 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("warning: capture damaged: {e}; decoded what came before it");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::samples::{repr_for, DST_V4, SRC_V4};
+    use weft_wire::frame::FrameBuilder;
+    use weft_wire::roce::Opcode;
+
+    /// A capture of one UDP GSO send whole (identification 5): three WRITE MIDDLE
+    /// packets of 1024 bytes and a shorter WRITE LAST, each with the ICRC of the
+    /// datagram it becomes; and one ordinary frame after it.
+    fn gso_capture(corrupt_segment: Option<usize>) -> Vec<u8> {
+        let mut fb = FrameBuilder::v4(SRC_V4, DST_V4, 49152);
+        fb.udp_checksum = false;
+        let h = fb.header_len();
+        let mut ib = Vec::new();
+        for (k, (op, payload)) in [
+            (Opcode::RC_WRITE_MIDDLE, 1024),
+            (Opcode::RC_WRITE_MIDDLE, 1024),
+            (Opcode::RC_WRITE_MIDDLE, 1024),
+            (Opcode::RC_WRITE_LAST, 100),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            fb.ident = 5 + k as u16;
+            let mut buf = vec![0u8; 2048];
+            let n = fb
+                .emit(
+                    &mut buf,
+                    &repr_for(op, k as u32).unwrap(),
+                    &vec![k as u8; payload],
+                )
+                .unwrap();
+            ib.extend_from_slice(&buf[h..n]);
+        }
+        if let Some(k) = corrupt_segment {
+            ib[k * 1040 + 20] ^= 1;
+        }
+        fb.ident = 5;
+        let mut whole = vec![0u8; h + ib.len()];
+        whole[h..].copy_from_slice(&ib);
+        let n = fb.wrap(&mut whole, ib.len()).unwrap();
+        // wrap wrote the ICRC of the whole; the last segment keeps its own.
+        whole[n - 4..].copy_from_slice(&ib[ib.len() - 4..]);
+        let mut w = pcap::Writer::new(Vec::new()).unwrap();
+        w.write(1, &whole).unwrap();
+        let mut one = vec![0u8; 256];
+        fb.ident = 0;
+        let m = fb
+            .emit(&mut one, &repr_for(Opcode::RC_SEND_ONLY, 9).unwrap(), b"hi")
+            .unwrap();
+        w.write(2, &one[..m]).unwrap();
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn a_gso_send_captured_whole_is_cut_into_its_packets_with_good_icrcs() {
+        let r = decode_capture(&gso_capture(None)).unwrap();
+        assert_eq!(r.packets.len(), 5, "{:#?}", r.packets);
+        for (k, d) in r.packets[..4].iter().enumerate() {
+            assert_eq!(d.gso_segment, Some(k));
+            assert_eq!(d.frame, 0);
+            assert!(d.icrc_ok, "segment {k}");
+            assert!(d.error.is_none(), "{:?}", d.error);
+        }
+        assert_eq!(r.packets[0].opcode_name, Some("RC_WRITE_MIDDLE"));
+        assert_eq!(r.packets[0].payload_len, Some(1024));
+        assert_eq!(r.packets[3].opcode_name, Some("RC_WRITE_LAST"));
+        assert_eq!(r.packets[3].payload_len, Some(100));
+        assert!(format_line(&r.packets[2]).ends_with("icrc=ok gso_segment=2"));
+        assert_eq!(
+            r.packets[4].gso_segment, None,
+            "an ordinary frame stays whole"
+        );
+        assert!(r.packets[4].icrc_ok);
+    }
+
+    #[test]
+    fn a_corrupted_segment_of_a_gso_send_is_reported_bad() {
+        let r = decode_capture(&gso_capture(Some(2))).unwrap();
+        let bad: Vec<_> = r
+            .packets
+            .iter()
+            .filter(|d| !d.icrc_ok)
+            .map(|d| d.gso_segment)
+            .collect();
+        assert_eq!(bad, [Some(2)]);
+    }
 }

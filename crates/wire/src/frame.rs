@@ -81,7 +81,86 @@ impl RoceFrame<'_> {
     pub fn icrc_ok(&self) -> bool {
         matches!((self.computed_icrc(), self.stored_icrc()), (Some(a), Some(b)) if a == b)
     }
+
+    /// Segment `k` of a UDP GSO send captured whole, cut at `size` bytes (the last
+    /// segment may be shorter): its IB packet, or `None` past the end.
+    pub fn segment(&self, k: usize, size: usize) -> Option<&[u8]> {
+        let start = k.checked_mul(size)?;
+        (size > 0 && start < self.ib.len())
+            .then(|| &self.ib[start..self.ib.len().min(start + size)])
+    }
+
+    /// Whether segment `k` (see [`RoceFrame::segment`]) carries the ICRC of the headers
+    /// it gets when the send is cut: IP and UDP lengths of the segment, and for IPv4 the
+    /// identification of this frame plus `k`, as Linux's segmentation writes them.
+    pub fn segment_icrc_ok(&self, k: usize, size: usize) -> bool {
+        let Some(seg) = self.segment(k, size) else {
+            return false;
+        };
+        if seg.len() < len::BTH + len::ICRC || self.udp_header.len() != 8 {
+            return false;
+        }
+        let mut ip = [0u8; 60];
+        let Some(ip) = ip.get_mut(..self.ip_header.len()) else {
+            return false;
+        };
+        ip.copy_from_slice(self.ip_header);
+        let udp_len = 8 + seg.len();
+        match self.ip {
+            IpHeader::V4(_) => {
+                let Ok(total) = u16::try_from(ip.len() + udp_len) else {
+                    return false;
+                };
+                ip[2..4].copy_from_slice(&total.to_be_bytes());
+                let id = u16::from_be_bytes([ip[4], ip[5]]).wrapping_add(k as u16);
+                ip[4..6].copy_from_slice(&id.to_be_bytes());
+            }
+            IpHeader::V6(_) => {
+                let Ok(payload) = u16::try_from(udp_len) else {
+                    return false;
+                };
+                ip[4..6].copy_from_slice(&payload.to_be_bytes());
+            }
+        }
+        let mut udp = [0u8; 8];
+        udp.copy_from_slice(self.udp_header);
+        udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        let n = seg.len() - len::ICRC;
+        let t = &seg[n..];
+        icrc(ip, &udp, &seg[..n]).ok() == Some(u32::from_le_bytes([t[0], t[1], t[2], t[3]]))
+    }
+
+    /// When this frame is a UDP GSO send captured before it was cut into datagrams
+    /// (a capture on `lo`, or before a NIC segments it), the segment size; `None` for
+    /// an ordinary frame. Only a frame whose own ICRC fails is tried, and the size is
+    /// the one whose first segment's ICRC verifies: `hint` first (the size found in
+    /// the previous frame), then the sizes a path MTU of 256–4096 gives the first
+    /// packet's opcode, then every size up to [`MAX_IB_PACKET`] (a few milliseconds
+    /// for a corrupted frame; a wrong size passes with probability about 2^-20).
+    pub fn gso_segment_size(&self, hint: Option<usize>) -> Option<usize> {
+        let smallest = len::BTH + len::ICRC;
+        if self.ib.len() < 2 * smallest || self.icrc_ok() {
+            return None;
+        }
+        let headers = crate::roce::Bth::new_checked(self.ib)
+            .ok()
+            .and_then(|b| b.opcode().info())
+            .map_or(0, |i| i.headers.len());
+        let mtu_sizes = [256, 512, 1024, 2048, 4096].map(|m| len::BTH + headers + m + len::ICRC);
+        let longest = MAX_IB_PACKET.min(self.ib.len() - 1);
+        let all = smallest..=longest;
+        hint.into_iter()
+            .chain(mtu_sizes)
+            .filter(|&size| size <= longest)
+            .chain(all)
+            .find(|&size| self.segment_icrc_ok(0, size))
+    }
 }
+
+/// The largest IB packet (BTH up to and including the ICRC) one RoCEv2 datagram
+/// carries: BTH, the longest extension headers (AtomicETH, 28 bytes), a 4096-byte
+/// MTU's payload, and the ICRC.
+pub const MAX_IB_PACKET: usize = len::BTH + 28 + 4096 + len::ICRC;
 
 /// True when `l4` starts with a UDP destination port of `port` (length unchecked).
 fn udp_dst_is_roce(l4: &[u8], port: u16) -> bool {

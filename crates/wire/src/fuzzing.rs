@@ -349,6 +349,17 @@ pub fn frame(data: &[u8]) -> bool {
         return false;
     };
     let _ = (f.icrc_ok(), f.ip_pair());
+    // A frame read as a GSO send captured whole: every segment lies inside it.
+    if let Some(size) = f.gso_segment_size(None) {
+        let mut k = 0;
+        while let Some(seg) = f.segment(k, size) {
+            assert!(!seg.is_empty() && seg.len() <= size);
+            let _ = f.segment_icrc_ok(k, size);
+            k += 1;
+        }
+        assert_eq!(k, f.ib.len().div_ceil(size));
+    }
+    assert!(f.segment(usize::MAX, 2).is_none() && f.segment(0, 0).is_none());
     let Ok(p) = IbPacket::new_checked(f.ib) else {
         return false;
     };
