@@ -514,6 +514,9 @@ impl DatagramLink for UdpLink {
     }
 
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
+        if !self.pending.is_empty() {
+            return Ok(true);
+        }
         let mask = match extra {
             Some(e) => crate::wake::poll_readable(&[self.fd.as_fd(), e], timeout)?,
             None => crate::wake::poll_readable(&[self.fd.as_fd()], timeout)?,
@@ -674,6 +677,50 @@ mod tests {
                 .is_some());
         }
         assert_eq!(b.stats().rx_frames, 76);
+    }
+
+    #[test]
+    fn a_coalesced_receive_larger_than_asked_for_waits_in_the_link_not_in_the_kernel() {
+        let on = UdpOptions {
+            roce_offload: true,
+            pool_buffers: 256,
+            ..UdpOptions::default()
+        };
+        let mut a = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on.clone()).unwrap();
+        let mut b = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on).unwrap();
+        let path = path_between(a.local_addr(), b.local_addr()).unwrap();
+        let mut tx: Vec<_> = (0..20u8)
+            .map(|i| {
+                let mut bytes = vec![i; 500];
+                path.fill(&mut bytes).unwrap();
+                dgram(&a, b.local_addr(), &bytes)
+            })
+            .collect();
+        assert_eq!(a.send_burst(&mut tx).unwrap(), 20);
+        assert!(b.wait(Duration::from_secs(5), None).unwrap());
+        let mut got = Vec::new();
+        assert_eq!(
+            b.recv_burst(&mut got, 5).unwrap(),
+            5,
+            "one GSO send, five asked for"
+        );
+        assert_eq!(
+            b.pending.len(),
+            15,
+            "the send arrived whole; the rest is in the link"
+        );
+        let t = Instant::now();
+        assert!(
+            b.wait(Duration::from_secs(5), None).unwrap(),
+            "the rest is waiting"
+        );
+        assert!(t.elapsed() < Duration::from_secs(1));
+        while got.len() < 20 && b.recv_burst(&mut got, 5).unwrap() > 0 {}
+        assert_eq!(got.len(), 20);
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d.buf[..496], [i as u8; 496][..], "in order");
+        }
+        assert_eq!(b.stats().rx_frames, 20);
     }
 
     #[test]
