@@ -120,6 +120,11 @@ pub struct UdpLink {
     gro_bufs: Vec<Box<[u8]>>,
     /// Segments of a coalesced receive beyond what the caller asked for.
     pending: Vec<Datagram>,
+    /// The last receive found nothing: the next asks the kernel for one message, not
+    /// a burst, so a busy-polling caller does not prepare (and the kernel does not
+    /// validate) a burst of headers per empty poll. The first datagram that arrives
+    /// opens full bursts again.
+    rx_idle: bool,
 }
 
 impl std::fmt::Debug for UdpLink {
@@ -215,6 +220,7 @@ impl UdpLink {
             deltas: [None; 2],
             gro_bufs: Vec::new(),
             pending: Vec::new(),
+            rx_idle: false,
         })
     }
 
@@ -325,15 +331,17 @@ impl UdpLink {
                 .map(|_| vec![0u8; GRO_BUF].into_boxed_slice())
                 .collect();
         }
-        let n = (max - delivered).min(GRO_BURST);
+        let n = if self.rx_idle { 1 } else { GRO_BURST }.min(max - delivered);
         let bufs = self.gro_bufs[..n].iter_mut().map(|b| &mut b[..]);
         let got = match self.mmsg.recv(self.fd.as_raw_fd(), bufs) {
             Ok(got) => got,
             Err(e) => {
+                self.rx_idle = true;
                 self.stats.rx_frames += delivered as u64;
                 return recv_error(e).map(|_| delivered);
             }
         };
+        self.rx_idle = got == 0;
         for i in 0..got {
             let r = self.mmsg.received(i);
             if let Some(d) = r.rxq_ovfl {
@@ -404,7 +412,7 @@ impl DatagramLink for UdpLink {
         if self.gro {
             return self.recv_coalesced(out, max);
         }
-        let want = max.min(BURST);
+        let want = if self.rx_idle { 1 } else { BURST }.min(max);
         if want == 0 {
             return Ok(0);
         }
@@ -427,8 +435,12 @@ impl DatagramLink for UdpLink {
         });
         let got = match self.mmsg.recv(self.fd.as_raw_fd(), bufs) {
             Ok(got) => got,
-            Err(e) => return recv_error(e),
+            Err(e) => {
+                self.rx_idle = true;
+                return recv_error(e);
+            }
         };
+        self.rx_idle = got == 0;
         let mut delivered = 0;
         for (i, mut b) in self.spare.drain(..got).enumerate() {
             let r = self.mmsg.received(i);
