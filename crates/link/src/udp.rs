@@ -5,7 +5,7 @@
 //! **Why DF is set.** The ICRC of a RoCEv2 packet covers the IP header with only TTL,
 //! TOS and checksum masked, so it covers the IPv4 identification field. On this link
 //! the kernel writes the IP header, and the transport computes the ICRC from the
-//! [`IcrcPath`](weft_wire::roce::IcrcPath) alone, assuming identification 0 and DF (see
+//! [`IcrcPath`] alone, assuming identification 0 and DF (see
 //! [`weft_wire::roce::IcrcPath`]). Linux writes exactly that for a datagram sent from
 //! an *unconnected* socket with `IP_MTU_DISCOVER = IP_PMTUDISC_DO`: DF set, and
 //! `ip_select_ident` leaves the identification 0 when DF is set and the socket has no
