@@ -67,8 +67,16 @@ impl CpuStart {
 
     /// The CPU both processes used since [`CpuStart::now`], for `ops` operations.
     pub fn finish(&self, ops: u64) -> Option<CpuUse> {
-        let client = process_cpu(None)?.checked_sub(self.client?)?;
-        let server = match (self.server, self.peer.and_then(|p| process_cpu(Some(p)))) {
+        let client = process_cpu(None)?;
+        let server = self.peer.and_then(|p| process_cpu(Some(p)));
+        self.until(client, server, ops)
+    }
+
+    /// Like [`CpuStart::finish`], with the clocks' end values read by the caller
+    /// (`client`: this process's [`process_cpu`], `server`: the peer's).
+    pub fn until(&self, client: Duration, server: Option<Duration>, ops: u64) -> Option<CpuUse> {
+        let client = client.checked_sub(self.client?)?;
+        let server = match (self.server, server) {
             (Some(a), Some(b)) => b.checked_sub(a),
             _ => None,
         };
