@@ -34,7 +34,7 @@ while (($#)); do
   case "$1" in
     --quick) quick=1; rounds=3 ;;
     --rounds) rounds="$2"; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) out="$1" ;;
   esac
   shift
