@@ -46,7 +46,7 @@ def cpu_us_per_op(r):
 
 # What a summary row shows, per record kind.
 FIELDS = {
-    "lat": [("p50_us", "p50 µs"), ("p99_us", "p99 µs")],
+    "lat": [("p50_us", "p50 µs"), ("p99_us", "p99 µs"), ("rtt_per_s", "round trips/s")],
     "bw": [("mb_per_s", "MB/s"), ("mmsg_per_s", "M msg/s")],
 }
 

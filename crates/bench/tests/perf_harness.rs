@@ -198,5 +198,7 @@ fn round_trip_records_are_not_halved_and_carry_cpu_per_op() {
     assert_eq!(v["cpu_client_us_per_op"], 20.0);
     assert_eq!(v["cpu_server_us_per_op"], 20.0);
     assert_eq!(v["ops_per_cpu_s"], 25_000.0);
+    // 1000 round trips in 20 ms of wall time: the message rate beside the latency.
+    assert_eq!(v["rtt_per_s"], 50_000.0);
     assert_eq!(parse_lines(&full.to_json_line()).unwrap(), vec![full]);
 }

@@ -179,6 +179,10 @@ fn record_of(
     };
     let mut r = Record::latency(meta, size, method, &s);
     r.cpu = run.cpu;
+    if let Some(l) = r.latency.as_mut() {
+        let secs = run.wall.as_secs_f64();
+        l.rtt_per_s = (secs > 0.0).then(|| run.rtts.len() as f64 / secs);
+    }
     let mut notes = Vec::new();
     if run.lost > 0 {
         r.lost = Some(run.lost);

@@ -45,6 +45,10 @@ pub struct Latency {
     pub max_us: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdev_us: Option<f64>,
+    /// Round trips per second over the measured rounds (the message rate beside the
+    /// latency: each round trip is one message each way), where measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_per_s: Option<f64>,
 }
 
 /// Bandwidth figures of a record.
@@ -103,6 +107,7 @@ impl Record {
                 min_us: Some(s.min_us),
                 max_us: Some(s.max_us),
                 stdev_us: Some(s.stdev_us),
+                rtt_per_s: None,
             }),
             bandwidth: None,
             lost: None,

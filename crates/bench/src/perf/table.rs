@@ -55,7 +55,7 @@ impl<W: Write> Output<W> {
         } else if let Some(l) = &r.latency {
             writeln!(
                 self.out,
-                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {cpu}",
+                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {cpu}",
                 r.size,
                 r.iters,
                 f(l.min_us),
@@ -66,6 +66,8 @@ impl<W: Write> Output<W> {
                 f(l.p99_us),
                 f(l.p999_us),
                 f(l.max_us),
+                l.rtt_per_s
+                    .map_or_else(|| "-".to_string(), |v| format!("{v:.0}")),
             )?;
         } else if let Some(b) = &r.bandwidth {
             writeln!(
@@ -89,7 +91,7 @@ impl<W: Write> Output<W> {
     }
 
     fn header(&mut self, r: &Record, is_lat: bool) -> std::io::Result<()> {
-        let rule = "-".repeat(144);
+        let rule = "-".repeat(155);
         let m = &r.meta;
         writeln!(self.out, "{rule}")?;
         if is_lat {
@@ -107,7 +109,7 @@ impl<W: Write> Output<W> {
             writeln!(self.out, "{rule}")?;
             writeln!(
                 self.out,
-                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12}",
+                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>12} {:>12}",
                 "#bytes",
                 "#iterations",
                 "t_min[us]",
@@ -118,6 +120,7 @@ impl<W: Write> Output<W> {
                 "t_p99[us]",
                 "t_p99.9[us]",
                 "t_max[us]",
+                "rtt/s",
                 "CPU[us/rtt]",
                 "rtt/CPU-s"
             )?;
