@@ -1,37 +1,156 @@
 #!/usr/bin/env bash
-# The issue-5 comparison in one run: weft perf (udp, shm) beside the kernel baselines
-# and the peers (UCX, libfabric via scripts/peers.sh), then weft report.
+# The issue-13 comparison: weft perf against UCX at its best (and the kernel), measured
+# as N alternating rounds (ABAB: weft, peer, weft, peer, ...) per target, summarised as
+# medians with their min-max spread.
 #
-#   scripts/verbs-perf.sh [OUT_DIR]        (default docs/results/verbs-perf)
+#   scripts/verbs-perf.sh [--quick] [--rounds N] [OUT_DIR]   (default docs/results/verbs-perf)
 #
-# PEERS=0 skips scripts/peers.sh (e.g. when its output from the same session is already
-# in OUT_DIR/peers.jsonl). Every run is bounded; see weft perf --help.
+# Per round, for each target in turn: weft (inline progress, then thread progress),
+# then the peers of that target, then the kernel baselines:
+#   shm 64 B SEND one-way p50      weft send-lat shm       UCX tag_lat: posix, sm, default
+#   shm 64 B SEND message rate     weft send-bw shm (512)  UCX tag_bw 64 B: posix, sm, default
+#   shm 64 KiB WRITE               weft write-bw shm       UCX tag_bw 64 KiB: posix, sm, default
+#   udp 64 B SEND one-way p50      weft send-lat udp       UCX tcp tag_lat; kernel tcp/udp-lat (blocking, busy-poll)
+#   udp 64 KiB WRITE               weft write-bw udp       UCX tcp tag_bw; kernel tcp-bw (blocking, busy-poll)
+# UCX transports: posix = UCX_TLS=posix,self; sm = UCX_TLS=sm,self (every shared-memory
+# transport UCX has here: posix, sysv and cma when the kernel allows it); default = no
+# UCX_TLS (UCX's own choice); tcp = UCX_TLS=tcp over lo. weft's udp link uses UDP
+# GSO/GRO (the default; weft perf --no-gso turns it off). shm runs use --no-icrc.
+#
+# Output in OUT_DIR: rounds.jsonl (every record, tagged with round and variant),
+# summary.md (medians, the target table), env.txt, raw/ (UCX's own output).
+# CPU per operation: weft measures both processes over the measured phase; for UCX the
+# script adds user+system time of both processes over their whole run (set-up
+# included), from /usr/bin/time.
+#
+# --quick: 3 rounds, fewer iterations (about 3.5 minutes on the 2-core machine: process
+# start-up dominates). Every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:-docs/results/verbs-perf}"
-mkdir -p "$out"
+rounds=5
+quick=0
+out=docs/results/verbs-perf
+while (($#)); do
+  case "$1" in
+    --quick) quick=1; rounds=3 ;;
+    --rounds) rounds="$2"; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) out="$1" ;;
+  esac
+  shift
+done
+if ((quick)); then lat_n=3000; bw64_n=100000; bw64k_n=3000; else lat_n=20000; bw64_n=1000000; bw64k_n=20000; fi
+
+missing=()
+for p in ucx-utils time; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "verbs-perf: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+fi
+
+mkdir -p "$out/raw"
 cargo build --release --bin weft >/dev/null
 weft=target/release/weft
-: >"$out/weft.jsonl"
-run() { echo "+ weft $*" >&2; timeout 300 "$weft" "$@" --local --json -q >>"$out/weft.jsonl" || echo "  (failed: weft $*)" >&2; }
-for link in udp shm; do
-  extra=(); [ "$link" = shm ] && extra=(--no-icrc)
-  run perf send-lat --link "$link" "${extra[@]}" --size 64 -n 20000
-  run perf send-lat --link "$link" "${extra[@]}" --size 4096 -n 10000
-  run perf write-lat --link "$link" "${extra[@]}" --size 64 -n 20000
-  run perf write-bw --link "$link" "${extra[@]}" --size 65536 -n 20000
-  run perf write-bw --link "$link" "${extra[@]}" --size 1048576 -n 2000
-  run perf send-bw --link "$link" "${extra[@]}" --size 64 -n 1000000 --tx-depth 512
+tag="python3 scripts/verbs_medians.py tag"
+jsonl="$out/rounds.jsonl"
+: >"$jsonl"
+{
+  echo "# verbs-perf.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD)"
+  echo "rounds $rounds quick $quick; lat iters $lat_n, 64 B bw msgs $bw64_n, 64 KiB bw msgs $bw64k_n"
+  uname -srm; echo "cpus $(nproc)"; echo "load before: $(cat /proc/loadavg)"
+  ucx_info -v 2>&1 | head -2
+  echo "## ucx transports (ucx_info -d)"; ucx_info -d 2>&1 | grep -E "Transport|Device" | paste - - | sed 's/ *# */ /g'
+} >"$out/env.txt" 2>&1
+
+round=0
+wrun() { # variant, weft args...
+  local v=$1; shift
+  echo "[round $round] $v: weft $*" >&2
+  timeout 300 "$weft" "$@" --local --json -q 2>>"$out/raw/weft-stderr.txt" | $tag --round "$round" --variant "$v" >>"$jsonl" \
+    || echo "  (failed: weft $*)" >&2
+}
+
+port=$((15400 + RANDOM % 2000))
+wait_listen() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+reap() {
+  local pid=$1 i
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true; sleep 0.5; kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+# cpu seconds (user + system) from /usr/bin/time -f '%U %S' output files
+cpu_of() { awk '/^[0-9.]+ [0-9.]+$/ { s += $1 + $2 } END { printf "%.3f", s }' "$@"; }
+
+urun() { # variant link test size n
+  local v=$1 link=$2 test=$3 size=$4 n=$5 w tls=() rc=0 raw
+  w=$((n / 10)); ((w > 1000)) && w=1000; ((w < 10)) && w=10
+  case $v in
+    ucx-posix) tls=(UCX_TLS=posix,self) ;;
+    ucx-sm) tls=(UCX_TLS=sm,self) ;;
+    ucx-default) tls=() ;;
+    ucx-tcp) tls=(UCX_TLS=tcp UCX_NET_DEVICES=lo) ;;
+  esac
+  raw="$out/raw/r$round-$v-$test-$size.txt"
+  port=$((port + 1))
+  echo "[round $round] $v: ucx_perftest -t $test -s $size -n $n" >&2
+  env "${tls[@]}" timeout -k 5 120 /usr/bin/time -f '%U %S' -o "$raw.server.time" ucx_perftest -p "$port" >"$raw.server" 2>&1 &
+  local spid=$!
+  if ! wait_listen "$port"; then
+    reap "$spid"
+    python3 scripts/peers_parse.py error --system "$v" --link "$link" --qp tag --test "$test" --size "$size" --iters "$n" \
+      --error "ucx_perftest server did not listen: $(tail -2 "$raw.server" | tr '\n' ' ')" | $tag --round "$round" --variant "$v" >>"$jsonl"
+    return
+  fi
+  env "${tls[@]}" timeout -k 5 110 /usr/bin/time -f '%U %S' -o "$raw.client.time" ucx_perftest 127.0.0.1 -p "$port" \
+    -t "$test" -s "$size" -n "$n" -w "$w" -f >"$raw" 2>&1 || rc=$?
+  reap "$spid"
+  python3 scripts/peers_parse.py ucx --system "$v" --link "$link" --qp tag --test "$test" --size "$size" --iters "$n" --rc "$rc" <"$raw" \
+    | $tag --round "$round" --variant "$v" --cpu-s "$(cpu_of "$raw.server.time" "$raw.client.time")" --ops $((n + w)) >>"$jsonl"
+}
+
+krun() { # variant, weft baseline args...
+  local v=$1; shift
+  echo "[round $round] $v: weft $*" >&2
+  timeout 300 "$weft" "$@" --local --json -q 2>>"$out/raw/kernel-stderr.txt" | $tag --round "$round" --variant "$v" >>"$jsonl" \
+    || echo "  (failed: weft $*)" >&2
+}
+
+for ((round = 1; round <= rounds; round++)); do
+  # shm 64 B SEND latency
+  for p in inline thread; do wrun "weft-shm-$p" perf send-lat --link shm --no-icrc --progress "$p" --size 64 -n "$lat_n"; done
+  for v in ucx-posix ucx-sm ucx-default; do urun "$v" shm tag_lat 64 "$lat_n"; done
+  # shm 64 B SEND message rate
+  for p in inline thread; do wrun "weft-shm-$p" perf send-bw --link shm --no-icrc --progress "$p" --size 64 -n "$bw64_n" --tx-depth 512; done
+  for v in ucx-posix ucx-sm ucx-default; do urun "$v" shm tag_bw 64 "$bw64_n"; done
+  # shm 64 KiB WRITE
+  for p in inline thread; do wrun "weft-shm-$p" perf write-bw --link shm --no-icrc --progress "$p" --size 65536 -n "$bw64k_n"; done
+  for v in ucx-posix ucx-sm ucx-default; do urun "$v" shm tag_bw 65536 "$bw64k_n"; done
+  # udp 64 B SEND latency
+  for p in inline thread; do wrun "weft-udp-$p" perf send-lat --link udp --progress "$p" --size 64 -n "$lat_n"; done
+  urun ucx-tcp loopback tag_lat 64 "$lat_n"
+  krun kernel-tcp baseline tcp-lat --size 64 -n "$lat_n"
+  krun kernel-tcp-busypoll baseline tcp-lat --busy-poll --size 64 -n "$lat_n"
+  krun kernel-udp baseline udp-lat --size 64 -n "$lat_n"
+  krun kernel-udp-busypoll baseline udp-lat --busy-poll --size 64 -n "$lat_n"
+  # udp 64 KiB WRITE
+  for p in inline thread; do wrun "weft-udp-$p" perf write-bw --link udp --progress "$p" --size 65536 -n "$bw64k_n"; done
+  urun ucx-tcp loopback tag_bw 65536 "$bw64k_n"
+  krun kernel-tcp baseline tcp-bw --size 65536 -n "$bw64k_n"
+  krun kernel-tcp-busypoll baseline tcp-bw --busy-poll --size 65536 -n "$bw64k_n"
 done
-: >"$out/kernel.jsonl"
-krun() { echo "+ weft $*" >&2; timeout 300 "$weft" "$@" --local --json -q >>"$out/kernel.jsonl" || echo "  (failed: weft $*)" >&2; }
-krun baseline tcp-lat --size 64 -n 20000
-krun baseline udp-lat --size 64 -n 20000
-krun baseline tcp-bw --size 65536 -n 20000
-krun baseline tcp-bw --size 1048576 -n 2000
-if [ "${PEERS:-1}" = 1 ]; then
-  scripts/peers.sh --quick --out "$out"
-fi
-files=("$out/weft.jsonl" "$out/kernel.jsonl")
-[ -f "$out/peers.jsonl" ] && files+=("$out/peers.jsonl")
-"$weft" report --out "$out" --name verbs "${files[@]}"
+echo "load after: $(cat /proc/loadavg)" >>"$out/env.txt"
+python3 scripts/verbs_medians.py summary "$jsonl" >"$out/summary.md"
+echo "verbs-perf: $(wc -l <"$jsonl") records in $jsonl; summary in $out/summary.md" >&2

@@ -23,6 +23,13 @@
 //! - UDP bandwidth: datagrams as fast as the sender can, no pacing; the rate is the
 //!   receiver's (messages after the first over the time from first to last), the
 //!   loss is sent minus received, and the sender's rate is given beside it.
+//! - `--busy-poll` (tcp-lat, udp-lat, tcp-bw): both sides' data sockets are
+//!   non-blocking and every read or write that would block is retried at once, so
+//!   no side ever sleeps in the kernel and waits for a wake-up: what remains is the
+//!   stack's own cost, the fair baseline for a user-space stack that spins. The
+//!   records say so in their system (`kernel-tcp-busypoll`, `kernel-udp-busypoll`).
+//! - every record carries the CPU time of both processes per operation (the
+//!   server's when it is the `--local` child), so spinning shows beside sleeping.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -131,6 +138,10 @@ pub struct Args {
     /// Server: give up when no client connects within this many seconds.
     #[arg(long)]
     pub idle_timeout: Option<f64>,
+    /// Busy-poll form: non-blocking data sockets, spun on by both sides instead of
+    /// sleeping in the kernel (tcp-lat, udp-lat, tcp-bw).
+    #[arg(long)]
+    pub busy_poll: bool,
     /// No progress lines on stderr.
     #[arg(short, long)]
     pub quiet: bool,
@@ -140,6 +151,9 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.symmetric && !args.test.is_lat() {
         bail!("--symmetric applies to latency tests only");
+    }
+    if args.busy_poll && args.test == Test::UdpBw {
+        bail!("--busy-poll is offered for tcp-lat, udp-lat and tcp-bw (udp-bw's receiver already never waits)");
     }
     if let Some(s) = args.size {
         if s == 0 {
@@ -163,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("resolving {h}"))?
                 .next()
                 .ok_or_else(|| anyhow!("{h} has no address"))?;
-            client(&args, addr)
+            client(&args, addr, None)
         }
     }
 }
@@ -185,7 +199,7 @@ fn local(args: &Args) -> anyhow::Result<()> {
     .collect();
     let server = LocalServer::spawn(&server_args, Duration::from_secs(30))?;
     let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
-    let result = client(args, addr);
+    let result = client(args, addr, server.pid());
     // The server exits when the client's control connection closes.
     let reaped = server.reap(Duration::from_secs(15));
     result?;
@@ -247,7 +261,7 @@ fn seq_bits(size: u64) -> u32 {
     (size.min(8) * 8) as u32
 }
 
-fn client(args: &Args, addr: SocketAddr) -> anyhow::Result<()> {
+fn client(args: &Args, addr: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
     let test = args.test;
     let cap = if args.all {
         test.sweep_cap()
@@ -272,12 +286,7 @@ fn client(args: &Args, addr: SocketAddr) -> anyhow::Result<()> {
     ctl.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut ctl = Control::new(ctl)?;
     let meta = Meta {
-        system: if test.is_udp() {
-            "kernel-udp"
-        } else {
-            "kernel-tcp"
-        }
-        .to_string(),
+        system: system_name(test, args.busy_poll),
         test: test.name().to_string(),
         link: if addr.ip().is_loopback() {
             "loopback"
@@ -295,15 +304,25 @@ fn client(args: &Args, addr: SocketAddr) -> anyhow::Result<()> {
         &label,
         &mut progress,
         &mut out,
-        |size, opts, progress| match test {
-            Test::TcpLat => tcp_lat(&mut ctl, addr, &meta, size, opts, args, progress),
-            Test::UdpLat => udp_lat(&mut ctl, addr, &meta, size, opts, args, progress),
-            Test::TcpBw => tcp_bw(&mut ctl, addr, &meta, size, opts, progress),
-            Test::UdpBw => udp_bw(&mut ctl, addr, &meta, size, opts, progress),
+        |size, opts, progress| {
+            let opts = &LoopOpts { peer_pid, ..*opts };
+            match test {
+                Test::TcpLat => tcp_lat(&mut ctl, addr, &meta, size, opts, args, progress),
+                Test::UdpLat => udp_lat(&mut ctl, addr, &meta, size, opts, args, progress),
+                Test::TcpBw => tcp_bw(&mut ctl, addr, &meta, size, opts, args.busy_poll, progress),
+                Test::UdpBw => udp_bw(&mut ctl, addr, &meta, size, opts, progress),
+            }
         },
     )?;
     ctl.send(&json!({"op": "bye"}))?;
     Ok(())
+}
+
+/// The record's system: the kernel protocol, and whether both sides spun.
+fn system_name(test: Test, busy_poll: bool) -> String {
+    let proto = if test.is_udp() { "udp" } else { "tcp" };
+    let spin = if busy_poll { "-busypoll" } else { "" };
+    format!("kernel-{proto}{spin}")
 }
 
 fn announce(
@@ -312,12 +331,77 @@ fn announce(
     size: u64,
     opts: &LoopOpts,
     symmetric: bool,
+    busy_poll: bool,
 ) -> anyhow::Result<Value> {
     ctl.send(&json!({
         "op": "run", "test": test.name(), "size": size,
         "warmup": opts.warmup, "iters": opts.iters, "symmetric": symmetric,
+        "busy_poll": busy_poll,
     }))?;
     ctl.expect()
+}
+
+/// Retries `f` at once while it would block (a busy poll on a non-blocking socket)
+/// for at most `limit`; then returns the would-block error.
+fn spin<T>(limit: Duration, mut f: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match f() {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if Instant::now() > deadline {
+                    return Err(e);
+                }
+                std::hint::spin_loop();
+            }
+            r => return r,
+        }
+    }
+}
+
+/// `read_exact`, spinning on a non-blocking stream when `busy`.
+fn read_exact_on(s: &mut TcpStream, buf: &mut [u8], busy: bool) -> std::io::Result<()> {
+    if !busy {
+        return s.read_exact(buf);
+    }
+    let mut off = 0;
+    while off < buf.len() {
+        let n = spin(IO_TIMEOUT, || s.read(&mut buf[off..]))?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        off += n;
+    }
+    Ok(())
+}
+
+/// `read`, spinning on a non-blocking stream when `busy`.
+fn read_on(s: &mut TcpStream, buf: &mut [u8], busy: bool) -> std::io::Result<usize> {
+    if busy {
+        spin(IO_TIMEOUT, || s.read(buf))
+    } else {
+        s.read(buf)
+    }
+}
+
+/// `write_all`, spinning on a non-blocking stream when `busy`.
+fn write_all_on(s: &mut TcpStream, buf: &[u8], busy: bool) -> std::io::Result<()> {
+    if !busy {
+        return s.write_all(buf);
+    }
+    let mut off = 0;
+    while off < buf.len() {
+        let n = spin(IO_TIMEOUT, || s.write(&buf[off..]))?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        off += n;
+    }
+    Ok(())
 }
 
 fn data_connection(addr: SocketAddr) -> anyhow::Result<TcpStream> {
@@ -347,11 +431,13 @@ fn tcp_lat(
     // Connect first: the server accepts it after reading the announcement.
     let mut data = data_connection(addr)?;
     data.set_nodelay(true)?;
-    announce(ctl, Test::TcpLat, size, opts, args.symmetric)?;
+    let busy = args.busy_poll;
+    data.set_nonblocking(busy)?;
+    announce(ctl, Test::TcpLat, size, opts, args.symmetric, busy)?;
     let mut buf = vec![0xa5u8; size as usize];
     let result = run::ping_pong(opts, progress, |_| {
-        data.write_all(&buf)?;
-        data.read_exact(&mut buf)?;
+        write_all_on(&mut data, &buf, busy)?;
+        read_exact_on(&mut data, &mut buf, busy)?;
         Ok(Round::Answered)
     });
     data.shutdown(Shutdown::Write)?;
@@ -396,9 +482,25 @@ fn udp_lat(
     args: &Args,
     progress: &mut Progress,
 ) -> anyhow::Result<Record> {
-    let reply = announce(ctl, Test::UdpLat, size, opts, args.symmetric)?;
+    let reply = announce(
+        ctl,
+        Test::UdpLat,
+        size,
+        opts,
+        args.symmetric,
+        args.busy_poll,
+    )?;
     let sock = udp_socket_to(addr, udp_port(&reply)?)?;
-    sock.set_read_timeout(Some(Duration::from_millis(args.timeout_ms.max(1))))?;
+    let reply_timeout = Duration::from_millis(args.timeout_ms.max(1));
+    sock.set_read_timeout(Some(reply_timeout))?;
+    sock.set_nonblocking(args.busy_poll)?;
+    let recv = |b: &mut [u8]| {
+        if args.busy_poll {
+            spin(reply_timeout, || sock.recv(b))
+        } else {
+            sock.recv(b)
+        }
+    };
     let mut out = vec![0xa5u8; size as usize];
     let mut back = vec![0u8; size as usize + 1];
     let bits = seq_bits(size);
@@ -413,7 +515,7 @@ fn udp_lat(
         put_seq(&mut out, seq);
         sock.send(&out)?;
         loop {
-            match sock.recv(&mut back) {
+            match recv(&mut back) {
                 Ok(n) if n == out.len() && get_seq(&back[..n]) & mask == seq & mask => {
                     return Ok(Round::Answered)
                 }
@@ -451,16 +553,19 @@ fn udp_lat(
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one runner's inputs, like its siblings'
 fn tcp_bw(
     ctl: &mut Control,
     addr: SocketAddr,
     meta: &Meta,
     size: u64,
     opts: &LoopOpts,
+    busy: bool,
     progress: &mut Progress,
 ) -> anyhow::Result<Record> {
     let mut data = data_connection(addr)?;
-    announce(ctl, Test::TcpBw, size, opts, false)?;
+    data.set_nonblocking(busy)?;
+    announce(ctl, Test::TcpBw, size, opts, false, busy)?;
     let buf = vec![0xa5u8; size as usize];
     let mut ack = [0u8; 1];
     let reader = data.try_clone()?;
@@ -468,8 +573,8 @@ fn tcp_bw(
     let bw = run::bandwidth(
         opts,
         progress,
-        |_| Ok(data.write_all(&buf)?),
-        || Ok(reader.read_exact(&mut ack)?),
+        |_| Ok(write_all_on(&mut data, &buf, busy)?),
+        || Ok(read_exact_on(&mut reader, &mut ack, busy)?),
     )?;
     data.shutdown(Shutdown::Write)?;
     ctl.expect()?;
@@ -484,7 +589,7 @@ fn udp_bw(
     opts: &LoopOpts,
     progress: &mut Progress,
 ) -> anyhow::Result<Record> {
-    let reply = announce(ctl, Test::UdpBw, size, opts, false)?;
+    let reply = announce(ctl, Test::UdpBw, size, opts, false, false)?;
     let sock = udp_socket_to(addr, udp_port(&reply)?)?;
     let buf = vec![0xa5u8; size as usize];
     let mut first_send: Option<Instant> = None;
@@ -629,26 +734,28 @@ fn serve_run(
     let warmup = msg["warmup"].as_u64().unwrap_or(0);
     let iters = msg["iters"].as_u64().unwrap_or(0);
     let symmetric = msg["symmetric"].as_bool().unwrap_or(false);
+    let busy = msg["busy_poll"].as_bool().unwrap_or(false);
     match test {
         Test::TcpLat => {
             let mut data = accept_within(listener, Some(IO_TIMEOUT))?;
             data.set_nodelay(true)?;
             data.set_read_timeout(Some(IO_TIMEOUT))?;
             data.set_write_timeout(Some(IO_TIMEOUT))?;
+            data.set_nonblocking(busy)?;
             ctl.send(&json!({"ok": true}))?;
             let mut buf = vec![0u8; size as usize];
             let mut ta = Vec::new();
             let mut seq = 0u64;
             loop {
                 // End of stream exactly at a message boundary ends the run.
-                let n = data.read(&mut buf[..1])?;
+                let n = read_on(&mut data, &mut buf[..1], busy)?;
                 if n == 0 {
                     break;
                 }
-                data.read_exact(&mut buf[1..])?;
+                read_exact_on(&mut data, &mut buf[1..], busy)?;
                 let t2 = Instant::now();
                 let t3 = Instant::now();
-                data.write_all(&buf)?;
+                write_all_on(&mut data, &buf, busy)?;
                 if symmetric {
                     ta.push((seq, (t3 - t2).as_nanos() as u64));
                 }
@@ -660,6 +767,7 @@ fn serve_run(
             let mut data = accept_within(listener, Some(IO_TIMEOUT))?;
             data.set_read_timeout(Some(IO_TIMEOUT))?;
             data.set_write_timeout(Some(IO_TIMEOUT))?;
+            data.set_nonblocking(busy)?;
             ctl.send(&json!({"ok": true}))?;
             let mut buf = vec![0u8; (size as usize).clamp(256 << 10, 4 << 20)];
             for phase in [warmup, iters] {
@@ -669,13 +777,13 @@ fn serve_run(
                 let mut left = phase * size;
                 while left > 0 {
                     let want = left.min(buf.len() as u64) as usize;
-                    let n = data.read(&mut buf[..want])?;
+                    let n = read_on(&mut data, &mut buf[..want], busy)?;
                     if n == 0 {
                         bail!("the client closed the stream {left} bytes early");
                     }
                     left -= n as u64;
                 }
-                data.write_all(&[1])?;
+                write_all_on(&mut data, &[1], busy)?;
             }
             ctl.send(&json!({"received_bytes": (warmup + iters) * size}))
         }
@@ -683,6 +791,8 @@ fn serve_run(
             let sock = UdpSocket::bind((local_ip, 0))?;
             big_buffers(&sock);
             sock.set_read_timeout(Some(Duration::from_millis(20)))?;
+            // Busy poll: recv_from returns at once and the loop below spins.
+            sock.set_nonblocking(busy)?;
             ctl.send(&json!({"ok": true, "udp_port": sock.local_addr()?.port()}))?;
             let stop = Arc::new(AtomicBool::new(false));
             let echo = {
@@ -830,4 +940,58 @@ fn merge(shared: &Mutex<RxCount>, local: &mut RxCount) {
     }
     s.last = local.last.or(s.last);
     *local = RxCount::default();
+}
+
+#[cfg(test)]
+mod busy_poll_tests {
+    use super::*;
+
+    #[test]
+    fn busy_poll_records_are_labelled() {
+        assert_eq!(system_name(Test::TcpLat, false), "kernel-tcp");
+        assert_eq!(system_name(Test::TcpLat, true), "kernel-tcp-busypoll");
+        assert_eq!(system_name(Test::UdpLat, true), "kernel-udp-busypoll");
+    }
+
+    #[test]
+    fn spin_retries_would_block_then_gives_up() {
+        let mut calls = 0;
+        let r = spin(IO_TIMEOUT, || {
+            calls += 1;
+            if calls < 5 {
+                Err(std::io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(r.ok(), Some(5));
+        let r: std::io::Result<()> =
+            spin(
+                Duration::ZERO,
+                || Err(std::io::ErrorKind::WouldBlock.into()),
+            );
+        assert_eq!(
+            r.map_err(|e| e.kind()).err(),
+            Some(std::io::ErrorKind::WouldBlock)
+        );
+    }
+
+    #[test]
+    fn busy_tcp_read_and_write_move_whole_messages() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut b, _) = l.accept().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        let msg = vec![7u8; 100_000];
+        let writer = std::thread::spawn(move || {
+            write_all_on(&mut a, &msg, true).unwrap();
+            a
+        });
+        let mut got = vec![0u8; 100_000];
+        read_exact_on(&mut b, &mut got, true).unwrap();
+        assert!(got.iter().all(|&x| x == 7));
+        drop(writer.join().unwrap());
+        assert_eq!(read_on(&mut b, &mut got, true).unwrap(), 0, "end of stream");
+    }
 }

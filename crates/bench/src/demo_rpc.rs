@@ -61,6 +61,7 @@ pub fn rpc_step(seconds: f64) -> anyhow::Result<Vec<RpcRow>> {
     for w in rows.iter().filter(|r| r["system"] == "weft") {
         let Some(g) = rows.iter().find(|g| {
             g["system"] == "grpc"
+                && g["link"] == "tcp"
                 && g["clients"] == w["clients"]
                 && g["outstanding"] == w["outstanding"]
         }) else {

@@ -18,7 +18,8 @@
 //!
 //! It must not touch: the libraries' internals (it uses their public APIs only), and
 //! nothing in the libraries or in the user's tool (`weft --no-default-features`)
-//! depends on it. Its only unsafe code is the allocator's `GlobalAlloc` forwarding.
+//! depends on it. Its only unsafe code is the allocator's `GlobalAlloc` forwarding and
+//! the two libc calls that read a process's CPU-time clock (`perf::cpu`).
 #![deny(unsafe_code)]
 // The records and tables here are benchmark output, documented by the JSON keys and
 // column names they print (docs/results); their fields are not a library API.

@@ -14,7 +14,11 @@
 //! - write-lat: each side WRITEs into the other's buffer and polls the last byte for
 //!   the round's marker (perftest's method; RC and UC).
 //! - read-lat, atomic-lat: one READ / fetch-and-add at a time against the passive
-//!   server; one-way is half of its completion time.
+//!   server; the latency is the full round trip (post to completion), as perftest
+//!   reports READ and atomics (method "rtt"; send-lat and write-lat are "rtt/2").
+//! - every rate carries the CPU time of both processes over the measured phase (the
+//!   server's when it is the `--local` child): CPU µs per operation and operations
+//!   per CPU-second, so a spinning side shows beside a sleeping one.
 //! - *-bw: `--tx-depth` work requests in flight, a completion requested every 16;
 //!   the time runs from the first post to the last completion (for RC: the last
 //!   acknowledgement, so delivered data).
@@ -27,7 +31,7 @@ use crate::perf::local::{announce_ready, LocalServer};
 use crate::perf::record::Meta;
 use crate::perf::run::{self, LoopOpts, Progress as Prog, Round};
 use crate::perf::table::Output;
-use crate::perf::{bandwidth_record, latency_record};
+use crate::perf::{bandwidth_record, latency_record, round_trip_record};
 use anyhow::{anyhow, bail, Context as _};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
@@ -233,7 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .with_context(|| format!("resolving {h}"))?
                 .next()
                 .ok_or_else(|| anyhow!("{h} has no address"))?;
-            client(&args, at)
+            client(&args, at, None)
         }
     }
 }
@@ -297,7 +301,7 @@ fn local(a: &Args) -> anyhow::Result<()> {
     }
     let sargs: Vec<OsString> = sargs.into_iter().map(OsString::from).collect();
     let server = LocalServer::spawn(&sargs, Duration::from_secs(30))?;
-    let result = client(a, SocketAddr::new(a.ip, server.port));
+    let result = client(a, SocketAddr::new(a.ip, server.port), server.pid());
     let reaped = server.reap(Duration::from_secs(20));
     result?;
     reaped.map(|_| ())
@@ -787,7 +791,7 @@ fn sizes(a: &Args) -> Vec<u64> {
     vec![a.size.unwrap_or(if a.test.is_lat() { 2 } else { 65536 })]
 }
 
-fn client(a: &Args, at: SocketAddr) -> anyhow::Result<()> {
+fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
     let meta = Meta {
         system: "weft".into(),
         test: a.test.name().into(),
@@ -812,6 +816,7 @@ fn client(a: &Args, at: SocketAddr) -> anyhow::Result<()> {
             warmup,
             iters,
             time_limit: Duration::from_secs_f64(a.time_limit),
+            peer_pid,
         };
         let rec = match client_run(a, &ctx, at, size, &opts, &meta, &mut prog) {
             Ok(r) => r,
@@ -960,7 +965,11 @@ fn client_run(
         } else {
             None
         };
-        latency_record(meta, size, &run, turn.as_deref(), 64)
+        if matches!(a.test, Test::ReadLat | Test::AtomicLat) {
+            round_trip_record(meta, size, &run)
+        } else {
+            latency_record(meta, size, &run, turn.as_deref(), 64)
+        }
     } else {
         let op = match a.test {
             Test::SendBw => WrOp::Send { imm: None },

@@ -475,8 +475,16 @@ pub fn rpc(
         .into_iter()
         .collect();
     type Pick = Box<dyn Fn(&RpcRow) -> bool>;
-    let mut series: Vec<(String, Pick)> =
-        vec![("gRPC (tonic) tcp".into(), Box::new(|r| r.system == "grpc"))];
+    let mut series: Vec<(String, Pick)> = vec![
+        (
+            "gRPC (tonic) tcp".into(),
+            Box::new(|r| r.system == "grpc" && r.link == "tcp"),
+        ),
+        (
+            "gRPC (tonic) unix socket".into(),
+            Box::new(|r| r.system == "grpc" && r.link == "unix"),
+        ),
+    ];
     for link in ["udp", "shm"] {
         for batched in [false, true] {
             series.push((
@@ -490,11 +498,15 @@ pub fn rpc(
             ));
         }
     }
-    // The first row of a series at a concurrency, as the table shows it.
+    // The median of a series' rows at a concurrency (one row per `--rounds` round).
     let value = |pick: &Pick, c: (usize, usize), f: fn(&RpcRow) -> f64| {
-        rows.iter()
-            .find(|r| pick(r) && (r.clients, r.outstanding) == c)
+        let mut v: Vec<f64> = rows
+            .iter()
+            .filter(|r| pick(r) && (r.clients, r.outstanding) == c)
             .map(|r| f(r))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| median(&v))
     };
     let series: Vec<(String, Pick)> = series
         .into_iter()

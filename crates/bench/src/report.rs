@@ -10,8 +10,10 @@
 //!
 //! the last three in `plots.rs`.
 //!
-//! Perf records: one series per system/link (plus the QP type for weft, and "(symmetric)" for the
-//! symmetric latency method), log-log against message size:
+//! Perf records: one series per system/link and test (plus the QP type for weft, and
+//! "(symmetric)" or "(full rtt)" for a method other than half the round trip; see
+//! [`Record::series`]), so that two tests of one system never share a column,
+//! log-log against message size:
 //! - `<name>-latency.png`: one-way latency, the median where a tool gives it, else the
 //!   mean (the legend says "(mean)");
 //! - `<name>-latency-p99.png`: the 99th percentile, for the series that have one;
@@ -55,8 +57,10 @@ pub struct Args {
     /// rpc-bench rows: weft's server clusters to plot.
     #[arg(long, default_value_t = 1)]
     pub rpc_clusters: usize,
-    /// The series the tables' ratios are against (e.g. "ucx-posix/shm",
-    /// "kernel-tcp/loopback"). Default: ucx-posix/shm if present, else the first.
+    /// The series the tables' ratios are against: a whole series name
+    /// ("ucx-posix/shm tag_lat") or its system/link ("ucx-posix/shm", then in each
+    /// table the first series of that system/link). Default: ucx-posix/shm if
+    /// present, else the first series.
     #[arg(long)]
     pub reference: Option<String>,
     /// Draw the plots without any text (what happens anyway when no font is found).
@@ -341,6 +345,7 @@ fn md_table(
         return;
     }
     let sizes: BTreeSet<u64> = t.values().flat_map(|m| m.keys().copied()).collect();
+    let reference = reference_column(&cols, reference).unwrap_or(reference);
     let _ = write!(md, "| size |");
     for c in &cols {
         let _ = write!(md, " {c} |");
@@ -375,6 +380,15 @@ fn md_table(
         md.push('\n');
     }
     md.push('\n');
+}
+
+/// The column a table's ratios are against: the series named `reference`, else the
+/// first whose system/link is `reference`.
+fn reference_column<'a>(cols: &[&'a String], reference: &str) -> Option<&'a str> {
+    cols.iter()
+        .find(|c| c.as_str() == reference)
+        .or_else(|| cols.iter().find(|c| Record::series_prefix(c) == reference))
+        .map(|c| c.as_str())
 }
 
 fn fmt_num(v: f64) -> String {
@@ -502,7 +516,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn perf_report(args: &Args, records: &[Record], text: bool) -> anyhow::Result<Vec<PathBuf>> {
     let order = order(records);
     let reference = args.reference.clone().unwrap_or_else(|| {
-        if order.iter().any(|s| s == "ucx-posix/shm") {
+        if order
+            .iter()
+            .any(|s| Record::series_prefix(s) == "ucx-posix/shm")
+        {
             "ucx-posix/shm".to_string()
         } else {
             order[0].clone()
@@ -537,7 +554,7 @@ fn perf_report(args: &Args, records: &[Record], text: bool) -> anyhow::Result<Ve
     let _ = writeln!(md, "# Latency and bandwidth\n");
     let _ = writeln!(
         md,
-        "Written by `weft report` from {}. Each cell: the value, and in brackets its ratio to `{reference}` at the same size (value / reference; for latency below 1 is faster, for bandwidth above 1 is faster). † marks a mean standing in for a median the tool does not report. Latency is one-way in µs; bandwidth in MB/s with MB = 10^6 bytes.\n",
+        "Written by `weft report` from {}. Each cell: the value, and in brackets its ratio to `{reference}` at the same size (value / reference; for latency below 1 is faster, for bandwidth above 1 is faster). † marks a mean standing in for a median the tool does not report. Latency is one-way in µs (a series marked \"(full rtt)\" is the whole round trip, as perftest reports READ and atomics); bandwidth in MB/s with MB = 10^6 bytes. Each column is one system, link and test.\n",
         args.files.iter().map(|f| format!("`{}`", f.display())).collect::<Vec<_>>().join(", ")
     );
     for (title, metric, img) in [
@@ -625,4 +642,63 @@ fn perf_report(args: &Args, records: &[Record], text: bool) -> anyhow::Result<Ve
     std::fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
     written.push(md_path);
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::record::Meta;
+    use crate::perf::stats::{LatencyStats, Method};
+
+    fn lat(test: &str, p50: f64) -> Record {
+        let meta = Meta {
+            system: "weft".into(),
+            test: test.into(),
+            link: "shm".into(),
+            qp: "rc".into(),
+        };
+        let mut ns = vec![p50 * 1e3; 10];
+        let s = LatencyStats::from_ns(&mut ns).unwrap();
+        Record::latency(&meta, 64, Method::HalfRtt, &s)
+    }
+
+    #[test]
+    fn a_write_lat_cell_never_fills_a_send_lat_column() {
+        // Same system, link, QP and size; only the test differs. Before series
+        // carried the test, the later record replaced the earlier in one column.
+        let records = vec![lat("send-lat", 1.5), lat("write-lat", 0.9)];
+        let t = table(&records, Metric::LatencyTypical);
+        assert_eq!(t.len(), 2, "{:?}", t.keys().collect::<Vec<_>>());
+        let send = &t["weft/shm/rc send-lat"][&64];
+        let write = &t["weft/shm/rc write-lat"][&64];
+        assert_eq!(send.meta.test, "send-lat");
+        assert_eq!(write.meta.test, "write-lat");
+        let mut md = String::new();
+        md_table(
+            &mut md,
+            &records,
+            Metric::LatencyTypical,
+            &order(&records),
+            "weft/shm/rc send-lat",
+        );
+        assert!(
+            md.contains("| weft/shm/rc send-lat | weft/shm/rc write-lat |"),
+            "{md}"
+        );
+        // The row: send-lat's 1.50 in its column, write-lat's 0.90 (0.60x) in its own.
+        assert!(md.contains("| 64 | 1.50 | 0.90 (0.60x) |"), "{md}");
+    }
+
+    #[test]
+    fn a_reference_by_system_and_link_picks_that_tables_series() {
+        let a = "ucx-posix/shm tag_lat".to_string();
+        let b = "weft/shm/rc send-lat".to_string();
+        let cols = vec![&b, &a];
+        assert_eq!(reference_column(&cols, "ucx-posix/shm"), Some(a.as_str()));
+        assert_eq!(
+            reference_column(&cols, "weft/shm/rc send-lat"),
+            Some(b.as_str())
+        );
+        assert_eq!(reference_column(&cols, "kernel-tcp/loopback"), None);
+    }
 }

@@ -11,10 +11,19 @@
 //! recorded; percentiles are exact (nearest rank).
 //!
 //! `--local` runs the server as a child process of this binary on this host (one per
-//! link and cluster count, and one gRPC server with `--baseline grpc`). The gRPC
+//! link and cluster count, and with `--baseline grpc` one gRPC server over loopback
+//! TCP and one over a unix domain socket, the kernel's cheapest stream between two
+//! processes on a host and so gRPC's counterpart of weft's shm link). The gRPC
 //! server runs the *same* service object: one gRPC method whose request is the weft
 //! method id and payload, with a bytes codec (no protobuf), on a 2-worker tokio
-//! runtime over loopback TCP.
+//! runtime.
+//!
+//! `--rounds N` measures every configuration N times, alternating the systems within
+//! each round (gRPC tcp, gRPC unix, weft …, then again), and prints the median of
+//! each with its min–max spread: one sample of each system never stands against the
+//! best of several of another. Every row carries the CPU time of the client process
+//! and (with `--local`) of its server over the measured seconds, per call, and calls
+//! per CPU-second of both, so a spinning server shows beside a sleeping one.
 
 use crate::namenode::{NamenodeServer, Namespace, Workload};
 use crate::perf::local::{announce_ready, LocalServer};
@@ -46,9 +55,14 @@ pub struct Args {
     /// Links for weft: udp, shm (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "shm,udp")]
     pub link: Vec<String>,
-    /// Also run the same service in gRPC (tonic) over loopback TCP: `grpc`.
+    /// Also run the same service in gRPC (tonic), over loopback TCP and over a unix
+    /// domain socket: `grpc`.
     #[arg(long)]
     pub baseline: Option<String>,
+    /// Measure every configuration this many times, the systems alternating within
+    /// each round; the summary gives medians and min–max.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Client threads (connections).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub clients: Vec<usize>,
@@ -89,6 +103,10 @@ pub struct Args {
     /// With `--serve`: the server's TCP port (0: any).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
+    /// With `--serve grpc`: listen on this unix domain socket instead of TCP (the
+    /// ready line then says port 0).
+    #[arg(long)]
+    pub unix: Option<std::path::PathBuf>,
 }
 
 /// One configuration's result.
@@ -110,6 +128,15 @@ pub struct Row {
     pub p50_us: f64,
     pub p99_us: f64,
     pub mean_us: f64,
+    /// Which of `--rounds` this is (0-based).
+    pub round: usize,
+    /// CPU µs per call of the client process over the measured seconds.
+    pub cpu_client_us_per_call: Option<f64>,
+    /// The same of the server process (`--local` only).
+    pub cpu_server_us_per_call: Option<f64>,
+    /// Calls per CPU-second of both processes (the client's alone without
+    /// `--local`).
+    pub calls_per_cpu_s: Option<f64>,
 }
 
 /// The service both servers run: the null method (echo) and the namenode.
@@ -185,7 +212,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(r)?);
         } else {
             eprintln!(
-                "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:<10} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us",
+                "[round {}] {:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:<10} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us  {:>8.0} calls/CPU-s",
+                r.round,
                 r.system,
                 r.link,
                 r.mix,
@@ -197,7 +225,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 r.mode,
                 r.ops_per_s,
                 r.p50_us,
-                r.p99_us
+                r.p99_us,
+                r.calls_per_cpu_s.unwrap_or(0.0)
             );
         }
         Ok(())
@@ -231,10 +260,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(b) = args.baseline.as_deref().filter(|b| *b != "grpc") {
         bail!("unknown baseline {b:?} (grpc)");
     }
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
     // Every server first (weft per link and cluster count, and gRPC), so each
     // workload is measured on all systems back to back: a shared machine's load
     // drifts over minutes, and neighbours in time see the same load.
     let mut children = Vec::new();
+    let mut pids: Vec<Option<u32>> = vec![None];
     let mut weft_servers = Vec::new();
     for link in &args.link {
         let kind = link_kind(link)?;
@@ -255,77 +288,313 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         Duration::from_secs(20),
                     )?;
                     let a = SocketAddr::from(([127, 0, 0, 1], child.port));
+                    pids.push(child.pid());
                     children.push(child);
                     a
                 }
             };
-            weft_servers.push((link.clone(), kind, clusters, addr));
+            weft_servers.push((
+                link.clone(),
+                kind,
+                clusters,
+                addr,
+                *pids.last().unwrap_or(&None),
+            ));
         }
     }
-    let grpc_addr = if grpc_on {
-        Some(match args.grpc_server {
-            Some(a) => a,
+    // gRPC servers: loopback TCP (or the given --grpc-server), and with --local one
+    // on a unix domain socket.
+    let mut grpc_targets: Vec<(GrpcTarget, Option<u32>)> = Vec::new();
+    let uds_dir = std::env::temp_dir().join(format!("weft-rpc-bench-{}", std::process::id()));
+    if grpc_on {
+        match args.grpc_server {
+            Some(a) => grpc_targets.push((GrpcTarget::Tcp(a), None)),
             None => {
                 let child = LocalServer::spawn(
                     &["rpc-bench".into(), "--serve".into(), "grpc".into()],
                     Duration::from_secs(20),
                 )?;
                 let a = SocketAddr::from(([127, 0, 0, 1], child.port));
+                grpc_targets.push((GrpcTarget::Tcp(a), child.pid()));
                 children.push(child);
-                a
+                std::fs::create_dir_all(&uds_dir)?;
+                let path = uds_dir.join("grpc.sock");
+                let child = LocalServer::spawn(
+                    &[
+                        "rpc-bench".into(),
+                        "--serve".into(),
+                        "grpc".into(),
+                        "--unix".into(),
+                        path.clone().into_os_string(),
+                    ],
+                    Duration::from_secs(20),
+                )?;
+                grpc_targets.push((GrpcTarget::Unix(path), child.pid()));
+                children.push(child);
             }
-        })
-    } else {
-        None
-    };
-    for (mix, clients, outstanding, size) in plan(&args.mix) {
-        if let Some(addr) = grpc_addr {
-            let r = grpc_run(addr, &mix, clients, outstanding, size, warm, secs)
-                .with_context(|| format!("grpc {mix} {clients}x{outstanding}"))?;
-            let row = row("grpc", "tcp", &mix, clients, outstanding, size, 1, false, r);
-            emit(&row)?;
-            rows.push(row);
         }
-        for (link, kind, clusters, addr) in &weft_servers {
-            for b in &args.batch {
-                for mode in &args.mode {
-                    let batching = b == "on";
-                    let dispatched = match mode.as_str() {
-                        "direct" => false,
-                        "dispatched" => true,
-                        m => bail!("unknown mode {m:?} (direct or dispatched)"),
-                    };
-                    let r = weft_run(
-                        *kind,
-                        *addr,
-                        &mix,
-                        (clients, outstanding, size),
-                        (batching, dispatched),
-                        warm,
-                        secs,
-                    )
-                    .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
-                    let mut row = row(
-                        "weft",
-                        link,
-                        &mix,
-                        clients,
-                        outstanding,
-                        size,
-                        *clusters,
-                        batching,
-                        r,
-                    );
-                    row.mode = mode.clone();
-                    emit(&row)?;
-                    rows.push(row);
+    }
+    for round in 0..args.rounds {
+        for (mix, clients, outstanding, size) in plan(&args.mix) {
+            for (target, pid) in &grpc_targets {
+                let cpu = Arc::new(CpuWindow::new(*pid));
+                let r = grpc_run(target, &mix, clients, outstanding, size, warm, secs, &cpu)
+                    .with_context(|| {
+                        format!("grpc {} {mix} {clients}x{outstanding}", target.link())
+                    })?;
+                let mut row = row(
+                    "grpc",
+                    target.link(),
+                    &mix,
+                    clients,
+                    outstanding,
+                    size,
+                    1,
+                    false,
+                    r,
+                );
+                row.round = round;
+                emit(&row)?;
+                rows.push(row);
+            }
+            for (link, kind, clusters, addr, pid) in &weft_servers {
+                for b in &args.batch {
+                    for mode in &args.mode {
+                        let batching = b == "on";
+                        let dispatched = match mode.as_str() {
+                            "direct" => false,
+                            "dispatched" => true,
+                            m => bail!("unknown mode {m:?} (direct or dispatched)"),
+                        };
+                        let cpu = Arc::new(CpuWindow::new(*pid));
+                        let r = weft_run(
+                            *kind,
+                            *addr,
+                            &mix,
+                            (clients, outstanding, size),
+                            (batching, dispatched),
+                            warm,
+                            secs,
+                            &cpu,
+                        )
+                        .with_context(|| format!("weft {link} {mix} {clients}x{outstanding}"))?;
+                        let mut row = row(
+                            "weft",
+                            link,
+                            &mix,
+                            clients,
+                            outstanding,
+                            size,
+                            *clusters,
+                            batching,
+                            r,
+                        );
+                        row.mode = mode.clone();
+                        row.round = round;
+                        emit(&row)?;
+                        rows.push(row);
+                    }
                 }
             }
         }
     }
     drop(children);
-    ratios(&rows);
+    let _ = std::fs::remove_dir_all(&uds_dir);
+    let med = medians(&rows);
+    print_medians(&med, args.rounds);
+    ratios(&med);
     Ok(())
+}
+
+/// Where a gRPC client connects.
+#[derive(Debug, Clone)]
+enum GrpcTarget {
+    Tcp(SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+impl GrpcTarget {
+    fn link(&self) -> &'static str {
+        match self {
+            GrpcTarget::Tcp(_) => "tcp",
+            GrpcTarget::Unix(_) => "unix",
+        }
+    }
+}
+
+/// The CPU clocks of this process and the server around the measured seconds: the
+/// runner calls [`CpuWindow::start`] when the measured window opens and
+/// [`CpuWindow::stop`] when it closes (once each; later calls are ignored).
+#[derive(Debug)]
+struct CpuWindow {
+    peer: Option<u32>,
+    start: std::sync::OnceLock<crate::perf::cpu::CpuStart>,
+    end: std::sync::OnceLock<(Duration, Option<Duration>)>,
+}
+
+impl CpuWindow {
+    fn new(peer: Option<u32>) -> CpuWindow {
+        CpuWindow {
+            peer,
+            start: std::sync::OnceLock::new(),
+            end: std::sync::OnceLock::new(),
+        }
+    }
+    fn start(&self) {
+        self.start
+            .get_or_init(|| crate::perf::cpu::CpuStart::now(self.peer));
+    }
+    fn stop(&self) {
+        use crate::perf::cpu::process_cpu;
+        self.end.get_or_init(|| {
+            (
+                process_cpu(None).unwrap_or_default(),
+                self.peer.and_then(|p| process_cpu(Some(p))),
+            )
+        });
+    }
+    /// A sampler thread that opens the window at `from` and closes it at `until`.
+    fn sample(self: &Arc<Self>, from: Instant, until: Instant) -> std::thread::JoinHandle<()> {
+        let w = Arc::clone(self);
+        std::thread::spawn(move || {
+            std::thread::sleep(from.saturating_duration_since(Instant::now()));
+            w.start();
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            w.stop();
+        })
+    }
+    /// Per-call figures for `calls` calls, if both ends were read.
+    fn per_call(&self, calls: u64) -> Option<crate::perf::cpu::CpuUse> {
+        let s = self.start.get()?;
+        let &(c1, s1) = self.end.get()?;
+        s.until(c1, s1, calls)
+    }
+}
+
+/// The key a configuration is summarised under: everything but the round.
+type ConfigKey = (
+    &'static str,
+    String,
+    String,
+    usize,
+    usize,
+    usize,
+    usize,
+    bool,
+    String,
+);
+
+fn config_key(r: &Row) -> ConfigKey {
+    (
+        r.system,
+        r.link.clone(),
+        r.mix.clone(),
+        r.clients,
+        r.outstanding,
+        r.size,
+        r.clusters,
+        r.batching,
+        r.mode.clone(),
+    )
+}
+
+/// The median of `v` (the mean of the middle two for an even count) and its min and
+/// max; `None` for no values.
+pub fn median_spread(v: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    let m = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    Some((m, s[0], s[n - 1]))
+}
+
+/// One configuration across its rounds: the median row (each figure the median of
+/// its own rounds) and the throughput's min and max.
+#[derive(Debug, Clone)]
+struct Summary {
+    row: Row,
+    rounds: usize,
+    ops_min: f64,
+    ops_max: f64,
+    p50_min: f64,
+    p50_max: f64,
+}
+
+fn medians(rows: &[Row]) -> Vec<Summary> {
+    let mut keys: Vec<ConfigKey> = Vec::new();
+    let mut by: HashMap<ConfigKey, Vec<&Row>> = HashMap::new();
+    for r in rows {
+        let k = config_key(r);
+        if !by.contains_key(&k) {
+            keys.push(k.clone());
+        }
+        by.entry(k).or_default().push(r);
+    }
+    keys.into_iter()
+        .filter_map(|k| {
+            let rs = &by[&k];
+            let col = |f: &dyn Fn(&Row) -> Option<f64>| {
+                median_spread(&rs.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+            };
+            let (ops, ops_min, ops_max) = col(&|r| Some(r.ops_per_s))?;
+            let (p50, p50_min, p50_max) = col(&|r| Some(r.p50_us))?;
+            let mut row = rs[0].clone();
+            row.ops_per_s = ops;
+            row.p50_us = p50;
+            row.p99_us = col(&|r| Some(r.p99_us)).map_or(0.0, |m| m.0);
+            row.mean_us = col(&|r| Some(r.mean_us)).map_or(0.0, |m| m.0);
+            row.calls_per_cpu_s = col(&|r| r.calls_per_cpu_s).map(|m| m.0);
+            row.cpu_client_us_per_call = col(&|r| r.cpu_client_us_per_call).map(|m| m.0);
+            row.cpu_server_us_per_call = col(&|r| r.cpu_server_us_per_call).map(|m| m.0);
+            Some(Summary {
+                row,
+                rounds: rs.len(),
+                ops_min,
+                ops_max,
+                p50_min,
+                p50_max,
+            })
+        })
+        .collect()
+}
+
+fn print_medians(med: &[Summary], rounds: usize) {
+    eprintln!(
+        "\nmedians of {rounds} alternating round(s), [min–max]; CPU per call of client + server:"
+    );
+    for s in med {
+        let r = &s.row;
+        eprintln!(
+            "{:>5} {:>4} {:>8} {:>2}x{:<3} size {:>3} clusters {} batch {:<3} {:<10} {:>9.0} ops/s [{:.0}–{:.0}]  p50 {:>7.1} us [{:.1}–{:.1}]  p99 {:>7.1} us  CPU {} + {} us/call  {} calls/CPU-s  (n={})",
+            r.system,
+            r.link,
+            r.mix,
+            r.clients,
+            r.outstanding,
+            r.size,
+            r.clusters,
+            if r.batching { "on" } else { "off" },
+            r.mode,
+            r.ops_per_s,
+            s.ops_min,
+            s.ops_max,
+            r.p50_us,
+            s.p50_min,
+            s.p50_max,
+            r.p99_us,
+            r.cpu_client_us_per_call.map_or("-".into(), |c| format!("{c:.1}")),
+            r.cpu_server_us_per_call.map_or("-".into(), |c| format!("{c:.1}")),
+            r.calls_per_cpu_s.map_or("-".into(), |c| format!("{c:.0}")),
+            s.rounds
+        );
+    }
 }
 
 /// What a run measured.
@@ -334,6 +603,8 @@ struct Measured {
     calls: u64,
     seconds: f64,
     lat_ns: Vec<f64>,
+    /// CPU of both processes over the measured seconds, per call.
+    cpu: Option<crate::perf::cpu::CpuUse>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -374,49 +645,56 @@ fn row(
         p50_us: p50,
         p99_us: p99,
         mean_us: mean,
+        round: 0,
+        cpu_client_us_per_call: m.cpu.map(|c| c.cpu_client_us_per_op),
+        cpu_server_us_per_call: m.cpu.and_then(|c| c.cpu_server_us_per_op),
+        calls_per_cpu_s: m.cpu.map(|c| c.ops_per_cpu_s),
     }
 }
 
-/// The ratio table: each weft row against the gRPC row of the same workload and
-/// concurrency.
-fn ratios(rows: &[Row]) {
-    let grpc: HashMap<(String, usize, usize, usize), &Row> = rows
-        .iter()
-        .filter(|r| r.system == "grpc")
-        .map(|r| ((r.mix.clone(), r.clients, r.outstanding, r.size), r))
-        .collect();
-    if grpc.is_empty() {
-        return;
-    }
-    eprintln!("\nweft against gRPC (tonic), same workload and concurrency, same run:");
-    eprintln!(
-        "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14} {:>14}",
-        "link",
-        "mix",
-        "clients",
-        "outstanding",
-        "size",
-        "clusters",
-        "batch",
-        "mode",
-        "throughput x",
-        "p50 latency x"
-    );
-    for r in rows.iter().filter(|r| r.system == "weft") {
-        if let Some(g) = grpc.get(&(r.mix.clone(), r.clients, r.outstanding, r.size)) {
-            eprintln!(
-                "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14.1} {:>14.3}",
-                r.link,
-                r.mix,
-                r.clients,
-                r.outstanding,
-                r.size,
-                r.clusters,
-                if r.batching { "on" } else { "off" },
-                r.mode,
-                r.ops_per_s / g.ops_per_s.max(1e-9),
-                r.p50_us / g.p50_us.max(1e-9)
-            );
+/// The ratio table: each weft median against the gRPC medians (tcp and unix) of the
+/// same workload and concurrency.
+fn ratios(med: &[Summary]) {
+    let rows: Vec<&Row> = med.iter().map(|s| &s.row).collect();
+    for glink in ["tcp", "unix"] {
+        let grpc: HashMap<(String, usize, usize, usize), &Row> = rows
+            .iter()
+            .filter(|r| r.system == "grpc" && r.link == glink)
+            .map(|r| ((r.mix.clone(), r.clients, r.outstanding, r.size), *r))
+            .collect();
+        if grpc.is_empty() {
+            continue;
+        }
+        eprintln!("\nweft against gRPC (tonic) over {glink}, same workload and concurrency, same run, medians:");
+        eprintln!(
+            "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14} {:>14}",
+            "link",
+            "mix",
+            "clients",
+            "outstanding",
+            "size",
+            "clusters",
+            "batch",
+            "mode",
+            "throughput x",
+            "p50 latency x"
+        );
+        for r in rows.iter().filter(|r| r.system == "weft") {
+            if let Some(g) = grpc.get(&(r.mix.clone(), r.clients, r.outstanding, r.size)) {
+                eprintln!(
+                    "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14.1} {:>14.3}",
+                    r.link,
+                    r.mix,
+                    r.clients,
+                    r.outstanding,
+                    r.size,
+                    r.clusters,
+                    if r.batching { "on" } else { "off" },
+                    r.mode,
+                    r.ops_per_s / g.ops_per_s.max(1e-9),
+                    r.p50_us / g.p50_us.max(1e-9)
+                );
+            }
         }
     }
 }
@@ -469,10 +747,12 @@ fn weft_run(
     (batching, dispatched): (bool, bool),
     warm: Duration,
     secs: Duration,
+    cpu: &Arc<CpuWindow>,
 ) -> anyhow::Result<Measured> {
     static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let barrier = Arc::new(std::sync::Barrier::new(clients));
+    // The client threads and this one: this one times the CPU window.
+    let barrier = Arc::new(std::sync::Barrier::new(clients + 1));
     let handles: Vec<_> = (0..clients)
         .map(|c| {
             let barrier = Arc::clone(&barrier);
@@ -549,6 +829,9 @@ fn weft_run(
             })
         })
         .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let sampler = cpu.sample(start + warm, start + warm + secs);
     let mut total = Measured::default();
     for h in handles {
         let m = h
@@ -558,6 +841,8 @@ fn weft_run(
         total.seconds = total.seconds.max(m.seconds);
         total.lat_ns.extend(m.lat_ns);
     }
+    let _ = sampler.join();
+    total.cpu = cpu.per_call(total.calls);
     Ok(total)
 }
 
@@ -683,14 +968,42 @@ fn grpc_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// A tonic connector for a unix domain socket (the URI is ignored).
+#[derive(Debug, Clone)]
+struct UnixConnector(std::path::PathBuf);
+
+impl tower_service::Service<http::Uri> for UnixConnector {
+    type Response = hyper_util::rt::TokioIo<tokio::net::UnixStream>;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _uri: http::Uri) -> Self::Future {
+        let path = self.0.clone();
+        Box::pin(async move {
+            tokio::net::UnixStream::connect(path)
+                .await
+                .map(hyper_util::rt::TokioIo::new)
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn grpc_run(
-    addr: SocketAddr,
+    target: &GrpcTarget,
     mix: &str,
     clients: usize,
     outstanding: usize,
     size: usize,
     warm: Duration,
     secs: Duration,
+    cpu: &Arc<CpuWindow>,
 ) -> anyhow::Result<Measured> {
     static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -699,15 +1012,25 @@ fn grpc_run(
         let path: http::uri::PathAndQuery = grpc::PATH.parse()?;
         let mut channels = Vec::new();
         for _ in 0..clients {
-            let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-                .tcp_nodelay(true)
-                .connect()
-                .await?;
+            let ch = match target {
+                GrpcTarget::Tcp(addr) => {
+                    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+                        .tcp_nodelay(true)
+                        .connect()
+                        .await?
+                }
+                GrpcTarget::Unix(path) => {
+                    tonic::transport::Endpoint::from_static("http://localhost")
+                        .connect_with_connector(UnixConnector(path.clone()))
+                        .await?
+                }
+            };
             channels.push(ch);
         }
         let start = Instant::now() + Duration::from_millis(50);
         let from = start + warm;
         let until = from + secs;
+        let sampler = cpu.sample(from, until);
         let mut tasks = Vec::new();
         for (c, ch) in channels.into_iter().enumerate() {
             for t in 0..outstanding {
@@ -767,6 +1090,8 @@ fn grpc_run(
             total.seconds = total.seconds.max(m.seconds);
             total.lat_ns.extend(m.lat_ns);
         }
+        let _ = sampler.join();
+        total.cpu = cpu.per_call(total.calls);
         Ok(total)
     })
 }
@@ -787,6 +1112,21 @@ fn serve(what: &str, args: &Args) -> anyhow::Result<()> {
                 std::thread::park();
             }
         }
+        "grpc" if args.unix.is_some() => {
+            let path = args.unix.clone().unwrap_or_default();
+            let _ = std::fs::remove_file(&path);
+            let rt = grpc_runtime()?;
+            rt.block_on(async {
+                let listener = tokio::net::UnixListener::bind(&path)
+                    .with_context(|| format!("binding {}", path.display()))?;
+                announce_ready(0)?;
+                let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+                tonic::transport::Server::builder()
+                    .serve_with_incoming(grpc::BenchGrpc(Arc::new(BenchService::new())), incoming)
+                    .await?;
+                Ok(())
+            })
+        }
         "grpc" => {
             let rt = grpc_runtime()?;
             rt.block_on(async {
@@ -804,5 +1144,73 @@ fn serve(what: &str, args: &Args) -> anyhow::Result<()> {
             })
         }
         other => bail!("unknown server {other:?} (weft or grpc)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_spread() {
+        assert_eq!(median_spread(&[]), None);
+        assert_eq!(median_spread(&[3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
+        assert_eq!(median_spread(&[4.0, 1.0, 2.0, 3.0]), Some((2.5, 1.0, 4.0)));
+        assert_eq!(median_spread(&[f64::NAN, 5.0]), Some((5.0, 5.0, 5.0)));
+    }
+
+    fn r(system: &'static str, link: &str, round: usize, ops: f64) -> Row {
+        let mut row = row(
+            system,
+            link,
+            "null",
+            1,
+            1,
+            32,
+            1,
+            false,
+            Measured::default(),
+        );
+        row.round = round;
+        row.ops_per_s = ops;
+        row.p50_us = 1e6 / ops;
+        row
+    }
+
+    #[test]
+    fn medians_keep_systems_and_links_apart_and_take_each_configs_own_rounds() {
+        let rows = vec![
+            r("grpc", "tcp", 0, 30.0),
+            r("grpc", "unix", 0, 50.0),
+            r("weft", "shm", 0, 600.0),
+            r("grpc", "tcp", 1, 10.0),
+            r("grpc", "unix", 1, 40.0),
+            r("weft", "shm", 1, 200.0),
+            r("grpc", "tcp", 2, 20.0),
+            r("grpc", "unix", 2, 45.0),
+            r("weft", "shm", 2, 700.0),
+        ];
+        let m = medians(&rows);
+        let got: Vec<(&str, &str, f64, f64, f64, usize)> = m
+            .iter()
+            .map(|s| {
+                (
+                    s.row.system,
+                    s.row.link.as_str(),
+                    s.row.ops_per_s,
+                    s.ops_min,
+                    s.ops_max,
+                    s.rounds,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("grpc", "tcp", 20.0, 10.0, 30.0, 3),
+                ("grpc", "unix", 45.0, 40.0, 50.0, 3),
+                ("weft", "shm", 600.0, 200.0, 700.0, 3),
+            ]
+        );
     }
 }

@@ -112,6 +112,7 @@ fn latency_record_json_shape() {
         lost: 0,
         truncated: false,
         wall: Duration::from_millis(20),
+        cpu: None,
     };
     let r = latency_record(&meta(), 64, &run, None, 64);
     let v: Value = serde_json::from_str(&r.to_json_line()).unwrap();
@@ -129,7 +130,10 @@ fn latency_record_json_shape() {
     let back = parse_lines(&r.to_json_line()).unwrap();
     assert_eq!(back, vec![r.clone()]);
     assert!(back[0].bandwidth.is_none());
-    assert_eq!(back[0].series(), "kernel-tcp/loopback");
+    assert_eq!(
+        back[0].series(),
+        format!("kernel-tcp/loopback {}", meta().test)
+    );
 
     // Fewer than 1000 samples: p999_us is present and null, and a note says why.
     let short = PingPongRun {
@@ -148,6 +152,7 @@ fn bandwidth_and_failed_record_json_shape() {
     let run = weft_bench::perf::run::BandwidthRun {
         messages: 5000,
         elapsed: Duration::from_millis(250),
+        cpu: None,
     };
     let r = bandwidth_record(&meta(), 65536, &run);
     let v: Value = serde_json::from_str(&r.to_json_line()).unwrap();
@@ -168,4 +173,32 @@ fn bandwidth_and_failed_record_json_shape() {
     assert_common(&v);
     assert_eq!(v["error"], "boom");
     assert!(parse_lines("{\"not\": \"a record\"}").is_err());
+}
+
+#[test]
+fn round_trip_records_are_not_halved_and_carry_cpu_per_op() {
+    let run = PingPongRun {
+        rtts: (0..1000u64).map(|i| (i, 20_000)).collect(),
+        lost: 0,
+        truncated: false,
+        wall: Duration::from_millis(20),
+        cpu: Some(weft_bench::perf::cpu::CpuUse::new(
+            1000,
+            Duration::from_millis(20),
+            Some(Duration::from_millis(20)),
+        )),
+    };
+    let full = weft_bench::perf::round_trip_record(&meta(), 8, &run);
+    let half = latency_record(&meta(), 8, &run, None, 64);
+    let v: Value = serde_json::from_str(&full.to_json_line()).unwrap();
+    assert_eq!(v["method"], "rtt");
+    assert_eq!(v["p50_us"], 20.0);
+    assert_eq!(half.latency.as_ref().unwrap().p50_us, Some(10.0));
+    // 1000 rounds in 40 ms of CPU of both processes.
+    assert_eq!(v["cpu_client_us_per_op"], 20.0);
+    assert_eq!(v["cpu_server_us_per_op"], 20.0);
+    assert_eq!(v["ops_per_cpu_s"], 25_000.0);
+    // 1000 round trips in 20 ms of wall time: the message rate beside the latency.
+    assert_eq!(v["rtt_per_s"], 50_000.0);
+    assert_eq!(parse_lines(&full.to_json_line()).unwrap(), vec![full]);
 }

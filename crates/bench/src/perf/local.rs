@@ -89,6 +89,11 @@ impl LocalServer {
         }
     }
 
+    /// The child's process id (for reading its CPU clock), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Waits up to `timeout` for the child to exit by itself, then kills it.
     /// Errors if it had to be killed or exited unsuccessfully.
     pub fn reap(mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {

@@ -34,6 +34,7 @@
 //! and `--local` spawns the server side with [`local::LocalServer::spawn`] (the server
 //! binds, then calls [`local::announce_ready`]) and reaps it with `reap`.
 
+pub mod cpu;
 pub mod local;
 pub mod record;
 pub mod run;
@@ -105,6 +106,7 @@ impl Plan {
             warmup: self.warmup.unwrap_or((n / 10).clamp(10, 1000)),
             iters: n,
             time_limit: self.time_limit,
+            peer_pid: None,
         }
     }
 }
@@ -150,13 +152,37 @@ pub fn latency_record(
     } else {
         Method::HalfRtt
     };
-    let (mut ns, unmatched) = stats::one_way_ns(&run.rtts, turnarounds, seq_bits);
+    let (ns, unmatched) = stats::one_way_ns(&run.rtts, turnarounds, seq_bits);
+    record_of(meta, size, run, method, ns, unmatched)
+}
+
+/// The record of a ping-pong run whose operation is the round trip itself (READ,
+/// atomics): the full round trip, not halved, as perftest reports them; the
+/// record's method is "rtt".
+pub fn round_trip_record(meta: &Meta, size: u64, run: &PingPongRun) -> Record {
+    let ns = run.rtts.iter().map(|&(_, r)| r as f64).collect();
+    record_of(meta, size, run, Method::FullRtt, ns, 0)
+}
+
+fn record_of(
+    meta: &Meta,
+    size: u64,
+    run: &PingPongRun,
+    method: Method,
+    mut ns: Vec<f64>,
+    unmatched: u64,
+) -> Record {
     let Some(s) = LatencyStats::from_ns(&mut ns) else {
         let mut r = Record::failed(meta, size, "no round trip was answered");
         r.lost = Some(run.lost);
         return r;
     };
     let mut r = Record::latency(meta, size, method, &s);
+    r.cpu = run.cpu;
+    if let Some(l) = r.latency.as_mut() {
+        let secs = run.wall.as_secs_f64();
+        l.rtt_per_s = (secs > 0.0).then(|| run.rtts.len() as f64 / secs);
+    }
     let mut notes = Vec::new();
     if run.lost > 0 {
         r.lost = Some(run.lost);
@@ -183,9 +209,11 @@ pub fn latency_record(
 
 /// The record of one bandwidth run of `size`-byte messages, timed by the sender.
 pub fn bandwidth_record(meta: &Meta, size: u64, run: &BandwidthRun) -> Record {
-    Record::bandwidth(
+    let mut r = Record::bandwidth(
         meta,
         size,
         &BandwidthStats::new(size, run.messages, run.elapsed),
-    )
+    );
+    r.cpu = run.cpu;
+    r
 }

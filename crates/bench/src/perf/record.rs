@@ -5,10 +5,13 @@
 //! Always present: `system`, `test`, `link`, `qp`, `size`, `iters`. A latency record
 //! adds `method` and `p50_us` … `max_us` (one-way, microseconds; a value a tool does
 //! not give is `null`); a bandwidth record adds `mb_per_s` (MB = 10^6 bytes) and
-//! `mmsg_per_s`. A run that failed carries `error` instead of numbers.
+//! `mmsg_per_s`. A run that failed carries `error` instead of numbers. A run that
+//! measured CPU time adds `cpu_client_us_per_op`, `cpu_server_us_per_op` and
+//! `ops_per_cpu_s` ([`CpuUse`]).
 
 use serde::{Deserialize, Serialize};
 
+use super::cpu::CpuUse;
 use super::stats::{BandwidthStats, LatencyStats, Method};
 
 /// Who produced a record and how: what a plot series is named after.
@@ -28,7 +31,9 @@ pub struct Meta {
 /// One-way latency figures of a record, microseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
-    /// "rtt/2" or "symmetric" ([`Method::as_str`]).
+    /// "rtt/2" (half the round trip), "symmetric" or "rtt" (the full round trip, as
+    /// perftest reports READ and atomics) ([`Method::as_str`]). The `*_us` figures
+    /// are one-way for the first two and a whole round trip for "rtt".
     pub method: String,
     pub p50_us: Option<f64>,
     pub p90_us: Option<f64>,
@@ -40,6 +45,10 @@ pub struct Latency {
     pub max_us: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdev_us: Option<f64>,
+    /// Round trips per second over the measured rounds (the message rate beside the
+    /// latency: each round trip is one message each way), where measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_per_s: Option<f64>,
 }
 
 /// Bandwidth figures of a record.
@@ -70,6 +79,9 @@ pub struct Record {
     /// Messages lost (UDP: datagrams sent and never received / never answered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<u64>,
+    /// CPU time of both processes per operation, where the tool measured it.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuUse>,
     /// Why this run produced no numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -95,9 +107,11 @@ impl Record {
                 min_us: Some(s.min_us),
                 max_us: Some(s.max_us),
                 stdev_us: Some(s.stdev_us),
+                rtt_per_s: None,
             }),
             bandwidth: None,
             lost: None,
+            cpu: None,
             error: None,
             note: None,
         }
@@ -116,6 +130,7 @@ impl Record {
                 sender_mb_per_s: None,
             }),
             lost: None,
+            cpu: None,
             error: None,
             note: None,
         }
@@ -130,6 +145,7 @@ impl Record {
             latency: None,
             bandwidth: None,
             lost: None,
+            cpu: None,
             error: Some(error.into()),
             note: None,
         }
@@ -142,8 +158,10 @@ impl Record {
     }
 
     /// The plot series this record belongs to: system/link, plus the QP type for
-    /// weft (rc and uc are different things to compare), plus the method when it is
-    /// not the default half round trip.
+    /// weft (rc and uc are different things to compare), then the test (a
+    /// write-lat number never fills a send-lat column), plus the method when it is
+    /// not the default half round trip: `weft/shm/rc send-lat`,
+    /// `ucx-posix/shm tag_lat`, `weft/udp/rc read-lat (full rtt)`.
     pub fn series(&self) -> String {
         let m = &self.meta;
         let mut s = format!("{}/{}", m.system, m.link);
@@ -151,12 +169,22 @@ impl Record {
             s.push('/');
             s.push_str(&m.qp);
         }
+        s.push(' ');
+        s.push_str(&m.test);
         if let Some(l) = &self.latency {
             if l.method == Method::Symmetric.as_str() {
                 s.push_str(" (symmetric)");
+            } else if l.method == Method::FullRtt.as_str() {
+                s.push_str(" (full rtt)");
             }
         }
         s
+    }
+
+    /// The series' system and link part (`ucx-posix/shm` of
+    /// `ucx-posix/shm tag_lat`): what `weft report --reference` names.
+    pub fn series_prefix(series: &str) -> &str {
+        series.split(' ').next().unwrap_or(series)
     }
 
     /// One JSON line.

@@ -6,6 +6,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use super::cpu::{CpuStart, CpuUse};
+
 /// Smallest message of a `--all` sweep.
 pub const SWEEP_MIN: u64 = 2;
 /// Largest message of a `--all` sweep: 8 MiB.
@@ -44,6 +46,9 @@ pub struct LoopOpts {
     pub iters: u64,
     /// A ping-pong stops early, keeping what it measured, once it has run this long.
     pub time_limit: Duration,
+    /// The other process of the run, when it runs on this host (`--local`): its CPU
+    /// time is read around the measured phase beside this process's.
+    pub peer_pid: Option<u32>,
 }
 
 /// How one ping-pong round ended.
@@ -67,6 +72,8 @@ pub struct PingPongRun {
     pub truncated: bool,
     /// Wall time of the measured rounds.
     pub wall: Duration,
+    /// CPU time of both processes over the measured rounds, per round.
+    pub cpu: Option<CpuUse>,
 }
 
 /// Runs `warmup + iters` ping-pong rounds, `round(seq)` each (send one message, wait
@@ -84,6 +91,7 @@ pub fn ping_pong(
         rtts: Vec::with_capacity(opts.iters as usize),
         ..PingPongRun::default()
     };
+    let cpu = CpuStart::now(opts.peer_pid);
     let start = Instant::now();
     for i in 0..opts.iters {
         let seq = opts.warmup + i;
@@ -105,6 +113,7 @@ pub fn ping_pong(
         }
     }
     run.wall = start.elapsed();
+    run.cpu = cpu.finish(run.rtts.len() as u64 + run.lost);
     Ok(run)
 }
 
@@ -115,6 +124,8 @@ pub struct BandwidthRun {
     pub messages: u64,
     /// From the first send to the moment `complete` returned.
     pub elapsed: Duration,
+    /// CPU time of both processes over the same span, per message.
+    pub cpu: Option<CpuUse>,
 }
 
 /// Sends `warmup` messages and waits for them (`complete`), then sends `iters`
@@ -133,6 +144,7 @@ pub fn bandwidth(
         }
         complete()?;
     }
+    let cpu = CpuStart::now(opts.peer_pid);
     let start = Instant::now();
     for i in 0..opts.iters {
         send(opts.warmup + i)?;
@@ -141,9 +153,11 @@ pub fn bandwidth(
         }
     }
     complete()?;
+    let elapsed = start.elapsed();
     Ok(BandwidthRun {
         messages: opts.iters,
-        elapsed: start.elapsed(),
+        elapsed,
+        cpu: cpu.finish(opts.iters),
     })
 }
 

@@ -117,6 +117,9 @@ pub enum Method {
     /// is taken out, so what remains is the time on the wire and in the two stacks;
     /// each side only differences its own clock, so no clock synchronisation is needed.
     Symmetric,
+    /// The whole round trip, not halved: how perftest reports READ and atomic
+    /// latency (the request and its response are one operation).
+    FullRtt,
 }
 
 impl Method {
@@ -125,6 +128,7 @@ impl Method {
         match self {
             Method::HalfRtt => "rtt/2",
             Method::Symmetric => "symmetric",
+            Method::FullRtt => "rtt",
         }
     }
 }

@@ -45,12 +45,17 @@ impl<W: Write> Output<W> {
             self.header_for = Some(key);
         }
         let f = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+        // CPU per operation (both processes) and operations per CPU-second.
+        let cpu = r.cpu.map_or_else(
+            || format!("{:>12} {:>12}", "-", "-"),
+            |c| format!("{:>12.2} {:>12.0}", c.us_per_op(), c.ops_per_cpu_s),
+        );
         if let Some(e) = &r.error {
             writeln!(self.out, " {:<10} failed: {e}", r.size)?;
         } else if let Some(l) = &r.latency {
             writeln!(
                 self.out,
-                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {cpu}",
                 r.size,
                 r.iters,
                 f(l.min_us),
@@ -61,11 +66,13 @@ impl<W: Write> Output<W> {
                 f(l.p99_us),
                 f(l.p999_us),
                 f(l.max_us),
+                l.rtt_per_s
+                    .map_or_else(|| "-".to_string(), |v| format!("{v:.0}")),
             )?;
         } else if let Some(b) = &r.bandwidth {
             writeln!(
                 self.out,
-                " {:<10} {:<11} {:>18.2} {:>14.4} {:>18}",
+                " {:<10} {:<11} {:>18.2} {:>14.4} {:>18} {cpu}",
                 r.size,
                 r.iters,
                 b.mb_per_s,
@@ -84,20 +91,25 @@ impl<W: Write> Output<W> {
     }
 
     fn header(&mut self, r: &Record, is_lat: bool) -> std::io::Result<()> {
-        let rule = "-".repeat(118);
+        let rule = "-".repeat(155);
         let m = &r.meta;
         writeln!(self.out, "{rule}")?;
         if is_lat {
             let method = r.latency.as_ref().map_or("rtt/2", |l| l.method.as_str());
+            let what = match method {
+                "rtt" => "full round-trip latency (method rtt, as perftest reports READ and atomics)",
+                "symmetric" => "one-way latency (method symmetric: round trip minus the server's turnaround, halved)",
+                _ => "one-way latency (method rtt/2: half the round trip)",
+            };
             writeln!(
                 self.out,
-                " {}   system {}   link {}   qp {}   one-way latency, method {method}",
+                " {}   system {}   link {}   qp {}   {what}",
                 m.test, m.system, m.link, m.qp
             )?;
             writeln!(self.out, "{rule}")?;
             writeln!(
                 self.out,
-                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+                " {:<10} {:<11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>10} {:>12} {:>12}",
                 "#bytes",
                 "#iterations",
                 "t_min[us]",
@@ -107,7 +119,14 @@ impl<W: Write> Output<W> {
                 "t_p90[us]",
                 "t_p99[us]",
                 "t_p99.9[us]",
-                "t_max[us]"
+                "t_max[us]",
+                "rtt/s",
+                "CPU[us/rtt]",
+                "rtt/CPU-s"
+            )?;
+            writeln!(
+                self.out,
+                " CPU: both processes' CPU time over the measured rounds, per round trip (client's alone when the server is remote)"
             )?;
         } else {
             writeln!(
@@ -118,8 +137,18 @@ impl<W: Write> Output<W> {
             writeln!(self.out, "{rule}")?;
             writeln!(
                 self.out,
-                " {:<10} {:<11} {:>18} {:>14} {:>18}",
-                "#bytes", "#iterations", "BW average[MB/s]", "MsgRate[Mpps]", "sender BW[MB/s]"
+                " {:<10} {:<11} {:>18} {:>14} {:>18} {:>12} {:>12}",
+                "#bytes",
+                "#iterations",
+                "BW average[MB/s]",
+                "MsgRate[Mpps]",
+                "sender BW[MB/s]",
+                "CPU[us/msg]",
+                "msg/CPU-s"
+            )?;
+            writeln!(
+                self.out,
+                " CPU: both processes' CPU time over the measured phase, per message (client's alone when the server is remote)"
             )?;
         }
         Ok(())
