@@ -172,7 +172,8 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         wr_id: slot,
         sg_list: [dst.sge(slot as usize * size as usize, size)].into(),
     };
-    for q in qb.iter_mut() {
+    // Receives only where messages arrive: idle QPs hold none.
+    for q in qb.iter_mut().take(active) {
         q.post_recv((0..rx as u64).map(recv))?;
     }
     let (mut inflight, mut done, mut out, mut outb) = (0usize, 0u64, Vec::new(), Vec::new());
@@ -207,6 +208,9 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         out.clear();
         let n = cqa.poll(&mut out, 64);
         for c in &out {
+            if c.status != weft_verbs::WcStatus::Success {
+                return Err(format!("completion {:?} on QP {}", c.status, c.qpn).into());
+            }
             if let Some(n) = index_a.get(&c.qpn).and_then(|&i| qp_inflight.get_mut(i)) {
                 *n = n.saturating_sub(1);
             }
