@@ -21,7 +21,8 @@ use crate::responder::Responder;
 use crate::status::local_status;
 use crate::time::Instant;
 use crate::wr::{Completion, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use weft_wire::roce::{
     opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation, GSO_MAX_SEGMENTS,
 };
@@ -229,12 +230,39 @@ impl Sched {
     }
 }
 
+/// Multiply-shift hasher for QP numbers (the FxHash idea). QPNs are drawn by this
+/// endpoint, never chosen by a peer, so SipHash's guard against hash flooding buys
+/// nothing; a packet for an unknown QPN is one missed lookup either way. A hash map
+/// keeps each lookup (several per message) independent of the number of QPs, where
+/// a B-tree's grew with it.
+#[derive(Debug, Default, Clone, Copy)]
+struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
+
 /// All QPs of one host.
 #[derive(Debug)]
 pub struct Endpoint<M> {
     config: Config,
     mem: M,
-    qps: BTreeMap<u32, Qp>,
+    qps: QpMap,
     sched: Sched,
     srqs: BTreeMap<u32, Srq>,
     next_srq: u32,
@@ -262,7 +290,7 @@ impl<M: Memory> Endpoint<M> {
         Endpoint {
             config,
             mem,
-            qps: BTreeMap::new(),
+            qps: QpMap::default(),
             sched: Sched::default(),
             srqs: BTreeMap::new(),
             next_srq: 1,
@@ -394,7 +422,7 @@ impl<M: Memory> Endpoint<M> {
         self.qps.get(&qpn).map(|q| q.common.attrs)
     }
 
-    fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut BTreeMap<u32, Qp>, &mut Sched) {
+    fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut QpMap, &mut Sched) {
         (
             Ctx {
                 now,
