@@ -40,6 +40,8 @@ use weft_verbs::{
     SendWr, WcStatus, WrOp, GRH_LEN,
 };
 
+mod qps;
+
 /// A perf test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Test {
@@ -177,6 +179,10 @@ pub struct Args {
     /// Work requests in flight in bandwidth tests.
     #[arg(long, default_value_t = 128)]
     pub tx_depth: usize,
+    /// send-bw, write-bw: this many QPs (perftest's -q), messages round-robin over
+    /// them, --tx-depth in flight in all; reports the memory per QP.
+    #[arg(long, default_value_t = 1)]
+    pub qps: usize,
     /// Send messages up to this size inline (copied at post time; at most 256).
     #[arg(long, default_value_t = 220)]
     pub inline: u64,
@@ -226,6 +232,7 @@ const SIGNAL_EVERY: u64 = 16;
 /// Run `weft perf`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     check(&args)?;
+    qps::check(&args)?;
     if args.local {
         return local(&args);
     }
@@ -503,6 +510,12 @@ fn serve(a: &Args) -> anyhow::Result<()> {
         let req = listener
             .get_request(Duration::from_secs_f64(a.idle_timeout))
             .context("waiting for a client")?;
+        if let Some(multi) = qps::MultiPlan::decode(&req.peer().private_data) {
+            if let Err(e) = qps::serve(a, &ctx, &listener, req, multi) {
+                eprintln!("weft perf server: --qps run: {e:#}");
+            }
+            continue;
+        }
         let plan = match Plan::decode(&req.peer().private_data) {
             Ok(p) => p,
             Err(e) => {
@@ -792,6 +805,9 @@ fn sizes(a: &Args) -> Vec<u64> {
 }
 
 fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
+    if a.qps > 1 {
+        return qps::client(a, at, peer_pid);
+    }
     let meta = Meta {
         system: "weft".into(),
         test: a.test.name().into(),

@@ -5,6 +5,13 @@
 //! [`Endpoint::post_recv`], [`Endpoint::modify_qp`], [`Endpoint::handle_timeout`].
 //! After any of them, call [`Endpoint::poll_transmit`] until it returns `None`,
 //! [`Endpoint::poll_completion`] until `None`, and re-read [`Endpoint::poll_timeout`].
+//!
+//! The cost of a call does not grow with the number of idle QPs. The endpoint keeps
+//! every armed timer in a set ordered by deadline, and a queue of the QPs that may
+//! have a packet to send (each QP an input touched since it last had nothing). So
+//! [`Endpoint::poll_timeout`] reads the set's first entry, [`Endpoint::handle_timeout`]
+//! visits only due QPs, and [`Endpoint::poll_transmit`] only queued ones
+//! ([`Stats::qp_visits`] counts the visits).
 
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::memory::{Access, Memory};
@@ -14,7 +21,8 @@ use crate::responder::Responder;
 use crate::status::local_status;
 use crate::time::Instant;
 use crate::wr::{Completion, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use weft_wire::roce::{
     opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation, GSO_MAX_SEGMENTS,
 };
@@ -113,6 +121,10 @@ pub struct Stats {
     pub retransmitted_packets: u64,
     pub messages_completed: u64,
     pub bytes_completed: u64,
+    /// QPs [`Endpoint::poll_transmit`] and [`Endpoint::handle_timeout`] looked at: a
+    /// work counter, not a drop. A call with no QP to serve adds nothing, however many
+    /// QPs exist.
+    pub qp_visits: u64,
 }
 
 /// One packet written by [`Endpoint::poll_transmit`].
@@ -178,16 +190,80 @@ struct Qp {
     resp: Responder,
     rq: VecDeque<RecvWr>,
     deficit: i64,
+    /// The deadline this QP has in the endpoint's timer set.
+    armed: Option<Instant>,
+    /// True while the QP is in the endpoint's transmit queue.
+    queued: bool,
 }
+
+/// What the endpoint schedules QPs by: armed timers ordered by deadline, and the QPs
+/// that may have a packet to send, in deficit-round-robin order.
+#[derive(Debug, Default)]
+struct Sched {
+    timers: BTreeSet<(Instant, u32)>,
+    ready: VecDeque<u32>,
+}
+
+impl Sched {
+    /// After an input touched `qp`: its timer entry follows its requester's deadline,
+    /// and it joins the transmit queue if it may have a packet to send (a work request
+    /// or a response queued; `poll_transmit` finds out which).
+    fn touched(&mut self, qp: &mut Qp) {
+        self.sync_timer(qp);
+        if !qp.queued && (!qp.req.is_empty() || qp.resp.has_output()) {
+            qp.queued = true;
+            self.ready.push_back(qp.common.qpn);
+        }
+    }
+
+    fn sync_timer(&mut self, qp: &mut Qp) {
+        let d = qp.req.next_deadline();
+        if d != qp.armed {
+            if let Some(t) = qp.armed {
+                self.timers.remove(&(t, qp.common.qpn));
+            }
+            if let Some(t) = d {
+                self.timers.insert((t, qp.common.qpn));
+            }
+            qp.armed = d;
+        }
+    }
+}
+
+/// Multiply-shift hasher for QP numbers (the FxHash idea). QPNs are drawn by this
+/// endpoint, never chosen by a peer, so SipHash's guard against hash flooding buys
+/// nothing; a packet for an unknown QPN is one missed lookup either way. A hash map
+/// keeps each lookup (several per message) independent of the number of QPs, where
+/// a B-tree's grew with it.
+#[derive(Debug, Default, Clone, Copy)]
+struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
 
 /// All QPs of one host.
 #[derive(Debug)]
 pub struct Endpoint<M> {
     config: Config,
     mem: M,
-    qps: BTreeMap<u32, Qp>,
-    order: Vec<u32>,
-    rr: usize,
+    qps: QpMap,
+    sched: Sched,
     srqs: BTreeMap<u32, Srq>,
     next_srq: u32,
     qpn_state: u64,
@@ -214,9 +290,8 @@ impl<M: Memory> Endpoint<M> {
         Endpoint {
             config,
             mem,
-            qps: BTreeMap::new(),
-            order: Vec::new(),
-            rr: 0,
+            qps: QpMap::default(),
+            sched: Sched::default(),
             srqs: BTreeMap::new(),
             next_srq: 1,
             qpn_state,
@@ -279,16 +354,25 @@ impl<M: Memory> Endpoint<M> {
                 resp: Responder::new(),
                 rq: VecDeque::new(),
                 deficit: 0,
+                armed: None,
+                queued: false,
             },
         );
-        self.order.push(qpn);
         Ok(qpn)
     }
 
     /// Destroy a QP without completions (`ibv_destroy_qp`).
     pub fn destroy_qp(&mut self, qpn: u32) -> bool {
-        self.order.retain(|&q| q != qpn);
-        self.qps.remove(&qpn).is_some()
+        let Some(qp) = self.qps.remove(&qpn) else {
+            return false;
+        };
+        if let Some(t) = qp.armed {
+            self.sched.timers.remove(&(t, qpn));
+        }
+        if qp.queued {
+            self.sched.ready.retain(|&q| q != qpn);
+        }
+        true
     }
 
     /// Create a shared receive queue in `pd`.
@@ -338,7 +422,7 @@ impl<M: Memory> Endpoint<M> {
         self.qps.get(&qpn).map(|q| q.common.attrs)
     }
 
-    fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut BTreeMap<u32, Qp>) {
+    fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut QpMap, &mut Sched) {
         (
             Ctx {
                 now,
@@ -349,13 +433,14 @@ impl<M: Memory> Endpoint<M> {
                 config: &self.config,
             },
             &mut self.qps,
+            &mut self.sched,
         )
     }
 
     /// Change attributes and state (`ibv_modify_qp`). `attr.state == None` modifies
     /// attributes in the current state (allowed where the table has `X -> X`).
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), ModifyError> {
-        let (mut ctx, qps) = self.split(Instant::ZERO);
+        let (mut ctx, qps, sched) = self.split(Instant::ZERO);
         let qp = qps.get_mut(&qpn).ok_or(ModifyError::UnknownQp(qpn))?;
         let from = qp.common.state;
         let to = attr.state.unwrap_or(from);
@@ -381,6 +466,7 @@ impl<M: Memory> Endpoint<M> {
             }
             _ => qp.common.state = to,
         }
+        sched.touched(qp);
         Ok(())
     }
 
@@ -408,7 +494,7 @@ impl<M: Memory> Endpoint<M> {
             wr.inline = true;
             wr.sg_list.clear();
         }
-        let (mut ctx, qps) = self.split(Instant::ZERO);
+        let (mut ctx, qps, sched) = self.split(Instant::ZERO);
         let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
         let q = &qp.common;
         if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
@@ -472,12 +558,14 @@ impl<M: Memory> Endpoint<M> {
         if matches!(q.state, QpState::Err | QpState::Sqe) {
             qp.flush_sends(&mut ctx);
         }
+        sched.touched(qp);
         Ok(())
     }
 
     /// Post a receive work request on a QP without an SRQ.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), PostError> {
-        let (mut ctx, qps) = self.split(Instant::ZERO);
+        // A receive gives the QP nothing to send and no timer: no scheduling.
+        let (mut ctx, qps, _) = self.split(Instant::ZERO);
         let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
         if qp.common.srq.is_some() {
             return Err(PostError::UsesSrq);
@@ -538,7 +626,7 @@ impl<M: Memory> Endpoint<M> {
             self.stats.cnp_received += 1;
             return;
         }
-        let (mut ctx, qps) = self.split(now);
+        let (mut ctx, qps, sched) = self.split(now);
         let Some(qp) = qps.get_mut(&repr.bth.dest_qp) else {
             ctx.stats.unknown_qpn += 1;
             return;
@@ -561,44 +649,50 @@ impl<M: Memory> Endpoint<M> {
             path,
             bytes.len(),
         );
+        sched.touched(qp);
     }
 
     /// Write the next packet to send into `buf` (at least `path_mtu + MAX_OVERHEAD`
     /// bytes). QPs take turns by deficit round robin over bytes, so a long transfer
-    /// cannot starve small messages on other QPs.
+    /// cannot starve small messages on other QPs. Only QPs in the transmit queue take
+    /// a turn: a QP leaves it when it has nothing to send, and an input that touches
+    /// it (a post, a packet, a timer, a state change) puts it back.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let n = self.order.len();
         let quantum = i64::from(self.config.drr_quantum.max(1));
-        // n turns ask every QP once: each turn that sends nothing moves `rr` on by one
-        // and `order` does not change inside the loop. A pass with nothing to send
-        // (most passes of a ping-pong) stops there.
-        for _ in 0..n {
-            if self.order.is_empty() {
-                return None;
-            }
-            let slot = self.rr % self.order.len();
-            let qpn = self.order[slot];
-            let (mut ctx, qps) = self.split(now);
+        // Each turn that sends nothing takes its QP out of the queue (or, for a buffer
+        // too small for its MTU, moves it to the back), so this many turns visit every
+        // queued QP once.
+        for _ in 0..self.sched.ready.len() {
+            let (mut ctx, qps, sched) = self.split(now);
+            let qpn = *sched.ready.front()?;
+            ctx.stats.qp_visits += 1;
             let Some(qp) = qps.get_mut(&qpn) else {
-                self.rr += 1;
+                sched.ready.pop_front();
                 continue;
             };
+            if buf.len() < qp.common.mtu() as usize + MAX_OVERHEAD {
+                sched.ready.rotate_left(1);
+                continue;
+            }
             if qp.deficit <= 0 {
                 qp.deficit += quantum;
             }
-            match qp.poll_transmit(&mut ctx, buf) {
+            let sent = qp.poll_transmit(&mut ctx, buf);
+            sched.sync_timer(qp);
+            match sent {
                 Some((len, path)) => {
                     qp.deficit -= len as i64;
                     if qp.deficit <= 0 {
-                        self.rr = slot + 1;
+                        sched.ready.rotate_left(1);
                     }
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += len as u64;
+                    ctx.stats.tx_packets += 1;
+                    ctx.stats.tx_bytes += len as u64;
                     return Some(Transmit { len, path, qpn });
                 }
                 None => {
                     qp.deficit = 0;
-                    self.rr = slot + 1;
+                    qp.queued = false;
+                    sched.ready.pop_front();
                 }
             }
         }
@@ -607,22 +701,32 @@ impl<M: Memory> Endpoint<M> {
 
     /// The earliest timer deadline of any QP.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps
-            .values()
-            .filter_map(|q| q.req.next_deadline())
-            .min()
+        self.sched.timers.first().map(|&(t, _)| t)
     }
 
-    /// Run every timer due at `now`.
+    /// Run every timer due at `now` (visiting only the QPs whose timer is due).
     pub fn handle_timeout(&mut self, now: Instant) {
-        let (mut ctx, qps) = self.split(now);
-        for qp in qps.values_mut() {
+        if self.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        let (mut ctx, qps, sched) = self.split(now);
+        // The due entries, taken out first: a timer re-armed at `now` or earlier waits
+        // for the next call instead of firing again in this one.
+        let later = sched.timers.split_off(&(Instant(now.micros() + 1), 0));
+        let due = std::mem::replace(&mut sched.timers, later);
+        for (_, qpn) in due {
+            ctx.stats.qp_visits += 1;
+            let Some(qp) = qps.get_mut(&qpn) else {
+                continue;
+            };
+            qp.armed = None;
             if qp.req.next_deadline().is_some_and(|t| t <= now) {
                 let q = qp.common.clone();
                 if let Err(f) = qp.req.handle_timeout(&q, &mut ctx) {
                     qp.fault(&mut ctx, f);
                 }
             }
+            sched.touched(qp);
         }
     }
 

@@ -2,19 +2,26 @@
 //! process (inline progress: the thread drives both engines). A profiling aid for the
 //! engine; `weft perf` is the real measurement.
 //!
-//! `cargo run --release -p weft-verbs --example msg_rate -- [udp|shm] [SIZE] [SECONDS] [COUNT] [DEPTH]`
+//! `cargo run --release -p weft-verbs --example msg_rate -- [udp|shm] [SIZE] [SECONDS] [COUNT] [DEPTH] [QPS] [ACTIVE]`
 //!
 //! With COUNT it stops after COUNT completions (or SECONDS, whichever comes first): two
 //! runs under `valgrind --tool=callgrind` with different counts give the instructions
 //! per message without the set-up, a measure the machine's load does not disturb.
 //! DEPTH (default 256) bounds the SENDs in flight; DEPTH 1 is a ping-pong's cost: one
 //! message per progress pass, so the fixed cost of a pass shows.
+//!
+//! QPS (default 1) RC queue pairs connect the two devices; the first one through the
+//! connection manager, the others by moving them to RTS directly (no side channel,
+//! so no thread per QP). Messages go round-robin over the first ACTIVE of them
+//! (default: all), each QP with at most DEPTH / ACTIVE (at least 1) in flight; the
+//! others sit idle in RTS. QPS 4096 with ACTIVE 1 shows what idle QPs cost a pass.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
-    Access, CompletionQueue, Context, DeviceConfig, LinkKind, Progress, QpInitAttr, QpType, RecvWr,
-    SendWr, WrOp,
+    Access, Bringup, CompletionQueue, Context, DeviceConfig, LinkKind, Progress, QpInitAttr,
+    QpType, RecvWr, SendWr, WrOp,
 };
 
 mod common;
@@ -28,16 +35,23 @@ struct Opts {
     secs: f64,
     count: u64,
     depth: usize,
+    qps: usize,
+    active: usize,
 }
 
 fn main() -> ExitCode {
-    let mut cli = Cli::new("msg_rate", "[udp|shm] [SIZE] [SECONDS] [COUNT] [DEPTH]");
+    let mut cli = Cli::new(
+        "msg_rate",
+        "[udp|shm] [SIZE] [SECONDS] [COUNT] [DEPTH] [QPS] [ACTIVE]",
+    );
     let mut o = Opts {
         link: LinkKind::Udp,
         size: 64,
         secs: 3.0,
         count: u64::MAX,
         depth: 256,
+        qps: 1,
+        active: 0,
     };
     let mut i = 0;
     while let Some(a) = cli.next_arg() {
@@ -48,12 +62,17 @@ fn main() -> ExitCode {
             2 => o.secs = a.parse().unwrap_or_else(|_| bad(&cli)),
             3 => o.count = a.parse().unwrap_or_else(|_| bad(&cli)),
             4 => o.depth = a.parse().unwrap_or_else(|_| bad(&cli)),
+            5 => o.qps = a.parse().unwrap_or_else(|_| bad(&cli)),
+            6 => o.active = a.parse().unwrap_or_else(|_| bad(&cli)),
             _ => bad(&cli),
         }
         i += 1;
     }
-    if o.size == 0 || o.depth == 0 {
-        cli.fail("SIZE and DEPTH must be at least 1");
+    if o.active == 0 {
+        o.active = o.qps;
+    }
+    if o.size == 0 || o.depth == 0 || o.qps == 0 || o.active > o.qps {
+        cli.fail("SIZE, DEPTH and QPS must be at least 1, ACTIVE at most QPS");
     }
     cli.run(|| run(&o))
 }
@@ -65,6 +84,8 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         secs,
         count,
         depth,
+        qps,
+        active,
     } = *o;
     // Two devices, each on a loopback address of its own (RoCEv2's port 4791).
     let dev = || -> Result<Context, weft_verbs::Error> {
@@ -76,61 +97,143 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
     let (a, b) = (dev()?, dev()?);
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (mut cqa, mut cqb) = (
-        CompletionQueue::new(&a, 4096, None),
-        CompletionQueue::new(&b, 4096, None),
+        CompletionQueue::new(&a, 4096.max(2 * depth), None),
+        CompletionQueue::new(&b, 4096.max(2 * depth), None),
     );
+    // Receives per QP: room for twice the QP's share of the window.
+    let per_qp = (depth / active).max(1);
+    let rx = if qps == 1 {
+        1024
+    } else {
+        (2 * per_qp).clamp(4, 1024)
+    };
     let mut init = QpInitAttr::new(QpType::Rc);
     init.max_send_wr = 512;
-    init.max_recv_wr = 1024;
-    let mut qa = pa.create_qp(&cqa, &cqa, None, init)?;
-    let mut qb = pb.create_qp(&cqb, &cqb, None, init)?;
+    init.max_recv_wr = rx;
+    let mut qa = vec![pa.create_qp(&cqa, &cqa, None, init)?];
+    let mut qb = vec![pb.create_qp(&cqb, &cqb, None, init)?];
     let l = Listener::bind(&b, "127.0.0.1:0".parse()?)?;
     let at = l.local_addr()?;
-    let p = ConnParam::default();
+    // A 4.3 s ACK timeout (4.096 µs × 2^20): under callgrind a pass runs some 50x
+    // slower, and the default 67 ms let slow passes (4096 idle QPs before they were
+    // skipped) end in retransmissions and retry-exceeded errors instead of a count.
+    let p = ConnParam {
+        timeout: 20,
+        ..ConnParam::default()
+    };
     let (_ca, _cb) = std::thread::scope(|s| {
+        let q0 = &mut qb[0];
         let h = s.spawn(|| {
             l.get_request(Duration::from_secs(5))
                 .unwrap()
-                .accept(&mut qb, &p)
+                .accept(q0, &p)
                 .unwrap()
         });
-        (cm::connect(&mut qa, at, &p).unwrap(), h.join().unwrap())
+        (cm::connect(&mut qa[0], at, &p).unwrap(), h.join().unwrap())
     });
+    // The other QPs: straight to RTS against each other, as the connection manager
+    // would bring them up, without its TCP channel and watcher thread per QP.
+    let (path_ab, path_ba) = (a.path_to(b.local_addr())?, b.path_to(a.local_addr())?);
+    for i in 1..qps {
+        let mut x = pa.create_qp(&cqa, &cqa, None, init)?;
+        let mut y = pb.create_qp(&cqb, &cqb, None, init)?;
+        let up = |path, dest_qpn, psn_out, psn_in| Bringup {
+            access: p.access,
+            qkey: p.qkey,
+            path_mtu: p.path_mtu.min(a.max_mtu()),
+            path: Some(path),
+            dest_qpn,
+            rq_psn: psn_in,
+            sq_psn: psn_out,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: p.min_rnr_timer,
+            timeout: p.timeout,
+            retry_cnt: p.retry_cnt,
+            rnr_retry: p.rnr_retry,
+            recovery: p.recovery,
+            max_inflight: p.max_inflight,
+        };
+        let psn = i as u32 * 7919;
+        for s in up(path_ab, y.qp_num(), psn, psn + 1).steps(QpType::Rc) {
+            x.modify(&s)?;
+        }
+        for s in up(path_ba, x.qp_num(), psn + 1, psn).steps(QpType::Rc) {
+            y.modify(&s)?;
+        }
+        qa.push(x);
+        qb.push(y);
+    }
+    // QP numbers are random per device, so one map per side (they may collide).
+    let index_of = |qs: &[weft_verbs::QueuePair]| -> HashMap<u32, usize> {
+        qs.iter()
+            .enumerate()
+            .map(|(i, q)| (q.qp_num(), i))
+            .collect()
+    };
+    let (index_a, index_b) = (index_of(&qa), index_of(&qb));
     let src = pa.alloc_mr(size as usize, Access::ALL);
-    let dst = pb.alloc_mr(size as usize * 1024, Access::ALL);
-    qb.post_recv((0..1024u64).map(|i| RecvWr {
-        wr_id: i,
-        sg_list: [dst.sge(i as usize * size as usize, size)].into(),
-    }))?;
+    let dst = pb.alloc_mr(size as usize * rx, Access::ALL);
+    let recv = |slot: u64| RecvWr {
+        wr_id: slot,
+        sg_list: [dst.sge(slot as usize * size as usize, size)].into(),
+    };
+    // Receives only where messages arrive: idle QPs hold none.
+    for q in qb.iter_mut().take(active) {
+        q.post_recv((0..rx as u64).map(recv))?;
+    }
     let (mut inflight, mut done, mut out, mut outb) = (0usize, 0u64, Vec::new(), Vec::new());
+    let mut qp_inflight = vec![0usize; active];
+    let mut next = 0usize;
     // One batch vector for the whole run: a new one per round cost the driver a
     // growing allocation per message, which callgrind then counted as weft's.
     let mut batch = Vec::with_capacity(depth);
     let t = Instant::now();
     while done < count && t.elapsed().as_secs_f64() < secs {
-        while inflight + batch.len() < depth {
-            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, [src.sge(0, size)]);
-            wr.inline = size <= 64;
-            batch.push(wr);
+        if active == 1 {
+            while inflight + batch.len() < depth {
+                batch.push(wr(&src, size));
+            }
+            inflight += batch.len();
+            qa[0].post_send(batch.drain(..))?;
+        } else {
+            // Round-robin, one message per QP per turn, a lap at most per round.
+            for _ in 0..active {
+                if inflight >= depth {
+                    break;
+                }
+                let i = next;
+                next = (next + 1) % active;
+                if qp_inflight[i] < per_qp {
+                    qa[i].post_send([wr(&src, size)])?;
+                    qp_inflight[i] += 1;
+                    inflight += 1;
+                }
+            }
         }
-        inflight += batch.len();
-        qa.post_send(batch.drain(..))?;
         out.clear();
         let n = cqa.poll(&mut out, 64);
+        for c in &out {
+            if c.status != weft_verbs::WcStatus::Success {
+                return Err(format!("completion {:?} on QP {}", c.status, c.qpn).into());
+            }
+            if let Some(n) = index_a.get(&c.qpn).and_then(|&i| qp_inflight.get_mut(i)) {
+                *n = n.saturating_sub(1);
+            }
+        }
         inflight -= n;
         done += n as u64;
         outb.clear();
         cqb.poll(&mut outb, 64);
-        if !outb.is_empty() {
-            qb.post_recv(outb.iter().map(|c| RecvWr {
-                wr_id: c.wr_id,
-                sg_list: [dst.sge(c.wr_id as usize * size as usize, size)].into(),
-            }))?;
+        for c in &outb {
+            if let Some(&i) = index_b.get(&c.qpn) {
+                qb[i].post_recv([recv(c.wr_id)])?;
+            }
         }
     }
     let el = t.elapsed().as_secs_f64();
     println!(
-        "{link} {size} B SENDs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
+        "{link} {size} B SENDs over {active} of {qps} QPs: {done} in {el:.2} s, {:.0} msg/s, {:.1} MB/s",
         done as f64 / el,
         done as f64 * f64::from(size) / el / 1e6
     );
@@ -149,4 +252,10 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         s.engine.passes, s.transport.tx_packets, s.transport.rx_packets, s.transport.acks_sent
     );
     Ok(())
+}
+
+fn wr(src: &weft_verbs::MemoryRegion, size: u32) -> SendWr {
+    let mut wr = SendWr::new(1, WrOp::Send { imm: None }, [src.sge(0, size)]);
+    wr.inline = size <= 64;
+    wr
 }

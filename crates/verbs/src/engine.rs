@@ -14,7 +14,8 @@
 //! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
-//! A pass (`Engine::progress`): move posted work requests into the transport,
+//! A pass (`Engine::progress`): move posted work requests into the transport (only
+//! from the QPs that posted since the last pass: a post lists its QP once),
 //! transmit what the transport has (its deficit round robin decides whose turn it is),
 //! then receive a burst, run due timers, and route completions to their queues.
 //! Transmitting first lets the ACKs the previous pass owes leave in the same link burst
@@ -95,6 +96,31 @@ struct QpSlot {
     rq: Option<Consumer<RecvWr>>,
     send_cq: u32,
     recv_cq: u32,
+    /// True while the QP is in [`Posted`]'s list or the engine's drain list.
+    listed: Arc<AtomicBool>,
+}
+
+/// The QPs whose rings the application posted to since the engine last looked, so a
+/// pass visits those and not every QP. Each QP is listed at most once (its `listed`
+/// flag); the engine clears the flag before it drains the rings, so a post that
+/// races with the drain lists the QP again.
+#[derive(Debug, Default)]
+pub(crate) struct Posted {
+    any: AtomicBool,
+    list: Mutex<Vec<u32>>,
+}
+
+impl Posted {
+    /// After publishing work requests in QP `qpn`'s rings (before the kick).
+    pub(crate) fn mark(&self, qpn: u32, listed: &AtomicBool) {
+        if !listed.swap(true, Ordering::SeqCst) {
+            self.list
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(qpn);
+            self.any.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -120,6 +146,9 @@ pub struct EngineStats {
     pub tx_no_buffer: u64,
     /// Bursts handed to the link (one system call each on udp).
     pub tx_bursts: u64,
+    /// QPs whose rings a pass looked at: those that posted since the pass before (a
+    /// work counter; idle QPs add nothing).
+    pub qp_rings_drained: u64,
 }
 
 /// The engine's state: the transport endpoint, the link, and the queues' rings.
@@ -134,6 +163,12 @@ pub(crate) struct Engine {
     tx: Vec<Datagram>,
     spare: Vec<PacketBuf>,
     rq_scratch: Vec<RecvWr>,
+    /// QPs that posted, shared with their `QueuePair`s.
+    posted: Arc<Posted>,
+    /// The QPs this pass drains, and those whose rings kept requests the transport had
+    /// no room for (drained again next pass).
+    to_drain: Vec<u32>,
+    carry: Vec<u32>,
     origin: std::time::Instant,
     /// Passes run (the clock of `recent`).
     pass: u64,
@@ -184,6 +219,9 @@ impl Engine {
             tx: Vec::with_capacity(BURST * 2),
             spare: Vec::with_capacity(BURST),
             rq_scratch: Vec::with_capacity(BURST),
+            posted: Arc::new(Posted::default()),
+            to_drain: Vec::new(),
+            carry: Vec::new(),
             origin: std::time::Instant::now(),
             pass: 0,
             recent: FastMap::default(),
@@ -236,6 +274,7 @@ impl Engine {
         rq: Option<Consumer<RecvWr>>,
         send_cq: u32,
         recv_cq: u32,
+        listed: Arc<AtomicBool>,
     ) {
         self.qps.insert(
             qpn,
@@ -244,6 +283,7 @@ impl Engine {
                 rq,
                 send_cq,
                 recv_cq,
+                listed,
             },
         );
     }
@@ -308,17 +348,35 @@ impl Engine {
 
     fn drain_posts(&mut self) -> bool {
         let mut work = false;
+        if self.posted.any.swap(false, Ordering::SeqCst) {
+            let mut list = self
+                .posted
+                .list
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            self.to_drain.append(&mut list);
+        }
         let Engine {
             ep,
             qps,
             srqs,
             rq_scratch,
+            to_drain,
+            carry,
+            stats,
             ..
         } = self;
         let mut refused: Vec<Completion> = Vec::new();
-        for (&qpn, slot) in qps.iter_mut() {
-            // An empty ring (one atomic load) skips the transport's queue lookup: an
-            // idle QP costs a pass next to nothing.
+        for qpn in to_drain.drain(..) {
+            let Some(slot) = qps.get_mut(&qpn) else {
+                continue; // destroyed since it posted
+            };
+            stats.qp_rings_drained += 1;
+            // Unlisted before looking at the rings (and the fence orders the two): a
+            // post that our look misses lists the QP again.
+            slot.listed.store(false, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            // An empty ring (one atomic load) skips the transport's queue lookup.
             let room = if slot.sq.is_empty() {
                 0
             } else {
@@ -344,7 +402,13 @@ impl Engine {
                     work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
                 }
             }
+            // Requests the transport had no room for yet: look again next pass.
+            let left = !slot.sq.is_empty() || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
+            if left && !slot.listed.swap(true, Ordering::SeqCst) {
+                carry.push(qpn);
+            }
         }
+        std::mem::swap(to_drain, carry);
         for (&id, slot) in srqs.iter_mut() {
             if slot.rq.is_empty() {
                 continue;
@@ -594,6 +658,8 @@ pub(crate) struct Shared {
     pub(crate) progress: Progress,
     pub(crate) idle_spin: Duration,
     pub(crate) local_addr: std::net::SocketAddr,
+    /// The engine's list of QPs that posted (the posting side marks its QP there).
+    pub(crate) posted: Arc<Posted>,
     /// lkeys of live regions, for gathering inline sends on the posting thread.
     pub(crate) inline_keys: std::sync::RwLock<FastMap<u32, Arc<MrEntry>>>,
 }
@@ -605,6 +671,7 @@ impl Shared {
         idle_spin: Duration,
     ) -> std::io::Result<Shared> {
         let local_addr = engine.link.local_addr();
+        let posted = Arc::clone(&engine.posted);
         Ok(Shared {
             engine: Mutex::new(engine),
             doorbell: EventFd::new()?,
@@ -614,6 +681,7 @@ impl Shared {
             progress,
             idle_spin,
             local_addr,
+            posted,
             inline_keys: std::sync::RwLock::new(FastMap::default()),
         })
     }

@@ -56,6 +56,8 @@ pub struct QueuePair {
     /// Where the doorbell path gathers an inline payload (kept, so a post does not
     /// zero 256 bytes of stack each time).
     inline_buf: Box<[u8; MAX_INLINE]>,
+    /// Set while the engine has this QP on its list of QPs that posted.
+    listed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ProtectionDomain {
@@ -95,7 +97,15 @@ impl ProtectionDomain {
             max_recv_wr: init.max_recv_wr.max(1),
             srq: srq.map(|s| s.id),
         })?;
-        e.add_qp(qpn, sq_rx, rq_rx, send_cq.id(), recv_cq.id());
+        let listed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        e.add_qp(
+            qpn,
+            sq_rx,
+            rq_rx,
+            send_cq.id(),
+            recv_cq.id(),
+            std::sync::Arc::clone(&listed),
+        );
         drop(e);
         Ok(QueuePair {
             ctx: self.ctx.clone(),
@@ -109,6 +119,7 @@ impl ProtectionDomain {
             recv_cq: recv_cq.id(),
             unprogressed: 0,
             inline_buf: Box::new([0u8; MAX_INLINE]),
+            listed,
         })
     }
 
@@ -227,7 +238,9 @@ impl QueuePair {
         }
         if pushed > 0 {
             self.sq.doorbell();
-            self.ctx.shared().kick();
+            let shared = self.ctx.shared();
+            shared.posted.mark(self.qpn, &self.listed);
+            shared.kick();
         }
         self.posted(posted + pushed, result)
     }
@@ -270,7 +283,9 @@ impl QueuePair {
         };
         let r = push_recvs(rq, self.state, self.init.max_sge, wrs);
         rq.doorbell();
-        self.ctx.shared().kick();
+        let shared = self.ctx.shared();
+        shared.posted.mark(self.qpn, &self.listed);
+        shared.kick();
         r
     }
 }

@@ -1,0 +1,555 @@
+//! `weft perf send-bw|write-bw --qps N` (perftest's `-q`): N RC or UC queue pairs
+//! between the two processes, each connected through the connection manager, the
+//! messages spread round-robin over them, one completion queue a side.
+//!
+//! The window: `--tx-depth` work requests in flight in all, `tx_depth / N` (at least
+//! one) on each QP; a QP asks for a completion every `min(16, window)` of its
+//! requests. With N ≥ tx_depth that is one request in flight per QP, each signaled.
+//!
+//! Memory per QP: the growth of the process's resident set (`VmRSS` in
+//! `/proc/self/status`) while it creates the N QPs (with their completion queue
+//! share and receive buffers), and again once the N connections stand (each with
+//! its TCP side channel and watcher thread), divided by N, on both sides. The server
+//! reports its figures in the last connection's private data.
+//!
+//! The server side runs when the first request's private data is a [`MultiPlan`]:
+//! it creates the N QPs, accepts the N connections in order, then serves the run.
+
+use super::{device, param, remote_bytes, remote_of, sizes, Args, Plan, Qp, Test};
+use super::{RX_BYTES, RX_SLOTS, SIGNAL_EVERY, WAIT};
+use crate::perf::bandwidth_record;
+use crate::perf::record::{Meta, Record};
+use crate::perf::run::{self, LoopOpts, Progress as Prog};
+use crate::perf::table::Output;
+use anyhow::{anyhow, bail, Context as _};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use weft_verbs::cm::{self, ConnectRequest, Connection, Listener};
+use weft_verbs::{
+    Access, Completion, CompletionQueue, Context, MemoryRegion, QpInitAttr, QpState, QueuePair,
+    RecvWr, RemoteAddr, SendWr, WcStatus, WrOp, GRH_LEN,
+};
+
+const MAGIC: &[u8; 4] = b"WQPS";
+
+/// Checks of `--qps` (called for every run; N = 1 is the ordinary single-QP path).
+pub(super) fn check(a: &Args) -> anyhow::Result<()> {
+    if a.qps == 0 {
+        bail!("--qps must be at least 1");
+    }
+    if a.qps > 1 {
+        if !matches!(a.test, Test::SendBw | Test::WriteBw) {
+            bail!("--qps applies to send-bw and write-bw");
+        }
+        if a.qp == Qp::Ud {
+            bail!("--qps connects RC or UC QPs");
+        }
+        if a.event {
+            bail!("--qps polls (no --event)");
+        }
+        if a.qps > 65_536 {
+            bail!("--qps at most 65536");
+        }
+    }
+    Ok(())
+}
+
+/// What one multi-QP run is: the request's private data of each of its N connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct MultiPlan {
+    test: Test,
+    size: u64,
+    count: u64,
+    qps: u32,
+    /// Which of the N connections this request is.
+    index: u32,
+    /// Receives the server keeps posted per QP (send-bw).
+    rx: u32,
+}
+
+impl MultiPlan {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.push(self.test.code());
+        b.extend_from_slice(&self.size.to_be_bytes());
+        b.extend_from_slice(&self.count.to_be_bytes());
+        b.extend_from_slice(&self.qps.to_be_bytes());
+        b.extend_from_slice(&self.index.to_be_bytes());
+        b.extend_from_slice(&self.rx.to_be_bytes());
+        b
+    }
+
+    /// `None` unless `b` is a multi-QP request (then the ordinary plan decoder runs).
+    pub(super) fn decode(b: &[u8]) -> Option<MultiPlan> {
+        if b.len() != 33 || &b[..4] != MAGIC {
+            return None;
+        }
+        let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+        Some(MultiPlan {
+            test: Test::from_code(b[4])?,
+            size: u64_at(5),
+            count: u64_at(13),
+            qps: u32_at(21),
+            index: u32_at(25),
+            rx: u32_at(29),
+        })
+    }
+}
+
+/// The resident set of this process in bytes (`VmRSS`).
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Per-QP window and signaling interval for N QPs.
+fn window(a: &Args) -> (u64, u64) {
+    let w = (a.tx_depth / a.qps).max(1) as u64;
+    (w, SIGNAL_EVERY.min(w).max(1))
+}
+
+fn rx_per_qp(size: u64, w: u64) -> u32 {
+    let slots = ((RX_BYTES / size.max(1)) as usize).clamp(1, RX_SLOTS) as u64;
+    (2 * w).clamp(4, slots.max(4)) as u32
+}
+
+/// Memory figures of one side: bytes per QP once the QPs exist, and once they are
+/// connected.
+#[derive(Debug, Clone, Copy, Default)]
+struct Mem {
+    created: u64,
+    connected: u64,
+}
+
+impl Mem {
+    fn per_qp(base: u64, created: u64, connected: u64, n: usize) -> Mem {
+        let n = n.max(1) as u64;
+        Mem {
+            created: created.saturating_sub(base) / n,
+            connected: connected.saturating_sub(base) / n,
+        }
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut v = self.created.to_be_bytes().to_vec();
+        v.extend_from_slice(&self.connected.to_be_bytes());
+        v
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Server
+
+/// Serve one multi-QP run whose first request is `first`.
+pub(super) fn serve(
+    a: &Args,
+    ctx: &Context,
+    listener: &Listener,
+    first: ConnectRequest,
+    plan: MultiPlan,
+) -> anyhow::Result<()> {
+    if plan.index != 0 {
+        first.reject("multi-QP run out of order");
+        bail!("multi-QP request {} without the ones before", plan.index);
+    }
+    let n = plan.qps as usize;
+    let rx = plan.rx as usize;
+    let slot = (plan.size + GRH_LEN as u64) as usize;
+    let base = rss();
+    let cq = CompletionQueue::new(ctx, (n * (rx + 2)).clamp(256, 1 << 22), None);
+    let pd = ctx.alloc_pd();
+    let mr_len = match plan.test {
+        Test::SendBw => n * rx * slot,
+        _ => plan.size as usize,
+    };
+    let mr = pd.alloc_mr(mr_len.max(64), Access::ALL);
+    let mut init = QpInitAttr::new(a.qp.qp_type());
+    init.max_send_wr = 2;
+    init.max_recv_wr = rx.max(2);
+    let mut qps = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut qp = pd.create_qp(&cq, &cq, None, init)?;
+        cm::init_qp(&mut qp, &param(a, Vec::new()))?;
+        if plan.test == Test::SendBw {
+            qp.post_recv((0..rx).map(|k| recv(&mr, i * rx + k, slot)))?;
+        }
+        qps.push(qp);
+    }
+    let created = rss();
+    let mut conns: Vec<Connection> = Vec::with_capacity(n);
+    let mut req = Some(first);
+    for (i, qp) in qps.iter_mut().enumerate() {
+        let r = match req.take() {
+            Some(r) => r,
+            None => listener
+                .get_request(WAIT)
+                .context("waiting for the next QP")?,
+        };
+        match MultiPlan::decode(&r.peer().private_data) {
+            Some(p) if p.index as usize == i && p.qps == plan.qps => {}
+            _ => {
+                r.reject("not the next QP of the multi-QP run");
+                bail!("multi-QP run: connection {i} out of order");
+            }
+        }
+        let mut private = remote_bytes(&mr, 0);
+        if i + 1 == n {
+            private.extend_from_slice(&Mem::per_qp(base, created, rss(), n).bytes());
+        }
+        conns.push(r.accept(qp, &param(a, private))?);
+    }
+    let index: HashMap<u32, usize> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.qp_num(), i))
+        .collect();
+    let mut out: Vec<Completion> = Vec::with_capacity(64);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut next_check = Instant::now();
+    let mut cq = cq;
+    // Until the client hangs up (its connections close; our QPs go to ERR).
+    'run: while Instant::now() < deadline {
+        out.clear();
+        if cq.poll(&mut out, 64) == 0 {
+            if Instant::now() >= next_check {
+                if matches!(qps[0].query(), Some((QpState::Err, _))) {
+                    break;
+                }
+                next_check = Instant::now() + Duration::from_millis(5);
+            }
+            continue;
+        }
+        for c in &out {
+            if c.status != WcStatus::Success {
+                break 'run;
+            }
+            if c.opcode.is_recv() {
+                if let Some(&i) = index.get(&c.qpn) {
+                    qps[i].post_recv([recv(&mr, c.wr_id as usize, slot)])?;
+                }
+            }
+        }
+    }
+    drop(conns);
+    Ok(())
+}
+
+fn recv(mr: &MemoryRegion, k: usize, slot: usize) -> RecvWr {
+    RecvWr {
+        wr_id: k as u64,
+        sg_list: [mr.sge(k * slot, slot as u32)].into(),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Client
+
+/// The client of `--qps N` (N > 1): one record per size.
+pub(super) fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
+    let meta = Meta {
+        system: "weft".into(),
+        test: a.test.name().into(),
+        link: format!("{:?}", a.link).to_lowercase(),
+        qp: a.qp.name().into(),
+    };
+    let mut out = Output::stdout(a.json);
+    let mut prog = Prog::new(!a.quiet);
+    let sizes = sizes(a);
+    let mut first_error = None;
+    let ctx = device(a)?;
+    for (k, &size) in sizes.iter().enumerate() {
+        prog.begin(
+            k + 1,
+            sizes.len(),
+            format!("{} {} B over {} QPs", a.test.name(), size, a.qps),
+        );
+        let iters = run::bw_messages(size, a.iters.unwrap_or(5000));
+        let opts = LoopOpts {
+            warmup: a.warmup.unwrap_or((iters / 10).clamp(10, 1000)),
+            iters,
+            time_limit: Duration::from_secs_f64(a.time_limit),
+            peer_pid,
+        };
+        match client_run(a, &ctx, at, size, &opts, &meta, &mut prog) {
+            Ok((rec, extra)) => emit(&mut out, a.json, &rec, &extra)?,
+            Err(e) => {
+                first_error.get_or_insert_with(|| format!("{e:#}"));
+                out.emit(&Record::failed(&meta, size, format!("{e:#}")))?;
+            }
+        }
+    }
+    // Tell the server we are done (it answers with a rejection and exits).
+    let cq = CompletionQueue::new(&ctx, 64, None);
+    let mut qp = ctx
+        .alloc_pd()
+        .create_qp(&cq, &cq, None, QpInitAttr::new(a.qp.qp_type()))?;
+    let done = Plan {
+        done: true,
+        test: a.test,
+        size: 0,
+        count: 0,
+        symmetric: false,
+        remote: RemoteAddr { addr: 0, rkey: 0 },
+    };
+    let _ = cm::connect(&mut qp, at, &param(a, done.encode()));
+    match first_error {
+        Some(e) if sizes.len() == 1 => bail!("{e}"),
+        _ => Ok(()),
+    }
+}
+
+/// The multi-QP figures a record carries besides the rate.
+struct Extra {
+    qps: usize,
+    window: u64,
+    client: Mem,
+    server: Mem,
+}
+
+fn emit(
+    out: &mut Output<std::io::Stdout>,
+    json: bool,
+    rec: &Record,
+    x: &Extra,
+) -> anyhow::Result<()> {
+    if json {
+        let mut v = serde_json::to_value(rec)?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert("qps".into(), x.qps.into());
+            m.insert("qp_window".into(), x.window.into());
+            m.insert("mem_method".into(), "VmRSS growth / qps".into());
+            m.insert("client_bytes_per_qp".into(), x.client.created.into());
+            m.insert(
+                "client_bytes_per_qp_connected".into(),
+                x.client.connected.into(),
+            );
+            m.insert("server_bytes_per_qp".into(), x.server.created.into());
+            m.insert(
+                "server_bytes_per_qp_connected".into(),
+                x.server.connected.into(),
+            );
+        }
+        println!("{v}");
+        return Ok(());
+    }
+    out.emit(rec)?;
+    println!(
+        " {} QPs, window {} per QP; memory per QP (VmRSS growth / N): client {} B \
+         ({} B with its connection), server {} B ({} B with its connection)",
+        x.qps, x.window, x.client.created, x.client.connected, x.server.created, x.server.connected
+    );
+    Ok(())
+}
+
+fn client_run(
+    a: &Args,
+    ctx: &Context,
+    at: SocketAddr,
+    size: u64,
+    opts: &LoopOpts,
+    meta: &Meta,
+    prog: &mut Prog,
+) -> anyhow::Result<(Record, Extra)> {
+    let n = a.qps;
+    let (w, every) = window(a);
+    let plan = |index: usize| MultiPlan {
+        test: a.test,
+        size,
+        count: opts.warmup + opts.iters,
+        qps: n as u32,
+        index: index as u32,
+        rx: rx_per_qp(size, w),
+    };
+    let base = rss();
+    let cq = CompletionQueue::new(ctx, (2 * n * (w / every + 1) as usize).max(256), None);
+    let pd = ctx.alloc_pd();
+    let mr = pd.alloc_mr(size.max(64) as usize, Access::ALL);
+    let mut init = QpInitAttr::new(a.qp.qp_type());
+    init.max_send_wr = (w as usize).max(2);
+    init.max_recv_wr = 2;
+    let mut qps = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut qp = pd.create_qp(&cq, &cq, None, init)?;
+        cm::init_qp(&mut qp, &param(a, plan(i).encode()))?;
+        qps.push(qp);
+    }
+    let created = rss();
+    let mut conns = Vec::with_capacity(n);
+    for (i, qp) in qps.iter_mut().enumerate() {
+        let conn = cm::connect(qp, at, &param(a, plan(i).encode()))
+            .with_context(|| format!("connecting QP {i} of {n}"))?;
+        conns.push(conn);
+    }
+    let client = Mem::per_qp(base, created, rss(), n);
+    let first = conns.first().ok_or_else(|| anyhow!("no QP"))?;
+    let server_buf = remote_of(&first.remote().private_data)?;
+    let last = &conns[n - 1].remote().private_data;
+    if last.len() < 28 {
+        bail!("the server did not report its memory");
+    }
+    let u64_at = |i: usize| u64::from_be_bytes(last[i..i + 8].try_into().unwrap_or([0; 8]));
+    let server = Mem {
+        created: u64_at(12),
+        connected: u64_at(20),
+    };
+    let op = match a.test {
+        Test::SendBw => WrOp::Send { imm: None },
+        _ => WrOp::Write {
+            remote: server_buf,
+            imm: None,
+        },
+    };
+    let mut wr = SendWr::new(0, op, [mr.sge(0, size as u32)]);
+    wr.inline = size <= a.inline.min(256);
+    let index: HashMap<u32, usize> = qps
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.qp_num(), i))
+        .collect();
+    let st = std::cell::RefCell::new(MultiBw {
+        cq,
+        out: Vec::with_capacity(64),
+        qps: &mut qps,
+        index,
+        wr,
+        window: w,
+        every,
+        inflight: vec![0; n],
+        per_qp: vec![0; n],
+        next: 0,
+        posted: 0,
+        completed: 0,
+    });
+    // Where the measured phase starts: the warm-up's own round-up is not timed.
+    let mut timed_from = 0;
+    let mut r = run::bandwidth(
+        opts,
+        prog,
+        |seq| {
+            let mut s = st.borrow_mut();
+            if seq == opts.warmup {
+                timed_from = s.posted;
+            }
+            s.post()
+        },
+        || st.borrow_mut().finish(),
+    )?;
+    let mut st = st.into_inner();
+    let posted = st.posted;
+    // The rate counts every message of the measured phase, the round-up's too (with
+    // many QPs and a completion every 16 requests it is a large share).
+    r.messages = posted - timed_from;
+    // The ACKs our last passes owe leave with the next passes; run them before
+    // hanging up.
+    for _ in 0..4 {
+        st.out.clear();
+        st.cq.poll(&mut st.out, 64);
+    }
+    if a.stats {
+        eprintln!("{:#?}", ctx.stats());
+    }
+    drop(conns);
+    let mut rec = bandwidth_record(meta, size, &r);
+    let mut note =
+        format!("{n} QPs round-robin, {w} in flight per QP, a completion every {every} per QP");
+    if r.messages > opts.iters {
+        note.push_str(&format!(
+            "; {} extra messages rounded the QPs up to a completion (counted in the rate)",
+            r.messages - opts.iters
+        ));
+    }
+    rec.note = Some(note);
+    Ok((
+        rec,
+        Extra {
+            qps: n,
+            window: w,
+            client,
+            server,
+        },
+    ))
+}
+
+/// The sender of a multi-QP bandwidth run: message k goes to QP k mod N, each QP
+/// with at most `window` in flight and a completion every `every` of its requests.
+struct MultiBw<'a> {
+    cq: CompletionQueue,
+    out: Vec<Completion>,
+    qps: &'a mut [QueuePair],
+    index: HashMap<u32, usize>,
+    wr: SendWr,
+    window: u64,
+    every: u64,
+    /// Posted and not yet completed, per QP.
+    inflight: Vec<u64>,
+    /// Posted per QP (which of its requests is signaled).
+    per_qp: Vec<u64>,
+    next: usize,
+    posted: u64,
+    completed: u64,
+}
+
+impl MultiBw<'_> {
+    fn reap(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + WAIT;
+        self.out.clear();
+        while self.cq.poll(&mut self.out, 64) == 0 {
+            if Instant::now() > deadline {
+                bail!("no completion within {WAIT:?}: the peer stopped answering");
+            }
+        }
+        for c in &self.out {
+            if c.status != WcStatus::Success {
+                bail!("completion error: {:?} (QP {})", c.status, c.qpn);
+            }
+            let i = *self
+                .index
+                .get(&c.qpn)
+                .ok_or_else(|| anyhow!("completion for an unknown QP {}", c.qpn))?;
+            self.inflight[i] = self.inflight[i].saturating_sub(self.every);
+            self.completed += self.every;
+        }
+        Ok(())
+    }
+
+    fn post_to(&mut self, i: usize) -> anyhow::Result<()> {
+        while self.inflight[i] >= self.window {
+            self.reap()?;
+        }
+        let mut wr = self.wr.clone();
+        self.per_qp[i] += 1;
+        wr.wr_id = i as u64;
+        wr.signaled = self.per_qp[i] % self.every == 0;
+        self.qps[i].post_send([wr])?;
+        self.inflight[i] += 1;
+        self.posted += 1;
+        Ok(())
+    }
+
+    fn post(&mut self) -> anyhow::Result<()> {
+        let i = self.next;
+        self.next = (i + 1) % self.qps.len();
+        self.post_to(i)
+    }
+
+    /// Round every QP up to a signaled request, then wait for everything.
+    fn finish(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.qps.len() {
+            while self.per_qp[i] % self.every != 0 {
+                self.post_to(i)?;
+            }
+        }
+        while self.completed < self.posted {
+            self.reap()?;
+        }
+        Ok(())
+    }
+}
