@@ -652,6 +652,12 @@ impl<M: Memory> Endpoint<M> {
         sched.touched(qp);
     }
 
+    /// False when [`Endpoint::poll_transmit`] would return `None` without looking at
+    /// any QP (the transmit queue is empty): a driver can skip reading its clock.
+    pub fn may_transmit(&self) -> bool {
+        !self.sched.ready.is_empty()
+    }
+
     /// Write the next packet to send into `buf` (at least `path_mtu + MAX_OVERHEAD`
     /// bytes). QPs take turns by deficit round robin over bytes, so a long transfer
     /// cannot starve small messages on other QPs. Only QPs in the transmit queue take

@@ -172,6 +172,9 @@ pub(crate) struct Engine {
     origin: std::time::Instant,
     /// Passes run (the clock of `recent`).
     pass: u64,
+    /// The engine blocked since the last pass: the next pass checks its timers (the
+    /// wait may have been a timer's).
+    woke: bool,
     /// QPs that transmitted recently, with the pass they last did.
     recent: FastMap<u32, u64>,
     /// The oldest pass in `recent` (a lower bound): nothing expires before the horizon
@@ -199,6 +202,9 @@ const BURST: usize = 32;
 const TX_BYTES_PER_PASS: usize = 64 << 10;
 /// QPs that sent within this many passes count as active.
 const RECENT_PASSES: u64 = 16;
+/// A pass that found nothing to do checks an armed transport timer only every this
+/// many passes (see [`Engine::progress`]).
+const IDLE_TIMER_CHECK: u64 = 16;
 /// Rounds of the transport's scheduler a pass may run while several QPs are active.
 const SHARED_ROUNDS: usize = 1;
 /// Most bytes one progress pass receives (checked between bursts).
@@ -224,6 +230,7 @@ impl Engine {
             carry: Vec::new(),
             origin: std::time::Instant::now(),
             pass: 0,
+            woke: false,
             recent: FastMap::default(),
             recent_oldest: 0,
             overflowed: false,
@@ -309,10 +316,22 @@ impl Engine {
         self.ep.mem_mut().remove(lkey);
     }
 
+    /// The pass's clock, read on first use: `clock_gettime` was a tenth of a
+    /// busy-polling udp loop when every pass read it.
+    fn now_once(&self, now: &mut Option<Instant>) -> Instant {
+        *now.get_or_insert_with(|| self.now())
+    }
+
     /// One progress pass; true when it did anything.
+    ///
+    /// The clock is read only when the pass sends or receives something, or checks a
+    /// timer. A pass that finds nothing to do checks an armed timer only every
+    /// [`IDLE_TIMER_CHECK`] passes: transport timers are milliseconds, a pass a fraction
+    /// of a microsecond, and a pass that moves a packet always reads the clock fresh
+    /// (a stale time would arm its timers early).
     pub(crate) fn progress(&mut self) -> bool {
         self.stats.passes += 1;
-        let now = self.now();
+        let mut now = None;
         let mut work = self.drain_posts();
         // Transmit before receiving: the ACKs that the previous pass's packets asked for
         // leave together with whatever the application posted since (typically the
@@ -320,11 +339,17 @@ impl Engine {
         // on udp, instead of an ACK burst of their own between the receive and the
         // completion. A pass that received anything reports work, so the next pass
         // (the engine thread's, or the polling application's) follows at once.
-        work |= self.transmit(now);
-        work |= self.receive(now);
-        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
-            self.ep.handle_timeout(now);
-            work = true;
+        work |= self.transmit(&mut now);
+        work |= self.receive(&mut now);
+        if let Some(t) = self.ep.poll_timeout() {
+            let woke = std::mem::take(&mut self.woke);
+            if work || woke || now.is_some() || self.stats.passes % IDLE_TIMER_CHECK == 0 {
+                let n = self.now_once(&mut now);
+                if t <= n {
+                    self.ep.handle_timeout(n);
+                    work = true;
+                }
+            }
         }
         work |= self.complete();
         work
@@ -341,6 +366,7 @@ impl Engine {
     /// Block on the link and the doorbell.
     pub(crate) fn wait(&mut self, timeout: Duration, doorbell: &EventFd) {
         self.stats.sleeps += 1;
+        self.woke = true;
         // A failed wait is a spurious wakeup: the loop polls again.
         let _ = self.link.wait(timeout, Some(doorbell.as_fd()));
         doorbell.drain();
@@ -448,13 +474,14 @@ impl Engine {
         }
     }
 
-    fn receive(&mut self, now: Instant) -> bool {
+    fn receive(&mut self, now: &mut Option<Instant>) -> bool {
         let (mut got, mut bytes) = (0, 0);
         for _ in 0..4 {
             let n = self.link.recv_burst(&mut self.rx, BURST).unwrap_or(0);
             if n == 0 {
                 break;
             }
+            let now = self.now_once(now);
             got += n;
             for d in &self.rx {
                 bytes += d.buf.len();
@@ -479,7 +506,7 @@ impl Engine {
         }
     }
 
-    fn transmit(&mut self, now: Instant) -> bool {
+    fn transmit(&mut self, now: &mut Option<Instant>) -> bool {
         self.flush_tx();
         if !self.tx.is_empty() {
             // The link is full: let the transport keep its packets until it drains.
@@ -502,6 +529,10 @@ impl Engine {
         } else {
             TX_BYTES_PER_PASS
         };
+        if !self.ep.may_transmit() {
+            return false;
+        }
+        let now = self.now_once(now);
         let (mut sent, mut bytes) = (0, 0usize);
         // The QP this pass last marked recent: a burst from one QP updates the map once.
         let mut marked = None;
