@@ -804,16 +804,21 @@ fn sizes(a: &Args) -> Vec<u64> {
     vec![a.size.unwrap_or(if a.test.is_lat() { 2 } else { 65536 })]
 }
 
-fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
-    if a.qps > 1 {
-        return qps::client(a, at, peer_pid);
-    }
-    let meta = Meta {
+/// What every record of this run is about: weft, the test, the link, the QP type.
+fn meta(a: &Args) -> Meta {
+    Meta {
         system: "weft".into(),
         test: a.test.name().into(),
         link: format!("{:?}", a.link).to_lowercase(),
         qp: a.qp.name().into(),
-    };
+    }
+}
+
+fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
+    if a.qps > 1 {
+        return qps::client(a, at, peer_pid);
+    }
+    let meta = meta(a);
     let mut out = Output::stdout(a.json);
     let mut prog = Prog::new(!a.quiet);
     let sizes = sizes(a);

@@ -558,6 +558,17 @@ mod tests {
         )
     }
 
+    /// Two links on 127.0.0.1 with `roce_offload` (GSO and GRO).
+    fn offload_pair() -> (UdpLink, UdpLink) {
+        let on = UdpOptions {
+            roce_offload: true,
+            pool_buffers: 256,
+            ..UdpOptions::default()
+        };
+        let bind = || UdpLink::bind("127.0.0.1:0".parse().unwrap(), on.clone()).unwrap();
+        (bind(), bind())
+    }
+
     fn dgram(from: &UdpLink, to: SocketAddr, bytes: &[u8]) -> Datagram {
         let mut buf = from.pool().alloc().unwrap();
         assert!(buf.copy_from(bytes));
@@ -634,13 +645,7 @@ mod tests {
 
     #[test]
     fn offload_groups_runs_and_every_datagram_arrives_intact_with_a_findable_icrc() {
-        let on = UdpOptions {
-            roce_offload: true,
-            pool_buffers: 256,
-            ..UdpOptions::default()
-        };
-        let mut a = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on.clone()).unwrap();
-        let mut b = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on).unwrap();
+        let (mut a, mut b) = offload_pair();
         let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0"); // c: no offload
                                                              // Runs: 70 of 1016 B to b (more than one GSO send holds), 5 of 316 B to b,
                                                              // 10 of 1016 B to c, one of 40 B to b.
@@ -693,13 +698,7 @@ mod tests {
 
     #[test]
     fn a_coalesced_receive_larger_than_asked_for_waits_in_the_link_not_in_the_kernel() {
-        let on = UdpOptions {
-            roce_offload: true,
-            pool_buffers: 256,
-            ..UdpOptions::default()
-        };
-        let mut a = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on.clone()).unwrap();
-        let mut b = UdpLink::bind("127.0.0.1:0".parse().unwrap(), on).unwrap();
+        let (mut a, mut b) = offload_pair();
         let path = path_between(a.local_addr(), b.local_addr()).unwrap();
         let mut tx: Vec<_> = (0..20u8)
             .map(|i| {

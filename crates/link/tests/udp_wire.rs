@@ -72,44 +72,20 @@ fn the_kernel_writes_ipv4_id_0_and_df_so_the_path_icrc_matches_the_wire() {
     assert_eq!(a.send_burst(&mut tx).unwrap(), 1);
     assert_eq!(a.stats().tx_frames, 1);
 
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut pkt = [0u8; 2048];
-    while Instant::now() < deadline {
-        // SAFETY: reads at most pkt.len() bytes into `pkt`.
-        let n = unsafe {
-            libc::recv(
-                raw.as_raw_fd(),
-                pkt.as_mut_ptr().cast(),
-                pkt.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n < 0 {
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
-        }
-        let p = &pkt[..n as usize];
-        let ihl = usize::from(p[0] & 0xf) * 4;
-        if p.len() < ihl + 8 || p[9] != 17 {
-            continue;
-        }
-        let udp = &p[ihl..ihl + 8];
-        if udp[0..2] != sport.to_be_bytes() || udp[2..4] != dport.to_be_bytes() {
-            continue;
-        }
-        assert_eq!(&p[4..6], &[0, 0], "IPv4 identification is 0");
-        assert_eq!(p[6] & 0x40, 0x40, "DF is set");
-        let ib = &p[ihl + 8..];
-        assert_eq!(ib, &bytes[..]);
-        let wire = weft_wire::roce::icrc::icrc(&p[..ihl], udp, &ib[..ib.len() - 4]).unwrap();
-        assert_eq!(
-            wire.to_le_bytes(),
-            ib[ib.len() - 4..],
-            "ICRC over the captured headers equals the one computed from the path"
-        );
-        return;
-    }
-    panic!("the datagram was not seen on lo");
+    let wire = capture(&raw, sport, dport, 1);
+    let p = wire.first().expect("the datagram was seen on lo");
+    let ihl = usize::from(p[0] & 0xf) * 4;
+    let udp = &p[ihl..ihl + 8];
+    assert_eq!(&p[4..6], &[0, 0], "IPv4 identification is 0");
+    assert_eq!(p[6] & 0x40, 0x40, "DF is set");
+    let ib = &p[ihl + 8..];
+    assert_eq!(ib, &bytes[..]);
+    let wire = weft_wire::roce::icrc::icrc(&p[..ihl], udp, &ib[..ib.len() - 4]).unwrap();
+    assert_eq!(
+        wire.to_le_bytes(),
+        ib[ib.len() - 4..],
+        "ICRC over the captured headers equals the one computed from the path"
+    );
 }
 
 /// Captured IPv4 packets from `raw` whose UDP ports are `sport` → `dport`, until `n`

@@ -14,6 +14,7 @@
 //! ([`Stats::qp_visits`] counts the visits).
 
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
+use crate::fastmap::FastMap;
 use crate::memory::{Access, Memory};
 use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
 use crate::requester::{Fault, Requester, SendWqe};
@@ -21,8 +22,7 @@ use crate::responder::Responder;
 use crate::status::local_status;
 use crate::time::Instant;
 use crate::wr::{Completion, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use weft_wire::roce::{
     opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation, GSO_MAX_SEGMENTS,
 };
@@ -230,32 +230,11 @@ impl Sched {
     }
 }
 
-/// Multiply-shift hasher for QP numbers (the FxHash idea). QPNs are drawn by this
-/// endpoint, never chosen by a peer, so SipHash's guard against hash flooding buys
-/// nothing; a packet for an unknown QPN is one missed lookup either way. A hash map
-/// keeps each lookup (several per message) independent of the number of QPs, where
-/// a B-tree's grew with it.
-#[derive(Debug, Default, Clone, Copy)]
-struct QpnHasher(u64);
-
-impl Hasher for QpnHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
+/// The QP table. QPNs are drawn by this endpoint, never chosen by a peer, so a
+/// multiply-shift hash serves ([`crate::fastmap`]); a hash map keeps each lookup
+/// (several per message) independent of the number of QPs, where a B-tree's grew
+/// with it.
+type QpMap = FastMap<u32, Qp>;
 
 /// All QPs of one host.
 #[derive(Debug)]

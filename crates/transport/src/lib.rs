@@ -19,6 +19,7 @@
 
 mod ctx;
 mod endpoint;
+pub mod fastmap;
 pub mod memory;
 pub mod qp;
 mod requester;

@@ -21,7 +21,6 @@
 //! Transmitting first lets the ACKs the previous pass owes leave in the same link burst
 //! as the application's next message (docs/verbs.md, "The engine").
 
-use crate::fastmap::FastMap;
 use crate::mr::{MrEntry, MrTable};
 use std::collections::VecDeque;
 use std::fmt;
@@ -33,6 +32,7 @@ use std::time::Duration;
 use weft_link::spsc::{Consumer, Producer};
 use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
+use weft_transport::fastmap::FastMap;
 use weft_transport::{Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus};
 
 /// Who drives the engine.

@@ -34,7 +34,6 @@ mod context;
 mod cq;
 pub mod engine;
 mod error;
-mod fastmap;
 mod links;
 pub mod mr;
 mod qp;

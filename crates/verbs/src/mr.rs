@@ -17,10 +17,10 @@
 #![allow(unsafe_code)]
 
 use crate::engine::Shared;
-use crate::fastmap::FastMap;
 use crate::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use weft_transport::fastmap::FastMap;
 use weft_transport::{Access, AccessError, AtomicOp, Key, Memory, Region};
 
 /// Memory owned by a region: either allocated by weft (8-byte aligned, zeroed) or

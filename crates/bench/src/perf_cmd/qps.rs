@@ -15,7 +15,7 @@
 //! The server side runs when the first request's private data is a [`MultiPlan`]:
 //! it creates the N QPs, accepts the N connections in order, then serves the run.
 
-use super::{device, param, remote_bytes, remote_of, sizes, Args, Plan, Qp, Test};
+use super::{device, meta, param, remote_bytes, remote_of, sizes, Args, Plan, Qp, Test};
 use super::{RX_BYTES, RX_SLOTS, SIGNAL_EVERY, WAIT};
 use crate::perf::bandwidth_record;
 use crate::perf::record::{Meta, Record};
@@ -254,12 +254,7 @@ fn recv(mr: &MemoryRegion, k: usize, slot: usize) -> RecvWr {
 
 /// The client of `--qps N` (N > 1): one record per size.
 pub(super) fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()> {
-    let meta = Meta {
-        system: "weft".into(),
-        test: a.test.name().into(),
-        link: format!("{:?}", a.link).to_lowercase(),
-        qp: a.qp.name().into(),
-    };
+    let meta = meta(a);
     let mut out = Output::stdout(a.json);
     let mut prog = Prog::new(!a.quiet);
     let sizes = sizes(a);

@@ -1,15 +1,16 @@
-//! A hash map for the engine's u32 keys (QP numbers, lkeys, rkeys, queue ids), which
-//! are random or sequential and never chosen by a peer to collide: the standard
-//! library's SipHash guards against hash flooding the engine does not face here, at a
-//! cost that showed in profiles (a lookup per packet and per completion). The
-//! multiply-shift hash below is the FxHash idea.
+//! A hash map for integer keys that a peer does not choose (QP numbers, lkeys, rkeys,
+//! queue ids: random or sequential, drawn by this host). The standard library's
+//! SipHash guards against hash flooding that such keys do not face, at a cost that
+//! showed in profiles (several lookups per packet and per completion). The
+//! multiply-shift hash below is the FxHash idea. The transport keys its QPs with it,
+//! and the verbs engine its QPs, CQs and memory regions.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Multiply-shift hasher for integer keys.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IntHasher(u64);
+pub struct IntHasher(u64);
 
 impl Hasher for IntHasher {
     fn finish(&self) -> u64 {
@@ -29,7 +30,7 @@ impl Hasher for IntHasher {
 }
 
 /// A `HashMap` keyed by integers with [`IntHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 #[cfg(test)]
 mod tests {
