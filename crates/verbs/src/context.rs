@@ -1,6 +1,6 @@
 //! Opening a device: [`Context`], [`ProtectionDomain`], [`AddressHandle`].
 
-use crate::engine::{self, ContextStats, Engine, Progress, Shared};
+use crate::engine::{self, ContextStats, Engine, EngineStats, Progress, Shared};
 use crate::mr::{MemoryRegion, MrTable};
 use crate::Error;
 use std::collections::hash_map::RandomState;
@@ -251,7 +251,10 @@ impl Context {
     pub fn stats(&self) -> ContextStats {
         let e = self.inner.shared.lock();
         ContextStats {
-            engine: e.stats,
+            engine: EngineStats {
+                standbys: self.inner.shared.standbys.load(Ordering::Relaxed),
+                ..e.stats
+            },
             transport: e.ep.stats().clone(),
             link: e.link_stats(),
         }

@@ -56,6 +56,7 @@ impl CompletionChannel {
             }
             match self.ctx.progress_mode() {
                 Progress::Thread => {
+                    self.ctx.shared().app_blocks();
                     poll_readable(&[self.inner.fd.as_fd()], left).map_err(Error::Link)?;
                     self.inner.fd.drain();
                 }
@@ -118,13 +119,23 @@ impl CompletionQueue {
     }
 
     /// Append up to `max` completions to `out` (`ibv_poll_cq`); returns how many.
-    /// With inline progress, an empty queue runs a progress pass first.
+    /// An empty queue runs a progress pass first: with inline progress always; with an
+    /// engine thread when that thread is not in a pass. An application that spins on
+    /// its queues so makes the progress itself, and the engine thread stands by rather
+    /// than spin beside it (see the crate's docs/verbs.md, "Progress").
     pub fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
         let n = self.ring.pop_burst(out, max);
-        if n > 0 || self.ctx.progress_mode() != Progress::Inline {
+        if n > 0 {
             return n;
         }
-        self.ctx.progress();
+        match self.ctx.progress_mode() {
+            Progress::Inline => {
+                self.ctx.progress();
+            }
+            Progress::Thread => {
+                self.ctx.shared().assist();
+            }
+        }
         self.ring.pop_burst(out, max)
     }
 

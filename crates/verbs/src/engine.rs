@@ -25,7 +25,7 @@ use crate::mr::{MrEntry, MrTable};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::AsFd;
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -149,6 +149,9 @@ pub struct EngineStats {
     /// QPs whose rings a pass looked at: those that posted since the pass before (a
     /// work counter; idle QPs add nothing).
     pub qp_rings_drained: u64,
+    /// Windows (up to 1 ms each) in which the engine thread stood by because the
+    /// application spun on its completion queues and made the progress itself.
+    pub standbys: u64,
 }
 
 /// The engine's state: the transport endpoint, the link, and the queues' rings.
@@ -693,7 +696,23 @@ pub(crate) struct Shared {
     pub(crate) posted: Arc<Posted>,
     /// lkeys of live regions, for gathering inline sends on the posting thread.
     pub(crate) inline_keys: std::sync::RwLock<FastMap<u32, Arc<MrEntry>>>,
+    /// Empty polls of the application's completion queues under thread progress
+    /// ([`Shared::assist`]): how the engine thread sees that the application spins.
+    app_polls: AtomicU64,
+    /// The engine thread stands by for a spinning application (see [`Shared::run`]).
+    standing_by: AtomicBool,
+    /// The application is about to block: the engine thread must watch the link again.
+    app_blocking: AtomicBool,
+    /// Stand-by windows so far ([`EngineStats::standbys`]).
+    pub(crate) standbys: AtomicU64,
 }
+
+/// How long the engine thread measures the application's polling, and stands by for
+/// at most, before it looks again.
+const ASSIST_WINDOW: Duration = Duration::from_millis(1);
+/// Empty completion-queue polls per [`ASSIST_WINDOW`] that count as an application
+/// spinning on its queues (one every ~16 µs or more often).
+const ASSIST_POLLS: u64 = 64;
 
 impl Shared {
     pub(crate) fn new(
@@ -714,7 +733,30 @@ impl Shared {
             local_addr,
             posted,
             inline_keys: std::sync::RwLock::new(FastMap::default()),
+            app_polls: AtomicU64::new(0),
+            standing_by: AtomicBool::new(false),
+            app_blocking: AtomicBool::new(false),
+            standbys: AtomicU64::new(0),
         })
+    }
+
+    /// An application poll found its completion queue empty (thread progress): count
+    /// it, and run a pass if the engine thread is not in one. When the application
+    /// spins like this, the engine thread stands by and these passes are the progress:
+    /// two spinning threads per process would be one more than the work needs, and on
+    /// a machine with as many cores as processes they take turns on a core.
+    pub(crate) fn assist(&self) -> bool {
+        self.app_polls.fetch_add(1, Ordering::Relaxed);
+        self.try_progress()
+    }
+
+    /// The application is about to block (on a completion channel): the engine thread
+    /// stops standing by and watches the link, since nobody else will.
+    pub(crate) fn app_blocks(&self) {
+        self.app_blocking.store(true, Ordering::SeqCst);
+        if self.standing_by.load(Ordering::SeqCst) {
+            self.doorbell.notify();
+        }
     }
 
     /// The engine, for a control operation: wakes a sleeping engine thread first and
@@ -769,11 +811,53 @@ impl Shared {
     }
 
     /// The engine thread's loop.
+    ///
+    /// It spins while there is work and for `idle_spin` after, then blocks on the link
+    /// and the doorbell. But when the application spins on its completion queues (at
+    /// least [`ASSIST_POLLS`] empty polls in an [`ASSIST_WINDOW`], each running a pass:
+    /// [`Shared::assist`]), the application's passes make the progress and the engine
+    /// thread stands by: it sleeps on the doorbell only, for a window at a time, and
+    /// takes over again when the polling stops or the application blocks
+    /// ([`Shared::app_blocks`]). Timers keep running in the application's passes.
     pub(crate) fn run(self: &Arc<Self>) {
         let mut idle_since: Option<std::time::Instant> = None;
+        let mut window_start = std::time::Instant::now();
+        let mut window_polls = self.app_polls.load(Ordering::Relaxed);
+        let mut app_spins = false;
+        let mut iter = 0u32;
         while !self.stop.load(Ordering::Acquire) {
             if self.waiters.load(Ordering::Relaxed) > 0 {
                 std::thread::yield_now();
+            }
+            iter = iter.wrapping_add(1);
+            if iter % 256 == 0 || idle_since.is_some() {
+                let now = std::time::Instant::now();
+                if now.duration_since(window_start) >= ASSIST_WINDOW {
+                    let polls = self.app_polls.load(Ordering::Relaxed);
+                    app_spins = polls.wrapping_sub(window_polls) >= ASSIST_POLLS;
+                    window_polls = polls;
+                    window_start = now;
+                }
+            }
+            if self.app_blocking.swap(false, Ordering::SeqCst) {
+                app_spins = false;
+                window_polls = self.app_polls.load(Ordering::Relaxed);
+                window_start = std::time::Instant::now();
+            }
+            if app_spins {
+                self.standbys.fetch_add(1, Ordering::Relaxed);
+                self.standing_by.store(true, Ordering::SeqCst);
+                // A failed wait is a spurious wakeup: the loop looks again.
+                let _ = weft_link::wake::poll_readable(&[self.doorbell.as_fd()], ASSIST_WINDOW);
+                self.doorbell.drain();
+                self.standing_by.store(false, Ordering::SeqCst);
+                let polls = self.app_polls.load(Ordering::Relaxed);
+                app_spins = polls.wrapping_sub(window_polls) >= ASSIST_POLLS
+                    && !self.app_blocking.load(Ordering::SeqCst);
+                window_polls = polls;
+                window_start = std::time::Instant::now();
+                idle_since = None;
+                continue;
             }
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {
