@@ -90,28 +90,8 @@ warm_n() { local w=$(($1 / 10)); ((w < 10)) && w=10; ((w > 1000)) && w=1000; ech
 port=$((13400 + RANDOM % 2000))
 next_port() { port=$((port + 1)); ((port > 60000)) && port=13400; return 0; }
 
-# Waits until something listens on TCP port $1 (at most 10 s).
-wait_listen() {
-  local i
-  for ((i = 0; i < 200; i++)); do
-    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
-# Stops a server by PID: up to 10 s to exit by itself, then TERM, then KILL.
-reap() {
-  local pid=$1 i
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    sleep 0.1
-  done
-  kill "$pid" 2>/dev/null || true
-  sleep 0.5
-  kill -9 "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
+# wait_listen, reap
+source "$(dirname "$0")/bench-lib.sh"
 
 ucx_run() { # tls system link test size
   local tls=$1 system=$2 link=$3 test=$4 size=$5 n w raw rc=0 devs=all

@@ -74,23 +74,8 @@ wrun() { # variant, weft args...
 }
 
 port=$((15400 + RANDOM % 2000))
-wait_listen() {
-  local i
-  for ((i = 0; i < 200; i++)); do
-    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
-    sleep 0.05
-  done
-  return 1
-}
-reap() {
-  local pid=$1 i
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-    sleep 0.1
-  done
-  kill "$pid" 2>/dev/null || true; sleep 0.5; kill -9 "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
+# wait_listen, reap
+source "$(dirname "$0")/bench-lib.sh"
 # cpu seconds (user + system) from /usr/bin/time -f '%U %S' output files
 cpu_of() { awk '/^[0-9.]+ [0-9.]+$/ { s += $1 + $2 } END { printf "%.3f", s }' "$@"; }
 

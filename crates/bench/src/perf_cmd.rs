@@ -848,8 +848,19 @@ fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()>
         };
         out.emit(&rec)?;
     }
-    // Tell the server we are done (it answers with a rejection and exits).
-    let (_s, mut qp) = queues(&ctx, a, 2)?;
+    hang_up(a, &ctx, at, first_error, sizes.len())
+}
+
+/// The end of a client run: tell the server we are done (it answers with a rejection
+/// and exits), then fail with the first error when the run had a single size.
+fn hang_up(
+    a: &Args,
+    ctx: &Context,
+    at: SocketAddr,
+    first_error: Option<String>,
+    sizes: usize,
+) -> anyhow::Result<()> {
+    let (_s, mut qp) = queues(ctx, a, 2)?;
     let done = Plan {
         done: true,
         test: a.test,
@@ -860,7 +871,7 @@ fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()>
     };
     let _ = cm::connect(&mut qp, at, &param(a, done.encode()));
     match first_error {
-        Some(e) if sizes.len() == 1 => bail!("{e}"),
+        Some(e) if sizes == 1 => bail!("{e}"),
         _ => Ok(()),
     }
 }

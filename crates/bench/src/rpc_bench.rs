@@ -212,17 +212,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string(r)?);
         } else {
             eprintln!(
-                "[round {}] {:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:<10} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us  {:>8.0} calls/CPU-s",
+                "[round {}] {} {:>10.0} ops/s  p50 {:>8.1} us  p99 {:>8.1} us  {:>8.0} calls/CPU-s",
                 r.round,
-                r.system,
-                r.link,
-                r.mix,
-                r.clients,
-                r.outstanding,
-                r.size,
-                r.clusters,
-                if r.batching { "on" } else { "off" },
-                r.mode,
+                variant(r),
                 r.ops_per_s,
                 r.p50_us,
                 r.p99_us,
@@ -565,6 +557,22 @@ fn medians(rows: &[Row]) -> Vec<Summary> {
         .collect()
 }
 
+/// What a row measured, in words: system, link, mix, load, size, batching, mode.
+fn variant(r: &Row) -> String {
+    format!(
+        "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:<10}",
+        r.system,
+        r.link,
+        r.mix,
+        r.clients,
+        r.outstanding,
+        r.size,
+        r.clusters,
+        if r.batching { "on" } else { "off" },
+        r.mode,
+    )
+}
+
 fn print_medians(med: &[Summary], rounds: usize) {
     eprintln!(
         "\nmedians of {rounds} alternating round(s), [min–max]; CPU per call of client + server:"
@@ -572,16 +580,8 @@ fn print_medians(med: &[Summary], rounds: usize) {
     for s in med {
         let r = &s.row;
         eprintln!(
-            "{:>5} {:>4} {:>8} {:>2}x{:<3} size {:>3} clusters {} batch {:<3} {:<10} {:>9.0} ops/s [{:.0}–{:.0}]  p50 {:>7.1} us [{:.1}–{:.1}]  p99 {:>7.1} us  CPU {} + {} us/call  {} calls/CPU-s  (n={})",
-            r.system,
-            r.link,
-            r.mix,
-            r.clients,
-            r.outstanding,
-            r.size,
-            r.clusters,
-            if r.batching { "on" } else { "off" },
-            r.mode,
+            "{} {:>9.0} ops/s [{:.0}–{:.0}]  p50 {:>7.1} us [{:.1}–{:.1}]  p99 {:>7.1} us  CPU {} + {} us/call  {} calls/CPU-s  (n={})",
+            variant(r),
             r.ops_per_s,
             s.ops_min,
             s.ops_max,

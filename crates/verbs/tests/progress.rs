@@ -10,8 +10,7 @@ use common::*;
 use std::time::{Duration, Instant};
 use weft_verbs::cm::ConnParam;
 use weft_verbs::{
-    Access, CompletionChannel, CompletionQueue, LinkKind, Progress, QpInitAttr, QpType, RecvWr,
-    SendWr, WrOp,
+    CompletionChannel, CompletionQueue, LinkKind, Progress, QpType, RecvWr, SendWr, WrOp,
 };
 
 /// One 64-byte SEND from `from` to `to`, both applications spinning on their queues.
@@ -67,20 +66,8 @@ fn the_engine_thread_serves_again_when_the_application_blocks_on_a_channel() {
     // b's queue is tied to a completion channel.
     let ctx = device(LinkKind::Shm, Progress::Thread);
     let channel = CompletionChannel::new(&ctx).unwrap();
-    let pd = ctx.alloc_pd();
     let cq = CompletionQueue::new(&ctx, 1024, Some(&channel));
-    let qp = pd
-        .create_qp(&cq, &cq, None, QpInitAttr::new(QpType::Rc))
-        .unwrap();
-    let mr = pd.alloc_mr(1 << 16, Access::ALL);
-    let b = Side {
-        ctx,
-        pd,
-        cq,
-        qp,
-        mr,
-        conn: None,
-    };
+    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 16);
     let (mut a, mut b) = connect_sides(a, b, &ConnParam::default());
     // b's application spins on its queue first, so b's engine thread stands by ...
     let start = Instant::now();

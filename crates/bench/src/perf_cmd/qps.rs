@@ -15,7 +15,7 @@
 //! The server side runs when the first request's private data is a [`MultiPlan`]:
 //! it creates the N QPs, accepts the N connections in order, then serves the run.
 
-use super::{device, meta, param, remote_bytes, remote_of, sizes, Args, Plan, Qp, Test};
+use super::{device, meta, param, remote_bytes, remote_of, sizes, Args, Qp, Test};
 use super::{RX_BYTES, RX_SLOTS, SIGNAL_EVERY, WAIT};
 use crate::perf::bandwidth_record;
 use crate::perf::record::{Meta, Record};
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnectRequest, Connection, Listener};
 use weft_verbs::{
     Access, Completion, CompletionQueue, Context, MemoryRegion, QpInitAttr, QpState, QueuePair,
-    RecvWr, RemoteAddr, SendWr, WcStatus, WrOp, GRH_LEN,
+    RecvWr, SendWr, WcStatus, WrOp, GRH_LEN,
 };
 
 const MAGIC: &[u8; 4] = b"WQPS";
@@ -281,24 +281,7 @@ pub(super) fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow:
             }
         }
     }
-    // Tell the server we are done (it answers with a rejection and exits).
-    let cq = CompletionQueue::new(&ctx, 64, None);
-    let mut qp = ctx
-        .alloc_pd()
-        .create_qp(&cq, &cq, None, QpInitAttr::new(a.qp.qp_type()))?;
-    let done = Plan {
-        done: true,
-        test: a.test,
-        size: 0,
-        count: 0,
-        symmetric: false,
-        remote: RemoteAddr { addr: 0, rkey: 0 },
-    };
-    let _ = cm::connect(&mut qp, at, &param(a, done.encode()));
-    match first_error {
-        Some(e) if sizes.len() == 1 => bail!("{e}"),
-        _ => Ok(()),
-    }
+    super::hang_up(a, &ctx, at, first_error, sizes.len())
 }
 
 /// The multi-QP figures a record carries besides the rate.

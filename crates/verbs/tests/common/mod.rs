@@ -40,8 +40,14 @@ pub fn side(kind: LinkKind, progress: Progress, qp_type: QpType, mem: usize) -> 
 
 /// A side on a device the caller opened.
 pub fn side_on(ctx: Context, qp_type: QpType, mem: usize) -> Side {
-    let pd = ctx.alloc_pd();
     let cq = CompletionQueue::new(&ctx, 1024, None);
+    side_with_cq(ctx, cq, qp_type, mem)
+}
+
+/// A side on a device and completion queue the caller made (a queue tied to a
+/// completion channel, say).
+pub fn side_with_cq(ctx: Context, cq: CompletionQueue, qp_type: QpType, mem: usize) -> Side {
+    let pd = ctx.alloc_pd();
     let qp = pd
         .create_qp(&cq, &cq, None, QpInitAttr::new(qp_type))
         .expect("create qp");

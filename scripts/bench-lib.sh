@@ -1,0 +1,25 @@
+# Shared by the benchmark scripts (peers.sh, verbs-perf.sh): waiting for a peer's
+# server to listen, and stopping it in bounded time. Sourced, not run.
+
+# Waits until something listens on TCP port $1 (at most 10 s).
+wait_listen() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# Stops a server by PID: up to 10 s to exit by itself, then TERM, then KILL.
+reap() {
+  local pid=$1 i
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  sleep 0.5
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
