@@ -353,6 +353,11 @@ impl UdpLink {
                 continue;
             };
             let data = &self.gro_bufs[i][..r.len.min(GRO_BUF)];
+            if data.is_empty() {
+                // An empty datagram carries no packet (chunks() would yield none).
+                self.own_rx_drops += 1;
+                continue;
+            }
             let seg = r.gro.unwrap_or(data.len()).max(1);
             for chunk in data.chunks(seg) {
                 if self.spare.is_empty() {
@@ -470,9 +475,11 @@ impl DatagramLink for UdpLink {
                 i += 1;
                 continue;
             }
-            let end = (i..dgrams.len())
+            // One call takes at most BURST messages of at most 64 segments each.
+            let limit = dgrams.len().min(i + BURST * usize::from(GSO_MAX_SEGMENTS));
+            let end = (i..limit)
                 .find(|&j| !self.sendable(&dgrams[j]))
-                .unwrap_or(dgrams.len());
+                .unwrap_or(limit);
             // Messages for one call: plain datagrams, or GSO groups with their later
             // segments' ICRCs rewritten for the identifications they will get.
             self.msgs.clear();
@@ -732,6 +739,18 @@ mod tests {
             assert_eq!(d.buf[..496], [i as u8; 496][..], "in order");
         }
         assert_eq!(b.stats().rx_frames, 20);
+    }
+
+    #[test]
+    fn an_empty_datagram_to_a_coalescing_link_is_a_counted_drop() {
+        let (_, mut b) = offload_pair();
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.send_to(&[], b.local_addr()).unwrap();
+        s.send_to(b"after", b.local_addr()).unwrap();
+        let got = recv_n(&mut b, 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0].buf[..], b"after");
+        assert_eq!(b.stats().rx_dropped, 1);
     }
 
     #[test]
