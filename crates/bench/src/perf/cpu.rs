@@ -116,6 +116,20 @@ impl CpuUse {
         }
     }
 
+    /// The same CPU spread over `actual` operations instead of the `counted` ones it
+    /// was divided by (a run that sent more messages than it planned).
+    pub fn recount(&self, counted: u64, actual: u64) -> CpuUse {
+        if counted == 0 || actual == 0 {
+            return *self;
+        }
+        let f = counted as f64 / actual as f64;
+        CpuUse {
+            cpu_client_us_per_op: self.cpu_client_us_per_op * f,
+            cpu_server_us_per_op: self.cpu_server_us_per_op.map(|s| s * f),
+            ops_per_cpu_s: self.ops_per_cpu_s / f,
+        }
+    }
+
     /// CPU µs per operation of both processes (the client's alone when the
     /// server's is unknown).
     pub fn us_per_op(&self) -> f64 {
@@ -142,6 +156,25 @@ mod tests {
         assert!((c.us_per_op() - 5.0).abs() < 1e-9);
         // 1000 ops in 5 ms of CPU: 200 000 per CPU-second.
         assert!((c.ops_per_cpu_s - 200_000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn recounting_spreads_the_same_cpu_over_more_operations() {
+        let c = CpuUse::new(
+            1000,
+            Duration::from_millis(2),
+            Some(Duration::from_millis(3)),
+        );
+        let r = c.recount(1000, 2000);
+        assert_eq!(
+            r,
+            CpuUse::new(
+                2000,
+                Duration::from_millis(2),
+                Some(Duration::from_millis(3))
+            )
+        );
+        assert_eq!(c.recount(0, 5), c);
     }
 
     #[test]

@@ -425,6 +425,8 @@ fn client_run(
     // The rate counts every message of the measured phase, the round-up's too (with
     // many QPs and a completion every 16 requests it is a large share).
     r.messages = posted - timed_from;
+    // The CPU was divided by the planned messages; spread it over those sent.
+    r.cpu = r.cpu.map(|c| c.recount(opts.iters, r.messages));
     // The ACKs our last passes owe leave with the next passes; run them before
     // hanging up.
     for _ in 0..4 {
