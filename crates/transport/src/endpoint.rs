@@ -23,9 +23,7 @@ use crate::status::local_status;
 use crate::time::Instant;
 use crate::wr::{Completion, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use weft_wire::roce::{
-    opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation, GSO_MAX_SEGMENTS,
-};
+use weft_wire::roce::{opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation};
 
 /// Bytes a packet may need beyond its payload: BTH, the largest extension-header set
 /// (AtomicETH, 28 bytes), pad and ICRC. `poll_transmit` needs `path_mtu + MAX_OVERHEAD`.
@@ -39,6 +37,13 @@ pub struct Config {
     /// Compute the ICRC of every sent packet. A link whose two ends agreed to carry
     /// no ICRC (weft's shm link) turns this off; the four bytes are then unspecified.
     pub write_icrc: bool,
+    /// IPv4 identifications a received packet's ICRC may have been computed for
+    /// (0 up to this, exclusive). 1: only 0, what a sender that never segments
+    /// writes. A link whose peers send UDP GSO (consecutive identifications, taken
+    /// whole by `UDP_GRO`) needs [`weft_wire::roce::GSO_MAX_SEGMENTS`]; each one accepted
+    /// beyond the first makes a corrupted packet a little likelier to pass (64 in
+    /// all: 2^-26 instead of 2^-32).
+    pub icrc_ids: u16,
     /// Longest message accepted, in bytes (IBTA allows 2^31).
     pub max_msg_len: u64,
     /// The requester asks for an ACK at least every this many PSNs.
@@ -57,6 +62,7 @@ impl Default for Config {
         Config {
             check_icrc: true,
             write_icrc: true,
+            icrc_ids: 1,
             max_msg_len: 1 << 31,
             ack_req_interval: 16,
             max_inline: 256,
@@ -587,7 +593,7 @@ impl<M: Memory> Endpoint<M> {
             return;
         };
         if self.config.check_icrc {
-            match path.check_id(bytes, GSO_MAX_SEGMENTS, &mut self.id_deltas) {
+            match path.check_id(bytes, self.config.icrc_ids, &mut self.id_deltas) {
                 Some(0) => {}
                 Some(_) => self.stats.icrc_segment_id += 1,
                 None => {

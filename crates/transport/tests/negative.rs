@@ -590,3 +590,45 @@ fn icrc_check_can_be_switched_off() {
         Syndrome::RnrNak { .. }
     ));
 }
+
+/// The ICRC of a later segment of a UDP GSO send is computed for identification k: an
+/// endpoint told to expect GSO peers (`icrc_ids`) accepts it and counts it, and one
+/// left at the default (identification 0 only) drops it as an ICRC error.
+#[test]
+fn a_gso_segments_icrc_is_accepted_only_where_gso_peers_are_expected() {
+    for (ids, accepted) in [(1u16, false), (weft_wire::roce::GSO_MAX_SEGMENTS, true)] {
+        let config = Config {
+            icrc_ids: ids,
+            ..Config::default()
+        };
+        let mut p = Pair::new(
+            config,
+            MEM as usize,
+            LinkConfig::clean(5),
+            LinkConfig::clean(5),
+            1,
+        );
+        let o = ConnectOptions {
+            mtu: Mtu::M256,
+            ..ConnectOptions::default()
+        };
+        let c = p.connect(QpType::Rc, &o);
+        let from = Pair::path(Side::A, c.qpn_a);
+        let mut r = IbPacketRepr::new(BthRepr::new(
+            Opcode::RC_SEND_ONLY,
+            c.qpn_b,
+            Psn::new(o.psn_a),
+        ));
+        r.bth.ack_req = true;
+        let mut v = craft(&r, b"abc", &from);
+        // Segment 5 of a GSO send: its ICRC is the one for identification 5.
+        let deltas = weft_wire::roce::Ipv4IdDeltas::new(v.len() - 4);
+        assert!(deltas.apply(&mut v, 5));
+        p.b.handle_packet(p.now, &from, &v);
+        let st = p.b.stats();
+        assert_eq!(
+            (st.icrc_segment_id, st.icrc_errors),
+            if accepted { (1, 0) } else { (0, 1) }
+        );
+    }
+}

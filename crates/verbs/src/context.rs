@@ -192,6 +192,13 @@ impl Context {
             weft_transport::Mtu::fitting(link.max_datagram()).unwrap_or(weft_transport::Mtu::M256);
         tcfg.check_icrc = icrc;
         tcfg.write_icrc = icrc;
+        // A udp peer may send UDP GSO (weft's udp link does by default), whose segments
+        // carry identifications 0..64; nothing segments on shm.
+        tcfg.icrc_ids = if cfg.link == LinkKind::Udp {
+            weft_wire::roce::GSO_MAX_SEGMENTS
+        } else {
+            1
+        };
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
         let ep = Endpoint::new(tcfg, MrTable::default());
         let shared = Arc::new(
