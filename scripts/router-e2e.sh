@@ -3,20 +3,43 @@
 # (scripts/netns-router.sh) and the same generator (`weft router rfc2544`: paced
 # AF_PACKET UDP from host A to host B, RFC 2544 zero-loss binary search and one-way
 # latency) through Linux kernel forwarding and through `weft router` on each port
-# backend in each architecture. Prints a markdown table. Always tears the namespaces
-# down.
+# backend in each architecture. Always tears the namespaces down.
 #
-# usage: [BACKENDS="afpacket afxdp"] [ARCHS="push pull central"] [KERNEL=1] \
-#        scripts/router-e2e.sh [WEFT_BIN] [-- extra rfc2544 args]
+# usage: [BACKENDS="afpacket afxdp"] [ARCHS="push pull central"] [KERNEL=1] [ROUNDS=3] \
+#        [OUT=dir] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
 #
 # BACKENDS: afpacket, afxdp (AF_XDP, generic XDP) and afxdp-native (AF_XDP with
 # veth's native XDP hook). KERNEL=0 skips the kernel-forwarding rows.
+# ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
+# forwarder, and measures each weft forwarder's latency at the kernel's zero-loss rate
+# of that round too (`--latency-at-rows`).
+# Output: by default the medians table `weft report` writes (OUT/router-e2e.md) and
+# its plot (OUT/router-e2e.png); with --json, the JSON rows (one per forwarder, frame
+# size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …). The rows
+# are kept in OUT/router-e2e.jsonl either way (OUT defaults to a temporary directory).
+# --long: 60 s trials, as RFC 2544 asks (default 1 s: two shared cores and a budget).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+JSON=0
+TRIAL=()
+while [[ ${1:-} == --* && ${1:-} != -- ]]; do
+  case "$1" in
+    --json) JSON=1 ;;
+    --long) TRIAL=(--trial-secs 60) ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 WEFT=${1:-target/release/weft}
 shift || true
 [[ ${1:-} == -- ]] && shift
-EXTRA=("$@")
+EXTRA=("${TRIAL[@]}" "$@")
+ROUNDS=${ROUNDS:-1}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+ROWS=$OUT/router-e2e.jsonl
+: >"$ROWS"
+KERNEL_LABEL="linux kernel"
 NETNS=scripts/netns-router.sh
 # Two cores: the generator (sender and receiver threads) on one, weft's workers on
 # the other. Kernel forwarding runs in softirq on whichever core sends, i.e. the
@@ -30,38 +53,52 @@ trap 'for p in $(ip netns pids weft-r 2>/dev/null); do kill -TERM "$p" 2>/dev/nu
 
 router_mac() { ip netns exec weft-r cat /sys/class/net/weft-ra/address; }
 
-header_done=0
+# run LABEL ROUND: one forwarder's rows, appended to $ROWS; a weft forwarder also
+# measures latency at the kernel's rates of the same round when the kernel ran.
 run() {
-  local label=$1
-  local out
-  out=$(taskset -c "$GEN_CPU" "$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" "${EXTRA[@]}")
-  if ((header_done)); then echo "$out" | tail -n +3; else echo "$out"; header_done=1; fi
+  local label=$1 round=$2 at=()
+  if [[ $label != "$KERNEL_LABEL" && $KERNEL == 1 ]]; then
+    at=(--latency-at-rows "$ROWS" --reference "$KERNEL_LABEL")
+  fi
+  echo "round $round/$ROUNDS: $label" >&2
+  taskset -c "$GEN_CPU" "$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" \
+    --round "$round" --json "${at[@]}" "${EXTRA[@]}" >>"$ROWS"
 }
 
-if [[ $KERNEL == 1 ]]; then
-  bash $NETNS up kernel
-  run "linux kernel"
-fi
+for ((round = 1; round <= ROUNDS; round++)); do
+  if [[ $KERNEL == 1 ]]; then
+    bash $NETNS up kernel
+    run "$KERNEL_LABEL" "$round"
+  fi
 
-for backend in $BACKENDS; do
-  case "$backend" in
-    afpacket) args=(afpacket) ;;
-    afxdp) args=(afxdp generic) ;;
-    afxdp-native) args=(afxdp native) ;;
-    *) echo "unknown backend $backend" >&2; exit 2 ;;
-  esac
-  for arch in $ARCHS; do
-    bash $NETNS up weft
-    cfg=$(mktemp)
-    bash $NETNS config 2 "${args[@]}" > "$cfg"  # two ports: no idle third worker on two cores
-    taskset -c "$ROUTER_CPU" ip netns exec weft-r "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" 2>/dev/null &
-    sleep 1
-    if ! kill -0 $! 2>/dev/null; then
-      echo "weft router on $backend did not start" >&2; exit 1
-    fi
-    run "weft $backend $arch"
-    for p in $(ip netns pids weft-r); do kill -TERM "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -f "$cfg"
+  for backend in $BACKENDS; do
+    case "$backend" in
+      afpacket) args=(afpacket) ;;
+      afxdp) args=(afxdp generic) ;;
+      afxdp-native) args=(afxdp native) ;;
+      *) echo "unknown backend $backend" >&2; exit 2 ;;
+    esac
+    for arch in $ARCHS; do
+      bash $NETNS up weft
+      cfg=$(mktemp)
+      bash $NETNS config 2 "${args[@]}" > "$cfg"  # two ports: no idle third worker on two cores
+      taskset -c "$ROUTER_CPU" ip netns exec weft-r "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" 2>/dev/null &
+      sleep 1
+      if ! kill -0 $! 2>/dev/null; then
+        echo "weft router on $backend did not start" >&2; exit 1
+      fi
+      run "weft $backend $arch" "$round"
+      for p in $(ip netns pids weft-r); do kill -TERM "$p" 2>/dev/null || true; done
+      wait 2>/dev/null || true
+      rm -f "$cfg"
+    done
   done
 done
+
+if ((JSON)); then
+  cat "$ROWS"
+else
+  "$WEFT" report "$ROWS" --out "$OUT" --name router-e2e --quiet
+  cat "$OUT/router-e2e.md"
+  echo "rows: $ROWS; plot: $OUT/router-e2e.png" >&2
+fi

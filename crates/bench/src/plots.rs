@@ -60,6 +60,32 @@ pub struct RouterRow {
     /// Flat-out sent rate times the delivered share.
     pub sustained_kpps: f64,
     pub p50_us: f64,
+    /// Not in every markdown table's reading (NaN when nothing crossed).
+    pub p99_us: Option<f64>,
+    /// Latency at a given rate (`--latency-at-kpps`, JSON rows only): the rate and the
+    /// p50 and p99 at it.
+    pub at_kpps: Option<f64>,
+    pub at_p50_us: Option<f64>,
+    pub at_p99_us: Option<f64>,
+    /// Frames lost in the trial at `at_kpps`.
+    pub at_lost: Option<u64>,
+}
+
+impl From<crate::router::Rfc2544Row> for RouterRow {
+    fn from(r: crate::router::Rfc2544Row) -> Self {
+        RouterRow {
+            forwarder: r.forwarder,
+            frame: r.frame,
+            zero_loss_kpps: r.zero_loss_kpps,
+            sustained_kpps: r.flat_out_kpps * r.flat_out_delivered_pct / 100.0,
+            p50_us: r.p50_us.unwrap_or(f64::NAN),
+            p99_us: r.p99_us,
+            at_kpps: r.at_kpps,
+            at_p50_us: r.at_p50_us,
+            at_p99_us: r.at_p99_us,
+            at_lost: r.at_lost,
+        }
+    }
 }
 
 /// The rows of RFC 2544 tables in markdown: `| forwarder | frame (B) | zero-loss rate
@@ -74,7 +100,7 @@ pub fn parse_router_tables(text: &str) -> Vec<RouterRow> {
                 .split('|')
                 .map(str::trim)
                 .collect();
-            let [who, size, kpps, _mbps, flat, delivered, p50, _p99] = cells[..] else {
+            let [who, size, kpps, _mbps, flat, delivered, p50, p99] = cells[..] else {
                 return None;
             };
             let frame = size.parse().ok()?;
@@ -85,6 +111,11 @@ pub fn parse_router_tables(text: &str) -> Vec<RouterRow> {
                 zero_loss_kpps: kpps.parse().ok()?,
                 sustained_kpps: flat.parse::<f64>().ok()? * delivered / 100.0,
                 p50_us: p50.parse().ok()?,
+                p99_us: p99.parse().ok().filter(|x: &f64| x.is_finite()),
+                at_kpps: None,
+                at_p50_us: None,
+                at_p99_us: None,
+                at_lost: None,
             })
         })
         .collect()
@@ -385,7 +416,7 @@ pub fn router_e2e(path: &Path, rows: &[RouterRow], text: bool) -> anyhow::Result
             forwarders.push(&r.forwarder);
         }
     }
-    let metrics: [(&str, &str, Of<RouterRow>); 3] = [
+    let mut metrics: Vec<(&str, &str, Of<RouterRow>)> = vec![
         (
             "RFC 2544 throughput over veth",
             "zero-loss rate [kpps] (log)",
@@ -402,6 +433,13 @@ pub fn router_e2e(path: &Path, rows: &[RouterRow], text: bool) -> anyhow::Result
             |r| r.p50_us,
         ),
     ];
+    if rows.iter().any(|r| r.at_p99_us.is_some()) {
+        metrics.push((
+            "latency at the reference's zero-loss rate",
+            "one-way latency p99 [µs] (log)",
+            |r| r.at_p99_us.unwrap_or(f64::NAN),
+        ));
+    }
     let panels: Vec<Panel<'_>> = metrics
         .iter()
         .map(|(title, y_desc, value)| {
@@ -410,8 +448,12 @@ pub fn router_e2e(path: &Path, rows: &[RouterRow], text: bool) -> anyhow::Result
                 .enumerate()
                 .map(|(k, who)| {
                     let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+                    // A latency is NaN where nothing crossed: no point there.
                     for r in rows.iter().filter(|r| r.forwarder == *who) {
-                        by_size.entry(r.frame).or_default().push(value(r));
+                        let v = value(r);
+                        if v.is_finite() {
+                            by_size.entry(r.frame).or_default().push(v);
+                        }
                     }
                     let rounds = by_size.values().any(|v| v.len() > 1);
                     let stats: Vec<(f64, f64, f64, f64)> = by_size
@@ -445,7 +487,7 @@ pub fn router_e2e(path: &Path, rows: &[RouterRow], text: bool) -> anyhow::Result
 }
 
 /// The median of sorted, non-empty `v`.
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let n = v.len();
     if n % 2 == 1 {
         v[n / 2]
@@ -627,6 +669,11 @@ mod tests {
                     zero_loss_kpps: 123.6,
                     sustained_kpps: 100.0,
                     p50_us: 407.0,
+                    p99_us: Some(1052.0),
+                    at_kpps: None,
+                    at_p50_us: None,
+                    at_p99_us: None,
+                    at_lost: None,
                 },
                 RouterRow {
                     forwarder: "weft push".into(),
@@ -634,6 +681,11 @@ mod tests {
                     zero_loss_kpps: 80.0,
                     sustained_kpps: 81.0,
                     p50_us: 55.0,
+                    p99_us: Some(90.0),
+                    at_kpps: None,
+                    at_p50_us: None,
+                    at_p99_us: None,
+                    at_lost: None,
                 },
             ]
         );

@@ -60,7 +60,8 @@ pub struct Args {
     /// The series the tables' ratios are against: a whole series name
     /// ("ucx-posix/shm tag_lat") or its system/link ("ucx-posix/shm", then in each
     /// table the first series of that system/link). Default: ucx-posix/shm if
-    /// present, else the first series.
+    /// present, else the first series. For RFC 2544 rows: the forwarder the others
+    /// are compared with (default "linux kernel").
     #[arg(long)]
     pub reference: Option<String>,
     /// Draw the plots without any text (what happens anyway when no font is found).
@@ -412,7 +413,9 @@ struct Inputs {
 
 /// Reads every file, recognising each by its content: markdown tables (`.md`) are
 /// RFC 2544 results; in JSON lines, a row with `impl` and `routes` is lpm-bench's,
-/// one with `ops_per_s` and `mix` rpc-bench's, anything else must be a perf record.
+/// one with `ops_per_s` and `mix` rpc-bench's, one with `forwarder` and
+/// `zero_loss_kpps` `weft router rfc2544 --json`'s; anything else must be a perf
+/// record.
 fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
     let mut inputs = Inputs::default();
     for f in files {
@@ -438,6 +441,9 @@ fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
                 inputs.lpm.push(serde_json::from_value(v).with_context(at)?);
             } else if v.get("ops_per_s").is_some() && v.get("mix").is_some() {
                 inputs.rpc.push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("forwarder").is_some() && v.get("zero_loss_kpps").is_some() {
+                let row: crate::router::Rfc2544Row = serde_json::from_value(v).with_context(at)?;
+                inputs.router.push(row.into());
             } else {
                 perf.push_str(line);
                 perf.push('\n');
@@ -485,6 +491,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !inputs.router.is_empty() {
         plots::router_e2e(&single, &inputs.router, text)?;
         written.push(single.clone());
+        let md = args.out.join(format!("{}.md", args.name));
+        let reference = args.reference.as_deref().unwrap_or(KERNEL_FORWARDER);
+        std::fs::write(&md, router_summary(&inputs.router, reference))
+            .with_context(|| format!("writing {}", md.display()))?;
+        written.push(md);
     }
     let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
     for mix in mixes {
@@ -644,9 +655,178 @@ fn perf_report(args: &Args, records: &[Record], text: bool) -> anyhow::Result<Ve
     Ok(written)
 }
 
+/// The forwarder RFC 2544 results are compared with unless `--reference` names another
+/// (scripts/router-e2e.sh's label for Linux kernel forwarding).
+pub const KERNEL_FORWARDER: &str = "linux kernel";
+
+/// Median, min and max of the finite values; `None` when there are none.
+fn spread(values: impl Iterator<Item = f64>) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some((plots::median(&v), v[0], v[v.len() - 1]))
+}
+
+fn spread_cell(s: Option<(f64, f64, f64)>) -> String {
+    match s {
+        None => "–".to_owned(),
+        Some((m, lo, hi)) if lo == hi => fmt_num(m),
+        Some((m, lo, hi)) => format!("{} [{}–{}]", fmt_num(m), fmt_num(lo), fmt_num(hi)),
+    }
+}
+
+/// RFC 2544 rows (any number of rounds) as markdown: per frame size and forwarder the
+/// median of the rounds with its min–max, and issue 18's comparisons against
+/// `reference`'s medians: zero-loss rate ratio (target ≥ 1.0), and latency at the
+/// reference's zero-loss rate (`--latency-at-kpps` rows) as ratios of p50 (target
+/// ≤ 2) and p99 (target ≤ 5).
+pub fn router_summary(rows: &[plots::RouterRow], reference: &str) -> String {
+    let mut forwarders: Vec<&str> = Vec::new();
+    for r in rows {
+        if !forwarders.contains(&r.forwarder.as_str()) {
+            forwarders.push(&r.forwarder);
+        }
+    }
+    let frames: BTreeSet<u64> = rows.iter().map(|r| r.frame).collect();
+    let rounds = |who: &str, frame: u64| -> Vec<&plots::RouterRow> {
+        rows.iter()
+            .filter(|r| r.forwarder == who && r.frame == frame)
+            .collect()
+    };
+    let med = |v: &[&plots::RouterRow], f: fn(&plots::RouterRow) -> Option<f64>| {
+        spread(v.iter().filter_map(|r| f(r)))
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Written by `weft report` from RFC 2544 rows. Each cell: the median of the rounds \
+         [min–max]. Ratios are of medians, against `{reference}` at the same frame size. \
+         Latency is one-way, µs: at each forwarder's own zero-loss rate, and at \
+         `{reference}`'s zero-loss rate of the same round (where the rows carry it; lost \
+         frames at that rate are counted in the last column).\n"
+    );
+    let _ = writeln!(
+        out,
+        "| frame (B) | forwarder | n | zero-loss kpps | vs ref (≥ 1.0) | p50 µs | p99 µs | p50 at ref rate | vs ref (≤ 2) | p99 at ref rate | vs ref (≤ 5) | lost at ref rate |"
+    );
+    let _ = writeln!(
+        out,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for &frame in &frames {
+        let base = rounds(reference, frame);
+        let base_rate = med(&base, |r| Some(r.zero_loss_kpps)).map(|s| s.0);
+        // The reference at its own rate is its latency "at the reference's rate".
+        let base_p50 = med(&base, |r| r.at_p50_us.or(Some(r.p50_us))).map(|s| s.0);
+        let base_p99 = med(&base, |r| r.at_p99_us.or(r.p99_us)).map(|s| s.0);
+        for &who in &forwarders {
+            let v = rounds(who, frame);
+            if v.is_empty() {
+                continue;
+            }
+            let rate = med(&v, |r| Some(r.zero_loss_kpps));
+            let at50 = med(&v, |r| r.at_p50_us);
+            let at99 = med(&v, |r| r.at_p99_us);
+            let ratio = |a: Option<(f64, f64, f64)>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 && who != reference => fmt_num(a.0 / b),
+                _ => "–".to_owned(),
+            };
+            let lost: u64 = v.iter().filter_map(|r| r.at_lost).sum();
+            let lost = if v.iter().any(|r| r.at_lost.is_some()) {
+                lost.to_string()
+            } else {
+                "–".to_owned()
+            };
+            let _ = writeln!(
+                out,
+                "| {frame} | {who} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {lost} |",
+                v.len(),
+                spread_cell(rate),
+                ratio(rate, base_rate),
+                spread_cell(med(&v, |r| Some(r.p50_us))),
+                spread_cell(med(&v, |r| r.p99_us)),
+                spread_cell(at50),
+                ratio(at50, base_p50),
+                spread_cell(at99),
+                ratio(at99, base_p99),
+            );
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rfc(
+        who: &str,
+        frame: u64,
+        round: u32,
+        kpps: f64,
+        p50: f64,
+        at: Option<(f64, f64)>,
+    ) -> String {
+        let row = crate::router::Rfc2544Row {
+            forwarder: who.into(),
+            frame,
+            zero_loss_kpps: kpps,
+            zero_loss_mbit_s: 0.0,
+            flat_out_kpps: kpps * 2.0,
+            flat_out_delivered_pct: 50.0,
+            p50_us: Some(p50),
+            p99_us: Some(p50 * 3.0),
+            at_kpps: at.map(|_| 100.0),
+            at_p50_us: at.map(|a| a.0),
+            at_p99_us: at.map(|a| a.1),
+            at_lost: at.map(|_| 1),
+            trial_secs: 1.0,
+            round: Some(round),
+        };
+        serde_json::to_string(&row).unwrap()
+    }
+
+    #[test]
+    fn rfc2544_json_rows_give_medians_of_rounds_and_ratios_against_the_kernel() {
+        let dir = std::env::temp_dir().join(format!("weft-report-rfc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("rows.jsonl");
+        // Three rounds, alternating: the kernel, then weft at the kernel's rate.
+        let lines = [
+            rfc(KERNEL_FORWARDER, 64, 1, 100.0, 10.0, None),
+            rfc("weft push", 64, 1, 80.0, 500.0, Some((30.0, 90.0))),
+            rfc(KERNEL_FORWARDER, 64, 2, 120.0, 20.0, None),
+            rfc("weft push", 64, 2, 60.0, 700.0, Some((40.0, 100.0))),
+            rfc(KERNEL_FORWARDER, 64, 3, 110.0, 30.0, None),
+            rfc("weft push", 64, 3, 99.0, f64::NAN, Some((50.0, 300.0))),
+        ];
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let inputs = read_inputs(std::slice::from_ref(&file)).unwrap();
+        assert_eq!(inputs.router.len(), 6);
+        assert!(inputs.perf.is_empty());
+        let md = router_summary(&inputs.router, KERNEL_FORWARDER);
+        let weft = md.lines().find(|l| l.contains("| weft push |")).expect(&md);
+        let cells: Vec<&str> = weft.trim_matches('|').split('|').map(str::trim).collect();
+        // frame, forwarder, n, rate [spread], rate ratio, p50 (NaN skipped), p99, at p50,
+        // ratio, at p99, ratio, lost.
+        assert_eq!(cells[0], "64");
+        assert_eq!(cells[2], "3");
+        assert_eq!(cells[3], "80.0 [60.0–99.0]");
+        assert_eq!(cells[4], "0.73", "80 / 110");
+        assert_eq!(cells[5], "600.0 [500.0–700.0]");
+        assert_eq!(cells[7], "40.0 [30.0–50.0]");
+        assert_eq!(cells[8], "2.00", "40 / the kernel's own p50 median 20");
+        assert_eq!(cells[10], "1.67", "100 / the kernel's p99 median 60");
+        assert_eq!(cells[11], "3");
+        let kernel = md
+            .lines()
+            .find(|l| l.contains("| linux kernel |"))
+            .expect(&md);
+        assert!(kernel.contains("| 110.0 [100.0–120.0] | – |"), "{kernel}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use crate::perf::record::Meta;
     use crate::perf::stats::{LatencyStats, Method};
 

@@ -5,10 +5,15 @@
 //! the latency is one-way.
 //!
 //! RFC 2544 §26.1 throughput: the highest rate with no frame lost, found by binary
-//! search; §26.2 latency at that rate. Trials here are 1 s, not the RFC's 60 s: two
-//! shared cores and a time budget; the report says so. [`run_rfc2544`] is `weft router
-//! rfc2544`: the search per frame size, printed as a markdown table (`weft report`
-//! plots such tables).
+//! search; §26.2 latency at that rate. Trials are 1 s by default, not the RFC's 60 s:
+//! two shared cores and a time budget (`--trial-secs 60`, scripts/router-e2e.sh
+//! `--long`, gives the RFC's). [`run_rfc2544`] is `weft router rfc2544`: the search
+//! per frame size, printed as a markdown table or, with `--json`, one JSON object per
+//! frame size ([`Rfc2544Row`]); `weft report` plots and tabulates either.
+//!
+//! `--latency-at-kpps` also measures latency at given rates, one per frame size: the
+//! end-to-end script passes the kernel's zero-loss rates of the same round, so every
+//! forwarder's latency is also known at the kernel's rate (issue 18's comparison).
 #![forbid(unsafe_code)]
 
 use anyhow::{bail, Context};
@@ -331,13 +336,97 @@ pub struct Rfc2544Args {
     /// Binary search steps.
     #[arg(long, default_value_t = 7)]
     steps: u32,
-    /// Label for the output rows.
+    /// Label for the output rows (the forwarder's name).
     #[arg(long, default_value = "")]
     label: String,
+    /// Also measure latency at these rates (kpps), one per `--sizes` entry in order
+    /// (0 skips a size): e.g. the kernel's zero-loss rates, so forwarders compare at
+    /// one offered load.
+    #[arg(long, value_delimiter = ',', conflicts_with = "latency_at_rows")]
+    latency_at_kpps: Vec<f64>,
+    /// Also measure latency at another forwarder's zero-loss rates, read from its
+    /// `--json` rows in this file: the rows of `--reference` (same `--round` when
+    /// given) for each frame size.
+    #[arg(long)]
+    latency_at_rows: Option<PathBuf>,
+    /// The forwarder whose rows `--latency-at-rows` takes.
+    #[arg(long, default_value = "linux kernel")]
+    reference: String,
+    /// Round number written into the JSON rows (scripts/router-e2e.sh alternates
+    /// forwarders round by round).
+    #[arg(long)]
+    round: Option<u32>,
+    /// One JSON object per frame size on stdout instead of the markdown table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One frame size's result of `weft router rfc2544 --json`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Rfc2544Row {
+    /// `--label`: who forwarded.
+    pub forwarder: String,
+    /// Frame size with FCS, bytes.
+    pub frame: u64,
+    /// Highest rate with no frame lost (RFC 2544 §26.1), thousand frames per second.
+    pub zero_loss_kpps: f64,
+    /// That rate in Mbit/s on the wire (frame + 20 bytes of preamble and gap).
+    pub zero_loss_mbit_s: f64,
+    /// Rate the generator reached sending flat out, kpps.
+    pub flat_out_kpps: f64,
+    /// Share of the flat-out frames that crossed the forwarder, percent.
+    pub flat_out_delivered_pct: f64,
+    /// One-way latency at the zero-loss rate, microseconds (NaN → null when nothing
+    /// crossed).
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// The rate of `--latency-at-kpps` for this size, and the latency and losses
+    /// measured at it.
+    pub at_kpps: Option<f64>,
+    pub at_p50_us: Option<f64>,
+    pub at_p99_us: Option<f64>,
+    pub at_lost: Option<u64>,
+    /// Seconds per trial.
+    pub trial_secs: f64,
+    /// `--round`.
+    pub round: Option<u32>,
+}
+
+/// `reference`'s zero-loss rate (kpps) for each of `sizes`, from JSON rows (other
+/// lines are skipped): the row of that forwarder, frame size and, when given, round;
+/// 0 (no latency trial) for a size it has no row for.
+fn reference_rates(
+    text: &str,
+    reference: &str,
+    round: Option<u32>,
+    sizes: &[usize],
+) -> anyhow::Result<Vec<f64>> {
+    let rows: Vec<Rfc2544Row> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Rfc2544Row>(l).ok())
+        .filter(|r| r.forwarder == reference && (round.is_none() || r.round == round))
+        .collect();
+    if rows.is_empty() {
+        bail!("--latency-at-rows: no rows of {reference:?} (round {round:?})");
+    }
+    Ok(sizes
+        .iter()
+        .map(|&s| {
+            rows.iter()
+                .rev()
+                .find(|r| r.frame == s as u64)
+                .map_or(0.0, |r| r.zero_loss_kpps)
+        })
+        .collect())
+}
+
+/// A latency percentile as JSON wants it: `None` for NaN (nothing received).
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
 }
 
 /// Runs `weft router rfc2544`.
-pub fn run_rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
+pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
     let mut mac = [0u8; 6];
     let parts: Vec<&str> = a.dst_mac.trim().split(':').collect();
     if parts.len() != 6 {
@@ -347,20 +436,35 @@ pub fn run_rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
         *m = u8::from_str_radix(p, 16).context("--dst-mac")?;
     }
     let ep = Endpoints {
-        tx_ns: a.tx_ns,
-        tx_dev: a.tx_dev,
-        rx_ns: a.rx_ns,
-        rx_dev: a.rx_dev,
+        tx_ns: std::mem::take(&mut a.tx_ns),
+        tx_dev: std::mem::take(&mut a.tx_dev),
+        rx_ns: std::mem::take(&mut a.rx_ns),
+        rx_dev: std::mem::take(&mut a.rx_dev),
         dst_mac: EthernetAddress(mac),
         src_ip: a.src_ip,
         dst_ip: a.dst_ip,
     };
     let len = Duration::from_secs_f64(a.trial_secs.max(0.1));
+    if let Some(path) = &a.latency_at_rows {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--latency-at-rows {}", path.display()))?;
+        a.latency_at_kpps = reference_rates(&text, &a.reference, a.round, &a.sizes)?;
+    }
+    if !a.latency_at_kpps.is_empty() && a.latency_at_kpps.len() != a.sizes.len() {
+        bail!(
+            "--latency-at-kpps: {} rates for {} sizes; give one per size (0 skips)",
+            a.latency_at_kpps.len(),
+            a.sizes.len()
+        );
+    }
     // Warm-up: let the forwarder resolve the next hop.
     let _ = trial(&ep, 60, Some(1000.0), Duration::from_millis(300))?;
-    println!("| forwarder | frame (B) | zero-loss rate (kpps) | Mbit/s | flat-out sent (kpps) | flat-out delivered | latency p50 (us) | p99 (us) |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for size in a.sizes {
+    if !a.json {
+        println!("| forwarder | frame (B) | zero-loss rate (kpps) | Mbit/s | flat-out sent (kpps) | flat-out delivered | latency p50 (us) | p99 (us) |");
+        println!("|---|---|---|---|---|---|---|---|");
+    }
+    for (k, &size) in a.sizes.iter().enumerate() {
+        eprintln!("rfc2544 {}: {size} B", a.label);
         let (rate, at, flat) = zero_loss(&ep, size.saturating_sub(4), len, a.steps)?;
         // Latency at the zero-loss rate, from a trial of its own.
         let lat = if rate > 0.0 {
@@ -368,16 +472,91 @@ pub fn run_rfc2544(a: Rfc2544Args) -> anyhow::Result<()> {
         } else {
             at
         };
-        println!(
-            "| {} | {size} | {:.1} | {:.1} | {:.1} | {:.1}% | {:.0} | {:.0} |",
-            a.label,
-            rate / 1e3,
-            rate * (size as f64 + 20.0) * 8.0 / 1e6,
-            flat.tx_pps / 1e3,
-            100.0 * flat.delivered_share(),
-            lat.latency_us(50.0),
-            lat.latency_us(99.0),
-        );
+        let at_kpps = a.latency_at_kpps.get(k).copied().filter(|&r| r > 0.0);
+        let at_trial = match at_kpps {
+            Some(r) => Some(trial(&ep, size.saturating_sub(4), Some(r * 1e3), len)?),
+            None => None,
+        };
+        let row = Rfc2544Row {
+            forwarder: a.label.clone(),
+            frame: size as u64,
+            zero_loss_kpps: rate / 1e3,
+            zero_loss_mbit_s: rate * (size as f64 + 20.0) * 8.0 / 1e6,
+            flat_out_kpps: flat.tx_pps / 1e3,
+            flat_out_delivered_pct: 100.0 * flat.delivered_share(),
+            p50_us: finite(lat.latency_us(50.0)),
+            p99_us: finite(lat.latency_us(99.0)),
+            at_kpps,
+            at_p50_us: at_trial.as_ref().and_then(|t| finite(t.latency_us(50.0))),
+            at_p99_us: at_trial.as_ref().and_then(|t| finite(t.latency_us(99.0))),
+            at_lost: at_trial.as_ref().map(Trial::lost),
+            trial_secs: len.as_secs_f64(),
+            round: a.round,
+        };
+        if a.json {
+            println!("{}", serde_json::to_string(&row)?);
+        } else {
+            println!(
+                "| {} | {size} | {:.1} | {:.1} | {:.1} | {:.1}% | {:.0} | {:.0} |",
+                row.forwarder,
+                row.zero_loss_kpps,
+                row.zero_loss_mbit_s,
+                row.flat_out_kpps,
+                row.flat_out_delivered_pct,
+                lat.latency_us(50.0),
+                lat.latency_us(99.0),
+            );
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(who: &str, frame: u64, round: Option<u32>, kpps: f64) -> String {
+        serde_json::to_string(&Rfc2544Row {
+            forwarder: who.into(),
+            frame,
+            zero_loss_kpps: kpps,
+            zero_loss_mbit_s: 0.0,
+            flat_out_kpps: 0.0,
+            flat_out_delivered_pct: 0.0,
+            p50_us: None,
+            p99_us: None,
+            at_kpps: None,
+            at_p50_us: None,
+            at_p99_us: None,
+            at_lost: None,
+            trial_secs: 1.0,
+            round,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn reference_rates_take_the_forwarders_row_of_the_round_per_size() {
+        let text = [
+            row("linux kernel", 64, Some(1), 100.0),
+            row("linux kernel", 1518, Some(1), 50.0),
+            row("weft push", 64, Some(1), 70.0),
+            "not json".to_owned(),
+            row("linux kernel", 64, Some(2), 120.0),
+        ]
+        .join("\n");
+        let k = "linux kernel";
+        assert_eq!(
+            reference_rates(&text, k, Some(1), &[64, 128, 1518]).unwrap(),
+            vec![100.0, 0.0, 50.0]
+        );
+        assert_eq!(
+            reference_rates(&text, k, Some(2), &[64]).unwrap(),
+            vec![120.0]
+        );
+        // Without a round, the last row of that size.
+        assert_eq!(reference_rates(&text, k, None, &[64]).unwrap(), vec![120.0]);
+        assert!(reference_rates(&text, k, Some(3), &[64]).is_err());
+        assert!(reference_rates(&text, "nobody", None, &[64]).is_err());
+    }
 }

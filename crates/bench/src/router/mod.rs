@@ -7,7 +7,7 @@
 pub mod bench;
 pub mod loadgen;
 
-pub use loadgen::{run_rfc2544, Rfc2544Args};
+pub use loadgen::{run_rfc2544, Rfc2544Args, Rfc2544Row};
 
 use anyhow::Context;
 use bench::Pattern;
