@@ -114,6 +114,7 @@ struct Counters {
     rendezvous_in: AtomicU64,
     rendezvous_out: AtomicU64,
     pings: AtomicU64,
+    stray: AtomicU64,
 }
 
 /// A snapshot of the server's counters.
@@ -147,6 +148,9 @@ pub struct ServerStats {
     pub rendezvous_out: u64,
     /// Keepalive pings answered.
     pub pings: u64,
+    /// Completions for a queue pair the head holds no connection for (one that
+    /// closed already); dropped.
+    pub stray_completions: u64,
     /// Per cluster: live connections and load (per mille of recent polls that found
     /// work).
     pub clusters: Vec<ClusterStats>,
@@ -405,6 +409,7 @@ impl Server {
             rendezvous_in: g(&c.rendezvous_in),
             rendezvous_out: g(&c.rendezvous_out),
             pings: g(&c.pings),
+            stray_completions: g(&c.stray),
             clusters: self
                 .shared
                 .clusters
@@ -592,18 +597,7 @@ fn head(s: &Arc<Shared>, ci: usize) {
     let mut last_sweep = Instant::now();
     let stealing = s.cfg.work_stealing && s.clusters.len() > 1;
     while !s.stop.load(Ordering::Relaxed) {
-        if cl.has_incoming.swap(false, Ordering::Acquire) {
-            for c in lock(&cl.incoming).drain(..) {
-                conns.insert(
-                    u64::from(c.qpn),
-                    HeadConn {
-                        shared: c,
-                        last_rx: Instant::now(),
-                        held: VecDeque::new(),
-                    },
-                );
-            }
-        }
+        adopt_incoming(cl, &mut conns);
         // Work other heads shared, before our own queue (DaRPC's work stealing).
         if stealing && s.steal_len.load(Ordering::Relaxed) > 0 {
             let job = lock(&s.steal).pop_front();
@@ -620,6 +614,12 @@ fn head(s: &Arc<Shared>, ci: usize) {
         let n = lock(&cl.cq).poll(&mut wcs, POLL_BATCH);
         polls += 1;
         if n > 0 {
+            // Again, now: a completion can only be for a connection the acceptor
+            // handed over before the client could send, but this thread may have been
+            // preempted between the check above and the poll for the whole handshake
+            // and the first message (seen under CPU load: the message was dropped as
+            // stray and its call hung).
+            adopt_incoming(cl, &mut conns);
             busy += 1;
             streak += 1;
             idle_since = None;
@@ -662,6 +662,22 @@ fn head(s: &Arc<Shared>, ci: usize) {
     }
     for (_, c) in conns.drain() {
         close(s, cl, &c.shared, "server stopped");
+    }
+}
+
+/// Take the connections the acceptor handed to this cluster's head.
+fn adopt_incoming(cl: &Cluster, conns: &mut IdMap<HeadConn>) {
+    if cl.has_incoming.swap(false, Ordering::Acquire) {
+        for c in lock(&cl.incoming).drain(..) {
+            conns.insert(
+                u64::from(c.qpn),
+                HeadConn {
+                    shared: c,
+                    last_rx: Instant::now(),
+                    held: VecDeque::new(),
+                },
+            );
+        }
     }
 }
 
@@ -735,7 +751,9 @@ fn on_completion(
 ) {
     let key = u64::from(wc.qpn);
     let Some(hc) = conns.get_mut(&key) else {
-        return; // a connection closed already
+        // A connection closed already.
+        s.counters.stray.fetch_add(1, Ordering::Relaxed);
+        return;
     };
     let c = Arc::clone(&hc.shared);
     if wc.status != WcStatus::Success {

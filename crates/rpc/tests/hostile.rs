@@ -28,6 +28,7 @@ fn hello(ring: u16, buf: u32) -> Vec<u8> {
 /// and `buf`, keeps `ring` receive buffers of `buf` bytes from offset 32 KiB of its
 /// 64 KiB region (receive `i` at `32768 + i * buf`), and sends from offset 0.
 struct Raw {
+    ctx: weft_verbs::Context,
     pd: ProtectionDomain,
     cq: CompletionQueue,
     qp: QueuePair,
@@ -68,6 +69,7 @@ impl Raw {
         .unwrap();
         let conn = cm::connect(&mut qp, at, &param)?;
         Ok(Raw {
+            ctx,
             pd,
             cq,
             qp,
@@ -114,6 +116,17 @@ impl Raw {
     }
 }
 
+/// Both ends' device counters, for a failure message: where a lost message went.
+fn both_sides(raw: &Raw, s: &weft_rpc::Server) -> String {
+    let server: Vec<_> = s.devices().iter().map(|d| d.stats()).collect();
+    format!(
+        "raw side: {:#?}\nserver: {:#?}\n{:#?}",
+        raw.ctx.stats(),
+        server,
+        s.stats()
+    )
+}
+
 fn malformed(kind: LinkKind) {
     let (s, _) = server(kind);
     let mut raw = Raw::connect(kind, s.local_addr(), 8, 4096);
@@ -148,7 +161,7 @@ fn malformed(kind: LinkKind) {
         // Every message is answered, malformed or not: the answer is our credit.
         let reply = raw
             .recv()
-            .unwrap_or_else(|| panic!("no answer to garbage {n}"))
+            .unwrap_or_else(|| panic!("no answer to garbage {n}\n{}", both_sides(&raw, &s)))
             .unwrap_or_else(|st| panic!("garbage {n}: {st:?}"));
         let f = frames(&reply).next().unwrap().unwrap();
         assert_eq!(f.header.kind, Kind::RESPONSE, "garbage {n}");
