@@ -924,10 +924,18 @@ impl Conn {
         None
     }
 
-    fn complete(&mut self, inner: &Inner, id: u64, r: Outcome) {
+    fn complete(&mut self, inner: &Inner, id: u64, mut r: Outcome) {
         let Some(p) = self.pending.get_mut(&id) else {
             return; // cancelled or expired already
         };
+        // An answer taken after the call's deadline does not make it succeed: the
+        // caller was promised an answer by then (gRPC's rule too). Deadlines are
+        // checked every 200 µs of driving, so without this an answer could win
+        // against a deadline that passed while no thread drove the connection.
+        if r.is_ok() && p.deadline.is_some_and(|d| Instant::now() >= d) {
+            self.stats.deadline_exceeded += 1;
+            r = Err(Status::deadline_exceeded("deadline passed at the client"));
+        }
         inner
             .metrics
             .method(p.method, || format!("method {}", p.method))

@@ -253,6 +253,26 @@ fn deadlines_at_client_and_server_shm() {
     deadlines(LinkKind::Shm);
 }
 
+/// An answer that is already waiting when the client first looks, but came after the
+/// call's deadline, does not make the call succeed.
+#[test]
+fn an_answer_taken_after_the_deadline_is_deadline_exceeded() {
+    let (s, probe) = server(LinkKind::Shm);
+    let c = client(LinkKind::Shm, s.local_addr());
+    // Direct mode: nothing drives the connection until someone waits, so the answer
+    // (after 100 ms) sits in the queue while the 50 ms deadline passes. The server
+    // checks the deadline only before it runs a call, so this one runs.
+    let call = c.call_with(SLEEP, &ms(100), Some(Duration::from_millis(50)));
+    assert!(eventually(T, || probe.slept.load(Ordering::SeqCst) == 1));
+    std::thread::sleep(Duration::from_millis(20));
+    let e = call.wait().unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e}");
+    assert_eq!(c.stats().deadline_exceeded, 1);
+    // A call within its deadline still succeeds.
+    let ok = c.call_with(ECHO, b"in time", Some(T)).wait().unwrap();
+    assert_eq!(ok, b"in time");
+}
+
 #[test]
 fn dropping_a_future_cancels_the_call_at_the_server() {
     let kind = LinkKind::Shm;
