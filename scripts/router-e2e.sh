@@ -13,8 +13,8 @@
 # ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
 # forwarder, and measures each weft forwarder's latency at the kernel's zero-loss rate
 # of that round too (`--latency-at-rows`).
-# Output: by default the medians table `weft report` writes (OUT/router-e2e.md) and
-# its plot (OUT/router-e2e.png); with --json, the JSON rows (one per forwarder, frame
+# Output: by default the medians table `weft report` prints (kept in
+# OUT/router-e2e.md) and its plot (OUT/router-e2e.png); with --json, the JSON rows (one per forwarder, frame
 # size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …). The rows
 # are kept in OUT/router-e2e.jsonl either way (OUT defaults to a temporary directory).
 # --long: 60 s trials, as RFC 2544 asks (default 1 s: two shared cores and a budget).
@@ -98,7 +98,6 @@ done
 if ((JSON)); then
   cat "$ROWS"
 else
-  "$WEFT" report "$ROWS" --out "$OUT" --name router-e2e --quiet
-  cat "$OUT/router-e2e.md"
+  "$WEFT" report "$ROWS" --out "$OUT" --name router-e2e --quiet | tee "$OUT/router-e2e.md"
   echo "rows: $ROWS; plot: $OUT/router-e2e.png" >&2
 fi

@@ -6,7 +6,9 @@
 //! - `weft lpm-bench --sweep --json` rows: `NAME.png`, memory against route count;
 //! - `weft rpc-bench --json` rows: `NAME-null.png`, `NAME-metadata.png`, weft-rpc beside
 //!   gRPC;
-//! - markdown RFC 2544 tables (`weft router rfc2544`, scripts/router-e2e.sh): `NAME.png`;
+//! - RFC 2544 results, markdown tables or `weft router rfc2544 --json` rows
+//!   (scripts/router-e2e.sh): `NAME.png`, and on stdout the medians of the rounds with
+//!   their ratios to the kernel ([`router_summary`]);
 //!
 //! the last three in `plots.rs`.
 //!
@@ -40,8 +42,8 @@ use plotters::prelude::*;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Result files: JSON lines of `weft perf --json`, `weft baseline --json`,
-    /// scripts/peers.sh, `weft lpm-bench --sweep --json` or `weft rpc-bench --json`, or
-    /// markdown RFC 2544 tables (`weft router rfc2544`).
+    /// scripts/peers.sh, `weft lpm-bench --sweep --json`, `weft rpc-bench --json` or
+    /// `weft router rfc2544 --json`, or markdown RFC 2544 tables.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Directory for the plots and the markdown.
@@ -491,11 +493,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !inputs.router.is_empty() {
         plots::router_e2e(&single, &inputs.router, text)?;
         written.push(single.clone());
-        let md = args.out.join(format!("{}.md", args.name));
+        // On stdout, not in a file: NAME.md beside the plot is a hand-written results
+        // document for RFC 2544 runs (docs/results/router-e2e.md …).
         let reference = args.reference.as_deref().unwrap_or(KERNEL_FORWARDER);
-        std::fs::write(&md, router_summary(&inputs.router, reference))
-            .with_context(|| format!("writing {}", md.display()))?;
-        written.push(md);
+        print!("{}", router_summary(&inputs.router, reference));
     }
     let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
     for mix in mixes {
@@ -677,7 +678,8 @@ fn spread_cell(s: Option<(f64, f64, f64)>) -> String {
     }
 }
 
-/// RFC 2544 rows (any number of rounds) as markdown: per frame size and forwarder the
+/// RFC 2544 rows (any number of rounds) as markdown, printed by `weft report`: per
+/// frame size and forwarder the
 /// median of the rounds with its min–max, and issue 18's comparisons against
 /// `reference`'s medians: zero-loss rate ratio (target ≥ 1.0), and latency at the
 /// reference's zero-loss rate (`--latency-at-kpps` rows) as ratios of p50 (target
