@@ -347,7 +347,9 @@ fn connect_loop(
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        // Each attempt registers a peer's memory afresh: not too often.
+        let pause = if lock(wanted).is_empty() { 100 } else { 500 };
+        std::thread::sleep(Duration::from_millis(pause));
     }
 }
 
