@@ -16,8 +16,8 @@
 #
 # usage: netns-cluster.sh up N udp|shm     (N = 2 or 3; starts from `down`)
 #        netns-cluster.sh down              (safe to run any time)
-#        netns-cluster.sh config N udp|shm [BALANCE [BATCH]]
-#                                           print the cluster.toml
+#        netns-cluster.sh config N udp|shm [BALANCE [BATCH [TRANSPORT]]]
+#                                           print the cluster.toml (TRANSPORT uc or rc)
 #        netns-cluster.sh node-ns I udp|shm print node I's namespace
 set -euo pipefail
 
@@ -82,12 +82,13 @@ up() {
 }
 
 config() {
-  local n=$1 kind=$2 balance=${3:-direct} batch=${4:-16}
+  local n=$1 kind=$2 balance=${3:-direct} batch=${4:-16} transport=${5:-uc}
   cat <<EOF
 [cluster]
 interconnect = "$kind"
 batch = $batch
 balance = "$balance"
+transport = "$transport"
 EOF
   for i in $(seq 1 "$n"); do
     cat <<EOF
@@ -110,7 +111,7 @@ EOF
 case "${1:-}" in
   up) up "${2:?N}" "${3:?udp|shm}" ;;
   down) down ;;
-  config) config "${2:?N}" "${3:?udp|shm}" "${4:-direct}" "${5:-16}" ;;
+  config) config "${2:?N}" "${3:?udp|shm}" "${4:-direct}" "${5:-16}" "${6:-uc}" ;;
   node-ns) node_ns "${2:?I}" "${3:?udp|shm}" ;;
   *) echo "usage: $0 up N udp|shm | down | config N udp|shm [BALANCE [BATCH]] | node-ns I udp|shm" >&2; exit 2 ;;
 esac

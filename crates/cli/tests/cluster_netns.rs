@@ -108,13 +108,18 @@ impl Cluster {
     /// Start `n` nodes with the script's configuration and wait until every node
     /// sees every other one up.
     fn start(n: usize, kind: &str, balance: &str) -> Cluster {
+        Cluster::start_with(n, kind, balance, "uc")
+    }
+
+    /// `transport`: uc or rc.
+    fn start_with(n: usize, kind: &str, balance: &str, transport: &str) -> Cluster {
         let dir = std::env::temp_dir().join(format!(
             "weft-cluster-netns-{}-{kind}-{balance}",
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let config = dir.join("cluster.toml");
-        let body = script_out(&["config", &n.to_string(), kind, balance, "16"]);
+        let body = script_out(&["config", &n.to_string(), kind, balance, "16", transport]);
         std::fs::write(&config, body).expect("write config");
         let mut c = Cluster {
             nodes: Vec::new(),
@@ -319,6 +324,18 @@ fn two_nodes_over_shm_act_as_one_router() {
     let _topo = Topology::up(2, "shm");
     let c = Cluster::start(2, "shm", "direct");
     one_router_checks(&c);
+}
+
+/// The interconnect on RC queue pairs instead of UC.
+#[test]
+fn two_nodes_over_udp_with_rc_queue_pairs() {
+    require!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up(2, "udp");
+    let c = Cluster::start_with(2, "udp", "direct", "rc");
+    ping_ok("wcl-h1", &["198.18.2.2"]);
+    ping_ok("wcl-h2", &["-6", "2001:2:0:1::2"]);
+    assert!(c.peer_stat(0, 2, "tx_packets") >= 3);
 }
 
 /// Three nodes: TCP across with iperf3 while the third node is killed; the first two
