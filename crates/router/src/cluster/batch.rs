@@ -14,7 +14,7 @@
 //! - `hops`: interconnect crossings so far (a VLB packet crosses twice);
 //! - `ingress port`: the cluster-wide id of the port the packet entered on (ICMP
 //!   errors the egress node sends come from that port's address);
-//! - `origin`: the ingress node; `bucket` (of the flow's 5-tuple hash) and `seq` (per
+//! - `origin`: the ingress node; `bucket` (of the flow's 5-tuple hash, below 4096) and `seq` (per
 //!   origin and bucket) let the egress node count reordering.
 //!
 //! Every message is hostile: a header with another first byte, a length past the

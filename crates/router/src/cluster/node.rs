@@ -17,7 +17,7 @@
 //! router's counters.
 #![forbid(unsafe_code)]
 
-use super::balance::{bucket_of, flow_hash, Balancer, ReorderCounter};
+use super::balance::{bucket_of, flow_hash, Balancer, ReorderCounter, BUCKETS};
 use super::batch::{split, PacketHeader, SplitError, HEADER_LEN};
 use super::config::ClusterPlan;
 use super::fabric::{Fabric, FabricError};
@@ -279,7 +279,10 @@ impl Node {
             self.stats(from).rx_packets += 1;
             self.worker.count(Counter::ClusterReceived, 1);
             let ingress = usize::from(h.ingress_port);
-            if ingress >= nports || !self.ic.plan.nodes.iter().any(|&(id, _)| id == h.origin) {
+            if ingress >= nports
+                || h.bucket >= BUCKETS
+                || !self.ic.plan.nodes.iter().any(|&(id, _)| id == h.origin)
+            {
                 self.stats(from).rx_drops += 1;
                 self.worker.count(Counter::DropClusterMalformed, 1);
                 continue;
@@ -661,12 +664,15 @@ mod tests {
         bad_port[4..6].copy_from_slice(&99u16.to_be_bytes());
         let mut bad_origin = good.clone();
         bad_origin[6] = 77;
+        let mut bad_bucket = good.clone();
+        bad_bucket[8..10].copy_from_slice(&4096u16.to_be_bytes());
         let mut bad_magic = good.clone();
         bad_magic[0] = 0;
         let truncated = good[..good.len() - 1].to_vec();
         for m in [
             bad_port,
             bad_origin,
+            bad_bucket,
             bad_magic,
             truncated,
             vec![0xff; 3],
@@ -677,7 +683,7 @@ mod tests {
         let got = c.hosts[1].recv_bytes_timeout(1, Duration::from_secs(5));
         assert_eq!(got.len(), 1, "only the good one");
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(counter(&c, 1, Counter::DropClusterMalformed), 5);
+        assert_eq!(counter(&c, 1, Counter::DropClusterMalformed), 6);
         stop(c);
     }
 
