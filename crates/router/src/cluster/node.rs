@@ -736,4 +736,53 @@ mod tests {
             stop(c);
         }
     }
+
+    /// Uniform traffic among three nodes (every host to every other host, 16 flows
+    /// each): crossings per external packet are 1 with direct and with Direct-VLB on
+    /// an unloaded fabric, 2 with VLB; nothing is reordered; every packet arrives.
+    #[test]
+    fn crossings_per_external_packet_under_uniform_traffic() {
+        for (balance, want) in [
+            (Balance::Direct, 1.0),
+            (Balance::Vlb, 2.0),
+            (Balance::DirectVlb, 1.0),
+        ] {
+            let mut c = cluster(3, &[1, 2, 3], balance, 16);
+            let mut external = 0;
+            for from in 0..3 {
+                for to in 0..3 {
+                    if from == to {
+                        continue;
+                    }
+                    for s in 0..48u16 {
+                        assert!(c.hosts[from].send_bytes(&udp(from, host_ip(to), 64, s % 16, s)));
+                        external += 1;
+                    }
+                }
+            }
+            let mut arrived = 0;
+            for to in 0..3 {
+                arrived += c.hosts[to]
+                    .recv_bytes_timeout(96, Duration::from_secs(10))
+                    .len();
+            }
+            assert_eq!(arrived, external, "{balance:?}");
+            let sent = c.sent.lock().expect("l").clone();
+            let crossings: usize = sent.iter().map(|s| s.2).sum();
+            let per = crossings as f64 / external as f64;
+            assert!(
+                (per - want).abs() < 1e-9,
+                "{balance:?}: {per} crossings per packet"
+            );
+            let messages = sent.len();
+            assert!(
+                messages < crossings,
+                "{balance:?}: batched ({messages} messages)"
+            );
+            for n in 0..3 {
+                assert_eq!(counter(&c, n, Counter::ClusterReordered), 0);
+            }
+            stop(c);
+        }
+    }
 }
