@@ -59,6 +59,10 @@ pub struct Config {
     /// Route files.
     #[serde(default, rename = "route_file")]
     pub route_files: Vec<RouteFileConfig>,
+    /// `[cluster]`: this file describes a cluster of nodes that act as one router
+    /// (see [`crate::cluster`]); absent, the single-box router.
+    #[serde(default)]
+    pub cluster: Option<crate::cluster::config::ClusterSection>,
 }
 
 /// `[router]`.
@@ -91,6 +95,10 @@ pub struct PortConfig {
     /// Addresses with prefix lengths.
     #[serde(default)]
     pub addresses: Vec<String>,
+    /// In a cluster: the id of the node that owns this port (required there, refused
+    /// without `[cluster]`).
+    #[serde(default)]
+    pub node: Option<u32>,
 }
 
 /// How a port reaches its Linux interface.
@@ -280,6 +288,8 @@ pub enum ConfigError {
         /// Where and what.
         error: RouteFileError,
     },
+    /// `[cluster]`, a `[[cluster.node]]`, a port's `node` or `--node` is wrong.
+    Cluster(crate::cluster::config::ClusterProblem),
 }
 
 /// What is wrong with a `[[port]]`.
@@ -457,6 +467,7 @@ impl std::fmt::Display for ConfigError {
             ConfigError::Port { port, problem } => write!(f, "port {port}: {problem}"),
             ConfigError::Route { prefix, problem } => write!(f, "route {prefix}: {problem}"),
             ConfigError::RouteFile { path, error } => write!(f, "{}: {error}", path.display()),
+            ConfigError::Cluster(problem) => write!(f, "cluster: {problem}"),
         }
     }
 }
@@ -483,6 +494,7 @@ impl Config {
             p.backend()?;
         }
         c.architecture()?;
+        crate::cluster::config::validate(&c).map_err(ConfigError::Cluster)?;
         Ok(c)
     }
 

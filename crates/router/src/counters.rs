@@ -147,6 +147,26 @@ counters! {
     /// Drop: a parse error no other counter names (a header the router does not
     /// validate itself; see [`drop_counter`]).
     DropMalformedOther = "drop_malformed_other",
+    /// Cluster: packets handed to the interconnect for a port of another node.
+    ClusterSent = "cluster_sent",
+    /// Cluster: packets received from the interconnect.
+    ClusterReceived = "cluster_received",
+    /// Cluster: packets received from the interconnect and sent on to a third node
+    /// (a VLB intermediate's work).
+    ClusterRelayed = "cluster_relayed",
+    /// Cluster: packets that arrived behind a later packet of their flow bucket.
+    ClusterReordered = "cluster_reordered",
+    /// Drop: an interconnect message or per-packet header that does not parse (wrong
+    /// magic, a length past the message, a runt, an unknown port or node).
+    DropClusterMalformed = "drop_cluster_malformed",
+    /// Drop: a packet that crossed the interconnect twice already and would cross again
+    /// (the nodes' FIBs disagree).
+    DropClusterLoop = "drop_cluster_loop",
+    /// Drop: a packet for a node the interconnect cannot reach (not connected, or its
+    /// connection closed: the node stopped or died).
+    DropClusterPeerDown = "drop_cluster_peer_down",
+    /// Drop: the interconnect's send slots to a node stayed full.
+    DropClusterBacklog = "drop_cluster_backlog",
 }
 
 /// The one place a weft-wire parse error becomes a drop counter, as rustls maps each

@@ -29,6 +29,9 @@ Commands:
                               (kernel ring overflow, full transmit ring), offload
                               work finished for the sender (partial checksums
                               completed, super-frames split)
+  show interconnect           a cluster node: per peer node, up or not, messages,
+                              packets, bytes and packets per message sent and
+                              received, drops, packets reordered
 ";
 
 /// Longest command line accepted.
@@ -106,6 +109,28 @@ pub fn execute(router: &Router, line: &str) -> String {
                         let _ = writeln!(s, "{p} dev {port} connected");
                     }
                 }
+            }
+            s
+        }
+        ["show", "interconnect"] => {
+            let peers = router.interconnect_stats();
+            if peers.is_empty() {
+                return "no interconnect (not a cluster node, or no peer yet)\n".into();
+            }
+            let mut s = String::new();
+            for (peer, rows) in peers {
+                s.push_str(&peer);
+                for (name, v) in rows {
+                    match name.strip_suffix("_x100") {
+                        Some(n) => {
+                            let _ = write!(s, " {n}={}.{:02}", v / 100, v % 100);
+                        }
+                        None => {
+                            let _ = write!(s, " {name}={v}");
+                        }
+                    }
+                }
+                s.push('\n');
             }
             s
         }

@@ -13,7 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use weft_link::{BufferPool, Link};
 
-use crate::config::Config;
+use crate::cluster::config::ClusterPlan;
+use crate::cluster::fabric::VerbsFabric;
+use crate::cluster::node::Interconnect;
+use crate::config::{Config, ConfigError};
 use crate::ctl::{self, ControlServer};
 use crate::instance;
 use crate::{Architecture, Dataplane, Options, Router, RouterConfig};
@@ -33,6 +36,9 @@ pub struct Args {
     /// Override the control socket path.
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// In a cluster (a configuration with `[cluster]`): which node this is.
+    #[arg(long)]
+    pub node: Option<u32>,
 }
 
 /// Arguments of `weft router ctl`.
@@ -64,11 +70,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let Some(config) = args.config else {
         bail!("weft router needs --config FILE (or a subcommand: see weft router --help)");
     };
-    run_router(&config, args.arch.as_deref(), args.socket)
+    run_router(&config, args.arch.as_deref(), args.socket, args.node)
 }
 
-fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyhow::Result<()> {
+fn run_router(
+    path: &Path,
+    arch: Option<&str>,
+    socket: Option<PathBuf>,
+    node: Option<u32>,
+) -> anyhow::Result<()> {
     let cfg = Config::load(path)?;
+    let plan = ClusterPlan::for_node(&cfg, node).map_err(ConfigError::Cluster)?;
     let arch: Architecture = match arch {
         Some(a) => a.parse().map_err(anyhow::Error::msg)?,
         None => cfg.architecture()?,
@@ -78,33 +90,88 @@ fn run_router(path: &Path, arch: Option<&str>, socket: Option<PathBuf>) -> anyho
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
     // One router per interface and control socket (issue 20): refuse before touching
     // either, so a second instance cannot disturb the first.
-    let _instance = instance::claim_interfaces(cfg.ports.iter().map(|p| p.interface.as_str()))?;
+    // (In a cluster, only this node's ports.)
+    let local = |i: usize| plan.as_ref().is_none_or(|p| p.owns(i));
+    let _instance = instance::claim_interfaces(
+        cfg.ports
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| local(i))
+            .map(|(_, p)| p.interface.as_str()),
+    )?;
     instance::free_control_socket(&socket)?;
     let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
     let pool = BufferPool::new(32768, 2048);
-    let mut links: Vec<Box<dyn Link>> = Vec::new();
+    let mut links: Vec<Option<Box<dyn Link>>> = Vec::new();
     let mut info = Vec::new();
-    for p in &cfg.ports {
+    for (i, p) in cfg.ports.iter().enumerate() {
         let backend = p.backend()?;
+        if !local(i) {
+            // Another node's port: never sent on here. A MAC that is only a name, and
+            // no MTU limit (the owner applies its own).
+            info.push((
+                [
+                    0x02,
+                    0xcf,
+                    0,
+                    0,
+                    plan.as_ref().map_or(0, |p| p.owner[i]),
+                    i as u8,
+                ],
+                usize::from(u16::MAX) + 14,
+            ));
+            links.push(None);
+            continue;
+        }
         let l = backend
             .open(&p.interface, pool.clone())
             .with_context(|| format!("port {}: interface {} ({backend:?})", p.name, p.interface))?;
         info.push((l.info().mac, l.info().max_frame));
-        links.push(l);
+        links.push(Some(l));
     }
-    let router = Router::new(cfg.port_specs(&info)?, RouterConfig::default());
+    let specs = cfg.port_specs(&info)?;
+    let router = match &plan {
+        None => Router::new(specs, RouterConfig::default()),
+        Some(p) => {
+            let remote = (0..cfg.ports.len()).map(|i| !p.owns(i)).collect();
+            Router::with_remote_ports(specs, RouterConfig::default(), remote)
+        }
+    };
     let base = path.parent().unwrap_or(Path::new("."));
     let n = cfg.install_routes(&router, base)?;
     let ctl = ControlServer::start(&socket, Arc::clone(&router))
         .with_context(|| format!("control socket {}", socket.display()))?;
-    let dp = Dataplane::start(
-        Arc::clone(&router),
-        links,
-        Options {
-            arch,
-            ..Options::default()
-        },
-    )?;
+    let opts = Options {
+        arch,
+        ..Options::default()
+    };
+    let dp = match plan {
+        None => Dataplane::start(
+            Arc::clone(&router),
+            links.into_iter().flatten().collect(),
+            opts,
+        )?,
+        Some(plan) => {
+            let fabric = VerbsFabric::start(&plan).with_context(|| {
+                format!(
+                    "interconnect of node {} ({:?} at {:?})",
+                    plan.me,
+                    plan.interconnect,
+                    plan.address(plan.me)
+                )
+            })?;
+            eprintln!(
+                "weft router: node {} of {}, interconnect {:?}, batch {}, balance {:?}",
+                plan.me,
+                plan.nodes.len(),
+                plan.interconnect,
+                plan.batch,
+                plan.balance
+            );
+            let ic = Interconnect::new(Box::new(fabric), plan, pool.clone());
+            Dataplane::start_cluster(Arc::clone(&router), links, ic, opts)?
+        }
+    };
     eprintln!(
         "weft router: {} ports, {n} configured routes, architecture {arch}, control socket {}",
         cfg.ports.len(),

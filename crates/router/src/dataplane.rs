@@ -91,13 +91,32 @@ impl Default for Options {
 
 /// A descriptor in a ring between threads.
 #[derive(Debug)]
-enum Desc {
+pub(crate) enum Desc {
     /// A finished frame: transmit as is.
     Ready(PacketBuf),
     /// A classified frame for the egress to finish (pull): its next hop's MAC.
     Classified(PacketBuf, EthernetAddress),
     /// A frame as received (central: port thread → forwarding thread).
     Raw(PacketBuf),
+    /// Cluster: an unfinished frame for port `egress` of another node, which entered
+    /// the cluster on port `ingress` (port worker → interconnect thread).
+    Remote {
+        /// The frame.
+        buf: PacketBuf,
+        /// Its egress port (another node's).
+        egress: PortId,
+        /// The port it entered the cluster on.
+        ingress: PortId,
+    },
+}
+
+impl Desc {
+    fn into_buf(self) -> PacketBuf {
+        match self {
+            Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b) => b,
+            Desc::Remote { buf, .. } => buf,
+        }
+    }
 }
 
 /// The running data plane; [`Dataplane::stop`] ends it.
@@ -118,10 +137,37 @@ impl Dataplane {
         let stop = Arc::new(AtomicBool::new(false));
         let threads = match opts.arch {
             Architecture::Push | Architecture::Pull => {
-                start_distributed(&router, links, opts, &stop)?
+                let links = links.into_iter().map(Some).collect();
+                start_distributed(&router, links, None, opts, &stop)?
             }
             Architecture::Central => start_central(&router, links, opts, &stop)?,
         };
+        Ok(Dataplane {
+            stop,
+            threads,
+            router,
+        })
+    }
+
+    /// Start one node of a cluster: `links[i]` is port `i`'s link on this node
+    /// (`None` for another node's port), and `interconnect` runs on a thread of its
+    /// own that is one more participant of the ring grid: port workers post frames
+    /// for other nodes' ports to it, it posts frames from other nodes to the ports.
+    /// Push and pull only (central is refused).
+    pub fn start_cluster(
+        router: Arc<Router>,
+        links: Vec<Option<Box<dyn Link>>>,
+        interconnect: crate::cluster::node::Interconnect,
+        opts: Options,
+    ) -> io::Result<Dataplane> {
+        if opts.arch == Architecture::Central {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a cluster node runs the push or pull architecture, not central",
+            ));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = start_distributed(&router, links, Some(interconnect), opts, &stop)?;
         Ok(Dataplane {
             stop,
             threads,
@@ -187,26 +233,26 @@ fn ring_grid(n: usize, slots: usize) -> RingGrid {
 /// a ring another worker fills is drained within about 0.1 ms), and only after 10 ms
 /// without work block in the link (up to [`Options::wait`]).
 #[derive(Debug)]
-struct Idle {
+pub(crate) struct Idle {
     spins: u32,
     limit: u32,
     since: Option<Instant>,
 }
 
 impl Idle {
-    fn new(limit: u32) -> Idle {
+    pub(crate) fn new(limit: u32) -> Idle {
         Idle {
             spins: 0,
             limit,
             since: None,
         }
     }
-    fn busy(&mut self) {
+    pub(crate) fn busy(&mut self) {
         self.spins = 0;
         self.since = None;
     }
     /// True when it is time to block in the link.
-    fn idle(&mut self) -> bool {
+    pub(crate) fn idle(&mut self) -> bool {
         self.spins = self.spins.saturating_add(1);
         if self.spins <= self.limit {
             std::thread::yield_now();
@@ -243,14 +289,31 @@ fn transmit(
 
 fn start_distributed(
     router: &Arc<Router>,
-    links: Vec<Box<dyn Link>>,
+    links: Vec<Option<Box<dyn Link>>>,
+    interconnect: Option<crate::cluster::node::Interconnect>,
     opts: Options,
     stop: &Arc<AtomicBool>,
 ) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
     let n = links.len();
-    let (mut prod, mut cons) = ring_grid(n, opts.ring_slots);
+    // Ring slot `n` is the interconnect's (a cluster node's); without one, nothing
+    // posts there.
+    let slots = n + usize::from(interconnect.is_some());
+    let (mut prod, mut cons) = ring_grid(slots, opts.ring_slots);
     let mut threads = Vec::new();
+    if let Some(ic) = interconnect {
+        let to = std::mem::take(&mut prod[n]);
+        let from: Vec<Consumer<Desc>> =
+            std::mem::take(&mut cons[n]).into_iter().flatten().collect();
+        let worker = router.worker(ic.pool().clone());
+        let stop = Arc::clone(stop);
+        threads.push(
+            std::thread::Builder::new()
+                .name("weft-interconnect".into())
+                .spawn(move || crate::cluster::node::run(n, ic, worker, to, from, opts, &stop))?,
+        );
+    }
     for (id, link) in links.into_iter().enumerate() {
+        let Some(link) = link else { continue };
         let worker = router.worker(link.pool().clone());
         let to = std::mem::take(&mut prod[id]);
         let from: Vec<Consumer<Desc>> = std::mem::take(&mut cons[id])
@@ -305,6 +368,10 @@ fn port_loop(
                 let Some(mut f) = worker.classify(&fib, id, buf, now, &mut out) else {
                     continue;
                 };
+                if router.is_remote(f.egress) {
+                    to.post_remote(id, f.buf, f.egress, &mut tx, &worker);
+                    continue;
+                }
                 let desc = match opts.arch {
                     Architecture::Pull if f.egress != id => Desc::Classified(f.buf, f.dst_mac),
                     _ => {
@@ -317,7 +384,11 @@ fn port_loop(
         }
         worker.tick(now, &mut out);
         for (e, b) in out.drain(..) {
-            to.post(id, e, Desc::Ready(b), &mut tx, &worker);
+            if router.is_remote(e) {
+                to.post_remote(id, b, e, &mut tx, &worker);
+            } else {
+                to.post(id, e, Desc::Ready(b), &mut tx, &worker);
+            }
         }
         // The batched doorbell: one Release store per ring per burst.
         to.doorbells();
@@ -331,11 +402,11 @@ fn port_loop(
             fetched += c.pop_burst(&mut descs, opts.burst);
             for d in descs.drain(..) {
                 match d {
-                    Desc::Ready(b) | Desc::Raw(b) => tx.push(b),
                     Desc::Classified(mut b, mac) => {
                         router.finish(&mut b, id, mac);
                         tx.push(b);
                     }
+                    d => tx.push(d.into_buf()),
                 }
             }
         }
@@ -410,24 +481,24 @@ const RING_BACKLOG_MAX: usize = 256;
 /// it full: a full ring pauses the producer instead of dropping (the paper's PCIe
 /// switch does the same with credit-based flow control, §3.2).
 #[derive(Debug)]
-struct Outbound {
+pub(crate) struct Outbound {
     rings: Vec<Option<Producer<Desc>>>,
     backlog: Vec<VecDeque<Desc>>,
 }
 
 impl Outbound {
-    fn new(rings: Vec<Option<Producer<Desc>>>) -> Outbound {
+    pub(crate) fn new(rings: Vec<Option<Producer<Desc>>>) -> Outbound {
         let backlog = rings.iter().map(|_| VecDeque::new()).collect();
         Outbound { rings, backlog }
     }
 
     /// True while any descriptor waits for room.
-    fn blocked(&self) -> bool {
+    pub(crate) fn blocked(&self) -> bool {
         self.backlog.iter().any(|b| !b.is_empty())
     }
 
     /// Move waiting descriptors into their rings, in order, as room allows.
-    fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         for (ring, backlog) in self.rings.iter_mut().zip(&mut self.backlog) {
             let Some(p) = ring else { continue };
             while let Some(d) = backlog.pop_front() {
@@ -442,7 +513,7 @@ impl Outbound {
     /// Put a descriptor on the way to `egress`: straight into our own transmit list
     /// when it is our port (`id`), else into the (id → egress) ring, behind anything
     /// already waiting for it.
-    fn post(
+    pub(crate) fn post(
         &mut self,
         id: PortId,
         egress: PortId,
@@ -451,8 +522,7 @@ impl Outbound {
         worker: &Worker,
     ) {
         if egress == id {
-            let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
-            tx.push(b);
+            tx.push(d.into_buf());
             return;
         }
         let (Some(Some(p)), Some(backlog)) =
@@ -476,7 +546,27 @@ impl Outbound {
         }
     }
 
-    fn doorbells(&mut self) {
+    /// A cluster node: hand an unfinished frame for another node's port `egress` to
+    /// the interconnect thread (the last ring of the grid).
+    fn post_remote(
+        &mut self,
+        id: PortId,
+        buf: PacketBuf,
+        egress: PortId,
+        tx: &mut Vec<PacketBuf>,
+        worker: &Worker,
+    ) {
+        let slot = self.rings.len().saturating_sub(1);
+        worker.count(Counter::ClusterSent, 1);
+        let d = Desc::Remote {
+            buf,
+            egress,
+            ingress: id,
+        };
+        self.post(id, slot, d, tx, worker);
+    }
+
+    pub(crate) fn doorbells(&mut self) {
         for p in self.rings.iter_mut().flatten() {
             if p.pending() > 0 {
                 p.doorbell();
@@ -567,8 +657,7 @@ fn io_loop(
             0
         };
         for d in descs.drain(..) {
-            let (Desc::Ready(b) | Desc::Classified(b, _) | Desc::Raw(b)) = d;
-            tx.push(b);
+            tx.push(d.into_buf());
         }
         let before = tx.len();
         let r = transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX);
@@ -613,7 +702,7 @@ fn central_loop(
             }
             let fib = router.fib();
             for d in descs.drain(..) {
-                let (Desc::Raw(b) | Desc::Ready(b) | Desc::Classified(b, _)) = d;
+                let b = d.into_buf();
                 if let Some(mut f) = worker.classify(&fib, ingress, b, now, &mut out) {
                     router.finish(&mut f.buf, f.egress, f.dst_mac);
                     out.push((f.egress, f.buf));

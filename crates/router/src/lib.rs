@@ -17,6 +17,7 @@
 //! It must not touch: header layouts (weft-wire's) or link I/O (weft-link's).
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod config;
 pub mod counters;
 pub mod ctl;

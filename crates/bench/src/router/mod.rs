@@ -5,6 +5,7 @@
 //! Running and controlling the router is weft-router's `daemon`, not this module.
 
 pub mod bench;
+pub mod cluster;
 pub mod loadgen;
 
 pub use loadgen::{run_rfc2544, Rfc2544Args, Rfc2544Row};
@@ -22,19 +23,52 @@ pub struct BenchArgs {
     /// registry; a synthetic 1M-prefix table if neither exists).
     #[arg(long)]
     table: Option<PathBuf>,
-    /// Frame size without FCS (60 = a 64-byte packet on the wire).
-    #[arg(long, default_value_t = 60)]
-    size: usize,
+    /// Frame size without FCS (60 = a 64-byte packet on the wire). With `--cluster`,
+    /// a comma-separated list of packet sizes.
+    #[arg(long, value_delimiter = ',', default_value = "60")]
+    size: Vec<usize>,
     /// Seconds per measurement.
     #[arg(long, default_value_t = 2.0)]
     secs: f64,
     /// Only the per-core pipeline rate.
     #[arg(long)]
     pipeline_only: bool,
+    /// The cluster's interconnect instead (docs/cluster.md): one node sends packets
+    /// to another over a weft-verbs UC queue pair, batched or not.
+    #[arg(long)]
+    cluster: bool,
+    /// With `--cluster`: udp, shm or both (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "udp,shm")]
+    interconnect: Vec<String>,
+    /// With `--cluster`: packets per message (comma-separated, 1..32).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    batch: Vec<usize>,
+    /// With `--cluster`: sge, memcpy, unbatched (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "sge,memcpy,unbatched")]
+    mode: Vec<cluster::Mode>,
+    /// With `--cluster`: one JSON object per line and configuration.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `weft router bench`.
 pub fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
+    let secs = Duration::from_secs_f64(b.secs.max(0.05));
+    if b.cluster {
+        let links = b
+            .interconnect
+            .iter()
+            .map(|l| match l.as_str() {
+                "udp" => Ok(weft_verbs::LinkKind::Udp),
+                "shm" => Ok(weft_verbs::LinkKind::Shm),
+                other => anyhow::bail!("unknown interconnect {other:?} (udp, shm)"),
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return cluster::run(&links, &b.size, &b.batch, &b.mode, secs, b.json);
+    }
+    let [size] = b.size[..] else {
+        anyhow::bail!("--size takes one value without --cluster");
+    };
     let table = match b.table.or_else(bench::find_bgpas) {
         Some(p) => {
             let t = bench::load_bgpas(&p).with_context(|| format!("{}", p.display()))?;
@@ -46,7 +80,6 @@ pub fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
             bench::synthetic_table(1_000_000, 1)
         }
     };
-    let secs = Duration::from_secs_f64(b.secs.max(0.05));
     let t = std::time::Instant::now();
     let router = bench::bench_router(&table, 2, &[1]);
     let (v4, v6) = router.fib().len();
@@ -55,17 +88,14 @@ pub fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64()
     );
     let dsts = bench::destinations(&router, &table, 8192, &[1], 42);
-    let frames: Vec<Vec<u8>> = dsts
-        .iter()
-        .map(|d| bench::udp_frame(0, *d, b.size))
-        .collect();
+    let frames: Vec<Vec<u8>> = dsts.iter().map(|d| bench::udp_frame(0, *d, size)).collect();
     // Counted by the process's counting allocator, switched on for this loop only.
     let counting = crate::alloc_count::Measurement::start()?;
     let r = bench::pipeline_rate_counting(&router, &frames, secs, &|| counting.allocations());
     drop(counting);
     println!(
         "pipeline, 1 core, {}-byte frames, {} random destinations: {:.2} Mpps ({:.0} ns/packet), {} of {} forwarded; FIB lookup alone {:.2} M/s",
-        b.size + 4,
+        size + 4,
         frames.len(),
         r.mpps,
         1e3 / r.mpps.max(1e-9),
@@ -91,7 +121,7 @@ pub fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
             Architecture::Pull,
             Architecture::Central,
         ] {
-            let r = bench::architecture_rate(&table, arch, pattern, b.size, secs)?;
+            let r = bench::architecture_rate(&table, arch, pattern, size, secs)?;
             println!(
                 "{pattern:13} {arch:8} {:.2} Mpps delivered ({:.2} Mpps offered, {:.1}% delivered)",
                 r.mpps,

@@ -267,6 +267,15 @@ impl Worker {
         now: Instant,
         out: &mut Outbox,
     ) -> Option<Forward> {
+        // A port of another cluster node: its owner resolves the next hop and
+        // finishes the frame; here it only leaves for the interconnect.
+        if self.router.is_remote(nh.port) {
+            return Some(Forward {
+                buf,
+                egress: nh.port,
+                dst_mac: EthernetAddress([0; 6]),
+            });
+        }
         let hop = nh.via.unwrap_or(dst);
         let gen = self.router.neighbor_gen.load(Ordering::Acquire);
         if gen != self.cache_gen {

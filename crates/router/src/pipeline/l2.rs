@@ -59,6 +59,43 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// The ingress half for a frame another cluster node handed over the interconnect
+    /// (it entered the cluster on port `ingress`, of whichever node): the Ethernet
+    /// header only says which family; the destination MAC was the ingress port's, so
+    /// it is not checked. Then the same policy as [`Worker::classify`]: the TTL was
+    /// checked but not decremented by the ingress node, so the cluster decrements it
+    /// once, here or wherever the frame is finished.
+    pub fn classify_from_cluster(
+        &mut self,
+        fib: &Fib,
+        ingress: PortId,
+        buf: PacketBuf,
+        now: Instant,
+        out: &mut Outbox,
+    ) -> Option<Forward> {
+        if ingress >= self.router.ports.len() {
+            self.counters.inc(Counter::DropClusterMalformed);
+            return None;
+        }
+        let eth = match EthernetFrame::new_checked(&buf[..]) {
+            Ok(eth) => eth,
+            Err(e) => {
+                self.drop(&e);
+                return None;
+            }
+        };
+        match eth.ethertype() {
+            EtherType::IPV4 => self.ip(fib, ingress, buf, Version::Ipv4, true, now, out),
+            EtherType::IPV6 => self.ip(fib, ingress, buf, Version::Ipv6, true, now, out),
+            _ => {
+                self.counters.inc(Counter::DropUnknownEthertype);
+                None
+            }
+        }
+    }
+}
+
 /// TTL/hop limit − 1 and MAC rewrite on an untagged frame.
 pub(super) fn rewrite_forwarded(buf: &mut [u8], src: EthernetAddress, dst: EthernetAddress) {
     let Ok(mut eth) = EthernetFrame::new_checked(&mut buf[..]) else {

@@ -54,6 +54,9 @@ const ND_HOP_LIMIT: u8 = 255;
 /// ff02::1, the all-nodes group (RFC 4291 §2.7.1).
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 
+/// One interconnect peer's counters: its name and (counter, value) rows.
+pub type PeerRows = (String, Vec<(&'static str, u64)>);
+
 /// A port as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortSpec {
@@ -170,6 +173,11 @@ pub struct Router {
     last_tick: Mutex<Option<Instant>>,
     /// Each port's link counters, as its worker last published them.
     link_stats: Mutex<Vec<weft_link::LinkStats>>,
+    /// Per port: true when another node of a cluster owns it (its frames cross the
+    /// interconnect unfinished; see [`crate::cluster`]). All false on a single box.
+    remote: Vec<bool>,
+    /// The interconnect's counters per peer, as its thread last published them.
+    interconnect: Mutex<Vec<PeerRows>>,
     cfg: RouterConfig,
 }
 
@@ -180,6 +188,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Router {
     /// A router with these ports; their address prefixes become connected routes.
     pub fn new(ports: Vec<PortSpec>, cfg: RouterConfig) -> Arc<Router> {
+        let n = ports.len();
+        Router::with_remote_ports(ports, cfg, vec![false; n])
+    }
+
+    /// A router that is one node of a cluster: `remote[i]` says port `i` belongs to
+    /// another node. A packet routed to a remote port leaves [`Worker::classify`]
+    /// unfinished (no neighbour resolution, TTL untouched) with `egress` = that port,
+    /// for the data plane to hand to the interconnect; the owner finishes it.
+    pub fn with_remote_ports(
+        ports: Vec<PortSpec>,
+        cfg: RouterConfig,
+        mut remote: Vec<bool>,
+    ) -> Arc<Router> {
+        remote.resize(ports.len(), false);
         let mut connected = Vec::new();
         for (i, p) in ports.iter().enumerate() {
             let nh = NextHop { port: i, via: None };
@@ -207,8 +229,30 @@ impl Router {
             workers: Mutex::new(Vec::new()),
             last_tick: Mutex::new(None),
             link_stats: Mutex::new(Vec::new()),
+            remote,
+            interconnect: Mutex::new(Vec::new()),
             cfg,
         })
+    }
+
+    /// True when port `port` belongs to another node of the cluster.
+    pub fn is_remote(&self, port: PortId) -> bool {
+        self.remote.get(port).copied().unwrap_or(false)
+    }
+
+    /// True when some port belongs to another node (this router is a cluster node).
+    pub fn is_cluster_node(&self) -> bool {
+        self.remote.iter().any(|&r| r)
+    }
+
+    /// Record the interconnect's counters: per peer, (name, value) pairs.
+    pub fn publish_interconnect(&self, stats: Vec<PeerRows>) {
+        *lock(&self.interconnect) = stats;
+    }
+
+    /// The interconnect's counters per peer as last published (empty on a single box).
+    pub fn interconnect_stats(&self) -> Vec<PeerRows> {
+        lock(&self.interconnect).clone()
     }
 
     /// The ports, in id order.

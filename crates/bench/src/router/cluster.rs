@@ -1,0 +1,349 @@
+//! `weft router bench --cluster`: the interconnect of the scaled-out router measured
+//! as the paper measures it (its Fig. "throughput per packet size and batch"): one
+//! node sends packets to another over a weft-verbs UC queue pair, in one of three
+//! modes, and the receiver splits the messages with the cluster's own splitter
+//! (`weft_router::cluster::batch`).
+//!
+//! - `sge`: up to `batch` packets per SEND, one SGE per packet, pointing straight at
+//!   the packet's buffer (header and frame in registered memory; no copy);
+//! - `memcpy`: the same packets copied into one staging buffer, one SGE;
+//! - `unbatched`: one SEND per packet.
+//!
+//! Both nodes run in this process, each with its own device (and engine thread), so
+//! one clock serves both ends: a message's latency is the receiver's completion time
+//! minus the time the sender posted it, taken under the offered load (the sender keeps
+//! 32 messages in flight). `mpps` counts packets that arrived (UC drops a message
+//! that finds no receive posted); `gbps` is `mpps × size × 8` (headers included, as
+//! the paper counts).
+#![forbid(unsafe_code)]
+
+use anyhow::{bail, Context as _};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_router::cluster::batch::{split, PacketHeader, HEADER_LEN};
+use weft_verbs::cm::{self, ConnParam, Listener};
+use weft_verbs::{
+    Access, CompletionQueue, Context, DeviceConfig, LinkKind, QpInitAttr, QpType, RecvWr, SendWr,
+    WcStatus, WrOp,
+};
+
+/// Bytes per packet buffer (header and frame).
+const SLOT: usize = 2048;
+/// Packet buffers the sender cycles through.
+const PACKETS: usize = 4096;
+/// Messages in flight.
+const WINDOW: usize = 32;
+/// Receives posted.
+const RECVS: usize = 256;
+
+/// How packets are put into messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One SGE per packet, straight from its buffer.
+    Sge,
+    /// Copied into one buffer, one SGE.
+    Memcpy,
+    /// One SEND per packet.
+    Unbatched,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "sge" => Ok(Mode::Sge),
+            "memcpy" => Ok(Mode::Memcpy),
+            "unbatched" => Ok(Mode::Unbatched),
+            _ => Err(format!("unknown mode {s:?} (sge, memcpy, unbatched)")),
+        }
+    }
+}
+
+/// One configuration's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// udp or shm.
+    pub interconnect: &'static str,
+    /// Packet size in bytes.
+    pub size: usize,
+    /// Packets per message (1 for unbatched).
+    pub batch: usize,
+    /// The mode.
+    pub mode: Mode,
+    /// Million packets per second that arrived.
+    pub mpps: f64,
+    /// Gbit/s of packets that arrived (headers included).
+    pub gbps: f64,
+    /// Median message latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile message latency, µs.
+    pub p99_us: f64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets that arrived.
+    pub received: u64,
+    /// Messages the splitter refused (must be 0).
+    pub malformed: u64,
+}
+
+/// Measure one configuration for `secs`.
+pub fn measure(
+    link: LinkKind,
+    size: usize,
+    batch: usize,
+    mode: Mode,
+    secs: Duration,
+) -> anyhow::Result<Row> {
+    if !(14..=SLOT - HEADER_LEN).contains(&size) {
+        bail!("--size {size} is not in 14..={}", SLOT - HEADER_LEN);
+    }
+    if !(1..=32).contains(&batch) {
+        bail!("--batch {batch} is not in 1..=32");
+    }
+    let batch = if mode == Mode::Unbatched { 1 } else { batch };
+    let msg = batch * SLOT;
+    let a = Context::open_with(DeviceConfig::local(link)).context("sender device")?;
+    let b = Context::open_with(DeviceConfig::local(link)).context("receiver device")?;
+    let pd_a = a.alloc_pd();
+    let pd_b = b.alloc_pd();
+    let mut scq = CompletionQueue::new(&a, WINDOW * 2, None);
+    let mut rcq = CompletionQueue::new(&b, RECVS * 2, None);
+    let attr = |recv| QpInitAttr {
+        max_send_wr: WINDOW * 2,
+        max_recv_wr: recv,
+        ..QpInitAttr::new(QpType::Uc)
+    };
+    let mut qa = pd_a.create_qp(&scq, &scq, None, attr(4))?;
+    let mut qb = pd_b.create_qp(&rcq, &rcq, None, attr(RECVS))?;
+    let packets = pd_a.alloc_mr(PACKETS * SLOT, Access::LOCAL_WRITE);
+    let staging = pd_a.alloc_mr(WINDOW * msg, Access::LOCAL_WRITE);
+    let recv = pd_b.alloc_mr(RECVS * msg, Access::LOCAL_WRITE);
+    // The packet buffers: header and a UDP-ish frame of `size` bytes each.
+    let mut frame = vec![0u8; size];
+    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    for i in 0..PACKETS {
+        for (j, b) in frame.iter_mut().enumerate().skip(14) {
+            *b = (i + j) as u8;
+        }
+        let h = PacketHeader {
+            hops: 0,
+            len: size as u16,
+            ingress_port: 0,
+            origin: 1,
+            bucket: (i % 4096) as u16,
+            seq: i as u16,
+        };
+        packets.write(i * SLOT, &h.encode())?;
+        packets.write(i * SLOT + HEADER_LEN, &frame)?;
+    }
+    let listener = Listener::bind(&b, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let at = listener.local_addr()?;
+    let param = ConnParam::default();
+    let accept = std::thread::spawn(
+        move || -> anyhow::Result<(weft_verbs::QueuePair, cm::Connection)> {
+            let req = listener.get_request(Duration::from_secs(10))?;
+            let c = req.accept(&mut qb, &ConnParam::default())?;
+            Ok((qb, c))
+        },
+    );
+    let _ca = cm::connect(&mut qa, at, &param)?;
+    let (mut qb, _cb) = accept
+        .join()
+        .map_err(|_| anyhow::anyhow!("accept thread panicked"))??;
+    qb.post_recv((0..RECVS).map(|i| RecvWr::new(i as u64, recv.sge(i * msg, msg as u32))))?;
+
+    let base = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || -> anyhow::Result<(u64, u64, Vec<u64>)> {
+            let mut out = Vec::with_capacity(64);
+            let mut buf = vec![0u8; msg];
+            let (mut received, mut malformed) = (0u64, 0u64);
+            let mut lat = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(600);
+            while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
+                out.clear();
+                rcq.poll(&mut out, 64);
+                let now = base.elapsed().as_nanos() as u64;
+                let mut repost = Vec::with_capacity(out.len());
+                for c in &out {
+                    if c.status != WcStatus::Success {
+                        bail!("receive completed with {:?}", c.status);
+                    }
+                    let i = c.wr_id as usize % RECVS;
+                    let len = (c.byte_len as usize).min(msg);
+                    recv.read(i * msg, &mut buf[..len])?;
+                    let mut first = true;
+                    for p in split(&buf[..len]) {
+                        match p {
+                            Ok((_, f)) => {
+                                received += 1;
+                                if first {
+                                    first = false;
+                                    let mut t = [0u8; 8];
+                                    t.copy_from_slice(&f[size - 8..size]);
+                                    lat.push(now.saturating_sub(u64::from_le_bytes(t)));
+                                }
+                            }
+                            Err(_) => malformed += 1,
+                        }
+                    }
+                    repost.push(RecvWr::new(i as u64, recv.sge(i * msg, msg as u32)));
+                }
+                if !repost.is_empty() {
+                    qb.post_recv(repost)?;
+                }
+            }
+            Ok((received, malformed, lat))
+        })
+    };
+
+    let mut sent = 0u64;
+    let mut in_flight = 0usize;
+    let mut next_packet = 0usize;
+    let mut next_msg = 0usize;
+    let mut comps = Vec::with_capacity(WINDOW);
+    let start = Instant::now();
+    let end = start + secs;
+    while Instant::now() < end {
+        comps.clear();
+        scq.poll(&mut comps, WINDOW);
+        for c in &comps {
+            if c.status != WcStatus::Success {
+                bail!("send completed with {:?}", c.status);
+            }
+            in_flight -= 1;
+        }
+        if in_flight >= WINDOW {
+            continue;
+        }
+        // The first packet of the message carries the time it is posted in its last 8
+        // bytes.
+        let first = next_packet;
+        let stamp = base.elapsed().as_nanos() as u64;
+        packets.write(first * SLOT + HEADER_LEN + size - 8, &stamp.to_le_bytes())?;
+        let wr = match mode {
+            Mode::Sge | Mode::Unbatched => {
+                let sges: Vec<_> = (0..batch)
+                    .map(|k| {
+                        packets.sge(((first + k) % PACKETS) * SLOT, (HEADER_LEN + size) as u32)
+                    })
+                    .collect();
+                SendWr::new(next_msg as u64, WrOp::Send { imm: None }, sges)
+            }
+            Mode::Memcpy => {
+                let g = next_msg % WINDOW;
+                let mut tmp = vec![0u8; HEADER_LEN + size];
+                for k in 0..batch {
+                    packets.read(((first + k) % PACKETS) * SLOT, &mut tmp)?;
+                    staging.write(g * msg + k * (HEADER_LEN + size), &tmp)?;
+                }
+                SendWr::new(
+                    next_msg as u64,
+                    WrOp::Send { imm: None },
+                    staging.sge(g * msg, (batch * (HEADER_LEN + size)) as u32),
+                )
+            }
+        };
+        qa.post_send([wr])?;
+        in_flight += 1;
+        sent += batch as u64;
+        next_packet = (next_packet + batch) % PACKETS;
+        next_msg += 1;
+    }
+    let elapsed = start.elapsed();
+    // Let the last messages land.
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Release);
+    let (received, malformed, mut lat) = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    lat.sort_unstable();
+    let pct = |q: f64| {
+        if lat.is_empty() {
+            0.0
+        } else {
+            lat[((lat.len() - 1) as f64 * q) as usize] as f64 / 1e3
+        }
+    };
+    let mpps = received as f64 / elapsed.as_secs_f64() / 1e6;
+    Ok(Row {
+        interconnect: link.name(),
+        size,
+        batch,
+        mode,
+        mpps,
+        gbps: mpps * size as f64 * 8.0 / 1e3,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        sent,
+        received,
+        malformed,
+    })
+}
+
+/// Every combination, one row (or JSON line) each.
+pub fn run(
+    links: &[LinkKind],
+    sizes: &[usize],
+    batches: &[usize],
+    modes: &[Mode],
+    secs: Duration,
+    json: bool,
+) -> anyhow::Result<()> {
+    for &link in links {
+        for &size in sizes {
+            for &mode in modes {
+                let bs: &[usize] = if mode == Mode::Unbatched {
+                    &[1]
+                } else {
+                    batches
+                };
+                for &batch in bs {
+                    let r = measure(link, size, batch, mode, secs)?;
+                    if json {
+                        println!("{}", serde_json::to_string(&r)?);
+                    } else {
+                        println!(
+                            "{:3} {:5} B batch {:2} {:9} {:7.3} Mpps {:6.2} Gbit/s p50 {:8.1} us p99 {:8.1} us ({} of {} arrived)",
+                            r.interconnect,
+                            r.size,
+                            r.batch,
+                            format!("{:?}", r.mode).to_lowercase(),
+                            r.mpps,
+                            r.gbps,
+                            r.p50_us,
+                            r.p99_us,
+                            r.received,
+                            r.sent
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_mode_delivers_whole_batches_over_shm() {
+        for mode in [Mode::Sge, Mode::Memcpy, Mode::Unbatched] {
+            let r = measure(LinkKind::Shm, 64, 8, mode, Duration::from_millis(200)).expect("run");
+            assert_eq!(r.malformed, 0, "{mode:?}");
+            assert!(r.received > 0, "{mode:?}: {r:?}");
+            assert!(r.received <= r.sent);
+            assert_eq!(r.batch, if mode == Mode::Unbatched { 1 } else { 8 });
+        }
+        assert!(measure(LinkKind::Shm, 4000, 8, Mode::Sge, Duration::from_millis(10)).is_err());
+        assert!(measure(LinkKind::Shm, 64, 33, Mode::Sge, Duration::from_millis(10)).is_err());
+    }
+}
