@@ -6,7 +6,8 @@
 #       Build the guest image if it is missing or its recipe changed; print its
 #       directory. Cached outside the repository in $WEFT_RXE_CACHE
 #       (default /var/cache/weft-rxe-guest/<recipe hash>/): rootfs.ext4, vmlinuz,
-#       initrd.img. About 70 s and 800 MB the first time.
+#       initrd.img. Two to three minutes and 1.2 GB the first time; an image of an
+#       older recipe is deleted when the new one is built.
 #   scripts/rxe-guest.sh netns NS
 #       Make network namespace NS (if missing) with the tap wrxe0 in it, addressed as
 #       below, for a host process to bind to before the guest boots. The caller
@@ -70,11 +71,13 @@ image() {
 		exec 9>"$cache_root/.lock"
 		flock -w 900 9 || { echo "rxe-guest: timed out waiting for another build" >&2; return 1; }
 		if [[ ! -f $dir/done ]]; then
-			echo "rxe-guest: building the guest image in $dir (about 70 s)" >&2
+			echo "rxe-guest: building the guest image in $dir (2-3 minutes)" >&2
 			rm -rf "$dir"
 			mkdir -p "$dir"
 			build_image "$dir"
 			touch "$dir/done"
+			# Images of older recipes are not used again.
+			find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -path "$dir" -exec rm -rf {} +
 		fi
 		exec 9>&-
 	fi
@@ -152,7 +155,7 @@ run() {
 		MTU=$mtu
 		TIMEOUT=$timeout
 	EOF
-	mkfs.ext4 -q -F -d "$work/job" "$work/job.img" 64M
+	mkfs.ext4 -q -F -d "$work/job" "$work/job.img" 64M >&2
 
 	# --foreground: timeout stays in our process group and passes TERM to qemu.
 	ip netns exec "$netns" timeout --foreground -k 5 $((timeout + 60)) qemu-system-x86_64 \

@@ -76,7 +76,14 @@ struct Case {
 
 fn prerequisites() -> Result<(), String> {
     weft_testkit::root()?;
-    for t in ["qemu-system-x86_64", "debootstrap", "gcc", "debugfs", "ip"] {
+    for t in [
+        "qemu-system-x86_64",
+        "debootstrap",
+        "gcc",
+        "debugfs",
+        "ip",
+        "dumpcap",
+    ] {
         weft_testkit::tool(t)?;
     }
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
@@ -141,6 +148,10 @@ fn ensure_image() {
 struct Guest {
     ns: String,
     child: Option<Child>,
+    /// dumpcap on the tap, host side (`<case>.pcapng`).
+    capture: Option<Child>,
+    pcap: PathBuf,
+    v6: bool,
     stdout: PathBuf,
     stderr: PathBuf,
 }
@@ -155,10 +166,26 @@ impl Guest {
         let mut g = Guest {
             ns,
             child: None,
+            capture: None,
+            pcap: out_dir().join(format!("{}.pcapng", case.name)),
+            v6: case.v6,
             stdout: out_dir().join(format!("{}.out", case.name)),
             stderr: out_dir().join(format!("{}.console", case.name)),
         };
         assert!(st.success(), "making namespace {}", g.ns);
+        let _ = std::fs::remove_file(&g.pcap);
+        let capture = Command::new("ip")
+            .args(["netns", "exec", &g.ns, "dumpcap", "-q", "-i", "wrxe0"])
+            .args(["-f", "udp port 4791", "-w"])
+            .arg(&g.pcap)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dumpcap");
+        g.capture = Some(capture);
+        // dumpcap needs a moment before it captures; the guest takes longer to boot.
+        std::thread::sleep(Duration::from_millis(500));
         let ip = if case.v6 { "2001:2::2" } else { "198.18.0.2" };
         let cmd = format!(
             "./rxe_peer {PORT} {ip} {} {} {} {}",
@@ -207,7 +234,52 @@ impl Guest {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
+    /// Stop the capture and decode it: every RoCEv2 packet with its ICRC checked
+    /// over the real IP header (`weft decode`'s check).
+    fn decode(&mut self) -> Result<String, String> {
+        if let Some(mut c) = self.capture.take() {
+            let _ = Command::new("kill")
+                .args(["-INT", &c.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let bytes = std::fs::read(&self.pcap).map_err(|e| format!("the capture: {e}"))?;
+        let r = weft_pcap::decode::decode_capture(&bytes).map_err(|e| e.to_string())?;
+        let from = |ip: &str| r.packets.iter().filter(|d| d.src.starts_with(ip)).count();
+        let (rxe, weft) = if self.v6 {
+            (from("[2001:2::2]"), from("[2001:2::1]"))
+        } else {
+            (from("198.18.0.2"), from("198.18.0.1"))
+        };
+        let bad: Vec<String> = r
+            .packets
+            .iter()
+            .filter(|d| !d.icrc_ok)
+            .map(weft_pcap::decode::format_line)
+            .collect();
+        let summary = format!(
+            "capture {}: {} RoCEv2 packets ({rxe} from rxe, {weft} from weft), {} with a bad ICRC",
+            self.pcap.display(),
+            r.packets.len(),
+            bad.len()
+        );
+        if bad.is_empty() && rxe > 0 && weft > 0 {
+            Ok(summary)
+        } else {
+            Err(format!("{summary}\n{}", bad.join("\n")))
+        }
+    }
+
     fn stop(&mut self) {
+        if let Some(mut c) = self.capture.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         if let Some(mut c) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
@@ -590,13 +662,14 @@ fn run_case(case: &Case, peer: &Path) -> Result<String, String> {
         std::thread::sleep(Duration::from_millis(50));
     };
     let (status, out) = guest.finish(Duration::from_secs(60));
+    let capture = guest.decode();
     let report = format!(
-        "case {} — guest exit {status:?}\n--- guest output ---\n{out}\n--- weft side: {mine:?}",
+        "case {} — guest exit {status:?}\n--- guest output ---\n{out}\n--- weft side: {mine:?}\n--- {capture:?}",
         case.name
     );
     let console = guest.console();
-    match (&mine, status) {
-        (Ok(f), Some(0)) if f.is_empty() => Ok(report),
+    match (&mine, status, &capture) {
+        (Ok(f), Some(0), Ok(_)) if f.is_empty() => Ok(report),
         _ => Err(format!("{report}\n--- guest console ---\n{console}")),
     }
 }
