@@ -60,6 +60,18 @@ const RC_STEPS: &[&str] = &[
     "read_w2g",
     "atomic_g2w",
     "atomic_w2g",
+    "rnr_g2w",
+    "rnr_w2g",
+];
+const UC_STEPS: &[&str] = &[
+    "send_g2w",
+    "send_w2g",
+    "sendimm_g2w",
+    "sendimm_w2g",
+    "write_g2w",
+    "write_w2g",
+    "writeimm_g2w",
+    "writeimm_w2g",
 ];
 const UD_STEPS: &[&str] = &["send_g2w", "send_w2g", "sendimm_g2w", "sendimm_w2g"];
 
@@ -67,7 +79,9 @@ const UD_STEPS: &[&str] = &["send_g2w", "send_w2g", "sendimm_g2w", "sendimm_w2g"
 #[derive(Debug, Clone, Copy)]
 struct Case {
     name: &'static str,
-    ud: bool,
+    qp: QpType,
+    /// Packets `tc netem` drops on the tap, both ways, in percent (0: none).
+    loss: u32,
     v6: bool,
     mtu: u32,
     size: usize,
@@ -187,9 +201,30 @@ impl Guest {
         // dumpcap needs a moment before it captures; the guest takes longer to boot.
         std::thread::sleep(Duration::from_millis(500));
         let ip = if case.v6 { "2001:2::2" } else { "198.18.0.2" };
+        let netem = format!("netem loss {}%", case.loss);
+        if case.loss > 0 {
+            let st = Command::new("ip")
+                .args([
+                    "netns", "exec", &g.ns, "tc", "qdisc", "replace", "dev", "wrxe0",
+                ])
+                .args(["root"])
+                .args(netem.split(' '))
+                .status()
+                .expect("tc");
+            assert!(st.success(), "tc netem on the tap");
+        }
+        let guest_loss = if case.loss > 0 {
+            format!("tc qdisc add dev eth0 root {netem} && ")
+        } else {
+            String::new()
+        };
         let cmd = format!(
-            "./rxe_peer {PORT} {ip} {} {} {} {}",
-            if case.ud { "ud" } else { "rc" },
+            "{guest_loss}./rxe_peer {PORT} {ip} {} {} {} {}",
+            match case.qp {
+                QpType::Ud => "ud",
+                QpType::Uc => "uc",
+                QpType::Rc => "rc",
+            },
             case.mtu,
             case.size,
             case.steps.join(",")
@@ -358,7 +393,8 @@ impl Weft {
     fn step(&mut self, s: &str) -> Result<(), String> {
         let g2w = s.ends_with("_g2w");
         let imm = s.starts_with("sendimm") || s.starts_with("writeimm");
-        let (send, write) = (s.starts_with("send"), s.starts_with("write"));
+        let rnr = s.starts_with("rnr");
+        let (send, write) = (s.starts_with("send") || rnr, s.starts_with("write"));
         let (read, atomic) = (s.starts_with("read"), s.starts_with("atomic"));
         let size = self.size;
         let imm_value = 0x5eed_0000 | size as u32;
@@ -368,9 +404,11 @@ impl Weft {
             self.mr
                 .write(0, &vec![0; size + GRH_LEN])
                 .map_err(|e| e.to_string())?;
-            if send || (write && imm) {
-                let r = RecvWr::new(1, [self.mr.sge(0, (size + grh) as u32)]);
-                self.qp.post_recv([r]).map_err(|e| e.to_string())?;
+            let recv = RecvWr::new(1, [self.mr.sge(0, (size + grh) as u32)]);
+            if (send && !rnr) || (write && imm) {
+                self.qp
+                    .post_recv([recv.clone()])
+                    .map_err(|e| e.to_string())?;
             }
             if read {
                 self.mr
@@ -381,6 +419,12 @@ impl Weft {
                 self.mr.store_u64(0, CAS_OLD).map_err(|e| e.to_string())?;
             }
             self.say("ready")?;
+            if rnr {
+                // The guest's SEND meets no receive: weft's responder answers with
+                // RNR NAKs until this one is posted.
+                std::thread::sleep(Duration::from_millis(300));
+                self.qp.post_recv([recv]).map_err(|e| e.to_string())?;
+            }
             let theirs = self.line("done")? == "ok";
             let mine = self.check_target(s, send, write, imm, atomic, grh, imm_value);
             self.say(if mine.is_ok() {
@@ -550,7 +594,7 @@ fn connect(ns: &str, case: &Case, deadline: Instant) -> Result<Weft, String> {
     let ctx = Context::open_with(cfg).map_err(|e| e.to_string())?;
     let pd = ctx.alloc_pd();
     let cq = CompletionQueue::new(&ctx, 64, None);
-    let qp_type = if case.ud { QpType::Ud } else { QpType::Rc };
+    let qp_type = case.qp;
     let mut qp = pd
         .create_qp(&cq, &cq, None, QpInitAttr::new(qp_type))
         .map_err(|e| e.to_string())?;
@@ -615,8 +659,7 @@ fn connect(ns: &str, case: &Case, deadline: Instant) -> Result<Weft, String> {
     for attr in b.steps(qp_type) {
         qp.modify(&attr).map_err(|e| e.to_string())?;
     }
-    let ud = case
-        .ud
+    let ud = (case.qp == QpType::Ud)
         .then(|| pd.create_ah(peer_link).map(|ah| ah.dest(gqpn as u32, QKEY)));
     let ud = ud.transpose().map_err(|e| e.to_string())?;
     Ok(Weft {
@@ -648,6 +691,31 @@ fn run_case(case: &Case, peer: &Path) -> Result<String, String> {
             }
         }
         w.line("bye")?;
+        let t = w._ctx.stats().transport;
+        eprintln!(
+            "case {}: weft transport: rx {} tx {} icrc_errors {} icrc_any_id {} \
+             seq_naks sent/received {}/{} rnr_naks sent/received {}/{} timeouts {} \
+             retransmitted {} duplicate_requests {}",
+            c.name,
+            t.rx_packets,
+            t.tx_packets,
+            t.icrc_errors,
+            t.icrc_segment_id,
+            t.seq_naks_sent,
+            t.seq_naks_received,
+            t.rnr_naks_sent,
+            t.rnr_naks_received,
+            t.timeouts,
+            t.retransmitted_packets,
+            t.duplicate_requests
+        );
+        // The RNR steps really met RNR NAKs, both ways.
+        if c.steps.contains(&"rnr_g2w") && t.rnr_naks_sent == 0 {
+            failed.push("rnr_g2w: weft sent no RNR NAK".into());
+        }
+        if c.steps.contains(&"rnr_w2g") && t.rnr_naks_received == 0 {
+            failed.push("rnr_w2g: weft received no RNR NAK from rxe".into());
+        }
         Ok(failed)
     });
     let mine = loop {
@@ -674,58 +742,45 @@ fn run_case(case: &Case, peer: &Path) -> Result<String, String> {
     }
 }
 
+fn case(name: &'static str, qp: QpType, v6: bool, mtu: u32, size: usize) -> Case {
+    Case {
+        name,
+        qp,
+        loss: 0,
+        v6,
+        mtu,
+        size,
+        steps: match qp {
+            QpType::Rc => RC_STEPS,
+            QpType::Uc => UC_STEPS,
+            QpType::Ud => UD_STEPS,
+        },
+    }
+}
+
+/// The CI subset, and with `WEFT_RXE_FULL` set the whole matrix; `WEFT_RXE_CASE=name`
+/// keeps one case.
 fn cases() -> Vec<Case> {
     let mut v = vec![
-        Case {
-            name: "rc4-1024",
-            ud: false,
-            v6: false,
-            mtu: 1024,
-            size: 3000,
-            steps: RC_STEPS,
-        },
-        Case {
-            name: "rc6-4096",
-            ud: false,
-            v6: true,
-            mtu: 4096,
-            size: 10_000,
-            steps: RC_STEPS,
-        },
-        Case {
-            name: "ud4",
-            ud: true,
-            v6: false,
-            mtu: 1024,
-            size: 1000,
-            steps: UD_STEPS,
-        },
+        // Multi-packet messages: 3000 bytes are three packets at 1024, 10 000 three at 4096.
+        case("rc4-1024", QpType::Rc, false, 1024, 3000),
+        case("rc6-4096", QpType::Rc, true, 4096, 10_000),
+        case("ud4", QpType::Ud, false, 1024, 1000),
     ];
     if std::env::var_os("WEFT_RXE_FULL").is_some() {
         v.extend([
+            case("rc4-4096", QpType::Rc, false, 4096, 65_536),
+            case("rc6-1024", QpType::Rc, true, 1024, 3000),
+            case("uc4-1024", QpType::Uc, false, 1024, 3000),
+            case("uc6-4096", QpType::Uc, true, 4096, 10_000),
+            case("ud6", QpType::Ud, true, 1024, 1000),
             Case {
-                name: "rc4-4096",
-                ud: false,
-                v6: false,
-                mtu: 4096,
-                size: 65_536,
-                steps: RC_STEPS,
+                loss: 5,
+                ..case("rc4-loss5", QpType::Rc, false, 1024, 65_536)
             },
             Case {
-                name: "rc6-1024",
-                ud: false,
-                v6: true,
-                mtu: 1024,
-                size: 3000,
-                steps: RC_STEPS,
-            },
-            Case {
-                name: "ud6",
-                ud: true,
-                v6: true,
-                mtu: 1024,
-                size: 1000,
-                steps: UD_STEPS,
+                loss: 5,
+                ..case("rc6-loss5", QpType::Rc, true, 1024, 65_536)
             },
         ]);
     }

@@ -3,7 +3,7 @@
  * a libibverbs program on Linux's soft-RoCE device rxe0 that runs a fixed list of
  * steps against a weft peer and checks every byte on its end.
  *
- *   rxe_peer PORT LOCAL_IP rc|ud MTU SIZE STEPS
+ *   rxe_peer PORT LOCAL_IP rc|uc|ud MTU SIZE STEPS
  *
  * It listens on TCP PORT, takes one connection from the weft side and exchanges
  * one line each way: "QPN PSN RKEY ADDR\n". The GID used is the one of LOCAL_IP
@@ -13,9 +13,11 @@
  * operation, checks its own end and says "done ok|fail", the target checks its end
  * and says "checked ok|fail". A step passes when both ends say ok. Steps:
  *   send_g2w send_w2g sendimm_g2w sendimm_w2g write_g2w write_w2g writeimm_g2w
- *   writeimm_w2g read_g2w read_w2g atomic_g2w atomic_w2g
- * ("g2w": the guest is the requester; "w2g": weft is). On UD only the send steps
- * make sense (SIZE at most the MTU). Prints "STEP name ok|FAIL why" per step and
+ *   writeimm_w2g read_g2w read_w2g atomic_g2w atomic_w2g rnr_g2w rnr_w2g
+ * ("g2w": the guest is the requester; "w2g": weft is). rnr_*: a SEND whose
+ * receive the target posts 300 ms after saying "ready", so the target's RC
+ * responder answers with RNR NAKs until then. On UD only the send steps make sense
+ * (SIZE at most the MTU); on UC the send and write steps. Prints "STEP name ok|FAIL why" per step and
  * exits 0 when every step passed.
  */
 #include <arpa/inet.h>
@@ -41,7 +43,7 @@ static struct ibv_mr *mr;
 static struct ibv_ah *ah;
 static uint8_t *buf;
 static FILE *tin, *tout;
-static int ud;
+static int ud, uc;
 static uint32_t peer_qpn, peer_rkey;
 static uint64_t peer_addr;
 static size_t size;
@@ -146,7 +148,8 @@ static const char *step(const char *s)
 {
 	int g2w = strstr(s, "_g2w") != NULL;
 	int imm = !strncmp(s, "sendimm", 7) || !strncmp(s, "writeimm", 8);
-	int send = !strncmp(s, "send", 4), write = !strncmp(s, "write", 5);
+	int rnr = !strncmp(s, "rnr", 3);
+	int send = !strncmp(s, "send", 4) || rnr, write = !strncmp(s, "write", 5);
 	int read = !strncmp(s, "read", 4), atomic = !strncmp(s, "atomic", 6);
 	uint8_t *src = buf + BUF_LEN / 2, *target = buf;
 	struct ibv_wc wc;
@@ -185,7 +188,7 @@ static const char *step(const char *s)
 	}
 	/* weft is the requester; the guest is the target. */
 	memset(target, 0, size + GRH);
-	if (send || (write && imm))
+	if ((send && !rnr) || (write && imm))
 		ok = !post_recv();
 	if (read)
 		fill(target, s, size);
@@ -194,6 +197,10 @@ static const char *step(const char *s)
 		memcpy(target, &v, 8);
 	}
 	say("ready%s", "");
+	if (rnr) {
+		usleep(300 * 1000);
+		ok = !post_recv();
+	}
 	char *r = hear("done");
 	int theirs = !strcmp(r, "ok");
 	if (send) {
@@ -220,10 +227,11 @@ static const char *step(const char *s)
 int main(int argc, char **argv)
 {
 	if (argc != 7)
-		die("usage: rxe_peer PORT LOCAL_IP rc|ud MTU SIZE STEPS");
+		die("usage: rxe_peer PORT LOCAL_IP rc|uc|ud MTU SIZE STEPS");
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int port = atoi(argv[1]);
 	ud = !strcmp(argv[3], "ud");
+	uc = !strcmp(argv[3], "uc");
 	int mtu = atoi(argv[4]);
 	size = strtoul(argv[5], NULL, 0);
 	if (size == 0 || size > BUF_LEN / 2 - GRH)
@@ -259,7 +267,7 @@ int main(int argc, char **argv)
 				IBV_ACCESS_REMOTE_ATOMIC);
 	struct ibv_qp_init_attr ia = {.send_cq = cq, .recv_cq = cq,
 				      .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1},
-				      .qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC};
+				      .qp_type = ud ? IBV_QPT_UD : uc ? IBV_QPT_UC : IBV_QPT_RC};
 	if (!pd || !cq || !buf || !mr || !(qp = ibv_create_qp(pd, &ia)))
 		die("setting up the QP");
 
@@ -305,6 +313,18 @@ int main(int argc, char **argv)
 			die("RTS");
 		if (!(ah = ibv_create_ah(pd, &ah_attr)))
 			die("create_ah");
+	} else if (uc) {
+		at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+			die("INIT");
+		at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTR, .path_mtu = m, .dest_qp_num = peer_qpn,
+					  .rq_psn = peer_psn, .ah_attr = ah_attr};
+		if (ibv_modify_qp(qp, &at,
+				  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+			die("RTR");
+		at = (struct ibv_qp_attr){.qp_state = IBV_QPS_RTS, .sq_psn = my_psn};
+		if (ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN))
+			die("RTS");
 	} else {
 		at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 				     IBV_ACCESS_REMOTE_ATOMIC;
