@@ -26,6 +26,8 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_verbs::{
     Access, Bringup, Completion, CompletionQueue, Context, DeviceConfig, LinkKind, MemoryRegion,
@@ -263,6 +265,13 @@ impl Guest {
         };
         let out = std::fs::read_to_string(&self.stdout).unwrap_or_default();
         (status, out)
+    }
+
+    /// Whether the guest (the script running it) has exited.
+    fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .map_or(true, |c| c.try_wait().ok().flatten().is_some())
     }
 
     fn console(&self) -> String {
@@ -578,7 +587,12 @@ fn mtu(bytes: u32) -> Mtu {
 
 /// Open weft's device in the namespace `ns`, connect to the guest's rxe_peer (which
 /// listens once the guest has booted) and bring the QP up against it.
-fn connect(ns: &str, case: &Case, deadline: Instant) -> Result<Weft, String> {
+fn connect(
+    ns: &str,
+    case: &Case,
+    deadline: Instant,
+    guest_gone: &AtomicBool,
+) -> Result<Weft, String> {
     let f = File::open(format!("/run/netns/{ns}")).map_err(|e| format!("netns {ns}: {e}"))?;
     // This thread (only) moves into the namespace: the device's socket and the TCP
     // connection are made there.
@@ -607,7 +621,7 @@ fn connect(ns: &str, case: &Case, deadline: Instant) -> Result<Weft, String> {
     let stream = loop {
         match TcpStream::connect_timeout(&at, Duration::from_secs(2)) {
             Ok(s) => break s,
-            Err(e) if Instant::now() > deadline => {
+            Err(e) if Instant::now() > deadline || guest_gone.load(Ordering::Relaxed) => {
                 return Err(format!("the guest's rxe_peer never listened on {at}: {e}"))
             }
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
@@ -682,8 +696,10 @@ fn run_case(case: &Case, peer: &Path) -> Result<String, String> {
     let deadline = Instant::now() + CASE_LIMIT;
     let ns = guest.ns.clone();
     let c = *case;
+    let guest_gone = Arc::new(AtomicBool::new(false));
+    let gone = Arc::clone(&guest_gone);
     let weft_side = std::thread::spawn(move || -> Result<Vec<String>, String> {
-        let mut w = connect(&ns, &c, deadline)?;
+        let mut w = connect(&ns, &c, deadline, &gone)?;
         let mut failed = Vec::new();
         for s in c.steps {
             if let Err(e) = w.step(s) {
@@ -726,6 +742,10 @@ fn run_case(case: &Case, peer: &Path) -> Result<String, String> {
         }
         if Instant::now() > deadline {
             break Err("the case ran over its time limit".into());
+        }
+        if guest.exited() {
+            // The weft side stops waiting for a guest that is no more.
+            guest_gone.store(true, Ordering::Relaxed);
         }
         std::thread::sleep(Duration::from_millis(50));
     };
