@@ -554,6 +554,17 @@ impl Requester {
                     Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) => {
                         ctx.stats.seq_naks_received += 1;
                         self.ack_through(q, ctx, p);
+                        // During the RNR wait for PSN p, a sequence NAK for p is the
+                        // responder answering the packets sent after the refused one
+                        // (rdma_rxe does; weft's responder drops them silently). The
+                        // resend from p is already due when the RNR timer runs out:
+                        // nothing was lost, so it costs no retry and no extra resend.
+                        // (Counted against retry_cnt, a multi-packet SEND that meets
+                        // RNR NAKs failed with RetryExcErr after retry_cnt rounds even
+                        // with rnr_retry 7, infinite.)
+                        if self.rnr_until.is_some() && p == self.rnr_psn {
+                            return Ok(());
+                        }
                         // IBTA Vol 1 §9.7: a NAK-sequence error counts against retry_cnt.
                         if self.recovering_at != Some(p.min(self.una)) {
                             self.consume_retry()?;
