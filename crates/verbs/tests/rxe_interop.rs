@@ -48,6 +48,9 @@ const QKEY: u32 = 0x1111_1111;
 const CAS_OLD: u64 = 0x0102_0304_0506_0708;
 const CAS_NEW: u64 = 0x1111_1111_2222_2222;
 const ADD: u64 = 5;
+/// The two tests boot one guest at a time (TCG is CPU-bound) and share the capture
+/// file names' directory.
+static GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const RC_STEPS: &[&str] = &[
     "send_g2w",
@@ -173,20 +176,23 @@ struct Guest {
 }
 
 impl Guest {
-    fn boot(case: &Case, peer: &Path) -> Guest {
-        let ns = format!("wrxe-{}-{}", std::process::id(), case.name);
+    /// Make the namespace `wrxe-<pid>-<name>` with the tap (MTU `nic_mtu`, and
+    /// `loss` percent dropped each way by netem), capture on it, and boot the guest
+    /// to run `cmd` with `files` in its working directory.
+    fn boot(name: &str, v6: bool, nic_mtu: u32, loss: u32, files: &[&Path], cmd: &str) -> Guest {
+        let ns = format!("wrxe-{}-{name}", std::process::id());
         let st = Command::new(SCRIPT)
-            .args(["netns", &ns, &case.mtu.max(1500).to_string()])
+            .args(["netns", &ns, &nic_mtu.to_string()])
             .status()
             .expect("rxe-guest.sh netns");
         let mut g = Guest {
             ns,
             child: None,
             capture: None,
-            pcap: out_dir().join(format!("{}.pcapng", case.name)),
-            v6: case.v6,
-            stdout: out_dir().join(format!("{}.out", case.name)),
-            stderr: out_dir().join(format!("{}.console", case.name)),
+            pcap: out_dir().join(format!("{name}.pcapng")),
+            v6,
+            stdout: out_dir().join(format!("{name}.out")),
+            stderr: out_dir().join(format!("{name}.console")),
         };
         assert!(st.success(), "making namespace {}", g.ns);
         let _ = std::fs::remove_file(&g.pcap);
@@ -202,43 +208,27 @@ impl Guest {
         g.capture = Some(capture);
         // dumpcap needs a moment before it captures; the guest takes longer to boot.
         std::thread::sleep(Duration::from_millis(500));
-        let ip = if case.v6 { "2001:2::2" } else { "198.18.0.2" };
-        let netem = format!("netem loss {}%", case.loss);
-        if case.loss > 0 {
+        let netem = format!("netem loss {loss}%");
+        let mut guest_cmd = String::new();
+        if loss > 0 {
             let st = Command::new("ip")
-                .args([
-                    "netns", "exec", &g.ns, "tc", "qdisc", "replace", "dev", "wrxe0",
-                ])
-                .args(["root"])
+                .args(["netns", "exec", &g.ns, "tc", "qdisc", "replace"])
+                .args(["dev", "wrxe0", "root"])
                 .args(netem.split(' '))
                 .status()
                 .expect("tc");
             assert!(st.success(), "tc netem on the tap");
+            guest_cmd = format!("tc qdisc add dev eth0 root {netem} && ");
         }
-        let guest_loss = if case.loss > 0 {
-            format!("tc qdisc add dev eth0 root {netem} && ")
-        } else {
-            String::new()
-        };
-        let cmd = format!(
-            "{guest_loss}./rxe_peer {PORT} {ip} {} {} {} {}",
-            match case.qp {
-                QpType::Ud => "ud",
-                QpType::Uc => "uc",
-                QpType::Rc => "rc",
-            },
-            case.mtu,
-            case.size,
-            case.steps.join(",")
-        );
-        // The guest's NIC MTU: room for a 4096-byte path MTU's packets.
-        let nic_mtu = if case.mtu > 1024 { 9000 } else { 1500 };
-        let child = Command::new(SCRIPT)
-            .args(["run", "--netns", &g.ns, "--timeout", "180"])
-            .args(["--mtu", &nic_mtu.to_string()])
-            .arg("--file")
-            .arg(peer)
-            .args(["--", &cmd])
+        guest_cmd.push_str(cmd);
+        let mut run = Command::new(SCRIPT);
+        run.args(["run", "--netns", &g.ns, "--timeout", "180"])
+            .args(["--mtu", &nic_mtu.to_string()]);
+        for f in files {
+            run.arg("--file").arg(f);
+        }
+        let child = run
+            .args(["--", &guest_cmd])
             .stdin(Stdio::null())
             .stdout(File::create(&g.stdout).expect("stdout file"))
             .stderr(File::create(&g.stderr).expect("stderr file"))
@@ -576,6 +566,15 @@ impl Weft {
     }
 }
 
+/// The NIC MTU (both ends of the tap) that carries packets of path MTU `mtu`.
+fn nic_mtu(mtu: u32) -> u32 {
+    if mtu > 1024 {
+        9000
+    } else {
+        1500
+    }
+}
+
 fn mtu(bytes: u32) -> Mtu {
     match bytes {
         4096 => Mtu::M4096,
@@ -692,7 +691,26 @@ fn connect(
 /// Boot the guest for `case`, run its steps from both ends; the steps that failed
 /// (empty when all passed) and what the guest printed.
 fn run_case(case: &Case, peer: &Path) -> Result<String, String> {
-    let mut guest = Guest::boot(case, peer);
+    let ip = if case.v6 { "2001:2::2" } else { "198.18.0.2" };
+    let cmd = format!(
+        "./rxe_peer {PORT} {ip} {} {} {} {}",
+        match case.qp {
+            QpType::Ud => "ud",
+            QpType::Uc => "uc",
+            QpType::Rc => "rc",
+        },
+        case.mtu,
+        case.size,
+        case.steps.join(",")
+    );
+    let mut guest = Guest::boot(
+        case.name,
+        case.v6,
+        nic_mtu(case.mtu),
+        case.loss,
+        &[peer],
+        &cmd,
+    );
     let deadline = Instant::now() + CASE_LIMIT;
     let ns = guest.ns.clone();
     let c = *case;
@@ -816,6 +834,9 @@ fn weft_and_rdma_rxe_interoperate_in_both_directions() {
         weft_testkit::skip(why);
         return;
     }
+    let _one_guest_at_a_time = GUEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     ensure_image();
     let peer = build_peer();
     let mut failures = Vec::new();
@@ -825,6 +846,330 @@ fn weft_and_rdma_rxe_interoperate_in_both_directions() {
             Err(report) => {
                 eprintln!("{report}");
                 failures.push(case.name);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "cases failed: {failures:?}");
+}
+
+// ------------------------------------------------- the stock ibv_*_pingpong tools
+
+/// rdma-core's `ibv_rc_pingpong`/`ibv_ud_pingpong` in the guest as the client, weft
+/// as the server: the tools' own address exchange over TCP (a 52-byte
+/// `LID:QPN:PSN:GID` message each way, then the client's `done`), then `iters`
+/// round trips of `size` bytes. The tools fill their buffers with 0x7b and never
+/// check what they receive; weft checks every message it receives is 0x7b, and the
+/// tool checks every completion's status.
+#[derive(Debug, Clone, Copy)]
+struct Stock {
+    name: &'static str,
+    ud: bool,
+    v6: bool,
+    mtu: u32,
+    size: usize,
+    iters: usize,
+}
+
+/// The tools' message buffer: `sizeof "0000:000000:000000:" + 32 hex digits`.
+const PP_MSG: usize = 52;
+/// The tools' fill byte.
+const PP_FILL: u8 = 0x7b;
+
+fn host_guest(v6: bool) -> (IpAddr, IpAddr) {
+    if v6 {
+        ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap())
+    } else {
+        ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap())
+    }
+}
+
+/// A GID as the tools write it: its 16 bytes in hex (IPv4 as `::ffff:a.b.c.d`).
+fn wire_gid(ip: IpAddr) -> String {
+    let v6 = match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    };
+    v6.octets().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The guest's command: find rxe0's GID index for its address, run the tool.
+fn stock_cmd(s: &Stock) -> String {
+    let (host, guest) = host_guest(s.v6);
+    let seg = match guest {
+        IpAddr::V4(a) => a.to_ipv6_mapped().segments(),
+        IpAddr::V6(a) => a.segments(),
+    };
+    let want: Vec<String> = seg.iter().map(|x| format!("{x:04x}")).collect();
+    let tool = if s.ud {
+        format!("ibv_ud_pingpong -d rxe0 -g $g -s {} -n {}", s.size, s.iters)
+    } else {
+        format!(
+            "ibv_rc_pingpong -d rxe0 -g $g -s {} -m {} -n {}",
+            s.size, s.mtu, s.iters
+        )
+    };
+    format!(
+        "g=; for i in 0 1 2 3 4 5 6 7; do \
+         [ \"$(cat /sys/class/infiniband/rxe0/ports/1/gids/$i 2>/dev/null)\" = {} ] && g=$i; \
+         done; echo gid index $g; {tool} {host}",
+        want.join(":")
+    )
+}
+
+fn stock_server(
+    ns: &str,
+    s: &Stock,
+    deadline: Instant,
+    gone: &AtomicBool,
+) -> Result<String, String> {
+    let f = File::open(format!("/run/netns/{ns}")).map_err(|e| format!("netns {ns}: {e}"))?;
+    weft_link::afpacket::setns_net(f.as_raw_fd()).map_err(|e| format!("setns: {e}"))?;
+    let (host, guest) = host_guest(s.v6);
+    let mut cfg = DeviceConfig::new(LinkKind::Udp, SocketAddr::new(host, 4791));
+    cfg.icrc_any_ipv4_id = true;
+    let ctx = Context::open_with(cfg).map_err(|e| e.to_string())?;
+    let pd = ctx.alloc_pd();
+    let mut cq = CompletionQueue::new(&ctx, 2 * s.iters + 4, None);
+    let qp_type = if s.ud { QpType::Ud } else { QpType::Rc };
+    let mut qp = pd
+        .create_qp(&cq, &cq, None, QpInitAttr::new(qp_type))
+        .map_err(|e| e.to_string())?;
+    let grh = if s.ud { GRH_LEN } else { 0 };
+    let slot = s.size + GRH_LEN;
+    let mr = pd.alloc_mr(2 * slot, Access::LOCAL_WRITE);
+    mr.write(slot, &vec![PP_FILL; s.size])
+        .map_err(|e| e.to_string())?;
+    let listener = std::net::TcpListener::bind(SocketAddr::new(host, 18515))
+        .map_err(|e| format!("listen: {e}"))?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let mut stream = loop {
+        match listener.accept() {
+            Ok((st, _)) => break st,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline || gone.load(Ordering::Relaxed) {
+                    return Err("the tool never connected".into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(format!("accept: {e}")),
+        }
+    };
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .map_err(|e| e.to_string())?;
+    let mut msg = [0u8; PP_MSG];
+    std::io::Read::read_exact(&mut stream, &mut msg)
+        .map_err(|e| format!("the tool's address: {e}"))?;
+    let text = String::from_utf8_lossy(&msg)
+        .trim_end_matches('\0')
+        .to_string();
+    let parts: Vec<&str> = text.split(':').collect();
+    let [_lid, qpn, psn, gid] = parts[..] else {
+        return Err(format!("the tool's address: '{text}'"));
+    };
+    let hex =
+        |v: &str| u32::from_str_radix(v, 16).map_err(|_| format!("the tool's address: '{text}'"));
+    let (peer_qpn, peer_psn) = (hex(qpn)?, hex(psn)?);
+    if gid != wire_gid(guest) {
+        return Err(format!("the tool's GID {gid} is not the guest's {guest}"));
+    }
+    let peer_link = SocketAddr::new(guest, 4791);
+    let my_psn = 0x0012_3457;
+    let b = Bringup {
+        access: Access::LOCAL_WRITE,
+        qkey: QKEY,
+        path_mtu: mtu(s.mtu),
+        path: Some(ctx.path_to(peer_link).map_err(|e| e.to_string())?),
+        dest_qpn: peer_qpn,
+        rq_psn: peer_psn,
+        sq_psn: my_psn,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        recovery: Recovery::GoBackN,
+        max_inflight: 1024,
+    };
+    for attr in b.steps(qp_type) {
+        qp.modify(&attr).map_err(|e| e.to_string())?;
+    }
+    for i in 0..s.iters {
+        qp.post_recv([RecvWr::new(i as u64, [mr.sge(0, (s.size + grh) as u32)])])
+            .map_err(|e| e.to_string())?;
+    }
+    let mut reply = format!(
+        "{:04x}:{:06x}:{:06x}:{}",
+        0,
+        qp.qp_num(),
+        my_psn,
+        wire_gid(host)
+    )
+    .into_bytes();
+    reply.resize(PP_MSG, 0);
+    stream
+        .write_all(&reply)
+        .map_err(|e| format!("our address: {e}"))?;
+    let mut done = [0u8; 5];
+    std::io::Read::read_exact(&mut stream, &mut done)
+        .map_err(|e| format!("the tool's done: {e}"))?;
+    let ud = if s.ud {
+        Some(
+            pd.create_ah(peer_link)
+                .map_err(|e| e.to_string())?
+                .dest(peer_qpn, QKEY),
+        )
+    } else {
+        None
+    };
+    // The client sends first; each message received is answered.
+    let (mut received, mut sent) = (0, 0);
+    let end = Instant::now() + Duration::from_secs(120);
+    let mut out = Vec::new();
+    while received < s.iters || sent < s.iters {
+        if Instant::now() > end {
+            return Err(format!(
+                "{received} received, {sent} sent after 120 s; {:?}",
+                ctx.stats()
+            ));
+        }
+        out.clear();
+        cq.poll(&mut out, 8);
+        for c in &out {
+            if c.status != WcStatus::Success {
+                return Err(format!("completion {c:?}"));
+            }
+            if c.opcode == WcOpcode::Send {
+                sent += 1;
+                continue;
+            }
+            if c.byte_len as usize != s.size + grh {
+                return Err(format!(
+                    "received {} bytes, wanted {}",
+                    c.byte_len,
+                    s.size + grh
+                ));
+            }
+            let got = mr.to_vec(grh, s.size).map_err(|e| e.to_string())?;
+            if got.iter().any(|&b| b != PP_FILL) {
+                return Err(format!("message {received}: not the tool's 0x7b bytes"));
+            }
+            received += 1;
+            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, [mr.sge(slot, s.size as u32)]);
+            wr.ud = ud;
+            qp.post_send([wr]).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(format!(
+        "{received} messages of {} B received (all 0x7b), {sent} sent",
+        s.size
+    ))
+}
+
+fn run_stock(s: &Stock) -> Result<String, String> {
+    let cmd = stock_cmd(s);
+    let mut guest = Guest::boot(s.name, s.v6, nic_mtu(s.mtu), 0, &[], &cmd);
+    let deadline = Instant::now() + CASE_LIMIT;
+    let ns = guest.ns.clone();
+    let c = *s;
+    let guest_gone = Arc::new(AtomicBool::new(false));
+    let gone = Arc::clone(&guest_gone);
+    let server = std::thread::spawn(move || stock_server(&ns, &c, deadline, &gone));
+    let mine = loop {
+        if server.is_finished() {
+            break server
+                .join()
+                .unwrap_or_else(|_| Err("weft side panicked".into()));
+        }
+        if Instant::now() > deadline {
+            break Err("the case ran over its time limit".into());
+        }
+        if guest.exited() {
+            guest_gone.store(true, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (status, out) = guest.finish(Duration::from_secs(60));
+    let capture = guest.decode();
+    // The tool prints "N iters in T seconds" when every round trip completed.
+    let tool_done = out.contains(&format!("{} iters in", s.iters));
+    let report = format!(
+        "stock {} — guest exit {status:?}\n--- guest output ---\n{out}\n--- weft side: {mine:?}\n--- {capture:?}",
+        s.name
+    );
+    match (&mine, status, &capture) {
+        (Ok(_), Some(0), Ok(_)) if tool_done => Ok(report),
+        _ => Err(format!(
+            "{report}\n--- guest console ---\n{}",
+            guest.console()
+        )),
+    }
+}
+
+fn stock_cases() -> Vec<Stock> {
+    let mut v = vec![
+        Stock {
+            name: "pp-rc4",
+            ud: false,
+            v6: false,
+            mtu: 1024,
+            size: 4096,
+            iters: 100,
+        },
+        Stock {
+            name: "pp-ud4",
+            ud: true,
+            v6: false,
+            mtu: 1024,
+            size: 1000,
+            iters: 100,
+        },
+    ];
+    if std::env::var_os("WEFT_RXE_FULL").is_some() {
+        v.extend([
+            Stock {
+                name: "pp-rc6",
+                ud: false,
+                v6: true,
+                mtu: 4096,
+                size: 16384,
+                iters: 100,
+            },
+            Stock {
+                name: "pp-ud6",
+                ud: true,
+                v6: true,
+                mtu: 1024,
+                size: 1000,
+                iters: 100,
+            },
+        ]);
+    }
+    if let Ok(only) = std::env::var("WEFT_RXE_CASE") {
+        v.retain(|c| c.name == only);
+    }
+    v
+}
+
+#[test]
+fn stock_ibv_pingpong_tools_in_the_guest_talk_to_weft() {
+    if let Err(why) = prerequisites() {
+        weft_testkit::skip(why);
+        return;
+    }
+    let _one_guest_at_a_time = GUEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    ensure_image();
+    let mut failures = Vec::new();
+    for s in stock_cases() {
+        match run_stock(&s) {
+            Ok(report) => eprintln!("{report}"),
+            Err(report) => {
+                eprintln!("{report}");
+                failures.push(s.name);
             }
         }
     }
