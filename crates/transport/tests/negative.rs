@@ -283,8 +283,9 @@ fn rnr_then_receive_posted_succeeds_with_infinite_rnr_retry() {
 
 /// rdma_rxe's responder, having refused PSN p with an RNR NAK, answers the packets
 /// sent after p with a sequence NAK for p. That NAK is no loss: however many RNR
-/// rounds pass, it must not use up retry_cnt (found against rxe: a three-packet SEND
-/// failed with RetryExcErr after eight rounds though rnr_retry was 7, infinite).
+/// rounds pass, and whether it arrives during the RNR wait or after it, it must not
+/// use up retry_cnt (found against rxe: a three-packet SEND failed with RetryExcErr
+/// though rnr_retry was 7, infinite).
 #[test]
 fn a_sequence_nak_for_the_psn_an_rnr_nak_refused_costs_no_retry() {
     let o = ConnectOptions {
@@ -314,11 +315,11 @@ fn a_sequence_nak_for_the_psn_an_rnr_nak_refused_costs_no_retry() {
             "round {round}: A resends from the refused PSN"
         );
         p.a.handle_packet(p.now, &from, &nak(Syndrome::RnrNak { timer: 1 }));
-        p.a.handle_packet(
-            p.now,
-            &from,
-            &nak(Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR)),
-        );
+        let seq_nak = nak(Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR));
+        let late = round % 2 == 1;
+        if !late {
+            p.a.handle_packet(p.now, &from, &seq_nak);
+        }
         // Nothing more until the RNR timer (10 µs) runs out.
         assert!(
             p.a.poll_transmit(p.now, &mut buf).is_none(),
@@ -326,6 +327,10 @@ fn a_sequence_nak_for_the_psn_an_rnr_nak_refused_costs_no_retry() {
         );
         p.now = Instant(p.now.micros() + 20);
         p.a.handle_timeout(p.now);
+        if late {
+            // After the RNR wait, before the resend leaves (a slow responder).
+            p.a.handle_packet(p.now, &from, &seq_nak);
+        }
     }
     assert!(completions(&mut p, Side::A).is_empty(), "no RetryExcErr");
     assert_eq!(p.a.qp_state(c.qpn_a), Some(QpState::Rts));

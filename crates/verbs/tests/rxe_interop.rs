@@ -483,8 +483,17 @@ impl Weft {
             }
         }
         if send || write {
-            let got = self.mr.to_vec(grh, size).map_err(|e| e.to_string())?;
-            if got != pattern_vec(s, size) {
+            let want = pattern_vec(s, size);
+            let mut got = self.mr.to_vec(grh, size).map_err(|e| e.to_string())?;
+            // A UC WRITE without immediate completes at the guest when sent and makes
+            // no completion here: its packets may still be on their way to the
+            // engine when the guest's "done" arrives over TCP. Wait for them (2 s).
+            let until = Instant::now() + Duration::from_secs(2);
+            while got != want && write && !imm && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+                got = self.mr.to_vec(grh, size).map_err(|e| e.to_string())?;
+            }
+            if got != want {
                 let at = got
                     .iter()
                     .zip(pattern_vec(s, size))
