@@ -263,7 +263,7 @@ impl Guest {
     fn exited(&mut self) -> bool {
         self.child
             .as_mut()
-            .map_or(true, |c| c.try_wait().ok().flatten().is_some())
+            .is_none_or(|c| c.try_wait().ok().flatten().is_some())
     }
 
     fn console(&self) -> String {
