@@ -196,5 +196,5 @@ image) image ;;
 netns) make_tap "${2:?namespace}" "${3:-1500}" ;;
 run) shift; run "$@" ;;
 hash) recipe_hash ;;
-*) sed -n '2,24p' "$0" >&2; exit 2 ;;
+*) sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2; exit 2 ;;
 esac
