@@ -6,7 +6,7 @@
 #       Build the guest image if it is missing or its recipe changed; print its
 #       directory. Cached outside the repository in $WEFT_RXE_CACHE
 #       (default /var/cache/weft-rxe-guest/<recipe hash>/): rootfs.ext4, vmlinuz,
-#       initrd.img. Two to three minutes and 1.2 GB the first time; an image of an
+#       initrd.img. Two to four minutes and about 700 MB the first time; an image of an
 #       older recipe is deleted when the new one is built.
 #   scripts/rxe-guest.sh netns NS
 #       Make network namespace NS (if missing) with the tap wrxe0 in it, addressed as
