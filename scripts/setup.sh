@@ -12,6 +12,11 @@ packages=(
   iperf3             # router netns tests and end-to-end benchmark: TCP across the router
   ethtool            # router netns topology: offloads off on the veths
   fonts-dejavu-core  # weft report: the TrueType font its PNG plots' text is drawn with
+  qemu-system-x86    # rdma_rxe interop (scripts/rxe-guest.sh): the Debian guest with soft-RoCE
+  debootstrap        # rdma_rxe interop: builds the guest image (cached in /var/cache/weft-rxe-guest)
+  e2fsprogs          # rdma_rxe interop: mkfs.ext4 -d and debugfs for the guest's disks
+  gcc                # rdma_rxe interop: compiles the guest-side peer (crates/verbs/tests/rxe)
+  libibverbs-dev     # rdma_rxe interop: the guest-side peer's headers (same Debian release)
 )
 
 missing=()

@@ -851,6 +851,8 @@ pub(crate) const SOL_UDP: libc::c_int = 17;
 pub(crate) const UDP_SEGMENT: libc::c_int = 103;
 /// See [`SOL_UDP`].
 pub(crate) const UDP_GRO: libc::c_int = 104;
+/// See [`SOL_UDP`]: accept IPv6 UDP datagrams whose checksum is 0 (RFC 6936).
+pub(crate) const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
 /// The header arrays of `sendmmsg`/`recvmmsg`. A received message has one iovec; a
 /// sent one has one per segment (several when the kernel segments it, UDP GSO). The

@@ -29,6 +29,12 @@
 //! accepts any identification below 64 ([`IcrcPath::check_id`]). IPv6 has no
 //! identification: nothing is rewritten there.
 //!
+//! **Zero UDP checksums over IPv6.** RoCEv2 senders may leave the UDP checksum 0 (the
+//! ICRC protects the packet); Linux's rdma_rxe does, over IPv6 too, where RFC 8200
+//! otherwise forbids it and a Linux UDP socket drops such datagrams. IPv6 sockets here
+//! set `UDP_NO_CHECK6_RX` (RFC 6936) so those packets reach the transport, whose ICRC
+//! check then decides. What the link sends keeps the kernel's checksum.
+//!
 //! **Why a specific bind address.** The ICRC also covers the destination IP. A socket
 //! bound to `0.0.0.0` cannot tell which of the host's addresses a datagram was sent
 //! to without `IP_PKTINFO` ancillary data on every receive, and would let the kernel
@@ -184,6 +190,13 @@ impl UdpLink {
                 libc::IPV6_MTU_DISCOVER,
                 libc::IPV6_PMTUDISC_DO,
                 "IPV6_MTU_DISCOVER",
+            )?;
+            sys::set_int(
+                s,
+                sys::SOL_UDP,
+                sys::UDP_NO_CHECK6_RX,
+                1,
+                "UDP_NO_CHECK6_RX",
             )?;
         }
         let want = i32::try_from(opts.socket_buffer).unwrap_or(i32::MAX);
@@ -605,7 +618,7 @@ mod tests {
     }
 
     #[test]
-    fn df_is_set_on_both_families() {
+    fn df_is_set_on_both_families_and_ipv6_takes_zero_checksums() {
         let (a, _) = pair("127.0.0.1:0", "127.0.0.1:0");
         let v = sys::get_int(
             a.socket().as_raw_fd(),
@@ -624,6 +637,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v, libc::IPV6_PMTUDISC_DO);
+        let v = sys::get_int(
+            b.socket().as_raw_fd(),
+            sys::SOL_UDP,
+            sys::UDP_NO_CHECK6_RX,
+            "get",
+        )
+        .unwrap();
+        assert_eq!(
+            v, 1,
+            "IPv6 accepts the zero UDP checksum RoCEv2 senders use"
+        );
     }
 
     #[test]

@@ -44,6 +44,14 @@ pub struct Config {
     /// beyond the first makes a corrupted packet a little likelier to pass (64 in
     /// all: 2^-26 instead of 2^-32).
     pub icrc_ids: u16,
+    /// Accept an ICRC computed for *any* IPv4 identification (off by default). For
+    /// peers that number their packets, as Linux's rdma_rxe does, when the receiver
+    /// cannot see the IP header (a UDP socket): the identification is solved from the
+    /// ICRC ([`IcrcPath::check_any_id`](weft_wire::roce::IcrcPath::check_any_id)), every
+    /// other covered byte is still checked, and a corrupted packet passes with
+    /// probability 2^-16 instead of 2^-32. Such packets count in
+    /// [`Stats::icrc_segment_id`]. Overrides `icrc_ids`.
+    pub icrc_any_ipv4_id: bool,
     /// Longest message accepted, in bytes (IBTA allows 2^31).
     pub max_msg_len: u64,
     /// The requester asks for an ACK at least every this many PSNs.
@@ -63,6 +71,7 @@ impl Default for Config {
             check_icrc: true,
             write_icrc: true,
             icrc_ids: 1,
+            icrc_any_ipv4_id: false,
             max_msg_len: 1 << 31,
             ack_req_interval: 16,
             max_inline: 256,
@@ -84,7 +93,8 @@ pub struct Stats {
     /// Dropped: ICRC mismatch.
     pub icrc_errors: u64,
     /// Packets whose ICRC matched a non-zero IPv4 identification: later segments of
-    /// a peer's UDP GSO send, received whole (accepted; see
+    /// a peer's UDP GSO send, received whole, or with [`Config::icrc_any_ipv4_id`] any
+    /// packet of a peer that numbers them (accepted; see
     /// [`IcrcPath::check_id`](weft_wire::roce::IcrcPath::check_id)).
     pub icrc_segment_id: u64,
     /// Dropped: no QP with that number.
@@ -593,7 +603,12 @@ impl<M: Memory> Endpoint<M> {
             return;
         };
         if self.config.check_icrc {
-            match path.check_id(bytes, self.config.icrc_ids, &mut self.id_deltas) {
+            let id = if self.config.icrc_any_ipv4_id {
+                path.check_any_id(bytes, &mut self.id_deltas)
+            } else {
+                path.check_id(bytes, self.config.icrc_ids, &mut self.id_deltas)
+            };
+            match id {
                 Some(0) => {}
                 Some(_) => self.stats.icrc_segment_id += 1,
                 None => {

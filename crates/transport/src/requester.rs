@@ -110,6 +110,8 @@ pub(crate) struct Requester {
     timer: Option<Instant>,
     rnr_until: Option<Instant>,
     rnr_psn: u64,
+    /// The PSN the last RNR NAK refused, until the requester gets past it.
+    rnr_refused: Option<u64>,
     retry_left: u8,
     rnr_left: u8,
     /// Go-back-N: the PSN of the last go-back triggered by a NAK or an out-of-order
@@ -139,6 +141,7 @@ impl Requester {
             timer: None,
             rnr_until: None,
             rnr_psn: 0,
+            rnr_refused: None,
             retry_left: 0,
             rnr_left: 0,
             recovering_at: None,
@@ -554,6 +557,18 @@ impl Requester {
                     Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) => {
                         ctx.stats.seq_naks_received += 1;
                         self.ack_through(q, ctx, p);
+                        // A sequence NAK for the PSN an RNR NAK refused, with no
+                        // progress since, is the responder answering the packets sent
+                        // after the refused one (rdma_rxe does; weft's responder drops
+                        // them silently) — during the RNR wait or, on a slow path,
+                        // after it. The resend from p is the RNR NAK's: nothing was
+                        // lost, so it costs no retry and no extra resend; should the
+                        // resend itself be lost, the ACK timeout recovers. (Counted
+                        // against retry_cnt, a multi-packet SEND that met RNR NAKs
+                        // failed with RetryExcErr though rnr_retry was 7, infinite.)
+                        if self.rnr_refused == Some(p) {
+                            return Ok(());
+                        }
                         // IBTA Vol 1 §9.7: a NAK-sequence error counts against retry_cnt.
                         if self.recovering_at != Some(p.min(self.una)) {
                             self.consume_retry()?;
@@ -580,6 +595,7 @@ impl Requester {
                         }
                         self.rnr_until = Some(ctx.now + u64::from(rnr_timer_micros(timer)));
                         self.rnr_psn = p;
+                        self.rnr_refused = Some(p);
                         self.timer = None;
                     }
                     Syndrome::Nak(code) => {
@@ -779,6 +795,9 @@ impl Requester {
             self.rnr_left = q.attrs.rnr_retry;
             if self.recovering_at.is_some_and(|r| r < self.una) {
                 self.recovering_at = None;
+            }
+            if self.rnr_refused.is_some_and(|r| r < self.una) {
+                self.rnr_refused = None;
             }
             if self.send_psn < self.una {
                 self.send_psn = self.una;

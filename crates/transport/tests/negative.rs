@@ -8,7 +8,9 @@ use weft_transport::{
     Access, Config, Instant, Mtu, PostError, QpAttr, QpState, QpType, SendWr, WcOpcode, WcStatus,
     WrOp,
 };
-use weft_wire::roce::{BthRepr, IbPacket, IbPacketRepr, NakCode, Opcode, Psn, RethRepr, Syndrome};
+use weft_wire::roce::{
+    AethRepr, BthRepr, IbPacket, IbPacketRepr, NakCode, Opcode, Psn, RethRepr, Syndrome,
+};
 
 const MEM: u64 = 1 << 20;
 
@@ -277,6 +279,68 @@ fn rnr_then_receive_posted_succeeds_with_infinite_rnr_retry() {
     // Recovery waited for the RNR timer (960 µs), no more.
     assert!(p.now - t_post <= 960 + 100, "took {}", p.now - t_post);
     assert_eq!(p.b.mem().bytes(rb.addr, 5), b"hello");
+}
+
+/// rdma_rxe's responder, having refused PSN p with an RNR NAK, answers the packets
+/// sent after p with a sequence NAK for p. That NAK is no loss: however many RNR
+/// rounds pass, and whether it arrives during the RNR wait or after it, it must not
+/// use up retry_cnt (found against rxe: a three-packet SEND failed with RetryExcErr
+/// though rnr_retry was 7, infinite).
+#[test]
+fn a_sequence_nak_for_the_psn_an_rnr_nak_refused_costs_no_retry() {
+    let o = ConnectOptions {
+        retry_cnt: 2,
+        rnr_retry: 7,
+        ..ConnectOptions::default()
+    };
+    let (mut p, c) = setup(&o);
+    let (ra, _) = big_regions(&mut p, MEM);
+    p.a.post_send(c.qpn_a, send(5, vec![sge(&ra, ra.addr, 10)]))
+        .unwrap();
+    let from = Pair::path(Side::B, c.qpn_b);
+    let psn = Psn::new(o.psn_a);
+    let nak = |syndrome| {
+        let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_ACK, c.qpn_a, psn));
+        r.aeth = Some(AethRepr { syndrome, msn: 0 });
+        craft(&r, b"", &from)
+    };
+    let mut buf = vec![0u8; 8192];
+    let rounds = 6; // more than retry_cnt + 1
+    for round in 0..rounds {
+        // A (re)sends the SEND; B's answers are made here.
+        let t = p.a.poll_transmit(p.now, &mut buf).expect("A sends");
+        let sent = IbPacketRepr::parse(&IbPacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+        assert_eq!(
+            sent.bth.psn, psn,
+            "round {round}: A resends from the refused PSN"
+        );
+        p.a.handle_packet(p.now, &from, &nak(Syndrome::RnrNak { timer: 1 }));
+        let seq_nak = nak(Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR));
+        let late = round % 2 == 1;
+        if !late {
+            p.a.handle_packet(p.now, &from, &seq_nak);
+        }
+        // Nothing more until the RNR timer (10 µs) runs out.
+        assert!(
+            p.a.poll_transmit(p.now, &mut buf).is_none(),
+            "round {round}"
+        );
+        p.now = Instant(p.now.micros() + 20);
+        p.a.handle_timeout(p.now);
+        if late {
+            // After the RNR wait, before the resend leaves (a slow responder).
+            p.a.handle_packet(p.now, &from, &seq_nak);
+        }
+    }
+    assert!(completions(&mut p, Side::A).is_empty(), "no RetryExcErr");
+    assert_eq!(p.a.qp_state(c.qpn_a), Some(QpState::Rts));
+    assert_eq!(p.a.stats().seq_naks_received, rounds);
+    // The receive finally posted: B acknowledges, the SEND completes.
+    p.a.poll_transmit(p.now, &mut buf).expect("A sends again");
+    p.a.handle_packet(p.now, &from, &nak(Syndrome::Ack { credit_code: 31 }));
+    let got = completions(&mut p, Side::A);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].status, WcStatus::Success);
 }
 
 #[test]

@@ -80,6 +80,13 @@ pub struct DeviceConfig {
     /// (`UDP_GRO`), one system call per up to 64 KiB (default on; see
     /// [`weft_link::udp`]). Every packet on the wire keeps the ICRC of its own headers.
     pub segmentation_offload: bool,
+    /// udp: accept a received ICRC computed for any IPv4 identification, not only
+    /// those weft's own senders use (0..64) — needed to hear Linux's rdma_rxe, which
+    /// numbers its packets per address pair while a UDP socket cannot see the IP
+    /// header (default off; sets [`Config::icrc_any_ipv4_id`], whose doc gives the
+    /// cost: 2^-16 instead of 2^-32 of a corrupted packet passing). What weft sends is
+    /// unchanged: identification 0 (or 0..64 in a GSO send) with the ICRC for it.
+    pub icrc_any_ipv4_id: bool,
     /// Transport settings (the QPN seed is replaced by a random one).
     pub transport: Config,
 }
@@ -104,6 +111,7 @@ impl DeviceConfig {
             idle_spin: Duration::from_micros(50),
             icrc: true,
             segmentation_offload: true,
+            icrc_any_ipv4_id: false,
             transport: Config::default(),
         }
     }
@@ -199,6 +207,7 @@ impl Context {
         } else {
             1
         };
+        tcfg.icrc_any_ipv4_id |= cfg.icrc_any_ipv4_id && cfg.link == LinkKind::Udp;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
         let ep = Endpoint::new(tcfg, MrTable::default());
         let shared = Arc::new(
