@@ -760,12 +760,19 @@ struct Mr {
     pd: *const Pd,
 }
 
+/// A memory region's access flags: remote write and atomic rights need local write
+/// (the ibverbs rule for `ibv_reg_mr`).
 fn access_of(flags: c_int) -> Result<Access, c_int> {
-    // Remote write and atomic rights need local write (the ibverbs rule).
     let remote_w = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
     if flags & remote_w != 0 && flags & IBV_ACCESS_LOCAL_WRITE == 0 {
         return Err(libc::EINVAL);
     }
+    Ok(access_bits(flags))
+}
+
+/// The rights of access flags, without the memory-region rule (a QP's
+/// `qp_access_flags` may grant remote write alone).
+fn access_bits(flags: c_int) -> Access {
     let mut a = Access::NONE;
     for (bit, acc) in [
         (IBV_ACCESS_LOCAL_WRITE, Access::LOCAL_WRITE),
@@ -777,7 +784,7 @@ fn access_of(flags: c_int) -> Result<Access, c_int> {
             a = a | acc;
         }
     }
-    Ok(a)
+    a
 }
 
 fn reg(p: *mut ibv_pd, addr: *mut c_void, len: usize, iova: u64, flags: c_int) -> *mut ibv_mr {
@@ -1351,7 +1358,7 @@ fn qp_attr(q: &Qp, a: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, c_int> {
         r.pkey = Some(weft_wire::roce::bth::DEFAULT_PKEY);
     }
     if has(IBV_QP_ACCESS_FLAGS) {
-        r.access = Some(access_of(a.qp_access_flags as c_int & 0xf)?);
+        r.access = Some(access_bits(a.qp_access_flags as c_int));
     }
     if has(IBV_QP_QKEY) {
         r.qkey = Some(a.qkey);

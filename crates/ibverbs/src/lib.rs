@@ -23,6 +23,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod abi;
+pub mod exec;
 mod ffi;
 pub mod package;
 
