@@ -888,6 +888,17 @@ pub unsafe extern "C" fn ibv_create_comp_channel(c: *mut ibv_context) -> *mut ib
         let ch = CompletionChannel::new(&x.ctx).map_err(|e| errno_of(&e))?;
         use std::os::fd::{AsFd, AsRawFd};
         let fd = ch.as_fd().as_raw_fd();
+        // A channel's descriptor starts blocking, as rdma-core's does: a program makes
+        // `ibv_get_cq_event` non-blocking by setting O_NONBLOCK on it (weft's eventfd
+        // is made non-blocking; it is read only after poll said it is readable, or
+        // when the wait is the blocking one the program asked for).
+        // SAFETY: fcntl on the descriptor the channel owns.
+        unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) < 0 {
+                return Err(*libc::__errno_location());
+            }
+        }
         x.objects.fetch_add(1, Ordering::Relaxed);
         let b = Box::new(Channel {
             c: ibv_comp_channel {
