@@ -12,6 +12,9 @@ packages=(
   iperf3             # router netns tests and end-to-end benchmark: TCP across the router
   ethtool            # router netns topology: offloads off on the veths
   fonts-dejavu-core  # weft report: the TrueType font its PNG plots' text is drawn with
+  libibverbs-dev     # weft-ibverbs: the layout test compiles against <infiniband/verbs.h>
+  ibverbs-utils      # weft-ibverbs: ibv_devinfo, ibv_rc_pingpong, … run unmodified on weft
+  perftest           # weft-ibverbs: ib_send_lat … ib_atomic_lat run unmodified on weft
 )
 
 missing=()

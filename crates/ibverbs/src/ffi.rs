@@ -1419,6 +1419,11 @@ fn qp_attr(q: &Qp, a: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, c_int> {
     if has(IBV_QP_DEST_QPN) {
         r.dest_qpn = Some(a.dest_qp_num);
     }
+    if q.qp_type == QpType::Ud && r.state == Some(QpState::Rtr) && r.path_mtu.is_none() {
+        // A UD datagram is one packet up to the port's MTU (ibverbs has no UD path
+        // MTU attribute); weft's UD QP takes its MTU at RTR.
+        r.path_mtu = Some(q.ctx.max_mtu());
+    }
     Ok(r)
 }
 

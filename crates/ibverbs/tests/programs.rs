@@ -253,3 +253,45 @@ perftests! {
     ib_atomic_lat_shm: "ib_atomic_lat", "shm", [], 21_213;
     ib_atomic_lat_f_shm: "ib_atomic_lat", "shm", ["-F"], 21_214;
 }
+
+fn pingpong_prints_results(program: &str, link: &str, args: &[&str], port: u16, iters: &str) {
+    if !installed(program) {
+        return;
+    }
+    let run = pair(program, link, args, port);
+    for (side, out) in [("server", &run.server), ("client", &run.client)] {
+        assert!(
+            out.contains(&format!("{iters} iters in")),
+            "{program} {side} over {link} printed no result:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn ibv_srq_pingpong_over_udp() {
+    // 16 RC QPs sharing one SRQ on each side.
+    pingpong_prints_results("ibv_srq_pingpong", "udp", &["-g", "0"], 21_011, "1000");
+}
+
+#[test]
+fn ibv_srq_pingpong_over_shm() {
+    pingpong_prints_results("ibv_srq_pingpong", "shm", &["-g", "0"], 21_012, "1000");
+}
+
+#[test]
+fn ibv_ud_pingpong_over_shm() {
+    pingpong_prints_results("ibv_ud_pingpong", "shm", &["-g", "0"], 21_013, "1000");
+}
+
+#[test]
+fn ibv_ud_pingpong_over_udp() {
+    // 200 exchanges: UD has no retransmission, and over udp a lost datagram leaves
+    // ibv_ud_pingpong waiting for ever (see docs/ibverbs.md, known limits).
+    pingpong_prints_results(
+        "ibv_ud_pingpong",
+        "udp",
+        &["-g", "0", "-n", "200"],
+        21_014,
+        "200",
+    );
+}
