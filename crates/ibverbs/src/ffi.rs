@@ -118,9 +118,9 @@ unsafe fn obj<'a, T: Tagged>(p: *const c_void) -> Result<&'a T, c_int> {
         return Err(libc::EINVAL);
     }
     let t = p.cast::<T>();
-    // SAFETY: per the contract `p` is readable; the tag is read first and the object
-    // trusted only when it matches.
     let tag = p.cast::<u8>().wrapping_add(T::MAGIC_OFFSET).cast::<u64>();
+    // SAFETY: per the contract `p` is readable for the object's size, which covers the
+    // tag; the tag is read first and the object trusted only when it matches.
     if unsafe { tag.read_unaligned() } != T::MAGIC {
         return Err(libc::EINVAL);
     }
@@ -959,7 +959,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     ptr_call(|| {
         // SAFETY: per the C API.
         let x = unsafe { ctx(c) }?;
-        if cqe < 1 || cqe > MAX_CQE || comp_vector != 0 {
+        if !(1..=MAX_CQE).contains(&cqe) || comp_vector != 0 {
             return Err(libc::EINVAL);
         }
         let chan = if channel.is_null() {
@@ -1917,11 +1917,16 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
             set_errno(libc::EINVAL);
             return -1;
         };
-        let mut a = ibv_ah_attr::default();
-        a.is_global = 1;
-        a.port_num = 1;
-        a.grh.hop_limit = 64;
-        a.grh.dgid = gid_of(SocketAddr::new(src, UDP_PORT));
+        let a = ibv_ah_attr {
+            is_global: 1,
+            port_num: 1,
+            grh: ibv_global_route {
+                hop_limit: 64,
+                dgid: gid_of(SocketAddr::new(src, UDP_PORT)),
+                ..ibv_global_route::default()
+            },
+            ..ibv_ah_attr::default()
+        };
         // SAFETY: a writable attribute.
         unsafe { attr.write(a) };
         0
@@ -2340,8 +2345,8 @@ mod tests {
 
     #[test]
     fn every_status_has_its_string() {
-        // SAFETY: the returned pointers are static C strings.
         let s = |v| {
+            // SAFETY: the returned pointers are static C strings.
             unsafe { CStr::from_ptr(ibv_wc_status_str(v)) }
                 .to_str()
                 .unwrap()
@@ -2354,9 +2359,10 @@ mod tests {
 
     #[test]
     fn foreign_handles_are_refused() {
-        let junk = [0u64; 64];
-        // SAFETY: `junk` is readable and larger than any object's tag offset.
+        let junk = vec![0u64; 4096];
+        assert!(size_of::<Qp>() <= 8 * junk.len());
         assert_eq!(
+            // SAFETY: `junk` is readable for more than a `Qp`'s size.
             unsafe { obj::<Qp>(junk.as_ptr().cast()) }.err(),
             Some(libc::EINVAL)
         );
