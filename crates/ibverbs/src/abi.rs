@@ -1,7 +1,7 @@
 //! The C structures and constants of `<infiniband/verbs.h>` (rdma-core 44) that weft
 //! reads or writes, laid out by hand with `#[repr(C)]`.
 //!
-//! Every size, offset and constant here is listed in [`LAYOUT`] under the C expression
+//! Every size, offset and constant here is listed in [`layout`] under the C expression
 //! that gives its value; `tests/layout.rs` compiles a C program that prints each of
 //! those expressions against the installed headers and compares, so a mismatch fails
 //! CI. Fields weft never touches are kept as opaque padding of the right size.
