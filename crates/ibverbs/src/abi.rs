@@ -49,6 +49,10 @@ pub type PostSrqRecvFn =
     unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
 pub type QueryPortFn =
     unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int;
+pub type CreateCqExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
+pub type CreateQpExFn =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
 pub type QueryDeviceExFn =
     unsafe extern "C" fn(*mut ibv_context, *const c_void, *mut ibv_device_attr_ex, usize) -> c_int;
 
@@ -94,11 +98,11 @@ pub const VERBS_ABI_IS_EXTENDED: usize = usize::MAX;
 pub struct verbs_context {
     pub query_port: Option<QueryPortFn>,
     pub _ops0: [usize; 24],
-    pub create_cq_ex: usize,
+    pub create_cq_ex: Option<CreateCqExFn>,
     pub priv_: usize,
     pub query_device_ex: Option<QueryDeviceExFn>,
     pub _ops1: [usize; 5],
-    pub create_qp_ex: usize,
+    pub create_qp_ex: Option<CreateQpExFn>,
     pub _ops2: [usize; 4],
     pub _abi_placeholder3: u64,
     pub sz: usize,
@@ -429,6 +433,125 @@ pub struct ibv_device_attr {
     pub phys_port_cnt: u8,
 }
 
+/// `struct ibv_cq_ex`: an `ibv_cq` (same prefix; `ibv_cq_ex_to_cq` is a cast) with
+/// the extended polling state and functions (`ibv_start_poll`, `ibv_next_poll`, …).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub comp_mask: u32,
+    pub status: c_int,
+    pub wr_id: u64,
+    pub start_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex, *mut c_void) -> c_int>,
+    pub next_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub end_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex)>,
+    pub read_opcode: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub read_vendor_err: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_byte_len: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_imm_data: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_qp_num: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_src_qp: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_wc_flags: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_uint>,
+    pub read_slid: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_sl: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    pub read_dlid_path_bits: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    /// completion_ts, cvlan, flow_tag, tm_info, completion_wallclock_ns: not offered
+    /// (creating a CQ that asks for them is `EOPNOTSUPP`).
+    pub _unsupported: [usize; 5],
+}
+
+/// `struct ibv_cq_init_attr_ex`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+pub type QpExFn = unsafe extern "C" fn(*mut ibv_qp_ex);
+
+/// `struct ibv_qp_ex`: an `ibv_qp` with the work-request builder (`ibv_wr_start`,
+/// `ibv_wr_send`, `ibv_wr_set_sge`, …, `ibv_wr_complete`).
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
+    pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
+    pub wr_bind_mw: usize,
+    pub wr_local_inv: usize,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_send: Option<QpExFn>,
+    pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_inv: usize,
+    pub wr_send_tso: usize,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
+    pub wr_set_xrc_srqn: usize,
+    pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
+    pub wr_set_inline_data_list:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf)>,
+    pub wr_set_sge: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_set_sge_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge)>,
+    pub wr_start: Option<QpExFn>,
+    pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
+    pub wr_abort: Option<QpExFn>,
+    pub wr_atomic_write: usize,
+}
+
+/// `struct ibv_data_buf` (`ibv_wr_set_inline_data_list`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `struct ibv_qp_init_attr_ex`: the fields of `ibv_qp_init_attr` (flat: `comp_mask`
+/// fills the base structure's tail padding) and the extended ones.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf` (u8, u8, u8 *key, u64) and `source_qpn`.
+    pub _rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;
+
 /// `struct ibv_device_attr_ex` begins with `ibv_device_attr orig_attr` and
 /// `uint32_t comp_mask`; weft fills those and zeroes the rest (no extended
 /// capabilities), up to the size the caller passes.
@@ -744,6 +867,59 @@ pub fn layout() -> Vec<(&'static str, usize)> {
         off!(ibv_device_attr, max_pkeys),
         off!(ibv_device_attr, phys_port_cnt),
         off!(ibv_device_attr_ex, comp_mask),
+        size!(ibv_cq_ex),
+        off!(ibv_cq_ex, comp_mask),
+        off!(ibv_cq_ex, status),
+        off!(ibv_cq_ex, wr_id),
+        off!(ibv_cq_ex, start_poll),
+        off!(ibv_cq_ex, next_poll),
+        off!(ibv_cq_ex, end_poll),
+        off!(ibv_cq_ex, read_opcode),
+        off!(ibv_cq_ex, read_byte_len),
+        off!(ibv_cq_ex, read_imm_data),
+        off!(ibv_cq_ex, read_qp_num),
+        off!(ibv_cq_ex, read_src_qp),
+        off!(ibv_cq_ex, read_wc_flags),
+        off!(ibv_cq_ex, read_dlid_path_bits),
+        off!(ibv_cq_ex, _unsupported => "read_completion_ts"),
+        size!(ibv_cq_init_attr_ex),
+        off!(ibv_cq_init_attr_ex, cq_context),
+        off!(ibv_cq_init_attr_ex, channel),
+        off!(ibv_cq_init_attr_ex, comp_vector),
+        off!(ibv_cq_init_attr_ex, wc_flags),
+        off!(ibv_cq_init_attr_ex, comp_mask),
+        off!(ibv_cq_init_attr_ex, flags),
+        off!(ibv_cq_init_attr_ex, parent_domain),
+        size!(ibv_qp_ex),
+        off!(ibv_qp_ex, comp_mask),
+        off!(ibv_qp_ex, wr_id),
+        off!(ibv_qp_ex, wr_flags),
+        off!(ibv_qp_ex, wr_atomic_cmp_swp),
+        off!(ibv_qp_ex, wr_atomic_fetch_add),
+        off!(ibv_qp_ex, wr_rdma_read),
+        off!(ibv_qp_ex, wr_rdma_write),
+        off!(ibv_qp_ex, wr_rdma_write_imm),
+        off!(ibv_qp_ex, wr_send),
+        off!(ibv_qp_ex, wr_send_imm),
+        off!(ibv_qp_ex, wr_set_ud_addr),
+        off!(ibv_qp_ex, wr_set_inline_data),
+        off!(ibv_qp_ex, wr_set_inline_data_list),
+        off!(ibv_qp_ex, wr_set_sge),
+        off!(ibv_qp_ex, wr_set_sge_list),
+        off!(ibv_qp_ex, wr_start),
+        off!(ibv_qp_ex, wr_complete),
+        off!(ibv_qp_ex, wr_abort),
+        off!(ibv_qp_ex, wr_atomic_write),
+        size!(ibv_data_buf),
+        off!(ibv_data_buf, length),
+        size!(ibv_qp_init_attr_ex),
+        off!(ibv_qp_init_attr_ex, comp_mask),
+        off!(ibv_qp_init_attr_ex, pd),
+        off!(ibv_qp_init_attr_ex, create_flags),
+        off!(ibv_qp_init_attr_ex, rwq_ind_tbl),
+        off!(ibv_qp_init_attr_ex, _rx_hash_conf => "rx_hash_conf"),
+        off!(ibv_qp_init_attr_ex, source_qpn),
+        off!(ibv_qp_init_attr_ex, send_ops_flags),
         size!(ibv_gid_entry),
         off!(ibv_gid_entry, gid_index),
         off!(ibv_gid_entry, port_num),
@@ -835,6 +1011,16 @@ pub fn layout() -> Vec<(&'static str, usize)> {
         IBV_ATOMIC_HCA,
         IBV_GID_TYPE_ROCE_V2,
         IBV_FORK_UNNEEDED,
+        IBV_QP_INIT_ATTR_PD,
+        IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        IBV_QP_EX_WITH_RDMA_WRITE,
+        IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+        IBV_QP_EX_WITH_SEND,
+        IBV_QP_EX_WITH_SEND_WITH_IMM,
+        IBV_QP_EX_WITH_RDMA_READ,
+        IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+        IBV_WC_STANDARD_FLAGS,
     ));
     v
 }

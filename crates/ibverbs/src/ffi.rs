@@ -384,11 +384,11 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
             vctx: verbs_context {
                 query_port: Some(query_port),
                 _ops0: [0; 24],
-                create_cq_ex: 0,
+                create_cq_ex: Some(create_cq_ex),
                 priv_: 0,
                 query_device_ex: Some(query_device_ex),
                 _ops1: [0; 5],
-                create_qp_ex: 0,
+                create_qp_ex: Some(create_qp_ex),
                 _ops2: [0; 4],
                 _abi_placeholder3: 0,
                 sz: size_of::<verbs_context>(),
@@ -933,11 +933,15 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(ch: *mut ibv_comp_channel) -> 
 struct CqState {
     cq: CompletionQueue,
     buf: Vec<Completion>,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` made current (extended CQs).
+    cur: Option<Completion>,
 }
 
+/// A completion queue. Its C part is an `ibv_cq_ex`, whose first part is the
+/// `ibv_cq`, so every CQ serves both `ibv_poll_cq` and the extended polling API.
 #[repr(C)]
 struct Cq {
-    c: ibv_cq,
+    c: ibv_cq_ex,
     magic: u64,
     st: Mutex<CqState>,
     id: u32,
@@ -948,31 +952,30 @@ struct Cq {
 // SAFETY: `chan` is only read to reach the channel's own mutex-protected map.
 unsafe impl Sync for Cq {}
 
-#[no_mangle]
-pub unsafe extern "C" fn ibv_create_cq(
+fn make_cq(
     c: *mut ibv_context,
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
-) -> *mut ibv_cq {
-    ptr_call(|| {
+) -> Result<*mut Cq, c_int> {
+    // SAFETY: per the C API.
+    let x = unsafe { ctx(c) }?;
+    if !(1..=MAX_CQE).contains(&cqe) || comp_vector != 0 {
+        return Err(libc::EINVAL);
+    }
+    let chan = if channel.is_null() {
+        None
+    } else {
         // SAFETY: per the C API.
-        let x = unsafe { ctx(c) }?;
-        if !(1..=MAX_CQE).contains(&cqe) || comp_vector != 0 {
-            return Err(libc::EINVAL);
-        }
-        let chan = if channel.is_null() {
-            None
-        } else {
-            // SAFETY: per the C API.
-            Some(unsafe { obj::<Channel>(channel.cast()) }?)
-        };
-        let cq = CompletionQueue::new(&x.ctx, cqe as usize, chan.map(|c| &c.ch));
-        let id = cq.id();
-        x.objects.fetch_add(1, Ordering::Relaxed);
-        let b = Box::new(Cq {
-            c: ibv_cq {
+        Some(unsafe { obj::<Channel>(channel.cast()) }?)
+    };
+    let cq = CompletionQueue::new(&x.ctx, cqe as usize, chan.map(|c| &c.ch));
+    let id = cq.id();
+    x.objects.fetch_add(1, Ordering::Relaxed);
+    let b = Box::new(Cq {
+        c: ibv_cq_ex {
+            cq: ibv_cq {
                 context: c,
                 channel,
                 cq_context,
@@ -985,21 +988,160 @@ pub unsafe extern "C" fn ibv_create_cq(
                 comp_events_completed: 0,
                 async_events_completed: 0,
             },
-            magic: MAGIC_CQ,
-            st: Mutex::new(CqState {
-                cq,
-                buf: Vec::with_capacity(64),
-            }),
-            id,
-            chan: chan.map_or(ptr::null(), ptr::from_ref),
-            users: AtomicU32::new(0),
-        });
-        let p = Box::into_raw(b);
-        if let Some(ch) = chan {
-            lock(&ch.cqs).insert(id, p as usize);
+            comp_mask: 0,
+            status: 0,
+            wr_id: 0,
+            start_poll: Some(cq_start_poll),
+            next_poll: Some(cq_next_poll),
+            end_poll: Some(cq_end_poll),
+            read_opcode: Some(cq_read_opcode),
+            read_vendor_err: Some(cq_read_vendor_err),
+            read_byte_len: Some(cq_read_byte_len),
+            read_imm_data: Some(cq_read_imm_data),
+            read_qp_num: Some(cq_read_qp_num),
+            read_src_qp: Some(cq_read_src_qp),
+            read_wc_flags: Some(cq_read_wc_flags),
+            read_slid: Some(cq_read_slid),
+            read_sl: Some(cq_read_sl),
+            read_dlid_path_bits: Some(cq_read_dlid_path_bits),
+            _unsupported: [0; 5],
+        },
+        magic: MAGIC_CQ,
+        st: Mutex::new(CqState {
+            cq,
+            buf: Vec::with_capacity(64),
+            cur: None,
+        }),
+        id,
+        chan: chan.map_or(ptr::null(), ptr::from_ref),
+        users: AtomicU32::new(0),
+    });
+    let p = Box::into_raw(b);
+    if let Some(ch) = chan {
+        lock(&ch.cqs).insert(id, p as usize);
+    }
+    Ok(p)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_cq(
+    c: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    ptr_call(|| Ok(make_cq(c, cqe, cq_context, channel, comp_vector)?.cast::<ibv_cq>()))
+}
+
+/// `verbs_context::create_cq_ex` (`ibv_create_cq_ex`): the standard completion fields
+/// only (no timestamps, VLAN, flow tag or tag matching), no parent domain.
+unsafe extern "C" fn create_cq_ex(
+    c: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    ptr_call(|| {
+        if attr.is_null() {
+            return Err(libc::EINVAL);
         }
-        Ok(p.cast::<ibv_cq>())
+        // SAFETY: a readable attribute.
+        let a = unsafe { &*attr };
+        if a.wc_flags & !IBV_WC_STANDARD_FLAGS != 0 || !a.parent_domain.is_null() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
+        let vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+        Ok(make_cq(c, cqe, a.cq_context, a.channel, vector)?.cast::<ibv_cq_ex>())
     })
+}
+
+/// Take the next completion as the current one of an extended CQ.
+///
+/// # Safety
+/// `cq` is the program's CQ handle.
+unsafe fn cq_advance(cq: *mut ibv_cq_ex) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: per the contract.
+        let Ok(q) = (unsafe { obj::<Cq>(cq.cast()) }) else {
+            return libc::EINVAL;
+        };
+        let mut st = lock(&q.st);
+        let CqState {
+            cq: queue,
+            buf,
+            cur,
+        } = &mut *st;
+        buf.clear();
+        if queue.poll(buf, 1) == 0 {
+            *cur = None;
+            return libc::ENOENT;
+        }
+        let c = buf[0];
+        *cur = Some(c);
+        // SAFETY: the CQ is live; `status` and `wr_id` are the program's to read.
+        unsafe {
+            ptr::addr_of_mut!((*cq).status).write(wc_status(c.status));
+            ptr::addr_of_mut!((*cq).wr_id).write(c.wr_id);
+        }
+        0
+    })
+}
+
+unsafe extern "C" fn cq_start_poll(cq: *mut ibv_cq_ex, attr: *mut c_void) -> c_int {
+    let _ = attr; // comp_mask must be 0; nothing in it weft reads
+                  // SAFETY: forwarded contract.
+    unsafe { cq_advance(cq) }
+}
+
+unsafe extern "C" fn cq_next_poll(cq: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { cq_advance(cq) }
+}
+
+unsafe extern "C" fn cq_end_poll(cq: *mut ibv_cq_ex) {
+    guard((), || {
+        // SAFETY: per the C API.
+        if let Ok(q) = unsafe { obj::<Cq>(cq.cast()) } {
+            lock(&q.st).cur = None;
+        }
+    })
+}
+
+/// A field of the current completion (0 when there is none).
+///
+/// # Safety
+/// `cq` is the program's CQ handle.
+unsafe fn cq_read<T: Default>(cq: *mut ibv_cq_ex, f: impl FnOnce(&ibv_wc) -> T) -> T {
+    guard(T::default(), || {
+        // SAFETY: per the contract.
+        let Ok(q) = (unsafe { obj::<Cq>(cq.cast()) }) else {
+            return T::default();
+        };
+        let cur = lock(&q.st).cur;
+        cur.map(|c| f(&to_wc(&c))).unwrap_or_default()
+    })
+}
+
+macro_rules! cq_readers {
+    ($($name:ident -> $t:ty = |$w:ident| $e:expr;)*) => {$(
+        unsafe extern "C" fn $name(cq: *mut ibv_cq_ex) -> $t {
+            // SAFETY: forwarded contract.
+            unsafe { cq_read(cq, |$w| $e) }
+        }
+    )*};
+}
+
+cq_readers! {
+    cq_read_opcode -> c_int = |w| w.opcode;
+    cq_read_vendor_err -> u32 = |w| w.vendor_err;
+    cq_read_byte_len -> u32 = |w| w.byte_len;
+    cq_read_imm_data -> u32 = |w| w.imm_data;
+    cq_read_qp_num -> u32 = |w| w.qp_num;
+    cq_read_src_qp -> u32 = |w| w.src_qp;
+    cq_read_wc_flags -> c_uint = |w| w.wc_flags;
+    cq_read_slid -> u32 = |w| u32::from(w.slid);
+    cq_read_sl -> u8 = |w| w.sl;
+    cq_read_dlid_path_bits -> u8 = |w| w.dlid_path_bits;
 }
 
 #[no_mangle]
@@ -1015,7 +1157,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             lock(unsafe { &(*q.chan).cqs }).remove(&q.id);
         }
         // SAFETY: the context the CQ was made from.
-        unsafe { release_ctx(q.c.context) };
+        unsafe { release_ctx(q.c.cq.context) };
         // SAFETY: a live boxed Cq, destroyed by its owner.
         unsafe { free(ptr::from_ref(q), |q| q.magic = 0) };
         Ok(())
@@ -1090,7 +1232,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_in
             return -1;
         }
         let mut st = lock(&q.st);
-        let CqState { cq, buf } = &mut *st;
+        let CqState { cq, buf, .. } = &mut *st;
         buf.clear();
         let got = cq.poll(buf, n as usize);
         for (i, c) in buf.iter().enumerate() {
@@ -1163,7 +1305,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         // SAFETY: `p` is in the map, so the CQ is live; `cq_out`/`ctx_out` writable.
         unsafe {
             *cq_out = p.cast();
-            *ctx_out = (*p).c.cq_context;
+            *ctx_out = (*p).c.cq.cq_context;
         }
         0
     })
@@ -1188,11 +1330,22 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 // ---------------------------------------------------------------------------------
 // Queue pairs
 
+/// Work requests between `ibv_wr_start` and `ibv_wr_complete`, and the first error a
+/// builder call met (reported by `ibv_wr_complete`).
+#[derive(Default)]
+struct Building {
+    wrs: Vec<SendWr>,
+    error: Option<c_int>,
+}
+
+/// A queue pair. Its C part is an `ibv_qp_ex`, whose first part is the `ibv_qp`, so
+/// every QP takes both `ibv_post_send` and the `ibv_wr_*` builder.
 #[repr(C)]
 struct Qp {
-    c: ibv_qp,
+    c: ibv_qp_ex,
     magic: u64,
     st: Mutex<QueuePair>,
+    building: Mutex<Building>,
     qp_type: QpType,
     sq_sig_all: bool,
     cap: ibv_qp_cap,
@@ -1207,72 +1360,77 @@ struct Qp {
 // they are only used to reach those objects' atomics.
 unsafe impl Sync for Qp {}
 
-#[no_mangle]
-pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
-    ptr_call(|| {
+/// The fields of `ibv_qp_init_attr` (and of `ibv_qp_init_attr_ex`, which repeats them).
+struct QpInit<'a> {
+    qp_context: *mut c_void,
+    send_cq: *mut ibv_cq,
+    recv_cq: *mut ibv_cq,
+    srq: *mut ibv_srq,
+    cap: &'a mut ibv_qp_cap,
+    qp_type: c_int,
+    sq_sig_all: c_int,
+}
+
+fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
+    // SAFETY: per the C API.
+    let pd = unsafe { obj::<Pd>(p.cast()) }?;
+    let qp_type = match ia.qp_type {
+        IBV_QPT_RC => QpType::Rc,
+        IBV_QPT_UC => QpType::Uc,
+        IBV_QPT_UD => QpType::Ud,
+        _ => return Err(libc::EOPNOTSUPP),
+    };
+    // SAFETY: per the C API.
+    let scq = unsafe { obj::<Cq>(ia.send_cq.cast()) }?;
+    // SAFETY: per the C API.
+    let rcq = unsafe { obj::<Cq>(ia.recv_cq.cast()) }?;
+    let srq = if ia.srq.is_null() {
+        None
+    } else {
         // SAFETY: per the C API.
-        let pd = unsafe { obj::<Pd>(p.cast()) }?;
-        if init.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: the caller passes a readable, writable init attribute.
-        let ia = unsafe { &mut *init };
-        let qp_type = match ia.qp_type {
-            IBV_QPT_RC => QpType::Rc,
-            IBV_QPT_UC => QpType::Uc,
-            IBV_QPT_UD => QpType::Ud,
-            _ => return Err(libc::EOPNOTSUPP),
-        };
-        // SAFETY: per the C API.
-        let scq = unsafe { obj::<Cq>(ia.send_cq.cast()) }?;
-        // SAFETY: per the C API.
-        let rcq = unsafe { obj::<Cq>(ia.recv_cq.cast()) }?;
-        let srq = if ia.srq.is_null() {
-            None
+        Some(unsafe { obj::<Srq>(ia.srq.cast()) }?)
+    };
+    let cap = ia.cap;
+    if cap.max_send_wr > MAX_QP_WR
+        || cap.max_recv_wr > MAX_QP_WR
+        || cap.max_send_sge > MAX_SGE
+        || cap.max_recv_sge > MAX_SGE
+        || cap.max_inline_data > MAX_INLINE
+    {
+        return Err(libc::EINVAL);
+    }
+    let attr = QpInitAttr {
+        qp_type,
+        max_send_wr: cap.max_send_wr.max(1) as usize,
+        max_recv_wr: cap.max_recv_wr.max(1) as usize,
+        max_sge: MAX_SGE as usize,
+        max_inline_data: MAX_INLINE as usize,
+    };
+    let qp = {
+        let s = lock(&scq.st);
+        if ptr::eq(scq, rcq) {
+            pd.pd.create_qp(&s.cq, &s.cq, srq.map(|s| &s.srq), attr)
         } else {
-            // SAFETY: per the C API.
-            Some(unsafe { obj::<Srq>(ia.srq.cast()) }?)
-        };
-        let cap = &mut ia.cap;
-        if cap.max_send_wr > MAX_QP_WR
-            || cap.max_recv_wr > MAX_QP_WR
-            || cap.max_send_sge > MAX_SGE
-            || cap.max_recv_sge > MAX_SGE
-            || cap.max_inline_data > MAX_INLINE
-        {
-            return Err(libc::EINVAL);
+            let r = lock(&rcq.st);
+            pd.pd.create_qp(&s.cq, &r.cq, srq.map(|s| &s.srq), attr)
         }
-        let attr = QpInitAttr {
-            qp_type,
-            max_send_wr: cap.max_send_wr.max(1) as usize,
-            max_recv_wr: cap.max_recv_wr.max(1) as usize,
-            max_sge: MAX_SGE as usize,
-            max_inline_data: MAX_INLINE as usize,
-        };
-        let qp = {
-            let s = lock(&scq.st);
-            if ptr::eq(scq, rcq) {
-                pd.pd.create_qp(&s.cq, &s.cq, srq.map(|s| &s.srq), attr)
-            } else {
-                let r = lock(&rcq.st);
-                pd.pd.create_qp(&s.cq, &r.cq, srq.map(|s| &s.srq), attr)
-            }
-        };
-        let qp = qp.map_err(|e| errno_of(&e))?;
-        // What the QP really has (rdma-core reports the actual capacities back).
-        cap.max_send_sge = MAX_SGE;
-        cap.max_recv_sge = MAX_SGE;
-        cap.max_inline_data = MAX_INLINE;
-        let cap = *cap;
-        pd.users.fetch_add(1, Ordering::AcqRel);
-        scq.users.fetch_add(1, Ordering::AcqRel);
-        rcq.users.fetch_add(1, Ordering::AcqRel);
-        if let Some(s) = srq {
-            s.users.fetch_add(1, Ordering::AcqRel);
-        }
-        let qpn = qp.qp_num();
-        let b = Box::new(Qp {
-            c: ibv_qp {
+    };
+    let qp = qp.map_err(|e| errno_of(&e))?;
+    // What the QP really has (rdma-core reports the actual capacities back).
+    cap.max_send_sge = MAX_SGE;
+    cap.max_recv_sge = MAX_SGE;
+    cap.max_inline_data = MAX_INLINE;
+    let cap = *cap;
+    pd.users.fetch_add(1, Ordering::AcqRel);
+    scq.users.fetch_add(1, Ordering::AcqRel);
+    rcq.users.fetch_add(1, Ordering::AcqRel);
+    if let Some(s) = srq {
+        s.users.fetch_add(1, Ordering::AcqRel);
+    }
+    let qpn = qp.qp_num();
+    let b = Box::new(Qp {
+        c: ibv_qp_ex {
+            qp_base: ibv_qp {
                 context: pd.c.context,
                 qp_context: ia.qp_context,
                 pd: p,
@@ -1289,19 +1447,309 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
                 cond: unsafe { std::mem::zeroed() },
                 events_completed: 0,
             },
-            magic: MAGIC_QP,
-            ctx: pd.pd.context().clone(),
-            st: Mutex::new(qp),
-            qp_type,
-            sq_sig_all: ia.sq_sig_all != 0,
-            cap,
-            pd: ptr::from_ref(pd),
-            send_cq: ptr::from_ref(scq),
-            recv_cq: ptr::from_ref(rcq),
-            srq: srq.map_or(ptr::null(), ptr::from_ref),
-        });
-        Ok(Box::into_raw(b).cast::<ibv_qp>())
+            comp_mask: 0,
+            wr_id: 0,
+            wr_flags: 0,
+            wr_atomic_cmp_swp: Some(wr_atomic_cmp_swp),
+            wr_atomic_fetch_add: Some(wr_atomic_fetch_add),
+            wr_bind_mw: 0,
+            wr_local_inv: 0,
+            wr_rdma_read: Some(wr_rdma_read),
+            wr_rdma_write: Some(wr_rdma_write),
+            wr_rdma_write_imm: Some(wr_rdma_write_imm),
+            wr_send: Some(wr_send),
+            wr_send_imm: Some(wr_send_imm),
+            wr_send_inv: 0,
+            wr_send_tso: 0,
+            wr_set_ud_addr: Some(wr_set_ud_addr),
+            wr_set_xrc_srqn: 0,
+            wr_set_inline_data: Some(wr_set_inline_data),
+            wr_set_inline_data_list: Some(wr_set_inline_data_list),
+            wr_set_sge: Some(wr_set_sge),
+            wr_set_sge_list: Some(wr_set_sge_list),
+            wr_start: Some(wr_start),
+            wr_complete: Some(wr_complete),
+            wr_abort: Some(wr_abort),
+            wr_atomic_write: 0,
+        },
+        magic: MAGIC_QP,
+        ctx: pd.pd.context().clone(),
+        st: Mutex::new(qp),
+        building: Mutex::new(Building::default()),
+        qp_type,
+        sq_sig_all: ia.sq_sig_all != 0,
+        cap,
+        pd: ptr::from_ref(pd),
+        send_cq: ptr::from_ref(scq),
+        recv_cq: ptr::from_ref(rcq),
+        srq: srq.map_or(ptr::null(), ptr::from_ref),
+    });
+    Ok(Box::into_raw(b).cast::<ibv_qp>())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    ptr_call(|| {
+        if init.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller passes a readable, writable init attribute.
+        let ia = unsafe { &mut *init };
+        make_qp(
+            p,
+            QpInit {
+                qp_context: ia.qp_context,
+                send_cq: ia.send_cq,
+                recv_cq: ia.recv_cq,
+                srq: ia.srq,
+                cap: &mut ia.cap,
+                qp_type: ia.qp_type,
+                sq_sig_all: ia.sq_sig_all,
+            },
+        )
     })
+}
+
+/// The operations the `ibv_wr_*` builder offers.
+const SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_READ
+    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+
+/// `verbs_context::create_qp_ex` (`ibv_create_qp_ex`): a PD, and optionally the send
+/// operations of the `ibv_wr_*` builder; no XRC, RSS, TSO or create flags.
+unsafe extern "C" fn create_qp_ex(
+    c: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    ptr_call(|| {
+        // SAFETY: per the C API.
+        let _ = unsafe { ctx(c) }?;
+        if attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a readable, writable attribute.
+        let a = unsafe { &mut *attr };
+        if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
+            return Err(libc::EINVAL);
+        }
+        if a.comp_mask & !(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 && a.send_ops_flags & !SEND_OPS != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        make_qp(
+            a.pd,
+            QpInit {
+                qp_context: a.qp_context,
+                send_cq: a.send_cq,
+                recv_cq: a.recv_cq,
+                srq: a.srq,
+                cap: &mut a.cap,
+                qp_type: a.qp_type,
+                sq_sig_all: a.sq_sig_all,
+            },
+        )
+    })
+}
+
+/// Run `f` on the builder of the QP behind `qp` (an error is kept for
+/// `ibv_wr_complete`).
+///
+/// # Safety
+/// `qp` is the program's QP handle.
+unsafe fn build(qp: *mut ibv_qp_ex, f: impl FnOnce(&Qp, &mut Building) -> Result<(), c_int>) {
+    guard((), || {
+        // SAFETY: per the contract.
+        let Ok(q) = (unsafe { obj::<Qp>(qp.cast()) }) else {
+            return;
+        };
+        let mut b = lock(&q.building);
+        if b.error.is_none() {
+            if let Err(e) = f(q, &mut b) {
+                b.error = Some(e);
+            }
+        }
+    })
+}
+
+/// Start a new work request of operation `op` with the QP's current `wr_id` and
+/// `wr_flags`.
+///
+/// # Safety
+/// `qp` is the program's QP handle.
+unsafe fn build_op(qp: *mut ibv_qp_ex, op: WrOp) {
+    // SAFETY: forwarded contract; `wr_id`/`wr_flags` are the program's fields.
+    let (id, flags) = unsafe { ((*qp).wr_id, (*qp).wr_flags) };
+    // SAFETY: forwarded contract.
+    unsafe {
+        build(qp, |q, b| {
+            let mut wr = SendWr::new(id, op, SgList::new());
+            wr.signaled = q.sq_sig_all || flags & IBV_SEND_SIGNALED != 0;
+            wr.inline = flags & IBV_SEND_INLINE != 0;
+            wr.fence = flags & IBV_SEND_FENCE != 0;
+            wr.solicited = flags & IBV_SEND_SOLICITED != 0;
+            b.wrs.push(wr);
+            Ok(())
+        })
+    }
+}
+
+/// Change the last work request started (EINVAL when there is none).
+///
+/// # Safety
+/// `qp` is the program's QP handle.
+unsafe fn build_last(qp: *mut ibv_qp_ex, f: impl FnOnce(&Qp, &mut SendWr) -> Result<(), c_int>) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        build(qp, |q, b| match b.wrs.last_mut() {
+            Some(w) => f(q, w),
+            None => Err(libc::EINVAL),
+        })
+    }
+}
+
+unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
+    guard((), || {
+        // SAFETY: per the C API.
+        if let Ok(q) = unsafe { obj::<Qp>(qp.cast()) } {
+            *lock(&q.building) = Building::default();
+        }
+    })
+}
+
+unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
+    // SAFETY: forwarded contract.
+    unsafe { wr_start(qp) }
+}
+
+unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
+    errno_call(|| {
+        // SAFETY: per the C API.
+        let q = unsafe { obj::<Qp>(qp.cast()) }?;
+        let b = std::mem::take(&mut *lock(&q.building));
+        if let Some(e) = b.error {
+            return Err(e);
+        }
+        lock(&q.st).post_send(b.wrs).map_err(|e| errno_of(&e))
+    })
+}
+
+unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
+    // SAFETY: forwarded contract.
+    unsafe { build_op(qp, WrOp::Send { imm: None }) }
+}
+
+unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm: u32) {
+    let imm = Some(u32::from_be(imm));
+    // SAFETY: forwarded contract.
+    unsafe { build_op(qp, WrOp::Send { imm }) }
+}
+
+unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+    let remote = RemoteAddr { addr, rkey };
+    // SAFETY: forwarded contract.
+    unsafe { build_op(qp, WrOp::Write { remote, imm: None }) }
+}
+
+unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
+    let remote = RemoteAddr { addr, rkey };
+    let imm = Some(u32::from_be(imm));
+    // SAFETY: forwarded contract.
+    unsafe { build_op(qp, WrOp::Write { remote, imm }) }
+}
+
+unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, addr: u64) {
+    let remote = RemoteAddr { addr, rkey };
+    // SAFETY: forwarded contract.
+    unsafe { build_op(qp, WrOp::Read { remote }) }
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    let remote = RemoteAddr { addr, rkey };
+    // SAFETY: forwarded contract.
+    unsafe {
+        build_op(
+            qp,
+            WrOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            },
+        )
+    }
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
+    let remote = RemoteAddr { addr, rkey };
+    // SAFETY: forwarded contract.
+    unsafe { build_op(qp, WrOp::FetchAdd { remote, add }) }
+}
+
+unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, len: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        build_last(qp, |_, w| {
+            w.sg_list = SgList::from(Sge { addr, len, lkey });
+            Ok(())
+        })
+    }
+}
+
+unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, n: usize, list: *const ibv_sge) {
+    let set = |_: &Qp, w: &mut SendWr| {
+        let n = c_int::try_from(n).map_err(|_| libc::EINVAL)?;
+        // SAFETY: the program's array of `n` SGEs.
+        w.sg_list = unsafe { sg_list(list, n) }?;
+        Ok(())
+    };
+    // SAFETY: forwarded contract.
+    unsafe { build_last(qp, set) }
+}
+
+/// Inline data named by address alone: weft gathers inline payloads from registered
+/// memory (the engine checks every access against a region), so data outside every
+/// region this process registered cannot be sent inline. The builder reports
+/// `EOPNOTSUPP` from `ibv_wr_complete` (`ibv_post_send` with `IBV_SEND_INLINE` over
+/// registered SGEs works).
+unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, len: usize) {
+    let _ = (addr, len);
+    // SAFETY: forwarded contract.
+    unsafe { build_last(qp, |_, _| Err(libc::EOPNOTSUPP)) }
+}
+
+unsafe extern "C" fn wr_set_inline_data_list(
+    qp: *mut ibv_qp_ex,
+    n: usize,
+    list: *const ibv_data_buf,
+) {
+    let _ = (n, list);
+    // SAFETY: forwarded contract.
+    unsafe { build_last(qp, |_, _| Err(libc::EOPNOTSUPP)) }
+}
+
+unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
+    let set = |q: &Qp, w: &mut SendWr| {
+        if q.qp_type != QpType::Ud {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: per the C API the handle is an address handle.
+        let ah = unsafe { obj::<Ah>(ah.cast()) }?;
+        w.ud = Some(ah.ah.dest(qpn, qkey));
+        Ok(())
+    };
+    // SAFETY: forwarded contract.
+    unsafe { build_last(qp, set) }
 }
 
 #[no_mangle]
@@ -2132,12 +2580,20 @@ pub extern "C" fn ibv_dofork_range(base: *mut c_void, size: usize) -> c_int {
     0
 }
 
-/// `ibv_qp_to_qp_ex`: weft's QPs are not extended QPs (no `ibv_wr_*` table yet), so
-/// programs use `ibv_post_send` (perftest and rc_pingpong fall back to it).
+/// `ibv_qp_to_qp_ex`: every weft QP is an extended QP (its C part is an
+/// `ibv_qp_ex`), so the same pointer; NULL for a handle weft did not make.
 #[no_mangle]
-pub extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut c_void {
-    let _ = qp;
-    null_mut()
+pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+    guard(null_mut(), || {
+        // SAFETY: per the C API.
+        match unsafe { obj::<Qp>(qp.cast()) } {
+            Ok(_) => qp.cast(),
+            Err(e) => {
+                set_errno(e);
+                null_mut()
+            }
+        }
+    })
 }
 
 #[no_mangle]

@@ -1,7 +1,11 @@
-//! A C program (tests/c/misuse_threads.c) compiled against the installed verbs.h and
-//! linked against weft's libibverbs.so.1: misuse gets rdma-core's errnos (EINVAL,
-//! EOPNOTSUPP, EBUSY, ENOMEM as back-pressure), and four threads post 2000 SENDs on
-//! one QP at once, every completion arriving once — over udp and over shm.
+//! C programs (tests/c/*.c) compiled against the installed verbs.h and linked against
+//! weft's libibverbs.so.1, run over udp and over shm:
+//!
+//! - misuse_threads.c: misuse gets rdma-core's errnos (EINVAL, EOPNOTSUPP, EBUSY,
+//!   ENOMEM as back-pressure), and four threads post 2000 SENDs on one QP at once,
+//!   every completion arriving once;
+//! - new_api.c: `ibv_create_cq_ex` polling (`ibv_start_poll`, `ibv_wc_read_*`) and
+//!   `ibv_create_qp_ex` with the `ibv_wr_*` builder (SEND, WRITE, READ, atomics).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,6 +13,17 @@ use weft_testkit::process::Reaped;
 
 #[test]
 fn misuse_gets_errnos_and_threads_share_a_qp() {
+    run_c("misuse_threads", "ok: 2000 sends from 4 threads on one QP");
+}
+
+#[test]
+fn extended_cq_polling_and_the_wr_builder() {
+    run_c("new_api", "ok: extended CQ and QP");
+}
+
+/// Compile tests/c/NAME.c against verbs.h and weft's library, run it over udp and shm,
+/// and require exit 0 and `expect` in its output.
+fn run_c(name: &str, expect: &str) {
     if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
         weft_testkit::skip("libibverbs-dev is not installed (scripts/setup.sh installs it)");
         return;
@@ -19,14 +34,14 @@ fn misuse_gets_errnos_and_threads_share_a_qp() {
     let exe = std::env::current_exe().unwrap();
     let profile = weft_ibverbs::package::profile_dir_of(&exe).unwrap();
     let lib = weft_ibverbs::package::ensure_beside(&profile).expect("link libibverbs.so.1");
-    let dir = std::env::temp_dir().join(format!("weft-ibverbs-capi-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("weft-ibverbs-capi-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let prog = dir.join("misuse_threads");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/misuse_threads.c");
+    let prog = dir.join(name);
+    let src = format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR"));
     let cc = Command::new("cc")
         .args(["-O1", "-Wall", "-Werror", "-o"])
         .arg(&prog)
-        .arg(src)
+        .arg(&src)
         .arg(format!("-L{}", lib.display()))
         .args(["-l:libibverbs.so.1", "-lpthread"])
         .output()
@@ -50,11 +65,11 @@ fn misuse_gets_errnos_and_threads_share_a_qp() {
                 .unwrap(),
         );
         let t0 = Instant::now();
-        let st = child.wait_for("misuse_threads", Duration::from_secs(120));
+        let st = child.wait_for(name, Duration::from_secs(120));
         let text = std::fs::read_to_string(&out).unwrap();
         assert!(
-            st.success() && text.contains("ok: 2000 sends from 4 threads on one QP"),
-            "over {link} ({:?}): {st}\n{text}",
+            st.success() && text.contains(expect),
+            "{name} over {link} ({:?}): {st}\n{text}",
             t0.elapsed()
         );
     }
