@@ -1346,6 +1346,7 @@ struct Qp {
     magic: u64,
     st: Mutex<QueuePair>,
     building: Mutex<Building>,
+    bounce: Mutex<Option<Bounce>>,
     qp_type: QpType,
     sq_sig_all: bool,
     cap: ibv_qp_cap,
@@ -1476,6 +1477,7 @@ fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
         ctx: pd.pd.context().clone(),
         st: Mutex::new(qp),
         building: Mutex::new(Building::default()),
+        bounce: Mutex::new(None),
         qp_type,
         sq_sig_all: ia.sq_sig_all != 0,
         cap,
@@ -1635,6 +1637,10 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         if let Some(e) = b.error {
             return Err(e);
         }
+        if b.wrs.iter().filter(|w| w.inline).count() > BOUNCE_SLOTS {
+            // Their bounce slots were reused before the batch could be gathered.
+            return Err(libc::ENOMEM);
+        }
         lock(&q.st).post_send(b.wrs).map_err(|e| errno_of(&e))
     })
 }
@@ -1717,15 +1723,16 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, n: usize, list: *const 
     unsafe { build_last(qp, set) }
 }
 
-/// Inline data named by address alone: weft gathers inline payloads from registered
-/// memory (the engine checks every access against a region), so data outside every
-/// region this process registered cannot be sent inline. The builder reports
-/// `EOPNOTSUPP` from `ibv_wr_complete` (`ibv_post_send` with `IBV_SEND_INLINE` over
-/// registered SGEs works).
+/// Inline data by address: copied into a bounce slot now (see [`bounce`]).
 unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, len: usize) {
-    let _ = (addr, len);
+    let set = |q: &Qp, w: &mut SendWr| {
+        // SAFETY: `len` readable bytes at `addr` (the C contract).
+        w.sg_list = unsafe { bounce(q, &[(addr as u64, len)]) }?;
+        w.inline = true;
+        Ok(())
+    };
     // SAFETY: forwarded contract.
-    unsafe { build_last(qp, |_, _| Err(libc::EOPNOTSUPP)) }
+    unsafe { build_last(qp, set) }
 }
 
 unsafe extern "C" fn wr_set_inline_data_list(
@@ -1733,9 +1740,23 @@ unsafe extern "C" fn wr_set_inline_data_list(
     n: usize,
     list: *const ibv_data_buf,
 ) {
-    let _ = (n, list);
+    let set = |q: &Qp, w: &mut SendWr| {
+        if n > MAX_SGE as usize || (n > 0 && list.is_null()) {
+            return Err(libc::EINVAL);
+        }
+        let mut parts = [(0u64, 0usize); MAX_SGE as usize];
+        for (i, p) in parts.iter_mut().enumerate().take(n) {
+            // SAFETY: the program's array of `n` buffers.
+            let b = unsafe { list.add(i).read() };
+            *p = (b.addr as u64, b.length);
+        }
+        // SAFETY: each buffer names readable bytes (the C contract).
+        w.sg_list = unsafe { bounce(q, &parts[..n]) }?;
+        w.inline = true;
+        Ok(())
+    };
     // SAFETY: forwarded contract.
-    unsafe { build_last(qp, |_, _| Err(libc::EOPNOTSUPP)) }
+    unsafe { build_last(qp, set) }
 }
 
 unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
@@ -1977,6 +1998,60 @@ pub unsafe extern "C" fn ibv_query_qp(
     })
 }
 
+/// Inline payloads: rdma-core ignores the lkey of an inline SGE (the bytes are copied
+/// at post time from wherever they are), while weft-verbs gathers inline bytes from
+/// registered memory only. So weft copies an inline request's bytes into a slot of a
+/// small region of the QP's own (`BOUNCE_SLOTS` × `MAX_INLINE` bytes, registered on
+/// first use) and posts the request over that slot. weft-verbs gathers an inline
+/// payload into its queue before it takes the next request from the list, so a slot
+/// is free again once its request is posted; the slots rotate, and a builder batch
+/// (`ibv_wr_*`, gathered only at `ibv_wr_complete`) may hold at most `BOUNCE_SLOTS`
+/// inline requests.
+const BOUNCE_SLOTS: usize = 64;
+
+struct Bounce {
+    mr: MemoryRegion,
+    next: usize,
+}
+
+/// Copy the bytes of `parts` (address, length) into the next bounce slot of `q` and
+/// return the SGE list naming them.
+///
+/// # Safety
+/// Each part names `len` readable bytes (the C contract of an inline send).
+unsafe fn bounce(q: &Qp, parts: &[(u64, usize)]) -> Result<SgList, c_int> {
+    let total: usize = parts.iter().map(|p| p.1).sum();
+    if total > MAX_INLINE as usize {
+        return Err(libc::EINVAL);
+    }
+    let mut g = lock(&q.bounce);
+    if g.is_none() {
+        // SAFETY: the PD outlives its QPs.
+        let pd = unsafe { &(*q.pd).pd };
+        *g = Some(Bounce {
+            mr: pd.alloc_mr(BOUNCE_SLOTS * MAX_INLINE as usize, Access::NONE),
+            next: 0,
+        });
+    }
+    let b = g.as_mut().ok_or(libc::ENOMEM)?;
+    let base = (b.next % BOUNCE_SLOTS) * MAX_INLINE as usize;
+    b.next = b.next.wrapping_add(1);
+    let mut at = base;
+    for &(addr, len) in parts {
+        if len == 0 {
+            continue;
+        }
+        if addr == 0 {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: per the contract, `len` readable bytes at `addr`.
+        let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+        b.mr.write(at, bytes).map_err(|_| libc::EINVAL)?;
+        at += len;
+    }
+    Ok(SgList::from(b.mr.sge(base, total as u32)))
+}
+
 /// The SGEs of a C work request.
 ///
 /// # Safety
@@ -2041,6 +2116,15 @@ unsafe fn send_wr(q: &Qp, w: *const ibv_send_wr) -> Result<SendWr, c_int> {
     wr.inline = f & IBV_SEND_INLINE != 0;
     wr.fence = f & IBV_SEND_FENCE != 0;
     wr.solicited = f & IBV_SEND_SOLICITED != 0;
+    if wr.inline && !wr.op.is_read_or_atomic() {
+        let mut parts = [(0u64, 0usize); MAX_SGE as usize];
+        for (p, s) in parts.iter_mut().zip(wr.sg_list.iter()) {
+            *p = (s.addr, s.len as usize);
+        }
+        let n = wr.sg_list.len();
+        // SAFETY: an inline SGE names readable bytes (the C contract).
+        wr.sg_list = unsafe { bounce(q, &parts[..n]) }?;
+    }
     if q.qp_type == QpType::Ud {
         // SAFETY: per the C API the UD member names an address handle.
         let ah = unsafe { obj::<Ah>(ud.ah.cast()) }?;
