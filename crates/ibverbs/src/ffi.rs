@@ -2014,6 +2014,24 @@ struct Bounce {
     next: usize,
 }
 
+/// Register the QP's bounce region if it has none yet. It takes the engine lock, so it
+/// must not run inside weft-verbs' `post_send` (whose doorbell path may hold that
+/// lock while it takes the next request from the list).
+///
+/// # Safety
+/// `q` is a live QP (its PD outlives it).
+unsafe fn ensure_bounce(q: &Qp) {
+    let mut g = lock(&q.bounce);
+    if g.is_none() {
+        // SAFETY: the PD outlives its QPs.
+        let pd = unsafe { &(*q.pd).pd };
+        *g = Some(Bounce {
+            mr: pd.alloc_mr(BOUNCE_SLOTS * MAX_INLINE as usize, Access::NONE),
+            next: 0,
+        });
+    }
+}
+
 /// Copy the bytes of `parts` (address, length) into the next bounce slot of `q` and
 /// return the SGE list naming them.
 ///
@@ -2024,15 +2042,10 @@ unsafe fn bounce(q: &Qp, parts: &[(u64, usize)]) -> Result<SgList, c_int> {
     if total > MAX_INLINE as usize {
         return Err(libc::EINVAL);
     }
+    // SAFETY: forwarded contract (the region is made before any engine lock is held:
+    // `post_send` calls `ensure_bounce` before it posts).
+    unsafe { ensure_bounce(q) };
     let mut g = lock(&q.bounce);
-    if g.is_none() {
-        // SAFETY: the PD outlives its QPs.
-        let pd = unsafe { &(*q.pd).pd };
-        *g = Some(Bounce {
-            mr: pd.alloc_mr(BOUNCE_SLOTS * MAX_INLINE as usize, Access::NONE),
-            next: 0,
-        });
-    }
     let b = g.as_mut().ok_or(libc::ENOMEM)?;
     let base = (b.next % BOUNCE_SLOTS) * MAX_INLINE as usize;
     b.next = b.next.wrapping_add(1);
@@ -2141,6 +2154,21 @@ unsafe extern "C" fn post_send(
     errno_call(|| {
         // SAFETY: per the C API.
         let q = unsafe { obj::<Qp>(qp.cast()) }?;
+        if lock(&q.bounce).is_none() {
+            // The first inline request gets the bounce region made here, outside
+            // weft-verbs' `post_send` (see `ensure_bounce`).
+            let mut w = wr.cast_const();
+            while !w.is_null() {
+                // SAFETY: an element of the program's list.
+                let (flags, next) = unsafe { ((*w).send_flags, (*w).next) };
+                if flags & IBV_SEND_INLINE != 0 {
+                    // SAFETY: `q` is live.
+                    unsafe { ensure_bounce(q) };
+                    break;
+                }
+                w = next;
+            }
+        }
         let mut cur = wr;
         let mut last = null_mut::<ibv_send_wr>();
         let mut convert_err = None;
