@@ -1346,7 +1346,7 @@ struct Qp {
     magic: u64,
     st: Mutex<QueuePair>,
     building: Mutex<Building>,
-    bounce: Mutex<Option<Bounce>>,
+    bounce: OnceLock<Mutex<Bounce>>,
     qp_type: QpType,
     sq_sig_all: bool,
     cap: ibv_qp_cap,
@@ -1477,7 +1477,7 @@ fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
         ctx: pd.pd.context().clone(),
         st: Mutex::new(qp),
         building: Mutex::new(Building::default()),
-        bounce: Mutex::new(None),
+        bounce: OnceLock::new(),
         qp_type,
         sq_sig_all: ia.sq_sig_all != 0,
         cap,
@@ -2021,15 +2021,14 @@ struct Bounce {
 /// # Safety
 /// `q` is a live QP (its PD outlives it).
 unsafe fn ensure_bounce(q: &Qp) {
-    let mut g = lock(&q.bounce);
-    if g.is_none() {
+    q.bounce.get_or_init(|| {
         // SAFETY: the PD outlives its QPs.
         let pd = unsafe { &(*q.pd).pd };
-        *g = Some(Bounce {
+        Mutex::new(Bounce {
             mr: pd.alloc_mr(BOUNCE_SLOTS * MAX_INLINE as usize, Access::NONE),
             next: 0,
-        });
-    }
+        })
+    });
 }
 
 /// Copy the bytes of `parts` (address, length) into the next bounce slot of `q` and
@@ -2045,8 +2044,7 @@ unsafe fn bounce(q: &Qp, parts: &[(u64, usize)]) -> Result<SgList, c_int> {
     // SAFETY: forwarded contract (the region is made before any engine lock is held:
     // `post_send` calls `ensure_bounce` before it posts).
     unsafe { ensure_bounce(q) };
-    let mut g = lock(&q.bounce);
-    let b = g.as_mut().ok_or(libc::ENOMEM)?;
+    let mut b = lock(q.bounce.get().ok_or(libc::ENOMEM)?);
     let base = (b.next % BOUNCE_SLOTS) * MAX_INLINE as usize;
     b.next = b.next.wrapping_add(1);
     let mut at = base;
@@ -2154,7 +2152,7 @@ unsafe extern "C" fn post_send(
     errno_call(|| {
         // SAFETY: per the C API.
         let q = unsafe { obj::<Qp>(qp.cast()) }?;
-        if lock(&q.bounce).is_none() {
+        if q.bounce.get().is_none() {
             // The first inline request gets the bounce region made here, outside
             // weft-verbs' `post_send` (see `ensure_bounce`).
             let mut w = wr.cast_const();
