@@ -421,8 +421,11 @@ pub unsafe extern "C" fn ibv_close_device(c: *mut ibv_context) -> c_int {
         // SAFETY: per the C API `c` is a context pointer.
         let x = unsafe { ctx(c) }?;
         if x.objects.load(Ordering::Acquire) != 0 {
-            // rdma-core frees the context anyway; the objects still hold the engine
-            // (weft-verbs objects keep their context alive), so only the C record goes.
+            // Objects of this context are still alive (the program leaks them, or
+            // destroys them after closing). They point at this record, so it stays,
+            // as does the engine they hold, until the process exits; rdma-core's
+            // close also succeeds here.
+            return Ok(());
         }
         // SAFETY: `x` is a live boxed `Ctx`; closing is the program's last use of it.
         unsafe { free(ptr::from_ref(x), |x| x.magic = 0) };
