@@ -15,8 +15,10 @@ packages=(
   qemu-system-x86    # rdma_rxe interop (scripts/rxe-guest.sh): the Debian guest with soft-RoCE
   debootstrap        # rdma_rxe interop: builds the guest image (cached in /var/cache/weft-rxe-guest)
   e2fsprogs          # rdma_rxe interop: mkfs.ext4 -d and debugfs for the guest's disks
-  gcc                # rdma_rxe interop: compiles the guest-side peer (crates/verbs/tests/rxe)
-  libibverbs-dev     # rdma_rxe interop: the guest-side peer's headers (same Debian release)
+  gcc                # rdma_rxe interop and weft-ibverbs: the guest-side peer, the C tests
+  libibverbs-dev     # <infiniband/verbs.h>: the guest-side peer, weft-ibverbs' layout and C tests
+  ibverbs-utils      # weft-ibverbs: ibv_devinfo, ibv_rc_pingpong, … run unmodified on weft
+  perftest           # weft-ibverbs: ib_send_lat … ib_atomic_lat run unmodified on weft
 )
 
 missing=()

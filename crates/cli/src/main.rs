@@ -58,6 +58,8 @@ enum Command {
     Router(RouterArgs),
     /// Decode the RoCEv2 packets in a pcap or pcapng capture.
     Decode(decode::Args),
+    /// Run an unmodified libibverbs program (perftest, ibv_rc_pingpong, …) on weft.
+    Exec(weft_ibverbs::exec::Args),
     /// Run the one-host demonstration of what weft can do today.
     #[cfg(feature = "bench")]
     Demo(weft_bench::demo::Args),
@@ -120,6 +122,7 @@ fn main() -> anyhow::Result<()> {
             Some(RouterCommand::Rfc2544(a)) => weft_bench::router::run_rfc2544(a),
         },
         Command::Decode(args) => decode::run(args),
+        Command::Exec(args) => Ok(weft_ibverbs::exec::run(args)?),
         #[cfg(feature = "bench")]
         Command::Demo(args) => weft_bench::demo::run(args),
         #[cfg(feature = "bench")]

@@ -7,7 +7,7 @@ use std::process::Command;
 
 /// The subcommands this build has, `help` included.
 fn expected() -> BTreeSet<&'static str> {
-    let mut c = BTreeSet::from(["router", "decode", "help"]);
+    let mut c = BTreeSet::from(["router", "decode", "exec", "help"]);
     if cfg!(feature = "bench") {
         c.extend([
             "demo",

@@ -1,0 +1,50 @@
+//! `weft exec`: the program runs with weft's libibverbs.so.1 on its library path and
+//! the link and address it was given, and sees the device weft0.
+
+use std::process::Command;
+
+fn weft() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+#[test]
+fn exec_passes_the_link_the_address_and_the_library_path() {
+    let out = weft()
+        .args([
+            "exec",
+            "--link",
+            "shm",
+            "--addr",
+            "127.0.0.9",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("echo \"$WEFT_IBVERBS_LINK $WEFT_IBVERBS_ADDR\"; ls \"${LD_LIBRARY_PATH%%:*}\"")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("shm 127.0.0.9"), "{text}");
+    assert!(text.contains("libibverbs.so.1"), "{text}");
+}
+
+#[test]
+fn exec_returns_the_programs_exit_status() {
+    let st = weft()
+        .args(["exec", "--", "sh", "-c", "exit 3"])
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(3));
+}
+
+#[test]
+fn ibv_devices_under_weft_exec_lists_weft0() {
+    if weft_testkit::require("ibv_devices", weft_testkit::tool("ibv_devices")).is_none() {
+        return;
+    }
+    let out = weft().args(["exec", "--", "ibv_devices"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("weft0"), "{out:?}");
+}

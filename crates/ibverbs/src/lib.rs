@@ -1,0 +1,35 @@
+//! weft-ibverbs: a drop-in `libibverbs.so.1` over weft-verbs.
+//!
+//! Unmodified RDMA programs — rdma-core's `ibv_rc_pingpong`, perftest's `ib_*` — load
+//! it through the library path (`weft exec -- PROGRAM`) and run on weft's udp or shm
+//! link: no RDMA NIC, no kernel module, no root. See docs/ibverbs.md.
+//!
+//! - [`abi`]: the C structures of `<infiniband/verbs.h>`, `#[repr(C)]`, each size and
+//!   offset checked against the installed headers by `tests/layout.rs`.
+//! - `ffi` (private): the exported `ibv_*` functions, the `ibv_context_ops` table the
+//!   inline data-path functions of verbs.h call through, and the `verbs_context` in
+//!   front of every context. This is the crate's C boundary and its only `unsafe`:
+//!   every entry point checks its pointers (null, and a per-object tag for objects
+//!   weft made), catches panics (they never unwind into C) and answers misuse with an
+//!   errno.
+//! - [`package`]: links this crate's staticlib into `libibverbs.so.1` with the real
+//!   library's symbol versions (`libibverbs.map`).
+//!
+//! The device: one, `weft0`, one port, ACTIVE, Ethernet link layer, one RoCEv2 GID —
+//! the IPv4-mapped address of the context's link (`::ffff:127.a.b.c` by default, a
+//! loopback address of the process's own, so two processes on a host each own UDP
+//! port 4791). `WEFT_IBVERBS_LINK` (`udp`, default, or `shm`) and `WEFT_IBVERBS_ADDR`
+//! (an IP) choose the link and address.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod abi;
+pub mod exec;
+mod ffi;
+pub mod package;
+
+/// The environment variable naming the link (`udp` or `shm`).
+pub const ENV_LINK: &str = "WEFT_IBVERBS_LINK";
+/// The environment variable naming the IP address a context binds (port 4791).
+pub const ENV_ADDR: &str = "WEFT_IBVERBS_ADDR";
+/// The device's name.
+pub const DEVICE_NAME: &str = "weft0";

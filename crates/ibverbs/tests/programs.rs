@@ -1,0 +1,305 @@
+//! Unmodified RDMA programs on weft's libibverbs.so.1: rdma-core's `ibv_devices`,
+//! `ibv_devinfo`, `ibv_rc_pingpong`, `ibv_ud_pingpong`, `ibv_srq_pingpong` and
+//! perftest's `ib_*` tests, each as two processes (server and client) over udp and
+//! over shm. The library is linked from the staticlib cargo built for this test
+//! (`weft_ibverbs::package::ensure_beside`). Every child is bounded in time and
+//! killed if the test fails; ports differ per test so tests run in parallel.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use weft_testkit::process::Reaped;
+
+/// How long one program may run (the machine is shared: be generous, still bounded).
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn library() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary");
+        let profile = weft_ibverbs::package::profile_dir_of(&exe).expect("profile dir");
+        weft_ibverbs::package::ensure_beside(&profile).expect("link libibverbs.so.1")
+    })
+    .clone()
+}
+
+fn installed(tool: &str) -> bool {
+    weft_testkit::require(tool, weft_testkit::tool(tool)).is_some()
+}
+
+fn command(program: &str, link: &str, args: &[&str], out: &Path) -> Command {
+    // One open file for both streams, so the program's stderr and stdout interleave
+    // rather than overwrite each other.
+    let f = std::fs::File::create(out).expect("output file");
+    let mut c = Command::new(program);
+    c.args(args)
+        .env("LD_LIBRARY_PATH", library())
+        .env(weft_ibverbs::ENV_LINK, link)
+        .env_remove(weft_ibverbs::ENV_ADDR)
+        .stdin(Stdio::null())
+        .stdout(f.try_clone().expect("output file"))
+        .stderr(f);
+    c
+}
+
+/// True when a TCP socket listens on `port` (IPv4 or IPv6), from /proc/net/tcp*.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+struct Run {
+    server: String,
+    client: String,
+}
+
+/// Run `program` as a server and as a client of it, with `args` on both sides and
+/// the TCP port `port`; both must exit 0. Returns both outputs.
+fn pair(program: &str, link: &str, args: &[&str], port: u16) -> Run {
+    let dir = std::env::temp_dir().join(format!(
+        "weft-ibverbs-{}-{program}-{link}-{port}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (so, co) = (dir.join("server.out"), dir.join("client.out"));
+    let port_s = port.to_string();
+    let mut sargs = args.to_vec();
+    sargs.extend(["-p", &port_s]);
+    let mut server = Reaped(
+        command(program, link, &sargs, &so)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program}: {e}")),
+    );
+    let t0 = Instant::now();
+    while !listening(port) {
+        if let Some(st) = server.0.try_wait().unwrap() {
+            panic!(
+                "{program} server exited ({st}) before listening:\n{}",
+                std::fs::read_to_string(&so).unwrap_or_default()
+            );
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{program} server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut cargs = sargs.clone();
+    cargs.push("127.0.0.1");
+    let mut client = Reaped(
+        command(program, link, &cargs, &co)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {program}: {e}")),
+    );
+    let cst = client.wait_for(&format!("{program} client"), LIMIT);
+    let sst = server.wait_for(&format!("{program} server"), LIMIT);
+    let run = Run {
+        server: std::fs::read_to_string(&so).unwrap(),
+        client: std::fs::read_to_string(&co).unwrap(),
+    };
+    assert!(
+        cst.success() && sst.success(),
+        "{program} {args:?} over {link}: client {cst}, server {sst}\n--- client:\n{}\n--- server:\n{}",
+        run.client,
+        run.server
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    run
+}
+
+#[test]
+fn ibv_devices_and_ibv_devinfo_show_weft0() {
+    if !installed("ibv_devinfo") || !installed("ibv_devices") {
+        return;
+    }
+    for (prog, args) in [("ibv_devices", &[][..]), ("ibv_devinfo", &["-v"][..])] {
+        let out = Command::new(prog)
+            .args(args)
+            .env("LD_LIBRARY_PATH", library())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{prog}: {out:?}");
+        assert!(text.contains("weft0"), "{prog}:\n{text}");
+        if prog == "ibv_devinfo" {
+            for want in [
+                "PORT_ACTIVE",
+                "link_layer:\t\tEthernet",
+                "GID[  0]:",
+                "RoCE v2",
+            ] {
+                assert!(text.contains(want), "ibv_devinfo lacks {want:?}:\n{text}");
+            }
+        }
+    }
+}
+
+fn rc_pingpong(link: &str, port: u16) {
+    if !installed("ibv_rc_pingpong") {
+        return;
+    }
+    let run = pair("ibv_rc_pingpong", link, &["-g", "0"], port);
+    for (side, out) in [("server", &run.server), ("client", &run.client)] {
+        assert!(
+            out.contains("8192000 bytes in") && out.contains("1000 iters in"),
+            "{side} over {link} printed no result:\n{out}"
+        );
+        assert!(out.contains("GID ::ffff:127."), "{side}: {out}");
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_over_udp() {
+    rc_pingpong("udp", 21_001);
+}
+
+#[test]
+fn ibv_rc_pingpong_over_shm() {
+    rc_pingpong("shm", 21_002);
+}
+
+#[test]
+fn ibv_rc_pingpong_with_events_over_udp() {
+    // -e: the program sleeps in ibv_get_cq_event on its completion channel.
+    if !installed("ibv_rc_pingpong") {
+        return;
+    }
+    let run = pair(
+        "ibv_rc_pingpong",
+        "udp",
+        &["-g", "0", "-e", "-n", "200"],
+        21_003,
+    );
+    assert!(run.client.contains("200 iters in"), "{}", run.client);
+    assert!(run.server.contains("200 iters in"), "{}", run.server);
+}
+
+/// perftest: the test prints its results table (a header line starting `#bytes`
+/// followed by a row of numbers) on both sides — except the server of the READ and
+/// atomic latency tests, which is passive and prints none (as on hardware).
+fn perftest(program: &str, link: &str, extra: &[&str], port: u16) {
+    if !installed(program) {
+        return;
+    }
+    let run = pair(program, link, extra, port);
+    for (side, out) in [("server", &run.server), ("client", &run.client)] {
+        let passive = program == "ib_read_lat" || program == "ib_atomic_lat";
+        if passive && side == "server" {
+            continue;
+        }
+        let mut lines = out
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("#bytes"));
+        assert!(
+            lines.next().is_some(),
+            "{program} {extra:?} over {link}: the {side} printed no table:\n{out}"
+        );
+        let row = lines.next().unwrap_or_default();
+        let nums: Vec<f64> = row
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // The size, the iteration count and a measurement. Not every column is one
+        // (a send_bw server prints its BW peak as 0.00), and some may be perftest's own
+        // arithmetic failing (a stdev of "-nan" when one iteration of a loaded
+        // machine's run is an outlier of 10^5 times the rest); how fast is for the
+        // benchmarks (docs/results/ibverbs.md), not for CI.
+        assert!(
+            nums.len() >= 3
+                && nums[0] > 0.0
+                && nums[1] > 0.0
+                && nums[2..].iter().any(|v| v.is_finite() && *v > 0.0),
+            "{program} over {link}: the {side}'s table has no row of numbers: {row:?}\n{out}"
+        );
+    }
+}
+
+macro_rules! perftests {
+    ($($name:ident: $prog:literal, $link:literal, [$($arg:literal),*], $port:literal;)*) => {$(
+        #[test]
+        fn $name() {
+            perftest($prog, $link, &[$($arg),*], $port);
+        }
+    )*};
+}
+
+perftests! {
+    ib_send_lat_udp: "ib_send_lat", "udp", [], 21_101;
+    ib_send_lat_f_udp: "ib_send_lat", "udp", ["-F"], 21_102;
+    ib_send_bw_udp: "ib_send_bw", "udp", [], 21_103;
+    ib_send_bw_f_udp: "ib_send_bw", "udp", ["-F"], 21_104;
+    ib_write_lat_udp: "ib_write_lat", "udp", [], 21_105;
+    ib_write_lat_f_udp: "ib_write_lat", "udp", ["-F"], 21_106;
+    ib_write_bw_udp: "ib_write_bw", "udp", [], 21_107;
+    ib_write_bw_f_udp: "ib_write_bw", "udp", ["-F"], 21_108;
+    ib_read_lat_udp: "ib_read_lat", "udp", [], 21_109;
+    ib_read_lat_f_udp: "ib_read_lat", "udp", ["-F"], 21_110;
+    ib_read_bw_udp: "ib_read_bw", "udp", [], 21_111;
+    ib_read_bw_f_udp: "ib_read_bw", "udp", ["-F"], 21_112;
+    ib_atomic_lat_udp: "ib_atomic_lat", "udp", [], 21_113;
+    ib_atomic_lat_f_udp: "ib_atomic_lat", "udp", ["-F"], 21_114;
+    ib_send_lat_shm: "ib_send_lat", "shm", [], 21_201;
+    ib_send_lat_f_shm: "ib_send_lat", "shm", ["-F"], 21_202;
+    ib_send_bw_shm: "ib_send_bw", "shm", [], 21_203;
+    ib_send_bw_f_shm: "ib_send_bw", "shm", ["-F"], 21_204;
+    ib_write_lat_shm: "ib_write_lat", "shm", [], 21_205;
+    ib_write_lat_f_shm: "ib_write_lat", "shm", ["-F"], 21_206;
+    ib_write_bw_shm: "ib_write_bw", "shm", [], 21_207;
+    ib_write_bw_f_shm: "ib_write_bw", "shm", ["-F"], 21_208;
+    ib_read_lat_shm: "ib_read_lat", "shm", [], 21_209;
+    ib_read_lat_f_shm: "ib_read_lat", "shm", ["-F"], 21_210;
+    ib_read_bw_shm: "ib_read_bw", "shm", [], 21_211;
+    ib_read_bw_f_shm: "ib_read_bw", "shm", ["-F"], 21_212;
+    ib_atomic_lat_shm: "ib_atomic_lat", "shm", [], 21_213;
+    ib_atomic_lat_f_shm: "ib_atomic_lat", "shm", ["-F"], 21_214;
+}
+
+fn pingpong_prints_results(program: &str, link: &str, args: &[&str], port: u16, iters: &str) {
+    if !installed(program) {
+        return;
+    }
+    let run = pair(program, link, args, port);
+    for (side, out) in [("server", &run.server), ("client", &run.client)] {
+        assert!(
+            out.contains(&format!("{iters} iters in")),
+            "{program} {side} over {link} printed no result:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn ibv_srq_pingpong_over_udp() {
+    // 16 RC QPs sharing one SRQ on each side.
+    pingpong_prints_results("ibv_srq_pingpong", "udp", &["-g", "0"], 21_011, "1000");
+}
+
+#[test]
+fn ibv_srq_pingpong_over_shm() {
+    pingpong_prints_results("ibv_srq_pingpong", "shm", &["-g", "0"], 21_012, "1000");
+}
+
+#[test]
+fn ibv_ud_pingpong_over_shm() {
+    pingpong_prints_results("ibv_ud_pingpong", "shm", &["-g", "0"], 21_013, "1000");
+}
+
+#[test]
+fn ibv_ud_pingpong_over_udp() {
+    // 200 exchanges: UD has no retransmission, and over udp a lost datagram leaves
+    // ibv_ud_pingpong waiting for ever (see docs/ibverbs.md, known limits).
+    pingpong_prints_results(
+        "ibv_ud_pingpong",
+        "udp",
+        &["-g", "0", "-n", "200"],
+        21_014,
+        "200",
+    );
+}
