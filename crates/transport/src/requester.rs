@@ -560,13 +560,20 @@ impl Requester {
                         // A sequence NAK for the PSN an RNR NAK refused, with no
                         // progress since, is the responder answering the packets sent
                         // after the refused one (rdma_rxe does; weft's responder drops
-                        // them silently) — during the RNR wait or, on a slow path,
-                        // after it. The resend from p is the RNR NAK's: nothing was
-                        // lost, so it costs no retry and no extra resend; should the
-                        // resend itself be lost, the ACK timeout recovers. (Counted
-                        // against retry_cnt, a multi-packet SEND that met RNR NAKs
-                        // failed with RetryExcErr though rnr_retry was 7, infinite.)
+                        // them silently). It costs no retry: counted against
+                        // retry_cnt, a multi-packet SEND that met RNR NAKs failed with
+                        // RetryExcErr though rnr_retry was 7, infinite.
+                        // - During the RNR wait it asks for nothing: the wait's end
+                        //   resends from p.
+                        // - After the wait it may also mean that resend was lost: go
+                        //   back to p once per RNR round (at worst one redundant
+                        //   resend when the NAK was only late), rather than wait for
+                        //   the ACK timeout, which may be infinite (timeout 0).
                         if self.rnr_refused == Some(p) {
+                            if self.rnr_until.is_none() {
+                                self.rnr_refused = None;
+                                self.go_back_once(p.min(self.una));
+                            }
                             return Ok(());
                         }
                         // IBTA Vol 1 §9.7: a NAK-sequence error counts against retry_cnt.

@@ -343,6 +343,57 @@ fn a_sequence_nak_for_the_psn_an_rnr_nak_refused_costs_no_retry() {
     assert_eq!(got[0].status, WcStatus::Success);
 }
 
+/// After an RNR wait, the resend of the refused PSN is lost and the responder answers
+/// the later packets with a sequence NAK for it: the requester resends at once (no
+/// retry charged), without waiting for the ACK timeout, which here is infinite.
+#[test]
+fn a_resend_lost_after_an_rnr_wait_is_resent_at_the_next_sequence_nak() {
+    let o = ConnectOptions {
+        retry_cnt: 1,
+        rnr_retry: 7,
+        timeout: 0,
+        ..ConnectOptions::default()
+    };
+    let (mut p, c) = setup(&o);
+    let (ra, _) = big_regions(&mut p, MEM);
+    p.a.post_send(c.qpn_a, send(5, vec![sge(&ra, ra.addr, 10)]))
+        .unwrap();
+    let from = Pair::path(Side::B, c.qpn_b);
+    let psn = Psn::new(o.psn_a);
+    let nak = |syndrome| {
+        let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_ACK, c.qpn_a, psn));
+        r.aeth = Some(AethRepr { syndrome, msn: 0 });
+        craft(&r, b"", &from)
+    };
+    let mut buf = vec![0u8; 8192];
+    p.a.poll_transmit(p.now, &mut buf).expect("A sends");
+    p.a.handle_packet(p.now, &from, &nak(Syndrome::RnrNak { timer: 1 }));
+    p.now = Instant(p.now.micros() + 20);
+    p.a.handle_timeout(p.now);
+    // The resend at the end of the wait leaves, and is lost.
+    let t =
+        p.a.poll_transmit(p.now, &mut buf)
+            .expect("A resends after the wait");
+    let sent = IbPacketRepr::parse(&IbPacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+    assert_eq!(sent.bth.psn, psn);
+    // B saw a later packet instead and asks for psn again: A resends now.
+    p.a.handle_packet(
+        p.now,
+        &from,
+        &nak(Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR)),
+    );
+    let t =
+        p.a.poll_transmit(p.now, &mut buf)
+            .expect("A resends at the sequence NAK, not at a timeout that never comes");
+    let sent = IbPacketRepr::parse(&IbPacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+    assert_eq!(sent.bth.psn, psn);
+    // No retry was charged: retry_cnt 1 still allows B's ACK to complete the SEND.
+    p.a.handle_packet(p.now, &from, &nak(Syndrome::Ack { credit_code: 31 }));
+    let got = completions(&mut p, Side::A);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].status, WcStatus::Success);
+}
+
 #[test]
 fn retry_exhaustion_on_a_dead_link() {
     let o = ConnectOptions {
