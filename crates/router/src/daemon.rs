@@ -108,7 +108,11 @@ fn run_router(
         let backend = p.backend()?;
         if !local(i) {
             // Another node's port: never sent on here. A MAC that is only a name, and
-            // no MTU limit (the owner applies its own).
+            // the interconnect's limit as its frame size: a larger packet gets its
+            // ICMP too-big (DF, IPv6) or is fragmented, unfinished, here; the owner
+            // applies its port's own MTU after. (Without a limit here a frame larger
+            // than an interconnect slot was a counted drop at the interconnect, a
+            // path-MTU black hole.)
             info.push((
                 [
                     0x02,
@@ -118,7 +122,7 @@ fn run_router(
                     plan.as_ref().map_or(0, |p| p.owner[i]),
                     i as u8,
                 ],
-                usize::from(u16::MAX) + 14,
+                crate::cluster::fabric::SLOT - crate::cluster::batch::HEADER_LEN,
             ));
             links.push(None);
             continue;

@@ -479,6 +479,78 @@ mod tests {
         f
     }
 
+    /// A UDP frame of `len` bytes (Ethernet header included) with DF as given.
+    fn udp_sized(from: usize, dst: Ipv4Addr, len: usize, dont_frag: bool) -> Vec<u8> {
+        let ip = Ipv4Repr {
+            src_addr: host_ip(from),
+            dst_addr: dst,
+            protocol: IpProtocol::UDP,
+            payload_len: len - 34,
+            ttl: 64,
+            dscp_ecn: 0,
+            ident: 7,
+            dont_frag,
+        };
+        let mut f = vec![0u8; len];
+        let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+        e.set_dst_addr(rmac(from));
+        e.set_src_addr(hmac(from));
+        e.set_tag_and_ethertype(None, EtherType::IPV4);
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut f[14..34]))
+            .expect("ip");
+        f[34..36].copy_from_slice(&5u16.to_be_bytes());
+        f[36..38].copy_from_slice(&9u16.to_be_bytes());
+        f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+        f
+    }
+
+    /// A packet larger than the far port's MTU (1000-byte frames there): without DF it
+    /// is fragmented on the ingress node and every fragment crosses unfinished, so the
+    /// TTL still drops once; with DF the sender gets "fragmentation needed" with that
+    /// MTU.
+    #[test]
+    fn a_packet_too_big_for_the_far_port_is_fragmented_once_or_refused() {
+        let mut c = cluster_with_frames(2, &[1, 2], Balance::Direct, 8, &[1514, 1000]);
+        assert!(c.hosts[0].send_bytes(&udp_sized(0, host_ip(1), 1400, false)));
+        let got = c.hosts[1].recv_bytes_timeout(2, Duration::from_secs(10));
+        let nonzero = |n: usize| -> Vec<(Counter, u64)> {
+            c.nodes[n]
+                .router()
+                .counters()
+                .into_iter()
+                .filter(|&(_, v)| v > 0)
+                .collect()
+        };
+        assert_eq!(
+            got.len(),
+            2,
+            "two fragments: {:?} {:?}",
+            nonzero(0),
+            nonzero(1)
+        );
+        let mut payload = 0;
+        for f in &got {
+            assert!(f.len() <= 1000);
+            let ip = Ipv4Packet::new_checked(&f[14..]).expect("ip");
+            assert_eq!(ip.ttl(), 63, "decremented once, fragments too");
+            assert!(ip.verify_checksum());
+            payload += usize::from(ip.total_len()) - 20;
+        }
+        assert_eq!(payload, 1400 - 34, "every byte arrived");
+        assert!(c.hosts[0].send_bytes(&udp_sized(0, host_ip(1), 1400, true)));
+        let back = c.hosts[0].recv_bytes_timeout(1, Duration::from_secs(5));
+        assert_eq!(back.len(), 1);
+        let ip = Ipv4Packet::new_checked(&back[0][14..]).expect("ip");
+        assert_eq!(ip.protocol(), IpProtocol::ICMP);
+        assert_eq!(
+            (ip.payload()[0], ip.payload()[1]),
+            (3, 4),
+            "fragmentation needed"
+        );
+        assert_eq!(u16::from_be_bytes([ip.payload()[6], ip.payload()[7]]), 986);
+        stop(c);
+    }
+
     fn arp_request(i: usize) -> Vec<u8> {
         let r = ArpRepr {
             operation: ArpOperation::REQUEST,
@@ -507,6 +579,17 @@ mod tests {
 
     /// `owner[i]`: the node (1-based) of port i; one host behind each port.
     fn cluster(nodes: u8, owner: &[u8], balance: Balance, batch: usize) -> Cluster {
+        cluster_with_frames(nodes, owner, balance, batch, &vec![1514; owner.len()])
+    }
+
+    /// [`cluster`] with each port's largest frame given.
+    fn cluster_with_frames(
+        nodes: u8,
+        owner: &[u8],
+        balance: Balance,
+        batch: usize,
+        max_frame: &[usize],
+    ) -> Cluster {
         let pool = BufferPool::new(8192, 2048);
         let specs: Vec<PortSpec> = (0..owner.len())
             .map(|i| PortSpec {
@@ -514,7 +597,7 @@ mod tests {
                 mac: rmac(i),
                 v4: vec![(Ipv4Addr::new(198, 18, i as u8 + 1, 1), 24)],
                 v6: vec![],
-                max_frame: 1514,
+                max_frame: max_frame[i],
             })
             .collect();
         let ids: Vec<u8> = (1..=nodes).collect();

@@ -77,7 +77,12 @@ impl Worker {
             }
             self.counters.inc(Counter::FragmentsCreated);
             if let Some(mut fw) = self.resolve_forward(nh, dst, f, true, now, out) {
-                self.router.finish(&mut fw.buf, fw.egress, fw.dst_mac);
+                // Another cluster node's port: its owner finishes the fragment (TTL
+                // and MAC), as it finishes every frame that crosses; finished here
+                // too, the TTL would drop twice.
+                if !self.router.is_remote(fw.egress) {
+                    self.router.finish(&mut fw.buf, fw.egress, fw.dst_mac);
+                }
                 out.push((fw.egress, fw.buf));
             }
             pos += n;
