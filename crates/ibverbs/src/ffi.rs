@@ -289,6 +289,17 @@ fn config() -> Result<DeviceConfig, c_int> {
             cfg.addr = Some(SocketAddr::new(ip, UDP_PORT));
         }
     }
+    match std::env::var(crate::ENV_ICRC_ANY_IPV4_ID).as_deref() {
+        Err(_) | Ok("") | Ok("0") => {}
+        Ok("1") => cfg.icrc_any_ipv4_id = true,
+        Ok(other) => {
+            eprintln!(
+                "weft: {}={other:?}: expected 0 or 1",
+                crate::ENV_ICRC_ANY_IPV4_ID
+            );
+            return Err(libc::EINVAL);
+        }
+    }
     Ok(cfg)
 }
 
