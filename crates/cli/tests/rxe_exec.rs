@@ -22,15 +22,13 @@
 //! checks every ICRC over the real IP and UDP headers — and must show packets from
 //! both ends and no bad ICRC.
 //!
-//! The default run (CI) is one boot at the ordinary NIC MTU 1500 over IPv4:
-//! `ibv_rc_pingpong`, `ib_send_bw` and `ib_write_lat` (`-m 1024`, see below), each in
-//! both directions. `WEFT_RXE_FULL=1` adds a boot at NIC MTU 9000 (path MTU 4096)
-//! with the default perftest flags and `-F`, more perftest programs and
-//! `ibv_rc_pingpong` over IPv6. `WEFT_RXE_CASE=exec-ci|exec-full` runs one boot.
-//!
-//! Why `-m 1024` at NIC MTU 1500: each perftest side takes its own port's active
-//! MTU unless told — rxe0's is 1024 there, weft0's 4096 — and nothing in perftest's
-//! exchange reconciles them.
+//! The default run (CI) is one boot at the ordinary NIC MTU 1500 over IPv4 (path
+//! MTU 1024): `ibv_rc_pingpong` and, with perftest's default flags, `ib_send_bw` and
+//! `ib_write_lat`, each in both directions (about 45 s). `WEFT_RXE_FULL=1` adds a
+//! boot at NIC MTU 9000 (path MTU 4096): `ibv_rc_pingpong` over IPv6, `ib_send_bw`
+//! and `ib_write_lat` with default flags and with `-F`, and `ib_send_lat`,
+//! `ib_write_bw`, `ib_read_bw`, `ib_read_lat`, `ib_atomic_lat`, each both ways
+//! (about two minutes). `WEFT_RXE_CASE=exec-ci|exec-full` runs one boot.
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -97,18 +95,8 @@ fn boots() -> Vec<Boot> {
         "ibv_rc_pingpong",
         &["-c", "-n", "100"],
     ));
-    ci.extend(both(
-        "send_bw_wc",
-        "send_bw_ws",
-        "ib_send_bw",
-        &["-m", "1024"],
-    ));
-    ci.extend(both(
-        "write_lat_wc",
-        "write_lat_ws",
-        "ib_write_lat",
-        &["-m", "1024"],
-    ));
+    ci.extend(both("send_bw_wc", "send_bw_ws", "ib_send_bw", &[]));
+    ci.extend(both("write_lat_wc", "write_lat_ws", "ib_write_lat", &[]));
     v.push(Boot {
         name: "exec-ci",
         nic_mtu: 1500,
@@ -527,7 +515,7 @@ fn weft_exec_runs_rdma_core_and_perftest_against_rdma_rxe() {
 #[test]
 fn the_guest_script_runs_every_step_with_the_right_gid() {
     let steps = [
-        step("a_wc", "ib_send_bw", &["-m", "1024"], false),
+        step("a_wc", "ib_send_bw", &["-F"], false),
         Step {
             v6: true,
             ..step("b_ws", "ibv_rc_pingpong", &["-n", "5"], true)
@@ -535,7 +523,7 @@ fn the_guest_script_runs_every_step_with_the_right_gid() {
     ];
     let s = guest_script(&steps);
     assert!(
-        s.contains("timeout 100 ib_send_bw -d rxe0 -x $g4 -m 1024 2>&1"),
+        s.contains("timeout 100 ib_send_bw -d rxe0 -x $g4 -F 2>&1"),
         "{s}"
     );
     assert!(
