@@ -23,7 +23,8 @@ pub struct Args {
     /// default): needed to hear Linux's rdma_rxe, which numbers its IPv4 packets while
     /// a UDP socket cannot see that number. A corrupted packet then passes the ICRC
     /// check with probability 2^-16 instead of 2^-32. Sets
-    /// `WEFT_IBVERBS_ICRC_ANY_IPV4_ID=1` for the library.
+    /// `WEFT_IBVERBS_ICRC_ANY_IPV4_ID=1` for the library (without it, `weft exec`
+    /// unsets that variable: the opt-in is this flag, never an inherited setting).
     #[arg(long)]
     pub icrc_any_ipv4_id: bool,
     /// The directory holding weft's libibverbs.so.1 (default: linked beside this
