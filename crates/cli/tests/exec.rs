@@ -48,3 +48,22 @@ fn ibv_devices_under_weft_exec_lists_weft0() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("weft0"), "{out:?}");
 }
+
+#[test]
+fn icrc_any_ipv4_id_is_an_explicit_opt_in() {
+    let show = "echo \"[${WEFT_IBVERBS_ICRC_ANY_IPV4_ID-unset}]\"";
+    let on = weft()
+        .args(["exec", "--icrc-any-ipv4-id", "--", "sh", "-c", show])
+        .output()
+        .unwrap();
+    assert!(on.status.success(), "{on:?}");
+    assert_eq!(String::from_utf8_lossy(&on.stdout).trim(), "[1]");
+    // Off by default, even when the caller's environment has it on.
+    let off = weft()
+        .args(["exec", "--", "sh", "-c", show])
+        .env("WEFT_IBVERBS_ICRC_ANY_IPV4_ID", "1")
+        .output()
+        .unwrap();
+    assert!(off.status.success(), "{off:?}");
+    assert_eq!(String::from_utf8_lossy(&off.stdout).trim(), "[unset]");
+}

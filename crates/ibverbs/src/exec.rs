@@ -19,6 +19,14 @@ pub struct Args {
     /// the process's own (127.a.b.c), so two programs on one host each own port 4791.
     #[arg(long)]
     pub addr: Option<std::net::IpAddr>,
+    /// Accept a received ICRC computed for any IPv4 identification (udp link; off by
+    /// default): needed to hear Linux's rdma_rxe, which numbers its IPv4 packets while
+    /// a UDP socket cannot see that number. A corrupted packet then passes the ICRC
+    /// check with probability 2^-16 instead of 2^-32. Sets
+    /// `WEFT_IBVERBS_ICRC_ANY_IPV4_ID=1` for the library (without it, `weft exec`
+    /// unsets that variable: the opt-in is this flag, never an inherited setting).
+    #[arg(long)]
+    pub icrc_any_ipv4_id: bool,
     /// The directory holding weft's libibverbs.so.1 (default: linked beside this
     /// `weft` binary, from the libweft_ibverbs.a cargo built with it).
     #[arg(long)]
@@ -57,6 +65,11 @@ pub fn run(args: Args) -> std::io::Result<()> {
         Some(a) => cmd.env(crate::ENV_ADDR, a.to_string()),
         None => cmd.env_remove(crate::ENV_ADDR),
     };
+    if args.icrc_any_ipv4_id {
+        cmd.env(crate::ENV_ICRC_ANY_IPV4_ID, "1");
+    } else {
+        cmd.env_remove(crate::ENV_ICRC_ANY_IPV4_ID);
+    }
     let e = cmd.exec();
     Err(std::io::Error::new(
         e.kind(),

@@ -49,7 +49,11 @@ const MAX_QP_WR: u32 = 16_384;
 const MAX_CQE: c_int = 65_536;
 const MAX_SGE: u32 = weft_transport::wr::MAX_SGE as u32;
 const MAX_INLINE: u32 = weft_verbs::MAX_INLINE as u32;
-const MAX_RD_ATOM: c_int = 16;
+/// READs and atomics outstanding per QP, each way. weft's transport counts them in a
+/// `u8` with no table behind it; 128 is rdma_rxe's figure, and perftest sets a QP's
+/// `max_rd_atomic` to the *peer's* announced `max_qp_rd_atom`, so a smaller one here
+/// made every perftest READ/atomic client against rxe fail at RTS with `EINVAL`.
+const MAX_RD_ATOM: c_int = 128;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -287,6 +291,17 @@ fn config() -> Result<DeviceConfig, c_int> {
                 libc::EINVAL
             })?;
             cfg.addr = Some(SocketAddr::new(ip, UDP_PORT));
+        }
+    }
+    match std::env::var(crate::ENV_ICRC_ANY_IPV4_ID).as_deref() {
+        Err(_) | Ok("") | Ok("0") => {}
+        Ok("1") => cfg.icrc_any_ipv4_id = true,
+        Ok(other) => {
+            eprintln!(
+                "weft: {}={other:?}: expected 0 or 1",
+                crate::ENV_ICRC_ANY_IPV4_ID
+            );
+            return Err(libc::EINVAL);
         }
     }
     Ok(cfg)

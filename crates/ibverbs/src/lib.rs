@@ -19,7 +19,9 @@
 //! the IPv4-mapped address of the context's link (`::ffff:127.a.b.c` by default, a
 //! loopback address of the process's own, so two processes on a host each own UDP
 //! port 4791). `WEFT_IBVERBS_LINK` (`udp`, default, or `shm`) and `WEFT_IBVERBS_ADDR`
-//! (an IP) choose the link and address.
+//! (an IP) choose the link and address; `WEFT_IBVERBS_ICRC_ANY_IPV4_ID=1` (off by
+//! default) accepts a received ICRC computed for any IPv4 identification, which
+//! talking to Linux's rdma_rxe over the udp link needs (see [`ENV_ICRC_ANY_IPV4_ID`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod abi;
@@ -31,5 +33,12 @@ pub mod package;
 pub const ENV_LINK: &str = "WEFT_IBVERBS_LINK";
 /// The environment variable naming the IP address a context binds (port 4791).
 pub const ENV_ADDR: &str = "WEFT_IBVERBS_ADDR";
+/// The environment variable that, set to `1`, turns on weft-verbs'
+/// `DeviceConfig::icrc_any_ipv4_id` for the udp link (unset, empty or `0`: off, the
+/// default). rdma_rxe numbers the IPv4 identification of its packets and covers it
+/// with the ICRC; a UDP socket cannot see that field, so without this weft drops
+/// every rxe packet as an ICRC error. The cost: a corrupted packet passes the ICRC
+/// check with probability 2^-16 instead of 2^-32. What weft sends is unchanged.
+pub const ENV_ICRC_ANY_IPV4_ID: &str = "WEFT_IBVERBS_ICRC_ANY_IPV4_ID";
 /// The device's name.
 pub const DEVICE_NAME: &str = "weft0";
