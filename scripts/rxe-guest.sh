@@ -61,6 +61,18 @@ recipe_hash() {
 	} | sha256sum | cut -c1-16
 }
 
+# Remove a build directory: first unmount anything a cut-off debootstrap left mounted
+# inside it (proc, sys, a bind-mounted dev), then delete without crossing into any
+# other file system.
+remove_build() {
+	local d=$1
+	[[ -e $d ]] || return 0
+	findmnt -rn -o TARGET | grep -F -- "$d/" | sort -r | while read -r m; do
+		umount -l "$m" || true
+	done
+	rm -rf --one-file-system "$d"
+}
+
 # Print the image directory, building it first when missing.
 image() {
 	local dir
@@ -72,12 +84,13 @@ image() {
 		flock -w 900 9 || { echo "rxe-guest: timed out waiting for another build" >&2; return 1; }
 		if [[ ! -f $dir/done ]]; then
 			echo "rxe-guest: building the guest image in $dir (2-3 minutes)" >&2
-			rm -rf "$dir"
+			remove_build "$dir"
 			mkdir -p "$dir"
 			build_image "$dir"
 			touch "$dir/done"
 			# Images of older recipes are not used again.
-			find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -path "$dir" -exec rm -rf {} +
+			find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -path "$dir" -print0 |
+				while IFS= read -r -d '' old; do remove_build "$old"; done
 		fi
 		exec 9>&-
 	fi
