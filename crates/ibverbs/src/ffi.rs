@@ -1038,7 +1038,10 @@ pub unsafe extern "C" fn ibv_create_cq(
 }
 
 /// `verbs_context::create_cq_ex` (`ibv_create_cq_ex`): the standard completion fields
-/// only (no timestamps, VLAN, flow tag or tag matching), no parent domain.
+/// only (no timestamps, VLAN, flow tag or tag matching), no parent domain, and of the
+/// creation flags only `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint). `flags` and
+/// `parent_domain` are read only when `comp_mask` says they are set; an unknown
+/// `comp_mask` bit is EINVAL.
 unsafe extern "C" fn create_cq_ex(
     c: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
@@ -1047,14 +1050,40 @@ unsafe extern "C" fn create_cq_ex(
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: a readable attribute.
-        let a = unsafe { &*attr };
-        if a.wc_flags & !IBV_WC_STANDARD_FLAGS != 0 || !a.parent_domain.is_null() {
+        // SAFETY: the fields before `comp_mask` are always set (the C contract).
+        let (cqe, cq_context, channel, vector, wc_flags, mask) = unsafe {
+            (
+                ptr::addr_of!((*attr).cqe).read(),
+                ptr::addr_of!((*attr).cq_context).read(),
+                ptr::addr_of!((*attr).channel).read(),
+                ptr::addr_of!((*attr).comp_vector).read(),
+                ptr::addr_of!((*attr).wc_flags).read(),
+                ptr::addr_of!((*attr).comp_mask).read(),
+            )
+        };
+        if mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
+            return Err(libc::EINVAL);
+        }
+        if wc_flags & !IBV_WC_STANDARD_FLAGS != 0 {
             return Err(libc::EOPNOTSUPP);
         }
-        let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
-        let vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
-        Ok(make_cq(c, cqe, a.cq_context, a.channel, vector)?.cast::<ibv_cq_ex>())
+        if mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+            // SAFETY: the mask says `flags` is set.
+            let flags = unsafe { ptr::addr_of!((*attr).flags).read() };
+            if flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+        }
+        if mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+            // SAFETY: the mask says `parent_domain` is set.
+            let pd = unsafe { ptr::addr_of!((*attr).parent_domain).read() };
+            if !pd.is_null() {
+                return Err(libc::EOPNOTSUPP);
+            }
+        }
+        let cqe = c_int::try_from(cqe).map_err(|_| libc::EINVAL)?;
+        let vector = c_int::try_from(vector).map_err(|_| libc::EINVAL)?;
+        Ok(make_cq(c, cqe, cq_context, channel, vector)?.cast::<ibv_cq_ex>())
     })
 }
 
@@ -1410,14 +1439,24 @@ fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
         max_sge: MAX_SGE as usize,
         max_inline_data: MAX_INLINE as usize,
     };
+    // Lock order (see `Srq`): CQs in address order, then the SRQ. Two threads
+    // creating QPs with swapped send and receive CQs take the same CQ first.
     let qp = {
-        let s = lock(&scq.st);
-        if ptr::eq(scq, rcq) {
-            pd.pd.create_qp(&s.cq, &s.cq, srq.map(|s| &s.srq), attr)
+        let (lo, hi) = if ptr::from_ref(scq) <= ptr::from_ref(rcq) {
+            (scq, rcq)
         } else {
-            let r = lock(&rcq.st);
-            pd.pd.create_qp(&s.cq, &r.cq, srq.map(|s| &s.srq), attr)
-        }
+            (rcq, scq)
+        };
+        let first = lock(&lo.st);
+        let second = (!ptr::eq(lo, hi)).then(|| lock(&hi.st));
+        let other = second.as_deref().unwrap_or(&first);
+        let (s, r) = if ptr::eq(lo, scq) {
+            (&*first, other)
+        } else {
+            (other, &*first)
+        };
+        let shared = srq.map(|s| lock(&s.srq));
+        pd.pd.create_qp(&s.cq, &r.cq, shared.as_deref(), attr)
     };
     let qp = qp.map_err(|e| errno_of(&e))?;
     // What the QP really has (rdma-core reports the actual capacities back).
@@ -1710,6 +1749,9 @@ unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, len: u
     unsafe {
         build_last(qp, |_, w| {
             w.sg_list = SgList::from(Sge { addr, len, lkey });
+            // Data by SGE is gathered from registered memory, not inline (the
+            // IBV_SEND_INLINE of `wr_flags` applies to `wr_set_inline_data*`).
+            w.inline = false;
             Ok(())
         })
     }
@@ -1720,6 +1762,7 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, n: usize, list: *const 
         let n = c_int::try_from(n).map_err(|_| libc::EINVAL)?;
         // SAFETY: the program's array of `n` SGEs.
         w.sg_list = unsafe { sg_list(list, n) }?;
+        w.inline = false; // as in `wr_set_sge`
         Ok(())
     };
     // SAFETY: forwarded contract.
@@ -2088,44 +2131,72 @@ unsafe fn sg_list(sg: *const ibv_sge, n: c_int) -> Result<SgList, c_int> {
 }
 
 /// # Safety
-/// `w` points to a readable `ibv_send_wr` whose pointers are the program's.
+/// `w` points to an `ibv_send_wr` whose pointers are the program's. Its common
+/// fields are initialised (the C contract); of the `wr` union and `imm_data` only
+/// what the opcode uses need be: each is read only in the arm of an opcode that
+/// uses it, by pointer, with no reference to the whole record.
 unsafe fn send_wr(q: &Qp, w: *const ibv_send_wr) -> Result<SendWr, c_int> {
-    // SAFETY: per the contract.
-    let w = unsafe { &*w };
-    let imm = Some(u32::from_be(w.imm_data));
-    // SAFETY: reading the union member the opcode names (all are plain data).
-    let (rdma, atomic, ud) = unsafe { (w.wr.rdma, w.wr.atomic, w.wr.ud) };
-    let remote = RemoteAddr {
-        addr: rdma.remote_addr,
-        rkey: rdma.rkey,
+    // SAFETY: `w` is valid for reads of an `ibv_send_wr`; the opcode is a common field.
+    let opcode = unsafe { ptr::addr_of!((*w).opcode).read() };
+    let imm = || {
+        // SAFETY: called only for the opcodes with immediate data, which set it.
+        Some(u32::from_be(unsafe { ptr::addr_of!((*w).imm_data).read() }))
     };
-    let op = match w.opcode {
+    let rdma = || {
+        // SAFETY: called only for RDMA opcodes, which set `wr.rdma`.
+        let r = unsafe { ptr::addr_of!((*w).wr.rdma).read() };
+        RemoteAddr {
+            addr: r.remote_addr,
+            rkey: r.rkey,
+        }
+    };
+    let atomic = || {
+        // SAFETY: called only for atomic opcodes, which set `wr.atomic`.
+        let a = unsafe { ptr::addr_of!((*w).wr.atomic).read() };
+        let remote = RemoteAddr {
+            addr: a.remote_addr,
+            rkey: a.rkey,
+        };
+        (remote, a.compare_add, a.swap)
+    };
+    let op = match opcode {
         IBV_WR_SEND => WrOp::Send { imm: None },
-        IBV_WR_SEND_WITH_IMM => WrOp::Send { imm },
-        IBV_WR_RDMA_WRITE => WrOp::Write { remote, imm: None },
-        IBV_WR_RDMA_WRITE_WITH_IMM => WrOp::Write { remote, imm },
-        IBV_WR_RDMA_READ => WrOp::Read { remote },
-        IBV_WR_ATOMIC_CMP_AND_SWP => WrOp::CompareSwap {
-            remote: RemoteAddr {
-                addr: atomic.remote_addr,
-                rkey: atomic.rkey,
-            },
-            compare: atomic.compare_add,
-            swap: atomic.swap,
+        IBV_WR_SEND_WITH_IMM => WrOp::Send { imm: imm() },
+        IBV_WR_RDMA_WRITE => WrOp::Write {
+            remote: rdma(),
+            imm: None,
         },
-        IBV_WR_ATOMIC_FETCH_AND_ADD => WrOp::FetchAdd {
-            remote: RemoteAddr {
-                addr: atomic.remote_addr,
-                rkey: atomic.rkey,
-            },
-            add: atomic.compare_add,
+        IBV_WR_RDMA_WRITE_WITH_IMM => WrOp::Write {
+            remote: rdma(),
+            imm: imm(),
         },
+        IBV_WR_RDMA_READ => WrOp::Read { remote: rdma() },
+        IBV_WR_ATOMIC_CMP_AND_SWP => {
+            let (remote, compare, swap) = atomic();
+            WrOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            }
+        }
+        IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            let (remote, add, _) = atomic();
+            WrOp::FetchAdd { remote, add }
+        }
         _ => return Err(libc::EINVAL),
     };
+    // SAFETY: common fields of the record (see above).
+    let (wr_id, sg, num_sge, f) = unsafe {
+        (
+            ptr::addr_of!((*w).wr_id).read(),
+            ptr::addr_of!((*w).sg_list).read(),
+            ptr::addr_of!((*w).num_sge).read(),
+            ptr::addr_of!((*w).send_flags).read(),
+        )
+    };
     // SAFETY: the program's SGE array of `num_sge` entries.
-    let sg = unsafe { sg_list(w.sg_list, w.num_sge) }?;
-    let mut wr = SendWr::new(w.wr_id, op, sg);
-    let f = w.send_flags;
+    let sg = unsafe { sg_list(sg, num_sge) }?;
+    let mut wr = SendWr::new(wr_id, op, sg);
     wr.signaled = q.sq_sig_all || f & IBV_SEND_SIGNALED != 0;
     wr.inline = f & IBV_SEND_INLINE != 0;
     wr.fence = f & IBV_SEND_FENCE != 0;
@@ -2140,11 +2211,98 @@ unsafe fn send_wr(q: &Qp, w: *const ibv_send_wr) -> Result<SendWr, c_int> {
         wr.sg_list = unsafe { bounce(q, &parts[..n]) }?;
     }
     if q.qp_type == QpType::Ud {
+        // SAFETY: the UD member, which a UD QP's requests fill (the C contract).
+        let ud = unsafe { ptr::addr_of!((*w).wr.ud).read() };
         // SAFETY: per the C API the UD member names an address handle.
         let ah = unsafe { obj::<Ah>(ud.ah.cast()) }?;
         wr.ud = Some(ah.ah.dest(ud.remote_qpn, ud.remote_qkey));
     }
     Ok(wr)
+}
+
+/// A C work-request list (`ibv_send_wr` or `ibv_recv_wr`): how to step to the next
+/// element.
+trait CList: Sized {
+    /// # Safety
+    /// `p` is a non-null element of the program's list.
+    unsafe fn next(p: *mut Self) -> *mut Self;
+}
+
+impl CList for ibv_send_wr {
+    unsafe fn next(p: *mut Self) -> *mut Self {
+        // SAFETY: per the contract.
+        unsafe { ptr::addr_of!((*p).next).read() }
+    }
+}
+
+impl CList for ibv_recv_wr {
+    unsafe fn next(p: *mut Self) -> *mut Self {
+        // SAFETY: per the contract.
+        unsafe { ptr::addr_of!((*p).next).read() }
+    }
+}
+
+/// Post the C list starting at `first` through `post` (weft-verbs' `post_send` or
+/// `post_recv`), converting each element with `convert` as weft-verbs takes it. On
+/// failure `*bad` names the request that failed, as providers do: the one at the
+/// index weft-verbs reports, else the last one taken (the first when weft-verbs
+/// refused before taking any, e.g. a QP in RESET or one attached to an SRQ).
+///
+/// # Safety
+/// `first` is the program's list (null-terminated); `bad` is null or writable.
+unsafe fn post_list<C: CList, W>(
+    first: *mut C,
+    bad: *mut *mut C,
+    mut convert: impl FnMut(*mut C) -> Result<W, c_int>,
+    post: impl FnOnce(&mut dyn Iterator<Item = W>) -> Result<(), Error>,
+) -> Result<(), c_int> {
+    let mut cur = first;
+    let mut last = first;
+    let mut convert_err = None;
+    let result = {
+        let mut wrs = std::iter::from_fn(|| {
+            if cur.is_null() || convert_err.is_some() {
+                return None;
+            }
+            last = cur;
+            match convert(cur) {
+                Ok(w) => {
+                    // SAFETY: `cur` is a non-null element of the program's list.
+                    cur = unsafe { C::next(cur) };
+                    Some(w)
+                }
+                Err(e) => {
+                    convert_err = Some(e);
+                    None
+                }
+            }
+        });
+        post(&mut wrs)
+    };
+    let e = match (&result, convert_err) {
+        (Ok(()), None) => return Ok(()),
+        (Err(e), _) => errno_of(e),
+        (Ok(()), Some(e)) => e,
+    };
+    if let Err(Error::PostList { index, .. }) = result {
+        // The element at `index`, if the list is that long.
+        let mut p = first;
+        for _ in 0..index {
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: a non-null element of the program's list.
+            p = unsafe { C::next(p) };
+        }
+        if !p.is_null() {
+            last = p;
+        }
+    }
+    if !bad.is_null() {
+        // SAFETY: the caller passes a writable pointer.
+        unsafe { *bad = last };
+    }
+    Err(e)
 }
 
 unsafe extern "C" fn post_send(
@@ -2158,53 +2316,21 @@ unsafe extern "C" fn post_send(
         if q.bounce.get().is_none() {
             // The first inline request gets the bounce region made here, outside
             // weft-verbs' `post_send` (see `ensure_bounce`).
-            let mut w = wr.cast_const();
+            let mut w = wr;
             while !w.is_null() {
                 // SAFETY: an element of the program's list.
-                let (flags, next) = unsafe { ((*w).send_flags, (*w).next) };
+                let flags = unsafe { ptr::addr_of!((*w).send_flags).read() };
                 if flags & IBV_SEND_INLINE != 0 {
                     // SAFETY: `q` is live.
                     unsafe { ensure_bounce(q) };
                     break;
                 }
-                w = next;
+                // SAFETY: as above.
+                w = unsafe { CList::next(w) };
             }
         }
-        let mut cur = wr;
-        let mut last = null_mut::<ibv_send_wr>();
-        let mut convert_err = None;
-        let result = {
-            let wrs = std::iter::from_fn(|| {
-                if cur.is_null() || convert_err.is_some() {
-                    return None;
-                }
-                last = cur;
-                // SAFETY: `cur` is an element of the program's list.
-                match unsafe { send_wr(q, cur) } {
-                    Ok(w) => {
-                        // SAFETY: as above.
-                        cur = unsafe { (*cur).next };
-                        Some(w)
-                    }
-                    Err(e) => {
-                        convert_err = Some(e);
-                        None
-                    }
-                }
-            });
-            lock(&q.st).post_send(wrs)
-        };
-        let e = match (result, convert_err) {
-            (Ok(()), None) => return Ok(()),
-            (Err(e), _) => errno_of(&e),
-            (Ok(()), Some(e)) => e,
-        };
-        if !bad.is_null() {
-            // SAFETY: the caller passes a writable pointer; the refused request is the
-            // last one taken from the list (posting stops at the first refusal).
-            unsafe { *bad = last };
-        }
-        Err(e)
+        // SAFETY: the program's list; each element is converted as it is taken.
+        unsafe { post_list(wr, bad, |w| send_wr(q, w), |wrs| lock(&q.st).post_send(wrs)) }
     })
 }
 
@@ -2217,41 +2343,20 @@ unsafe fn post_recv_list(
     bad: *mut *mut ibv_recv_wr,
     post: impl FnOnce(&mut dyn Iterator<Item = RecvWr>) -> Result<(), Error>,
 ) -> Result<(), c_int> {
-    let mut cur = wr;
-    let mut last = null_mut::<ibv_recv_wr>();
-    let mut convert_err = None;
-    let result = {
-        let mut wrs = std::iter::from_fn(|| {
-            if cur.is_null() || convert_err.is_some() {
-                return None;
-            }
-            last = cur;
-            // SAFETY: `cur` is an element of the program's list.
-            let w = unsafe { &*cur };
-            // SAFETY: its SGE array.
-            match unsafe { sg_list(w.sg_list, w.num_sge) } {
-                Ok(sg) => {
-                    cur = w.next;
-                    Some(RecvWr::new(w.wr_id, sg))
-                }
-                Err(e) => {
-                    convert_err = Some(e);
-                    None
-                }
-            }
-        });
-        post(&mut wrs)
+    let convert = |p: *mut ibv_recv_wr| {
+        // SAFETY: an element of the program's list.
+        let (id, sg, n) = unsafe {
+            (
+                ptr::addr_of!((*p).wr_id).read(),
+                ptr::addr_of!((*p).sg_list).read(),
+                ptr::addr_of!((*p).num_sge).read(),
+            )
+        };
+        // SAFETY: its SGE array.
+        Ok(RecvWr::new(id, unsafe { sg_list(sg, n) }?))
     };
-    let e = match (result, convert_err) {
-        (Ok(()), None) => return Ok(()),
-        (Err(e), _) => errno_of(&e),
-        (Ok(()), Some(e)) => e,
-    };
-    if !bad.is_null() {
-        // SAFETY: the caller passes a writable pointer.
-        unsafe { *bad = last };
-    }
-    Err(e)
+    // SAFETY: forwarded contract.
+    unsafe { post_list(wr, bad, convert, post) }
 }
 
 unsafe extern "C" fn post_recv(
@@ -2274,15 +2379,16 @@ unsafe extern "C" fn post_recv(
 struct Srq {
     c: ibv_srq,
     magic: u64,
-    srq: SharedReceiveQueue,
-    st: Mutex<()>,
+    /// Taken by `post_srq_recv` (one producer at a time) and by `make_qp` after the
+    /// QP's CQ locks (lock order: CQs in address order, then the SRQ).
+    srq: Mutex<SharedReceiveQueue>,
     pd: *const Pd,
     users: AtomicU32,
     attr: ibv_srq_attr,
 }
 
-// SAFETY: posting goes through `st` (one producer at a time); `pd` is only used for
-// its atomic counter, and the PD outlives the SRQ.
+// SAFETY: the queue is behind a mutex; `pd` is only used for its atomic counter, and
+// the PD outlives the SRQ.
 unsafe impl Sync for Srq {}
 
 #[no_mangle]
@@ -2317,8 +2423,7 @@ pub unsafe extern "C" fn ibv_create_srq(
                 events_completed: 0,
             },
             magic: MAGIC_SRQ,
-            srq,
-            st: Mutex::new(()),
+            srq: Mutex::new(srq),
             pd: ptr::from_ref(pd),
             users: AtomicU32::new(0),
             attr: ia.attr,
@@ -2376,11 +2481,9 @@ unsafe extern "C" fn post_srq_recv(
     errno_call(|| {
         // SAFETY: per the C API.
         let srq = unsafe { obj::<Srq>(s.cast()) }?;
-        let _one = lock(&srq.st);
-        let p = ptr::from_ref(&srq.srq).cast_mut();
-        // SAFETY: `st` is held, so this thread is the only producer of the SRQ's ring
-        // (the `&mut` the weft-verbs API asks for is exclusive for the call).
-        unsafe { post_recv_list(wr, bad, |wrs| (*p).post_recv(wrs)) }
+        let mut q = lock(&srq.srq);
+        // SAFETY: the program's list.
+        unsafe { post_recv_list(wr, bad, |wrs| q.post_recv(wrs)) }
     })
 }
 
@@ -2782,12 +2885,9 @@ macro_rules! nothing {
 unsupported_int!(
     ibv_attach_mcast,
     ibv_detach_mcast,
-    ibv_rereg_mr,
     ibv_query_ece,
     ibv_set_ece,
     ibv_resolve_eth_l2_from_gid,
-    ibv_read_sysfs_file,
-    ibv_read_ibdev_sysfs_file,
     execute_ioctl,
     ibv_cmd_advise_mr,
     ibv_cmd_alloc_dm,
@@ -2853,6 +2953,20 @@ unsupported_int!(
     ibv_unimport_mr,
     ibv_unimport_dm,
 );
+
+/// Entry points whose contract is 0 or a negative value: -1 (for `ibv_rereg_mr`,
+/// `IBV_REREG_MR_ERR_INPUT`) with errno `EOPNOTSUPP`.
+macro_rules! unsupported_neg {
+    ($($name:ident),* $(,)?) => {$(
+        #[no_mangle]
+        pub extern "C" fn $name() -> c_int {
+            set_errno(libc::EOPNOTSUPP);
+            -1
+        }
+    )*};
+}
+
+unsupported_neg!(ibv_rereg_mr, ibv_read_sysfs_file, ibv_read_ibdev_sysfs_file);
 
 unsupported_ptr!(
     ibv_import_device,

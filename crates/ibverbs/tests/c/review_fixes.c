@@ -1,0 +1,189 @@
+/* weft-ibverbs: checks for review findings, each failing without its fix.
+ * Compiled against the installed verbs.h and linked against weft's libibverbs.so.1
+ * by tests/c_api.rs. Prints "ok" and exits 0, or names the first failed check and
+ * exits 1; alarm() bounds the whole run (a deadlock dies of SIGALRM). */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CHECK(cond, ...)                                                    \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                       \
+			fprintf(stderr, "\n");                              \
+			exit(1);                                            \
+		}                                                           \
+	} while (0)
+
+#define ROUNDS 300
+
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_cq *cq1, *cq2;
+
+/* Create and destroy QPs whose send and receive CQs are (cq1, cq2) in one thread and
+ * (cq2, cq1) in the other: taking the CQ locks in argument order deadlocks. */
+static void *swapped(void *arg)
+{
+	int flip = (int)(uintptr_t)arg;
+	for (int i = 0; i < ROUNDS; i++) {
+		struct ibv_qp_init_attr ia = {
+			.send_cq = flip ? cq2 : cq1, .recv_cq = flip ? cq1 : cq2,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.qp_type = IBV_QPT_RC,
+		};
+		struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+		CHECK(qp, "create_qp (swapped CQs): %s", strerror(errno));
+		CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	alarm(60);
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	CHECK(list && n == 1, "one device");
+	ctx = ibv_open_device(list[0]);
+	CHECK(ctx, "open_device: %s", strerror(errno));
+	pd = ibv_alloc_pd(ctx);
+	CHECK(pd, "alloc_pd");
+	cq1 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	cq2 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(cq1 && cq2, "create_cq");
+	char *buf = calloc(1, 4096);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr, "reg_mr");
+
+	/* 1: QPs with swapped CQs from two threads at once. */
+	{
+		pthread_t t[2];
+		for (uintptr_t i = 0; i < 2; i++)
+			CHECK(pthread_create(&t[i], NULL, swapped, (void *)i) == 0, "thread");
+		for (int i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+	}
+
+	/* 2: a refused receive list names its first request in bad_wr. */
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq1, .recv_cq = cq1,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
+	CHECK(qp, "create_qp");
+	{
+		struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
+		struct ibv_recv_wr w2 = { .wr_id = 2, .sg_list = &sge, .num_sge = 1 };
+		struct ibv_recv_wr w1 = { .wr_id = 1, .next = &w2, .sg_list = &sge,
+					  .num_sge = 1 };
+		struct ibv_recv_wr *bad = NULL;
+		CHECK(ibv_post_recv(qp, &w1, &bad) == EINVAL && bad == &w1,
+		      "post_recv in RESET: EINVAL and bad_wr = first (got %p, want %p)",
+		      (void *)bad, (void *)&w1);
+	}
+	/* 2 and 8: a QP on an SRQ refuses its own receives (bad_wr set); the SRQ takes
+	 * them. */
+	{
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+		struct ibv_srq *srq = ibv_create_srq(pd, &sa);
+		CHECK(srq, "create_srq: %s", strerror(errno));
+		struct ibv_qp_init_attr sia = ia;
+		sia.srq = srq;
+		struct ibv_qp *sqp = ibv_create_qp(pd, &sia);
+		CHECK(sqp, "create_qp on an SRQ: %s", strerror(errno));
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+					 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+		CHECK(ibv_modify_qp(sqp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0, "INIT");
+		struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
+		struct ibv_recv_wr w = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 };
+		struct ibv_recv_wr *bad = NULL;
+		CHECK(ibv_post_recv(sqp, &w, &bad) != 0 && bad == &w,
+		      "post_recv on a QP with an SRQ: error and bad_wr");
+		for (int i = 0; i < 8; i++) {
+			bad = NULL;
+			CHECK(ibv_post_srq_recv(srq, &w, &bad) == 0, "post_srq_recv %d", i);
+		}
+		CHECK(ibv_destroy_qp(sqp) == 0, "destroy_qp");
+		CHECK(ibv_destroy_srq(srq) == 0, "destroy_srq");
+	}
+
+	/* 4: comp_mask decides what create_cq_ex reads. */
+	{
+		struct ibv_cq_init_attr_ex ca;
+		memset(&ca, 0xa5, sizeof ca); /* flags and parent_domain: garbage */
+		ca.cqe = 8;
+		ca.cq_context = NULL;
+		ca.channel = NULL;
+		ca.comp_vector = 0;
+		ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+		ca.comp_mask = 0;
+		struct ibv_cq_ex *cx = ibv_create_cq_ex(ctx, &ca);
+		CHECK(cx, "create_cq_ex, comp_mask 0, garbage flags/parent_domain: %s",
+		      strerror(errno));
+		CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cx)) == 0, "destroy_cq");
+		ca.comp_mask = 1u << 20;
+		CHECK(!ibv_create_cq_ex(ctx, &ca) && errno == EINVAL,
+		      "unknown comp_mask bit: EINVAL, got %d", errno);
+		ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+		ca.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+		cx = ibv_create_cq_ex(ctx, &ca);
+		CHECK(cx, "create_cq_ex, SINGLE_THREADED: %s", strerror(errno));
+		CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cx)) == 0, "destroy_cq");
+	}
+
+	/* 5: ibv_rereg_mr answers 0 or a negative ibv_rereg_mr_err_code. */
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_LOCAL_WRITE) == IBV_REREG_MR_ERR_INPUT &&
+		      errno == EOPNOTSUPP,
+	      "rereg_mr: IBV_REREG_MR_ERR_INPUT, errno EOPNOTSUPP (errno %d)", errno);
+
+	/* 6: IBV_SEND_INLINE in wr_flags does not make SGE data inline: 65 such requests
+	 * (more than the inline bounce slots) reach the QP, which refuses them for its
+	 * state (EINVAL in RESET), not for inline space (ENOMEM). */
+	{
+		struct ibv_qp_init_attr_ex qa = {
+			.send_cq = cq1, .recv_cq = cq1,
+			.cap = { .max_send_wr = 128, .max_recv_wr = 1,
+				 .max_send_sge = 1, .max_recv_sge = 1 },
+			.qp_type = IBV_QPT_RC,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.pd = pd,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND,
+		};
+		struct ibv_qp *xq = ibv_create_qp_ex(ctx, &qa);
+		CHECK(xq, "create_qp_ex: %s", strerror(errno));
+		struct ibv_qp_ex *x = ibv_qp_to_qp_ex(xq);
+		ibv_wr_start(x);
+		for (int i = 0; i < 65; i++) {
+			x->wr_id = i;
+			x->wr_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+			ibv_wr_send(x);
+			ibv_wr_set_sge(x, mr->lkey, (uintptr_t)buf, 8);
+		}
+		int r = ibv_wr_complete(x);
+		CHECK(r == EINVAL, "wr_complete of 65 SGE sends in RESET: EINVAL, got %d", r);
+		CHECK(ibv_destroy_qp(xq) == 0, "destroy_qp");
+	}
+
+	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
+	CHECK(ibv_destroy_cq(cq1) == 0 && ibv_destroy_cq(cq2) == 0, "destroy_cq");
+	CHECK(ibv_dereg_mr(mr) == 0, "dereg_mr");
+	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd");
+	CHECK(ibv_close_device(ctx) == 0, "close_device");
+	ibv_free_device_list(list);
+	free(buf);
+	printf("ok: review fixes\n");
+	return 0;
+}
