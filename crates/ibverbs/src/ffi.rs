@@ -4,8 +4,11 @@
 //! Each C object weft hands out is the first field of a `#[repr(C)]` Rust object
 //! (`Ctx`, `Pd`, `Mr`, `Cq`, `Channel`, `Qp`, `Srq`, `Ah`), so the C pointer is also a
 //! pointer to the Rust object; a tag after the C part (`MAGIC_*`) is checked before a
-//! handle is trusted, so a foreign or freed handle gets `EINVAL` rather than a wild
-//! read (as far as the tag can tell: a C program can always corrupt its own memory).
+//! handle is trusted, so a null handle or one pointing at readable memory that is not
+//! such an object gets `EINVAL`. A freed handle is outside that: the tag is cleared
+//! before an object is freed, which catches many uses after destroy, but reading the
+//! tag of freed memory is itself undefined and reused memory may hold anything; as
+//! in rdma-core, using a destroyed handle is the program's bug.
 //! Each entry point runs its body under [`guard`], which catches a panic and answers
 //! with an errno: nothing unwinds into C.
 //!
@@ -22,7 +25,7 @@ use std::mem::{offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, null_mut};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 use weft_transport::{
@@ -108,11 +111,18 @@ fn errno_of(e: &Error) -> c_int {
     }
 }
 
-/// Borrow the Rust object behind a C handle after checking it is one weft made.
+/// Borrow the Rust object behind a C handle after checking its tag.
+///
+/// What is checked: `p` is not null, and the `u64` at the tag's offset equals
+/// `T::MAGIC`. That rejects foreign memory that happens not to hold the tag; it does
+/// not prove `p` is live: a freed object's tag is cleared before the free, but freed
+/// or reused memory is outside this function's contract, not something it detects.
 ///
 /// # Safety
-/// `p` is null or points to memory the caller may read at least `size_of::<T>()` of;
-/// a handle weft returned and has not freed is such memory.
+/// `p` is null or points to memory the caller may read at least `size_of::<T>()` of
+/// (a handle weft returned and has not freed is such memory), and memory at `p` that
+/// holds `T::MAGIC` at the tag's offset is a live `T` weft allocated (true of live
+/// handles; a C program that forges the tag or uses a destroyed handle breaks it).
 unsafe fn obj<'a, T: Tagged>(p: *const c_void) -> Result<&'a T, c_int> {
     if p.is_null() {
         return Err(libc::EINVAL);
@@ -124,8 +134,8 @@ unsafe fn obj<'a, T: Tagged>(p: *const c_void) -> Result<&'a T, c_int> {
     if unsafe { tag.read_unaligned() } != T::MAGIC {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the tag says this is a live `T` weft allocated (tags are cleared before
-    // an object is freed).
+    // SAFETY: per the contract, readable memory with the tag is a live `T` weft
+    // allocated; the tag only tells weft's objects from other memory.
     Ok(unsafe { &*t })
 }
 
@@ -950,6 +960,9 @@ struct Cq {
     id: u32,
     chan: *const Channel,
     users: AtomicU32,
+    /// Events `ibv_get_cq_event` returned for this CQ (changed under the channel's
+    /// `cqs` lock); `ibv_destroy_cq` refuses while some are not acknowledged.
+    delivered: AtomicU64,
 }
 
 // SAFETY: `chan` is only read to reach the channel's own mutex-protected map.
@@ -1018,6 +1031,7 @@ fn make_cq(
         id,
         chan: chan.map_or(ptr::null(), ptr::from_ref),
         users: AtomicU32::new(0),
+        delivered: AtomicU64::new(0),
     });
     let p = Box::into_raw(b);
     if let Some(ch) = chan {
@@ -1186,7 +1200,13 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         }
         if !q.chan.is_null() {
             // SAFETY: a channel outlives its CQs (destroy refuses while it has some).
-            lock(unsafe { &(*q.chan).cqs }).remove(&q.id);
+            let mut cqs = lock(unsafe { &(*q.chan).cqs });
+            // Under the map lock no event of this CQ is being delivered. rdma-core
+            // waits here until every event is acknowledged; weft answers EBUSY.
+            if lock(&q.st).cq.events_acked() < q.delivered.load(Ordering::Acquire) {
+                return Err(libc::EBUSY);
+            }
+            cqs.remove(&q.id);
         }
         // SAFETY: the context the CQ was made from.
         unsafe { release_ctx(q.c.cq.context) };
@@ -1309,14 +1329,14 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         // SAFETY: fcntl on the channel's own descriptor.
         let fl = unsafe { libc::fcntl(chan.c.fd, libc::F_GETFL) };
         let nonblocking = fl >= 0 && fl & libc::O_NONBLOCK != 0;
-        let id = loop {
+        loop {
             let wait = if nonblocking {
                 Duration::ZERO
             } else {
                 Duration::from_secs(3600)
             };
-            match chan.ch.get_cq_event(wait) {
-                Ok(id) => break id,
+            let id = match chan.ch.get_cq_event(wait) {
+                Ok(id) => id,
                 Err(Error::Timeout) if !nonblocking => continue,
                 Err(Error::Timeout) => {
                     set_errno(libc::EAGAIN);
@@ -1326,20 +1346,23 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                     set_errno(errno_of(&e));
                     return -1;
                 }
+            };
+            let cqs = lock(&chan.cqs);
+            let Some(&p) = cqs.get(&id) else {
+                // The CQ was destroyed after its event fired: not an event to
+                // report; wait for the next one.
+                continue;
+            };
+            let p = p as *const Cq;
+            // SAFETY: `p` is in the map and the map lock is held, so the CQ is live
+            // (destroy removes it under this lock); `cq_out`/`ctx_out` are writable.
+            unsafe {
+                (*p).delivered.fetch_add(1, Ordering::AcqRel);
+                *cq_out = p.cast_mut().cast();
+                *ctx_out = (*p).c.cq.cq_context;
             }
-        };
-        let Some(&p) = lock(&chan.cqs).get(&id) else {
-            // The CQ was destroyed after its event fired.
-            set_errno(libc::EAGAIN);
-            return -1;
-        };
-        let p = p as *mut Cq;
-        // SAFETY: `p` is in the map, so the CQ is live; `cq_out`/`ctx_out` writable.
-        unsafe {
-            *cq_out = p.cast();
-            *ctx_out = (*p).c.cq.cq_context;
+            return 0;
         }
-        0
     })
 }
 

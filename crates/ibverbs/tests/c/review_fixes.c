@@ -46,6 +46,102 @@ static void *swapped(void *arg)
 	return NULL;
 }
 
+static union ibv_gid gid;
+
+/* RESET -> INIT -> RTR -> RTS towards `peer` (a QP of this context). */
+static void connect_qp(struct ibv_qp *qp, struct ibv_qp *peer)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			    IBV_QP_ACCESS_FLAGS) == 0, "INIT");
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = peer->qp_num;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			    IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			    IBV_QP_MIN_RNR_TIMER) == 0, "RTR");
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0,
+	      "RTS");
+}
+
+static void send_one(struct ibv_qp *qp, struct ibv_mr *mr, char *buf)
+{
+	struct ibv_sge sge = { (uintptr_t)buf, 64, mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	CHECK(ibv_post_send(qp, &wr, &bad) == 0, "post_send");
+}
+
+/* 7: an event of a CQ destroyed before it was read is skipped (a blocking
+ * ibv_get_cq_event waits for the next one), and a CQ whose events are not all
+ * acknowledged is not destroyed (EBUSY). */
+static void channel_events(struct ibv_mr *mr, char *buf)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	CHECK(ch, "create_comp_channel: %s", strerror(errno));
+	struct ibv_cq *x = ibv_create_cq(ctx, 8, (void *)0x11, ch, 0);
+	struct ibv_cq *y = ibv_create_cq(ctx, 8, (void *)0x22, ch, 0);
+	CHECK(x && y, "create_cq on a channel");
+	struct ibv_qp_init_attr ia = {
+		.send_cq = x, .recv_cq = cq1,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp *a = ibv_create_qp(pd, &ia);
+	ia.send_cq = cq2;
+	ia.recv_cq = y;
+	struct ibv_qp *b = ibv_create_qp(pd, &ia);
+	CHECK(a && b, "create_qp");
+	connect_qp(a, b);
+	connect_qp(b, a);
+	for (int i = 0; i < 2; i++) {
+		struct ibv_sge sge = { (uintptr_t)(buf + 1024 + 64 * i), 64, mr->lkey };
+		struct ibv_recv_wr w = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+		CHECK(ibv_post_recv(b, &w, &bad) == 0, "post_recv");
+	}
+	/* X's event first (Y unarmed), then Y's (X no longer armed). */
+	CHECK(ibv_req_notify_cq(x, 0) == 0, "arm x");
+	send_one(a, mr, buf);
+	struct ibv_wc wc;
+	int k;
+	while ((k = ibv_poll_cq(x, 1, &wc)) == 0)
+		;
+	CHECK(k == 1 && wc.status == IBV_WC_SUCCESS, "send completion");
+	while ((k = ibv_poll_cq(y, 1, &wc)) == 0)
+		;
+	CHECK(k == 1 && wc.status == IBV_WC_SUCCESS, "recv completion");
+	CHECK(ibv_req_notify_cq(y, 0) == 0, "arm y");
+	send_one(a, mr, buf);
+	CHECK(ibv_destroy_qp(a) == 0, "destroy_qp a");
+	CHECK(ibv_destroy_cq(x) == 0, "destroy x, its event not read");
+	struct ibv_cq *got = NULL;
+	void *got_ctx = NULL;
+	CHECK(ibv_get_cq_event(ch, &got, &got_ctx) == 0,
+	      "get_cq_event skips the destroyed CQ's event (errno %d)", errno);
+	CHECK(got == y && got_ctx == (void *)0x22, "the event is y's");
+	CHECK(ibv_destroy_qp(b) == 0, "destroy_qp b");
+	CHECK(ibv_destroy_cq(y) == EBUSY, "destroy_cq with an unacknowledged event: EBUSY");
+	ibv_ack_cq_events(y, 1);
+	CHECK(ibv_destroy_cq(y) == 0, "destroy_cq once acknowledged");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
+}
+
 int main(void)
 {
 	alarm(60);
@@ -62,6 +158,9 @@ int main(void)
 	char *buf = calloc(1, 4096);
 	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	CHECK(mr, "reg_mr");
+
+	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "query_gid");
+	channel_events(mr, buf);
 
 	/* 1: QPs with swapped CQs from two threads at once. */
 	{
