@@ -26,7 +26,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 use weft_transport::{
     Access, Completion, Mtu, QpAttr, QpState, QpType, RecvWr, RemoteAddr, SendWr, SgList, Sge,
@@ -137,6 +138,36 @@ unsafe fn obj<'a, T: Tagged>(p: *const c_void) -> Result<&'a T, c_int> {
     // SAFETY: per the contract, readable memory with the tag is a live `T` weft
     // allocated; the tag only tells weft's objects from other memory.
     Ok(unsafe { &*t })
+}
+
+/// A lock held across C calls: from `ibv_wr_start` to `ibv_wr_complete`/`abort` on a
+/// QP, from `ibv_start_poll` to `ibv_end_poll` on a CQ (as mlx5 holds its SQ or CQ
+/// lock), so one thread at a time builds a batch or walks the completions. Released
+/// only by the thread that holds it.
+#[derive(Default)]
+struct Owner {
+    held: Mutex<Option<ThreadId>>,
+    free: Condvar,
+}
+
+impl Owner {
+    fn acquire(&self) {
+        let me = std::thread::current().id();
+        let mut h = lock(&self.held);
+        while h.is_some() {
+            h = self.free.wait(h).unwrap_or_else(PoisonError::into_inner);
+        }
+        *h = Some(me);
+    }
+
+    fn release(&self) {
+        let me = std::thread::current().id();
+        let mut h = lock(&self.held);
+        if *h == Some(me) {
+            *h = None;
+            self.free.notify_one();
+        }
+    }
 }
 
 trait Tagged {
@@ -960,6 +991,8 @@ struct Cq {
     id: u32,
     chan: *const Channel,
     users: AtomicU32,
+    /// Held from `ibv_start_poll` to `ibv_end_poll`.
+    polling: Owner,
     /// Events `ibv_get_cq_event` returned for this CQ (changed under the channel's
     /// `cqs` lock); `ibv_destroy_cq` refuses while some are not acknowledged.
     delivered: AtomicU64,
@@ -1031,6 +1064,7 @@ fn make_cq(
         id,
         chan: chan.map_or(ptr::null(), ptr::from_ref),
         users: AtomicU32::new(0),
+        polling: Owner::default(),
         delivered: AtomicU64::new(0),
     });
     let p = Box::into_raw(b);
@@ -1135,8 +1169,20 @@ unsafe fn cq_advance(cq: *mut ibv_cq_ex) -> c_int {
 
 unsafe extern "C" fn cq_start_poll(cq: *mut ibv_cq_ex, attr: *mut c_void) -> c_int {
     let _ = attr; // comp_mask must be 0; nothing in it weft reads
-                  // SAFETY: forwarded contract.
-    unsafe { cq_advance(cq) }
+    guard(libc::EIO, || {
+        // SAFETY: per the C API.
+        let Ok(q) = (unsafe { obj::<Cq>(cq.cast()) }) else {
+            return libc::EINVAL;
+        };
+        q.polling.acquire();
+        // SAFETY: forwarded contract.
+        let r = unsafe { cq_advance(cq) };
+        if r != 0 {
+            // No completion: the program must not call `ibv_end_poll` (verbs.h).
+            q.polling.release();
+        }
+        r
+    })
 }
 
 unsafe extern "C" fn cq_next_poll(cq: *mut ibv_cq_ex) -> c_int {
@@ -1149,6 +1195,7 @@ unsafe extern "C" fn cq_end_poll(cq: *mut ibv_cq_ex) {
         // SAFETY: per the C API.
         if let Ok(q) = unsafe { obj::<Cq>(cq.cast()) } {
             lock(&q.st).cur = None;
+            q.polling.release();
         }
     })
 }
@@ -1401,6 +1448,8 @@ struct Qp {
     magic: u64,
     st: Mutex<QueuePair>,
     building: Mutex<Building>,
+    /// Held from `ibv_wr_start` to `ibv_wr_complete` or `ibv_wr_abort`.
+    builder: Owner,
     bounce: OnceLock<Mutex<Bounce>>,
     qp_type: QpType,
     sq_sig_all: bool,
@@ -1542,6 +1591,7 @@ fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
         ctx: pd.pd.context().clone(),
         st: Mutex::new(qp),
         building: Mutex::new(Building::default()),
+        builder: Owner::default(),
         bounce: OnceLock::new(),
         qp_type,
         sq_sig_all: ia.sq_sig_all != 0,
@@ -1684,14 +1734,20 @@ unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
     guard((), || {
         // SAFETY: per the C API.
         if let Ok(q) = unsafe { obj::<Qp>(qp.cast()) } {
+            q.builder.acquire();
             *lock(&q.building) = Building::default();
         }
     })
 }
 
 unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
-    // SAFETY: forwarded contract.
-    unsafe { wr_start(qp) }
+    guard((), || {
+        // SAFETY: per the C API.
+        if let Ok(q) = unsafe { obj::<Qp>(qp.cast()) } {
+            *lock(&q.building) = Building::default();
+            q.builder.release();
+        }
+    })
 }
 
 unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
@@ -1699,14 +1755,20 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         // SAFETY: per the C API.
         let q = unsafe { obj::<Qp>(qp.cast()) }?;
         let b = std::mem::take(&mut *lock(&q.building));
-        if let Some(e) = b.error {
-            return Err(e);
-        }
-        if b.wrs.iter().filter(|w| w.inline).count() > BOUNCE_SLOTS {
-            // Their bounce slots were reused before the batch could be gathered.
-            return Err(libc::ENOMEM);
-        }
-        lock(&q.st).post_send(b.wrs).map_err(|e| errno_of(&e))
+        let post = || {
+            if let Some(e) = b.error {
+                return Err(e);
+            }
+            if b.wrs.iter().filter(|w| w.inline).count() > BOUNCE_SLOTS {
+                // Their bounce slots were reused before the batch could be gathered.
+                return Err(libc::ENOMEM);
+            }
+            lock(&q.st).post_send(b.wrs).map_err(|e| errno_of(&e))
+        };
+        let r = post();
+        // Posted (its inline bytes gathered): another thread may build the next batch.
+        q.builder.release();
+        r
     })
 }
 

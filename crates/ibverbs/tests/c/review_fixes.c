@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHECK(cond, ...)                                                    \
@@ -142,6 +144,95 @@ static void channel_events(struct ibv_mr *mr, char *buf)
 	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
 }
 
+#define BUILDERS 4
+#define BATCHES 200
+
+static struct ibv_qp_ex *bx;
+static struct ibv_mr *bmr;
+static char *bbuf;
+
+/* Each thread posts BATCHES batches of two SENDs through the ibv_wr_* builder of one
+ * QP: without an owner lock from wr_start to wr_complete, one thread's wr_start
+ * empties another's batch. */
+static void *builder(void *arg)
+{
+	uint64_t t = (uintptr_t)arg;
+	for (int i = 0; i < BATCHES; i++) {
+		ibv_wr_start(bx);
+		for (int k = 0; k < 2; k++) {
+			sched_yield(); /* let the other builders in, if they can be */
+			bx->wr_id = t * 1000 + 2 * i + k;
+			bx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_send(bx);
+			ibv_wr_set_sge(bx, bmr->lkey, (uintptr_t)bbuf, 64);
+		}
+		int r = ibv_wr_complete(bx);
+		CHECK(r == 0, "thread %lu batch %d: wr_complete %d", (unsigned long)t, i, r);
+	}
+	return NULL;
+}
+
+static void builder_threads(struct ibv_mr *mr, char *buf)
+{
+	const int total = BUILDERS * BATCHES * 2;
+	bmr = mr;
+	bbuf = buf;
+	struct ibv_cq *scq = ibv_create_cq(ctx, 4096, NULL, NULL, 0);
+	struct ibv_cq *rcq = ibv_create_cq(ctx, 4096, NULL, NULL, 0);
+	CHECK(scq && rcq, "create_cq");
+	struct ibv_qp_init_attr_ex qa = {
+		.send_cq = scq, .recv_cq = scq,
+		.cap = { .max_send_wr = 2048, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+	struct ibv_qp *a = ibv_create_qp_ex(ctx, &qa);
+	CHECK(a, "create_qp_ex: %s", strerror(errno));
+	struct ibv_qp_init_attr ia = {
+		.send_cq = rcq, .recv_cq = rcq,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 2048,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp *b = ibv_create_qp(pd, &ia);
+	CHECK(b, "create_qp");
+	connect_qp(a, b);
+	connect_qp(b, a);
+	for (int i = 0; i < total; i++) {
+		struct ibv_sge sge = { (uintptr_t)(buf + 2048), 64, mr->lkey };
+		struct ibv_recv_wr w = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+		CHECK(ibv_post_recv(b, &w, &bad) == 0, "post_recv %d", i);
+	}
+	bx = ibv_qp_to_qp_ex(a);
+	pthread_t th[BUILDERS];
+	for (uintptr_t t = 0; t < BUILDERS; t++)
+		CHECK(pthread_create(&th[t], NULL, builder, (void *)t) == 0, "thread");
+	for (int t = 0; t < BUILDERS; t++)
+		pthread_join(th[t], NULL);
+	static char seen[BUILDERS * 1000];
+	int done = 0;
+	time_t start = time(NULL);
+	while (done < total) {
+		CHECK(time(NULL) - start < 30, "builder sends: %d of %d completed", done,
+		      total);
+		struct ibv_wc wc[16];
+		int k = ibv_poll_cq(scq, 16, wc);
+		CHECK(k >= 0, "poll");
+		for (int i = 0; i < k; i++) {
+			CHECK(wc[i].status == IBV_WC_SUCCESS, "send %s",
+			      ibv_wc_status_str(wc[i].status));
+			CHECK(wc[i].wr_id < BUILDERS * 1000 && !seen[wc[i].wr_id]++,
+			      "wr_id %lu once", (unsigned long)wc[i].wr_id);
+			done++;
+		}
+	}
+	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "destroy_qp");
+	CHECK(ibv_destroy_cq(scq) == 0 && ibv_destroy_cq(rcq) == 0, "destroy_cq");
+}
+
 int main(void)
 {
 	alarm(60);
@@ -161,6 +252,7 @@ int main(void)
 
 	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "query_gid");
 	channel_events(mr, buf);
+	builder_threads(mr, buf);
 
 	/* 1: QPs with swapped CQs from two threads at once. */
 	{
