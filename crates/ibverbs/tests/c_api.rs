@@ -9,7 +9,8 @@
 //! - review_fixes.c: review findings, each check failing without its fix (QPs with
 //!   swapped CQs from two threads, `bad_wr` of refused receive lists, SRQ posting,
 //!   `create_cq_ex`'s comp_mask, `ibv_rereg_mr`'s return, SGE data under
-//!   IBV_SEND_INLINE, destroying a CQ with unacknowledged events).
+//!   IBV_SEND_INLINE, destroying a CQ with unacknowledged events, four threads
+//!   sharing one QP's `ibv_wr_*` builder).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
