@@ -6,7 +6,7 @@
 //!   every completion arriving once;
 //! - new_api.c: `ibv_create_cq_ex` polling (`ibv_start_poll`, `ibv_wc_read_*`) and
 //!   `ibv_create_qp_ex` with the `ibv_wr_*` builder (SEND, WRITE, READ, atomics);
-//! - review_fixes.c: review findings, each check failing without its fix (QPs with
+//! - review_fixes.c: checks for review findings (QPs with
 //!   swapped CQs from two threads, `bad_wr` of refused receive lists, SRQ posting,
 //!   `create_cq_ex`'s comp_mask, `ibv_rereg_mr`'s return, SGE data under
 //!   IBV_SEND_INLINE, destroying a CQ with unacknowledged events, four threads

@@ -1,4 +1,5 @@
-/* weft-ibverbs: checks for review findings, each failing without its fix.
+/* weft-ibverbs: checks for review findings (see tests/c_api.rs for which fail
+ * without their fix; the swapped-CQ deadlock check is timing-dependent).
  * Compiled against the installed verbs.h and linked against weft's libibverbs.so.1
  * by tests/c_api.rs. Prints "ok" and exits 0, or names the first failed check and
  * exits 1; alarm() bounds the whole run (a deadlock dies of SIGALRM). */
