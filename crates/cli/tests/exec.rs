@@ -1,15 +1,22 @@
 //! `weft exec`: the program runs with weft's libibverbs.so.1 on its library path and
 //! the link and address it was given, and sees the device weft0.
 
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::Duration;
+use weft_testkit::process::output_within;
 
 fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
 }
 
+/// Run `weft ARGS…`, killed (and the test failed) if it runs past a minute.
+fn run(cmd: &mut Command) -> Output {
+    output_within(cmd, "weft exec", Duration::from_secs(60))
+}
+
 #[test]
 fn exec_passes_the_link_the_address_and_the_library_path() {
-    let out = weft()
+    let out = run(weft()
         .args([
             "exec",
             "--link",
@@ -20,9 +27,7 @@ fn exec_passes_the_link_the_address_and_the_library_path() {
             "sh",
             "-c",
         ])
-        .arg("echo \"$WEFT_IBVERBS_LINK $WEFT_IBVERBS_ADDR\"; ls \"${LD_LIBRARY_PATH%%:*}\"")
-        .output()
-        .unwrap();
+        .arg("echo \"$WEFT_IBVERBS_LINK $WEFT_IBVERBS_ADDR\"; ls \"${LD_LIBRARY_PATH%%:*}\""));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     let mut lines = text.lines();
@@ -32,11 +37,8 @@ fn exec_passes_the_link_the_address_and_the_library_path() {
 
 #[test]
 fn exec_returns_the_programs_exit_status() {
-    let st = weft()
-        .args(["exec", "--", "sh", "-c", "exit 3"])
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(3));
+    let out = run(weft().args(["exec", "--", "sh", "-c", "exit 3"]));
+    assert_eq!(out.status.code(), Some(3));
 }
 
 #[test]
@@ -44,7 +46,7 @@ fn ibv_devices_under_weft_exec_lists_weft0() {
     if weft_testkit::require("ibv_devices", weft_testkit::tool("ibv_devices")).is_none() {
         return;
     }
-    let out = weft().args(["exec", "--", "ibv_devices"]).output().unwrap();
+    let out = run(weft().args(["exec", "--", "ibv_devices"]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("weft0"), "{out:?}");
 }

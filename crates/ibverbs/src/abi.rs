@@ -551,6 +551,9 @@ pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
 pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
 pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1;
+pub const IBV_CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
 
 /// `struct ibv_device_attr_ex` begins with `ibv_device_attr orig_attr` and
 /// `uint32_t comp_mask`; weft fills those and zeroes the rest (no extended
@@ -1021,6 +1024,9 @@ pub fn layout() -> Vec<(&'static str, usize)> {
         IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
         IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
         IBV_WC_STANDARD_FLAGS,
+        IBV_CQ_INIT_ATTR_MASK_FLAGS,
+        IBV_CQ_INIT_ATTR_MASK_PD,
+        IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
     ));
     v
 }

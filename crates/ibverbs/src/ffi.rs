@@ -4,8 +4,11 @@
 //! Each C object weft hands out is the first field of a `#[repr(C)]` Rust object
 //! (`Ctx`, `Pd`, `Mr`, `Cq`, `Channel`, `Qp`, `Srq`, `Ah`), so the C pointer is also a
 //! pointer to the Rust object; a tag after the C part (`MAGIC_*`) is checked before a
-//! handle is trusted, so a foreign or freed handle gets `EINVAL` rather than a wild
-//! read (as far as the tag can tell: a C program can always corrupt its own memory).
+//! handle is trusted, so a null handle or one pointing at readable memory that is not
+//! such an object gets `EINVAL`. A freed handle is outside that: the tag is cleared
+//! before an object is freed, which catches many uses after destroy, but reading the
+//! tag of freed memory is itself undefined and reused memory may hold anything; as
+//! in rdma-core, using a destroyed handle is the program's bug.
 //! Each entry point runs its body under [`guard`], which catches a panic and answers
 //! with an errno: nothing unwinds into C.
 //!
@@ -22,8 +25,9 @@ use std::mem::{offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, null_mut};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::ThreadId;
 use std::time::Duration;
 use weft_transport::{
     Access, Completion, Mtu, QpAttr, QpState, QpType, RecvWr, RemoteAddr, SendWr, SgList, Sge,
@@ -112,11 +116,18 @@ fn errno_of(e: &Error) -> c_int {
     }
 }
 
-/// Borrow the Rust object behind a C handle after checking it is one weft made.
+/// Borrow the Rust object behind a C handle after checking its tag.
+///
+/// What is checked: `p` is not null, and the `u64` at the tag's offset equals
+/// `T::MAGIC`. That rejects foreign memory that happens not to hold the tag; it does
+/// not prove `p` is live: a freed object's tag is cleared before the free, but freed
+/// or reused memory is outside this function's contract, not something it detects.
 ///
 /// # Safety
-/// `p` is null or points to memory the caller may read at least `size_of::<T>()` of;
-/// a handle weft returned and has not freed is such memory.
+/// `p` is null or points to memory the caller may read at least `size_of::<T>()` of
+/// (a handle weft returned and has not freed is such memory), and memory at `p` that
+/// holds `T::MAGIC` at the tag's offset is a live `T` weft allocated (true of live
+/// handles; a C program that forges the tag or uses a destroyed handle breaks it).
 unsafe fn obj<'a, T: Tagged>(p: *const c_void) -> Result<&'a T, c_int> {
     if p.is_null() {
         return Err(libc::EINVAL);
@@ -128,9 +139,39 @@ unsafe fn obj<'a, T: Tagged>(p: *const c_void) -> Result<&'a T, c_int> {
     if unsafe { tag.read_unaligned() } != T::MAGIC {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the tag says this is a live `T` weft allocated (tags are cleared before
-    // an object is freed).
+    // SAFETY: per the contract, readable memory with the tag is a live `T` weft
+    // allocated; the tag only tells weft's objects from other memory.
     Ok(unsafe { &*t })
+}
+
+/// A lock held across C calls: from `ibv_wr_start` to `ibv_wr_complete`/`abort` on a
+/// QP, from `ibv_start_poll` to `ibv_end_poll` on a CQ (as mlx5 holds its SQ or CQ
+/// lock), so one thread at a time builds a batch or walks the completions. Released
+/// only by the thread that holds it.
+#[derive(Default)]
+struct Owner {
+    held: Mutex<Option<ThreadId>>,
+    free: Condvar,
+}
+
+impl Owner {
+    fn acquire(&self) {
+        let me = std::thread::current().id();
+        let mut h = lock(&self.held);
+        while h.is_some() {
+            h = self.free.wait(h).unwrap_or_else(PoisonError::into_inner);
+        }
+        *h = Some(me);
+    }
+
+    fn release(&self) {
+        let me = std::thread::current().id();
+        let mut h = lock(&self.held);
+        if *h == Some(me) {
+            *h = None;
+            self.free.notify_one();
+        }
+    }
 }
 
 trait Tagged {
@@ -965,6 +1006,11 @@ struct Cq {
     id: u32,
     chan: *const Channel,
     users: AtomicU32,
+    /// Held from `ibv_start_poll` to `ibv_end_poll`.
+    polling: Owner,
+    /// Events `ibv_get_cq_event` returned for this CQ (changed under the channel's
+    /// `cqs` lock); `ibv_destroy_cq` refuses while some are not acknowledged.
+    delivered: AtomicU64,
 }
 
 // SAFETY: `chan` is only read to reach the channel's own mutex-protected map.
@@ -1033,6 +1079,8 @@ fn make_cq(
         id,
         chan: chan.map_or(ptr::null(), ptr::from_ref),
         users: AtomicU32::new(0),
+        polling: Owner::default(),
+        delivered: AtomicU64::new(0),
     });
     let p = Box::into_raw(b);
     if let Some(ch) = chan {
@@ -1053,7 +1101,10 @@ pub unsafe extern "C" fn ibv_create_cq(
 }
 
 /// `verbs_context::create_cq_ex` (`ibv_create_cq_ex`): the standard completion fields
-/// only (no timestamps, VLAN, flow tag or tag matching), no parent domain.
+/// only (no timestamps, VLAN, flow tag or tag matching), no parent domain, and of the
+/// creation flags only `IBV_CREATE_CQ_ATTR_SINGLE_THREADED` (a hint). `flags` and
+/// `parent_domain` are read only when `comp_mask` says they are set; an unknown
+/// `comp_mask` bit is EINVAL.
 unsafe extern "C" fn create_cq_ex(
     c: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
@@ -1062,14 +1113,40 @@ unsafe extern "C" fn create_cq_ex(
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: a readable attribute.
-        let a = unsafe { &*attr };
-        if a.wc_flags & !IBV_WC_STANDARD_FLAGS != 0 || !a.parent_domain.is_null() {
+        // SAFETY: the fields before `comp_mask` are always set (the C contract).
+        let (cqe, cq_context, channel, vector, wc_flags, mask) = unsafe {
+            (
+                ptr::addr_of!((*attr).cqe).read(),
+                ptr::addr_of!((*attr).cq_context).read(),
+                ptr::addr_of!((*attr).channel).read(),
+                ptr::addr_of!((*attr).comp_vector).read(),
+                ptr::addr_of!((*attr).wc_flags).read(),
+                ptr::addr_of!((*attr).comp_mask).read(),
+            )
+        };
+        if mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
+            return Err(libc::EINVAL);
+        }
+        if wc_flags & !IBV_WC_STANDARD_FLAGS != 0 {
             return Err(libc::EOPNOTSUPP);
         }
-        let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
-        let vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
-        Ok(make_cq(c, cqe, a.cq_context, a.channel, vector)?.cast::<ibv_cq_ex>())
+        if mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+            // SAFETY: the mask says `flags` is set.
+            let flags = unsafe { ptr::addr_of!((*attr).flags).read() };
+            if flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0 {
+                return Err(libc::EOPNOTSUPP);
+            }
+        }
+        if mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+            // SAFETY: the mask says `parent_domain` is set.
+            let pd = unsafe { ptr::addr_of!((*attr).parent_domain).read() };
+            if !pd.is_null() {
+                return Err(libc::EOPNOTSUPP);
+            }
+        }
+        let cqe = c_int::try_from(cqe).map_err(|_| libc::EINVAL)?;
+        let vector = c_int::try_from(vector).map_err(|_| libc::EINVAL)?;
+        Ok(make_cq(c, cqe, cq_context, channel, vector)?.cast::<ibv_cq_ex>())
     })
 }
 
@@ -1107,8 +1184,20 @@ unsafe fn cq_advance(cq: *mut ibv_cq_ex) -> c_int {
 
 unsafe extern "C" fn cq_start_poll(cq: *mut ibv_cq_ex, attr: *mut c_void) -> c_int {
     let _ = attr; // comp_mask must be 0; nothing in it weft reads
-                  // SAFETY: forwarded contract.
-    unsafe { cq_advance(cq) }
+    guard(libc::EIO, || {
+        // SAFETY: per the C API.
+        let Ok(q) = (unsafe { obj::<Cq>(cq.cast()) }) else {
+            return libc::EINVAL;
+        };
+        q.polling.acquire();
+        // SAFETY: forwarded contract.
+        let r = unsafe { cq_advance(cq) };
+        if r != 0 {
+            // No completion: the program must not call `ibv_end_poll` (verbs.h).
+            q.polling.release();
+        }
+        r
+    })
 }
 
 unsafe extern "C" fn cq_next_poll(cq: *mut ibv_cq_ex) -> c_int {
@@ -1121,6 +1210,7 @@ unsafe extern "C" fn cq_end_poll(cq: *mut ibv_cq_ex) {
         // SAFETY: per the C API.
         if let Ok(q) = unsafe { obj::<Cq>(cq.cast()) } {
             lock(&q.st).cur = None;
+            q.polling.release();
         }
     })
 }
@@ -1172,7 +1262,13 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         }
         if !q.chan.is_null() {
             // SAFETY: a channel outlives its CQs (destroy refuses while it has some).
-            lock(unsafe { &(*q.chan).cqs }).remove(&q.id);
+            let mut cqs = lock(unsafe { &(*q.chan).cqs });
+            // Under the map lock no event of this CQ is being delivered. rdma-core
+            // waits here until every event is acknowledged; weft answers EBUSY.
+            if lock(&q.st).cq.events_acked() < q.delivered.load(Ordering::Acquire) {
+                return Err(libc::EBUSY);
+            }
+            cqs.remove(&q.id);
         }
         // SAFETY: the context the CQ was made from.
         unsafe { release_ctx(q.c.cq.context) };
@@ -1295,14 +1391,14 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         // SAFETY: fcntl on the channel's own descriptor.
         let fl = unsafe { libc::fcntl(chan.c.fd, libc::F_GETFL) };
         let nonblocking = fl >= 0 && fl & libc::O_NONBLOCK != 0;
-        let id = loop {
+        loop {
             let wait = if nonblocking {
                 Duration::ZERO
             } else {
                 Duration::from_secs(3600)
             };
-            match chan.ch.get_cq_event(wait) {
-                Ok(id) => break id,
+            let id = match chan.ch.get_cq_event(wait) {
+                Ok(id) => id,
                 Err(Error::Timeout) if !nonblocking => continue,
                 Err(Error::Timeout) => {
                     set_errno(libc::EAGAIN);
@@ -1312,20 +1408,23 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                     set_errno(errno_of(&e));
                     return -1;
                 }
+            };
+            let cqs = lock(&chan.cqs);
+            let Some(&p) = cqs.get(&id) else {
+                // The CQ was destroyed after its event fired: not an event to
+                // report; wait for the next one.
+                continue;
+            };
+            let p = p as *const Cq;
+            // SAFETY: `p` is in the map and the map lock is held, so the CQ is live
+            // (destroy removes it under this lock); `cq_out`/`ctx_out` are writable.
+            unsafe {
+                (*p).delivered.fetch_add(1, Ordering::AcqRel);
+                *cq_out = p.cast_mut().cast();
+                *ctx_out = (*p).c.cq.cq_context;
             }
-        };
-        let Some(&p) = lock(&chan.cqs).get(&id) else {
-            // The CQ was destroyed after its event fired.
-            set_errno(libc::EAGAIN);
-            return -1;
-        };
-        let p = p as *mut Cq;
-        // SAFETY: `p` is in the map, so the CQ is live; `cq_out`/`ctx_out` writable.
-        unsafe {
-            *cq_out = p.cast();
-            *ctx_out = (*p).c.cq.cq_context;
+            return 0;
         }
-        0
     })
 }
 
@@ -1364,6 +1463,8 @@ struct Qp {
     magic: u64,
     st: Mutex<QueuePair>,
     building: Mutex<Building>,
+    /// Held from `ibv_wr_start` to `ibv_wr_complete` or `ibv_wr_abort`.
+    builder: Owner,
     bounce: OnceLock<Mutex<Bounce>>,
     qp_type: QpType,
     sq_sig_all: bool,
@@ -1425,14 +1526,24 @@ fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
         max_sge: MAX_SGE as usize,
         max_inline_data: MAX_INLINE as usize,
     };
+    // Lock order (see `Srq`): CQs in address order, then the SRQ. Two threads
+    // creating QPs with swapped send and receive CQs take the same CQ first.
     let qp = {
-        let s = lock(&scq.st);
-        if ptr::eq(scq, rcq) {
-            pd.pd.create_qp(&s.cq, &s.cq, srq.map(|s| &s.srq), attr)
+        let (lo, hi) = if ptr::from_ref(scq) <= ptr::from_ref(rcq) {
+            (scq, rcq)
         } else {
-            let r = lock(&rcq.st);
-            pd.pd.create_qp(&s.cq, &r.cq, srq.map(|s| &s.srq), attr)
-        }
+            (rcq, scq)
+        };
+        let first = lock(&lo.st);
+        let second = (!ptr::eq(lo, hi)).then(|| lock(&hi.st));
+        let other = second.as_deref().unwrap_or(&first);
+        let (s, r) = if ptr::eq(lo, scq) {
+            (&*first, other)
+        } else {
+            (other, &*first)
+        };
+        let shared = srq.map(|s| lock(&s.srq));
+        pd.pd.create_qp(&s.cq, &r.cq, shared.as_deref(), attr)
     };
     let qp = qp.map_err(|e| errno_of(&e))?;
     // What the QP really has (rdma-core reports the actual capacities back).
@@ -1495,6 +1606,7 @@ fn make_qp(p: *mut ibv_pd, ia: QpInit<'_>) -> Result<*mut ibv_qp, c_int> {
         ctx: pd.pd.context().clone(),
         st: Mutex::new(qp),
         building: Mutex::new(Building::default()),
+        builder: Owner::default(),
         bounce: OnceLock::new(),
         qp_type,
         sq_sig_all: ia.sq_sig_all != 0,
@@ -1637,14 +1749,20 @@ unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
     guard((), || {
         // SAFETY: per the C API.
         if let Ok(q) = unsafe { obj::<Qp>(qp.cast()) } {
+            q.builder.acquire();
             *lock(&q.building) = Building::default();
         }
     })
 }
 
 unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
-    // SAFETY: forwarded contract.
-    unsafe { wr_start(qp) }
+    guard((), || {
+        // SAFETY: per the C API.
+        if let Ok(q) = unsafe { obj::<Qp>(qp.cast()) } {
+            *lock(&q.building) = Building::default();
+            q.builder.release();
+        }
+    })
 }
 
 unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
@@ -1652,14 +1770,20 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         // SAFETY: per the C API.
         let q = unsafe { obj::<Qp>(qp.cast()) }?;
         let b = std::mem::take(&mut *lock(&q.building));
-        if let Some(e) = b.error {
-            return Err(e);
-        }
-        if b.wrs.iter().filter(|w| w.inline).count() > BOUNCE_SLOTS {
-            // Their bounce slots were reused before the batch could be gathered.
-            return Err(libc::ENOMEM);
-        }
-        lock(&q.st).post_send(b.wrs).map_err(|e| errno_of(&e))
+        let post = || {
+            if let Some(e) = b.error {
+                return Err(e);
+            }
+            if b.wrs.iter().filter(|w| w.inline).count() > BOUNCE_SLOTS {
+                // Their bounce slots were reused before the batch could be gathered.
+                return Err(libc::ENOMEM);
+            }
+            lock(&q.st).post_send(b.wrs).map_err(|e| errno_of(&e))
+        };
+        let r = post();
+        // Posted (its inline bytes gathered): another thread may build the next batch.
+        q.builder.release();
+        r
     })
 }
 
@@ -1725,6 +1849,9 @@ unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, len: u
     unsafe {
         build_last(qp, |_, w| {
             w.sg_list = SgList::from(Sge { addr, len, lkey });
+            // Data by SGE is gathered from registered memory, not inline (the
+            // IBV_SEND_INLINE of `wr_flags` applies to `wr_set_inline_data*`).
+            w.inline = false;
             Ok(())
         })
     }
@@ -1735,6 +1862,7 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, n: usize, list: *const 
         let n = c_int::try_from(n).map_err(|_| libc::EINVAL)?;
         // SAFETY: the program's array of `n` SGEs.
         w.sg_list = unsafe { sg_list(list, n) }?;
+        w.inline = false; // as in `wr_set_sge`
         Ok(())
     };
     // SAFETY: forwarded contract.
@@ -2103,44 +2231,72 @@ unsafe fn sg_list(sg: *const ibv_sge, n: c_int) -> Result<SgList, c_int> {
 }
 
 /// # Safety
-/// `w` points to a readable `ibv_send_wr` whose pointers are the program's.
+/// `w` points to an `ibv_send_wr` whose pointers are the program's. Its common
+/// fields are initialised (the C contract); of the `wr` union and `imm_data` only
+/// what the opcode uses need be: each is read only in the arm of an opcode that
+/// uses it, by pointer, with no reference to the whole record.
 unsafe fn send_wr(q: &Qp, w: *const ibv_send_wr) -> Result<SendWr, c_int> {
-    // SAFETY: per the contract.
-    let w = unsafe { &*w };
-    let imm = Some(u32::from_be(w.imm_data));
-    // SAFETY: reading the union member the opcode names (all are plain data).
-    let (rdma, atomic, ud) = unsafe { (w.wr.rdma, w.wr.atomic, w.wr.ud) };
-    let remote = RemoteAddr {
-        addr: rdma.remote_addr,
-        rkey: rdma.rkey,
+    // SAFETY: `w` is valid for reads of an `ibv_send_wr`; the opcode is a common field.
+    let opcode = unsafe { ptr::addr_of!((*w).opcode).read() };
+    let imm = || {
+        // SAFETY: called only for the opcodes with immediate data, which set it.
+        Some(u32::from_be(unsafe { ptr::addr_of!((*w).imm_data).read() }))
     };
-    let op = match w.opcode {
+    let rdma = || {
+        // SAFETY: called only for RDMA opcodes, which set `wr.rdma`.
+        let r = unsafe { ptr::addr_of!((*w).wr.rdma).read() };
+        RemoteAddr {
+            addr: r.remote_addr,
+            rkey: r.rkey,
+        }
+    };
+    let atomic = || {
+        // SAFETY: called only for atomic opcodes, which set `wr.atomic`.
+        let a = unsafe { ptr::addr_of!((*w).wr.atomic).read() };
+        let remote = RemoteAddr {
+            addr: a.remote_addr,
+            rkey: a.rkey,
+        };
+        (remote, a.compare_add, a.swap)
+    };
+    let op = match opcode {
         IBV_WR_SEND => WrOp::Send { imm: None },
-        IBV_WR_SEND_WITH_IMM => WrOp::Send { imm },
-        IBV_WR_RDMA_WRITE => WrOp::Write { remote, imm: None },
-        IBV_WR_RDMA_WRITE_WITH_IMM => WrOp::Write { remote, imm },
-        IBV_WR_RDMA_READ => WrOp::Read { remote },
-        IBV_WR_ATOMIC_CMP_AND_SWP => WrOp::CompareSwap {
-            remote: RemoteAddr {
-                addr: atomic.remote_addr,
-                rkey: atomic.rkey,
-            },
-            compare: atomic.compare_add,
-            swap: atomic.swap,
+        IBV_WR_SEND_WITH_IMM => WrOp::Send { imm: imm() },
+        IBV_WR_RDMA_WRITE => WrOp::Write {
+            remote: rdma(),
+            imm: None,
         },
-        IBV_WR_ATOMIC_FETCH_AND_ADD => WrOp::FetchAdd {
-            remote: RemoteAddr {
-                addr: atomic.remote_addr,
-                rkey: atomic.rkey,
-            },
-            add: atomic.compare_add,
+        IBV_WR_RDMA_WRITE_WITH_IMM => WrOp::Write {
+            remote: rdma(),
+            imm: imm(),
         },
+        IBV_WR_RDMA_READ => WrOp::Read { remote: rdma() },
+        IBV_WR_ATOMIC_CMP_AND_SWP => {
+            let (remote, compare, swap) = atomic();
+            WrOp::CompareSwap {
+                remote,
+                compare,
+                swap,
+            }
+        }
+        IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            let (remote, add, _) = atomic();
+            WrOp::FetchAdd { remote, add }
+        }
         _ => return Err(libc::EINVAL),
     };
+    // SAFETY: common fields of the record (see above).
+    let (wr_id, sg, num_sge, f) = unsafe {
+        (
+            ptr::addr_of!((*w).wr_id).read(),
+            ptr::addr_of!((*w).sg_list).read(),
+            ptr::addr_of!((*w).num_sge).read(),
+            ptr::addr_of!((*w).send_flags).read(),
+        )
+    };
     // SAFETY: the program's SGE array of `num_sge` entries.
-    let sg = unsafe { sg_list(w.sg_list, w.num_sge) }?;
-    let mut wr = SendWr::new(w.wr_id, op, sg);
-    let f = w.send_flags;
+    let sg = unsafe { sg_list(sg, num_sge) }?;
+    let mut wr = SendWr::new(wr_id, op, sg);
     wr.signaled = q.sq_sig_all || f & IBV_SEND_SIGNALED != 0;
     wr.inline = f & IBV_SEND_INLINE != 0;
     wr.fence = f & IBV_SEND_FENCE != 0;
@@ -2155,11 +2311,98 @@ unsafe fn send_wr(q: &Qp, w: *const ibv_send_wr) -> Result<SendWr, c_int> {
         wr.sg_list = unsafe { bounce(q, &parts[..n]) }?;
     }
     if q.qp_type == QpType::Ud {
+        // SAFETY: the UD member, which a UD QP's requests fill (the C contract).
+        let ud = unsafe { ptr::addr_of!((*w).wr.ud).read() };
         // SAFETY: per the C API the UD member names an address handle.
         let ah = unsafe { obj::<Ah>(ud.ah.cast()) }?;
         wr.ud = Some(ah.ah.dest(ud.remote_qpn, ud.remote_qkey));
     }
     Ok(wr)
+}
+
+/// A C work-request list (`ibv_send_wr` or `ibv_recv_wr`): how to step to the next
+/// element.
+trait CList: Sized {
+    /// # Safety
+    /// `p` is a non-null element of the program's list.
+    unsafe fn next(p: *mut Self) -> *mut Self;
+}
+
+impl CList for ibv_send_wr {
+    unsafe fn next(p: *mut Self) -> *mut Self {
+        // SAFETY: per the contract.
+        unsafe { ptr::addr_of!((*p).next).read() }
+    }
+}
+
+impl CList for ibv_recv_wr {
+    unsafe fn next(p: *mut Self) -> *mut Self {
+        // SAFETY: per the contract.
+        unsafe { ptr::addr_of!((*p).next).read() }
+    }
+}
+
+/// Post the C list starting at `first` through `post` (weft-verbs' `post_send` or
+/// `post_recv`), converting each element with `convert` as weft-verbs takes it. On
+/// failure `*bad` names the request that failed, as providers do: the one at the
+/// index weft-verbs reports, else the last one taken (the first when weft-verbs
+/// refused before taking any, e.g. a QP in RESET or one attached to an SRQ).
+///
+/// # Safety
+/// `first` is the program's list (null-terminated); `bad` is null or writable.
+unsafe fn post_list<C: CList, W>(
+    first: *mut C,
+    bad: *mut *mut C,
+    mut convert: impl FnMut(*mut C) -> Result<W, c_int>,
+    post: impl FnOnce(&mut dyn Iterator<Item = W>) -> Result<(), Error>,
+) -> Result<(), c_int> {
+    let mut cur = first;
+    let mut last = first;
+    let mut convert_err = None;
+    let result = {
+        let mut wrs = std::iter::from_fn(|| {
+            if cur.is_null() || convert_err.is_some() {
+                return None;
+            }
+            last = cur;
+            match convert(cur) {
+                Ok(w) => {
+                    // SAFETY: `cur` is a non-null element of the program's list.
+                    cur = unsafe { C::next(cur) };
+                    Some(w)
+                }
+                Err(e) => {
+                    convert_err = Some(e);
+                    None
+                }
+            }
+        });
+        post(&mut wrs)
+    };
+    let e = match (&result, convert_err) {
+        (Ok(()), None) => return Ok(()),
+        (Err(e), _) => errno_of(e),
+        (Ok(()), Some(e)) => e,
+    };
+    if let Err(Error::PostList { index, .. }) = result {
+        // The element at `index`, if the list is that long.
+        let mut p = first;
+        for _ in 0..index {
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: a non-null element of the program's list.
+            p = unsafe { C::next(p) };
+        }
+        if !p.is_null() {
+            last = p;
+        }
+    }
+    if !bad.is_null() {
+        // SAFETY: the caller passes a writable pointer.
+        unsafe { *bad = last };
+    }
+    Err(e)
 }
 
 unsafe extern "C" fn post_send(
@@ -2173,53 +2416,21 @@ unsafe extern "C" fn post_send(
         if q.bounce.get().is_none() {
             // The first inline request gets the bounce region made here, outside
             // weft-verbs' `post_send` (see `ensure_bounce`).
-            let mut w = wr.cast_const();
+            let mut w = wr;
             while !w.is_null() {
                 // SAFETY: an element of the program's list.
-                let (flags, next) = unsafe { ((*w).send_flags, (*w).next) };
+                let flags = unsafe { ptr::addr_of!((*w).send_flags).read() };
                 if flags & IBV_SEND_INLINE != 0 {
                     // SAFETY: `q` is live.
                     unsafe { ensure_bounce(q) };
                     break;
                 }
-                w = next;
+                // SAFETY: as above.
+                w = unsafe { CList::next(w) };
             }
         }
-        let mut cur = wr;
-        let mut last = null_mut::<ibv_send_wr>();
-        let mut convert_err = None;
-        let result = {
-            let wrs = std::iter::from_fn(|| {
-                if cur.is_null() || convert_err.is_some() {
-                    return None;
-                }
-                last = cur;
-                // SAFETY: `cur` is an element of the program's list.
-                match unsafe { send_wr(q, cur) } {
-                    Ok(w) => {
-                        // SAFETY: as above.
-                        cur = unsafe { (*cur).next };
-                        Some(w)
-                    }
-                    Err(e) => {
-                        convert_err = Some(e);
-                        None
-                    }
-                }
-            });
-            lock(&q.st).post_send(wrs)
-        };
-        let e = match (result, convert_err) {
-            (Ok(()), None) => return Ok(()),
-            (Err(e), _) => errno_of(&e),
-            (Ok(()), Some(e)) => e,
-        };
-        if !bad.is_null() {
-            // SAFETY: the caller passes a writable pointer; the refused request is the
-            // last one taken from the list (posting stops at the first refusal).
-            unsafe { *bad = last };
-        }
-        Err(e)
+        // SAFETY: the program's list; each element is converted as it is taken.
+        unsafe { post_list(wr, bad, |w| send_wr(q, w), |wrs| lock(&q.st).post_send(wrs)) }
     })
 }
 
@@ -2232,41 +2443,20 @@ unsafe fn post_recv_list(
     bad: *mut *mut ibv_recv_wr,
     post: impl FnOnce(&mut dyn Iterator<Item = RecvWr>) -> Result<(), Error>,
 ) -> Result<(), c_int> {
-    let mut cur = wr;
-    let mut last = null_mut::<ibv_recv_wr>();
-    let mut convert_err = None;
-    let result = {
-        let mut wrs = std::iter::from_fn(|| {
-            if cur.is_null() || convert_err.is_some() {
-                return None;
-            }
-            last = cur;
-            // SAFETY: `cur` is an element of the program's list.
-            let w = unsafe { &*cur };
-            // SAFETY: its SGE array.
-            match unsafe { sg_list(w.sg_list, w.num_sge) } {
-                Ok(sg) => {
-                    cur = w.next;
-                    Some(RecvWr::new(w.wr_id, sg))
-                }
-                Err(e) => {
-                    convert_err = Some(e);
-                    None
-                }
-            }
-        });
-        post(&mut wrs)
+    let convert = |p: *mut ibv_recv_wr| {
+        // SAFETY: an element of the program's list.
+        let (id, sg, n) = unsafe {
+            (
+                ptr::addr_of!((*p).wr_id).read(),
+                ptr::addr_of!((*p).sg_list).read(),
+                ptr::addr_of!((*p).num_sge).read(),
+            )
+        };
+        // SAFETY: its SGE array.
+        Ok(RecvWr::new(id, unsafe { sg_list(sg, n) }?))
     };
-    let e = match (result, convert_err) {
-        (Ok(()), None) => return Ok(()),
-        (Err(e), _) => errno_of(&e),
-        (Ok(()), Some(e)) => e,
-    };
-    if !bad.is_null() {
-        // SAFETY: the caller passes a writable pointer.
-        unsafe { *bad = last };
-    }
-    Err(e)
+    // SAFETY: forwarded contract.
+    unsafe { post_list(wr, bad, convert, post) }
 }
 
 unsafe extern "C" fn post_recv(
@@ -2289,15 +2479,16 @@ unsafe extern "C" fn post_recv(
 struct Srq {
     c: ibv_srq,
     magic: u64,
-    srq: SharedReceiveQueue,
-    st: Mutex<()>,
+    /// Taken by `post_srq_recv` (one producer at a time) and by `make_qp` after the
+    /// QP's CQ locks (lock order: CQs in address order, then the SRQ).
+    srq: Mutex<SharedReceiveQueue>,
     pd: *const Pd,
     users: AtomicU32,
     attr: ibv_srq_attr,
 }
 
-// SAFETY: posting goes through `st` (one producer at a time); `pd` is only used for
-// its atomic counter, and the PD outlives the SRQ.
+// SAFETY: the queue is behind a mutex; `pd` is only used for its atomic counter, and
+// the PD outlives the SRQ.
 unsafe impl Sync for Srq {}
 
 #[no_mangle]
@@ -2332,8 +2523,7 @@ pub unsafe extern "C" fn ibv_create_srq(
                 events_completed: 0,
             },
             magic: MAGIC_SRQ,
-            srq,
-            st: Mutex::new(()),
+            srq: Mutex::new(srq),
             pd: ptr::from_ref(pd),
             users: AtomicU32::new(0),
             attr: ia.attr,
@@ -2391,11 +2581,9 @@ unsafe extern "C" fn post_srq_recv(
     errno_call(|| {
         // SAFETY: per the C API.
         let srq = unsafe { obj::<Srq>(s.cast()) }?;
-        let _one = lock(&srq.st);
-        let p = ptr::from_ref(&srq.srq).cast_mut();
-        // SAFETY: `st` is held, so this thread is the only producer of the SRQ's ring
-        // (the `&mut` the weft-verbs API asks for is exclusive for the call).
-        unsafe { post_recv_list(wr, bad, |wrs| (*p).post_recv(wrs)) }
+        let mut q = lock(&srq.srq);
+        // SAFETY: the program's list.
+        unsafe { post_recv_list(wr, bad, |wrs| q.post_recv(wrs)) }
     })
 }
 
@@ -2797,12 +2985,9 @@ macro_rules! nothing {
 unsupported_int!(
     ibv_attach_mcast,
     ibv_detach_mcast,
-    ibv_rereg_mr,
     ibv_query_ece,
     ibv_set_ece,
     ibv_resolve_eth_l2_from_gid,
-    ibv_read_sysfs_file,
-    ibv_read_ibdev_sysfs_file,
     execute_ioctl,
     ibv_cmd_advise_mr,
     ibv_cmd_alloc_dm,
@@ -2868,6 +3053,20 @@ unsupported_int!(
     ibv_unimport_mr,
     ibv_unimport_dm,
 );
+
+/// Entry points whose contract is 0 or a negative value: -1 (for `ibv_rereg_mr`,
+/// `IBV_REREG_MR_ERR_INPUT`) with errno `EOPNOTSUPP`.
+macro_rules! unsupported_neg {
+    ($($name:ident),* $(,)?) => {$(
+        #[no_mangle]
+        pub extern "C" fn $name() -> c_int {
+            set_errno(libc::EOPNOTSUPP);
+            -1
+        }
+    )*};
+}
+
+unsupported_neg!(ibv_rereg_mr, ibv_read_sysfs_file, ibv_read_ibdev_sysfs_file);
 
 unsupported_ptr!(
     ibv_import_device,

@@ -5,7 +5,12 @@
 //!   ENOMEM as back-pressure), and four threads post 2000 SENDs on one QP at once,
 //!   every completion arriving once;
 //! - new_api.c: `ibv_create_cq_ex` polling (`ibv_start_poll`, `ibv_wc_read_*`) and
-//!   `ibv_create_qp_ex` with the `ibv_wr_*` builder (SEND, WRITE, READ, atomics).
+//!   `ibv_create_qp_ex` with the `ibv_wr_*` builder (SEND, WRITE, READ, atomics);
+//! - review_fixes.c: checks for review findings (QPs with
+//!   swapped CQs from two threads, `bad_wr` of refused receive lists, SRQ posting,
+//!   `create_cq_ex`'s comp_mask, `ibv_rereg_mr`'s return, SGE data under
+//!   IBV_SEND_INLINE, destroying a CQ with unacknowledged events, four threads
+//!   sharing one QP's `ibv_wr_*` builder).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,6 +24,11 @@ fn misuse_gets_errnos_and_threads_share_a_qp() {
 #[test]
 fn extended_cq_polling_and_the_wr_builder() {
     run_c("new_api", "ok: extended CQ and QP");
+}
+
+#[test]
+fn review_findings_stay_fixed() {
+    run_c("review_fixes", "ok: review fixes");
 }
 
 /// Compile tests/c/NAME.c against verbs.h and weft's library, run it over udp and shm,

@@ -121,11 +121,13 @@ fn ibv_devices_and_ibv_devinfo_show_weft0() {
         return;
     }
     for (prog, args) in [("ibv_devices", &[][..]), ("ibv_devinfo", &["-v"][..])] {
-        let out = Command::new(prog)
-            .args(args)
-            .env("LD_LIBRARY_PATH", library())
-            .output()
-            .unwrap();
+        let out = weft_testkit::process::output_within(
+            Command::new(prog)
+                .args(args)
+                .env("LD_LIBRARY_PATH", library()),
+            prog,
+            LIMIT,
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{prog}: {out:?}");
         assert!(text.contains("weft0"), "{prog}:\n{text}");

@@ -62,6 +62,37 @@ pub fn run_bounded(exe: &Path, args: &[&str], limit: Duration) -> Output {
     child.wait_with_output().expect("collecting its output")
 }
 
+/// Runs `cmd` (its stdin null, its stdout and stderr collected) to completion within
+/// `limit`, like [`Command::output`] but bounded: a run past `limit` is killed and the
+/// test fails naming `what`. The output is drained while the program runs, so a
+/// program that writes more than a pipe holds does not stall.
+pub fn output_within(cmd: &mut Command, what: &str, limit: Duration) -> Output {
+    let mut child = Reaped(
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}")),
+    );
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(child.0.stdout.take().map(|r| Box::new(r) as _));
+    let err = drain(child.0.stderr.take().map(|r| Box::new(r) as _));
+    let status = child.wait_for(what, limit);
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
 /// A child process killed and reaped when dropped, so a failed assertion never leaves
 /// it behind.
 #[derive(Debug)]
