@@ -1261,11 +1261,21 @@ pub(crate) mod bpf {
             expected_attach_type,
             ..ProgLoadAttr::default()
         };
-        // SAFETY: the instructions, the NUL-terminated license and the log buffer
-        // (with its length) are borrowed for the whole call; the kernel reads the
-        // first two and writes at most `log_size` bytes into the third.
-        let r = unsafe { bpf(BPF_PROG_LOAD, &mut a) };
-        owned_fd(r as libc::c_int, "BPF_PROG_LOAD")
+        // The verifier gives up with EAGAIN when a signal is pending for the calling
+        // thread (a SIGCHLD from a process another thread started, say): try again, a
+        // few times, as libbpf does. Seen in CI: "processed 11 insns", then EAGAIN.
+        let mut tries = 5;
+        loop {
+            // SAFETY: the instructions, the NUL-terminated license and the log buffer
+            // (with its length) are borrowed for the whole call; the kernel reads the
+            // first two and writes at most `log_size` bytes into the third.
+            let r = unsafe { bpf(BPF_PROG_LOAD, &mut a) };
+            let again = r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
+            tries -= 1;
+            if !again || tries == 0 {
+                return owned_fd(r as libc::c_int, "BPF_PROG_LOAD");
+            }
+        }
     }
 
     /// `BPF_LINK_CREATE`: attach `prog` to interface `ifindex`.
