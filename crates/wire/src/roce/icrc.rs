@@ -252,23 +252,14 @@ impl IcrcPath {
         ids: u16,
         cache: &mut Option<Ipv4IdDeltas>,
     ) -> Option<u16> {
-        if ib_packet.len() < len::BTH + len::ICRC {
-            return None;
+        match self.icrc_diff(ib_packet)? {
+            (_, 0) => Some(0),
+            _ if ids <= 1 => None,
+            (n, diff) => {
+                let d = self.id_deltas(n, cache)?;
+                (1..ids).find(|&id| d.delta(id) == diff)
+            }
         }
-        let n = ib_packet.len() - len::ICRC;
-        let t = &ib_packet[n..];
-        let diff = self.icrc(&ib_packet[..n]).ok()? ^ u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
-        if diff == 0 {
-            return Some(0);
-        }
-        if ids <= 1 || !matches!(self.ips, IpPair::V4 { .. }) {
-            return None;
-        }
-        let d = match cache {
-            Some(d) if d.ib_len == n => d,
-            _ => cache.insert(Ipv4IdDeltas::new(n)),
-        };
-        (1..ids).find(|&id| d.delta(id) == diff)
     }
 
     /// The IPv4 identification, whatever it is, for which the last four bytes of
@@ -282,23 +273,39 @@ impl IcrcPath {
     /// solved from the ICRC ([`Ipv4IdDeltas::solve`]), not searched for; `cache` as
     /// in [`IcrcPath::check_id`].
     pub fn check_any_id(&self, ib_packet: &[u8], cache: &mut Option<Ipv4IdDeltas>) -> Option<u16> {
+        match self.icrc_diff(ib_packet)? {
+            (_, 0) => Some(0),
+            (n, diff) => self.id_deltas(n, cache)?.solve(diff),
+        }
+    }
+
+    /// The length of `ib_packet` before its ICRC, and the XOR of the ICRC computed
+    /// for identification 0 with the one it carries (0: right as it is); `None` for
+    /// a packet too short to have both.
+    fn icrc_diff(&self, ib_packet: &[u8]) -> Option<(usize, u32)> {
         if ib_packet.len() < len::BTH + len::ICRC {
             return None;
         }
         let n = ib_packet.len() - len::ICRC;
         let t = &ib_packet[n..];
         let diff = self.icrc(&ib_packet[..n]).ok()? ^ u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
-        if diff == 0 {
-            return Some(0);
-        }
+        Some((n, diff))
+    }
+
+    /// The identification deltas for `n`-byte packets, from `cache` when it holds
+    /// that length; `None` on IPv6, which has no identification.
+    fn id_deltas<'c>(
+        &self,
+        n: usize,
+        cache: &'c mut Option<Ipv4IdDeltas>,
+    ) -> Option<&'c Ipv4IdDeltas> {
         if !matches!(self.ips, IpPair::V4 { .. }) {
             return None;
         }
-        let d = match cache {
-            Some(d) if d.ib_len == n => d,
-            _ => cache.insert(Ipv4IdDeltas::new(n)),
-        };
-        d.solve(diff)
+        if cache.as_ref().is_none_or(|d| d.ib_len != n) {
+            *cache = Some(Ipv4IdDeltas::new(n));
+        }
+        cache.as_ref()
     }
 }
 
@@ -359,6 +366,10 @@ pub struct Ipv4IdDeltas {
     ib_len: usize,
     /// The ICRC change for each bit of the identification.
     bits: [u32; 16],
+    /// The same columns in echelon form for [`Ipv4IdDeltas::solve`]: `basis[p]` is a
+    /// combination of columns (its identification bits in `.1`) whose highest set
+    /// bit is `p`. Built once per length, not per packet.
+    basis: [(u32, u16); 32],
 }
 
 impl Ipv4IdDeltas {
@@ -379,7 +390,24 @@ impl Ipv4IdDeltas {
             };
             *slot = mul_mod_p(shift, raw_crc_byte(1 << bit));
         }
-        Ipv4IdDeltas { ib_len, bits }
+        let mut basis = [(0u32, 0u16); 32];
+        for (b, &col) in bits.iter().enumerate() {
+            let (mut v, mut t) = (col, 1u16 << b);
+            while v != 0 {
+                let p = 31 - v.leading_zeros() as usize;
+                if basis[p].0 == 0 {
+                    basis[p] = (v, t);
+                    break;
+                }
+                v ^= basis[p].0;
+                t ^= basis[p].1;
+            }
+        }
+        Ipv4IdDeltas {
+            ib_len,
+            bits,
+            basis,
+        }
     }
 
     /// The length these deltas are for.
@@ -396,25 +424,10 @@ impl Ipv4IdDeltas {
     /// burst — so the answer, when there is one, is unique. A random `diff` has one
     /// with probability 2^-16.
     pub fn solve(&self, diff: u32) -> Option<u16> {
-        // basis[p]: a combination of columns (its identification bits in .1) whose
-        // highest set bit is p.
-        let mut basis = [(0u32, 0u16); 32];
-        for (b, &col) in self.bits.iter().enumerate() {
-            let (mut v, mut t) = (col, 1u16 << b);
-            while v != 0 {
-                let p = 31 - v.leading_zeros() as usize;
-                if basis[p].0 == 0 {
-                    basis[p] = (v, t);
-                    break;
-                }
-                v ^= basis[p].0;
-                t ^= basis[p].1;
-            }
-        }
         let (mut rest, mut id) = (diff, 0u16);
         while rest != 0 {
             let p = 31 - rest.leading_zeros() as usize;
-            let (v, t) = basis[p];
+            let (v, t) = self.basis[p];
             if v == 0 {
                 return None;
             }
