@@ -294,16 +294,8 @@ fn a_sequence_nak_for_the_psn_an_rnr_nak_refused_costs_no_retry() {
         ..ConnectOptions::default()
     };
     let (mut p, c) = setup(&o);
-    let (ra, _) = big_regions(&mut p, MEM);
-    p.a.post_send(c.qpn_a, send(5, vec![sge(&ra, ra.addr, 10)]))
-        .unwrap();
-    let from = Pair::path(Side::B, c.qpn_b);
-    let psn = Psn::new(o.psn_a);
-    let nak = |syndrome| {
-        let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_ACK, c.qpn_a, psn));
-        r.aeth = Some(AethRepr { syndrome, msn: 0 });
-        craft(&r, b"", &from)
-    };
+    let (psn, from) = one_send_posted(&mut p, &c, &o);
+    let nak = |syndrome| answer_from_b(&c, psn, &from, syndrome);
     let mut buf = vec![0u8; 8192];
     let rounds = 6; // more than retry_cnt + 1
     for round in 0..rounds {
@@ -355,16 +347,8 @@ fn a_resend_lost_after_an_rnr_wait_is_resent_at_the_next_sequence_nak() {
         ..ConnectOptions::default()
     };
     let (mut p, c) = setup(&o);
-    let (ra, _) = big_regions(&mut p, MEM);
-    p.a.post_send(c.qpn_a, send(5, vec![sge(&ra, ra.addr, 10)]))
-        .unwrap();
-    let from = Pair::path(Side::B, c.qpn_b);
-    let psn = Psn::new(o.psn_a);
-    let nak = |syndrome| {
-        let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_ACK, c.qpn_a, psn));
-        r.aeth = Some(AethRepr { syndrome, msn: 0 });
-        craft(&r, b"", &from)
-    };
+    let (psn, from) = one_send_posted(&mut p, &c, &o);
+    let nak = |syndrome| answer_from_b(&c, psn, &from, syndrome);
     let mut buf = vec![0u8; 8192];
     p.a.poll_transmit(p.now, &mut buf).expect("A sends");
     p.a.handle_packet(p.now, &from, &nak(Syndrome::RnrNak { timer: 1 }));
@@ -558,6 +542,31 @@ fn invalid_transitions_and_posts_are_error_values() {
 }
 
 // ------------------------------------------------------------ crafted packets
+
+/// A posted 10-byte SEND from A, for the RNR tests: its PSN and B's path, whose
+/// answers the tests craft with [`answer_from_b`].
+fn one_send_posted(
+    p: &mut Pair,
+    c: &Connection,
+    o: &ConnectOptions,
+) -> (Psn, weft_wire::roce::IcrcPath) {
+    let (ra, _) = big_regions(p, MEM);
+    p.a.post_send(c.qpn_a, send(5, vec![sge(&ra, ra.addr, 10)]))
+        .unwrap();
+    (Psn::new(o.psn_a), Pair::path(Side::B, c.qpn_b))
+}
+
+/// An ACK or NAK from B for `psn`, as B would send it.
+fn answer_from_b(
+    c: &Connection,
+    psn: Psn,
+    from: &weft_wire::roce::IcrcPath,
+    syndrome: Syndrome,
+) -> Vec<u8> {
+    let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_ACK, c.qpn_a, psn));
+    r.aeth = Some(AethRepr { syndrome, msn: 0 });
+    craft(&r, b"", from)
+}
 
 fn craft(repr: &IbPacketRepr, payload: &[u8], from: &weft_wire::roce::IcrcPath) -> Vec<u8> {
     let mut buf = vec![0u8; repr.buffer_len(payload.len())];
