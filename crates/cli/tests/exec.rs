@@ -69,3 +69,23 @@ fn icrc_any_ipv4_id_is_an_explicit_opt_in() {
     assert!(off.status.success(), "{off:?}");
     assert_eq!(String::from_utf8_lossy(&off.stdout).trim(), "[unset]");
 }
+
+#[test]
+fn dev_node_makes_the_device_file_ucx_checks_for() {
+    // Creating it needs root (CI runs as root); /proc/self belongs to our user.
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if !root {
+        weft_testkit::skip("weft exec --dev-node needs root");
+        return;
+    }
+    let out = run(weft().args([
+        "exec",
+        "--dev-node",
+        "--",
+        "test",
+        "-c",
+        "/dev/infiniband/uverbs-weft0",
+    ]));
+    assert!(out.status.success(), "{out:?}");
+}

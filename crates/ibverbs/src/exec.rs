@@ -27,6 +27,11 @@ pub struct Args {
     /// unsets that variable: the opt-in is this flag, never an inherited setting).
     #[arg(long)]
     pub icrc_any_ipv4_id: bool,
+    /// Create `/dev/infiniband/uverbs-weft0` (a symbolic link to `/dev/null`) if it is
+    /// missing; needs root. UCX uses a device only if that file is an accessible
+    /// character device: with this, `UCX_TLS=rc_verbs,ud_verbs` runs over weft0.
+    #[arg(long)]
+    pub dev_node: bool,
     /// The directory holding weft's libibverbs.so.1 (default: linked beside this
     /// `weft` binary, from the libweft_ibverbs.a cargo built with it).
     #[arg(long)]
@@ -38,6 +43,9 @@ pub struct Args {
 
 /// Replace this process with the program (returns only on failure).
 pub fn run(args: Args) -> std::io::Result<()> {
+    if args.dev_node {
+        crate::ensure_dev_node()?;
+    }
     let dir = match args.lib_dir {
         Some(d) => d,
         None => {

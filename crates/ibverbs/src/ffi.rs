@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::mem::{offset_of, size_of};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -63,6 +64,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The calling thread's errno after a failed system call (EIO if it says nothing).
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
 fn set_errno(e: c_int) {
     // SAFETY: `__errno_location` returns the calling thread's errno slot.
     unsafe { *libc::__errno_location() = e };
@@ -84,6 +92,17 @@ fn errno_call(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
     guard(libc::EIO, || match f() {
         Ok(()) => 0,
         Err(e) => e,
+    })
+}
+
+/// An entry point that returns 0, or -1 with errno set (the `ibv_get_*_event` style).
+fn minus_one_call(f: impl FnOnce() -> Result<(), c_int>) -> c_int {
+    guard(-1, || match f() {
+        Ok(()) => 0,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
     })
 }
 
@@ -239,8 +258,8 @@ fn device() -> *mut ibv_device {
             node_type: IBV_NODE_CA,
             transport_type: IBV_TRANSPORT_IB,
             name: c_name(crate::DEVICE_NAME),
-            dev_name: c_name("uverbs-weft0"),
-            dev_path: c_name("/sys/class/infiniband_verbs/uverbs-weft0"),
+            dev_name: c_name(crate::DEV_NAME),
+            dev_path: c_name(&format!("/sys/class/infiniband_verbs/{}", crate::DEV_NAME)),
             ibdev_path: c_name("/sys/class/infiniband/weft0"),
         })
     });
@@ -308,6 +327,10 @@ struct Ctx {
     /// Objects made from this context and not destroyed (`ibv_close_device` frees the
     /// context only; what the program leaks stays valid until exit).
     objects: AtomicU32,
+    /// The context's `async_fd`: an eventfd that weft never signals, since it raises no
+    /// asynchronous events. Programs poll or epoll it (UCX's async thread registers it
+    /// and fails on -1), so it must be a real descriptor; closed with the context.
+    async_fd: OwnedFd,
 }
 
 /// The address the last context of this process took: a context opened after it is
@@ -436,6 +459,14 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
         }
         let context = open_context()?;
         let gid = gid_of(context.local_addr());
+        // Blocking, as rdma-core's is: a program sets O_NONBLOCK itself if it wants.
+        // SAFETY: eventfd(2) with constant arguments; the result is checked.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(last_errno());
+        }
+        // SAFETY: `raw` is a descriptor eventfd just returned; nothing else owns it.
+        let async_fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let b = Box::new(Ctx {
             vctx: verbs_context {
                 query_port: Some(query_port),
@@ -452,7 +483,7 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
                     device: dev,
                     ops: ops(),
                     cmd_fd: -1,
-                    async_fd: -1,
+                    async_fd: async_fd.as_raw_fd(),
                     num_comp_vectors: 1,
                     // SAFETY: an all-zero pthread mutex is PTHREAD_MUTEX_INITIALIZER on
                     // glibc; weft never locks it (programs do not either).
@@ -464,6 +495,7 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
             ctx: context,
             gid,
             objects: AtomicU32::new(0),
+            async_fd,
         });
         let p = Box::into_raw(b);
         // SAFETY: `p` is the live box just made.
@@ -945,7 +977,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(c: *mut ibv_context) -> *mut ib
         // SAFETY: per the C API.
         let x = unsafe { ctx(c) }?;
         let ch = CompletionChannel::new(&x.ctx).map_err(|e| errno_of(&e))?;
-        use std::os::fd::{AsFd, AsRawFd};
+        use std::os::fd::AsFd;
         let fd = ch.as_fd().as_raw_fd();
         // A channel's descriptor starts blocking, as rdma-core's does: a program makes
         // `ibv_get_cq_event` non-blocking by setting O_NONBLOCK on it (weft's eventfd
@@ -1331,8 +1363,19 @@ pub(crate) fn to_wc(c: &Completion) -> ibv_wc {
         wc_flags: flags,
         pkey_index: 0,
         slid: 0,
-        sl: 0,
+        sl: roce_packet_type(c),
         dlid_path_bits: 0,
+    }
+}
+
+/// A received datagram's network header type in `sl`, as RoCE devices report it for
+/// UD (mlx5's convention, which UCX relies on to find the destination GID in the GRH
+/// and filter by it): 2 = IPv4, 1 = IPv6 (`IBV_WC_GRH` says a GRH is present).
+fn roce_packet_type(c: &Completion) -> u8 {
+    match c.src_path.map(|p| p.ips) {
+        Some(weft_wire::roce::IpPair::V4 { .. }) => 2,
+        Some(weft_wire::roce::IpPair::V6 { .. }) => 1,
+        None => 0,
     }
 }
 
@@ -2919,13 +2962,39 @@ pub extern "C" fn ibv_query_qp_data_in_order(qp: *mut ibv_qp, op: c_int, flags: 
     1
 }
 
-/// Async events: weft raises none, so the (never readable) `async_fd` is -1 and a
-/// call here has nothing to return.
+/// Async events: weft raises none (no port changes, no QP or CQ errors reported this
+/// way; errors arrive as completions). As with a real device that has nothing to say,
+/// a call on a blocking `async_fd` waits, and one on an `O_NONBLOCK` descriptor fails
+/// with EAGAIN.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_async_event(c: *mut ibv_context, ev: *mut c_void) -> c_int {
-    let _ = (c, ev);
-    set_errno(libc::EAGAIN);
-    -1
+    minus_one_call(|| {
+        if ev.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: per the C API `c` is a context pointer.
+        let x = unsafe { ctx(c) }?;
+        let mut buf = 0u64;
+        loop {
+            // SAFETY: reads 8 bytes into `buf` from the eventfd the context owns.
+            let n = unsafe {
+                libc::read(
+                    x.async_fd.as_raw_fd(),
+                    ptr::addr_of_mut!(buf).cast(),
+                    size_of::<u64>(),
+                )
+            };
+            if n < 0 {
+                let e = last_errno();
+                if e == libc::EINTR {
+                    continue;
+                }
+                return Err(e);
+            }
+            // Nothing writes the eventfd; a count read here carries no event, so
+            // look again (blocking) or report that there is none.
+        }
+    })
 }
 
 #[no_mangle]

@@ -42,3 +42,30 @@ pub const ENV_ADDR: &str = "WEFT_IBVERBS_ADDR";
 pub const ENV_ICRC_ANY_IPV4_ID: &str = "WEFT_IBVERBS_ICRC_ANY_IPV4_ID";
 /// The device's name.
 pub const DEVICE_NAME: &str = "weft0";
+/// The device's kernel-side name (`ibv_device::dev_name`; `uverbsN` on a real host).
+pub const DEV_NAME: &str = "uverbs-weft0";
+
+/// Make `/dev/infiniband/uverbs-weft0` exist, as a symbolic link to `/dev/null`, and
+/// return its path (nothing changes if something is already there).
+///
+/// weft has no kernel device, and nothing of weft opens this file. But UCX (uct_ib)
+/// takes a device only if `/dev/infiniband/<dev_name>` is a character device it may
+/// read and write; that check is all the file is for. Creating it needs root (or write
+/// access to `/dev`); `weft exec --dev-node` calls this.
+pub fn ensure_dev_node() -> std::io::Result<std::path::PathBuf> {
+    let dir = std::path::Path::new("/dev/infiniband");
+    let node = dir.join(DEV_NAME);
+    if std::fs::symlink_metadata(&node).is_ok() {
+        return Ok(node);
+    }
+    std::fs::create_dir_all(dir)?;
+    match std::os::unix::fs::symlink("/dev/null", &node) {
+        Ok(()) => Ok(node),
+        // Another process made it first.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(node),
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot create {}: {e}", node.display()),
+        )),
+    }
+}

@@ -28,7 +28,7 @@ fn installed(tool: &str) -> bool {
     weft_testkit::require(tool, weft_testkit::tool(tool)).is_some()
 }
 
-fn command(program: &str, link: &str, args: &[&str], out: &Path) -> Command {
+fn command(program: &str, link: &str, args: &[&str], envs: &[(&str, &str)], out: &Path) -> Command {
     // One open file for both streams, so the program's stderr and stdout interleave
     // rather than overwrite each other.
     let f = std::fs::File::create(out).expect("output file");
@@ -37,6 +37,7 @@ fn command(program: &str, link: &str, args: &[&str], out: &Path) -> Command {
         .env("LD_LIBRARY_PATH", library())
         .env(weft_ibverbs::ENV_LINK, link)
         .env_remove(weft_ibverbs::ENV_ADDR)
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(f.try_clone().expect("output file"))
         .stderr(f);
@@ -64,6 +65,11 @@ struct Run {
 /// Run `program` as a server and as a client of it, with `args` on both sides and
 /// the TCP port `port`; both must exit 0. Returns both outputs.
 fn pair(program: &str, link: &str, args: &[&str], port: u16) -> Run {
+    pair_env(program, link, args, &[], port)
+}
+
+/// [`pair`], with environment variables for both sides.
+fn pair_env(program: &str, link: &str, args: &[&str], envs: &[(&str, &str)], port: u16) -> Run {
     let dir = std::env::temp_dir().join(format!(
         "weft-ibverbs-{}-{program}-{link}-{port}",
         std::process::id()
@@ -74,7 +80,7 @@ fn pair(program: &str, link: &str, args: &[&str], port: u16) -> Run {
     let mut sargs = args.to_vec();
     sargs.extend(["-p", &port_s]);
     let mut server = Reaped(
-        command(program, link, &sargs, &so)
+        command(program, link, &sargs, envs, &so)
             .spawn()
             .unwrap_or_else(|e| panic!("start {program}: {e}")),
     );
@@ -95,7 +101,7 @@ fn pair(program: &str, link: &str, args: &[&str], port: u16) -> Run {
     let mut cargs = sargs.clone();
     cargs.push("127.0.0.1");
     let mut client = Reaped(
-        command(program, link, &cargs, &co)
+        command(program, link, &cargs, envs, &co)
             .spawn()
             .unwrap_or_else(|e| panic!("start {program}: {e}")),
     );
@@ -304,4 +310,74 @@ fn ibv_ud_pingpong_over_udp() {
         21_014,
         "200",
     );
+}
+
+/// UCX over weft0: `ucx_perftest` (Debian's ucx-utils) with UCX's verbs transports
+/// only, so the test fails rather than quietly falling back to UCX's own tcp or
+/// shared memory. The client prints a `Final:` row of numbers. UCX takes weft0 only if
+/// `/dev/infiniband/uverbs-weft0` is an accessible character device
+/// (`weft_ibverbs::ensure_dev_node`, which needs root; as CI runs).
+fn ucx(tls: &str, test: &str, link: &str, port: u16) {
+    if !installed("ucx_perftest") {
+        return;
+    }
+    if let Err(e) = weft_ibverbs::ensure_dev_node() {
+        weft_testkit::skip(format!("UCX needs the device file: {e}"));
+        return;
+    }
+    let envs = [
+        ("UCX_TLS", tls),
+        ("UCX_NET_DEVICES", "weft0:1"),
+        ("UCX_WARN_UNUSED_ENV_VARS", "n"),
+    ];
+    let run = pair_env(
+        "ucx_perftest",
+        link,
+        &["-t", test, "-n", "2000"],
+        &envs,
+        port,
+    );
+    let row = run
+        .client
+        .lines()
+        .find(|l| l.starts_with("Final:"))
+        .unwrap_or_else(|| {
+            panic!(
+                "ucx_perftest {test} over {tls}/{link}: no Final row:\n{}",
+                run.client
+            )
+        });
+    let nums: Vec<f64> = row
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(
+        nums.len() >= 7
+            && nums[0] == 2000.0
+            && nums[1..].iter().all(|v| v.is_finite() && *v >= 0.0),
+        "ucx_perftest {test} over {tls}/{link}: {row:?}\n{}",
+        run.client
+    );
+}
+
+#[test]
+fn ucx_rc_verbs_tag_lat_udp() {
+    // rc_verbs needs ud_verbs beside it for UCX's wire-up.
+    ucx("rc_verbs,ud_verbs,self", "tag_lat", "udp", 21_301);
+}
+
+#[test]
+fn ucx_rc_verbs_tag_bw_shm() {
+    ucx("rc_verbs,ud_verbs,self", "tag_bw", "shm", 21_302);
+}
+
+#[test]
+fn ucx_rc_verbs_put_lat_shm() {
+    ucx("rc_verbs,ud_verbs,self", "ucp_put_lat", "shm", 21_303);
+}
+
+#[test]
+fn ucx_ud_verbs_tag_lat_udp() {
+    // UD over udp: the test's 2000 exchanges rely on UCX's own retransmission.
+    ucx("ud_verbs,self", "tag_lat", "udp", 21_304);
 }

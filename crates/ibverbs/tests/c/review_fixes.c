@@ -4,6 +4,8 @@
  * by tests/c_api.rs. Prints "ok" and exits 0, or names the first failed check and
  * exits 1; alarm() bounds the whole run (a deadlock dies of SIGALRM). */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
 #include <sched.h>
@@ -252,6 +254,22 @@ int main(void)
 	CHECK(mr, "reg_mr");
 
 	CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, "query_gid");
+
+	/* The async event descriptor is a real one (UCX registers it with epoll and
+	 * fails on -1), never readable since weft raises no async events, and a
+	 * non-blocking ibv_get_async_event says EAGAIN. */
+	{
+		CHECK(ctx->async_fd >= 0, "async_fd is %d", ctx->async_fd);
+		struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
+		CHECK(poll(&p, 1, 0) == 0, "async_fd readable with no event");
+		int fl = fcntl(ctx->async_fd, F_GETFL);
+		CHECK(fl >= 0 && fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0,
+		      "O_NONBLOCK on async_fd: %s", strerror(errno));
+		struct ibv_async_event ev;
+		errno = 0;
+		CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN,
+		      "get_async_event: errno %d", errno);
+	}
 	channel_events(mr, buf);
 	builder_threads(mr, buf);
 
