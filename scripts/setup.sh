@@ -19,6 +19,7 @@ packages=(
   libibverbs-dev     # <infiniband/verbs.h>: the guest-side peer, weft-ibverbs' layout and C tests
   ibverbs-utils      # weft-ibverbs: ibv_devinfo, ibv_rc_pingpong, … run unmodified on weft
   perftest           # weft-ibverbs: ib_send_lat … ib_atomic_lat run unmodified on weft
+  ucx-utils          # weft-ibverbs: ucx_perftest over weft0 (rc_verbs, ud_verbs); UCX baselines
   procps             # `kill`, `pkill`: the netns and guest tests stop their children with them
 )
 
