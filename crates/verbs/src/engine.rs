@@ -82,10 +82,21 @@ pub(crate) struct ChannelInner {
 
 #[derive(Debug)]
 struct CqSlot {
+    /// The queue's id ([`CqNotify::id`]): a QP's [`CqRef`] names its slot by index and
+    /// id, so a slot reused by a later queue is never mistaken for a destroyed one.
+    id: u32,
     ring: Producer<Completion>,
     overflow: VecDeque<Completion>,
     notify: Arc<CqNotify>,
     touched: bool,
+}
+
+/// Where a QP's completions go: the completion queue's index in [`Engine`]'s slab, and
+/// its id to check that the slot still holds that queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CqRef {
+    idx: usize,
+    id: u32,
 }
 
 /// A QP's rings. The engine takes from a ring only as many requests as the
@@ -94,8 +105,8 @@ struct CqSlot {
 struct QpSlot {
     sq: Consumer<SqItem>,
     rq: Option<Consumer<RecvWr>>,
-    send_cq: u32,
-    recv_cq: u32,
+    send_cq: CqRef,
+    recv_cq: CqRef,
     /// True while the QP is in [`Posted`]'s list or the engine's drain list.
     listed: Arc<AtomicBool>,
 }
@@ -160,7 +171,16 @@ pub(crate) struct Engine {
     link: Box<dyn DatagramLink>,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
-    cqs: FastMap<u32, CqSlot>,
+    /// Completion queues in a slab: a completion reaches its ring by index, not by a
+    /// hash lookup ([`Engine::route`]).
+    cqs: Vec<Option<CqSlot>>,
+    /// Free slots of `cqs`.
+    cq_free: Vec<usize>,
+    /// Slab indices of the queues that got completions in this pass (published once).
+    cq_touched: Vec<usize>,
+    /// The QP the last completion was routed for, with its queues: completions come in
+    /// runs per QP, so most skip the QP table too.
+    route_memo: Option<(u32, CqRef, CqRef)>,
     next_cq: u32,
     rx: Vec<Datagram>,
     tx: Vec<Datagram>,
@@ -195,7 +215,7 @@ impl fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("local", &self.link.local_addr())
             .field("qps", &self.qps.len())
-            .field("cqs", &self.cqs.len())
+            .field("cqs", &(self.cqs.len() - self.cq_free.len()))
             .finish()
     }
 }
@@ -222,7 +242,10 @@ impl Engine {
             link,
             qps: FastMap::default(),
             srqs: FastMap::default(),
-            cqs: FastMap::default(),
+            cqs: Vec::new(),
+            cq_free: Vec::new(),
+            cq_touched: Vec::new(),
+            route_memo: None,
             next_cq: 1,
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(BURST * 2),
@@ -261,20 +284,35 @@ impl Engine {
             armed: AtomicBool::new(false),
             channel,
         });
-        self.cqs.insert(
+        let slot = CqSlot {
             id,
-            CqSlot {
-                ring,
-                overflow: VecDeque::new(),
-                notify: Arc::clone(&notify),
-                touched: false,
-            },
-        );
+            ring,
+            overflow: VecDeque::new(),
+            notify: Arc::clone(&notify),
+            touched: false,
+        };
+        match self.cq_free.pop() {
+            Some(i) => self.cqs[i] = Some(slot),
+            None => self.cqs.push(Some(slot)),
+        }
         notify
     }
 
     pub(crate) fn remove_cq(&mut self, id: u32) {
-        self.cqs.remove(&id);
+        if let Some(i) = self.cq_ref(id).map(|r| r.idx) {
+            self.cqs[i] = None;
+            self.cq_free.push(i);
+            self.cq_touched.retain(|&t| t != i);
+        }
+    }
+
+    /// The slab slot of completion queue `id` (a control-path scan). An unknown id
+    /// gives a reference that matches no slot, so its completions count as orphans.
+    fn cq_ref(&self, id: u32) -> Option<CqRef> {
+        self.cqs
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.id == id))
+            .map(|idx| CqRef { idx, id })
     }
 
     pub(crate) fn add_qp(
@@ -286,6 +324,13 @@ impl Engine {
         recv_cq: u32,
         listed: Arc<AtomicBool>,
     ) {
+        let gone = CqRef {
+            idx: usize::MAX,
+            id: 0,
+        };
+        let send_cq = self.cq_ref(send_cq).unwrap_or(gone);
+        let recv_cq = self.cq_ref(recv_cq).unwrap_or(gone);
+        self.route_memo = None;
         self.qps.insert(
             qpn,
             QpSlot {
@@ -299,6 +344,7 @@ impl Engine {
     }
 
     pub(crate) fn remove_qp(&mut self, qpn: u32) {
+        self.route_memo = None;
         self.qps.remove(&qpn);
         self.ep.destroy_qp(qpn);
     }
@@ -580,18 +626,16 @@ impl Engine {
             any = true;
             self.route(c);
         }
-        if any {
-            for slot in self.cqs.values_mut() {
-                if slot.touched {
-                    slot.touched = false;
-                    publish(slot);
-                }
+        for i in self.cq_touched.drain(..) {
+            if let Some(slot) = &mut self.cqs[i] {
+                slot.touched = false;
+                publish(slot);
             }
         }
         // Completions that waited for room.
         if self.overflowed {
             self.overflowed = false;
-            for slot in self.cqs.values_mut() {
+            for slot in self.cqs.iter_mut().flatten() {
                 if !slot.overflow.is_empty() {
                     while let Some(c) = slot.overflow.pop_front() {
                         if let Err(c) = slot.ring.push(c) {
@@ -607,20 +651,36 @@ impl Engine {
         any
     }
 
+    /// Put a completion into its queue's ring: the QP's queues come from the memo of the
+    /// last QP routed (or one QP-table lookup), the ring from the slab by index.
     fn route(&mut self, c: Completion) {
-        let cq = match self.qps.get(&c.qpn) {
-            Some(q) if c.opcode.is_recv() => q.recv_cq,
-            Some(q) => q.send_cq,
-            None => {
-                self.stats.cq_orphans += 1;
-                return;
-            }
+        let (send, recv) = match self.route_memo {
+            Some((qpn, s, r)) if qpn == c.qpn => (s, r),
+            _ => match self.qps.get(&c.qpn) {
+                Some(q) => {
+                    self.route_memo = Some((c.qpn, q.send_cq, q.recv_cq));
+                    (q.send_cq, q.recv_cq)
+                }
+                None => {
+                    self.stats.cq_orphans += 1;
+                    return;
+                }
+            },
         };
-        let Some(slot) = self.cqs.get_mut(&cq) else {
+        let cq = if c.opcode.is_recv() { recv } else { send };
+        let Some(slot) = self
+            .cqs
+            .get_mut(cq.idx)
+            .and_then(Option::as_mut)
+            .filter(|s| s.id == cq.id)
+        else {
             self.stats.cq_orphans += 1;
             return;
         };
-        slot.touched = true;
+        if !slot.touched {
+            slot.touched = true;
+            self.cq_touched.push(cq.idx);
+        }
         if !slot.overflow.is_empty() {
             slot.overflow.push_back(c);
             self.stats.cq_overflows += 1;
