@@ -187,6 +187,7 @@ impl Requester {
         self.wqes.is_empty()
     }
 
+    #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
         match (self.timer, self.rnr_until) {
             (Some(a), Some(b)) => Some(a.min(b)),
