@@ -192,7 +192,8 @@ pub(crate) struct Engine {
     /// no room for (drained again next pass).
     to_drain: Vec<u32>,
     carry: Vec<u32>,
-    origin: std::time::Instant,
+    /// The engine's time zero, in [`weft_link::monotonic_micros`]' microseconds.
+    origin: u64,
     /// Passes run (the clock of `recent`).
     pass: u64,
     /// The engine blocked since the last pass: the next pass checks its timers (the
@@ -254,7 +255,7 @@ impl Engine {
             posted: Arc::new(Posted::default()),
             to_drain: Vec::new(),
             carry: Vec::new(),
-            origin: std::time::Instant::now(),
+            origin: weft_link::monotonic_micros(),
             pass: 0,
             woke: false,
             recent: FastMap::default(),
@@ -269,7 +270,7 @@ impl Engine {
     }
 
     fn now(&self) -> Instant {
-        Instant(self.origin.elapsed().as_micros() as u64)
+        Instant(weft_link::monotonic_micros().saturating_sub(self.origin))
     }
 
     pub(crate) fn add_cq(
