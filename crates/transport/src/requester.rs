@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use weft_wire::roce::ext::rnr_timer_micros;
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
-    AtomicEthRepr, DethRepr, IbPacketRepr, IcrcPath, NakCode, Operation, Psn, RequestFields,
-    RequestTemplate, RethRepr, Syndrome,
+    AtomicEthRepr, DethRepr, IbPacketRepr, IcrcPath, NakCode, Operation, PacketFields,
+    PacketTemplate, Psn, RethRepr, Syndrome,
 };
 
 /// The PSN was acknowledged or its response arrived.
@@ -120,7 +120,7 @@ pub(crate) struct Requester {
     /// The encoded BTH of this QP's requests to its connected peer (P_Key and
     /// destination QP), rebuilt when either changes: a packet patches in its opcode,
     /// flags and PSN instead of encoding every BTH field again.
-    template: Option<RequestTemplate>,
+    template: Option<PacketTemplate>,
     /// Buffers of retired inline WQEs, reused by the next inline posts so a stream of
     /// small inline SENDs allocates nothing per message.
     spare_inline: Vec<Vec<u8>>,
@@ -363,7 +363,7 @@ impl Requester {
                     qkey: ud.qkey,
                     src_qp: q.qpn,
                 };
-                ud_template = RequestTemplate::new(q.attrs.pkey, ud.qpn, Some(deth))
+                ud_template = PacketTemplate::new(q.attrs.pkey, ud.qpn, Some(deth))
                     .map_err(|_| fault(WcStatus::LocQpOpErr))?;
                 (&ud_template, ud.path)
             }
@@ -373,7 +373,7 @@ impl Requester {
                     let (pkey, dest) = (q.attrs.pkey, q.attrs.dest_qpn);
                     if !self.template.is_some_and(|t| t.is_for(pkey, dest)) {
                         self.template = Some(
-                            RequestTemplate::new(pkey, dest, None)
+                            PacketTemplate::new(pkey, dest, None)
                                 .map_err(|_| fault(WcStatus::LocQpOpErr))?,
                         );
                     }
@@ -383,13 +383,15 @@ impl Requester {
                 None => return Err(fault(WcStatus::LocQpOpErr)),
             },
         };
-        let mut repr = RequestFields {
+        let mut repr = PacketFields {
             opcode: weft_wire::Opcode(0),
             solicited: false,
             ack_req: false,
             psn: Psn::new(p as u32),
             reth: None,
             atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
             imm: None,
             payload_len: 0,
         };

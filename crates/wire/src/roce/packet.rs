@@ -457,24 +457,25 @@ impl IbPacketRepr {
     }
 }
 
-/// What stays the same in every request packet a QP sends to one destination: the BTH
-/// with its P_Key and destination QP (and, on UD, the DETH), as wire bytes.
+/// What stays the same in every packet a QP sends to one destination: the BTH with its
+/// P_Key and destination QP (and, on UD, the DETH), as wire bytes. Requests and
+/// responses (ACKs, READ responses, atomic ACKs) alike.
 ///
-/// [`RequestTemplate::emit_headers`] copies these bytes and writes only what changes
-/// per packet (opcode, SE, pad count, AckReq, PSN, and the RETH, AtomicETH and ImmDt
-/// values). The caller still decides every field; only their encoding is cached. The
+/// [`PacketTemplate::emit_headers`] copies these bytes and writes only what changes
+/// per packet (opcode, SE, pad count, AckReq, PSN, and the RETH, AtomicETH, AETH,
+/// AtomicAckETH and ImmDt values). The caller still decides every field; only their encoding is cached. The
 /// bytes are those of [`IbPacketRepr::emit_headers`] for the same request (a property
 /// test below holds the two paths to it), at a fraction of the work: no repr of eight
 /// optional headers is built and walked per packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestTemplate {
+pub struct PacketTemplate {
     bth: [u8; len::BTH],
     deth: Option<[u8; len::DETH]>,
 }
 
-/// The fields of one request packet that [`RequestTemplate`] does not hold.
+/// The fields of one packet that [`PacketTemplate`] does not hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestFields {
+pub struct PacketFields {
     /// Opcode; its table entry must name exactly the headers given here.
     pub opcode: Opcode,
     /// Solicited event.
@@ -487,18 +488,22 @@ pub struct RequestFields {
     pub reth: Option<RethRepr>,
     /// AtomicETH (CmpSwap, FetchAdd).
     pub atomic_eth: Option<AtomicEthRepr>,
+    /// AETH (ACK, READ response First/Last/Only, atomic ACK).
+    pub aeth: Option<AethRepr>,
+    /// AtomicAckETH (atomic ACK).
+    pub atomic_ack_eth: Option<AtomicAckEthRepr>,
     /// Immediate data.
     pub imm: Option<u32>,
     /// Payload bytes (pad excluded).
     pub payload_len: usize,
 }
 
-impl RequestTemplate {
+impl PacketTemplate {
     /// The template of requests to `dest_qp` in partition `pkey`, with the DETH of a UD
     /// send. Like [`BthRepr::new`], the destination QP keeps its low 24 bits and the
     /// other BTH fields are rdma_rxe's defaults (no MigReq, FECN or BECN, version 0).
     /// Errors: a DETH source QP wider than 24 bits.
-    pub fn new(pkey: u16, dest_qp: u32, deth: Option<DethRepr>) -> Result<RequestTemplate> {
+    pub fn new(pkey: u16, dest_qp: u32, deth: Option<DethRepr>) -> Result<PacketTemplate> {
         let mut bth = [0u8; len::BTH];
         let mut repr = BthRepr::new(Opcode(0), dest_qp, Psn::new(0));
         repr.pkey = pkey;
@@ -511,7 +516,7 @@ impl RequestTemplate {
             }
             None => None,
         };
-        Ok(RequestTemplate { bth, deth })
+        Ok(PacketTemplate { bth, deth })
     }
 
     /// True when this template was made for `pkey` and `dest_qp` (and no DETH): whether a
@@ -522,11 +527,12 @@ impl RequestTemplate {
             && super::bth::get_u24(&self.bth, 5..8) == dest_qp & super::bth::QPN_MASK
     }
 
-    /// [`IbPacketRepr::emit_headers`] for the request the template and `f` describe:
+    /// [`IbPacketRepr::emit_headers`] for the packet the template and `f` describe:
     /// headers, zero pad and a zero ICRC; returns where the payload goes. The same
     /// errors, checked in the same order: unknown opcode, headers that disagree with
-    /// the opcode table, payload on a payload-less opcode, `buf` too short.
-    pub fn emit_headers(&self, buf: &mut [u8], f: &RequestFields) -> Result<Bytes> {
+    /// the opcode table, payload on a payload-less opcode, `buf` too short, an AETH
+    /// that does not fit its fields.
+    pub fn emit_headers(&self, buf: &mut [u8], f: &PacketFields) -> Result<Bytes> {
         let info = f.opcode.info().ok_or(Error::Unsupported {
             header: Header::Bth,
             field: Field::Opcode,
@@ -536,6 +542,8 @@ impl RequestTemplate {
             deth: self.deth.is_some(),
             reth: f.reth.is_some(),
             atomic_eth: f.atomic_eth.is_some(),
+            aeth: f.aeth.is_some(),
+            atomic_ack_eth: f.atomic_ack_eth.is_some(),
             imm_dt: f.imm.is_some(),
             ..ExtHeaders::default()
         };
@@ -571,6 +579,12 @@ impl RequestTemplate {
             r.emit(&mut buf[at.clone()])?;
         }
         if let (Some(at), Some(a)) = (&l.atomic_eth, &f.atomic_eth) {
+            a.emit(&mut buf[at.clone()])?;
+        }
+        if let (Some(at), Some(a)) = (&l.aeth, &f.aeth) {
+            a.emit(&mut buf[at.clone()])?;
+        }
+        if let (Some(at), Some(a)) = (&l.atomic_ack_eth, &f.atomic_ack_eth) {
             a.emit(&mut buf[at.clone()])?;
         }
         if let (Some(at), Some(imm)) = (&l.imm_dt, &f.imm) {
@@ -878,7 +892,7 @@ mod tests {
         /// The template path and the checked path write the same bytes, return the
         /// same payload range, and refuse the same requests with the same error.
         #[test]
-        fn request_template_emits_what_the_checked_path_emits(
+        fn packet_template_emits_what_the_checked_path_emits(
             op in prop_oneof![6 => (0usize..38).prop_map(|i| Opcode::ALL[i]), 1 => any::<u8>().prop_map(Opcode)],
             pkey in any::<u16>(),
             dest_qp in any::<u32>(),
@@ -890,6 +904,16 @@ mod tests {
             reth in arb_reth(),
             atomic_eth in arb_atomic(),
             imm in any::<u32>().prop_map(Some),
+            aeth in (any::<u8>(), any::<u8>(), 0u32..(1 << 25)).prop_map(|(k, v, msn)| {
+                let syndrome = match k % 4 {
+                    0 => Syndrome::Ack { credit_code: v % 40 },
+                    1 => Syndrome::RnrNak { timer: v % 40 },
+                    2 => Syndrome::Nak(NakCode(v % 8)),
+                    _ => Syndrome::Reserved(v),
+                };
+                Some(AethRepr { syndrome, msn })
+            }),
+            orig in any::<u64>(),
             payload_len in prop_oneof![0usize..8, 0usize..5000],
             slack in -8isize..64,
         ) {
@@ -901,10 +925,13 @@ mod tests {
             let reth = reth.filter(|_| pick(32, want.map(|h| h.reth)));
             let atomic_eth = atomic_eth.filter(|_| pick(64, want.map(|h| h.atomic_eth)));
             let imm = imm.filter(|_| pick(128, want.map(|h| h.imm_dt)));
+            let aeth = aeth.filter(|_| pick(4, want.map(|h| h.aeth)));
+            let atomic_ack_eth = Some(AtomicAckEthRepr { orig })
+                .filter(|_| pick(8, want.map(|h| h.atomic_ack_eth)));
             let payload_len = if op.info().is_some_and(|i| !i.has_payload) && follow % 8 != 1 { 0 } else { payload_len };
             let deth = deth.map(|(qkey, src_qp)| DethRepr { qkey, src_qp });
-            let t = RequestTemplate::new(pkey, dest_qp, deth).unwrap();
-            let f = RequestFields { opcode: op, solicited, ack_req, psn: Psn::new(psn), reth, atomic_eth, imm, payload_len };
+            let t = PacketTemplate::new(pkey, dest_qp, deth).unwrap();
+            let f = PacketFields { opcode: op, solicited, ack_req, psn: Psn::new(psn), reth, atomic_eth, aeth, atomic_ack_eth, imm, payload_len };
             let mut r = IbPacketRepr::new(BthRepr::new(op, dest_qp, Psn::new(psn)));
             r.bth.pkey = pkey;
             r.bth.solicited = solicited;
@@ -912,6 +939,8 @@ mod tests {
             r.deth = deth;
             r.reth = reth;
             r.atomic_eth = atomic_eth;
+            r.aeth = aeth;
+            r.atomic_ack_eth = atomic_ack_eth;
             r.imm = imm;
             // Around the size the request needs (when its opcode is known).
             let need = r.header_len().max(len::BTH) + payload_len + IbPacketRepr::pad_for(payload_len) + len::ICRC;
@@ -936,6 +965,9 @@ mod tests {
                     prop_assert!(b[at.clone()].iter().all(|&x| x == 0x5a));
                     total
                 }
+                // An AETH that does not fit is found after the headers before it were
+                // written (by both paths alike); every other refusal writes nothing.
+                Err(Error::Field { header: Header::Aeth, .. }) => size,
                 Err(_) => 0,
             };
             // Neither writes past the packet (nor anything on a refusal).
@@ -948,11 +980,11 @@ mod tests {
     }
 
     #[test]
-    fn a_request_template_refuses_a_wide_deth_source_qp() {
+    fn a_packet_template_refuses_a_wide_deth_source_qp() {
         let deth = DethRepr {
             qkey: 1,
             src_qp: 1 << 24,
         };
-        assert!(RequestTemplate::new(0xffff, 5, Some(deth)).is_err());
+        assert!(PacketTemplate::new(0xffff, 5, Some(deth)).is_err());
     }
 }
