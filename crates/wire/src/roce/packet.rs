@@ -591,7 +591,12 @@ impl PacketTemplate {
             buf[at.clone()].copy_from_slice(&imm.to_be_bytes());
         }
         let p = l.end;
-        buf[p + payload_len..].fill(0);
+        // Pad and ICRC: 4 to 7 zero bytes, written as two 4-byte stores that overlap
+        // (a fill of a length unknown at compile time is a call to memset).
+        let tail = &mut buf[p + payload_len..];
+        let n = tail.len();
+        tail[..len::ICRC].fill(0);
+        tail[n - len::ICRC..].fill(0);
         Ok(p..p + payload_len)
     }
 }
