@@ -962,3 +962,62 @@ pub struct ContextStats {
     /// The link's counters.
     pub link: LinkStats,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_link::dgram_sim::DgramFabric;
+    use weft_link::spsc::ring;
+    use weft_link::BufferPool;
+    use weft_transport::{Config, WcOpcode};
+
+    fn engine() -> Engine {
+        let fabric = DgramFabric::new(1);
+        let addr = "127.0.0.1:4791".parse().unwrap();
+        let link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
+        Engine::new(
+            Endpoint::new(Config::default(), MrTable::default()),
+            Box::new(link),
+        )
+    }
+
+    fn done(wr_id: u64, opcode: WcOpcode, qpn: u32) -> Completion {
+        Completion::new(wr_id, WcStatus::Success, opcode, qpn)
+    }
+
+    #[test]
+    fn completions_go_to_their_qps_queues_and_never_to_a_queue_that_reused_a_slot() {
+        let mut e = engine();
+        let (send_tx, mut send_rx) = ring(8);
+        let (recv_tx, mut recv_rx) = ring(8);
+        let send = e.add_cq(send_tx, None).id;
+        let recv = e.add_cq(recv_tx, None).id;
+        let (_sq_tx, sq) = ring::<SqItem>(2);
+        e.add_qp(7, sq, None, send, recv, Arc::new(AtomicBool::new(false)));
+        e.route(done(1, WcOpcode::Send, 7));
+        e.route(done(2, WcOpcode::Recv, 7));
+        e.complete();
+        assert_eq!(send_rx.pop().map(|c| c.wr_id), Some(1));
+        assert_eq!(recv_rx.pop().map(|c| c.wr_id), Some(2));
+
+        // The send queue goes away and a new queue takes its slot: the QP's send
+        // completions are orphans, not the new queue's.
+        e.remove_cq(send);
+        let (other_tx, mut other_rx) = ring(8);
+        let other = e.add_cq(other_tx, None).id;
+        assert_ne!(other, send);
+        e.route(done(3, WcOpcode::Send, 7));
+        e.route(done(4, WcOpcode::Recv, 7));
+        e.complete();
+        assert!(other_rx.pop().is_none());
+        assert_eq!(recv_rx.pop().map(|c| c.wr_id), Some(4));
+        assert_eq!(e.stats.cq_orphans, 1);
+
+        // A completion for a QP that no longer exists.
+        e.remove_qp(7);
+        e.route(done(5, WcOpcode::Recv, 7));
+        e.complete();
+        assert!(recv_rx.pop().is_none());
+        assert_eq!(e.stats.cq_orphans, 2);
+    }
+}
