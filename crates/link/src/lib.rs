@@ -44,6 +44,7 @@ pub mod wake;
 pub use datagram::{Datagram, DatagramLink};
 pub use pool::{BufferPool, PacketBuf};
 pub use shm::{ShmFrameLink, ShmLink, ShmOptions};
+pub use sys::monotonic_micros;
 pub use udp::{UdpLink, UdpOptions};
 
 use std::io;

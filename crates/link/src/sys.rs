@@ -16,6 +16,25 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::AtomicU32;
 
+/// `CLOCK_MONOTONIC` in microseconds (the clock `std::time::Instant` reads on Linux).
+///
+/// A progress pass reads the time whenever it moves a packet; through `Instant` each
+/// read also paid for `Duration` arithmetic (`elapsed`, `as_micros`), about three
+/// quarters of its cost as callgrind counts it.
+pub fn monotonic_micros() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration, and
+    // CLOCK_MONOTONIC exists on every Linux, so the call cannot fail (and a failure
+    // would leave `ts` at zero, a valid time).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000)
+        .wrapping_add(ts.tv_nsec as u64 / 1_000)
+}
+
 /// The last OS error with `what` in front.
 pub(crate) fn last_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();

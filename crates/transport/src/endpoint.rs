@@ -12,6 +12,14 @@
 //! [`Endpoint::poll_timeout`] reads the set's first entry, [`Endpoint::handle_timeout`]
 //! visits only due QPs, and [`Endpoint::poll_transmit`] only queued ones
 //! ([`Stats::qp_visits`] counts the visits).
+//!
+//! Timers are cancelled lazily. A QP's entry in the set moves only when its deadline
+//! comes *earlier*; an ACK that stops or pushes back the retransmission timer leaves
+//! the entry where it was, and when that time comes [`Endpoint::handle_timeout`] finds
+//! the QP not due and files it under its real deadline (or none). A message costs no
+//! set update on the common path (each one used to cost an insert and a remove), and
+//! [`Endpoint::poll_timeout`] stays a safe lower bound: never later than a real
+//! deadline, sometimes earlier.
 
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::fastmap::FastMap;
@@ -206,7 +214,8 @@ struct Qp {
     resp: Responder,
     rq: VecDeque<RecvWr>,
     deficit: i64,
-    /// The deadline this QP has in the endpoint's timer set.
+    /// The deadline of this QP's entry in the endpoint's timer set: at or before its
+    /// requester's real deadline (see the module doc: cancelling is lazy).
     armed: Option<Instant>,
     /// True while the QP is in the endpoint's transmit queue.
     queued: bool,
@@ -232,17 +241,27 @@ impl Sched {
         }
     }
 
+    /// File `qp` under its requester's deadline if that is earlier than its entry (or
+    /// it has none). A later deadline, or none, leaves the entry: it fires early and
+    /// [`Endpoint::handle_timeout`] re-files the QP then.
+    #[inline]
     fn sync_timer(&mut self, qp: &mut Qp) {
-        let d = qp.req.next_deadline();
-        if d != qp.armed {
-            if let Some(t) = qp.armed {
-                self.timers.remove(&(t, qp.common.qpn));
+        if let Some(d) = qp.req.next_deadline() {
+            if qp.armed.is_none_or(|a| d < a) {
+                self.refile(qp, d);
             }
-            if let Some(t) = d {
-                self.timers.insert((t, qp.common.qpn));
-            }
-            qp.armed = d;
         }
+    }
+
+    /// Move `qp`'s entry to `d` (out of line: the per-packet check above is the hot
+    /// part, and a set update is rare once a QP's entry stands).
+    #[inline(never)]
+    fn refile(&mut self, qp: &mut Qp, d: Instant) {
+        if let Some(a) = qp.armed {
+            self.timers.remove(&(a, qp.common.qpn));
+        }
+        self.timers.insert((d, qp.common.qpn));
+        qp.armed = Some(d);
     }
 }
 
@@ -705,7 +724,10 @@ impl<M: Memory> Endpoint<M> {
         None
     }
 
-    /// The earliest timer deadline of any QP.
+    /// When [`Endpoint::handle_timeout`] should next be called: never later than the
+    /// earliest timer deadline of any QP, and earlier when a timer was cancelled or
+    /// pushed back since it was filed (cancelling is lazy; that call then only re-files
+    /// the QP). `None`: no timer is armed.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.sched.timers.first().map(|&(t, _)| t)
     }

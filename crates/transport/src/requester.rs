@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use weft_wire::roce::ext::rnr_timer_micros;
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
-    AtomicEthRepr, BthRepr, DethRepr, IbPacketRepr, IcrcPath, NakCode, Operation, Psn, RethRepr,
-    Syndrome,
+    AtomicEthRepr, DethRepr, IbPacketRepr, IcrcPath, NakCode, Operation, PacketFields,
+    PacketTemplate, Psn, RethRepr, Syndrome,
 };
 
 /// The PSN was acknowledged or its response arrived.
@@ -117,6 +117,10 @@ pub(crate) struct Requester {
     /// Go-back-N: the PSN of the last go-back triggered by a NAK or an out-of-order
     /// response, so a burst of such signals for one loss causes one retransmission.
     recovering_at: Option<u64>,
+    /// The encoded BTH of this QP's requests to its connected peer (P_Key and
+    /// destination QP), rebuilt when either changes: a packet patches in its opcode,
+    /// flags and PSN instead of encoding every BTH field again.
+    template: Option<PacketTemplate>,
     /// Buffers of retired inline WQEs, reused by the next inline posts so a stream of
     /// small inline SENDs allocates nothing per message.
     spare_inline: Vec<Vec<u8>>,
@@ -145,6 +149,7 @@ impl Requester {
             retry_left: 0,
             rnr_left: 0,
             recovering_at: None,
+            template: None,
             spare_inline: Vec::new(),
         }
     }
@@ -182,6 +187,7 @@ impl Requester {
         self.wqes.is_empty()
     }
 
+    #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
         match (self.timer, self.rnr_until) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -348,17 +354,47 @@ impl Requester {
         let n = w.npsn;
         let transport = q.qp_type.transport();
         let fault = |status| Fault { idx, status };
-        let (dest_qpn, path) = match (q.qp_type, w.wr.ud) {
-            (QpType::Ud, Some(ud)) => (ud.qpn, ud.path),
+        // The fixed part of the headers: the QP's cached template, or on UD one for this
+        // datagram's destination and Q_Key.
+        let ud_template;
+        let (template, path) = match (q.qp_type, w.wr.ud) {
+            (QpType::Ud, Some(ud)) => {
+                let deth = DethRepr {
+                    qkey: ud.qkey,
+                    src_qp: q.qpn,
+                };
+                ud_template = PacketTemplate::new(q.attrs.pkey, ud.qpn, Some(deth))
+                    .map_err(|_| fault(WcStatus::LocQpOpErr))?;
+                (&ud_template, ud.path)
+            }
             (QpType::Ud, None) => return Err(fault(WcStatus::LocQpOpErr)),
             (_, _) => match q.attrs.path {
-                Some(path) => (q.attrs.dest_qpn, path),
+                Some(path) => {
+                    let (pkey, dest) = (q.attrs.pkey, q.attrs.dest_qpn);
+                    if !self.template.is_some_and(|t| t.is_for(pkey, dest)) {
+                        self.template = Some(
+                            PacketTemplate::new(pkey, dest, None)
+                                .map_err(|_| fault(WcStatus::LocQpOpErr))?,
+                        );
+                    }
+                    let t = self.template.as_ref().ok_or(fault(WcStatus::LocQpOpErr))?;
+                    (t, path)
+                }
                 None => return Err(fault(WcStatus::LocQpOpErr)),
             },
         };
-        let mut bth = BthRepr::new(weft_wire::Opcode(0), dest_qpn, Psn::new(p as u32));
-        bth.pkey = q.attrs.pkey;
-        let mut repr = IbPacketRepr::new(bth);
+        let mut repr = PacketFields {
+            opcode: weft_wire::Opcode(0),
+            solicited: false,
+            ack_req: false,
+            psn: Psn::new(p as u32),
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            imm: None,
+            payload_len: 0,
+        };
         let mut payload_len = 0u64;
         let mut payload_off = 0u64;
         let consumed;
@@ -372,7 +408,7 @@ impl Requester {
                     Operation::Write
                 };
                 let with_imm = imm.is_some() && pos.ends_message();
-                repr.bth.opcode = opcode_for(transport, operation, pos, with_imm)
+                repr.opcode = opcode_for(transport, operation, pos, with_imm)
                     .ok_or(fault(WcStatus::LocQpOpErr))?;
                 if with_imm {
                     repr.imm = imm;
@@ -386,13 +422,7 @@ impl Requester {
                         });
                     }
                 }
-                if q.qp_type == QpType::Ud {
-                    repr.deth = Some(DethRepr {
-                        qkey: w.wr.ud.map_or(0, |u| u.qkey),
-                        src_qp: q.qpn,
-                    });
-                }
-                repr.bth.solicited = w.wr.solicited && pos.ends_message();
+                repr.solicited = w.wr.solicited && pos.ends_message();
                 payload_off = i * mtu;
                 payload_len = packet_len(w.len, mtu, i);
                 consumed = 1;
@@ -405,7 +435,7 @@ impl Requester {
                 } else {
                     packet_len(w.len, mtu, i)
                 };
-                repr.bth.opcode = opcode_for(
+                repr.opcode = opcode_for(
                     transport,
                     Operation::ReadRequest,
                     weft_wire::roce::Position::Only,
@@ -425,7 +455,7 @@ impl Requester {
                 compare,
                 swap,
             } => {
-                repr.bth.opcode = opcode_for(
+                repr.opcode = opcode_for(
                     transport,
                     Operation::CompareSwap,
                     weft_wire::roce::Position::Only,
@@ -442,7 +472,7 @@ impl Requester {
                 last = true;
             }
             WrOp::FetchAdd { remote, add } => {
-                repr.bth.opcode = opcode_for(
+                repr.opcode = opcode_for(
                     transport,
                     Operation::FetchAdd,
                     weft_wire::roce::Position::Only,
@@ -464,7 +494,7 @@ impl Requester {
         // selective retransmission, so the responder's ACKs can be coalesced but a
         // sender never waits for an ACK nobody asked for.
         let interval = u64::from(ctx.config.ack_req_interval.max(1));
-        repr.bth.ack_req = q.qp_type == QpType::Rc
+        repr.ack_req = q.qp_type == QpType::Rc
             && (last
                 || single
                 || p % interval == interval - 1
@@ -472,8 +502,9 @@ impl Requester {
 
         // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
-        let at = repr
-            .emit_headers(buf, plen)
+        repr.payload_len = plen;
+        let at = template
+            .emit_headers(buf, &repr)
             .map_err(|_| fault(WcStatus::LocQpOpErr))?;
         if plen > 0 {
             let dst = &mut buf[at.clone()];

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, VecDeque};
 use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
-    AethRepr, AtomicAckEthRepr, BthRepr, IbPacketRepr, IcrcPath, IpPair, NakCode, Operation,
-    Position, Psn, Syndrome, Transport,
+    AethRepr, AtomicAckEthRepr, IbPacketRepr, IcrcPath, IpPair, NakCode, Operation, PacketFields,
+    PacketTemplate, Position, Psn, Syndrome, Transport,
 };
 
 /// Bytes of the GRH a UD receive buffer starts with (IBTA Vol 1 ch. 11, post receive; the layout rdma_rxe uses).
@@ -108,6 +108,8 @@ pub(crate) struct RespEmitted {
 
 #[derive(Debug)]
 pub(crate) struct Responder {
+    /// The encoded BTH of this QP's responses (see [`PacketTemplate`]).
+    template: Option<PacketTemplate>,
     epsn: u64,
     msn: u32,
     cur: Option<InMsg>,
@@ -133,6 +135,7 @@ const MAX_QUEUE: usize = 4096;
 impl Responder {
     pub fn new() -> Responder {
         Responder {
+            template: None,
             epsn: 0,
             msn: 0,
             cur: None,
@@ -858,9 +861,24 @@ impl Responder {
             syndrome,
             msn: self.msn & Psn::MASK,
         };
-        let mut bth = BthRepr::new(weft_wire::Opcode(0), q.attrs.dest_qpn, Psn::new(0));
-        bth.pkey = q.attrs.pkey;
-        let mut repr = IbPacketRepr::new(bth);
+        // The QP's encoded BTH (P_Key, destination QP), rebuilt when either changes.
+        let (pkey, dest) = (q.attrs.pkey, q.attrs.dest_qpn);
+        if !self.template.is_some_and(|t| t.is_for(pkey, dest)) {
+            self.template = Some(PacketTemplate::new(pkey, dest, None).ok()?);
+        }
+        let template = self.template?;
+        let mut repr = PacketFields {
+            opcode: weft_wire::Opcode(0),
+            solicited: false,
+            ack_req: false,
+            psn: Psn::new(0),
+            reth: None,
+            atomic_eth: None,
+            aeth: None,
+            atomic_ack_eth: None,
+            imm: None,
+            payload_len: 0,
+        };
         let mut payload_len = 0usize;
         let mut emitted = None;
         let mut fatal = false;
@@ -872,9 +890,9 @@ impl Responder {
                 fatal: f,
             } => {
                 self.queue.pop_front();
-                repr.bth.opcode =
+                repr.opcode =
                     opcode_for(Transport::Rc, Operation::Acknowledge, Position::Only, false)?;
-                repr.bth.psn = Psn::new(psn as u32);
+                repr.psn = Psn::new(psn as u32);
                 let syndrome = match syndrome {
                     Syndrome::Ack { .. } => Syndrome::Ack {
                         credit_code: credits,
@@ -895,13 +913,13 @@ impl Responder {
             }
             Response::Atomic { psn, orig } => {
                 self.queue.pop_front();
-                repr.bth.opcode = opcode_for(
+                repr.opcode = opcode_for(
                     Transport::Rc,
                     Operation::AtomicAcknowledge,
                     Position::Only,
                     false,
                 )?;
-                repr.bth.psn = Psn::new(psn as u32);
+                repr.psn = Psn::new(psn as u32);
                 repr.aeth = Some(ack(Syndrome::Ack {
                     credit_code: credits,
                 }));
@@ -911,8 +929,8 @@ impl Responder {
                 let n = packets_for(job.len, mtu);
                 let i = job.sent;
                 let pos = position(i, n);
-                repr.bth.opcode = opcode_for(Transport::Rc, Operation::ReadResponse, pos, false)?;
-                repr.bth.psn = Psn::new((job.first_psn + i) as u32);
+                repr.opcode = opcode_for(Transport::Rc, Operation::ReadResponse, pos, false)?;
+                repr.psn = Psn::new((job.first_psn + i) as u32);
                 if pos != Position::Middle {
                     repr.aeth = Some(ack(Syndrome::Ack {
                         credit_code: credits,
@@ -920,7 +938,8 @@ impl Responder {
                 }
                 payload_len = packet_len(job.len, mtu, i) as usize;
                 // One copy: headers first, then memory read straight into the packet.
-                let at = repr.emit_headers(buf, payload_len).ok()?;
+                repr.payload_len = payload_len;
+                let at = template.emit_headers(buf, &repr).ok()?;
                 if payload_len > 0 {
                     let read = ctx.mem.read(
                         Key::Remote(job.rkey),
@@ -955,7 +974,10 @@ impl Responder {
         }
         let len = match emitted {
             Some(at) => at.end + IbPacketRepr::pad_for(payload_len) + wire_len::ICRC,
-            None => repr.emit(buf, &[]).ok()?,
+            None => {
+                let at = template.emit_headers(buf, &repr).ok()?;
+                at.end + wire_len::ICRC
+            }
         };
         if ctx.config.write_icrc {
             path.fill(&mut buf[..len]).ok()?;

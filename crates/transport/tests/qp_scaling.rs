@@ -55,7 +55,18 @@ fn costs(n: usize) -> (u64, u64) {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].status, WcStatus::Success);
     settle(&mut p, 100_000);
-    assert_eq!(p.a.poll_timeout(), None, "the ACK cancelled the timer");
+    // The ACK cancelled the timer lazily: its entry stays until its time, when one
+    // visit to its QP finds nothing due (no timeout, no retransmission) and drops it.
+    let stale = p.a.poll_timeout().expect("the cancelled timer's entry");
+    p.a.handle_timeout(stale);
+    assert_eq!(p.a.stats().timeouts, 0);
+    assert_eq!(p.a.poll_timeout(), None, "the stale entry was dropped");
+    let mut buf = vec![0u8; 4096 + MAX_OVERHEAD];
+    assert_eq!(
+        p.a.poll_transmit(stale, &mut buf),
+        None,
+        "nothing to resend"
+    );
     let one = visits(&p) - before;
     (idle, one)
 }

@@ -82,10 +82,21 @@ pub(crate) struct ChannelInner {
 
 #[derive(Debug)]
 struct CqSlot {
+    /// The queue's id ([`CqNotify::id`]): a QP's [`CqRef`] names its slot by index and
+    /// id, so a slot reused by a later queue is never mistaken for a destroyed one.
+    id: u32,
     ring: Producer<Completion>,
     overflow: VecDeque<Completion>,
     notify: Arc<CqNotify>,
     touched: bool,
+}
+
+/// Where a QP's completions go: the completion queue's index in [`Engine`]'s slab, and
+/// its id to check that the slot still holds that queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CqRef {
+    idx: usize,
+    id: u32,
 }
 
 /// A QP's rings. The engine takes from a ring only as many requests as the
@@ -94,8 +105,8 @@ struct CqSlot {
 struct QpSlot {
     sq: Consumer<SqItem>,
     rq: Option<Consumer<RecvWr>>,
-    send_cq: u32,
-    recv_cq: u32,
+    send_cq: CqRef,
+    recv_cq: CqRef,
     /// True while the QP is in [`Posted`]'s list or the engine's drain list.
     listed: Arc<AtomicBool>,
 }
@@ -160,7 +171,16 @@ pub(crate) struct Engine {
     link: Box<dyn DatagramLink>,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
-    cqs: FastMap<u32, CqSlot>,
+    /// Completion queues in a slab: a completion reaches its ring by index, not by a
+    /// hash lookup ([`Engine::route`]).
+    cqs: Vec<Option<CqSlot>>,
+    /// Free slots of `cqs`.
+    cq_free: Vec<usize>,
+    /// Slab indices of the queues that got completions in this pass (published once).
+    cq_touched: Vec<usize>,
+    /// The QP the last completion was routed for, with its queues: completions come in
+    /// runs per QP, so most skip the QP table too.
+    route_memo: Option<(u32, CqRef, CqRef)>,
     next_cq: u32,
     rx: Vec<Datagram>,
     tx: Vec<Datagram>,
@@ -172,7 +192,8 @@ pub(crate) struct Engine {
     /// no room for (drained again next pass).
     to_drain: Vec<u32>,
     carry: Vec<u32>,
-    origin: std::time::Instant,
+    /// The engine's time zero, in [`weft_link::monotonic_micros`]' microseconds.
+    origin: u64,
     /// Passes run (the clock of `recent`).
     pass: u64,
     /// The engine blocked since the last pass: the next pass checks its timers (the
@@ -195,7 +216,7 @@ impl fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("local", &self.link.local_addr())
             .field("qps", &self.qps.len())
-            .field("cqs", &self.cqs.len())
+            .field("cqs", &(self.cqs.len() - self.cq_free.len()))
             .finish()
     }
 }
@@ -222,7 +243,10 @@ impl Engine {
             link,
             qps: FastMap::default(),
             srqs: FastMap::default(),
-            cqs: FastMap::default(),
+            cqs: Vec::new(),
+            cq_free: Vec::new(),
+            cq_touched: Vec::new(),
+            route_memo: None,
             next_cq: 1,
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(BURST * 2),
@@ -231,7 +255,7 @@ impl Engine {
             posted: Arc::new(Posted::default()),
             to_drain: Vec::new(),
             carry: Vec::new(),
-            origin: std::time::Instant::now(),
+            origin: weft_link::monotonic_micros(),
             pass: 0,
             woke: false,
             recent: FastMap::default(),
@@ -246,7 +270,7 @@ impl Engine {
     }
 
     fn now(&self) -> Instant {
-        Instant(self.origin.elapsed().as_micros() as u64)
+        Instant(weft_link::monotonic_micros().saturating_sub(self.origin))
     }
 
     pub(crate) fn add_cq(
@@ -261,20 +285,35 @@ impl Engine {
             armed: AtomicBool::new(false),
             channel,
         });
-        self.cqs.insert(
+        let slot = CqSlot {
             id,
-            CqSlot {
-                ring,
-                overflow: VecDeque::new(),
-                notify: Arc::clone(&notify),
-                touched: false,
-            },
-        );
+            ring,
+            overflow: VecDeque::new(),
+            notify: Arc::clone(&notify),
+            touched: false,
+        };
+        match self.cq_free.pop() {
+            Some(i) => self.cqs[i] = Some(slot),
+            None => self.cqs.push(Some(slot)),
+        }
         notify
     }
 
     pub(crate) fn remove_cq(&mut self, id: u32) {
-        self.cqs.remove(&id);
+        if let Some(i) = self.cq_ref(id).map(|r| r.idx) {
+            self.cqs[i] = None;
+            self.cq_free.push(i);
+            self.cq_touched.retain(|&t| t != i);
+        }
+    }
+
+    /// The slab slot of completion queue `id` (a control-path scan). An unknown id
+    /// gives a reference that matches no slot, so its completions count as orphans.
+    fn cq_ref(&self, id: u32) -> Option<CqRef> {
+        self.cqs
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.id == id))
+            .map(|idx| CqRef { idx, id })
     }
 
     pub(crate) fn add_qp(
@@ -286,6 +325,13 @@ impl Engine {
         recv_cq: u32,
         listed: Arc<AtomicBool>,
     ) {
+        let gone = CqRef {
+            idx: usize::MAX,
+            id: 0,
+        };
+        let send_cq = self.cq_ref(send_cq).unwrap_or(gone);
+        let recv_cq = self.cq_ref(recv_cq).unwrap_or(gone);
+        self.route_memo = None;
         self.qps.insert(
             qpn,
             QpSlot {
@@ -299,6 +345,7 @@ impl Engine {
     }
 
     pub(crate) fn remove_qp(&mut self, qpn: u32) {
+        self.route_memo = None;
         self.qps.remove(&qpn);
         self.ep.destroy_qp(qpn);
     }
@@ -580,18 +627,16 @@ impl Engine {
             any = true;
             self.route(c);
         }
-        if any {
-            for slot in self.cqs.values_mut() {
-                if slot.touched {
-                    slot.touched = false;
-                    publish(slot);
-                }
+        for i in self.cq_touched.drain(..) {
+            if let Some(slot) = &mut self.cqs[i] {
+                slot.touched = false;
+                publish(slot);
             }
         }
         // Completions that waited for room.
         if self.overflowed {
             self.overflowed = false;
-            for slot in self.cqs.values_mut() {
+            for slot in self.cqs.iter_mut().flatten() {
                 if !slot.overflow.is_empty() {
                     while let Some(c) = slot.overflow.pop_front() {
                         if let Err(c) = slot.ring.push(c) {
@@ -607,20 +652,36 @@ impl Engine {
         any
     }
 
+    /// Put a completion into its queue's ring: the QP's queues come from the memo of the
+    /// last QP routed (or one QP-table lookup), the ring from the slab by index.
     fn route(&mut self, c: Completion) {
-        let cq = match self.qps.get(&c.qpn) {
-            Some(q) if c.opcode.is_recv() => q.recv_cq,
-            Some(q) => q.send_cq,
-            None => {
-                self.stats.cq_orphans += 1;
-                return;
-            }
+        let (send, recv) = match self.route_memo {
+            Some((qpn, s, r)) if qpn == c.qpn => (s, r),
+            _ => match self.qps.get(&c.qpn) {
+                Some(q) => {
+                    self.route_memo = Some((c.qpn, q.send_cq, q.recv_cq));
+                    (q.send_cq, q.recv_cq)
+                }
+                None => {
+                    self.stats.cq_orphans += 1;
+                    return;
+                }
+            },
         };
-        let Some(slot) = self.cqs.get_mut(&cq) else {
+        let cq = if c.opcode.is_recv() { recv } else { send };
+        let Some(slot) = self
+            .cqs
+            .get_mut(cq.idx)
+            .and_then(Option::as_mut)
+            .filter(|s| s.id == cq.id)
+        else {
             self.stats.cq_orphans += 1;
             return;
         };
-        slot.touched = true;
+        if !slot.touched {
+            slot.touched = true;
+            self.cq_touched.push(cq.idx);
+        }
         if !slot.overflow.is_empty() {
             slot.overflow.push_back(c);
             self.stats.cq_overflows += 1;
@@ -900,4 +961,63 @@ pub struct ContextStats {
     pub transport: Stats,
     /// The link's counters.
     pub link: LinkStats,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_link::dgram_sim::DgramFabric;
+    use weft_link::spsc::ring;
+    use weft_link::BufferPool;
+    use weft_transport::{Config, WcOpcode};
+
+    fn engine() -> Engine {
+        let fabric = DgramFabric::new(1);
+        let addr = "127.0.0.1:4791".parse().unwrap();
+        let link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
+        Engine::new(
+            Endpoint::new(Config::default(), MrTable::default()),
+            Box::new(link),
+        )
+    }
+
+    fn done(wr_id: u64, opcode: WcOpcode, qpn: u32) -> Completion {
+        Completion::new(wr_id, WcStatus::Success, opcode, qpn)
+    }
+
+    #[test]
+    fn completions_go_to_their_qps_queues_and_never_to_a_queue_that_reused_a_slot() {
+        let mut e = engine();
+        let (send_tx, mut send_rx) = ring(8);
+        let (recv_tx, mut recv_rx) = ring(8);
+        let send = e.add_cq(send_tx, None).id;
+        let recv = e.add_cq(recv_tx, None).id;
+        let (_sq_tx, sq) = ring::<SqItem>(2);
+        e.add_qp(7, sq, None, send, recv, Arc::new(AtomicBool::new(false)));
+        e.route(done(1, WcOpcode::Send, 7));
+        e.route(done(2, WcOpcode::Recv, 7));
+        e.complete();
+        assert_eq!(send_rx.pop().map(|c| c.wr_id), Some(1));
+        assert_eq!(recv_rx.pop().map(|c| c.wr_id), Some(2));
+
+        // The send queue goes away and a new queue takes its slot: the QP's send
+        // completions are orphans, not the new queue's.
+        e.remove_cq(send);
+        let (other_tx, mut other_rx) = ring(8);
+        let other = e.add_cq(other_tx, None).id;
+        assert_ne!(other, send);
+        e.route(done(3, WcOpcode::Send, 7));
+        e.route(done(4, WcOpcode::Recv, 7));
+        e.complete();
+        assert!(other_rx.pop().is_none());
+        assert_eq!(recv_rx.pop().map(|c| c.wr_id), Some(4));
+        assert_eq!(e.stats.cq_orphans, 1);
+
+        // A completion for a QP that no longer exists.
+        e.remove_qp(7);
+        e.route(done(5, WcOpcode::Recv, 7));
+        e.complete();
+        assert!(recv_rx.pop().is_none());
+        assert_eq!(e.stats.cq_orphans, 2);
+    }
 }

@@ -13,7 +13,7 @@ pub use bth::{Bth, BthRepr};
 pub use ext::{AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, NakCode, RethRepr, Syndrome};
 pub use icrc::{IcrcPath, IpPair, Ipv4IdDeltas, GSO_MAX_SEGMENTS};
 pub use opcode::{ExtHeaders, Opcode, OpcodeInfo, Operation, Position, Transport};
-pub use packet::{ExtLayout, IbPacket, IbPacketRepr};
+pub use packet::{ExtLayout, IbPacket, IbPacketRepr, PacketFields, PacketTemplate};
 pub use psn::Psn;
 
 /// The UDP destination port IANA assigned to RoCEv2.
