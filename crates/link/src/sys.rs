@@ -22,14 +22,20 @@ use std::sync::atomic::AtomicU32;
 /// read also paid for `Duration` arithmetic (`elapsed`, `as_micros`), about three
 /// quarters of its cost as callgrind counts it.
 pub fn monotonic_micros() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the call's duration, and
-    // CLOCK_MONOTONIC exists on every Linux, so the call cannot fail (and a failure
-    // would leave `ts` at zero, a valid time).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: an all-zero timespec is a valid value (plain integers, and any padding
+    // fields some targets have).
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        // CLOCK_MONOTONIC exists on every Linux; a sandbox that refuses the call
+        // would otherwise stop time (deadlines would never come), so fail loudly, as
+        // `Instant::now` does.
+        panic!(
+            "clock_gettime(CLOCK_MONOTONIC): {}",
+            io::Error::last_os_error()
+        );
+    }
     (ts.tv_sec as u64)
         .wrapping_mul(1_000_000)
         .wrapping_add(ts.tv_nsec as u64 / 1_000)

@@ -733,10 +733,14 @@ impl<M: Memory> Endpoint<M> {
     }
 
     /// Run every timer due at `now` (visiting only the QPs whose timer is due).
-    pub fn handle_timeout(&mut self, now: Instant) {
+    /// Returns true when a timer fired (a retransmission, an RNR wait ending, a
+    /// fault); false when the due entries were only stale ones, re-filed for their
+    /// QPs' later deadlines: then nothing happened that another pass must follow up.
+    pub fn handle_timeout(&mut self, now: Instant) -> bool {
         if self.poll_timeout().is_none_or(|t| t > now) {
-            return;
+            return false;
         }
+        let mut fired = false;
         let (mut ctx, qps, sched) = self.split(now);
         // The due entries, taken out first: a timer re-armed at `now` or earlier waits
         // for the next call instead of firing again in this one.
@@ -749,6 +753,7 @@ impl<M: Memory> Endpoint<M> {
             };
             qp.armed = None;
             if qp.req.next_deadline().is_some_and(|t| t <= now) {
+                fired = true;
                 let q = qp.common.clone();
                 if let Err(f) = qp.req.handle_timeout(&q, &mut ctx) {
                     qp.fault(&mut ctx, f);
@@ -756,6 +761,7 @@ impl<M: Memory> Endpoint<M> {
             }
             sched.touched(qp);
         }
+        fired
     }
 
     /// The next completion.

@@ -359,8 +359,15 @@ impl Requester {
         let ud_template;
         let (template, path) = match (q.qp_type, w.wr.ud) {
             (QpType::Ud, Some(ud)) => {
+                // A Q_Key with its top bit set means "use the QP's own" (IBA
+                // 10.2.5; ibv_post_send: "if the MSB is set, the QP's Q_Key is used").
+                let qkey = if ud.qkey & 0x8000_0000 != 0 {
+                    q.attrs.qkey
+                } else {
+                    ud.qkey
+                };
                 let deth = DethRepr {
-                    qkey: ud.qkey,
+                    qkey,
                     src_qp: q.qpn,
                 };
                 ud_template = PacketTemplate::new(q.attrs.pkey, ud.qpn, Some(deth))

@@ -172,6 +172,24 @@ fn ud_send_writes_grh_then_payload() {
 }
 
 #[test]
+fn ud_qkey_with_its_top_bit_set_means_the_qps_own() {
+    // ibv_post_send: "if the MSB of the Q_Key is set, the QP's Q_Key is used" (IBA
+    // 10.2.5). Both QPs' Q_Key is 0x1111_1111, so the datagram is received.
+    let (mut p, qa, qb) = ud_pair();
+    let (ra, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(qb, recv(1, vec![sge(&rb, rb.addr, 4096)]))
+        .unwrap();
+    let mut wr = SendWr::new(1, WrOp::Send { imm: None }, vec![sge(&ra, ra.addr, 8)]);
+    wr.ud = Some(ud_dest(qb, 0x8000_0000));
+    p.a.post_send(qa, wr).unwrap();
+    settle(&mut p, 10_000);
+    assert_eq!(p.b.stats().qkey_mismatch, 0);
+    let cb = completions(&mut p, Side::B);
+    assert_eq!(cb.len(), 1);
+    assert_eq!(cb[0].status, WcStatus::Success);
+}
+
+#[test]
 fn ud_wrong_qkey_no_receive_and_oversize() {
     let (mut p, qa, qb) = ud_pair();
     let (ra, rb) = big_regions(&mut p, MEM);

@@ -395,8 +395,9 @@ impl Engine {
             let woke = std::mem::take(&mut self.woke);
             if work || woke || now.is_some() || self.stats.passes % IDLE_TIMER_CHECK == 0 {
                 let n = self.now_once(&mut now);
-                if t <= n {
-                    self.ep.handle_timeout(n);
+                // A stale entry (a timer cancelled lazily) only re-files its QP: no
+                // work, so the engine thread does not spin on its account.
+                if t <= n && self.ep.handle_timeout(n) {
                     work = true;
                 }
             }
