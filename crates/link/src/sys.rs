@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicU32;
 pub fn monotonic_micros() -> u64 {
     // SAFETY: an all-zero timespec is a valid value (plain integers, and any padding
     // fields some targets have).
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    let mut ts: libc::timespec = unsafe { mem::zeroed() };
     // SAFETY: `ts` is a valid, writable timespec for the call's duration.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     if rc != 0 {
