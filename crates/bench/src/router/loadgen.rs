@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_link::afpacket::{setns_net, AfPacket, RingConfig};
+use weft_link::afpacket::{setns_net, AfPacket, RingConfig, RingVersion};
 use weft_link::{BufferPool, Link, PacketBuf};
 use weft_wire::ethernet::EthernetFrame;
 use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -51,6 +51,10 @@ pub struct Endpoints {
     pub src_ip: Ipv4Addr,
     /// Destination address (routed by the forwarder towards the receiver).
     pub dst_ip: Ipv4Addr,
+    /// The receiver's ring: `TPACKET_V2` sees each frame as the kernel writes it;
+    /// `TPACKET_V3` (what the generator used before issue 18) adds its block fill
+    /// time or retire timer to every latency, the forwarder's or not.
+    pub rx_ring: RingVersion,
 }
 
 /// One trial's outcome.
@@ -144,17 +148,24 @@ pub fn trial(
     let ready = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let rx_thread = {
-        let (ns, dev) = (ep.rx_ns.clone(), ep.rx_dev.clone());
+        let (ns, dev, rx_ring) = (ep.rx_ns.clone(), ep.rx_dev.clone(), ep.rx_ring);
         let (ready, done) = (Arc::clone(&ready), Arc::clone(&done));
         std::thread::spawn(move || -> io::Result<(u64, u64, Vec<u64>)> {
             enter(&ns)?;
             let pool = BufferPool::new(8192, 2048);
-            // Small blocks: a block becomes visible when full or after 1 ms, so small
-            // ones keep the receiver's own delay low at high rates.
-            let cfg = RingConfig {
-                rx_block_size: 8192,
-                rx_blocks: 512,
-                ..RingConfig::default()
+            let cfg = match rx_ring {
+                // 4 096 slots: the receiver shares its core with the sender.
+                RingVersion::V2 => RingConfig {
+                    rx_frames: 4096,
+                    ..RingConfig::default()
+                },
+                // Small blocks: a block becomes visible when full or when its timer
+                // fires, so small ones keep the receiver's own delay low at high rates.
+                RingVersion::V3 => RingConfig {
+                    rx_block_size: 8192,
+                    rx_blocks: 512,
+                    ..RingConfig::v3()
+                },
             };
             let mut link = AfPacket::with_config(&dev, pool, cfg)?;
             ready.store(true, Ordering::Release);
@@ -323,6 +334,11 @@ pub struct Rfc2544Args {
     /// the receiving host drops it silently after the capture sees it.
     #[arg(long, default_value = "198.19.0.2")]
     dst_ip: Ipv4Addr,
+    /// The receiver's AF_PACKET ring: v2 (each frame seen as written) or v3 (blocks,
+    /// the generator's ring before issue 18: adds up to the block timer to every
+    /// latency).
+    #[arg(long, default_value = "v2")]
+    rx_ring: RingVersion,
     /// Frame sizes with FCS (RFC 2544 §9.1).
     #[arg(
         long,
@@ -443,6 +459,7 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
         dst_mac: EthernetAddress(mac),
         src_ip: a.src_ip,
         dst_ip: a.dst_ip,
+        rx_ring: a.rx_ring,
     };
     let len = Duration::from_secs_f64(a.trial_secs.max(0.1));
     if let Some(path) = &a.latency_at_rows {
