@@ -270,7 +270,8 @@ fn wall_clock() -> Duration {
 }
 
 /// Largest frame read back from the socket queue (a super-frame: 64 KiB of GSO
-/// payload plus headers, `gso_max_size` on veth); anything longer is dropped.
+/// payload plus headers, `gso_max_size` on veth, with room to spare); anything
+/// longer is dropped and counted.
 const COPY_BUF: usize = (1 << 17) + vnet::LEN;
 
 /// What the sender left to a NIC for a received frame.
@@ -804,13 +805,13 @@ impl AfPacket {
             RxFrame::Queued(len, tag) => {
                 // In order: the queue holds exactly the frames whose slots say so.
                 if self.copy_buf.is_empty() {
-                    self.copy_buf = vec![0; COPY_BUF + 1];
+                    self.copy_buf = vec![0; COPY_BUF];
                 }
-                let got = sys::recv_msg(self.fd.as_raw_fd(), &mut self.copy_buf);
+                let got = sys::recv_dontwait(self.fd.as_raw_fd(), &mut self.copy_buf);
                 let head = if self.vnet { vnet::LEN } else { 0 };
                 match got {
-                    // Exactly the frame the slot announced (a longer one was cut).
-                    Ok(Some((n, _))) if n <= COPY_BUF && n == head + len => {
+                    // Exactly the frame the slot announced, whole.
+                    Ok(Some(n)) if n <= COPY_BUF && n == head + len => {
                         let (v, data) = self.copy_buf[..n].split_at(head);
                         let left = if self.vnet {
                             Unfinished::from_vnet(v)

@@ -135,9 +135,11 @@ fn a_frame_larger_than_its_v2_slot_arrives_whole_and_in_order() {
                 (3, 8000, 0xee),
                 (4, 60, 0xee)
             ],
-            "every frame whole, in order"
+            "every frame whole, in order; {:?} {:?}",
+            a.stats(),
+            b.stats()
         );
-        assert_eq!(b.stats().rx_dropped, 0);
+        assert_eq!(b.stats().rx_dropped, 0, "{:?} {:?}", a.stats(), b.stats());
     });
     t.join().expect("test thread");
 }
