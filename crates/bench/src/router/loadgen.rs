@@ -86,6 +86,17 @@ impl Trial {
     pub fn delivered_share(&self) -> f64 {
         (self.received + self.receiver_dropped) as f64 / self.sent.max(1) as f64
     }
+    /// Share of the received frames that arrived within `us` microseconds of being
+    /// sent, percent (NaN when none arrived).
+    pub fn within_us(&self, us: f64) -> f64 {
+        if self.latency_ns.is_empty() {
+            return f64::NAN;
+        }
+        let bound = (us * 1e3) as u64;
+        let n = self.latency_ns.iter().filter(|&&l| l <= bound).count();
+        100.0 * n as f64 / self.latency_ns.len() as f64
+    }
+
     /// Latency percentile `p` (0..=100) in microseconds.
     pub fn latency_us(&self, p: f64) -> f64 {
         if self.latency_ns.is_empty() {
@@ -402,6 +413,11 @@ pub struct Rfc2544Row {
     pub at_p50_us: Option<f64>,
     pub at_p99_us: Option<f64>,
     pub at_lost: Option<u64>,
+    /// Of the frames of that trial, the share that crossed within 100 µs of being
+    /// sent, percent (a low-rate probe's figure: a frame that waits for a block
+    /// timer or a sleeping thread's timeout misses it).
+    #[serde(default)]
+    pub at_within_100us_pct: Option<f64>,
     /// Seconds per trial.
     pub trial_secs: f64,
     /// `--round`.
@@ -507,6 +523,7 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
             at_p50_us: at_trial.as_ref().and_then(|t| finite(t.latency_us(50.0))),
             at_p99_us: at_trial.as_ref().and_then(|t| finite(t.latency_us(99.0))),
             at_lost: at_trial.as_ref().map(Trial::lost),
+            at_within_100us_pct: at_trial.as_ref().and_then(|t| finite(t.within_us(100.0))),
             trial_secs: len.as_secs_f64(),
             round: a.round,
         };
@@ -546,6 +563,7 @@ mod tests {
             at_p50_us: None,
             at_p99_us: None,
             at_lost: None,
+            at_within_100us_pct: None,
             trial_secs: 1.0,
             round,
         })
