@@ -16,7 +16,7 @@
 //!
 //! Waiting: a thread with nothing to do polls (yielding the CPU between polls) for
 //! [`Options::busy_poll`], then blocks on its link's descriptors and its own
-//! [`Doorbell`] (an eventfd) together. A producer that posts into a sleeping
+//! doorbell (an eventfd, `Doorbell`) together. A producer that posts into a sleeping
 //! thread's ring rings its doorbell after the ring's own (Release) doorbell, so a
 //! lone packet waits for one wake-up, never for a timeout; a frame arriving on the
 //! link wakes the thread through the link's descriptor (`TPACKET_V2` rings: per
