@@ -11,6 +11,7 @@
 # prints one line per run: arch ring forwarded instructions per_packet
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command -v callgrind_control >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 WEFT=${1:-target/release/weft}
 ARCHS=${ARCHS:-push pull central}
 RING=${RING:-v2}
