@@ -784,6 +784,7 @@ mod tests {
             at_p50_us: at.map(|a| a.0),
             at_p99_us: at.map(|a| a.1),
             at_lost: at.map(|_| 1),
+            at_within_100us_pct: None,
             trial_secs: 1.0,
             round: Some(round),
         };

@@ -1,27 +1,39 @@
-//! Linux `AF_PACKET` links with `TPACKET_V3` memory-mapped rings (packet(7),
-//! Documentation/networking/packet_mmap.rst): the kernel fills receive blocks that we
-//! read in place and copy once into pooled buffers; we fill transmit frames in the
-//! mapped ring and kick the kernel once per burst.
+//! Linux `AF_PACKET` links with memory-mapped rings (packet(7),
+//! Documentation/networking/packet_mmap.rst): the kernel writes received frames into
+//! the receive ring, which we read in place and copy once into pooled buffers; we
+//! fill transmit frames in the mapped ring and kick the kernel once per burst.
 //!
-//! Receive latency: a `TPACKET_V3` block becomes visible when it fills or when its
-//! retire timer (`retire_ms`, 1 ms by default here) fires, so an idle link adds up to
-//! that much latency to a lone packet. That is the price of block batching.
+//! Two ring layouts ([`RingVersion`]):
+//!
+//! - **`TPACKET_V2`** (the default): one fixed-size slot per frame, handed to user
+//!   space the moment the kernel has written it (status word, then a wake-up of a
+//!   poller). A lone frame waits for nobody.
+//! - **`TPACKET_V3`**: variable-size frames packed into blocks; a block is handed over
+//!   when it is full or when its retire timer fires. The timer counts in jiffies, so
+//!   the 1 ms asked for here is 4 ms on a `HZ=250` kernel: on a quiet link a lone
+//!   frame waits 1–5 ms (measured: docs/results/router.md §3). Denser, and one
+//!   wake-up per block, but a router cannot hold packets that long.
 //!
 //! Offloads: a frame that crossed a veth carries what the sender left to a NIC, a
 //! partial transport checksum and possibly a 64 KiB TCP super-frame (veth's default,
 //! checksum offload and TSO on). The socket asks for the kernel's `virtio_net_hdr`
 //! in front of each frame (`PACKET_VNET_HDR`), which says so with the offsets, and
 //! the link finishes the work on receive ([`crate::offload`]), counting it in
-//! [`LinkStats::rx_csum_completed`] and [`LinkStats::rx_gso_segmented`]. Receive
-//! blocks are large enough for a whole super-frame. On transmit the header is all
-//! zero: every frame we send is complete.
+//! [`LinkStats::rx_csum_completed`] and [`LinkStats::rx_gso_segmented`]. A V3 block is
+//! large enough for a whole super-frame. A V2 slot is sized for the MTU; a frame that
+//! does not fit goes whole to the socket's receive queue instead (`PACKET_COPY_THRESH`:
+//! the slot is marked `TP_STATUS_COPY`, in order with the others) and is read from
+//! there with `recvmsg`. A frame that fits neither is truncated by the kernel and
+//! counted in [`LinkStats::rx_dropped`], never half-forwarded. On transmit the header
+//! is all zero: every frame we send is complete.
 //!
 //! Needs `CAP_NET_RAW`.
 
 use crate::sys::{self, Mmap};
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -37,9 +49,14 @@ const PACKET_TX_RING: libc::c_int = 13;
 const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const PACKET_COPY_THRESH: libc::c_int = 7;
+const TPACKET_V2: libc::c_int = 1;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
+/// Receive (V2): the frame did not fit its slot; the whole of it waits in the
+/// socket's receive queue (`PACKET_COPY_THRESH`).
+const TP_STATUS_COPY: u32 = 2;
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_WRONG_FORMAT: u32 = 4;
@@ -66,6 +83,7 @@ mod vnet {
 const PACKET_OUTGOING: u8 = 4;
 const ETH_P_ALL: u16 = 0x0003;
 
+/// `struct tpacket_req3` (V2 reads only its first four fields, `struct tpacket_req`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct TpacketReq3 {
@@ -78,6 +96,8 @@ struct TpacketReq3 {
     tp_feature_req_word: u32,
 }
 
+/// `struct tpacket_stats_v3` (V2's `struct tpacket_stats` is its first two fields;
+/// the kernel copies only as much as the version has).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct TpacketStatsV3 {
@@ -86,23 +106,58 @@ struct TpacketStatsV3 {
     tp_freeze_q_cnt: u32,
 }
 
-/// `struct tpacket3_hdr`: 48 bytes.
-mod hdr3 {
-    pub const NEXT_OFFSET: usize = 0;
-    pub const SNAPLEN: usize = 12;
-    pub const LEN: usize = 16;
-    pub const STATUS: usize = 20;
-    pub const MAC: usize = 24;
-    /// `hv1.tp_vlan_tci` and `hv1.tp_vlan_tpid`.
-    pub const VLAN_TCI: usize = 32;
-    pub const VLAN_TPID: usize = 36;
-    /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where `struct sockaddr_ll`
-    /// follows on receive, and where frame data starts on transmit (the kernel's
+/// Where the fields of a frame header are: `struct tpacket2_hdr` (32 bytes) or
+/// `struct tpacket3_hdr` (48 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Hdr {
+    status: usize,
+    len: usize,
+    snaplen: usize,
+    mac: usize,
+    vlan_tci: usize,
+    vlan_tpid: usize,
+    /// `tp_sec`, `tp_nsec`: when the kernel received the frame (`CLOCK_REALTIME`).
+    sec: usize,
+    nsec: usize,
+    /// `TPACKET_ALIGN(sizeof(header))`: where `struct sockaddr_ll` follows on
+    /// receive, and where frame data starts on transmit (the kernel's
     /// `tp_hdrlen - sizeof(struct sockaddr_ll)`).
-    pub const ALIGNED_LEN: usize = 48;
-    /// `sll_pkttype` inside the `sockaddr_ll` that follows the header.
-    pub const SLL_PKTTYPE: usize = ALIGNED_LEN + 10;
+    aligned_len: usize,
 }
+
+impl Hdr {
+    const V2: Hdr = Hdr {
+        status: 0,
+        len: 4,
+        snaplen: 8,
+        mac: 12,
+        vlan_tci: 24,
+        vlan_tpid: 26,
+        sec: 16,
+        nsec: 20,
+        aligned_len: 32,
+    };
+    const V3: Hdr = Hdr {
+        status: 20,
+        len: 16,
+        snaplen: 12,
+        mac: 24,
+        // `hv1.tp_vlan_tci` (a u32 in V3, a u16 in V2: read as u16 at its address
+        // only on little-endian, so the reader below knows which).
+        vlan_tci: 32,
+        vlan_tpid: 36,
+        sec: 4,
+        nsec: 8,
+        aligned_len: 48,
+    };
+    /// `sll_pkttype` inside the `sockaddr_ll` that follows the header.
+    const fn sll_pkttype(&self) -> usize {
+        self.aligned_len + 10
+    }
+}
+
+/// `struct tpacket3_hdr`'s `tp_next_offset`.
+const HDR3_NEXT_OFFSET: usize = 0;
 
 /// `struct tpacket_block_desc` with `struct tpacket_hdr_v1` inside.
 mod block {
@@ -111,16 +166,55 @@ mod block {
     pub const OFFSET_TO_FIRST_PKT: usize = 16;
 }
 
+/// The layout of an `AF_PACKET` link's rings (one version for both rings of a
+/// socket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RingVersion {
+    /// `TPACKET_V2`: a slot per frame, visible as soon as written (no timer).
+    #[default]
+    V2,
+    /// `TPACKET_V3`: frames packed in blocks, visible when a block fills or its
+    /// retire timer fires.
+    V3,
+}
+
+impl std::str::FromStr for RingVersion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RingVersion, String> {
+        match s {
+            "v2" => Ok(RingVersion::V2),
+            "v3" => Ok(RingVersion::V3),
+            _ => Err(format!("unknown ring {s:?} (v2, v3)")),
+        }
+    }
+}
+
+impl std::fmt::Display for RingVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RingVersion::V2 => "v2",
+            RingVersion::V3 => "v3",
+        })
+    }
+}
+
 /// Sizes of an `AF_PACKET` link's rings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingConfig {
-    /// Receive block size (a multiple of the page size).
+    /// Ring layout.
+    pub version: RingVersion,
+    /// V2: receive slots (each sized for the interface's MTU, a power of two of at
+    /// least 2 KiB). This is the receive queue's bound: a frame that finds every slot
+    /// taken is dropped by the kernel and counted.
+    pub rx_frames: u32,
+    /// V3: receive block size (a multiple of the page size).
     pub rx_block_size: u32,
-    /// Receive blocks.
+    /// V3: receive blocks.
     pub rx_blocks: u32,
-    /// Block retire timeout in milliseconds (the latency floor of an idle link).
+    /// V3: block retire timeout in milliseconds (rounded up to jiffies by the
+    /// kernel: the latency floor of an idle link).
     pub retire_ms: u32,
-    /// Transmit frame slot size (frame data starts 48 bytes in).
+    /// Transmit frame slot size (frame data starts 32 (V2) or 48 (V3) bytes in).
     pub tx_frame_size: u32,
     /// Transmit frame slots.
     pub tx_frames: u32,
@@ -131,10 +225,13 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            // A block must hold the largest frame the kernel hands us: a TCP
+            version: RingVersion::V2,
+            // 1 024 frames: 7–10 ms at the ~100–150 kpps a veth path carries here, a
+            // NIC-sized queue (the kernel's own per-CPU backlog is 1 000); 2 MiB.
+            rx_frames: 1024,
+            // V3: a block must hold the largest frame the kernel hands us, a TCP
             // super-frame of up to 64 KiB from a sender with TSO on (see the module
-            // head), hence 128 KiB. A block is handed over when full or after
-            // `retire_ms`, so under load a lone frame waits at most the timer.
+            // head), hence 128 KiB.
             rx_block_size: 1 << 17,
             rx_blocks: 32,
             retire_ms: 1,
@@ -144,6 +241,38 @@ impl Default for RingConfig {
         }
     }
 }
+
+impl RingConfig {
+    /// The `TPACKET_V3` block ring weft used before V2 (32 blocks of 128 KiB, 1 ms
+    /// retire timer), for comparison.
+    pub fn v3() -> RingConfig {
+        RingConfig {
+            version: RingVersion::V3,
+            ..RingConfig::default()
+        }
+    }
+}
+
+/// A V2 receive slot for frames of up to `max_frame` bytes: the kernel puts the
+/// frame at `TPACKET_ALIGN(tp_hdrlen + 16)` plus the `virtio_net_hdr`, less the MAC
+/// header (af_packet.c, `tpacket_rcv`): 76 bytes in with the header on. A power of
+/// two, so slots tile pages and blocks.
+fn v2_slot_size(max_frame: usize) -> u32 {
+    let room = 128 + max_frame + 4; // header room, the frame, a tag the kernel may add
+    (room.next_power_of_two().max(2048)) as u32
+}
+
+/// The wall clock as the kernel stamps frames (`CLOCK_REALTIME`), since the epoch.
+fn wall_clock() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Largest frame read back from the socket queue (a super-frame: 64 KiB of GSO
+/// payload plus headers, `gso_max_size` on veth, with room to spare); anything
+/// longer is dropped and counted.
+const COPY_BUF: usize = (1 << 17) + vnet::LEN;
 
 /// What the sender left to a NIC for a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,16 +288,51 @@ enum Unfinished {
     Segment { gso_type: u8, gso_size: u16 },
 }
 
-/// One packet slot of a receive block, as found.
+impl Unfinished {
+    /// What a `virtio_net_hdr` says is left to do.
+    fn from_vnet(v: &[u8]) -> Unfinished {
+        let (Some(&flags), Some(&gso_type)) = (v.get(vnet::FLAGS), v.get(vnet::GSO_TYPE)) else {
+            return Unfinished::Nothing;
+        };
+        if gso_type != crate::offload::gso::NONE {
+            return Unfinished::Segment {
+                gso_type,
+                gso_size: read_u16(v, vnet::GSO_SIZE),
+            };
+        }
+        if flags & vnet::F_NEEDS_CSUM != 0 {
+            return Unfinished::Checksum {
+                start: usize::from(read_u16(v, vnet::CSUM_START)),
+                offset: usize::from(read_u16(v, vnet::CSUM_OFFSET)),
+            };
+        }
+        Unfinished::Nothing
+    }
+}
+
+/// One receive slot (V2) or packet of a block (V3), as found.
 #[derive(Debug, Clone, Copy)]
 enum RxFrame {
     /// Frame bytes at this offset and length in the mapping, the 802.1Q tag (TPID,
     /// TCI) the kernel stripped from it, if any, and the offload work left.
     Data(usize, usize, Option<(u16, u16)>, Unfinished),
-    /// Truncated, or offsets outside the block.
+    /// V2: the frame did not fit its slot and waits whole, `len` bytes, in the
+    /// socket's receive queue (`TP_STATUS_COPY`), with this tag.
+    Queued(usize, Option<(u16, u16)>),
+    /// Truncated, or offsets outside the slot or block.
     Bad,
     /// Our own transmission looped back: skip.
     Outgoing,
+}
+
+fn read_u32(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .map_or(0, |s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn read_u16(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2)
+        .map_or(0, |s| u16::from_ne_bytes([s[0], s[1]]))
 }
 
 /// Copy a received frame into `b`, with its 802.1Q tag put back after the MAC
@@ -190,22 +354,95 @@ fn copy_frame(b: &mut PacketBuf, frame: &[u8], tag: Option<(u16, u16)>) -> bool 
     b.set_len(frame.len() + 4)
 }
 
+/// Where received frames go: the pool and spare buffers, the queue of super-frame
+/// segments not yet handed out, and the counters (fields of [`AfPacket`] borrowed
+/// apart from its mapping, so a frame is copied straight out of the ring).
+struct Sink<'a> {
+    pool: &'a BufferPool,
+    spare: &'a mut Vec<PacketBuf>,
+    pending: &'a mut VecDeque<PacketBuf>,
+    stats: &'a mut LinkStats,
+}
+
+impl Sink<'_> {
+    /// Copy a received frame into pooled buffers (several when it is a super-frame),
+    /// finishing what the sender left to a NIC. Appends to `out` up to `room` frames
+    /// and queues the rest of a super-frame's segments; returns how many it
+    /// appended, or None when the frame is dropped.
+    fn take(
+        &mut self,
+        data: &[u8],
+        tag: Option<(u16, u16)>,
+        left: Unfinished,
+        out: &mut Vec<PacketBuf>,
+        room: usize,
+    ) -> Option<usize> {
+        if let Unfinished::Segment { gso_type, gso_size } = left {
+            // A tagged super-frame would need the tag in every segment; ports are
+            // untagged, so it is dropped like any tagged frame would be later.
+            if tag.is_some() {
+                return None;
+            }
+            let mut segs = Vec::new();
+            crate::offload::segment(data, gso_type, gso_size, self.pool, &mut segs).ok()?;
+            self.stats.rx_gso_segmented += 1;
+            let now = segs.len().min(room);
+            self.pending.extend(segs.drain(now..));
+            out.append(&mut segs);
+            return Some(now);
+        }
+        let mut b = self.spare.pop()?;
+        if !copy_frame(&mut b, data, tag) {
+            self.spare.push(b);
+            return None;
+        }
+        // A tag put back moves the transport header 4 bytes further in.
+        let shift = if tag.is_some() { 4 } else { 0 };
+        let done = match left {
+            Unfinished::Nothing | Unfinished::Segment { .. } => Ok(false),
+            Unfinished::Checksum { start, offset } => {
+                crate::offload::complete_checksum_at(&mut b, start + shift, offset).map(|()| true)
+            }
+            Unfinished::ChecksumSomewhere => {
+                crate::offload::complete_checksum(&mut b).map(|()| true)
+            }
+        };
+        match done {
+            Ok(completed) => {
+                self.stats.rx_csum_completed += u64::from(completed);
+                out.push(b);
+                Some(1)
+            }
+            Err(_) => {
+                self.spare.push(b);
+                None
+            }
+        }
+    }
+}
+
 /// Where we are inside the receive ring.
 #[derive(Debug, Clone, Copy)]
 struct RxCursor {
+    /// V2: the next slot. V3: the current block.
     block: usize,
-    /// Packets of the current block already read, and the offset of the next one;
-    /// `None` when the block has not been opened.
+    /// V3: packets of the current block already read, and the offset of the next
+    /// one; `None` when the block has not been opened.
     open: Option<(u32, usize)>,
 }
 
-/// An `AF_PACKET` socket bound to one interface, with `TPACKET_V3` rx and tx rings.
+/// An `AF_PACKET` socket bound to one interface, with `TPACKET_V2` or `TPACKET_V3`
+/// receive and transmit rings.
 #[derive(Debug)]
 pub struct AfPacket {
     fd: OwnedFd,
     /// The receive ring, then the transmit ring (`tx_base` on); `None` only while
     /// opening.
     map: Option<Mmap>,
+    version: RingVersion,
+    /// The header layout of `version`.
+    hdr: Hdr,
+    /// V2: slot size and count (a "block" is a slot). V3: block size and count.
     rx_block_size: usize,
     rx_blocks: usize,
     tx_frame_size: usize,
@@ -222,7 +459,10 @@ pub struct AfPacket {
     /// Whether frames carry a `virtio_net_hdr` (`PACKET_VNET_HDR` accepted).
     vnet: bool,
     /// Segments of a super-frame not yet handed out (a burst is at most `max`).
-    pending: std::collections::VecDeque<PacketBuf>,
+    pending: VecDeque<PacketBuf>,
+    /// V2: where a frame too large for its slot is read to from the socket queue
+    /// (allocated on the first one).
+    copy_buf: Vec<u8>,
 }
 
 fn setsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
@@ -230,29 +470,45 @@ fn setsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, val: &T, what: &str) -> i
 }
 
 impl AfPacket {
-    /// Open `interface` with the default ring sizes, receiving into `pool`.
+    /// Open `interface` with the default rings (`TPACKET_V2`), receiving into `pool`.
     pub fn open(interface: &str, pool: BufferPool) -> io::Result<AfPacket> {
         AfPacket::with_config(interface, pool, RingConfig::default())
     }
 
-    /// Open `interface` with the given ring sizes.
+    /// Open `interface` with the given ring layout and sizes.
     pub fn with_config(interface: &str, pool: BufferPool, cfg: RingConfig) -> io::Result<AfPacket> {
         let page = 4096u32;
-        if cfg.rx_block_size == 0
-            || cfg.rx_block_size % page != 0
-            || cfg.tx_frame_size < 256
+        let bad = |why: &str| {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad ring config: {why}"),
+            ))
+        };
+        if cfg.tx_frame_size < 256
             || cfg.tx_frame_size % 16 != 0
             || page % cfg.tx_frame_size != 0 && cfg.tx_frame_size % page != 0
-            || cfg.rx_blocks == 0
             || cfg.tx_frames == 0
         {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "bad ring config",
-            ));
+            return bad("tx_frame_size a multiple of 16 that tiles pages, tx_frames > 0");
+        }
+        match cfg.version {
+            RingVersion::V3
+                if cfg.rx_block_size == 0
+                    || cfg.rx_block_size % page != 0
+                    || cfg.rx_blocks == 0 =>
+            {
+                return bad("rx_block_size a multiple of the page size, rx_blocks > 0");
+            }
+            RingVersion::V2 if cfg.rx_frames == 0 => return bad("rx_frames > 0"),
+            _ => {}
         }
         let ifindex = sys::if_nametoindex(interface)?;
         let (mac, mtu) = interface_mac_mtu(interface)?;
+        let max_frame = mtu + 14;
+        let (rx_block_size, rx_blocks) = match cfg.version {
+            RingVersion::V2 => (v2_slot_size(max_frame), cfg.rx_frames),
+            RingVersion::V3 => (cfg.rx_block_size, cfg.rx_blocks),
+        };
         // Protocol 0: receive nothing until the rings exist and we bind.
         let fd = sys::socket(
             libc::AF_PACKET,
@@ -263,8 +519,13 @@ impl AfPacket {
         let mut link = AfPacket {
             fd,
             map: None,
-            rx_block_size: cfg.rx_block_size as usize,
-            rx_blocks: cfg.rx_blocks as usize,
+            version: cfg.version,
+            hdr: match cfg.version {
+                RingVersion::V2 => Hdr::V2,
+                RingVersion::V3 => Hdr::V3,
+            },
+            rx_block_size: rx_block_size as usize,
+            rx_blocks: rx_blocks as usize,
             tx_frame_size: cfg.tx_frame_size as usize,
             tx_frames: cfg.tx_frames as usize,
             tx_base: 0,
@@ -276,17 +537,22 @@ impl AfPacket {
             info: LinkInfo {
                 name: interface.to_string(),
                 mac,
-                max_frame: mtu + 14,
+                max_frame,
             },
             pool,
             stats: LinkStats::default(),
             kernel_drops: 0,
             spare: Vec::new(),
             vnet: false,
-            pending: std::collections::VecDeque::new(),
+            pending: VecDeque::new(),
+            copy_buf: Vec::new(),
         };
         // From here dropping `link` closes the fd (and unmaps once mapped) on error.
-        setsockopt(&link.fd, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
+        let version = match cfg.version {
+            RingVersion::V2 => TPACKET_V2,
+            RingVersion::V3 => TPACKET_V3,
+        };
+        setsockopt(&link.fd, PACKET_VERSION, &version, "PACKET_VERSION")?;
         let one: libc::c_int = 1;
         // Before the rings exist (the kernel refuses it after). Without it (kernels
         // before 5.x lack it for TPACKET_V3) the status word still flags partial
@@ -303,14 +569,50 @@ impl AfPacket {
         if cfg.qdisc_bypass {
             let _ = setsockopt(&link.fd, PACKET_QDISC_BYPASS, &one, "PACKET_QDISC_BYPASS");
         }
-        let rx_req = TpacketReq3 {
-            tp_block_size: cfg.rx_block_size,
-            tp_block_nr: cfg.rx_blocks,
-            tp_frame_size: 2048,
-            tp_frame_nr: cfg.rx_block_size / 2048 * cfg.rx_blocks,
-            tp_retire_blk_tov: cfg.retire_ms,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
+        if cfg.version == RingVersion::V2 {
+            // A frame larger than its slot (a super-frame) is queued whole on the
+            // socket instead of truncated; room for a few of them there (forced past
+            // rmem_max where we may, the default otherwise).
+            setsockopt(&link.fd, PACKET_COPY_THRESH, &one, "PACKET_COPY_THRESH")?;
+            let buf: libc::c_int = 4 << 20;
+            let raw = link.fd.as_raw_fd();
+            if sys::set_int(
+                raw,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                buf,
+                "SO_RCVBUFFORCE",
+            )
+            .is_err()
+            {
+                let _ = sys::set_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, buf, "SO_RCVBUF");
+            }
+        }
+        let rx_req = match cfg.version {
+            RingVersion::V2 => {
+                // Slots tile blocks of at least a page; whole blocks, so the slot
+                // count rounds up to a multiple of the slots per page.
+                let block = rx_block_size.max(page);
+                let per_block = block / rx_block_size;
+                let blocks = rx_blocks.div_ceil(per_block);
+                link.rx_blocks = (blocks * per_block) as usize;
+                TpacketReq3 {
+                    tp_block_size: block,
+                    tp_block_nr: blocks,
+                    tp_frame_size: rx_block_size,
+                    tp_frame_nr: blocks * per_block,
+                    ..TpacketReq3::default()
+                }
+            }
+            RingVersion::V3 => TpacketReq3 {
+                tp_block_size: rx_block_size,
+                tp_block_nr: rx_blocks,
+                tp_frame_size: 2048,
+                tp_frame_nr: rx_block_size / 2048 * rx_blocks,
+                tp_retire_blk_tov: cfg.retire_ms,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            },
         };
         setsockopt(&link.fd, PACKET_RX_RING, &rx_req, "PACKET_RX_RING")?;
         let tx_block = cfg.tx_frame_size.max(page);
@@ -353,6 +655,16 @@ impl AfPacket {
         Ok(link)
     }
 
+    /// The ring layout in use.
+    pub fn ring_version(&self) -> RingVersion {
+        self.version
+    }
+
+    /// Receive slots (V2) or blocks (V3).
+    pub fn rx_slots(&self) -> usize {
+        self.rx_blocks
+    }
+
     /// The socket, for polling beside other descriptors.
     pub(crate) fn fd(&self) -> libc::c_int {
         self.fd.as_raw_fd()
@@ -361,12 +673,15 @@ impl AfPacket {
     /// True when a receive would find a frame without waiting.
     pub(crate) fn rx_ready(&self) -> bool {
         let base = self.rx.block * self.rx_block_size;
+        let status = match self.version {
+            RingVersion::V2 => base + self.hdr.status,
+            RingVersion::V3 => base + block::STATUS,
+        };
         !self.pending.is_empty()
             || self.rx.open.is_some()
-            || self.load_u32(base + block::STATUS) & TP_STATUS_USER != 0
+            || self.load_u32(status) & TP_STATUS_USER != 0
     }
 
-    /// Bounds-checked view of the mapping.
     /// Bounds-checked view of the mapping. The kernel may write other parts
     /// concurrently; we only read ranges it has handed to user space (status bits
     /// checked with Acquire first).
@@ -394,55 +709,57 @@ impl AfPacket {
         }
     }
 
-    fn read_u32(b: &[u8], at: usize) -> u32 {
-        b.get(at..at + 4)
-            .map_or(0, |s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
-    }
-
-    fn read_u16(b: &[u8], at: usize) -> u16 {
-        b.get(at..at + 2)
-            .map_or(0, |s| u16::from_ne_bytes([s[0], s[1]]))
-    }
-
-    /// The packet at `off` in the block at `base`: (offset of the next packet, frame).
-    fn parse_rx_frame(&self, base: usize, off: usize) -> (usize, RxFrame) {
-        let Some(blk) = self.region(base, self.rx_block_size) else {
+    /// The packet whose header is at `off` in the slot or block at `base` (`area`
+    /// bytes long): (offset of the next packet (V3; 0 for V2), frame).
+    fn parse_rx_frame(&self, base: usize, area: usize, off: usize) -> (usize, RxFrame) {
+        let hdr = self.hdr;
+        let Some(blk) = self.region(base, area) else {
             return (0, RxFrame::Bad);
         };
-        let Some(h) = blk.get(off..off + hdr3::ALIGNED_LEN + 20) else {
+        let Some(h) = blk.get(off..off + hdr.aligned_len + 20) else {
             return (0, RxFrame::Bad);
         };
-        let next = Self::read_u32(h, hdr3::NEXT_OFFSET) as usize;
-        let snap = Self::read_u32(h, hdr3::SNAPLEN) as usize;
-        let len = Self::read_u32(h, hdr3::LEN) as usize;
-        let mac = Self::read_u16(h, hdr3::MAC) as usize;
-        if h[hdr3::SLL_PKTTYPE] == PACKET_OUTGOING {
+        let next = match self.version {
+            RingVersion::V2 => 0,
+            RingVersion::V3 => read_u32(h, HDR3_NEXT_OFFSET) as usize,
+        };
+        let snap = read_u32(h, hdr.snaplen) as usize;
+        let len = read_u32(h, hdr.len) as usize;
+        let mac = read_u16(h, hdr.mac) as usize;
+        if h[hdr.sll_pkttype()] == PACKET_OUTGOING {
             return (next, RxFrame::Outgoing);
+        }
+        // The receive path moves an 802.1Q tag out of the frame before packet taps
+        // see it; a tag must not vanish (the frame would pass as untagged), so it is
+        // handed back for re-insertion, as libpcap does.
+        let status = read_u32(h, hdr.status);
+        let tag = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                read_u16(h, hdr.vlan_tpid)
+            } else {
+                0x8100
+            };
+            let tci = match self.version {
+                RingVersion::V2 => read_u16(h, hdr.vlan_tci),
+                RingVersion::V3 => read_u32(h, hdr.vlan_tci) as u16,
+            };
+            (tpid, tci)
+        });
+        if self.version == RingVersion::V2 && status & TP_STATUS_COPY != 0 {
+            return (next, RxFrame::Queued(len, tag));
         }
         let start = off + mac;
         if snap != len || start.checked_add(snap).is_none_or(|e| e > blk.len()) {
             return (next, RxFrame::Bad);
         }
-        // The receive path moves an 802.1Q tag out of the frame before packet taps
-        // see it; a tag must not vanish (the frame would pass as untagged), so it is
-        // handed back for re-insertion, as libpcap does.
-        let status = Self::read_u32(h, hdr3::STATUS);
-        let tag = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
-            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                Self::read_u16(h, hdr3::VLAN_TPID)
-            } else {
-                0x8100
-            };
-            (tpid, Self::read_u32(h, hdr3::VLAN_TCI) as u16)
-        });
         let left = if self.vnet {
             // The kernel puts the header right in front of the frame.
             match start
                 .checked_sub(vnet::LEN)
-                .filter(|&v| v >= off + hdr3::ALIGNED_LEN)
+                .filter(|&v| v >= off + hdr.aligned_len)
                 .and_then(|v| blk.get(v..start))
             {
-                Some(v) => Self::unfinished(v),
+                Some(v) => Unfinished::from_vnet(v),
                 None => return (next, RxFrame::Bad),
             }
         } else if status & TP_STATUS_CSUMNOTREADY != 0 {
@@ -453,80 +770,136 @@ impl AfPacket {
         (next, RxFrame::Data(base + start, snap, tag, left))
     }
 
-    /// What a `virtio_net_hdr` says is left to do.
-    fn unfinished(v: &[u8]) -> Unfinished {
-        let gso_type = v[vnet::GSO_TYPE];
-        if gso_type != crate::offload::gso::NONE {
-            return Unfinished::Segment {
-                gso_type,
-                gso_size: Self::read_u16(v, vnet::GSO_SIZE),
-            };
-        }
-        if v[vnet::FLAGS] & vnet::F_NEEDS_CSUM != 0 {
-            return Unfinished::Checksum {
-                start: usize::from(Self::read_u16(v, vnet::CSUM_START)),
-                offset: usize::from(Self::read_u16(v, vnet::CSUM_OFFSET)),
-            };
-        }
-        Unfinished::Nothing
+    /// Add how long the frame whose header is at `at` waited in the ring, by its
+    /// kernel timestamp, to the counters (`now`: the wall clock of this receive).
+    fn time_wait(&mut self, at: usize, now: Duration) {
+        let hdr = self.hdr;
+        let Some(h) = self.region(at, hdr.aligned_len) else {
+            return;
+        };
+        let stamp = Duration::new(
+            u64::from(read_u32(h, hdr.sec)),
+            read_u32(h, hdr.nsec).min(999_999_999),
+        );
+        // A clock step backwards counts 0, not a huge wait.
+        let waited = now.saturating_sub(stamp).as_nanos() as u64;
+        self.stats.rx_ring_wait_ns += waited;
+        self.stats.rx_ring_timed += 1;
     }
 
-    /// Copy a received frame out of the ring into pooled buffers (several when it is
-    /// a super-frame), finishing what the sender left to a NIC. Appends to `out` up
-    /// to `room` frames and queues the rest of a super-frame's segments; returns how
-    /// many it appended, or None when the frame is dropped.
-    fn take_frame(
-        &mut self,
-        start: usize,
-        len: usize,
-        tag: Option<(u16, u16)>,
-        left: Unfinished,
-        out: &mut Vec<PacketBuf>,
-        room: usize,
-    ) -> Option<usize> {
-        if let Unfinished::Segment { gso_type, gso_size } = left {
-            // A tagged super-frame would need the tag in every segment; ports are
-            // untagged, so it is dropped like any tagged frame would be later.
-            if tag.is_some() {
-                return None;
-            }
-            let data = self.region(start, len)?;
-            let mut segs = Vec::new();
-            crate::offload::segment(data, gso_type, gso_size, &self.pool, &mut segs).ok()?;
-            self.stats.rx_gso_segmented += 1;
-            let now = segs.len().min(room);
-            self.pending.extend(segs.drain(now..));
-            out.append(&mut segs);
-            return Some(now);
-        }
-        let mut b = self.spare.pop()?;
-        let copied = match self.region(start, len) {
-            Some(d) => copy_frame(&mut b, d, tag),
-            None => false,
+    /// Deliver one parsed frame into `out` (at most `room`); counts a drop.
+    fn deliver(&mut self, frame: RxFrame, out: &mut Vec<PacketBuf>, room: usize) -> usize {
+        let mut sink = Sink {
+            pool: &self.pool,
+            spare: &mut self.spare,
+            pending: &mut self.pending,
+            stats: &mut self.stats,
         };
-        if !copied {
-            self.spare.push(b);
-            return None;
-        }
-        // A tag put back moves the transport header 4 bytes further in.
-        let shift = if tag.is_some() { 4 } else { 0 };
-        let done = match left {
-            Unfinished::Nothing | Unfinished::Segment { .. } => Ok(false),
-            Unfinished::Checksum { start, offset } => {
-                crate::offload::complete_checksum_at(&mut b, start + shift, offset).map(|()| true)
+        let taken = match frame {
+            RxFrame::Data(start, len, tag, left) => {
+                match self.map.as_ref().and_then(|m| m.slice(start, len)) {
+                    Some(data) => sink.take(data, tag, left, out, room),
+                    None => None,
+                }
             }
-            Unfinished::ChecksumSomewhere => {
-                crate::offload::complete_checksum(&mut b).map(|()| true)
+            RxFrame::Queued(len, tag) => {
+                // In order: the queue holds exactly the frames whose slots say so.
+                if self.copy_buf.is_empty() {
+                    self.copy_buf = vec![0; COPY_BUF];
+                }
+                let got = sys::recv_dontwait(self.fd.as_raw_fd(), &mut self.copy_buf);
+                let head = if self.vnet { vnet::LEN } else { 0 };
+                match got {
+                    // Exactly the frame the slot announced, whole.
+                    Ok(Some(n)) if n <= COPY_BUF && n == head + len => {
+                        let (v, data) = self.copy_buf[..n].split_at(head);
+                        let left = if self.vnet {
+                            Unfinished::from_vnet(v)
+                        } else {
+                            Unfinished::Nothing
+                        };
+                        sink.take(data, tag, left, out, room)
+                    }
+                    _ => None,
+                }
             }
+            RxFrame::Bad => None,
+            RxFrame::Outgoing => return 0,
         };
-        match done {
-            Ok(completed) => {
-                self.stats.rx_csum_completed += u64::from(completed);
-                out.push(b);
-                Some(1)
+        match taken {
+            Some(n) => n,
+            None => {
+                self.stats.rx_dropped += 1;
+                0
             }
-            Err(_) => None,
         }
+    }
+
+    /// V2: read ready slots in order, handing each back at once.
+    fn recv_v2(&mut self, out: &mut Vec<PacketBuf>, mut got: usize, max: usize) -> usize {
+        // Bounded: at most one pass over the ring per call.
+        let mut seen = 0;
+        let mut now = None;
+        while got < max && seen < self.rx_blocks {
+            let base = self.rx.block * self.rx_block_size;
+            if self.load_u32(base + self.hdr.status) & TP_STATUS_USER == 0 {
+                break;
+            }
+            let (_, frame) = self.parse_rx_frame(base, self.rx_block_size, 0);
+            if !matches!(frame, RxFrame::Outgoing) {
+                self.time_wait(base, *now.get_or_insert_with(wall_clock));
+            }
+            got += self.deliver(frame, out, max - got);
+            self.store_u32(base + self.hdr.status, TP_STATUS_KERNEL);
+            self.rx.block = (self.rx.block + 1) % self.rx_blocks;
+            seen += 1;
+        }
+        got
+    }
+
+    /// V3: read the packets of ready blocks, handing each block back when done.
+    fn recv_v3(&mut self, out: &mut Vec<PacketBuf>, mut got: usize, max: usize) -> usize {
+        // Bounded: at most one pass over the ring per call.
+        let mut blocks_seen = 0;
+        let mut now = None;
+        while got < max && blocks_seen <= self.rx_blocks {
+            let base = self.rx.block * self.rx_block_size;
+            let (done, mut off) = match self.rx.open {
+                Some(c) => c,
+                None => {
+                    if self.load_u32(base + block::STATUS) & TP_STATUS_USER == 0 {
+                        break;
+                    }
+                    let first = self
+                        .region(base, self.rx_block_size)
+                        .map_or(0, |b| read_u32(b, block::OFFSET_TO_FIRST_PKT));
+                    (0, first as usize)
+                }
+            };
+            let num = self
+                .region(base, self.rx_block_size)
+                .map_or(0, |b| read_u32(b, block::NUM_PKTS));
+            if done >= num {
+                self.release_block();
+                blocks_seen += 1;
+                continue;
+            }
+            // Every offset the kernel gave us is checked against the block before use.
+            let (next, frame) = self.parse_rx_frame(base, self.rx_block_size, off);
+            if !matches!(frame, RxFrame::Outgoing) {
+                self.time_wait(base + off, *now.get_or_insert_with(wall_clock));
+            }
+            got += self.deliver(frame, out, max - got);
+            let done = done + 1;
+            if done >= num || next == 0 {
+                self.release_block();
+                blocks_seen += 1;
+            } else {
+                off += next;
+                self.rx.open = Some((done, off));
+            }
+        }
+        got
     }
 
     /// Hand the current block back to the kernel and move to the next.
@@ -550,6 +923,26 @@ impl AfPacket {
         if let Ok((st, _)) = st {
             self.kernel_drops += u64::from(st.tp_drops);
         }
+    }
+
+    fn poll_fds(&self, also: Option<BorrowedFd<'_>>, timeout: Duration) -> io::Result<bool> {
+        if self.rx_ready() {
+            return Ok(true);
+        }
+        let pfd = |fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        };
+        let mut pfds = [pfd(self.fd.as_raw_fd()), pfd(-1)];
+        let n = match also {
+            Some(a) => {
+                pfds[1] = pfd(a.as_raw_fd());
+                2
+            }
+            None => 1,
+        };
+        Ok(sys::poll(&mut pfds[..n], timeout)? > 0)
     }
 }
 
@@ -576,51 +969,10 @@ impl Link for AfPacket {
             let need = max - self.spare.len();
             self.pool.alloc_burst(need, &mut self.spare);
         }
-        // Bounded: at most one pass over the ring per call.
-        let mut blocks_seen = 0;
-        while got < max && blocks_seen <= self.rx_blocks {
-            let base = self.rx.block * self.rx_block_size;
-            let (done, mut off) = match self.rx.open {
-                Some(c) => c,
-                None => {
-                    if self.load_u32(base + block::STATUS) & TP_STATUS_USER == 0 {
-                        break;
-                    }
-                    let first = self
-                        .region(base, self.rx_block_size)
-                        .map_or(0, |b| Self::read_u32(b, block::OFFSET_TO_FIRST_PKT));
-                    (0, first as usize)
-                }
-            };
-            let num = self
-                .region(base, self.rx_block_size)
-                .map_or(0, |b| Self::read_u32(b, block::NUM_PKTS));
-            if done >= num {
-                self.release_block();
-                blocks_seen += 1;
-                continue;
-            }
-            // Every offset the kernel gave us is checked against the block before use.
-            let (next, frame) = self.parse_rx_frame(base, off);
-            match frame {
-                RxFrame::Data(start, len, tag, left) => {
-                    match self.take_frame(start, len, tag, left, out, max - got) {
-                        Some(n) => got += n,
-                        None => self.stats.rx_dropped += 1,
-                    }
-                }
-                RxFrame::Bad => self.stats.rx_dropped += 1,
-                RxFrame::Outgoing => {}
-            }
-            let done = done + 1;
-            if done >= num || next == 0 {
-                self.release_block();
-                blocks_seen += 1;
-            } else {
-                off += next;
-                self.rx.open = Some((done, off));
-            }
-        }
+        let got = match self.version {
+            RingVersion::V2 => self.recv_v2(out, got, max),
+            RingVersion::V3 => self.recv_v3(out, got, max),
+        };
         self.stats.rx_frames += got as u64;
         if self.spare.len() > 64 {
             self.pool.free_burst(self.spare.drain(64..));
@@ -630,13 +982,14 @@ impl Link for AfPacket {
 
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
         let mut sent = 0;
+        let hdr = self.hdr;
         // With PACKET_VNET_HDR the kernel expects a virtio_net_hdr in front of each
         // frame on transmit too: all zero, nothing left to offload.
-        let data = hdr3::ALIGNED_LEN + if self.vnet { vnet::LEN } else { 0 };
+        let data = hdr.aligned_len + if self.vnet { vnet::LEN } else { 0 };
         let room = self.tx_frame_size - data;
         for f in frames.iter() {
             let slot = self.tx_base + self.tx_next * self.tx_frame_size;
-            let status = self.load_u32(slot + hdr3::STATUS);
+            let status = self.load_u32(slot + hdr.status);
             if status == TP_STATUS_WRONG_FORMAT {
                 // The kernel refused a frame we wrote earlier; count it, reuse the slot.
                 self.stats.tx_dropped += 1;
@@ -652,16 +1005,19 @@ impl Link for AfPacket {
                 continue;
             }
             let fsz = self.tx_frame_size;
+            let version = self.version;
             let Some(s) = self.region_mut(slot, fsz) else {
                 break;
             };
-            let len = (data - hdr3::ALIGNED_LEN + f.len()) as u32;
-            s[hdr3::NEXT_OFFSET..hdr3::NEXT_OFFSET + 4].copy_from_slice(&0u32.to_ne_bytes());
-            s[hdr3::LEN..hdr3::LEN + 4].copy_from_slice(&len.to_ne_bytes());
-            s[hdr3::SNAPLEN..hdr3::SNAPLEN + 4].copy_from_slice(&len.to_ne_bytes());
-            s[hdr3::ALIGNED_LEN..data].fill(0);
+            let len = (data - hdr.aligned_len + f.len()) as u32;
+            if version == RingVersion::V3 {
+                s[HDR3_NEXT_OFFSET..HDR3_NEXT_OFFSET + 4].copy_from_slice(&0u32.to_ne_bytes());
+            }
+            s[hdr.len..hdr.len + 4].copy_from_slice(&len.to_ne_bytes());
+            s[hdr.snaplen..hdr.snaplen + 4].copy_from_slice(&len.to_ne_bytes());
+            s[hdr.aligned_len..data].fill(0);
             s[data..data + f.len()].copy_from_slice(f);
-            self.store_u32(slot + hdr3::STATUS, TP_STATUS_SEND_REQUEST);
+            self.store_u32(slot + hdr.status, TP_STATUS_SEND_REQUEST);
             self.tx_next = (self.tx_next + 1) % self.tx_frames;
         }
         self.pool.free_burst(frames.drain(..sent));
@@ -678,15 +1034,11 @@ impl Link for AfPacket {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
-        if self.rx_ready() {
-            return Ok(true);
-        }
-        let mut pfd = [libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN | libc::POLLERR,
-            revents: 0,
-        }];
-        Ok(sys::poll(&mut pfd, timeout)? > 0)
+        self.poll_fds(None, timeout)
+    }
+
+    fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+        self.poll_fds(Some(doorbell), timeout)
     }
 
     fn stats(&self) -> LinkStats {

@@ -31,12 +31,12 @@
 //! and a TSO super-frame, longer than a UMEM chunk, is passed by the program to an
 //! `AF_PACKET` socket of the link that splits it (see [`AfXdpLink`]).
 
-use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig};
+use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig, RingVersion};
 use crate::sys::bpf::Insn;
 use crate::sys::{self, Mmap};
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -702,9 +702,13 @@ pub fn probe() -> io::Result<()> {
     Redirect::load(1, 1792).map(drop)
 }
 
-/// Rings of the `AF_PACKET` socket that takes frames too long for a UMEM chunk: room
-/// for a few super-frames, and no transmit ring to speak of (the socket never sends).
+/// Rings of the `AF_PACKET` socket that takes frames too long for a UMEM chunk: a
+/// `TPACKET_V2` ring, whose slots are too small for any of them, so each super-frame
+/// is queued whole on the socket and read from there as soon as it arrives (no block
+/// timer); no transmit ring to speak of (the socket never sends).
 const OVERSIZE_RINGS: RingConfig = RingConfig {
+    version: RingVersion::V2,
+    rx_frames: 64,
     rx_block_size: 1 << 17,
     rx_blocks: 8,
     retire_ms: 1,
@@ -814,6 +818,30 @@ impl AfXdpLink {
         })
     }
 
+    /// Block until a queue or the oversize socket (or `also`) is readable.
+    fn poll_fds(&mut self, also: Option<BorrowedFd<'_>>, timeout: Duration) -> io::Result<bool> {
+        if self.queues.iter().any(|q| q.rx.ready() > 0)
+            || self.oversize.as_ref().is_some_and(AfPacket::rx_ready)
+        {
+            return Ok(true);
+        }
+        for p in &mut self.pollfds {
+            p.revents = 0;
+        }
+        if let Some(a) = also {
+            self.pollfds.push(libc::pollfd {
+                fd: a.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let r = sys::poll(&mut self.pollfds, timeout);
+        if also.is_some() {
+            self.pollfds.pop();
+        }
+        Ok(r? > 0)
+    }
+
     /// Receive queues this link serves.
     pub fn queues(&self) -> usize {
         self.queues.len()
@@ -921,15 +949,11 @@ impl Link for AfXdpLink {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
-        if self.queues.iter().any(|q| q.rx.ready() > 0)
-            || self.oversize.as_ref().is_some_and(AfPacket::rx_ready)
-        {
-            return Ok(true);
-        }
-        for p in &mut self.pollfds {
-            p.revents = 0;
-        }
-        Ok(sys::poll(&mut self.pollfds, timeout)? > 0)
+        self.poll_fds(None, timeout)
+    }
+
+    fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+        self.poll_fds(Some(doorbell), timeout)
     }
 
     fn stats(&self) -> LinkStats {

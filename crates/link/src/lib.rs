@@ -4,7 +4,7 @@
 //!
 //! It owns: [`pool`] (no allocation per packet), [`spsc`] (batched doorbells),
 //! [`sim`] (in-memory links with a seeded fault injector, for tests) and
-//! [`afpacket`] (Linux `AF_PACKET` with `TPACKET_V3` mmap rings) and [`afxdp`] (Linux
+//! [`afpacket`] (Linux `AF_PACKET` with `TPACKET_V2` or `TPACKET_V3` mmap rings) and [`afxdp`] (Linux
 //! `AF_XDP` sockets with a UMEM, in generic XDP mode by default).
 //! Datagram links for the verbs engine: [`udp`] (kernel UDP sockets) and [`shm`]
 //! (shared-memory rings between processes, which also carry frames between routers).
@@ -82,6 +82,14 @@ pub struct LinkStats {
     /// Received super-frames the sender had left to a NIC to segment (GSO/TSO across
     /// a veth), split by the link into MTU-sized frames ([`offload`]).
     pub rx_gso_segmented: u64,
+    /// Nanoseconds received frames waited in the link's receive ring, summed: from
+    /// the kernel's timestamp of the frame (when it wrote the ring) to the receive
+    /// call that read it (`AF_PACKET` only; 0 elsewhere). Divided by
+    /// [`LinkStats::rx_ring_timed`], the mean time a frame sat there: the block
+    /// timer of `TPACKET_V3`, a sleeping thread's wake-up, a busy core.
+    pub rx_ring_wait_ns: u64,
+    /// Frames whose ring wait is in [`LinkStats::rx_ring_wait_ns`].
+    pub rx_ring_timed: u64,
 }
 
 /// A frame link with burst receive and send over pooled buffers.
@@ -117,6 +125,21 @@ pub trait Link: Send {
     /// are allowed.
     fn wait(&mut self, timeout: Duration) -> io::Result<bool>;
 
+    /// [`Link::wait`] that also ends when `doorbell` becomes readable: a thread that
+    /// serves this link and rings fed by other threads blocks on both at once, so
+    /// neither a frame nor a posted descriptor waits for a timeout. Links with
+    /// descriptors to poll (afpacket, afxdp, shm) do exactly that; the default, for
+    /// in-memory links, waits on the link alone for at most 1 ms, so the doorbell is
+    /// noticed that late at worst.
+    fn wait_also(
+        &mut self,
+        doorbell: std::os::fd::BorrowedFd<'_>,
+        timeout: Duration,
+    ) -> io::Result<bool> {
+        let _ = doorbell;
+        self.wait(timeout.min(Duration::from_millis(1)))
+    }
+
     /// The link's own counters.
     fn stats(&self) -> LinkStats;
 
@@ -140,6 +163,13 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
         (**self).wait(timeout)
+    }
+    fn wait_also(
+        &mut self,
+        doorbell: std::os::fd::BorrowedFd<'_>,
+        timeout: Duration,
+    ) -> io::Result<bool> {
+        (**self).wait_also(doorbell, timeout)
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()

@@ -322,6 +322,10 @@ impl Link for ShmFrameLink {
         self.ep.wait(timeout, None)
     }
 
+    fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+        self.ep.wait(timeout, Some(doorbell))
+    }
+
     fn stats(&self) -> LinkStats {
         self.ep.stats
     }

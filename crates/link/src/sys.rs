@@ -614,6 +614,28 @@ pub(crate) fn send_msg(fd: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()>
     Ok(())
 }
 
+/// One datagram into `buf`, not waiting: its whole length (`MSG_TRUNC`: larger than
+/// `buf` when it was cut), or `None` when nothing is queued. For packet sockets,
+/// which refuse `recv_msg`'s `MSG_CMSG_CLOEXEC`.
+pub(crate) fn recv_dontwait(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `buf` is a live, writable buffer of the given length.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        return match errno() {
+            libc::EAGAIN | libc::EINTR => Ok(None),
+            _ => Err(last_err("recv")),
+        };
+    }
+    Ok(Some(n as usize))
+}
+
 /// One received control message: its bytes and any descriptors (owned at once, so
 /// they are closed on every error path). `Ok(None)` when nothing is waiting;
 /// `Ok(Some((0, _)))` when the peer closed.

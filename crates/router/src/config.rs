@@ -4,11 +4,14 @@
 //! [router]                       # optional
 //! architecture = "push"          # push | pull | central
 //! control_socket = "/run/weft-router.sock"
+//! busy_poll_us = 50              # an idle thread polls this long before it blocks
 //!
 //! [[port]]
 //! name = "left"
 //! interface = "veth-a"           # Linux interface; afpacket by default
 //! addresses = ["198.18.1.1/24", "2001:2:0:1::1/64"]
+//! # ring = "v2"                  # afpacket: TPACKET_V2 (default, a frame is seen at once)
+//! #                              # or "v3" (blocks; up to 1-5 ms late when traffic is light)
 //! # backend = "afxdp"            # AF_XDP instead of AF_PACKET,
 //! # xdp_mode = "generic"         # with the XDP program in generic (default) or native mode
 //!
@@ -38,7 +41,7 @@ use serde::Deserialize;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use weft_link::afpacket::AfPacket;
+use weft_link::afpacket::{AfPacket, RingConfig, RingVersion};
 use weft_link::afxdp::{AfXdpLink, XdpConfig, XdpMode};
 use weft_link::shm::{mac_for_name, ShmFrameLink, ShmOptions};
 use weft_link::{BufferPool, Link};
@@ -73,6 +76,9 @@ pub struct RouterSection {
     pub architecture: Option<String>,
     /// Path of the control socket (default `/run/weft-router.sock`).
     pub control_socket: Option<PathBuf>,
+    /// Microseconds an idle data plane thread keeps polling before it blocks
+    /// ([`crate::Options::busy_poll`]; default 50).
+    pub busy_poll_us: Option<u64>,
 }
 
 /// `[[port]]`.
@@ -89,6 +95,9 @@ pub struct PortConfig {
     /// For `afxdp`: `generic` (default) or `native`.
     #[serde(default)]
     pub xdp_mode: Option<String>,
+    /// For `afpacket`: the ring layout, `v2` (default) or `v3`.
+    #[serde(default)]
+    pub ring: Option<String>,
     /// For `shm`: the name (`ip:port`) of the port of the other weft process.
     #[serde(default)]
     pub peer: Option<String>,
@@ -104,8 +113,8 @@ pub struct PortConfig {
 /// How a port reaches its Linux interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
-    /// `AF_PACKET` with `TPACKET_V3` rings.
-    AfPacket,
+    /// `AF_PACKET` with rings of this layout.
+    AfPacket(RingVersion),
     /// `AF_XDP` with the redirect program in this XDP mode.
     AfXdp(XdpMode),
     /// Shared-memory rings to the port named `peer` of another weft process on this
@@ -127,7 +136,13 @@ impl Backend {
     /// Open `interface` with this backend, receiving into `pool`.
     pub fn open(self, interface: &str, pool: BufferPool) -> io::Result<Box<dyn Link>> {
         Ok(match self {
-            Backend::AfPacket => Box::new(AfPacket::open(interface, pool)?),
+            Backend::AfPacket(version) => {
+                let cfg = match version {
+                    RingVersion::V2 => RingConfig::default(),
+                    RingVersion::V3 => RingConfig::v3(),
+                };
+                Box::new(AfPacket::with_config(interface, pool, cfg)?)
+            }
             Backend::AfXdp(mode) => Box::new(AfXdpLink::with_config(
                 interface,
                 pool,
@@ -170,6 +185,9 @@ impl PortConfig {
         if self.peer.is_some() && backend != "shm" {
             return Err(only_for("peer", "shm"));
         }
+        if self.ring.is_some() && backend != "afpacket" {
+            return Err(only_for("ring", "afpacket"));
+        }
         match backend {
             "shm" => {
                 if mode.is_some() {
@@ -191,7 +209,14 @@ impl PortConfig {
                 })?;
                 Ok(Backend::Shm { peer })
             }
-            "afpacket" if mode.is_none() => Ok(Backend::AfPacket),
+            "afpacket" if mode.is_none() => {
+                let ring = self.ring.as_deref().unwrap_or("v2");
+                Ok(Backend::AfPacket(ring.parse().map_err(|_| {
+                    bad(PortProblem::UnknownRing {
+                        value: ring.to_string(),
+                    })
+                })?))
+            }
             "afpacket" => Err(only_for("xdp_mode", "afxdp")),
             "afxdp" => {
                 let mode = mode.unwrap_or("generic");
@@ -324,6 +349,11 @@ pub enum PortProblem {
         /// The value given.
         value: String,
     },
+    /// `ring` is not v2 or v3.
+    UnknownRing {
+        /// The value given.
+        value: String,
+    },
     /// An entry of `addresses` without `/length`.
     AddressWithoutLength {
         /// The entry.
@@ -409,6 +439,9 @@ impl std::fmt::Display for PortProblem {
             }
             PortProblem::UnknownXdpMode { value } => {
                 write!(f, "unknown xdp_mode {value:?} (generic, native)")
+            }
+            PortProblem::UnknownRing { value } => {
+                write!(f, "unknown ring {value:?} (v2, v3)")
             }
             PortProblem::AddressWithoutLength { value } => {
                 write!(f, "address {value:?} needs a /length")
@@ -758,9 +791,23 @@ via = "198.18.2.2"
         };
         let c = Config::parse(&xdp("backend = \"afxdp\"")).expect("afxdp");
         assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(XdpMode::Generic)));
-        assert_eq!(c.ports[1].backend(), Ok(Backend::AfPacket));
+        assert_eq!(c.ports[1].backend(), Ok(Backend::AfPacket(RingVersion::V2)));
         let c = Config::parse(&xdp("backend = \"afxdp\"\nxdp_mode = \"native\"")).expect("native");
         assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(XdpMode::Native)));
+        let c = Config::parse(&xdp("ring = \"v3\"")).expect("v3");
+        assert_eq!(c.ports[0].backend(), Ok(Backend::AfPacket(RingVersion::V3)));
+        let c = Config::parse(&xdp("backend = \"afpacket\"\nring = \"v2\"")).expect("v2");
+        assert_eq!(c.ports[0].backend(), Ok(Backend::AfPacket(RingVersion::V2)));
+        assert!(
+            Config::parse(&xdp("ring = \"v1\"")).is_err(),
+            "unknown ring"
+        );
+        assert!(
+            Config::parse(&xdp("backend = \"afxdp\"\nring = \"v2\"")).is_err(),
+            "ring without afpacket"
+        );
+        let c = Config::parse(&format!("[router]\nbusy_poll_us = 0\n{EXAMPLE}")).expect("busy");
+        assert_eq!(c.router.busy_poll_us, Some(0));
         assert!(Config::parse(&xdp("backend = \"dpdk\"")).is_err());
         assert!(Config::parse(&xdp("backend = \"afxdp\"\nxdp_mode = \"offload\"")).is_err());
         assert!(

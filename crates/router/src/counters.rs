@@ -62,6 +62,15 @@ counters! {
     ReleasedFromQueue = "released_from_queue",
     /// Errors from a link (a failed send or receive call); the worker keeps going.
     LinkErrors = "link_errors",
+    /// Receive calls that returned frames (`rx_frames` / `rx_bursts` is the mean
+    /// burst: batches follow the load, one frame each when traffic is sparse).
+    RxBursts = "rx_bursts",
+    /// Times a data plane thread, idle for its busy-poll window, blocked on its link
+    /// and its doorbell.
+    Sleeps = "thread_sleeps",
+    /// Times a thread woke a sleeping one by its doorbell (an eventfd write) after
+    /// posting descriptors for it.
+    DoorbellWakeups = "doorbell_wakeups",
     /// IPv4 packets with options, forwarded.
     Ipv4OptionsForwarded = "ipv4_options_forwarded",
     /// IPv4 packets without DF, larger than the egress MTU, split into fragments.

@@ -28,7 +28,8 @@ Commands:
   show links                  per port, below the router: frames in and out, drops
                               (kernel ring overflow, full transmit ring), offload
                               work finished for the sender (partial checksums
-                              completed, super-frames split)
+                              completed, super-frames split), mean receive-ring
+                              wait
   show interconnect           a cluster node: per peer node, up or not, messages,
                               packets, bytes and packets per message sent and
                               received, drops, packets reordered
@@ -137,19 +138,20 @@ pub fn execute(router: &Router, line: &str) -> String {
         ["show", "links"] => {
             let mut s = String::from(
                 "port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped \
-                 rx_csum_completed rx_gso_segmented\n",
+                 rx_csum_completed rx_gso_segmented rx_ring_wait_avg_ns\n",
             );
             for (name, l) in router.link_stats() {
                 let _ = writeln!(
                     s,
-                    "{name} {} {} {} {} {} {} {}",
+                    "{name} {} {} {} {} {} {} {} {}",
                     l.rx_frames,
                     l.tx_frames,
                     l.rx_dropped,
                     l.tx_ring_full,
                     l.tx_dropped,
                     l.rx_csum_completed,
-                    l.rx_gso_segmented
+                    l.rx_gso_segmented,
+                    l.rx_ring_wait_ns.checked_div(l.rx_ring_timed).unwrap_or(0)
                 );
             }
             s
@@ -358,12 +360,14 @@ mod tests {
                 rx_dropped: 7,
                 rx_csum_completed: 3,
                 rx_gso_segmented: 2,
+                rx_ring_wait_ns: 9000,
+                rx_ring_timed: 3,
                 ..Default::default()
             },
         );
         let links = execute(&r, "show links");
-        assert!(links.contains("left 0 0 7 0 0 3 2"), "{links}");
-        assert!(links.starts_with("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped rx_csum_completed rx_gso_segmented\n"), "{links}");
+        assert!(links.contains("left 0 0 7 0 0 3 2 3000"), "{links}");
+        assert!(links.starts_with("port rx_frames tx_frames rx_dropped tx_ring_full tx_dropped rx_csum_completed rx_gso_segmented rx_ring_wait_avg_ns\n"), "{links}");
     }
 
     #[test]

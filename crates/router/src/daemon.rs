@@ -145,9 +145,14 @@ fn run_router(
     let n = cfg.install_routes(&router, base)?;
     let ctl = ControlServer::start(&socket, Arc::clone(&router))
         .with_context(|| format!("control socket {}", socket.display()))?;
+    let defaults = Options::default();
     let opts = Options {
         arch,
-        ..Options::default()
+        busy_poll: cfg
+            .router
+            .busy_poll_us
+            .map_or(defaults.busy_poll, Duration::from_micros),
+        ..defaults
     };
     let dp = match plan {
         None => Dataplane::start(

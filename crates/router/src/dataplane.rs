@@ -13,6 +13,14 @@
 //!   their link and a ring; every packet passes one forwarding thread.
 //!
 //! Rings are SPSC, one per (producer, consumer) pair, so no ring has two writers.
+//!
+//! Waiting: a thread with nothing to do polls (yielding the CPU between polls) for
+//! [`Options::busy_poll`], then blocks on its link's descriptors and its own
+//! doorbell (an eventfd, `Doorbell`) together. A producer that posts into a sleeping
+//! thread's ring rings its doorbell after the ring's own (Release) doorbell, so a
+//! lone packet waits for one wake-up, never for a timeout; a frame arriving on the
+//! link wakes the thread through the link's descriptor (`TPACKET_V2` rings: per
+//! frame). `thread_sleeps` and `doorbell_wakeups` count both sides.
 #![forbid(unsafe_code)]
 
 use crate::counters::Counter;
@@ -20,12 +28,14 @@ use crate::fib::PortId;
 use crate::pipeline::{Outbox, Router, Worker};
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::AsFd;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use weft_link::spsc::{self, Consumer, Producer};
+use weft_link::wake::EventFd;
 use weft_link::{Link, PacketBuf};
 use weft_wire::EthernetAddress;
 
@@ -71,9 +81,15 @@ pub struct Options {
     pub burst: usize,
     /// Slots per descriptor ring.
     pub ring_slots: usize,
-    /// Idle loops (each yielding the CPU) before blocking in the link.
+    /// Idle loops (each yielding the CPU) before napping (the cluster's
+    /// interconnect thread, whose fabric has no descriptor to block on).
     pub spin_before_wait: u32,
-    /// Longest block in the link's wait when idle.
+    /// How long a port thread keeps polling (yielding the CPU between polls) after
+    /// its last work before it blocks on its link and its doorbell. Longer costs CPU
+    /// when traffic is sparse; shorter adds a wake-up (tens of µs) to the first
+    /// frame after a pause. Zero blocks at once.
+    pub busy_poll: Duration,
+    /// Longest block when idle (timers: neighbour resolution, counters).
     pub wait: Duration,
 }
 
@@ -84,7 +100,8 @@ impl Default for Options {
             burst: 32,
             ring_slots: 1024,
             spin_before_wait: 200,
-            wait: Duration::from_millis(1),
+            busy_poll: Duration::from_micros(50),
+            wait: Duration::from_millis(10),
         }
     }
 }
@@ -124,6 +141,8 @@ impl Desc {
 pub struct Dataplane {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<io::Result<()>>>,
+    /// Every thread's doorbell, rung on stop so no thread sleeps through it.
+    bells: Vec<Arc<Doorbell>>,
     router: Arc<Router>,
 }
 
@@ -135,16 +154,18 @@ impl Dataplane {
         opts: Options,
     ) -> io::Result<Dataplane> {
         let stop = Arc::new(AtomicBool::new(false));
+        let mut bells = Vec::new();
         let threads = match opts.arch {
             Architecture::Push | Architecture::Pull => {
                 let links = links.into_iter().map(Some).collect();
-                start_distributed(&router, links, None, opts, &stop)?
+                start_distributed(&router, links, None, opts, &stop, &mut bells)?
             }
-            Architecture::Central => start_central(&router, links, opts, &stop)?,
+            Architecture::Central => start_central(&router, links, opts, &stop, &mut bells)?,
         };
         Ok(Dataplane {
             stop,
             threads,
+            bells,
             router,
         })
     }
@@ -167,10 +188,13 @@ impl Dataplane {
             ));
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let threads = start_distributed(&router, links, Some(interconnect), opts, &stop)?;
+        let mut bells = Vec::new();
+        let threads =
+            start_distributed(&router, links, Some(interconnect), opts, &stop, &mut bells)?;
         Ok(Dataplane {
             stop,
             threads,
+            bells,
             router,
         })
     }
@@ -193,6 +217,9 @@ impl Dataplane {
     /// Stop every thread and wait for them; the first error any of them hit.
     pub fn stop(self) -> io::Result<()> {
         self.stop.store(true, Ordering::Release);
+        for b in &self.bells {
+            b.fd.notify();
+        }
         let mut first = Ok(());
         for t in self.threads {
             let r = t
@@ -229,9 +256,10 @@ fn ring_grid(n: usize, slots: usize) -> RingGrid {
     (prod, cons)
 }
 
-/// Idle back-off shared by every loop: yield a while, then nap 50 µs at a time (so
-/// a ring another worker fills is drained within about 0.1 ms), and only after 10 ms
-/// without work block in the link (up to [`Options::wait`]).
+/// Idle back-off of a loop with nothing to block on (the cluster's interconnect
+/// thread, which polls its fabric): yield a while, then nap 50 µs at a time, and
+/// after 10 ms without work tell the caller it may block or nap longer. Port
+/// threads use [`Rest`] and their [`Doorbell`] instead.
 #[derive(Debug)]
 pub(crate) struct Idle {
     spins: u32,
@@ -267,6 +295,90 @@ impl Idle {
     }
 }
 
+/// A thread's doorbell: producers posting into its rings ring it while it sleeps.
+///
+/// The sleeper sets `asleep`, then looks at its rings once more before it blocks;
+/// a producer publishes its ring index, then reads `asleep`. A `SeqCst` fence on
+/// each side between the store and the load (Dekker's pattern) means at least one
+/// of them sees the other: either the sleeper finds the descriptor or the producer
+/// finds it asleep and writes the eventfd.
+#[derive(Debug)]
+pub(crate) struct Doorbell {
+    fd: EventFd,
+    asleep: AtomicBool,
+}
+
+impl Doorbell {
+    pub(crate) fn new() -> io::Result<Arc<Doorbell>> {
+        Ok(Arc::new(Doorbell {
+            fd: EventFd::new()?,
+            asleep: AtomicBool::new(false),
+        }))
+    }
+
+    /// Producer side, after the ring's doorbell: wake the consumer if it sleeps.
+    /// True when it did (one eventfd write).
+    fn ring(&self) -> bool {
+        fence(Ordering::SeqCst);
+        if self.asleep.load(Ordering::Relaxed) && self.asleep.swap(false, Ordering::AcqRel) {
+            self.fd.notify();
+            return true;
+        }
+        false
+    }
+
+    /// Consumer side, before the last look at its rings.
+    fn going_to_sleep(&self) {
+        self.asleep.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+
+    /// Consumer side, after the block (or instead of it).
+    fn awake(&self) {
+        self.asleep.store(false, Ordering::Relaxed);
+        self.fd.drain();
+    }
+}
+
+/// When a port thread with nothing to do polls on and when it blocks.
+#[derive(Debug, Default)]
+struct Rest {
+    /// When the current idle stretch began (reset only by work).
+    since: Option<Instant>,
+    /// When the current busy-poll window began (reset by work and by a wake-up).
+    polling_since: Option<Instant>,
+}
+
+impl Rest {
+    fn busy(&mut self) {
+        self.since = None;
+        self.polling_since = None;
+    }
+
+    /// After a block: poll a window again before the next one.
+    fn woke(&mut self) {
+        self.polling_since = None;
+    }
+
+    /// How long the thread has had nothing to do.
+    fn idle_for(&self) -> Duration {
+        self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// True while the busy-poll window lasts (the caller yields and polls again);
+    /// false when it is time to block.
+    fn poll_on(&mut self, window: Duration) -> bool {
+        let now = Instant::now();
+        self.since.get_or_insert(now);
+        let from = *self.polling_since.get_or_insert(now);
+        if now.duration_since(from) < window {
+            std::thread::yield_now();
+            return true;
+        }
+        false
+    }
+}
+
 /// Transmit `tx`, keeping at most `keep` frames that did not fit for the next round.
 fn transmit(
     link: &mut dyn Link,
@@ -293,12 +405,28 @@ fn start_distributed(
     interconnect: Option<crate::cluster::node::Interconnect>,
     opts: Options,
     stop: &Arc<AtomicBool>,
+    all_bells: &mut Vec<Arc<Doorbell>>,
 ) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
     let n = links.len();
     // Ring slot `n` is the interconnect's (a cluster node's); without one, nothing
     // posts there.
     let slots = n + usize::from(interconnect.is_some());
     let (mut prod, mut cons) = ring_grid(slots, opts.ring_slots);
+    // A doorbell per port thread. The interconnect thread has none: it polls its
+    // fabric and naps (cluster::node), and it rings none either, so in a cluster a
+    // port thread blocks at most 1 ms at a time to see what the interconnect posted.
+    let bells = links
+        .iter()
+        .map(|l| l.as_ref().map(|_| Doorbell::new()).transpose())
+        .chain(interconnect.iter().map(|_| Ok(None)))
+        .collect::<io::Result<Vec<Option<Arc<Doorbell>>>>>()?;
+    all_bells.extend(bells.iter().flatten().cloned());
+    let interconnect_present = interconnect.is_some();
+    let block = if interconnect_present {
+        opts.wait.min(Duration::from_millis(1))
+    } else {
+        opts.wait
+    };
     let mut threads = Vec::new();
     if let Some(ic) = interconnect {
         let to = std::mem::take(&mut prod[n]);
@@ -322,35 +450,80 @@ fn start_distributed(
             .collect();
         let stop = Arc::clone(stop);
         let name = format!("weft-port-{}", link.info().name);
+        let to = Outbound::with_bells(to, bells.clone());
+        let bell = bells[id]
+            .clone()
+            .ok_or_else(|| io::Error::other("port without a doorbell"))?;
+        let rest = Waiting {
+            bell,
+            block,
+            nap_first: interconnect_present,
+        };
         threads.push(
             std::thread::Builder::new()
                 .name(name)
-                .spawn(move || port_loop(id, link, worker, to, from, opts, &stop))?,
+                .spawn(move || port_loop(id, link, worker, to, from, rest, opts, &stop))?,
         );
     }
     Ok(threads)
 }
 
+/// How a thread blocks when idle: its doorbell, and the longest block.
+#[derive(Debug)]
+struct Waiting {
+    bell: Arc<Doorbell>,
+    block: Duration,
+    /// A cluster node's port thread: the interconnect thread posts into its rings
+    /// without ringing (cluster::node polls its fabric), so for the first 10 ms of
+    /// idleness the thread naps 50 µs at a time instead of blocking, as before the
+    /// doorbells, and only then blocks (at most `block`, 1 ms).
+    nap_first: bool,
+}
+
+impl Waiting {
+    /// Block on the link and the doorbell, unless a ring in `from` has something
+    /// (looked at after announcing the sleep, so no post is missed).
+    fn block(
+        &self,
+        link: &mut dyn Link,
+        from: &mut [Consumer<Desc>],
+        worker: &Worker,
+        errors: &mut ErrorLog,
+    ) {
+        self.bell.going_to_sleep();
+        if from.iter_mut().all(|c| c.is_empty()) {
+            worker.count(Counter::Sleeps, 1);
+            survive(
+                link.wait_also(self.bell.fd.as_fd(), self.block),
+                worker,
+                errors,
+            );
+        }
+        self.bell.awake();
+    }
+}
+
 /// One port's worker in push or pull mode: ingress for its link, egress for the rings
 /// pointing at it.
+#[allow(clippy::too_many_arguments)] // one thread's whole context, passed once
 fn port_loop(
     id: PortId,
     mut link: Box<dyn Link>,
     mut worker: Worker,
-    to: Vec<Option<Producer<Desc>>>,
+    mut to: Outbound,
     mut from: Vec<Consumer<Desc>>,
+    waiting: Waiting,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let router = Arc::clone(worker.router());
-    let mut to = Outbound::new(to);
     let mut publish = Publish::default();
     let mut errors = ErrorLog::default();
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx: Vec<PacketBuf> = Vec::with_capacity(opts.burst * 4);
     let mut out: Outbox = Vec::new();
     let mut descs = Vec::with_capacity(opts.burst);
-    let mut idle = Idle::new(opts.spin_before_wait);
+    let mut rest = Rest::default();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
         to.flush();
@@ -363,6 +536,7 @@ fn port_loop(
             survive(link.recv_burst(&mut rx, opts.burst), &worker, &mut errors)
         };
         if got > 0 {
+            worker.count(Counter::RxBursts, 1);
             let fib = router.fib();
             for buf in rx.drain(..) {
                 let Some(mut f) = worker.classify(&fib, id, buf, now, &mut out) else {
@@ -390,8 +564,12 @@ fn port_loop(
                 to.post(id, e, Desc::Ready(b), &mut tx, &worker);
             }
         }
-        // The batched doorbell: one Release store per ring per burst.
-        to.doorbells();
+        // The batched doorbell: one Release store per ring per burst (and an eventfd
+        // write for a consumer that sleeps).
+        let woke = to.doorbells();
+        if woke > 0 {
+            worker.count(Counter::DoorbellWakeups, woke);
+        }
         // Egress: fetch what other ingress workers posted for us, while the link
         // keeps up.
         let mut fetched = 0;
@@ -415,9 +593,18 @@ fn port_loop(
         survive(r, &worker, &mut errors);
         publish.maybe(id, &mut *link, &router, now);
         if got > 0 || fetched > 0 || tx.len() < sent_before {
-            idle.busy();
-        } else if idle.idle() {
-            survive(link.wait(opts.wait), &worker, &mut errors);
+            rest.busy();
+        } else if rest.poll_on(opts.busy_poll) {
+            // Polling on: the next round looks again.
+        } else if to.blocked() || !tx.is_empty() {
+            // Waiting for room (a full ring or transmit ring): nothing to block on
+            // that would say when; let the consumer run.
+            std::thread::yield_now();
+        } else if waiting.nap_first && rest.idle_for() < Duration::from_millis(10) {
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            waiting.block(&mut *link, &mut from, &worker, &mut errors);
+            rest.woke();
         }
     }
     Ok(())
@@ -484,12 +671,28 @@ const RING_BACKLOG_MAX: usize = 256;
 pub(crate) struct Outbound {
     rings: Vec<Option<Producer<Desc>>>,
     backlog: Vec<VecDeque<Desc>>,
+    /// Each ring's consumer's doorbell, where it has one.
+    bells: Vec<Option<Arc<Doorbell>>>,
 }
 
 impl Outbound {
+    /// Rings whose consumers poll (no doorbells).
     pub(crate) fn new(rings: Vec<Option<Producer<Desc>>>) -> Outbound {
+        let bells = rings.iter().map(|_| None).collect();
+        Outbound::with_bells(rings, bells)
+    }
+
+    /// Rings and their consumers' doorbells (`bells[i]` for `rings[i]`).
+    pub(crate) fn with_bells(
+        rings: Vec<Option<Producer<Desc>>>,
+        bells: Vec<Option<Arc<Doorbell>>>,
+    ) -> Outbound {
         let backlog = rings.iter().map(|_| VecDeque::new()).collect();
-        Outbound { rings, backlog }
+        Outbound {
+            rings,
+            backlog,
+            bells,
+        }
     }
 
     /// True while any descriptor waits for room.
@@ -566,12 +769,20 @@ impl Outbound {
         self.post(id, slot, d, tx, worker);
     }
 
-    pub(crate) fn doorbells(&mut self) {
-        for p in self.rings.iter_mut().flatten() {
+    /// Publish what was posted since the last call (one Release store per ring) and
+    /// wake the consumers that sleep; returns how many were woken.
+    pub(crate) fn doorbells(&mut self) -> u64 {
+        let mut woke = 0;
+        for (i, ring) in self.rings.iter_mut().enumerate() {
+            let Some(p) = ring else { continue };
             if p.pending() > 0 {
                 p.doorbell();
+                if let Some(Some(bell)) = self.bells.get(i) {
+                    woke += u64::from(bell.ring());
+                }
             }
         }
+        woke
     }
 }
 
@@ -580,6 +791,7 @@ fn start_central(
     links: Vec<Box<dyn Link>>,
     opts: Options,
     stop: &Arc<AtomicBool>,
+    all_bells: &mut Vec<Arc<Doorbell>>,
 ) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
     let mut threads = Vec::new();
     let mut to_central = Vec::new();
@@ -588,45 +800,64 @@ fn start_central(
         .first()
         .map(|l| l.pool().clone())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no ports"))?;
+    let central_bell = Doorbell::new()?;
+    all_bells.push(Arc::clone(&central_bell));
+    let mut io_bells = Vec::new();
     for (id, link) in links.into_iter().enumerate() {
         let (in_p, in_c) = spsc::ring::<Desc>(opts.ring_slots);
         let (out_p, out_c) = spsc::ring::<Desc>(opts.ring_slots);
         to_central.push(in_c);
-        from_central.push(out_p);
+        from_central.push(Some(out_p));
         let worker = router.worker(link.pool().clone());
         let stop = Arc::clone(stop);
+        let bell = Doorbell::new()?;
+        all_bells.push(Arc::clone(&bell));
+        io_bells.push(Some(Arc::clone(&bell)));
+        let waiting = Waiting {
+            bell,
+            block: opts.wait,
+            nap_first: false,
+        };
+        let up = (in_p, Arc::clone(&central_bell));
         threads.push(
             std::thread::Builder::new()
                 .name(format!("weft-io-{}", link.info().name))
-                .spawn(move || io_loop(id, link, worker, in_p, out_c, opts, &stop))?,
+                .spawn(move || io_loop(id, link, worker, up, out_c, waiting, opts, &stop))?,
         );
     }
     let worker = router.worker(pool);
     let stop = Arc::clone(stop);
+    let outbound = Outbound::with_bells(from_central, io_bells);
     threads.push(
         std::thread::Builder::new()
             .name("weft-central".into())
-            .spawn(move || central_loop(worker, to_central, from_central, opts, &stop))?,
+            .spawn(move || {
+                central_loop(worker, to_central, outbound, &central_bell, opts, &stop)
+            })?,
     );
     Ok(threads)
 }
 
 /// Central mode port thread: link → ring, ring → link; no packet processing.
+/// `up` is the ring to the forwarding thread and that thread's doorbell.
+#[allow(clippy::too_many_arguments)] // one thread's whole context, passed once
 fn io_loop(
     id: PortId,
     mut link: Box<dyn Link>,
     worker: Worker,
-    mut up: Producer<Desc>,
+    up: (Producer<Desc>, Arc<Doorbell>),
     mut down: Consumer<Desc>,
+    waiting: Waiting,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
+    let (mut up, central) = up;
     let mut publish = Publish::default();
     let mut errors = ErrorLog::default();
     let mut rx = Vec::with_capacity(opts.burst);
     let mut tx = Vec::with_capacity(opts.burst * 4);
     let mut descs = Vec::with_capacity(opts.burst);
-    let mut idle = Idle::new(opts.spin_before_wait);
+    let mut rest = Rest::default();
     let mut backlog: VecDeque<Desc> = VecDeque::new();
     while !stop.load(Ordering::Acquire) {
         while let Some(d) = backlog.pop_front() {
@@ -648,8 +879,14 @@ fn io_loop(
                 backlog.push_back(d);
             }
         }
+        if got > 0 {
+            worker.count(Counter::RxBursts, 1);
+        }
         if up.pending() > 0 {
             up.doorbell();
+            if central.ring() {
+                worker.count(Counter::DoorbellWakeups, 1);
+            }
         }
         let fetched = if tx.len() < opts.burst * 2 {
             down.pop_burst(&mut descs, opts.burst)
@@ -664,9 +901,15 @@ fn io_loop(
         survive(r, &worker, &mut errors);
         publish.maybe(id, &mut *link, worker.router(), Instant::now());
         if got > 0 || fetched > 0 || tx.len() < before {
-            idle.busy();
-        } else if idle.idle() {
-            survive(link.wait(opts.wait), &worker, &mut errors);
+            rest.busy();
+        } else if rest.poll_on(opts.busy_poll) {
+            // Polling on: the next round looks again.
+        } else if !backlog.is_empty() || !tx.is_empty() {
+            std::thread::yield_now();
+        } else {
+            let from = std::slice::from_mut(&mut down);
+            waiting.block(&mut *link, from, &worker, &mut errors);
+            rest.woke();
         }
     }
     Ok(())
@@ -676,17 +919,17 @@ fn io_loop(
 fn central_loop(
     mut worker: Worker,
     mut inbound: Vec<Consumer<Desc>>,
-    outbound: Vec<Producer<Desc>>,
+    mut outbound: Outbound,
+    bell: &Doorbell,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
     let router = Arc::clone(worker.router());
-    let mut outbound = Outbound::new(outbound.into_iter().map(Some).collect());
     // The central thread is no port: posts never go to a "local" transmit list.
     let mut no_local_tx = Vec::new();
     let mut descs = Vec::with_capacity(opts.burst);
     let mut out: Outbox = Vec::new();
-    let mut idle = Idle::new(opts.spin_before_wait);
+    let mut rest = Rest::default();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
         let mut work = 0;
@@ -713,11 +956,25 @@ fn central_loop(
         for (e, b) in out.drain(..) {
             outbound.post(usize::MAX, e, Desc::Ready(b), &mut no_local_tx, &worker);
         }
-        outbound.doorbells();
+        let woke = outbound.doorbells();
+        if woke > 0 {
+            worker.count(Counter::DoorbellWakeups, woke);
+        }
         if work > 0 {
-            idle.busy();
-        } else if idle.idle() {
-            std::thread::sleep(Duration::from_micros(50));
+            rest.busy();
+        } else if rest.poll_on(opts.busy_poll) {
+            // Polling on.
+        } else if outbound.blocked() {
+            std::thread::yield_now();
+        } else {
+            // No link: the doorbell alone (the io threads ring it).
+            bell.going_to_sleep();
+            if inbound.iter_mut().all(|c| c.is_empty()) {
+                worker.count(Counter::Sleeps, 1);
+                weft_link::wake::poll_readable(&[bell.fd.as_fd()], opts.wait)?;
+            }
+            bell.awake();
+            rest.woke();
         }
     }
     Ok(())

@@ -1,9 +1,11 @@
 //! The three architectures over in-memory links: the same traffic, the same result.
 
 use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 use weft_link::sim::{self, SimLink};
+use weft_link::wake::{poll_readable, EventFd};
 use weft_link::{BufferPool, Link};
 use weft_router::{Architecture, Counter, Dataplane, Options, PortSpec, Router, RouterConfig};
 use weft_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
@@ -458,4 +460,128 @@ fn a_failing_link_call_is_counted_and_the_router_keeps_forwarding() {
     }
     assert_eq!(forwarded, 50, "forwarding goes on after the errors");
     dp.stop().expect("stop");
+}
+
+/// A link that blocks the way a kernel link does: `wait_also` sleeps on descriptors
+/// only (the host side notifies `signal` after each send, as a NIC's interrupt
+/// would), so a thread that sleeps on it wakes for a frame or its doorbell, never
+/// for in-memory state. The sim link's own wait is not used.
+struct BlockingLink {
+    inner: SimLink,
+    signal: Arc<EventFd>,
+}
+
+impl Link for BlockingLink {
+    fn info(&self) -> &weft_link::LinkInfo {
+        self.inner.info()
+    }
+    fn pool(&self) -> &BufferPool {
+        self.inner.pool()
+    }
+    fn recv_burst(
+        &mut self,
+        out: &mut Vec<weft_link::PacketBuf>,
+        max: usize,
+    ) -> std::io::Result<usize> {
+        self.inner.recv_burst(out, max)
+    }
+    fn send_burst(&mut self, frames: &mut Vec<weft_link::PacketBuf>) -> std::io::Result<usize> {
+        self.inner.send_burst(frames)
+    }
+    fn wait(&mut self, timeout: Duration) -> std::io::Result<bool> {
+        Ok(poll_readable(&[self.signal.as_fd()], timeout)? != 0)
+    }
+    fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> std::io::Result<bool> {
+        let ready = poll_readable(&[self.signal.as_fd(), doorbell], timeout)?;
+        if ready & 1 != 0 {
+            self.signal.drain();
+        }
+        Ok(ready != 0)
+    }
+    fn stats(&self) -> weft_link::LinkStats {
+        self.inner.stats()
+    }
+}
+
+/// Issue 18: a thread that sleeps (no busy polling, a 60 s block) is woken by its
+/// link for a frame and by its doorbell for a descriptor another thread posted, so
+/// every lone packet crosses at once; without the doorbell the egress thread would
+/// sleep through the whole test. Each architecture; stop wakes every sleeper.
+#[test]
+fn sleeping_threads_are_woken_by_their_link_and_their_doorbell() {
+    for arch in [
+        Architecture::Push,
+        Architecture::Pull,
+        Architecture::Central,
+    ] {
+        let pool = BufferPool::new(1024, 2048);
+        let mut hosts = Vec::new();
+        let mut links: Vec<Box<dyn Link>> = Vec::new();
+        let mut specs = Vec::new();
+        for i in 0..2 {
+            let (r, h) = sim::pair(
+                &pool,
+                (&format!("r{i}"), R[i].0),
+                (&format!("h{i}"), H[i].0),
+                256,
+            );
+            let signal = Arc::new(EventFd::new().expect("eventfd"));
+            links.push(Box::new(BlockingLink {
+                inner: r,
+                signal: Arc::clone(&signal),
+            }));
+            hosts.push((h, signal));
+            specs.push(PortSpec {
+                name: format!("p{i}"),
+                mac: R[i],
+                v4: vec![(Ipv4Addr::new(198, 18, i as u8 + 1, 1), 24)],
+                v6: vec![],
+                max_frame: 1514,
+            });
+        }
+        let router = Router::new(specs, RouterConfig::default());
+        router
+            .add_route(
+                "198.19.0.0/16".parse().expect("p"),
+                "198.18.2.2".parse().expect("a"),
+            )
+            .expect("route");
+        let opts = Options {
+            arch,
+            busy_poll: Duration::ZERO,
+            wait: Duration::from_secs(60),
+            ..Options::default()
+        };
+        let dp = Dataplane::start(router, links, opts).expect("start");
+        let send = |hosts: &mut Vec<(SimLink, Arc<EventFd>)>, i: usize, f: &[u8]| {
+            assert!(hosts[i].0.send_bytes(f));
+            hosts[i].1.notify();
+        };
+        for i in 0..2 {
+            send(&mut hosts, i, &arp_request(i));
+            let got = hosts[i].0.recv_bytes_timeout(1, Duration::from_secs(10));
+            assert_eq!(got.len(), 1, "{arch}: ARP reply to host {i}");
+        }
+        for seq in 0..20u16 {
+            send(
+                &mut hosts,
+                0,
+                &frame(0, "198.19.7.7".parse().expect("a"), seq),
+            );
+            let got = hosts[1].0.recv_bytes_timeout(1, Duration::from_secs(10));
+            assert_eq!(
+                got.len(),
+                1,
+                "{arch}: frame {seq} crossed without a timeout"
+            );
+        }
+        let router = Arc::clone(dp.router());
+        dp.stop().expect("stop wakes the sleepers");
+        assert_eq!(router.counter(Counter::Forwarded), 20, "{arch}");
+        assert!(router.counter(Counter::Sleeps) > 0, "{arch}: threads slept");
+        assert!(
+            router.counter(Counter::DoorbellWakeups) > 0,
+            "{arch}: and were woken by a doorbell"
+        );
+    }
 }

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_link::afpacket::{setns_net, AfPacket, RingConfig};
+use weft_link::afpacket::{setns_net, AfPacket, RingConfig, RingVersion};
 use weft_link::{BufferPool, Link, PacketBuf};
 use weft_wire::ethernet::EthernetFrame;
 use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -51,6 +51,10 @@ pub struct Endpoints {
     pub src_ip: Ipv4Addr,
     /// Destination address (routed by the forwarder towards the receiver).
     pub dst_ip: Ipv4Addr,
+    /// The receiver's ring: `TPACKET_V2` sees each frame as the kernel writes it;
+    /// `TPACKET_V3` (what the generator used before issue 18) adds its block fill
+    /// time or retire timer to every latency, the forwarder's or not.
+    pub rx_ring: RingVersion,
 }
 
 /// One trial's outcome.
@@ -82,6 +86,17 @@ impl Trial {
     pub fn delivered_share(&self) -> f64 {
         (self.received + self.receiver_dropped) as f64 / self.sent.max(1) as f64
     }
+    /// Share of the received frames that arrived within `us` microseconds of being
+    /// sent, percent (NaN when none arrived).
+    pub fn within_us(&self, us: f64) -> f64 {
+        if self.latency_ns.is_empty() {
+            return f64::NAN;
+        }
+        let bound = (us * 1e3) as u64;
+        let n = self.latency_ns.iter().filter(|&&l| l <= bound).count();
+        100.0 * n as f64 / self.latency_ns.len() as f64
+    }
+
     /// Latency percentile `p` (0..=100) in microseconds.
     pub fn latency_us(&self, p: f64) -> f64 {
         if self.latency_ns.is_empty() {
@@ -144,17 +159,24 @@ pub fn trial(
     let ready = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let rx_thread = {
-        let (ns, dev) = (ep.rx_ns.clone(), ep.rx_dev.clone());
+        let (ns, dev, rx_ring) = (ep.rx_ns.clone(), ep.rx_dev.clone(), ep.rx_ring);
         let (ready, done) = (Arc::clone(&ready), Arc::clone(&done));
         std::thread::spawn(move || -> io::Result<(u64, u64, Vec<u64>)> {
             enter(&ns)?;
             let pool = BufferPool::new(8192, 2048);
-            // Small blocks: a block becomes visible when full or after 1 ms, so small
-            // ones keep the receiver's own delay low at high rates.
-            let cfg = RingConfig {
-                rx_block_size: 8192,
-                rx_blocks: 512,
-                ..RingConfig::default()
+            let cfg = match rx_ring {
+                // 4 096 slots: the receiver shares its core with the sender.
+                RingVersion::V2 => RingConfig {
+                    rx_frames: 4096,
+                    ..RingConfig::default()
+                },
+                // Small blocks: a block becomes visible when full or when its timer
+                // fires, so small ones keep the receiver's own delay low at high rates.
+                RingVersion::V3 => RingConfig {
+                    rx_block_size: 8192,
+                    rx_blocks: 512,
+                    ..RingConfig::v3()
+                },
             };
             let mut link = AfPacket::with_config(&dev, pool, cfg)?;
             ready.store(true, Ordering::Release);
@@ -323,6 +345,11 @@ pub struct Rfc2544Args {
     /// the receiving host drops it silently after the capture sees it.
     #[arg(long, default_value = "198.19.0.2")]
     dst_ip: Ipv4Addr,
+    /// The receiver's AF_PACKET ring: v2 (each frame seen as written) or v3 (blocks,
+    /// the generator's ring before issue 18: adds up to the block timer to every
+    /// latency).
+    #[arg(long, default_value = "v2")]
+    rx_ring: RingVersion,
     /// Frame sizes with FCS (RFC 2544 §9.1).
     #[arg(
         long,
@@ -386,6 +413,11 @@ pub struct Rfc2544Row {
     pub at_p50_us: Option<f64>,
     pub at_p99_us: Option<f64>,
     pub at_lost: Option<u64>,
+    /// Of the frames of that trial, the share that crossed within 100 µs of being
+    /// sent, percent (a low-rate probe's figure: a frame that waits for a block
+    /// timer or a sleeping thread's timeout misses it).
+    #[serde(default)]
+    pub at_within_100us_pct: Option<f64>,
     /// Seconds per trial.
     pub trial_secs: f64,
     /// `--round`.
@@ -443,6 +475,7 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
         dst_mac: EthernetAddress(mac),
         src_ip: a.src_ip,
         dst_ip: a.dst_ip,
+        rx_ring: a.rx_ring,
     };
     let len = Duration::from_secs_f64(a.trial_secs.max(0.1));
     if let Some(path) = &a.latency_at_rows {
@@ -490,6 +523,7 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
             at_p50_us: at_trial.as_ref().and_then(|t| finite(t.latency_us(50.0))),
             at_p99_us: at_trial.as_ref().and_then(|t| finite(t.latency_us(99.0))),
             at_lost: at_trial.as_ref().map(Trial::lost),
+            at_within_100us_pct: at_trial.as_ref().and_then(|t| finite(t.within_us(100.0))),
             trial_secs: len.as_secs_f64(),
             round: a.round,
         };
@@ -529,6 +563,7 @@ mod tests {
             at_p50_us: None,
             at_p99_us: None,
             at_lost: None,
+            at_within_100us_pct: None,
             trial_secs: 1.0,
             round,
         })
