@@ -411,6 +411,8 @@ struct Inputs {
     lpm: Vec<plots::LpmRow>,
     rpc: Vec<plots::RpcRow>,
     router: Vec<plots::RouterRow>,
+    cluster: Vec<plots::ClusterRow>,
+    cluster_latency: Vec<plots::ClusterLatencyRow>,
 }
 
 /// Reads every file, recognising each by its content: markdown tables (`.md`) are
@@ -443,6 +445,16 @@ fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
                 inputs.lpm.push(serde_json::from_value(v).with_context(at)?);
             } else if v.get("ops_per_s").is_some() && v.get("mix").is_some() {
                 inputs.rpc.push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("kind").and_then(|k| k.as_str()) == Some("latency") {
+                inputs
+                    .cluster_latency
+                    .push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("kind").and_then(|k| k.as_str()) == Some("balance") {
+                // `--balance` rows are tables (docs/results/cluster.md), not plots.
+            } else if v.get("interconnect").is_some() && v.get("mode").is_some() {
+                inputs
+                    .cluster
+                    .push(serde_json::from_value(v).with_context(at)?);
             } else if v.get("forwarder").is_some() && v.get("zero_loss_kpps").is_some() {
                 let row: crate::router::Rfc2544Row = serde_json::from_value(v).with_context(at)?;
                 inputs.router.push(row.into());
@@ -464,6 +476,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         && inputs.lpm.is_empty()
         && inputs.rpc.is_empty()
         && inputs.router.is_empty()
+        && inputs.cluster.is_empty()
+        && inputs.cluster_latency.is_empty()
     {
         anyhow::bail!("no records in the given files");
     }
@@ -497,6 +511,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // document for RFC 2544 runs (docs/results/router-e2e.md …).
         let reference = args.reference.as_deref().unwrap_or(KERNEL_FORWARDER);
         print!("{}", router_summary(&inputs.router, reference));
+    }
+    if !inputs.cluster.is_empty() || !inputs.cluster_latency.is_empty() {
+        written.extend(plots::cluster(
+            &args.out,
+            &args.name,
+            &inputs.cluster,
+            &inputs.cluster_latency,
+            text,
+        )?);
     }
     let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
     for mix in mixes {
