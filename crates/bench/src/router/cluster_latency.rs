@@ -80,6 +80,11 @@ pub struct LatencyRow {
     pub lost: usize,
     /// Which round (with `--repeat`).
     pub round: usize,
+    /// Router path: packets per interconnect message the two nodes sent (their
+    /// `show interconnect` counters) — 1.0 says every probe left alone, not waiting
+    /// for a batch to fill, whatever the plan's batch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packets_per_message: Option<f64>,
 }
 
 fn percentile(sorted_ns: &[u64], q: f64) -> f64 {
@@ -310,6 +315,7 @@ pub fn interconnect(
         probes: lat.len(),
         lost,
         round: 0,
+        packets_per_message: None,
     })
 }
 
@@ -578,6 +584,20 @@ pub fn router(
     }
     stop.store(true, Ordering::Release);
     let _ = answer.join();
+    // The interconnect threads publish their counters every 100 ms.
+    std::thread::sleep(Duration::from_millis(250));
+    let (mut packets, mut messages) = (0u64, 0u64);
+    for d in &nodes {
+        for (_, rows) in d.router().interconnect_stats() {
+            for (k, v) in rows {
+                match k {
+                    "tx_packets" => packets += v,
+                    "tx_messages" => messages += v,
+                    _ => {}
+                }
+            }
+        }
+    }
     for d in nodes {
         d.stop()?;
     }
@@ -593,6 +613,7 @@ pub fn router(
         probes: lat.len(),
         lost,
         round: 0,
+        packets_per_message: (messages > 0).then(|| packets as f64 / messages as f64),
     })
 }
 
@@ -628,8 +649,9 @@ pub fn run(
                             println!("{}", serde_json::to_string(&r)?);
                         } else {
                             println!(
-                                "{:12} {:3} {:5} B batch {:2} one-way p50 {:8.2} us p99 {:8.2} us ({} probes, {} lost)",
-                                r.path, r.interconnect, r.size, r.batch, r.p50_us, r.p99_us, r.probes, r.lost
+                                "{:12} {:3} {:5} B batch {:2} one-way p50 {:8.2} us p99 {:8.2} us ({} probes, {} lost{})",
+                                r.path, r.interconnect, r.size, r.batch, r.p50_us, r.p99_us, r.probes, r.lost,
+                                r.packets_per_message.map_or(String::new(), |p| format!(", {p:.2} packets per message"))
                             );
                         }
                     }
@@ -691,5 +713,8 @@ mod tests {
         .expect("run");
         assert!(r.probes > 0, "{r:?}");
         assert!(r.p50_us > 0.0 && r.p50_us <= r.p99_us, "{r:?}");
+        // One probe in flight: every message carried one packet (the gatherer sent it
+        // at the end of the burst, not when 8 had gathered).
+        assert_eq!(r.packets_per_message, Some(1.0), "{r:?}");
     }
 }
