@@ -852,6 +852,47 @@ mod tests {
         assert!(kernel.contains("| 110.0 [100.0–120.0] | – |"), "{kernel}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+    #[test]
+    fn cluster_rows_are_recognised_and_plotted() {
+        let dir = std::env::temp_dir().join(format!("weft-report-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("rows.jsonl");
+        let mut lines = Vec::new();
+        for round in 0..2 {
+            for (mode, batch, mpps) in
+                [("sge", 32, 4.0), ("memcpy", 32, 3.0), ("unbatched", 1, 0.5)]
+            {
+                for size in [64, 1500] {
+                    lines.push(format!(
+                        r#"{{"interconnect":"udp","size":{size},"batch":{batch},"mode":"{mode}","mpps":{},"gbps":1.0,"p50_us":5.0,"p99_us":9.0,"sent":10,"received":9,"malformed":0,"round":{round}}}"#,
+                        mpps * (1.0 + round as f64)
+                    ));
+                }
+            }
+            for batch in [1, 32] {
+                lines.push(format!(
+                    r#"{{"kind":"latency","path":"router","interconnect":"shm","size":128,"batch":{batch},"p50_us":12.0,"p99_us":40.0,"probes":100,"lost":0,"round":{round},"packets_per_message":1.0}}"#
+                ));
+            }
+        }
+        lines.push(r#"{"kind":"balance","nodes":8,"traffic":"uniform","hot":0.0,"balance":"vlb","batch":16,"load":0.6,"link_capacity":0.25,"round_us":20,"external":10,"delivered":10,"dropped":0,"messages_per_packet":1.0,"crossings_per_packet":2.0,"packets_per_message":2.0,"reordered_per_packet":0.0}"#.into());
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let inputs = read_inputs(std::slice::from_ref(&file)).unwrap();
+        assert_eq!(inputs.cluster.len(), 12);
+        assert_eq!(inputs.cluster_latency.len(), 4);
+        assert!(inputs.perf.is_empty(), "balance rows are not perf records");
+        let written =
+            plots::cluster(&dir, "c", &inputs.cluster, &inputs.cluster_latency, false).unwrap();
+        assert_eq!(written.len(), 3);
+        for p in &written {
+            assert!(
+                std::fs::metadata(p).unwrap().len() > 1000,
+                "{}",
+                p.display()
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     use crate::perf::record::Meta;
     use crate::perf::stats::{LatencyStats, Method};
 

@@ -48,6 +48,16 @@ const STAMPS: usize = 42;
 /// A probe that has not come back in this time is lost (UC drops, a busy machine).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(200);
 
+/// Sets the answering thread's stop flag when dropped, so an early return (an error
+/// on A's side) does not leave the other side polling.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// The paper's one-way latency from symmetric timestamps: t1 (A sends) and t4 (A
 /// receives) on A's clock, t2 (B receives) and t3 (B sends) on B's. `None` when the
 /// stamps are inconsistent (B's turnaround longer than A's round trip).
@@ -183,6 +193,7 @@ pub fn interconnect(
     let stamp_at = |i: usize| HEADER_LEN + 14 + 8 * i;
 
     let stop = Arc::new(AtomicBool::new(false));
+    let _stop_on_drop = StopOnDrop(Arc::clone(&stop));
     // B: answer every probe with the same message, t2 and t3 written into it.
     let answer = {
         let stop = Arc::clone(&stop);
@@ -389,10 +400,21 @@ fn recv_one(h: &mut SimLink, until: Instant, v: &mut Vec<PacketBuf>) -> Option<P
     }
 }
 
+/// Running nodes, stopped when dropped (also on an early return).
+struct Nodes(Vec<Dataplane>);
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for d in self.0.drain(..) {
+            let _ = d.stop();
+        }
+    }
+}
+
 /// Two cluster nodes over the real interconnect, one host behind each.
 struct TwoNodes {
     hosts: [SimLink; 2],
-    nodes: Vec<Dataplane>,
+    nodes: Nodes,
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -419,7 +441,7 @@ fn two_nodes(kind: Kind, batch: usize) -> anyhow::Result<TwoNodes> {
         .collect();
     let cm_port = free_port()?;
     let mut hosts = Vec::new();
-    let mut dps = Vec::new();
+    let mut dps = Nodes(Vec::new());
     for me in 1..=2u8 {
         let i = usize::from(me - 1);
         let (r, h) = sim::pair(
@@ -446,7 +468,7 @@ fn two_nodes(kind: Kind, batch: usize) -> anyhow::Result<TwoNodes> {
         };
         let fabric = VerbsFabric::start(&plan).context("interconnect")?;
         let ic = Interconnect::new(Box::new(fabric), plan, pool.clone());
-        dps.push(Dataplane::start_cluster(
+        dps.0.push(Dataplane::start_cluster(
             router,
             links,
             ic,
@@ -494,9 +516,10 @@ pub fn router(
     };
     let TwoNodes {
         hosts: [mut h0, mut h1],
-        nodes,
+        mut nodes,
     } = two_nodes(kind, batch)?;
     let stop = Arc::new(AtomicBool::new(false));
+    let _stop_on_drop = StopOnDrop(Arc::clone(&stop));
     // Host 1 answers every probe, t2 and t3 written into it.
     let answer = {
         let stop = Arc::clone(&stop);
@@ -587,7 +610,7 @@ pub fn router(
     // The interconnect threads publish their counters every 100 ms.
     std::thread::sleep(Duration::from_millis(250));
     let (mut packets, mut messages) = (0u64, 0u64);
-    for d in &nodes {
+    for d in &nodes.0 {
         for (_, rows) in d.router().interconnect_stats() {
             for (k, v) in rows {
                 match k {
@@ -598,7 +621,7 @@ pub fn router(
             }
         }
     }
-    for d in nodes {
+    for d in nodes.0.drain(..) {
         d.stop()?;
     }
     lat.sort_unstable();
