@@ -718,3 +718,217 @@ mod tests {
         assert_eq!(median(&[1.0, 3.0]), 2.0);
     }
 }
+
+/// One throughput row of `weft router bench --cluster --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterRow {
+    pub interconnect: String,
+    pub size: u64,
+    pub batch: u64,
+    pub mode: String,
+    pub mpps: f64,
+    #[serde(default)]
+    pub round: u64,
+}
+
+/// One row of `weft router bench --cluster --latency --json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterLatencyRow {
+    pub path: String,
+    pub interconnect: String,
+    pub size: u64,
+    pub batch: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    #[serde(default)]
+    pub round: u64,
+}
+
+/// Median, lowest and highest of `v` (unsorted, non-empty).
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (median(&v), v[0], v[v.len() - 1])
+}
+
+/// A line of medians over rounds with a band from the lowest to the highest.
+fn median_line(label: String, color: RGBColor, by_x: BTreeMap<u64, Vec<f64>>) -> Option<Line> {
+    let stats: Vec<(f64, f64, f64, f64)> = by_x
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(x, v)| {
+            let (m, lo, hi) = spread(v);
+            (x as f64, m, lo, hi)
+        })
+        .collect();
+    if stats.is_empty() {
+        return None;
+    }
+    let rounds = stats.iter().any(|s| s.2 != s.3);
+    Some(Line {
+        label,
+        color,
+        width: 2,
+        points: stats.iter().map(|&(x, m, _, _)| (x, m)).collect(),
+        band: rounds.then(|| stats.iter().map(|&(x, _, lo, hi)| (x, lo, hi)).collect()),
+    })
+}
+
+/// The cluster interconnect's plots (docs/results/cluster.md): `NAME-rate.png`
+/// (packet rate against size per mode, at the largest batch, one panel per
+/// interconnect), `NAME-ratio.png` (`sge` ÷ `unbatched` per size, the ratio taken
+/// within each round, with the paper's 3.7×), `NAME-latency.png` (one-way p50
+/// against batch, one panel per path). Medians over rounds, bands from the lowest to
+/// the highest. Returns the files written.
+pub fn cluster(
+    out: &Path,
+    name: &str,
+    rows: &[ClusterRow],
+    lat: &[ClusterLatencyRow],
+    text: bool,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut written = Vec::new();
+    let links: Vec<&str> = ["udp", "shm"]
+        .into_iter()
+        .filter(|l| rows.iter().any(|r| r.interconnect == *l))
+        .collect();
+    if !rows.is_empty() {
+        let top = rows
+            .iter()
+            .filter(|r| r.mode != "unbatched")
+            .map(|r| r.batch)
+            .max()
+            .unwrap_or(1);
+        let mut panels = Vec::new();
+        for link in &links {
+            let mut lines = Vec::new();
+            for (k, (mode, batch)) in [("sge", top), ("memcpy", top), ("unbatched", 1)]
+                .into_iter()
+                .enumerate()
+            {
+                let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+                for r in rows
+                    .iter()
+                    .filter(|r| r.interconnect == *link && r.mode == mode && r.batch == batch)
+                {
+                    by.entry(r.size).or_default().push(r.mpps);
+                }
+                let label = if mode == "unbatched" {
+                    "unbatched (1 packet per SEND)".to_owned()
+                } else {
+                    format!("{mode}, {batch} packets per SEND")
+                };
+                lines.extend(median_line(label, color(k), by));
+            }
+            panels.push(Panel {
+                title: format!("{link}: packet rate vs size"),
+                x_desc: "packet size [bytes] (log)",
+                y_desc: "Mpps arrived (log)",
+                lines,
+                levels: Vec::new(),
+            });
+        }
+        let path = out.join(format!("{name}-rate.png"));
+        figure(
+            &path,
+            "cluster interconnect (weft-verbs UC SEND/RECV): median of rounds",
+            &panels,
+            text,
+        )?;
+        written.push(path);
+        // The ratio within each round (sge and unbatched ran next to each other).
+        let mut panels = Vec::new();
+        let mut lines = Vec::new();
+        for (k, link) in links.iter().enumerate() {
+            let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for s in rows
+                .iter()
+                .filter(|r| r.interconnect == *link && r.mode == "sge" && r.batch == top)
+            {
+                let u = rows.iter().find(|u| {
+                    u.interconnect == *link
+                        && u.mode == "unbatched"
+                        && u.size == s.size
+                        && u.round == s.round
+                });
+                if let Some(u) = u.filter(|u| u.mpps > 0.0) {
+                    by.entry(s.size).or_default().push(s.mpps / u.mpps);
+                }
+            }
+            lines.extend(median_line(
+                format!("{link}: sge@{top} ÷ unbatched"),
+                color(k),
+                by,
+            ));
+        }
+        panels.push(Panel {
+            title: "hardware-assisted batching: speed-up over one SEND per packet".into(),
+            x_desc: "packet size [bytes] (log)",
+            y_desc: "ratio of packet rates (log)",
+            lines,
+            levels: vec![Level {
+                label: "3.7× (the paper's lowest, ≤ 256 B)".into(),
+                y: 3.7,
+                color: RED,
+            }],
+        });
+        let path = out.join(format!("{name}-ratio.png"));
+        figure(&path, "", &panels, text)?;
+        written.push(path);
+    }
+    if !lat.is_empty() {
+        let mut panels = Vec::new();
+        for path_kind in ["interconnect", "router"] {
+            let mine: Vec<&ClusterLatencyRow> =
+                lat.iter().filter(|r| r.path == path_kind).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let series: BTreeSet<(String, u64)> = mine
+                .iter()
+                .map(|r| (r.interconnect.clone(), r.size))
+                .collect();
+            let mut lines = Vec::new();
+            for (k, (link, size)) in series.into_iter().enumerate() {
+                for (q, of) in [("p50", 0usize), ("p99", 1)] {
+                    let mut by: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+                    for r in mine
+                        .iter()
+                        .filter(|r| r.interconnect == link && r.size == size)
+                    {
+                        let v = if of == 0 { r.p50_us } else { r.p99_us };
+                        if v.is_finite() {
+                            by.entry(r.batch).or_default().push(v);
+                        }
+                    }
+                    if let Some(mut l) = median_line(format!("{link} {size} B {q}"), color(k), by) {
+                        if of == 1 {
+                            l.width = 1;
+                            l.band = None;
+                        }
+                        lines.push(l);
+                    }
+                }
+            }
+            panels.push(Panel {
+                title: if path_kind == "router" {
+                    "through two cluster nodes (batch = the plan's)".into()
+                } else {
+                    "one SEND of a full batch (the paper's Fig. 10)".into()
+                },
+                x_desc: "packets per SEND (log)",
+                y_desc: "one-way latency, ((t4−t1)−(t3−t2))/2 [µs] (log)",
+                lines,
+                levels: Vec::new(),
+            });
+        }
+        let path = out.join(format!("{name}-latency.png"));
+        figure(
+            &path,
+            "one-way latency at low load: median of rounds",
+            &panels,
+            text,
+        )?;
+        written.push(path);
+    }
+    Ok(written)
+}

@@ -411,6 +411,8 @@ struct Inputs {
     lpm: Vec<plots::LpmRow>,
     rpc: Vec<plots::RpcRow>,
     router: Vec<plots::RouterRow>,
+    cluster: Vec<plots::ClusterRow>,
+    cluster_latency: Vec<plots::ClusterLatencyRow>,
 }
 
 /// Reads every file, recognising each by its content: markdown tables (`.md`) are
@@ -443,6 +445,16 @@ fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
                 inputs.lpm.push(serde_json::from_value(v).with_context(at)?);
             } else if v.get("ops_per_s").is_some() && v.get("mix").is_some() {
                 inputs.rpc.push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("kind").and_then(|k| k.as_str()) == Some("latency") {
+                inputs
+                    .cluster_latency
+                    .push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("kind").and_then(|k| k.as_str()) == Some("balance") {
+                // `--balance` rows are tables (docs/results/cluster.md), not plots.
+            } else if v.get("interconnect").is_some() && v.get("mode").is_some() {
+                inputs
+                    .cluster
+                    .push(serde_json::from_value(v).with_context(at)?);
             } else if v.get("forwarder").is_some() && v.get("zero_loss_kpps").is_some() {
                 let row: crate::router::Rfc2544Row = serde_json::from_value(v).with_context(at)?;
                 inputs.router.push(row.into());
@@ -464,6 +476,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         && inputs.lpm.is_empty()
         && inputs.rpc.is_empty()
         && inputs.router.is_empty()
+        && inputs.cluster.is_empty()
+        && inputs.cluster_latency.is_empty()
     {
         anyhow::bail!("no records in the given files");
     }
@@ -497,6 +511,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // document for RFC 2544 runs (docs/results/router-e2e.md …).
         let reference = args.reference.as_deref().unwrap_or(KERNEL_FORWARDER);
         print!("{}", router_summary(&inputs.router, reference));
+    }
+    if !inputs.cluster.is_empty() || !inputs.cluster_latency.is_empty() {
+        written.extend(plots::cluster(
+            &args.out,
+            &args.name,
+            &inputs.cluster,
+            &inputs.cluster_latency,
+            text,
+        )?);
     }
     let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
     for mix in mixes {
@@ -828,6 +851,47 @@ mod tests {
             .find(|l| l.contains("| linux kernel |"))
             .expect(&md);
         assert!(kernel.contains("| 110.0 [100.0–120.0] | – |"), "{kernel}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    #[test]
+    fn cluster_rows_are_recognised_and_plotted() {
+        let dir = std::env::temp_dir().join(format!("weft-report-cluster-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("rows.jsonl");
+        let mut lines = Vec::new();
+        for round in 0..2 {
+            for (mode, batch, mpps) in
+                [("sge", 32, 4.0), ("memcpy", 32, 3.0), ("unbatched", 1, 0.5)]
+            {
+                for size in [64, 1500] {
+                    lines.push(format!(
+                        r#"{{"interconnect":"udp","size":{size},"batch":{batch},"mode":"{mode}","mpps":{},"gbps":1.0,"p50_us":5.0,"p99_us":9.0,"sent":10,"received":9,"malformed":0,"round":{round}}}"#,
+                        mpps * (1.0 + round as f64)
+                    ));
+                }
+            }
+            for batch in [1, 32] {
+                lines.push(format!(
+                    r#"{{"kind":"latency","path":"router","interconnect":"shm","size":128,"batch":{batch},"p50_us":12.0,"p99_us":40.0,"probes":100,"lost":0,"round":{round},"packets_per_message":1.0}}"#
+                ));
+            }
+        }
+        lines.push(r#"{"kind":"balance","nodes":8,"traffic":"uniform","hot":0.0,"balance":"vlb","batch":16,"load":0.6,"link_capacity":0.25,"round_us":20,"external":10,"delivered":10,"dropped":0,"messages_per_packet":1.0,"crossings_per_packet":2.0,"packets_per_message":2.0,"reordered_per_packet":0.0}"#.into());
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let inputs = read_inputs(std::slice::from_ref(&file)).unwrap();
+        assert_eq!(inputs.cluster.len(), 12);
+        assert_eq!(inputs.cluster_latency.len(), 4);
+        assert!(inputs.perf.is_empty(), "balance rows are not perf records");
+        let written =
+            plots::cluster(&dir, "c", &inputs.cluster, &inputs.cluster_latency, false).unwrap();
+        assert_eq!(written.len(), 3);
+        for p in &written {
+            assert!(
+                std::fs::metadata(p).unwrap().len() > 1000,
+                "{}",
+                p.display()
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
     use crate::perf::record::Meta;

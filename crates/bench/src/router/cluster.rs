@@ -88,6 +88,8 @@ pub struct Row {
     pub received: u64,
     /// Messages the splitter refused (must be 0).
     pub malformed: u64,
+    /// Which round (with `--repeat`).
+    pub round: usize,
 }
 
 /// Measure one configuration for `secs`.
@@ -284,32 +286,105 @@ pub fn measure(
         sent,
         received,
         malformed,
+        round: 0,
     })
 }
 
-/// Every combination, one row (or JSON line) each.
+/// One row of `--copy-cost`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyRow {
+    /// Always "copy".
+    pub kind: &'static str,
+    /// Packet size in bytes.
+    pub size: usize,
+    /// Nanoseconds per packet: the fastest of 25 runs of 20 000 packets.
+    pub ns_per_packet: f64,
+}
+
+/// What the router's interconnect thread does per packet today before a SEND
+/// (`VerbsFabric::send` in weft-router): the 12-byte header and the frame copied
+/// from the packet buffer into a registered send slot with
+/// [`weft_verbs::MemoryRegion::write`], 64 slots of 32 packets cycled as the fabric
+/// does. The cost the zero-copy gather would save. The fastest run is kept: on a
+/// loaded machine the minimum is the run nobody interrupted.
+pub fn copy_cost(size: usize) -> anyhow::Result<CopyRow> {
+    if !(14..=SLOT - HEADER_LEN).contains(&size) {
+        bail!("--size {size} is not in 14..={}", SLOT - HEADER_LEN);
+    }
+    let ctx = Context::open_with(DeviceConfig::local(LinkKind::Shm)).context("device")?;
+    let pd = ctx.alloc_pd();
+    let slots = 64 * 32;
+    let mr = pd.alloc_mr(slots * SLOT, Access::LOCAL_WRITE);
+    // Packet buffers as the ports' pool holds them: separate 2 KiB buffers.
+    let pool = weft_link::BufferPool::new(256, 2048);
+    let mut bufs = Vec::new();
+    for i in 0..256 {
+        let mut b = pool.alloc().context("pool")?;
+        let frame: Vec<u8> = (0..size).map(|j| (i + j) as u8).collect();
+        if !b.copy_from(&frame) {
+            bail!("a {size}-byte frame does not fit a pool buffer");
+        }
+        bufs.push(b);
+    }
+    let h = PacketHeader {
+        hops: 0,
+        len: size as u16,
+        ingress_port: 0,
+        origin: 1,
+        bucket: 1,
+        seq: 1,
+    };
+    let n = 20_000;
+    let mut best = f64::MAX;
+    for _ in 0..25 {
+        let t = Instant::now();
+        for i in 0..n {
+            let off = (i % slots) * SLOT;
+            let b = &bufs[i % bufs.len()];
+            mr.write(off, &h.encode())?;
+            mr.write(off + HEADER_LEN, b)?;
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    Ok(CopyRow {
+        kind: "copy",
+        size,
+        ns_per_packet: best,
+    })
+}
+
+/// Every combination, one row (or JSON line) each; with `repeat` rounds per
+/// (interconnect, size), the modes in the opposite order every other round, so
+/// `sge` and `unbatched` alternate in time (ABAB) on a machine whose load drifts.
 pub fn run(
     links: &[LinkKind],
     sizes: &[usize],
     batches: &[usize],
     modes: &[Mode],
     secs: Duration,
+    repeat: usize,
     json: bool,
 ) -> anyhow::Result<()> {
     for &link in links {
         for &size in sizes {
-            for &mode in modes {
-                let bs: &[usize] = if mode == Mode::Unbatched {
-                    &[1]
-                } else {
-                    batches
-                };
-                for &batch in bs {
-                    let r = measure(link, size, batch, mode, secs)?;
-                    if json {
-                        println!("{}", serde_json::to_string(&r)?);
+            for round in 0..repeat.max(1) {
+                let mut order = modes.to_vec();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for &mode in &order {
+                    let bs: &[usize] = if mode == Mode::Unbatched {
+                        &[1]
                     } else {
-                        println!(
+                        batches
+                    };
+                    for &batch in bs {
+                        let mut r = measure(link, size, batch, mode, secs)?;
+                        r.round = round;
+                        if json {
+                            println!("{}", serde_json::to_string(&r)?);
+                        } else {
+                            println!(
                             "{:3} {:5} B batch {:2} {:9} {:7.3} Mpps {:6.2} Gbit/s p50 {:8.1} us p99 {:8.1} us ({} of {} arrived)",
                             r.interconnect,
                             r.size,
@@ -322,6 +397,7 @@ pub fn run(
                             r.received,
                             r.sent
                         );
+                        }
                     }
                 }
             }
@@ -333,6 +409,16 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_copy_cost_is_measured_per_size() {
+        let r = copy_cost(64).expect("64");
+        assert!(
+            r.ns_per_packet > 0.0 && r.ns_per_packet.is_finite(),
+            "{r:?}"
+        );
+        assert!(copy_cost(4000).is_err());
+    }
 
     #[test]
     fn every_mode_delivers_whole_batches_over_shm() {

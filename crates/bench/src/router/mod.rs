@@ -6,6 +6,8 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod cluster_balance;
+pub mod cluster_latency;
 pub mod loadgen;
 
 pub use loadgen::{run_rfc2544, Rfc2544Args, Rfc2544Row};
@@ -49,6 +51,49 @@ pub struct BenchArgs {
     /// With `--cluster`: one JSON object per line and configuration.
     #[arg(long)]
     json: bool,
+    /// With `--cluster`: rounds of every configuration; each round runs the modes
+    /// (or, with `--latency`, the batch sizes) in the opposite order of the last
+    /// (ABAB), every row says its round.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// With `--cluster`: one-way latency with the paper's symmetric timestamps
+    /// instead of throughput (`--path`, `--gap-us`).
+    #[arg(long)]
+    latency: bool,
+    /// With `--latency`: interconnect (one SEND of a full batch, the paper's Fig. 10)
+    /// and/or router (through two real cluster nodes, the plan's batch).
+    #[arg(long, value_delimiter = ',', default_value = "interconnect,router")]
+    path: Vec<String>,
+    /// With `--latency`: pause between probes, µs (one probe in flight: low load).
+    #[arg(long, default_value_t = 100)]
+    gap_us: u64,
+    /// With `--cluster`: interconnect messages and crossings per external packet
+    /// for direct, VLB and Direct-VLB under uniform and hot-spot traffic (a model of
+    /// `--nodes` nodes driven by the cluster's balancing code).
+    #[arg(long)]
+    balance: bool,
+    /// With `--cluster`: per size, what copying a packet into a registered send slot
+    /// costs (what the router's interconnect does today instead of a zero-copy
+    /// gather).
+    #[arg(long)]
+    copy_cost: bool,
+    /// With `--balance`: nodes.
+    #[arg(long, default_value_t = 8)]
+    nodes: u8,
+    /// With `--balance`: external packets per node per tick (a tick is 1 µs; a
+    /// directed internal link serves 2/nodes packets per tick).
+    #[arg(long, default_value_t = 0.6)]
+    load: f64,
+    /// With `--balance`: share of each node's packets to its hot node.
+    #[arg(long, default_value_t = 0.8)]
+    hot: f64,
+    /// With `--balance`: µs per gather round (one pass of the interconnect thread:
+    /// the end of an ingress burst).
+    #[arg(long, default_value_t = 20)]
+    round_us: u64,
+    /// With `--balance`: ticks simulated per configuration.
+    #[arg(long, default_value_t = 200_000)]
+    ticks: u64,
 }
 
 /// Runs `weft router bench`.
@@ -64,7 +109,33 @@ pub fn run_bench(b: BenchArgs) -> anyhow::Result<()> {
                 other => anyhow::bail!("unknown interconnect {other:?} (udp, shm)"),
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        return cluster::run(&links, &b.size, &b.batch, &b.mode, secs, b.json);
+        if b.copy_cost {
+            for &size in &b.size {
+                let r = cluster::copy_cost(size)?;
+                if b.json {
+                    println!("{}", serde_json::to_string(&r)?);
+                } else {
+                    println!(
+                        "{:5} B: {:.1} ns per packet copied",
+                        r.size, r.ns_per_packet
+                    );
+                }
+            }
+            return Ok(());
+        }
+        if b.balance {
+            return cluster_balance::run(
+                b.nodes, &b.batch, b.load, b.hot, b.round_us, b.ticks, b.json,
+            );
+        }
+        if b.latency {
+            let paths: Vec<&str> = b.path.iter().map(String::as_str).collect();
+            let gap = Duration::from_micros(b.gap_us);
+            return cluster_latency::run(
+                &links, &b.size, &b.batch, &paths, secs, gap, b.repeat, b.json,
+            );
+        }
+        return cluster::run(&links, &b.size, &b.batch, &b.mode, secs, b.repeat, b.json);
     }
     let [size] = b.size[..] else {
         anyhow::bail!("--size takes one value without --cluster");

@@ -10,8 +10,10 @@
 //!   nodes that are neither → egress (two crossings; direct when there is no third node);
 //! - **Direct-VLB**: a bucket's path is picked when the bucket is first seen (or after
 //!   it was idle for [`PIN_IDLE`]): direct unless the direct path is loaded then, VLB
-//!   if it is. Under uniform load every bucket goes direct (≈ one crossing per
-//!   packet); under a hot spot, the new flows beyond the direct path's share spread.
+//!   if it is; a busy bucket pinned direct moves to VLB once when its direct path
+//!   becomes loaded, and never back while busy. Under uniform load every bucket goes
+//!   direct (≈ one crossing per packet); under a hot spot, the buckets beyond the
+//!   direct path's share spread.
 #![forbid(unsafe_code)]
 
 use super::config::Balance;
@@ -73,6 +75,12 @@ pub fn flow_hash(frame: &[u8]) -> u64 {
     mix(h)
 }
 
+/// Direct-VLB's signal: the direct path to the egress is loaded when more than half
+/// of the messages the interconnect may have in flight to it (`depth`) are.
+pub fn direct_path_loaded(in_flight: usize, depth: usize) -> bool {
+    in_flight * 2 > depth
+}
+
 /// The bucket of a hash.
 pub fn bucket_of(hash: u64) -> u16 {
     (hash % u64::from(BUCKETS)) as u16
@@ -123,17 +131,28 @@ impl Balancer {
             Balance::Direct => egress,
             Balance::Vlb => self.intermediate(egress, bucket),
             Balance::DirectVlb => {
-                if let Some((via, last)) = self.pinned.get_mut(&(egress, bucket)) {
-                    if now.saturating_duration_since(*last) < PIN_IDLE {
-                        *last = now;
-                        return *via;
-                    }
-                }
-                let via = if loaded {
+                let spill = if loaded {
                     self.intermediate(egress, bucket)
                 } else {
                     egress
                 };
+                if let Some((via, last)) = self.pinned.get_mut(&(egress, bucket)) {
+                    if now.saturating_duration_since(*last) < PIN_IDLE {
+                        *last = now;
+                        // A busy bucket pinned direct whose direct path is now loaded
+                        // moves to its VLB path, once (it never moves back while
+                        // busy): without this, the buckets first seen before a hot
+                        // spot built up keep overloading the direct path (measured by
+                        // `weft router bench --cluster --balance`). Its packets on
+                        // the new path may overtake those queued on the loaded one:
+                        // the receiver counts it.
+                        if *via == egress && spill != egress {
+                            *via = spill;
+                        }
+                        return *via;
+                    }
+                }
+                let via = spill;
                 if self.pinned.len() >= 65536 {
                     // Bounded: forget the idle ones (they may take a new path anyway).
                     self.pinned
@@ -237,7 +256,14 @@ mod tests {
         // and stays there while it is busy, then may return.
         let mut dv = Balancer::new(Balance::DirectVlb, 1, nodes);
         assert_eq!(dv.next_node(3, 1, false, now), 3);
-        assert_eq!(dv.next_node(3, 1, true, now), 3, "pinned direct");
+        assert_eq!(dv.next_node(3, 1, false, now), 3, "pinned direct");
+        let spilled = dv.next_node(3, 1, true, now);
+        assert!(spilled == 2 || spilled == 4, "loaded: spills to VLB");
+        assert_eq!(
+            dv.next_node(3, 1, false, now),
+            spilled,
+            "and stays while busy"
+        );
         let n = dv.next_node(3, 2, true, now);
         assert!(n == 2 || n == 4);
         assert_eq!(

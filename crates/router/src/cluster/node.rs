@@ -17,7 +17,7 @@
 //! router's counters.
 #![forbid(unsafe_code)]
 
-use super::balance::{bucket_of, flow_hash, Balancer, ReorderCounter, BUCKETS};
+use super::balance::{bucket_of, direct_path_loaded, flow_hash, Balancer, ReorderCounter, BUCKETS};
 use super::batch::{split, PacketHeader, SplitError, HEADER_LEN};
 use super::config::ClusterPlan;
 use super::fabric::{Fabric, FabricError};
@@ -122,11 +122,6 @@ struct Node {
     no_local_tx: Vec<PacketBuf>,
 }
 
-/// Messages in flight to a peer beyond which Direct-VLB calls its direct path loaded.
-fn loaded(in_flight: usize, depth: usize) -> bool {
-    in_flight * 2 > depth
-}
-
 impl Node {
     fn stats(&mut self, peer: u8) -> &mut PeerStats {
         self.stats.entry(peer).or_default()
@@ -144,7 +139,7 @@ impl Node {
             return;
         }
         let next = if hdr.hops == 0 {
-            let l = loaded(self.ic.fabric.in_flight(owner), self.ic.fabric.depth());
+            let l = direct_path_loaded(self.ic.fabric.in_flight(owner), self.ic.fabric.depth());
             self.balancer.next_node(owner, hdr.bucket, l, now)
         } else {
             owner
