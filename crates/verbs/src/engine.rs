@@ -158,6 +158,10 @@ pub struct EngineStats {
     pub takeovers: u64,
     /// The learned quiet gap, in nanoseconds (docs/verbs.md, "Progress").
     pub quiet_gap_ns: u64,
+    /// Waits of at most a quiet gap on the doorbell and the link (udp) that the idle
+    /// engine thread made without holding the engine, because the application had
+    /// polled within the last millisecond.
+    pub watches: u64,
 }
 
 /// The engine's state: the transport endpoint, the link, and the queues' rings.
@@ -249,6 +253,13 @@ impl Engine {
 
     pub(crate) fn link_stats(&self) -> LinkStats {
         self.link.stats()
+    }
+
+    /// A duplicate of the link's readiness descriptor
+    /// ([`DatagramLink::readiness_fd`]), for the engine thread to watch the link
+    /// without holding the engine; `None` on links without one (shm).
+    pub(crate) fn link_readiness_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.link.readiness_fd()?.try_clone_to_owned().ok()
     }
 
     fn now(&self) -> Instant {
@@ -721,8 +732,13 @@ pub(crate) struct Shared {
     /// Stand-bys ended because the application stopped polling
     /// ([`EngineStats::takeovers`]).
     pub(crate) takeovers: AtomicU64,
+    /// Waits on the doorbell and the link without the engine ([`EngineStats::watches`]).
+    pub(crate) watches: AtomicU64,
     /// The learned quiet gap in ns ([`EngineStats::quiet_gap_ns`]).
     pub(crate) quiet_gap_ns: AtomicU64,
+    /// The link's readiness descriptor, duplicated (udp; `None` on shm): watched
+    /// without the engine while the application is briefly away ([`Shared::run`]).
+    link_fd: Option<std::os::fd::OwnedFd>,
 }
 
 /// Engine threads of this process that spin idle or stand by for a spinning
@@ -754,6 +770,10 @@ impl Drop for Spinner {
     }
 }
 
+/// How long after the application's last poll the idle engine thread watches the link
+/// without holding the engine before it blocks holding it ([`Shared::run`]).
+const APP_AWAY: Duration = QuietGap::MAX;
+
 /// The engine thread's timer slack: its stand-by waits are tens of microseconds.
 const TIMER_SLACK: Duration = Duration::from_micros(2);
 
@@ -765,6 +785,7 @@ impl Shared {
     ) -> std::io::Result<Shared> {
         let local_addr = engine.link.local_addr();
         let posted = Arc::clone(&engine.posted);
+        let link_fd = engine.link_readiness_fd();
         Ok(Shared {
             engine: Mutex::new(engine),
             doorbell: EventFd::new()?,
@@ -784,7 +805,9 @@ impl Shared {
             app_blocking: AtomicBool::new(false),
             standbys: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
             quiet_gap_ns: AtomicU64::new(QuietGap::default().get().as_nanos() as u64),
+            link_fd,
         })
     }
 
@@ -969,7 +992,12 @@ impl Shared {
                         quiet.takeover_idle();
                         takeover_pending = false;
                     }
-                    idle_since = None;
+                    // The spin caught the application coming back: a gap like work's.
+                    if let Some(since) = idle_since.take() {
+                        if spinner.is_some() {
+                            gaps.record(since.elapsed());
+                        }
+                    }
                     spinner = None;
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
@@ -1027,6 +1055,34 @@ impl Shared {
             if spinner.take().is_some() && budget >= self.idle_spin {
                 // Spun the whole cap without work: a gap longer than any spin.
                 gaps.record_long();
+            }
+            let away = Duration::from_nanos(
+                self.clock()
+                    .saturating_sub(self.app_last_poll.load(Ordering::Relaxed)),
+            );
+            if !self.idle_spin.is_zero()
+                && self.app_polls.load(Ordering::Relaxed) > 0
+                && away < APP_AWAY
+            {
+                // The application polled a moment ago and will likely poll again:
+                // blocking here would hold the engine asleep, and its polls could
+                // not run passes until this thread got a core again. Watch the
+                // doorbell and the link (udp) without the engine for a quiet gap,
+                // then run a pass, until it comes back or stays away.
+                drop(g);
+                self.watches.fetch_add(1, Ordering::Relaxed);
+                let db = self.doorbell.as_fd();
+                let woke = match &self.link_fd {
+                    Some(l) => {
+                        weft_link::wake::poll_readable_precise(&[db, l.as_fd()], quiet.get())
+                    }
+                    None => weft_link::wake::poll_readable_precise(&[db], quiet.get()),
+                };
+                if woke.unwrap_or(0) & 1 != 0 {
+                    self.doorbell.drain();
+                }
+                // The idle period goes on: no new spin after the watch.
+                continue;
             }
             // Going to sleep: announce it, then look once more (see `kick`).
             self.sleeping.store(true, Ordering::SeqCst);
