@@ -12,6 +12,13 @@ use std::time::Duration;
 /// Gaps remembered by [`GapHistory`].
 pub(crate) const GAPS: usize = 16;
 
+/// The shortest spin worth making when gaps are short: less than a blocked thread's
+/// wake-up (about 10 µs unloaded, much more on a loaded machine), so a spin this long
+/// costs less than the wake-up it may save. It also keeps tiny gaps (a pass that only
+/// retired an ACK right after the last work) from shrinking the spin below the gap
+/// that matters, the next request.
+pub(crate) const MIN_SPIN: Duration = Duration::from_micros(20);
+
 /// Idle periods that spin the whole cap to measure the gaps however short the learned
 /// budget became: one in this many ([`GapHistory::explore`]).
 const EXPLORE_EVERY: u64 = 8;
@@ -61,8 +68,8 @@ impl GapHistory {
     /// How long to spin before blocking, at most `cap`.
     ///
     /// With fewer than 4 gaps known: `cap`. Otherwise four times the 75th percentile of
-    /// the gaps, if that percentile is within `cap`; else four times the median if the
-    /// median is; else zero — most gaps outlast any spin worth its CPU, so block at
+    /// the gaps (at least [`MIN_SPIN`]), if that percentile is within `cap`; else the
+    /// same of the median if the median is; else zero — most gaps outlast any spin worth its CPU, so block at
     /// once. Four times, because a gap that ends just after the spin costs a wake-up
     /// (tens of microseconds, milliseconds on a loaded machine) while a longer spin
     /// costs only the gaps it misses: a peer preempted for a moment must not make
@@ -79,7 +86,8 @@ impl GapHistory {
         let p50 = sorted[self.len.div_ceil(2) - 1];
         for q in [p75, p50] {
             if q <= cap_ns {
-                return Duration::from_nanos(q.saturating_mul(4).min(cap_ns));
+                return Duration::from_nanos(q.saturating_mul(4).min(cap_ns))
+                    .max(MIN_SPIN.min(cap));
             }
         }
         Duration::ZERO
@@ -185,7 +193,14 @@ mod tests {
         for _ in 0..8 {
             h.record(4 * US);
         }
-        assert_eq!(h.spin_budget(50 * US), 16 * US);
+        assert_eq!(h.spin_budget(50 * US), 20 * US);
+        // At least MIN_SPIN, however short the gaps, but never above the cap.
+        let mut h = GapHistory::default();
+        for _ in 0..16 {
+            h.record(Duration::from_nanos(300));
+        }
+        assert_eq!(h.spin_budget(50 * US), MIN_SPIN);
+        assert_eq!(h.spin_budget(5 * US), 5 * US);
         // Gaps longer than the cap, measured, count as long too.
         let mut h = GapHistory::default();
         for _ in 0..16 {
@@ -203,7 +218,7 @@ mod tests {
         for _ in 0..GAPS {
             h.record(2 * US);
         }
-        assert_eq!(h.spin_budget(50 * US), 8 * US);
+        assert_eq!(h.spin_budget(50 * US), MIN_SPIN);
     }
 
     #[test]
