@@ -203,7 +203,8 @@ fn forced_polling_and_forced_blocking_still_serve_a_program_that_stops_polling()
     let a = side_spinning(LinkKind::Udp, Duration::MAX);
     let b = side_spinning(LinkKind::Udp, Duration::MAX);
     let (a, b) = connect_sides(a, b, &ConnParam::default());
-    let (a, b) = write_ping_pong(a, b, 100);
+    // Few rounds: four spinning threads take turns on this machine's cores.
+    let (a, b) = write_ping_pong(a, b, 20);
     for s in [&a, &b] {
         let st = s.ctx.stats();
         assert_eq!(st.engine.standbys, 0, "forced polling stood by: {st:?}");
