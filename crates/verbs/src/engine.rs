@@ -10,7 +10,9 @@
 //!
 //! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
 //!   one-sided operations complete against a process that never calls weft again. When
-//!   idle it spins for `idle_spin`, then blocks on the link and the doorbell eventfd.
+//!   idle it spins for a budget learned from the recent gaps (at most `idle_spin`),
+//!   then blocks on the link and the doorbell eventfd; it stands by while the
+//!   application spins on its queues (see `Shared::run` and the `adapt` module).
 //! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
