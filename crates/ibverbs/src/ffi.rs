@@ -368,6 +368,20 @@ fn config() -> Result<DeviceConfig, c_int> {
             return Err(libc::EINVAL);
         }
     }
+    match std::env::var(crate::ENV_IDLE_SPIN).as_deref() {
+        Err(_) | Ok("") => {}
+        Ok("poll") => cfg.idle_spin = Duration::MAX,
+        Ok(v) => match v.parse::<u64>() {
+            Ok(us) => cfg.idle_spin = Duration::from_micros(us),
+            Err(_) => {
+                eprintln!(
+                    "weft: {}={v:?}: expected microseconds or poll",
+                    crate::ENV_IDLE_SPIN
+                );
+                return Err(libc::EINVAL);
+            }
+        },
+    }
     Ok(cfg)
 }
 
@@ -514,6 +528,9 @@ pub unsafe extern "C" fn ibv_close_device(c: *mut ibv_context) -> c_int {
             // as does the engine they hold, until the process exits; rdma-core's
             // close also succeeds here.
             return Ok(());
+        }
+        if std::env::var(crate::ENV_STATS).as_deref() == Ok("1") {
+            eprintln!("weft: {} closed: {:?}", crate::DEVICE_NAME, x.ctx.stats());
         }
         // SAFETY: `x` is a live boxed `Ctx`; closing is the program's last use of it.
         unsafe { free(ptr::from_ref(x), |x| x.magic = 0) };

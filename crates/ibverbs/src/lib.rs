@@ -40,6 +40,14 @@ pub const ENV_ADDR: &str = "WEFT_IBVERBS_ADDR";
 /// every rxe packet as an ICRC error. The cost: a corrupted packet passes the ICRC
 /// check with probability 2^-16 instead of 2^-32. What weft sends is unchanged.
 pub const ENV_ICRC_ANY_IPV4_ID: &str = "WEFT_IBVERBS_ICRC_ANY_IPV4_ID";
+/// The environment variable that sets the engine thread's idle spin (weft-verbs'
+/// `DeviceConfig::idle_spin`, docs/verbs.md "Progress"): microseconds, the most the
+/// learned spin may be (default 50); `0` forces blocking; `poll` forces polling (the
+/// engine thread spins always and never stands by).
+pub const ENV_IDLE_SPIN: &str = "WEFT_IBVERBS_IDLE_SPIN";
+/// The environment variable that, set to `1`, prints the device's counters (engine,
+/// transport, link) on stderr when the program closes it.
+pub const ENV_STATS: &str = "WEFT_IBVERBS_STATS";
 /// The device's name.
 pub const DEVICE_NAME: &str = "weft0";
 /// The device's kernel-side name (`ibv_device::dev_name`; `uverbsN` on a real host).

@@ -74,6 +74,15 @@ pub trait DatagramLink: Send {
     /// are allowed.
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool>;
 
+    /// A descriptor that becomes readable when datagrams arrive, for a thread that
+    /// watches the link without holding it (the verbs engine while its application is
+    /// briefly away). `None` (the default) when readiness needs the link itself, as
+    /// the shm link's rings do. Datagrams already taken from the kernel but not yet
+    /// returned by [`DatagramLink::recv_burst`] do not make it readable.
+    fn readiness_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
+
     /// The link's own counters.
     fn stats(&self) -> LinkStats;
 }
@@ -99,6 +108,9 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
         (**self).wait(timeout, extra)
+    }
+    fn readiness_fd(&self) -> Option<BorrowedFd<'_>> {
+        (**self).readiness_fd()
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()

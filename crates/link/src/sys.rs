@@ -1399,3 +1399,43 @@ pub(crate) fn stop_on_termination() -> io::Result<&'static std::sync::atomic::At
     }
     Ok(&STOP)
 }
+
+/// `ppoll` on `fds` for up to `timeout` at the kernel's timer resolution (`poll`'s
+/// is a millisecond): how many are ready; an interrupted wait is 0.
+pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout: std::time::Duration) -> io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a live array of valid pollfd structs of the length passed, `ts`
+    // a valid timespec that outlives the call, and a null signal mask leaves the
+    // thread's mask unchanged.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
+/// Set the calling thread's timer slack (`PR_SET_TIMERSLACK`): how late the kernel may
+/// end its timed waits to batch wake-ups (50 µs by default).
+pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and no pointers.
+    let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns.max(1) as libc::c_ulong, 0, 0, 0) };
+    if r < 0 {
+        Err(last_err("prctl(PR_SET_TIMERSLACK)"))
+    } else {
+        Ok(())
+    }
+}

@@ -556,6 +556,10 @@ impl DatagramLink for UdpLink {
         Ok(mask != 0)
     }
 
+    fn readiness_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
+    }
+
     fn stats(&self) -> LinkStats {
         self.stats
     }

@@ -71,7 +71,12 @@ pub struct DeviceConfig {
     pub addr: Option<SocketAddr>,
     /// Who drives the engine (default: an engine thread).
     pub progress: Progress,
-    /// How long an idle engine thread spins before it blocks (default 50 µs).
+    /// The most an idle engine thread spins before it blocks (default 50 µs). Within
+    /// it the thread spins for a budget learned from the recent gaps between the
+    /// passes that found work, and only while fewer threads than cores spin
+    /// (docs/verbs.md, "Progress"). `Duration::ZERO` forces blocking: the thread
+    /// blocks as soon as it is idle. `Duration::MAX` forces polling: the thread never
+    /// blocks or stands by for a polling application (a dedicated core).
     pub idle_spin: Duration,
     /// Compute and check the ICRC (default on; the udp link always does; shm may
     /// negotiate it off when both ends turn it off).
@@ -93,7 +98,7 @@ pub struct DeviceConfig {
 
 impl DeviceConfig {
     /// Defaults for `link` at `addr` (used as given; see [`DeviceConfig::addr`]):
-    /// engine thread, 50 µs of spinning, ICRC on.
+    /// engine thread, adaptive spinning up to 50 µs, ICRC on.
     pub fn new(link: LinkKind, addr: SocketAddr) -> DeviceConfig {
         DeviceConfig {
             addr: Some(addr),
@@ -269,6 +274,9 @@ impl Context {
         ContextStats {
             engine: EngineStats {
                 standbys: self.inner.shared.standbys.load(Ordering::Relaxed),
+                takeovers: self.inner.shared.takeovers.load(Ordering::Relaxed),
+                quiet_gap_ns: self.inner.shared.quiet_gap_ns.load(Ordering::Relaxed),
+                watches: self.inner.shared.watches.load(Ordering::Relaxed),
                 ..e.stats
             },
             transport: e.ep.stats().clone(),

@@ -10,7 +10,9 @@
 //!
 //! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
 //!   one-sided operations complete against a process that never calls weft again. When
-//!   idle it spins for `idle_spin`, then blocks on the link and the doorbell eventfd.
+//!   idle it spins for a budget learned from the recent gaps (at most `idle_spin`),
+//!   then blocks on the link and the doorbell eventfd; it stands by while the
+//!   application spins on its queues (see `Shared::run` and the `adapt` module).
 //! - [`Progress::Inline`]: no thread; `CompletionQueue::poll` runs a progress pass
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
@@ -21,6 +23,7 @@
 //! Transmitting first lets the ACKs the previous pass owes leave in the same link burst
 //! as the application's next message (docs/verbs.md, "The engine").
 
+use crate::adapt::{GapHistory, QuietGap};
 use crate::mr::{MrEntry, MrTable};
 use std::collections::VecDeque;
 use std::fmt;
@@ -160,9 +163,18 @@ pub struct EngineStats {
     /// QPs whose rings a pass looked at: those that posted since the pass before (a
     /// work counter; idle QPs add nothing).
     pub qp_rings_drained: u64,
-    /// Windows (up to 1 ms each) in which the engine thread stood by because the
-    /// application spun on its completion queues and made the progress itself.
+    /// Times the engine thread stood by because the application spun on its
+    /// completion queues and made the progress itself.
     pub standbys: u64,
+    /// Stand-bys the engine thread ended because the application left its queues
+    /// unpolled for the learned quiet gap (it then served the link itself).
+    pub takeovers: u64,
+    /// The learned quiet gap, in nanoseconds (docs/verbs.md, "Progress").
+    pub quiet_gap_ns: u64,
+    /// Waits of at most a quiet gap on the doorbell and the link (udp) that the idle
+    /// engine thread made without holding the engine, because the application had
+    /// polled within the last millisecond.
+    pub watches: u64,
 }
 
 /// The engine's state: the transport endpoint, the link, and the queues' rings.
@@ -267,6 +279,13 @@ impl Engine {
 
     pub(crate) fn link_stats(&self) -> LinkStats {
         self.link.stats()
+    }
+
+    /// A duplicate of the link's readiness descriptor
+    /// ([`DatagramLink::readiness_fd`]), for the engine thread to watch the link
+    /// without holding the engine; `None` on links without one (shm).
+    pub(crate) fn link_readiness_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.link.readiness_fd()?.try_clone_to_owned().ok()
     }
 
     fn now(&self) -> Instant {
@@ -748,7 +767,11 @@ fn publish(slot: &mut CqSlot) {
 pub(crate) struct Shared {
     engine: Mutex<Engine>,
     pub(crate) doorbell: EventFd,
+    /// The engine thread blocks on the link (holding the engine) or is about to.
     sleeping: AtomicBool,
+    /// An application poll found the engine thread asleep and rang the doorbell: the
+    /// next ones need not (cleared when the thread wakes).
+    nudged: AtomicBool,
     stop: AtomicBool,
     waiters: AtomicUsize,
     pub(crate) progress: Progress,
@@ -761,20 +784,62 @@ pub(crate) struct Shared {
     /// Empty polls of the application's completion queues under thread progress
     /// ([`Shared::assist`]): how the engine thread sees that the application spins.
     app_polls: AtomicU64,
+    /// When the application last polled an empty queue (ns since `origin`).
+    app_last_poll: AtomicU64,
+    origin: std::time::Instant,
     /// The engine thread stands by for a spinning application (see [`Shared::run`]).
     standing_by: AtomicBool,
     /// The application is about to block: the engine thread must watch the link again.
     app_blocking: AtomicBool,
-    /// Stand-by windows so far ([`EngineStats::standbys`]).
+    /// Stand-bys so far ([`EngineStats::standbys`]).
     pub(crate) standbys: AtomicU64,
+    /// Stand-bys ended because the application stopped polling
+    /// ([`EngineStats::takeovers`]).
+    pub(crate) takeovers: AtomicU64,
+    /// Waits on the doorbell and the link without the engine ([`EngineStats::watches`]).
+    pub(crate) watches: AtomicU64,
+    /// The learned quiet gap in ns ([`EngineStats::quiet_gap_ns`]).
+    pub(crate) quiet_gap_ns: AtomicU64,
+    /// The link's readiness descriptor, duplicated (udp; `None` on shm): watched
+    /// without the engine while the application is briefly away ([`Shared::run`]).
+    link_fd: Option<std::os::fd::OwnedFd>,
 }
 
-/// How long the engine thread measures the application's polling, and stands by for
-/// at most, before it looks again.
-const ASSIST_WINDOW: Duration = Duration::from_millis(1);
-/// Empty completion-queue polls per [`ASSIST_WINDOW`] that count as an application
-/// spinning on its queues (one every ~16 µs or more often).
-const ASSIST_POLLS: u64 = 64;
+/// Engine threads of this process that spin idle or stand by for a spinning
+/// application: together at most one per core ([`Spinner`]).
+static SPINNERS: AtomicUsize = AtomicUsize::new(0);
+
+/// A spinning thread's claim on a core, released on drop.
+struct Spinner;
+
+impl Spinner {
+    /// A claim, if fewer spinning threads than cores hold one.
+    fn claim() -> Option<Spinner> {
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores = *CORES.get_or_init(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        });
+        SPINNERS
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < cores).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Spinner)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        SPINNERS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long after the application's last poll the idle engine thread watches the link
+/// without holding the engine before it blocks holding it ([`Shared::run`]).
+const APP_AWAY: Duration = QuietGap::MAX;
+
+/// The engine thread's timer slack: its stand-by waits are tens of microseconds.
+const TIMER_SLACK: Duration = Duration::from_micros(2);
 
 impl Shared {
     pub(crate) fn new(
@@ -784,10 +849,12 @@ impl Shared {
     ) -> std::io::Result<Shared> {
         let local_addr = engine.link.local_addr();
         let posted = Arc::clone(&engine.posted);
+        let link_fd = engine.link_readiness_fd();
         Ok(Shared {
             engine: Mutex::new(engine),
             doorbell: EventFd::new()?,
             sleeping: AtomicBool::new(false),
+            nudged: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             progress,
@@ -796,20 +863,44 @@ impl Shared {
             posted,
             inline_keys: std::sync::RwLock::new(FastMap::default()),
             app_polls: AtomicU64::new(0),
+            app_last_poll: AtomicU64::new(0),
+            origin: std::time::Instant::now(),
             standing_by: AtomicBool::new(false),
             app_blocking: AtomicBool::new(false),
             standbys: AtomicU64::new(0),
+            takeovers: AtomicU64::new(0),
+            watches: AtomicU64::new(0),
+            quiet_gap_ns: AtomicU64::new(QuietGap::default().get().as_nanos() as u64),
+            link_fd,
         })
     }
 
-    /// An application poll found its completion queue empty (thread progress): count
+    /// Nanoseconds since this context was created.
+    fn clock(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// An application poll found its completion queue empty (thread progress): note
     /// it, and run a pass if the engine thread is not in one. When the application
     /// spins like this, the engine thread stands by and these passes are the progress:
     /// two spinning threads per process would be one more than the work needs, and on
-    /// a machine with as many cores as processes they take turns on a core.
+    /// a machine with as many cores as processes they take turns on a core. If the
+    /// engine thread is asleep on the link (it holds the engine then), the first such
+    /// poll rings its doorbell so that it lets go and stands by.
     pub(crate) fn assist(&self) -> bool {
         self.app_polls.fetch_add(1, Ordering::Relaxed);
-        self.try_progress()
+        self.app_last_poll.store(self.clock(), Ordering::Relaxed);
+        match self.engine.try_lock() {
+            Ok(mut g) => g.progress(),
+            Err(_) => {
+                if self.sleeping.load(Ordering::Relaxed)
+                    && !self.nudged.swap(true, Ordering::Relaxed)
+                {
+                    self.doorbell.notify();
+                }
+                false
+            }
+        }
     }
 
     /// The application is about to block (on a completion channel): the engine thread
@@ -872,74 +963,200 @@ impl Shared {
         self.doorbell.notify();
     }
 
-    /// The engine thread's loop.
+    /// Stand by while the application polls: sleep on the doorbell until it has left
+    /// its queues unpolled for the learned quiet gap, then return true (take over);
+    /// false when it is about to block on a channel or the context stops.
     ///
-    /// It spins while there is work and for `idle_spin` after, then blocks on the link
-    /// and the doorbell. But when the application spins on its completion queues (at
-    /// least [`ASSIST_POLLS`] empty polls in an [`ASSIST_WINDOW`], each running a pass:
-    /// [`Shared::assist`]), the application's passes make the progress and the engine
-    /// thread stands by: it sleeps on the doorbell only, for a window at a time, and
-    /// takes over again when the polling stops or the application blocks
-    /// ([`Shared::app_blocks`]). Timers keep running in the application's passes.
+    /// The wait is timed from the application's last poll, so while it polls the
+    /// thread wakes about once per gap; [`QuietGap`] makes those wake-ups rare for an
+    /// application that polls for everything and the gap short for one that leaves
+    /// one-sided operations to the engine.
+    fn stand_by(&self, quiet: &mut QuietGap) -> bool {
+        self.standbys.fetch_add(1, Ordering::Relaxed);
+        self.standing_by.store(true, Ordering::SeqCst);
+        let mut seen = self.app_polls.load(Ordering::Relaxed);
+        let took_over = loop {
+            if self.stop.load(Ordering::Acquire) || self.app_blocking.load(Ordering::SeqCst) {
+                break false;
+            }
+            let gap = quiet.get();
+            let since = self
+                .clock()
+                .saturating_sub(self.app_last_poll.load(Ordering::Relaxed));
+            let since = Duration::from_nanos(since);
+            if since >= gap {
+                break true;
+            }
+            // A failed wait is a spurious wakeup: the loop looks again.
+            let woke =
+                weft_link::wake::poll_readable_precise(&[self.doorbell.as_fd()], gap - since)
+                    .unwrap_or(0);
+            if woke != 0 {
+                // A control operation, the application blocking, or stop.
+                self.doorbell.drain();
+                continue;
+            }
+            let polls = self.app_polls.load(Ordering::Relaxed);
+            if polls != seen {
+                seen = polls;
+                quiet.app_still_polling();
+            }
+        };
+        self.standing_by.store(false, Ordering::SeqCst);
+        self.quiet_gap_ns
+            .store(quiet.get().as_nanos() as u64, Ordering::Relaxed);
+        took_over
+    }
+
+    /// The engine thread's loop: spin while there is work and spinning pays, then
+    /// block; stand by while the application spins on its queues.
+    ///
+    /// - While the application polls its completion queues (each empty poll runs a
+    ///   pass, [`Shared::assist`]), those passes are the progress and this thread
+    ///   stands by ([`Shared::stand_by`]): it sleeps on the doorbell and takes over
+    ///   when the application has not polled for the learned quiet gap
+    ///   ([`QuietGap`]) or is about to block on a completion channel
+    ///   ([`Shared::app_blocks`]). Taking over, it runs passes and watches the link,
+    ///   so a program that stops polling and spins on memory for a WRITE (perftest's
+    ///   `ib_write_lat`) is served within about one gap.
+    /// - Otherwise it runs passes while they find work; idle, it spins for the budget
+    ///   learned from the recent gaps between passes that found work
+    ///   ([`GapHistory::spin_budget`], at most `idle_spin`), and only while fewer
+    ///   threads than cores spin ([`Spinner`]); then it blocks on the link and the
+    ///   doorbell until a timer is due.
+    /// - `idle_spin == Duration::MAX` forces polling: the thread never stands by or
+    ///   blocks. `idle_spin == Duration::ZERO` blocks at once when idle.
     pub(crate) fn run(self: &Arc<Self>) {
+        let force_poll = self.idle_spin == Duration::MAX;
+        // Without it the kernel may end a 10 µs stand-by 50 µs late.
+        let _ = weft_link::wake::set_thread_timer_slack(TIMER_SLACK);
+        let mut gaps = GapHistory::default();
+        let mut quiet = QuietGap::default();
+        let mut seen_polls = self.app_polls.load(Ordering::Relaxed);
+        // A takeover whose outcome is not known yet: did the engine find work before
+        // the application polled again?
+        let mut takeover_pending = false;
+        // The current idle period: when it began, its spin budget, whether it spins
+        // the whole cap to measure, and the claim on a core while it spins.
         let mut idle_since: Option<std::time::Instant> = None;
-        let mut window_start = std::time::Instant::now();
-        let mut window_polls = self.app_polls.load(Ordering::Relaxed);
-        let mut app_spins = false;
-        let mut iter = 0u32;
+        let mut budget = Duration::ZERO;
+        let mut exploring = false;
+        let mut spinner: Option<Spinner> = None;
         while !self.stop.load(Ordering::Acquire) {
             if self.waiters.load(Ordering::Relaxed) > 0 {
                 std::thread::yield_now();
             }
-            iter = iter.wrapping_add(1);
-            if iter % 256 == 0 || idle_since.is_some() {
-                let now = std::time::Instant::now();
-                if now.duration_since(window_start) >= ASSIST_WINDOW {
-                    let polls = self.app_polls.load(Ordering::Relaxed);
-                    app_spins = polls.wrapping_sub(window_polls) >= ASSIST_POLLS;
-                    window_polls = polls;
-                    window_start = now;
-                }
-            }
             if self.app_blocking.swap(false, Ordering::SeqCst) {
-                app_spins = false;
-                window_polls = self.app_polls.load(Ordering::Relaxed);
-                window_start = std::time::Instant::now();
+                seen_polls = self.app_polls.load(Ordering::Relaxed);
             }
-            if app_spins {
-                self.standbys.fetch_add(1, Ordering::Relaxed);
-                self.standing_by.store(true, Ordering::SeqCst);
-                // A failed wait is a spurious wakeup: the loop looks again.
-                let _ = weft_link::wake::poll_readable(&[self.doorbell.as_fd()], ASSIST_WINDOW);
-                self.doorbell.drain();
-                self.standing_by.store(false, Ordering::SeqCst);
+            if !force_poll {
                 let polls = self.app_polls.load(Ordering::Relaxed);
-                app_spins = polls.wrapping_sub(window_polls) >= ASSIST_POLLS
-                    && !self.app_blocking.load(Ordering::SeqCst);
-                window_polls = polls;
-                window_start = std::time::Instant::now();
-                idle_since = None;
-                continue;
+                if polls != seen_polls {
+                    if takeover_pending {
+                        quiet.takeover_idle();
+                        takeover_pending = false;
+                    }
+                    // The spin caught the application coming back: a gap like work's.
+                    if let Some(since) = idle_since.take() {
+                        if spinner.is_some() {
+                            gaps.record(since.elapsed());
+                        }
+                    }
+                    spinner = None;
+                    // The application's thread spins now: it holds this thread's claim.
+                    let _claim = Spinner::claim();
+                    if self.stand_by(&mut quiet) {
+                        self.takeovers.fetch_add(1, Ordering::Relaxed);
+                        takeover_pending = true;
+                    }
+                    seen_polls = self.app_polls.load(Ordering::Relaxed);
+                    continue;
+                }
             }
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {
-                idle_since = None;
+                if takeover_pending {
+                    quiet.takeover_served();
+                    takeover_pending = false;
+                }
+                if let Some(since) = idle_since.take() {
+                    if spinner.is_some() {
+                        gaps.record(since.elapsed());
+                    }
+                }
+                spinner = None;
                 continue;
             }
-            let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() < self.idle_spin {
+            if force_poll {
                 drop(g);
                 std::hint::spin_loop();
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(|| {
+                exploring = gaps.explore();
+                let want = if exploring {
+                    self.idle_spin
+                } else {
+                    gaps.spin_budget(self.idle_spin)
+                };
+                spinner = if want.is_zero() {
+                    None
+                } else {
+                    Spinner::claim()
+                };
+                budget = if spinner.is_some() {
+                    want
+                } else {
+                    Duration::ZERO
+                };
+                std::time::Instant::now()
+            });
+            if since.elapsed() < budget {
+                drop(g);
+                std::hint::spin_loop();
+                continue;
+            }
+            if spinner.take().is_some() && budget >= self.idle_spin {
+                // Spun the whole cap without work: a gap longer than any spin.
+                gaps.record_long();
+            }
+            let away = Duration::from_nanos(
+                self.clock()
+                    .saturating_sub(self.app_last_poll.load(Ordering::Relaxed)),
+            );
+            if !self.idle_spin.is_zero()
+                && self.app_polls.load(Ordering::Relaxed) > 0
+                && away < APP_AWAY
+            {
+                // The application polled a moment ago and will likely poll again:
+                // blocking here would hold the engine asleep, and its polls could
+                // not run passes until this thread got a core again. Watch the
+                // doorbell and the link (udp) without the engine for a quiet gap,
+                // then run a pass, until it comes back or stays away.
+                drop(g);
+                self.watches.fetch_add(1, Ordering::Relaxed);
+                let db = self.doorbell.as_fd();
+                let woke = match &self.link_fd {
+                    Some(l) => {
+                        weft_link::wake::poll_readable_precise(&[db, l.as_fd()], quiet.get())
+                    }
+                    None => weft_link::wake::poll_readable_precise(&[db], quiet.get()),
+                };
+                if woke.unwrap_or(0) & 1 != 0 {
+                    self.doorbell.drain();
+                }
+                // The idle period goes on: no new spin after the watch.
                 continue;
             }
             // Going to sleep: announce it, then look once more (see `kick`).
             self.sleeping.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if !g.progress() && self.waiters.load(Ordering::SeqCst) == 0 {
-                let budget = g.sleep_budget(Duration::from_millis(50));
-                g.wait(budget, &self.doorbell);
+                let sleep = g.sleep_budget(Duration::from_millis(50));
+                g.wait(sleep, &self.doorbell);
             }
             self.sleeping.store(false, Ordering::SeqCst);
+            self.nudged.store(false, Ordering::Relaxed);
             idle_since = None;
         }
     }

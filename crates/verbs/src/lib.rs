@@ -29,6 +29,7 @@
 #![doc = concat!("```no_run\n", include_str!("../examples/hello_write.rs"), "```")]
 #![deny(unsafe_code)]
 
+mod adapt;
 pub mod cm;
 mod context;
 mod cq;
