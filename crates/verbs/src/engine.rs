@@ -188,6 +188,8 @@ pub(crate) struct Engine {
     cqs: Vec<Option<CqSlot>>,
     /// Free slots of `cqs`.
     cq_free: Vec<usize>,
+    /// Completion queue id → its slot in `cqs` (the control path's lookup).
+    cq_index: FastMap<u32, usize>,
     /// Slab indices of the queues that got completions in this pass (published once).
     cq_touched: Vec<usize>,
     /// The QP the last completion was routed for, with its queues: completions come in
@@ -257,6 +259,7 @@ impl Engine {
             srqs: FastMap::default(),
             cqs: Vec::new(),
             cq_free: Vec::new(),
+            cq_index: FastMap::default(),
             cq_touched: Vec::new(),
             route_memo: None,
             next_cq: 1,
@@ -297,8 +300,13 @@ impl Engine {
         ring: Producer<Completion>,
         channel: Option<Arc<ChannelInner>>,
     ) -> Arc<CqNotify> {
-        let id = self.next_cq;
-        self.next_cq += 1;
+        // Ids are never 0 and never one a live queue holds, even after 2^32 queues:
+        // a QP names its queues by slot and id, so an id must mean one queue.
+        let mut id = self.next_cq;
+        while id == 0 || self.cq_index.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        self.next_cq = id.wrapping_add(1);
         let notify = Arc::new(CqNotify {
             id,
             armed: AtomicBool::new(false),
@@ -311,28 +319,32 @@ impl Engine {
             notify: Arc::clone(&notify),
             touched: false,
         };
-        match self.cq_free.pop() {
-            Some(i) => self.cqs[i] = Some(slot),
-            None => self.cqs.push(Some(slot)),
-        }
+        let idx = match self.cq_free.pop() {
+            Some(i) => {
+                self.cqs[i] = Some(slot);
+                i
+            }
+            None => {
+                self.cqs.push(Some(slot));
+                self.cqs.len() - 1
+            }
+        };
+        self.cq_index.insert(id, idx);
         notify
     }
 
     pub(crate) fn remove_cq(&mut self, id: u32) {
-        if let Some(i) = self.cq_ref(id).map(|r| r.idx) {
+        if let Some(i) = self.cq_index.remove(&id) {
             self.cqs[i] = None;
             self.cq_free.push(i);
             self.cq_touched.retain(|&t| t != i);
         }
     }
 
-    /// The slab slot of completion queue `id` (a control-path scan). An unknown id
+    /// The slab slot of completion queue `id` (a control-path lookup). An unknown id
     /// gives a reference that matches no slot, so its completions count as orphans.
     fn cq_ref(&self, id: u32) -> Option<CqRef> {
-        self.cqs
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.id == id))
-            .map(|idx| CqRef { idx, id })
+        self.cq_index.get(&id).map(|&idx| CqRef { idx, id })
     }
 
     pub(crate) fn add_qp(
