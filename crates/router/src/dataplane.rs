@@ -343,15 +343,12 @@ impl Doorbell {
 /// When a port thread with nothing to do polls on and when it blocks.
 #[derive(Debug, Default)]
 struct Rest {
-    /// When the current idle stretch began (reset only by work).
-    since: Option<Instant>,
     /// When the current busy-poll window began (reset by work and by a wake-up).
     polling_since: Option<Instant>,
 }
 
 impl Rest {
     fn busy(&mut self) {
-        self.since = None;
         self.polling_since = None;
     }
 
@@ -360,16 +357,10 @@ impl Rest {
         self.polling_since = None;
     }
 
-    /// How long the thread has had nothing to do.
-    fn idle_for(&self) -> Duration {
-        self.since.map_or(Duration::ZERO, |s| s.elapsed())
-    }
-
     /// True while the busy-poll window lasts (the caller yields and polls again);
     /// false when it is time to block.
     fn poll_on(&mut self, window: Duration) -> bool {
         let now = Instant::now();
-        self.since.get_or_insert(now);
         let from = *self.polling_since.get_or_insert(now);
         if now.duration_since(from) < window {
             std::thread::yield_now();
@@ -429,7 +420,9 @@ fn start_distributed(
     };
     let mut threads = Vec::new();
     if let Some(ic) = interconnect {
-        let to = std::mem::take(&mut prod[n]);
+        // The interconnect posts into the port threads' rings and rings their
+        // doorbells, as a port thread does, so they may block at once when idle.
+        let to = Outbound::with_bells(std::mem::take(&mut prod[n]), bells.clone());
         let from: Vec<Consumer<Desc>> =
             std::mem::take(&mut cons[n]).into_iter().flatten().collect();
         let worker = router.worker(ic.pool().clone());
@@ -454,11 +447,7 @@ fn start_distributed(
         let bell = bells[id]
             .clone()
             .ok_or_else(|| io::Error::other("port without a doorbell"))?;
-        let rest = Waiting {
-            bell,
-            block,
-            nap_first: interconnect_present,
-        };
+        let rest = Waiting { bell, block };
         threads.push(
             std::thread::Builder::new()
                 .name(name)
@@ -473,11 +462,6 @@ fn start_distributed(
 struct Waiting {
     bell: Arc<Doorbell>,
     block: Duration,
-    /// A cluster node's port thread: the interconnect thread posts into its rings
-    /// without ringing (cluster::node polls its fabric), so for the first 10 ms of
-    /// idleness the thread naps 50 µs at a time instead of blocking, as before the
-    /// doorbells, and only then blocks (at most `block`, 1 ms).
-    nap_first: bool,
 }
 
 impl Waiting {
@@ -600,8 +584,6 @@ fn port_loop(
             // Waiting for room (a full ring or transmit ring): nothing to block on
             // that would say when; let the consumer run.
             std::thread::yield_now();
-        } else if waiting.nap_first && rest.idle_for() < Duration::from_millis(10) {
-            std::thread::sleep(Duration::from_micros(50));
         } else {
             waiting.block(&mut *link, &mut from, &worker, &mut errors);
             rest.woke();
@@ -676,12 +658,6 @@ pub(crate) struct Outbound {
 }
 
 impl Outbound {
-    /// Rings whose consumers poll (no doorbells).
-    pub(crate) fn new(rings: Vec<Option<Producer<Desc>>>) -> Outbound {
-        let bells = rings.iter().map(|_| None).collect();
-        Outbound::with_bells(rings, bells)
-    }
-
     /// Rings and their consumers' doorbells (`bells[i]` for `rings[i]`).
     pub(crate) fn with_bells(
         rings: Vec<Option<Producer<Desc>>>,
@@ -816,7 +792,6 @@ fn start_central(
         let waiting = Waiting {
             bell,
             block: opts.wait,
-            nap_first: false,
         };
         let up = (in_p, Arc::clone(&central_bell));
         threads.push(

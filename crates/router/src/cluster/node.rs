@@ -30,7 +30,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_link::spsc::{Consumer, Producer};
+use weft_link::spsc::Consumer;
 use weft_link::{BufferPool, PacketBuf};
 
 /// What the interconnect thread needs: the fabric, the plan, a buffer pool for the
@@ -345,7 +345,7 @@ pub(crate) fn run(
     slot: usize,
     ic: Interconnect,
     worker: Worker,
-    to: Vec<Option<Producer<Desc>>>,
+    to: Outbound,
     mut from: Vec<Consumer<Desc>>,
     opts: Options,
     stop: &AtomicBool,
@@ -355,7 +355,7 @@ pub(crate) fn run(
     let mut n = Node {
         ic,
         worker,
-        to: Outbound::new(to),
+        to,
         slot,
         balancer,
         reorder: ReorderCounter::default(),
