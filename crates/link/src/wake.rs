@@ -56,42 +56,44 @@ impl AsFd for EventFd {
 /// bit mask of the ready descriptors (bit i for `fds[i]`, up to 64), 0 on timeout.
 /// An interrupted wait returns 0 (a spurious wakeup).
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<u64> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
     // Round a sub-millisecond timeout up so a short wait does not become a spin.
     let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    if crate::sys::poll(&mut pfds, Duration::from_millis(ms as u64))? == 0 {
-        return Ok(0);
-    }
-    let mut mask = 0u64;
-    for (i, p) in pfds.iter().enumerate().take(64) {
-        if p.revents != 0 {
-            mask |= 1 << i;
-        }
-    }
-    Ok(mask)
+    readable_mask(fds, |p| crate::sys::poll(p, Duration::from_millis(ms)))
 }
 
 /// [`poll_readable`] with the kernel's timer resolution instead of whole
 /// milliseconds: a 20 µs timeout waits about 20 µs (plus the thread's timer slack, see
 /// [`set_thread_timer_slack`]), where `poll_readable` rounds it up to 1 ms.
 pub fn poll_readable_precise(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<u64> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    if crate::sys::ppoll(&mut pfds, timeout)? == 0 {
+    readable_mask(fds, |p| crate::sys::ppoll(p, timeout))
+}
+
+/// The pollfd set for `fds` (on the stack for the few descriptors callers pass), the
+/// wait, and the mask of the ready ones.
+fn readable_mask(
+    fds: &[BorrowedFd<'_>],
+    wait: impl FnOnce(&mut [libc::pollfd]) -> io::Result<usize>,
+) -> io::Result<u64> {
+    const ON_STACK: usize = 8;
+    let blank = libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    };
+    let mut stack = [blank; ON_STACK];
+    let mut heap = Vec::new();
+    let pfds: &mut [libc::pollfd] = if fds.len() <= ON_STACK {
+        &mut stack[..fds.len()]
+    } else {
+        heap.resize(fds.len(), blank);
+        &mut heap
+    };
+    for (p, fd) in pfds.iter_mut().zip(fds) {
+        p.fd = fd.as_raw_fd();
+        p.events = libc::POLLIN;
+    }
+    if wait(pfds)? == 0 {
         return Ok(0);
     }
     let mut mask = 0u64;
