@@ -783,7 +783,9 @@ impl AfPacket {
         );
         // A clock step backwards counts 0, not a huge wait.
         let waited = now.saturating_sub(stamp).as_nanos() as u64;
-        self.stats.rx_ring_wait_ns += waited;
+        // Saturating: a frame the kernel left unstamped (0) would count the whole
+        // epoch, and a few of those would overflow the sum.
+        self.stats.rx_ring_wait_ns = self.stats.rx_ring_wait_ns.saturating_add(waited);
         self.stats.rx_ring_timed += 1;
     }
 
