@@ -12,15 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(cond, ...)                                                    \
-	do {                                                                \
-		if (!(cond)) {                                              \
-			fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                       \
-			fprintf(stderr, "\n");                              \
-			exit(1);                                            \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 #define THREADS 4
 #define PER_THREAD 500

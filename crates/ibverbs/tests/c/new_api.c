@@ -11,15 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(cond, ...)                                                    \
-	do {                                                                \
-		if (!(cond)) {                                              \
-			fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                       \
-			fprintf(stderr, "\n");                              \
-			exit(1);                                            \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 #define LEN 4096
 

@@ -16,15 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                    \
-	do {                                                                \
-		if (!(cond)) {                                              \
-			fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                       \
-			fprintf(stderr, "\n");                              \
-			exit(1);                                            \
-		}                                                           \
-	} while (0)
+#include "check.h"
 
 #define ROUNDS 300
 
