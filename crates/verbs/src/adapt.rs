@@ -108,15 +108,27 @@ impl GapHistory {
 /// So an application that polls for everything it waits for pushes the gap to
 /// [`QuietGap::MAX`] (a wake-up per millisecond at most), and one that stops polling
 /// and waits for a one-sided operation pulls it to [`QuietGap::MIN`].
+///
+/// The gap alone cannot serve such an application quickly: its polls for its own
+/// sends' completions look like "still polling" and keep the gap near the round trip
+/// (a gap of 100 µs was a 135 µs `ib_write_lat` over udp). So the quiet gap also
+/// learns whether to watch the link while standing by ([`QuietGap::watch_link`]):
+/// armed by a takeover that served the application, disarmed after a few arrivals
+/// that the application was polling for anyway ([`QuietGap::arrival_while_polling`]),
+/// so an application that polls for everything pays no wake-up per message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QuietGap {
     gap: Duration,
+    /// Arrivals while the application polls that the link watch may still cost
+    /// before it is disarmed; 0: disarmed.
+    watch: u8,
 }
 
 impl Default for QuietGap {
     fn default() -> QuietGap {
         QuietGap {
             gap: QuietGap::START,
+            watch: 0,
         }
     }
 }
@@ -149,8 +161,31 @@ impl QuietGap {
     }
 
     /// The engine found work after a takeover, before the application came back.
-    pub(crate) fn takeover_served(&mut self) {
+    /// `left`: the application had taken completions and not polled since, so it
+    /// waits on the engine (arms the link watch); otherwise it was only preempted in
+    /// its polling loop, and arming the watch then would let the watch's own
+    /// wake-ups, preempting it, re-arm the watch.
+    pub(crate) fn takeover_served(&mut self, left: bool) {
         self.gap = (self.gap / 2).max(QuietGap::MIN);
+        if left {
+            self.watch = QuietGap::WATCH_ARRIVALS;
+        }
+    }
+
+    /// Arrivals on the link that the application polled for itself, after which a
+    /// takeover's link watch is disarmed.
+    const WATCH_ARRIVALS: u8 = 8;
+
+    /// True when a standing-by engine thread should also wake for packets arriving
+    /// on the link, and take over at once when the application is not polling: the
+    /// last takeovers served an application that waits on the engine.
+    pub(crate) fn watch_link(&self) -> bool {
+        self.watch > 0
+    }
+
+    /// The link watch woke the thread for an arrival the application was polling for.
+    pub(crate) fn arrival_while_polling(&mut self) {
+        self.watch = self.watch.saturating_sub(1);
     }
 }
 
@@ -240,12 +275,43 @@ mod tests {
             q.app_still_polling();
         }
         assert_eq!(q.get(), QuietGap::MAX);
-        q.takeover_served();
+        q.takeover_served(true);
         assert_eq!(q.get(), 500 * US);
         for _ in 0..100 {
-            q.takeover_served();
+            q.takeover_served(true);
         }
         assert_eq!(q.get(), QuietGap::MIN);
+    }
+
+    #[test]
+    fn a_served_takeover_arms_the_link_watch_and_polled_arrivals_disarm_it() {
+        let mut q = QuietGap::default();
+        assert!(
+            !q.watch_link(),
+            "an application that polls never pays for it"
+        );
+        q.takeover_served(true);
+        assert!(q.watch_link());
+        for _ in 0..QuietGap::WATCH_ARRIVALS - 1 {
+            q.arrival_while_polling();
+            assert!(q.watch_link());
+        }
+        q.arrival_while_polling();
+        assert!(!q.watch_link());
+        // A takeover that found the application preempted in its polling loop
+        // halves the gap but does not arm the watch.
+        let before = q.get();
+        q.takeover_served(false);
+        assert!(!q.watch_link());
+        assert!(q.get() <= before);
+        // ib_write_lat: every round one arrival it polls for (its ACK) and one it
+        // leaves to the engine (the peer's WRITE): the watch stays armed.
+        q.takeover_served(true);
+        for _ in 0..100 {
+            q.arrival_while_polling();
+            q.takeover_served(true);
+            assert!(q.watch_link());
+        }
     }
 
     #[test]
@@ -261,7 +327,7 @@ mod tests {
                 waited += q.get();
                 q.app_still_polling();
             }
-            q.takeover_served();
+            q.takeover_served(true);
         }
         assert!(q.get() <= 20 * US, "{:?}", q.get());
         // An application that polls for everything: every check finds it polling.

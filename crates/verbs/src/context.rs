@@ -275,6 +275,7 @@ impl Context {
             engine: EngineStats {
                 standbys: self.inner.shared.standbys.load(Ordering::Relaxed),
                 takeovers: self.inner.shared.takeovers.load(Ordering::Relaxed),
+                link_takeovers: self.inner.shared.link_takeovers.load(Ordering::Relaxed),
                 quiet_gap_ns: self.inner.shared.quiet_gap_ns.load(Ordering::Relaxed),
                 watches: self.inner.shared.watches.load(Ordering::Relaxed),
                 ..e.stats

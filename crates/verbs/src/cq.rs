@@ -124,19 +124,22 @@ impl CompletionQueue {
     /// its queues so makes the progress itself, and the engine thread stands by rather
     /// than spin beside it (see the crate's docs/verbs.md, "Progress").
     pub fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
-        let n = self.ring.pop_burst(out, max);
-        if n > 0 {
-            return n;
-        }
-        match self.ctx.progress_mode() {
-            Progress::Inline => {
-                self.ctx.progress();
+        let mut n = self.ring.pop_burst(out, max);
+        if n == 0 {
+            match self.ctx.progress_mode() {
+                Progress::Inline => {
+                    self.ctx.progress();
+                }
+                Progress::Thread => {
+                    self.ctx.shared().assist();
+                }
             }
-            Progress::Thread => {
-                self.ctx.shared().assist();
-            }
+            n = self.ring.pop_burst(out, max);
         }
-        self.ring.pop_burst(out, max)
+        if n > 0 && self.ctx.progress_mode() == Progress::Thread {
+            self.ctx.shared().app_took_completions();
+        }
+        n
     }
 
     /// One completion, if any.

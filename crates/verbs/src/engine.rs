@@ -169,6 +169,10 @@ pub struct EngineStats {
     /// Stand-bys the engine thread ended because the application left its queues
     /// unpolled for the learned quiet gap (it then served the link itself).
     pub takeovers: u64,
+    /// Of those, takeovers at once because a packet arrived on the link (udp) while
+    /// the application had stopped polling (a takeover had served it before:
+    /// docs/verbs.md, "Progress").
+    pub link_takeovers: u64,
     /// The learned quiet gap, in nanoseconds (docs/verbs.md, "Progress").
     pub quiet_gap_ns: u64,
     /// Waits of at most a quiet gap on the doorbell and the link (udp) that the idle
@@ -798,6 +802,10 @@ pub(crate) struct Shared {
     app_polls: AtomicU64,
     /// When the application last polled an empty queue (ns since `origin`).
     app_last_poll: AtomicU64,
+    /// The application's last poll took completions, and it has not polled empty
+    /// since: it went off to act on them (perftest's `ib_write_lat` then spins on
+    /// memory). An application that polls empty and is away is only preempted.
+    app_left: AtomicBool,
     origin: std::time::Instant,
     /// The engine thread stands by for a spinning application (see [`Shared::run`]).
     standing_by: AtomicBool,
@@ -808,6 +816,8 @@ pub(crate) struct Shared {
     /// Stand-bys ended because the application stopped polling
     /// ([`EngineStats::takeovers`]).
     pub(crate) takeovers: AtomicU64,
+    /// Takeovers for a packet on the link ([`EngineStats::link_takeovers`]).
+    pub(crate) link_takeovers: AtomicU64,
     /// Waits on the doorbell and the link without the engine ([`EngineStats::watches`]).
     pub(crate) watches: AtomicU64,
     /// The learned quiet gap in ns ([`EngineStats::quiet_gap_ns`]).
@@ -853,6 +863,12 @@ const APP_AWAY: Duration = QuietGap::MAX;
 /// The engine thread's timer slack: its stand-by waits are tens of microseconds.
 const TIMER_SLACK: Duration = Duration::from_micros(2);
 
+/// A packet arrived while the engine thread stood by: an application that has not
+/// polled for this long is not polling for it (one that polls does so every
+/// microsecond or less), so the thread takes over; otherwise it looks again after
+/// this long.
+const ARRIVAL_GRACE: Duration = Duration::from_micros(3);
+
 impl Shared {
     pub(crate) fn new(
         engine: Engine,
@@ -876,11 +892,13 @@ impl Shared {
             inline_keys: std::sync::RwLock::new(FastMap::default()),
             app_polls: AtomicU64::new(0),
             app_last_poll: AtomicU64::new(0),
+            app_left: AtomicBool::new(false),
             origin: std::time::Instant::now(),
             standing_by: AtomicBool::new(false),
             app_blocking: AtomicBool::new(false),
             standbys: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
+            link_takeovers: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             quiet_gap_ns: AtomicU64::new(QuietGap::default().get().as_nanos() as u64),
             link_fd,
@@ -902,6 +920,9 @@ impl Shared {
     pub(crate) fn assist(&self) -> bool {
         self.app_polls.fetch_add(1, Ordering::Relaxed);
         self.app_last_poll.store(self.clock(), Ordering::Relaxed);
+        if self.app_left.load(Ordering::Relaxed) {
+            self.app_left.store(false, Ordering::Relaxed);
+        }
         match self.engine.try_lock() {
             Ok(mut g) => g.progress(),
             Err(_) => {
@@ -912,6 +933,14 @@ impl Shared {
                 }
                 false
             }
+        }
+    }
+
+    /// An application poll (thread progress) took completions: it goes off to act on
+    /// them, and until its next empty poll it is not polling ([`Shared::stand_by`]).
+    pub(crate) fn app_took_completions(&self) {
+        if !self.app_left.load(Ordering::Relaxed) {
+            self.app_left.store(true, Ordering::Relaxed);
         }
     }
 
@@ -996,16 +1025,49 @@ impl Shared {
                 .clock()
                 .saturating_sub(self.app_last_poll.load(Ordering::Relaxed));
             let since = Duration::from_nanos(since);
-            if since >= gap {
+            let limit = if quiet.watch_link() && self.link_fd.is_some() {
+                QuietGap::MAX
+            } else {
+                gap
+            };
+            if since >= limit {
                 break true;
             }
             // A failed wait is a spurious wakeup: the loop looks again.
-            let woke =
-                weft_link::wake::poll_readable_precise(&[self.doorbell.as_fd()], gap - since)
-                    .unwrap_or(0);
-            if woke != 0 {
+            let db = self.doorbell.as_fd();
+            let woke = match self.link_fd.as_ref().filter(|_| quiet.watch_link()) {
+                // Watching the link, the thread need not look every gap: an arrival
+                // wakes it, and the application's own passes run the timers while it
+                // polls. It looks after the longest gap in case the application went
+                // away with nothing arriving. Timed looks every 10 µs would make it
+                // a third busy thread that the scheduler then stops preferring on
+                // wake-up: a 2-core machine with two spinning programs measured
+                // ib_write_lat at 70–110 µs with them.
+                Some(l) => weft_link::wake::poll_readable_precise(&[db, l.as_fd()], limit - since),
+                None => weft_link::wake::poll_readable_precise(&[db], limit - since),
+            }
+            .unwrap_or(0);
+            if woke & 1 != 0 {
                 // A control operation, the application blocking, or stop.
                 self.doorbell.drain();
+                continue;
+            }
+            if woke & 2 != 0 {
+                // A packet waits on the link. An application polling this moment
+                // takes it itself; one that has not polled for `ARRIVAL_GRACE` waits
+                // on the engine (spinning on memory for a WRITE) or lost its core:
+                // serve it now, not a quiet gap later.
+                let away = self
+                    .clock()
+                    .saturating_sub(self.app_last_poll.load(Ordering::Relaxed));
+                if Duration::from_nanos(away) >= ARRIVAL_GRACE {
+                    self.link_takeovers.fetch_add(1, Ordering::Relaxed);
+                    break true;
+                }
+                quiet.arrival_while_polling();
+                // Give its poll the moment to drain the socket before looking again
+                // (the descriptor stays readable until then).
+                let _ = weft_link::wake::poll_readable_precise(&[db], ARRIVAL_GRACE);
                 continue;
             }
             let polls = self.app_polls.load(Ordering::Relaxed);
@@ -1048,6 +1110,9 @@ impl Shared {
         // A takeover whose outcome is not known yet: did the engine find work before
         // the application polled again?
         let mut takeover_pending = false;
+        // Whether that takeover found the application gone off with its completions
+        // (waiting on the engine) rather than preempted in its polling loop.
+        let mut left = false;
         // The current idle period: when it began, its spin budget, whether it spins
         // the whole cap to measure, and the claim on a core while it spins.
         let mut idle_since: Option<std::time::Instant> = None;
@@ -1080,6 +1145,7 @@ impl Shared {
                     if self.stand_by(&mut quiet) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
                         takeover_pending = true;
+                        left = self.app_left.load(Ordering::Relaxed);
                     }
                     seen_polls = self.app_polls.load(Ordering::Relaxed);
                     continue;
@@ -1088,7 +1154,7 @@ impl Shared {
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {
                 if takeover_pending {
-                    quiet.takeover_served();
+                    quiet.takeover_served(left);
                     takeover_pending = false;
                 }
                 if let Some(since) = idle_since.take() {
@@ -1106,7 +1172,13 @@ impl Shared {
             }
             let since = *idle_since.get_or_insert_with(|| {
                 exploring = gaps.explore();
-                let want = if exploring {
+                let want = if quiet.watch_link() && self.link_fd.is_some() {
+                    // The application waits on the engine and does not poll: it
+                    // spins on memory (ib_write_lat) or works. Either way it holds a
+                    // core, and a spin here would take the other one from its peer;
+                    // the link watch below wakes this thread for the next arrival.
+                    Duration::ZERO
+                } else if exploring {
                     self.idle_spin
                 } else {
                     gaps.spin_budget(self.idle_spin)
@@ -1145,14 +1217,19 @@ impl Shared {
                 // not run passes until this thread got a core again. Watch the
                 // doorbell and the link (udp) without the engine for a quiet gap,
                 // then run a pass, until it comes back or stays away.
+                // Watching the link, it wakes for arrivals and timers only: a look
+                // every quiet gap would cost a wake-up per 10 µs while the
+                // application spins on memory (see `stand_by`).
+                let timeout = match &self.link_fd {
+                    Some(_) if quiet.watch_link() => g.sleep_budget(APP_AWAY),
+                    _ => quiet.get(),
+                };
                 drop(g);
                 self.watches.fetch_add(1, Ordering::Relaxed);
                 let db = self.doorbell.as_fd();
                 let woke = match &self.link_fd {
-                    Some(l) => {
-                        weft_link::wake::poll_readable_precise(&[db, l.as_fd()], quiet.get())
-                    }
-                    None => weft_link::wake::poll_readable_precise(&[db], quiet.get()),
+                    Some(l) => weft_link::wake::poll_readable_precise(&[db, l.as_fd()], timeout),
+                    None => weft_link::wake::poll_readable_precise(&[db], timeout),
                 };
                 if woke.unwrap_or(0) & 1 != 0 {
                     self.doorbell.drain();
