@@ -102,6 +102,38 @@ fn uc_ud_events_engine_thread_symmetric_and_a_sweep() {
 }
 
 #[test]
+fn a_write_lat_cut_short_by_its_time_limit_ends_the_server_cleanly() {
+    let _one = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args([
+            "perf",
+            "write-lat",
+            "--local",
+            "--link",
+            "shm",
+            "-n",
+            "100000000",
+        ])
+        .args(["--time-limit", "0.3", "--json", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).expect("one row");
+    assert!(
+        row["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("time limit")),
+        "the client says it stopped early: {row}"
+    );
+    // The server saw the client hang up; it did not wait out a round that never came.
+    assert!(!err.contains("never arrived"), "{err}");
+}
+
+#[test]
 fn impossible_combinations_are_refused_with_a_reason() {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(["perf", "read-lat", "--qp", "ud", "--local"])
