@@ -660,7 +660,7 @@ pub(crate) mod mem {
 /// The real fabric, two nodes in this process on loopback addresses of their own.
 #[cfg(test)]
 mod tests {
-    use super::super::batch::{split, PacketHeader, HEADER_LEN};
+    use super::super::batch::{split, PacketHeader};
     use super::super::config::Balance;
     use super::*;
     use std::net::{IpAddr, Ipv4Addr};

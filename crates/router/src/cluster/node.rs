@@ -148,10 +148,13 @@ impl Node {
         } else {
             owner
         };
-        let Some(buf) = self.framed(buf, &hdr) else {
+        let Some((buf, copied)) = self.framed(buf, &hdr) else {
             self.worker.count(Counter::DropNoBuffer, 1);
             return;
         };
+        if copied {
+            self.stats(next).tx_copied += 1;
+        }
         let p = self.pending.entry(next).or_default();
         p.since.get_or_insert(now);
         p.packets.push(buf);
@@ -160,21 +163,22 @@ impl Node {
         }
     }
 
-    /// `buf` with `hdr` in its headroom; a buffer without the headroom is copied
-    /// into a fresh one first (`None`: the pool is empty).
-    fn framed(&self, mut buf: PacketBuf, hdr: &PacketHeader) -> Option<PacketBuf> {
+    /// `buf` with `hdr` in its headroom, and whether it had to be copied: a buffer
+    /// without the headroom is copied into a fresh one first (`None`: the pool is
+    /// empty).
+    fn framed(&self, mut buf: PacketBuf, hdr: &PacketHeader) -> Option<(PacketBuf, bool)> {
         let hdr = PacketHeader {
             len: u16::try_from(buf.len()).ok()?,
             ..*hdr
         };
         if prepend_header(&mut buf, &hdr) {
-            return Some(buf);
+            return Some((buf, false));
         }
         let mut fresh = self.ic.pool.alloc()?;
         // Just the header's room in front: a frame as long as the slot allows fits.
         let front = fresh.headroom().saturating_sub(HEADER_LEN);
         (fresh.prepend(front) && fresh.copy_from(&buf) && prepend_header(&mut fresh, &hdr))
-            .then_some(fresh)
+            .then_some((fresh, true))
     }
 
     /// A frame that starts its crossing here: a fresh header.
