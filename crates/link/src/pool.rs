@@ -23,7 +23,10 @@
 //! `PacketBuf` that holds it is parked, unborrowed, in the sender's hands until the
 //! send completed (weft-verbs' memory regions follow the same contract: shared bytes
 //! by raw copies, never a reference held across the transport); a registration of
-//! the arena grants the engine no write access.
+//! the arena grants the engine no write access. A sender that breaks that contract
+//! (posts a buffer and goes on writing it) races the engine's read: a data race, as
+//! with any registered memory written under an in-flight SEND; weft-verbs'
+//! `PoolRegion` doc says so too.
 
 use std::alloc::{self, Layout};
 use std::fmt;

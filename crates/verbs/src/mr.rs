@@ -431,10 +431,12 @@ impl Drop for MemoryRegion {
 ///   [`MemoryRegion`]). The one rule is RDMA's own: a buffer whose entry is posted is
 ///   not written (nor dropped back to the pool, where another thread would write
 ///   it) until its send completed or its queue pair was destroyed — keep the
-///   `PacketBuf` parked until then. Breaking that rule sends torn bytes (a race on
-///   the bytes, as writing a [`MemoryRegion`] under an in-flight SEND is), never an
-///   access outside the arena: every entry is bounds-checked against the
-///   registration.
+///   `PacketBuf` parked until then. Breaking that rule (or building an entry by
+///   hand with this region's lkey) is a data race between the engine's read and the
+///   write: torn bytes sent, and formally undefined behaviour — the same gap as
+///   writing a [`MemoryRegion`] under an in-flight SEND, which safe code can do
+///   today. It is never an access outside the arena: every entry is bounds-checked
+///   against the registration.
 #[derive(Debug)]
 pub struct PoolRegion {
     // Dropped first: out of the engine's table before either clone of the pool goes.
