@@ -305,6 +305,10 @@ fn one_router_checks(c: &Cluster) {
     assert!(c.counter(0, "cluster_sent") >= 8);
     assert!(c.peer_stat(0, 2, "tx_messages") >= 1);
     assert!(c.peer_stat(1, 1, "rx_packets") >= 8);
+    // The ports receive into the pool the interconnect registered: every packet
+    // left from its own buffer, none was copied first.
+    assert_eq!(c.peer_stat(0, 2, "tx_copied"), 0);
+    assert_eq!(c.peer_stat(1, 1, "tx_copied"), 0);
     assert_eq!(c.counter(1, "drop_cluster_malformed"), 0);
 }
 

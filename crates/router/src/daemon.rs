@@ -161,7 +161,7 @@ fn run_router(
             opts,
         )?,
         Some(plan) => {
-            let fabric = VerbsFabric::start(&plan).with_context(|| {
+            let fabric = VerbsFabric::start(&plan, &pool).with_context(|| {
                 format!(
                     "interconnect of node {} ({:?} at {:?})",
                     plan.me,

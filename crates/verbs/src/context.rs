@@ -1,7 +1,7 @@
 //! Opening a device: [`Context`], [`ProtectionDomain`], [`AddressHandle`].
 
 use crate::engine::{self, ContextStats, Engine, EngineStats, Progress, Shared};
-use crate::mr::{MemoryRegion, MrTable};
+use crate::mr::{MemoryRegion, MrTable, PoolRegion};
 use crate::Error;
 use std::collections::hash_map::RandomState;
 use std::fmt;
@@ -354,6 +354,17 @@ impl ProtectionDomain {
         let e = self.ctx.shared().lock();
         let mr = MemoryRegion::adopt(buf, self.pd, access, self.keys(&e));
         self.install(mr, e)
+    }
+
+    /// Register the arena of a packet-buffer pool — every buffer of it, once — for
+    /// local sends only (no access rights: nothing writes it, no peer reaches it), so
+    /// a [`weft_link::PacketBuf`] of the pool is sent in place
+    /// ([`PoolRegion::sge`]). Safe: the region keeps the pool's arena alive; the
+    /// soundness argument is on [`PoolRegion`].
+    pub fn register_pool(&self, pool: &weft_link::BufferPool) -> PoolRegion {
+        let e = self.ctx.shared().lock();
+        let mr = MemoryRegion::pool(pool.clone(), self.pd, self.keys(&e));
+        PoolRegion::new(self.install(mr, e), pool.clone())
     }
 
     /// Register memory by address, as `ibv_reg_mr` does.

@@ -43,7 +43,7 @@ pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDoma
 pub use cq::{CompletionChannel, CompletionQueue};
 pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
 pub use error::Error;
-pub use mr::MemoryRegion;
+pub use mr::{MemoryRegion, PoolRegion};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use weft_transport::{
     Access, Bringup, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr,

@@ -20,6 +20,7 @@ use crate::engine::Shared;
 use crate::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use weft_link::{BufferPool, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{Access, AccessError, AtomicOp, Key, Memory, Region};
 
@@ -33,6 +34,10 @@ enum Backing {
     /// Registered by address by the caller ([`crate::ProtectionDomain::register_raw`]);
     /// the caller keeps it alive.
     Raw,
+    /// A packet-buffer pool's arena ([`crate::ProtectionDomain::register_pool`]): the
+    /// clone keeps the arena allocated (and, being one allocation, unmoved) for as
+    /// long as the region is registered.
+    Pool(BufferPool),
 }
 
 /// One registration as the engine sees it: the transport's [`Region`] (keys, domain,
@@ -245,6 +250,17 @@ impl MemoryRegion {
         }
     }
 
+    /// The arena of `pool`, readable by local sends only (`Access::NONE`: no receive,
+    /// peer WRITE, READ or atomic reaches it). Safe, unlike [`MemoryRegion::raw`]: the
+    /// backing holds a clone of the pool, so the arena outlives the registration.
+    pub(crate) fn pool(pool: BufferPool, pd: u32, keys: (u32, u32)) -> MemoryRegion {
+        MemoryRegion {
+            entry: entry(pool.arena_ptr(), pool.arena_len(), pd, Access::NONE, keys),
+            backing: Backing::Pool(pool),
+            ctx: None,
+        }
+    }
+
     /// The table's view of this region, and who to tell when it goes.
     pub(crate) fn attach(&mut self, ctx: Arc<Shared>) -> Arc<MrEntry> {
         self.ctx = Some(ctx);
@@ -393,6 +409,84 @@ impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // Out of the engine's table first (under its lock), then the memory goes.
         self.deregister();
+    }
+}
+
+/// A packet-buffer pool's arena registered as one memory region
+/// ([`crate::ProtectionDomain::register_pool`]): every [`PacketBuf`] of the pool can
+/// be sent in place, one scatter-gather entry per buffer ([`PoolRegion::sge`]), no
+/// copy.
+///
+/// Why it is sound without `unsafe` at the caller:
+/// - the memory lives: the region holds a clone of the pool, and the pool's arena is
+///   one allocation freed only when the last clone (and buffer) is gone; dropping the
+///   region takes it out of the engine's table (under the engine lock) before that
+///   clone goes;
+/// - the engine never writes it: the registration grants no access rights
+///   (`Access::NONE`), so a receive, a peer's WRITE or atomic naming it fails its key
+///   check, and no rkey reads it; the engine only reads it by raw copy to gather a
+///   SEND, as it reads every region;
+/// - the application reads and writes a buffer through the `PacketBuf` that holds
+///   it, never through this region (there is no `read`/`write` here, unlike
+///   [`MemoryRegion`]). The one rule is RDMA's own: a buffer whose entry is posted is
+///   not written (nor dropped back to the pool, where another thread would write
+///   it) until its send completed or its queue pair was destroyed — keep the
+///   `PacketBuf` parked until then. Breaking that rule (or building an entry by
+///   hand with this region's lkey) is a data race between the engine's read and the
+///   write: torn bytes sent, and formally undefined behaviour — the same gap as
+///   writing a [`MemoryRegion`] under an in-flight SEND, which safe code can do
+///   today. It is never an access outside the arena: every entry is bounds-checked
+///   against the registration.
+#[derive(Debug)]
+pub struct PoolRegion {
+    // Dropped first: out of the engine's table before either clone of the pool goes.
+    mr: MemoryRegion,
+    pool: BufferPool,
+}
+
+impl PoolRegion {
+    /// `mr` must be [`MemoryRegion::pool`] of `pool`.
+    pub(crate) fn new(mr: MemoryRegion, pool: BufferPool) -> PoolRegion {
+        PoolRegion { mr, pool }
+    }
+
+    /// The pool registered.
+    pub fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
+    /// True when `buf` is a buffer of the registered pool (its bytes are in the
+    /// region).
+    pub fn covers(&self, buf: &PacketBuf) -> bool {
+        self.pool().owns(buf)
+    }
+
+    /// The scatter-gather entry for `buf`'s frame (`buf.len()` bytes from its
+    /// start), or `None` when `buf` is not a buffer of the registered pool.
+    pub fn sge(&self, buf: &PacketBuf) -> Option<weft_transport::Sge> {
+        if !self.covers(buf) {
+            return None;
+        }
+        Some(weft_transport::Sge {
+            addr: self.mr.addr() + buf.arena_offset() as u64,
+            len: u32::try_from(buf.len()).ok()?,
+            lkey: self.mr.lkey(),
+        })
+    }
+
+    /// Local key of the region.
+    pub fn lkey(&self) -> u32 {
+        self.mr.lkey()
+    }
+
+    /// Bytes registered: the whole arena.
+    pub fn len(&self) -> usize {
+        self.mr.len()
+    }
+
+    /// True for the registration of an empty pool.
+    pub fn is_empty(&self) -> bool {
+        self.mr.is_empty()
     }
 }
 

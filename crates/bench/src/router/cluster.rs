@@ -7,7 +7,21 @@
 //! - `sge`: up to `batch` packets per SEND, one SGE per packet, pointing straight at
 //!   the packet's buffer (header and frame in registered memory; no copy);
 //! - `memcpy`: the same packets copied into one staging buffer, one SGE;
-//! - `unbatched`: one SEND per packet.
+//! - `unbatched`: one SEND per packet;
+//! - `router`: the router's own interconnect path — two real `VerbsFabric`s (the
+//!   fabric a cluster node runs), packets in buffers of the pool the sending fabric
+//!   registered, each header prepended in the buffer's headroom, up to `batch` per
+//!   `Fabric::send`: the zero-copy gather, one SGE per buffer; the receiver polls its
+//!   fabric, splits each message and copies each frame into a packet buffer, as a
+//!   node's interconnect thread does;
+//! - `router-copy`: the same, but the packets sit in a pool the fabric did not
+//!   register, so it copies each one into a registered buffer before the SEND —
+//!   what every packet cost before the pool was registered (the copy into a send
+//!   slot), measured in the same binary.
+//!
+//! In `sge`/`memcpy`/`unbatched` the packets are built once and sit in registered
+//! memory; in the two router modes each message's packets are written into freshly
+//! allocated pool buffers first (what a port's receive does), in both modes alike.
 //!
 //! Both nodes run in this process, each with its own device (and engine thread), so
 //! one clock serves both ends: a message's latency is the receiver's completion time
@@ -23,7 +37,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_router::cluster::batch::{split, PacketHeader, HEADER_LEN};
+use weft_link::BufferPool;
+use weft_router::cluster::batch::{prepend_header, split, PacketHeader, HEADER_LEN};
+use weft_router::cluster::config::{Balance, ClusterPlan, Interconnect as Kind, Transport};
+use weft_router::cluster::fabric::{Fabric, VerbsFabric};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
     Access, CompletionQueue, Context, DeviceConfig, LinkKind, QpInitAttr, QpType, RecvWr, SendWr,
@@ -49,6 +66,24 @@ pub enum Mode {
     Memcpy,
     /// One SEND per packet.
     Unbatched,
+    /// The router's `VerbsFabric`, packets in its registered pool (no copy).
+    Router,
+    /// The router's `VerbsFabric`, packets in an unregistered pool (copied).
+    #[serde(rename = "router-copy")]
+    RouterCopy,
+}
+
+impl Mode {
+    /// The name `--mode` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sge => "sge",
+            Mode::Memcpy => "memcpy",
+            Mode::Unbatched => "unbatched",
+            Mode::Router => "router",
+            Mode::RouterCopy => "router-copy",
+        }
+    }
 }
 
 impl std::str::FromStr for Mode {
@@ -58,7 +93,11 @@ impl std::str::FromStr for Mode {
             "sge" => Ok(Mode::Sge),
             "memcpy" => Ok(Mode::Memcpy),
             "unbatched" => Ok(Mode::Unbatched),
-            _ => Err(format!("unknown mode {s:?} (sge, memcpy, unbatched)")),
+            "router" => Ok(Mode::Router),
+            "router-copy" => Ok(Mode::RouterCopy),
+            _ => Err(format!(
+                "unknown mode {s:?} (sge, memcpy, unbatched, router, router-copy)"
+            )),
         }
     }
 }
@@ -105,6 +144,9 @@ pub fn measure(
     }
     if !(1..=32).contains(&batch) {
         bail!("--batch {batch} is not in 1..=32");
+    }
+    if matches!(mode, Mode::Router | Mode::RouterCopy) {
+        return measure_router(link, size, batch, mode, secs);
     }
     let batch = if mode == Mode::Unbatched { 1 } else { batch };
     let msg = batch * SLOT;
@@ -238,7 +280,8 @@ pub fn measure(
                     .collect();
                 SendWr::new(next_msg as u64, WrOp::Send { imm: None }, sges)
             }
-            Mode::Memcpy => {
+            // (The router modes returned above.)
+            Mode::Memcpy | Mode::Router | Mode::RouterCopy => {
                 let g = next_msg % WINDOW;
                 let mut tmp = vec![0u8; HEADER_LEN + size];
                 for k in 0..batch {
@@ -290,6 +333,185 @@ pub fn measure(
     })
 }
 
+/// Two cluster nodes in this process, each a real `VerbsFabric` on a loopback
+/// address of its own; node 1 registers `pool`.
+fn router_nodes(
+    link: LinkKind,
+    batch: usize,
+    pools: [&BufferPool; 2],
+) -> anyhow::Result<(VerbsFabric, VerbsFabric)> {
+    let net = (std::process::id() % 250) as u8;
+    let cm_port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let plan = |me: u8| ClusterPlan {
+        me,
+        nodes: (1..=2u8)
+            .map(|i| (i, std::net::IpAddr::from([127, 79, net, i])))
+            .collect(),
+        owner: vec![1, 2],
+        interconnect: match link {
+            LinkKind::Udp => Kind::Udp,
+            LinkKind::Shm => Kind::Shm,
+        },
+        batch,
+        balance: Balance::Direct,
+        transport: Transport::Uc,
+        delay: Duration::from_micros(50),
+        cm_port,
+    };
+    let mut a = VerbsFabric::start(&plan(1), pools[0]).context("node 1")?;
+    let mut b = VerbsFabric::start(&plan(2), pools[1]).context("node 2")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut sink = Vec::new();
+    while !(a.is_up(2) && b.is_up(1)) {
+        if Instant::now() >= deadline {
+            bail!("the two router nodes did not connect in 10 s");
+        }
+        a.poll(&mut sink);
+        b.poll(&mut sink);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok((a, b))
+}
+
+/// `router` and `router-copy`: node 1's `VerbsFabric` sends `batch` packets per
+/// message to node 2's for `secs`.
+fn measure_router(
+    link: LinkKind,
+    size: usize,
+    batch: usize,
+    mode: Mode,
+    secs: Duration,
+) -> anyhow::Result<Row> {
+    let registered = BufferPool::new(PACKETS * 2, SLOT);
+    let unregistered = BufferPool::new(PACKETS * 2, SLOT);
+    let receiving = BufferPool::new(PACKETS, SLOT);
+    let (mut a, mut b) = router_nodes(link, batch, [&registered, &receiving])?;
+    let src = if mode == Mode::RouterCopy {
+        &unregistered
+    } else {
+        &registered
+    };
+    let base = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let stop = Arc::clone(&stop);
+        let pool = receiving.clone();
+        std::thread::spawn(move || -> (u64, u64, Vec<u64>) {
+            let mut msgs = Vec::with_capacity(64);
+            let (mut received, mut malformed) = (0u64, 0u64);
+            let mut lat = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(600);
+            while !stop.load(Ordering::Acquire) && Instant::now() < deadline {
+                b.poll(&mut msgs);
+                let now = base.elapsed().as_nanos() as u64;
+                for (_, m) in msgs.drain(..) {
+                    let mut first = true;
+                    for p in split(&m) {
+                        match p {
+                            Ok((_, f)) => {
+                                // What a node does with each packet it receives.
+                                if let Some(mut buf) = pool.alloc() {
+                                    if buf.copy_from(f) {
+                                        received += 1;
+                                    }
+                                }
+                                if first {
+                                    first = false;
+                                    let mut t = [0u8; 8];
+                                    t.copy_from_slice(&f[size - 8..size]);
+                                    lat.push(now.saturating_sub(u64::from_le_bytes(t)));
+                                }
+                            }
+                            Err(_) => malformed += 1,
+                        }
+                    }
+                    b.recycle(m);
+                }
+            }
+            (received, malformed, lat)
+        })
+    };
+    let mut frame = vec![0u8; size];
+    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    for (j, x) in frame.iter_mut().enumerate().skip(14) {
+        *x = j as u8;
+    }
+    let mut sink = Vec::new();
+    let mut bufs = Vec::with_capacity(batch);
+    let (mut sent, mut seq) = (0u64, 0u16);
+    let start = Instant::now();
+    let end = start + secs;
+    while Instant::now() < end {
+        if a.in_flight(2) >= a.depth() {
+            a.poll(&mut sink);
+            continue;
+        }
+        if src.alloc_burst(batch, &mut bufs) < batch {
+            bufs.clear();
+            a.poll(&mut sink);
+            continue;
+        }
+        let stamp = base.elapsed().as_nanos() as u64;
+        for (k, b) in bufs.iter_mut().enumerate() {
+            // The port's receive: the frame lands in a pool buffer.
+            if !b.copy_from(&frame) {
+                bail!("a {size}-byte frame does not fit a pool buffer");
+            }
+            if k == 0 {
+                b[size - 8..size].copy_from_slice(&stamp.to_le_bytes());
+            }
+            seq = seq.wrapping_add(1);
+            let h = PacketHeader {
+                hops: 0,
+                len: size as u16,
+                ingress_port: 0,
+                origin: 1,
+                bucket: seq % 4096,
+                seq,
+            };
+            if !prepend_header(b, &h) {
+                bail!("no headroom for the header");
+            }
+        }
+        match a.send(2, &mut bufs) {
+            Ok(r) => sent += r.sent as u64,
+            Err(e) => bail!("node 1 could not send: {e:?}"),
+        }
+    }
+    let elapsed = start.elapsed();
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Release);
+    let (received, malformed, mut lat) = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("receiver panicked"))?;
+    drop(a);
+    lat.sort_unstable();
+    let pct = |q: f64| {
+        if lat.is_empty() {
+            0.0
+        } else {
+            lat[((lat.len() - 1) as f64 * q) as usize] as f64 / 1e3
+        }
+    };
+    let mpps = received as f64 / elapsed.as_secs_f64() / 1e6;
+    Ok(Row {
+        interconnect: link.name(),
+        size,
+        batch,
+        mode,
+        mpps,
+        gbps: mpps * size as f64 * 8.0 / 1e3,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        sent,
+        received,
+        malformed,
+        round: 0,
+    })
+}
+
 /// One row of `--copy-cost`.
 #[derive(Debug, Clone, Serialize)]
 pub struct CopyRow {
@@ -301,11 +523,11 @@ pub struct CopyRow {
     pub ns_per_packet: f64,
 }
 
-/// What the router's interconnect thread does per packet today before a SEND
-/// (`VerbsFabric::send` in weft-router): the 12-byte header and the frame copied
-/// from the packet buffer into a registered send slot with
+/// What the router's interconnect thread did per packet before a SEND until its
+/// pool was registered (`VerbsFabric::send` in weft-router): the 12-byte header and
+/// the frame copied from the packet buffer into a registered send slot with
 /// [`weft_verbs::MemoryRegion::write`], 64 slots of 32 packets cycled as the fabric
-/// does. The cost the zero-copy gather would save. The fastest run is kept: on a
+/// did. The cost the zero-copy gather saves. The fastest run is kept: on a
 /// loaded machine the minimum is the run nobody interrupted.
 pub fn copy_cost(size: usize) -> anyhow::Result<CopyRow> {
     if !(14..=SLOT - HEADER_LEN).contains(&size) {
@@ -315,8 +537,8 @@ pub fn copy_cost(size: usize) -> anyhow::Result<CopyRow> {
     let pd = ctx.alloc_pd();
     let slots = 64 * 32;
     let mr = pd.alloc_mr(slots * SLOT, Access::LOCAL_WRITE);
-    // Packet buffers as the ports' pool holds them: separate 2 KiB buffers.
-    let pool = weft_link::BufferPool::new(256, 2048);
+    // Packet buffers as the ports' pool holds them: 2 KiB slots of one arena.
+    let pool = BufferPool::new(256, 2048);
     let mut bufs = Vec::new();
     for i in 0..256 {
         let mut b = pool.alloc().context("pool")?;
@@ -389,7 +611,7 @@ pub fn run(
                             r.interconnect,
                             r.size,
                             r.batch,
-                            format!("{:?}", r.mode).to_lowercase(),
+                            r.mode.name(),
                             r.mpps,
                             r.gbps,
                             r.p50_us,
@@ -431,5 +653,16 @@ mod tests {
         }
         assert!(measure(LinkKind::Shm, 4000, 8, Mode::Sge, Duration::from_millis(10)).is_err());
         assert!(measure(LinkKind::Shm, 64, 33, Mode::Sge, Duration::from_millis(10)).is_err());
+    }
+
+    #[test]
+    fn the_router_path_delivers_through_two_real_fabrics_over_shm() {
+        for mode in [Mode::Router, Mode::RouterCopy] {
+            let r = measure(LinkKind::Shm, 64, 8, mode, Duration::from_millis(200)).expect("run");
+            assert_eq!(r.malformed, 0, "{mode:?}");
+            assert!(r.received > 0, "{mode:?}: {r:?}");
+            assert!(r.received <= r.sent, "{mode:?}: {r:?}");
+            assert_eq!(r.batch, 8);
+        }
     }
 }

@@ -466,7 +466,7 @@ fn two_nodes(kind: Kind, batch: usize) -> anyhow::Result<TwoNodes> {
             delay: Duration::from_micros(50),
             cm_port,
         };
-        let fabric = VerbsFabric::start(&plan).context("interconnect")?;
+        let fabric = VerbsFabric::start(&plan, &pool).context("interconnect")?;
         let ic = Interconnect::new(Box::new(fabric), plan, pool.clone());
         dps.0.push(Dataplane::start_cluster(
             router,

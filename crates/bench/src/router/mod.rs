@@ -45,7 +45,10 @@ pub struct BenchArgs {
     /// With `--cluster`: packets per message (comma-separated, 1..32).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     batch: Vec<usize>,
-    /// With `--cluster`: sge, memcpy, unbatched (comma-separated).
+    /// With `--cluster`: sge, memcpy, unbatched, and the router's own path: router
+    /// (its `VerbsFabric`, zero-copy gather from its registered pool), router-copy
+    /// (the same with packets in an unregistered pool, so each is copied)
+    /// (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "sge,memcpy,unbatched")]
     mode: Vec<cluster::Mode>,
     /// With `--cluster`: one JSON object per line and configuration.

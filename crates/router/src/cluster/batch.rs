@@ -1,8 +1,8 @@
 //! The interconnect's message format: a batch is packets back to back, each behind a
 //! 12-byte header that says how long it is and where it came from; the receiver
-//! splits a message by walking the headers. The sender gathers each packet (header
-//! and frame, one send slot) with one SGE, so a batch of `n` packets is one SEND
-//! with `n` SGEs.
+//! splits a message by walking the headers. The sender puts each header in its
+//! packet buffer's headroom ([`prepend_header`]) and gathers header and frame with
+//! one SGE, so a batch of `n` packets is one SEND with `n` SGEs.
 //!
 //! ```text
 //!  0      1      2      3      4      5      6      7      8 ... 11
@@ -21,6 +21,8 @@
 //! end of the message or below an Ethernet header ends the split, and the caller
 //! counts what was left as one malformed drop.
 #![forbid(unsafe_code)]
+
+use weft_link::PacketBuf;
 
 /// First byte of every per-packet header (format version 1).
 pub const MAGIC: u8 = 0xC1;
@@ -132,6 +134,18 @@ impl<'a> Iterator for Split<'a> {
     }
 }
 
+/// Put `h` in front of the frame in `buf`, in its headroom: header and frame become
+/// one run of bytes, one SGE. The header's length must be the frame's. False
+/// (nothing changed) when the headroom is shorter than [`HEADER_LEN`].
+#[must_use]
+pub fn prepend_header(buf: &mut PacketBuf, h: &PacketHeader) -> bool {
+    if !buf.prepend(HEADER_LEN) {
+        return false;
+    }
+    buf[..HEADER_LEN].copy_from_slice(&h.encode());
+    true
+}
+
 /// Build a message by copying into one contiguous buffer (the `memcpy` mode of the
 /// benchmark, and tests): header and frame per packet.
 pub fn encode_contiguous<'a>(
@@ -157,6 +171,23 @@ mod tests {
             bucket: 77,
             seq,
         }
+    }
+
+    #[test]
+    fn a_prepended_header_and_its_frame_split_back() {
+        let pool = weft_link::BufferPool::with_headroom(2, 256, 16);
+        let mut b = pool.alloc().expect("pool");
+        assert!(b.copy_from(&[9u8; 60]));
+        assert!(prepend_header(&mut b, &hdr(60, 5)));
+        assert_eq!(b.len(), HEADER_LEN + 60);
+        let got: Vec<_> = split(&b).collect();
+        assert_eq!(got, vec![Ok((hdr(60, 5), &[9u8; 60][..]))]);
+        // Without 12 bytes of headroom nothing changes.
+        let tight = weft_link::BufferPool::with_headroom(1, 256, 8);
+        let mut t = tight.alloc().expect("pool");
+        assert!(t.copy_from(&[1u8; 20]));
+        assert!(!prepend_header(&mut t, &hdr(20, 1)));
+        assert_eq!((t.len(), t.headroom()), (20, 8));
     }
 
     #[test]

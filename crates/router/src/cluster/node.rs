@@ -18,7 +18,7 @@
 #![forbid(unsafe_code)]
 
 use super::balance::{bucket_of, direct_path_loaded, flow_hash, Balancer, ReorderCounter, BUCKETS};
-use super::batch::{split, PacketHeader, SplitError, HEADER_LEN};
+use super::batch::{prepend_header, split, PacketHeader, SplitError, HEADER_LEN};
 use super::config::ClusterPlan;
 use super::fabric::{Fabric, FabricError};
 use crate::counters::Counter;
@@ -34,7 +34,8 @@ use weft_link::spsc::Consumer;
 use weft_link::{BufferPool, PacketBuf};
 
 /// What the interconnect thread needs: the fabric, the plan, a buffer pool for the
-/// packets it receives.
+/// packets it receives (the pool the ports use, which the real fabric registers: a
+/// packet leaves from the buffer it arrived in).
 pub struct Interconnect {
     fabric: Box<dyn Fabric>,
     plan: ClusterPlan,
@@ -68,6 +69,7 @@ struct PeerStats {
     tx_packets: u64,
     tx_bytes: u64,
     tx_drops: u64,
+    tx_copied: u64,
     rx_messages: u64,
     rx_packets: u64,
     rx_bytes: u64,
@@ -88,6 +90,7 @@ impl PeerStats {
                 per(self.tx_packets, self.tx_messages),
             ),
             ("tx_drops", self.tx_drops),
+            ("tx_copied", self.tx_copied),
             ("rx_messages", self.rx_messages),
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -101,10 +104,11 @@ impl PeerStats {
     }
 }
 
-/// A batch being gathered for one next node.
+/// A batch being gathered for one next node: each buffer holds its packet's header
+/// and frame.
 #[derive(Debug, Default)]
 struct Pending {
-    packets: Vec<(PacketHeader, PacketBuf)>,
+    packets: Vec<PacketBuf>,
     since: Option<Instant>,
 }
 
@@ -144,12 +148,37 @@ impl Node {
         } else {
             owner
         };
+        let Some((buf, copied)) = self.framed(buf, &hdr) else {
+            self.worker.count(Counter::DropNoBuffer, 1);
+            return;
+        };
+        if copied {
+            self.stats(next).tx_copied += 1;
+        }
         let p = self.pending.entry(next).or_default();
         p.since.get_or_insert(now);
-        p.packets.push((hdr, buf));
+        p.packets.push(buf);
         if p.packets.len() >= self.ic.plan.batch {
             self.flush(next);
         }
+    }
+
+    /// `buf` with `hdr` in its headroom, and whether it had to be copied: a buffer
+    /// without the headroom is copied into a fresh one first (`None`: the pool is
+    /// empty).
+    fn framed(&self, mut buf: PacketBuf, hdr: &PacketHeader) -> Option<(PacketBuf, bool)> {
+        let hdr = PacketHeader {
+            len: u16::try_from(buf.len()).ok()?,
+            ..*hdr
+        };
+        if prepend_header(&mut buf, &hdr) {
+            return Some((buf, false));
+        }
+        let mut fresh = self.ic.pool.alloc()?;
+        // Just the header's room in front: a frame as long as the slot allows fits.
+        let front = fresh.headroom().saturating_sub(HEADER_LEN);
+        (fresh.prepend(front) && fresh.copy_from(&buf) && prepend_header(&mut fresh, &hdr))
+            .then_some((fresh, true))
     }
 
     /// A frame that starts its crossing here: a fresh header.
@@ -173,7 +202,8 @@ impl Node {
         self.enqueue(buf, egress, hdr, now);
     }
 
-    /// Send the batch for `peer` as one message.
+    /// Send the batch for `peer` as one message: the buffers go to the fabric (which
+    /// gives them back to the pool when the send completed).
     fn flush(&mut self, peer: u8) {
         let Some(p) = self.pending.get_mut(&peer) else {
             return;
@@ -182,23 +212,26 @@ impl Node {
             return;
         }
         p.since = None;
-        let packets = std::mem::take(&mut p.packets);
+        let mut packets = std::mem::take(&mut p.packets);
         let n = packets.len() as u64;
-        let r = {
-            let refs: Vec<(PacketHeader, &[u8])> =
-                packets.iter().map(|(h, b)| (*h, &b[..])).collect();
-            self.ic.fabric.send(peer, &refs)
-        };
-        let bytes: u64 = packets
-            .iter()
-            .map(|(_, b)| (b.len() + HEADER_LEN) as u64)
-            .sum();
+        let r = self.ic.fabric.send(peer, &mut packets);
+        // The emptied vector keeps its capacity for the next batch.
+        if let Some(p) = self.pending.get_mut(&peer) {
+            p.packets = packets;
+        }
         let s = self.stats(peer);
         match r {
-            Ok(()) => {
-                s.tx_messages += 1;
-                s.tx_packets += n;
-                s.tx_bytes += bytes;
+            Ok(r) => {
+                if r.sent > 0 {
+                    s.tx_messages += 1;
+                }
+                s.tx_packets += r.sent as u64;
+                s.tx_bytes += r.bytes as u64;
+                s.tx_copied += r.copied as u64;
+                s.tx_drops += r.dropped as u64;
+                if r.dropped > 0 {
+                    self.worker.count(Counter::DropNoBuffer, r.dropped as u64);
+                }
             }
             Err(e) => {
                 s.tx_drops += n;
@@ -209,7 +242,6 @@ impl Node {
                 self.worker.count(c, n);
             }
         }
-        drop(packets);
     }
 
     /// Send every batch that is due: all of them when `all` (the burst ended), else
