@@ -6,8 +6,9 @@
 //! no window arithmetic here ever wraps. The scoreboard holds one flag byte per PSN in
 //! `[una, next_psn)`.
 
+use crate::byref::{self, RemoteSpan};
 use crate::ctx::{gather, opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
-use crate::memory::Memory;
+use crate::memory::{Key, Memory};
 use crate::qp::{QpState, QpType, Recovery};
 use crate::status::{local_status, requester_status};
 use crate::time::{local_ack_timeout_micros, Instant};
@@ -48,6 +49,9 @@ pub(crate) struct SendWqe {
     /// READ response packets received (selective mode uses it to choose between
     /// resending the whole request and single packets).
     pub resp_seen: u64,
+    /// A WRITE sent by reference (one packet naming the source spans; decided when
+    /// the message starts, see [`crate::byref`]).
+    pub by_ref: bool,
 }
 
 impl SendWqe {
@@ -65,6 +69,7 @@ impl SendWqe {
             first_psn: u64::MAX,
             npsn: 0,
             resp_seen: 0,
+            by_ref: false,
         }
     }
 
@@ -87,6 +92,8 @@ pub(crate) struct Fault {
 pub(crate) struct Emitted {
     pub len: usize,
     pub path: IcrcPath,
+    /// Bytes the packet moves: `len`, or a by-reference WRITE's message length.
+    pub moves: usize,
 }
 
 #[derive(Debug)]
@@ -273,14 +280,19 @@ impl Requester {
                 let p = self.send_psn;
                 return self.emit(q, ctx, buf, idx, p, false).map(Some);
             }
-            if !self.start_next(q, cap)? {
+            if !self.start_next(q, ctx, cap)? {
                 return Ok(None);
             }
         }
     }
 
     /// Give the next WQE its PSNs if the rules allow it to start now.
-    fn start_next(&mut self, q: &QpCommon, cap: u64) -> Result<bool, Fault> {
+    fn start_next<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        cap: u64,
+    ) -> Result<bool, Fault> {
         let idx = self.started;
         let Some(w) = self.wqes.get(idx) else {
             return Ok(false);
@@ -315,11 +327,15 @@ impl Requester {
                 status: WcStatus::LocLenErr,
             });
         }
-        let npsn = if op.is_atomic() {
+        let by_ref = goes_by_reference(q, ctx, w);
+        let npsn = if op.is_atomic() || by_ref {
             1
         } else {
             packets_for(w.len, mtu)
         };
+        if by_ref {
+            ctx.stats.by_reference_sent += 1;
+        }
         let flag = if op.is_read_or_atomic() {
             NEEDS_RESPONSE
         } else {
@@ -328,6 +344,7 @@ impl Requester {
         let w = &mut self.wqes[idx];
         w.first_psn = self.next_psn;
         w.npsn = npsn;
+        w.by_ref = by_ref;
         self.next_psn += npsn;
         self.board.extend(std::iter::repeat_n(flag, npsn as usize));
         self.started += 1;
@@ -431,7 +448,13 @@ impl Requester {
                 }
                 repr.solicited = w.wr.solicited && pos.ends_message();
                 payload_off = i * mtu;
-                payload_len = packet_len(w.len, mtu, i);
+                payload_len = if w.by_ref {
+                    // The span list: one per non-empty SGE (filled in below).
+                    let n = w.wr.sg_list.iter().filter(|s| s.len > 0).count();
+                    (n * byref::SPAN_LEN) as u64
+                } else {
+                    packet_len(w.len, mtu, i)
+                };
                 consumed = 1;
                 last = pos.ends_message();
             }
@@ -516,6 +539,18 @@ impl Requester {
         if plen > 0 {
             let dst = &mut buf[at.clone()];
             match &w.inline_data {
+                _ if w.by_ref => {
+                    // Each span as this process's address (checked like a gather).
+                    let sges = w.wr.sg_list.iter().filter(|s| s.len > 0);
+                    for (s, out) in sges.zip(dst.chunks_exact_mut(byref::SPAN_LEN)) {
+                        let len = u64::from(s.len);
+                        let addr = ctx
+                            .mem
+                            .pull_address(Key::Local(s.lkey), q.pd, s.addr, len)
+                            .ok_or(fault(WcStatus::LocProtErr))?;
+                        byref::encode(RemoteSpan { addr, len }, out);
+                    }
+                }
                 Some(data) => {
                     let from = payload_off as usize;
                     dst.copy_from_slice(&data[from..from + plen]);
@@ -547,7 +582,12 @@ impl Requester {
             }
             self.advance(q, ctx);
         }
-        Ok(Emitted { len, path })
+        let moves = if self.wqes[idx].by_ref {
+            usize::try_from(self.wqes[idx].len).unwrap_or(usize::MAX)
+        } else {
+            len
+        };
+        Ok(Emitted { len, path, moves })
     }
 
     // ---------------------------------------------------------------- receive
@@ -924,4 +964,22 @@ impl Requester {
         self.rnr_left = rnr;
         w
     }
+}
+
+/// Whether WQE `w` goes by reference ([`crate::byref`]): the QP allows it, it is a
+/// WRITE from registered memory (not inline) longer than one MTU and at least
+/// [`Config::by_reference_min`](crate::Config::by_reference_min), and the memory can
+/// name every source span to the peer.
+fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> bool {
+    q.by_reference
+        && q.qp_type != QpType::Ud
+        && matches!(w.wr.op, WrOp::Write { .. })
+        && w.inline_data.is_none()
+        && w.len > q.mtu()
+        && w.len >= ctx.config.by_reference_min
+        && w.wr.sg_list.iter().filter(|s| s.len > 0).all(|s| {
+            ctx.mem
+                .pull_address(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len))
+                .is_some()
+        })
 }
