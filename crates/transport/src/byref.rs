@@ -2,13 +2,18 @@
 //!
 //! On a link whose receiver can read the sender's memory (weft's shm link with
 //! cross-memory attach), a large RDMA WRITE need not be cut into MTU packets and
-//! copied through the link: the requester sends **one** WRITE Only packet whose RETH
-//! names the whole message (`DMA length` > path MTU, which no ordinary Only packet
-//! may carry, §9.7) and whose payload is the list of the requester's source spans,
-//! [`SPAN_LEN`] bytes each (address, length; big-endian u64s), at most
-//! [`MAX_SGE`](crate::wr::MAX_SGE). The message takes one PSN. The responder makes
-//! every check it makes for any WRITE — opcode sequence, rkey, protection domain,
-//! bounds, rights, RNR for an immediate — *before* a byte moves, then asks
+//! copied through the link. The requester cuts it into *chunks* of [`CHUNK`] bytes
+//! (the last one up to twice that) and sends each as one WRITE Only packet, one PSN:
+//! its RETH names the chunk's remote address and the length of the **rest of the
+//! message** from there (always more than the path MTU, which no ordinary Only packet
+//! may carry, §9.7 — that is the mark), and its payload is the list of the
+//! requester's source spans of that chunk, [`SPAN_LEN`] bytes each (address, length;
+//! big-endian u64s), at most [`MAX_SGE`](crate::wr::MAX_SGE). So the first chunk's
+//! checks cover the whole message, and a chunk costs one copy system call while a
+//! 4 MiB WRITE still leaves the engine between chunks (the scheduler charges each
+//! chunk its bytes). The responder makes every check it makes for any WRITE —
+//! opcode sequence, rkey, protection domain, bounds of the whole rest, rights, RNR
+//! for an immediate — *before* a byte moves, then asks
 //! [`Memory::pull`](crate::Memory::pull) to copy the spans from the process at the
 //! other end of the packet's arrival path (never a peer named by the packet) into the
 //! target. A pull that fails is a Remote Access Error NAK; a packet from a peer that
@@ -20,13 +25,34 @@
 //! the peer pulls) and the message is a WRITE of at least
 //! [`Config::by_reference_min`](crate::Config::by_reference_min) bytes (and more
 //! than one MTU) whose every source span the memory can name in this process
-//! ([`Memory::pull_address`](crate::Memory::pull_address)).
+//! ([`Memory::pull_address`](crate::Memory::pull_address)). A WRITE with immediate
+//! goes by reference only when it is one chunk, so the receive completion's byte
+//! count is the message's.
 
 use crate::wr::MAX_SGE;
 use weft_wire::roce::{IbPacketRepr, Operation, Position};
 
 /// Bytes one span takes in a by-reference payload.
 pub const SPAN_LEN: usize = 16;
+
+/// Bytes a by-reference chunk pulls (the last chunk of a message takes the
+/// remainder, up to twice this): one `process_vm_readv` each on weft's shm link.
+pub const CHUNK: u64 = 64 * 1024;
+
+/// Chunks (PSNs) of a by-reference message of `len` bytes.
+pub(crate) fn chunks(len: u64) -> u64 {
+    (len / CHUNK).max(1)
+}
+
+/// Offset and length of chunk `i` of `n` of a `len`-byte message.
+pub(crate) fn chunk(len: u64, n: u64, i: u64) -> (u64, u64) {
+    let off = i * CHUNK;
+    if i + 1 >= n {
+        (off, len - off)
+    } else {
+        (off, CHUNK)
+    }
+}
 
 /// One span of the requester's memory, as a by-reference payload names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,9 +81,14 @@ pub(crate) fn encode(span: RemoteSpan, out: &mut [u8]) {
     out[8..SPAN_LEN].copy_from_slice(&span.len.to_be_bytes());
 }
 
-/// Read the spans of a by-reference payload into `out`; `None` unless the payload is
-/// 1..=`MAX_SGE` whole spans, none empty, whose lengths add up to exactly `total`.
-pub(crate) fn decode(payload: &[u8], total: u64, out: &mut [RemoteSpan; MAX_SGE]) -> Option<usize> {
+/// Read the spans of a by-reference payload into `out`; returns their count and the
+/// sum of their lengths. `None` unless the payload is 1..=`MAX_SGE` whole spans, none
+/// empty, whose lengths add up to at most `total` (the rest of the message).
+pub(crate) fn decode(
+    payload: &[u8],
+    total: u64,
+    out: &mut [RemoteSpan; MAX_SGE],
+) -> Option<(usize, u64)> {
     let n = payload.len() / SPAN_LEN;
     if payload.len() % SPAN_LEN != 0 || n == 0 || n > MAX_SGE {
         return None;
@@ -72,7 +103,7 @@ pub(crate) fn decode(payload: &[u8], total: u64, out: &mut [RemoteSpan; MAX_SGE]
         sum = sum.checked_add(len)?;
         *o = RemoteSpan { addr, len };
     }
-    (sum == total).then_some(n)
+    (sum <= total).then_some((n, sum))
 }
 
 #[cfg(test)]
@@ -93,10 +124,12 @@ mod tests {
         encode(spans[1], &mut buf[SPAN_LEN..]);
         let n = 2 * SPAN_LEN;
         let mut out = [RemoteSpan::default(); MAX_SGE];
-        assert_eq!(decode(&buf[..n], 4103, &mut out), Some(2));
+        assert_eq!(decode(&buf[..n], 4103, &mut out), Some((2, 4103)));
         assert_eq!(&out[..2], &spans);
-        // Wrong total, ragged length, empty, a zero-length span, a wrapping span.
-        assert_eq!(decode(&buf[..n], 4104, &mut out), None);
+        // A chunk of a longer message: fine. More than the message: refused.
+        assert_eq!(decode(&buf[..n], 9000, &mut out), Some((2, 4103)));
+        assert_eq!(decode(&buf[..n], 4102, &mut out), None);
+        // Ragged length, empty, a zero-length span, a wrapping span.
         assert_eq!(decode(&buf[..n - 1], 4103, &mut out), None);
         assert_eq!(decode(&[], 0, &mut out), None);
         encode(RemoteSpan { addr: 1, len: 0 }, &mut buf);
@@ -110,5 +143,29 @@ mod tests {
         // Too many spans.
         let many = vec![0u8; SPAN_LEN * (MAX_SGE + 1)];
         assert_eq!(decode(&many, 0, &mut out), None);
+    }
+
+    #[test]
+    fn chunks_tile_the_message_and_none_is_an_mtu_or_less() {
+        let lens = [
+            4097,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + 1,
+            2 * CHUNK,
+            3 * CHUNK + 5,
+            1 << 22,
+        ];
+        for len in lens {
+            let n = chunks(len);
+            let mut at = 0;
+            for i in 0..n {
+                let (off, l) = chunk(len, n, i);
+                assert_eq!(off, at);
+                assert!(l > 4096 && l < 2 * CHUNK, "{len}: chunk {i} of {n} is {l}");
+                at += l;
+            }
+            assert_eq!(at, len);
+        }
     }
 }

@@ -723,9 +723,10 @@ impl<M: Memory> Endpoint<M> {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let quantum = i64::from(self.config.drr_quantum.max(1));
         // Each turn that sends nothing takes its QP out of the queue (or, for a buffer
-        // too small for its MTU, moves it to the back), so this many turns visit every
-        // queued QP once.
-        for _ in 0..self.sched.ready.len() {
+        // too small for its MTU or a QP still in debt, moves it to the back), so this
+        // many turns visit every queued QP once, and once more the one that may be
+        // left alone by the others' leaving.
+        for _ in 0..=self.sched.ready.len() {
             let (mut ctx, qps, sched) = self.split(now);
             let qpn = *sched.ready.front()?;
             ctx.stats.qp_visits += 1;
@@ -739,6 +740,12 @@ impl<M: Memory> Endpoint<M> {
             }
             if qp.deficit <= 0 {
                 qp.deficit += quantum;
+                // Still in debt (a by-reference chunk moves many quanta' worth):
+                // another QP's turn, while there is another QP to take it.
+                if qp.deficit <= 0 && sched.ready.len() > 1 {
+                    sched.ready.rotate_left(1);
+                    continue;
+                }
             }
             let sent = qp.poll_transmit(&mut ctx, buf);
             sched.sync_timer(qp);

@@ -328,7 +328,9 @@ impl Requester {
             });
         }
         let by_ref = goes_by_reference(q, ctx, w);
-        let npsn = if op.is_atomic() || by_ref {
+        let npsn = if by_ref {
+            byref::chunks(w.len)
+        } else if op.is_atomic() {
             1
         } else {
             packets_for(w.len, mtu)
@@ -421,9 +423,33 @@ impl Requester {
         };
         let mut payload_len = 0u64;
         let mut payload_off = 0u64;
+        let mut by_ref_len = 0u64;
         let consumed;
         let last;
         match w.wr.op {
+            WrOp::Write { imm, remote } if w.by_ref => {
+                // Chunk i of n, each a WRITE Only naming the rest of the message.
+                let (off, clen) = byref::chunk(w.len, n, i);
+                last = i + 1 >= n;
+                let with_imm = imm.is_some() && last;
+                let pos = weft_wire::roce::Position::Only;
+                repr.opcode = opcode_for(transport, Operation::Write, pos, with_imm)
+                    .ok_or(fault(WcStatus::LocQpOpErr))?;
+                if with_imm {
+                    repr.imm = imm;
+                }
+                repr.reth = Some(RethRepr {
+                    va: remote.addr.wrapping_add(off),
+                    rkey: remote.rkey,
+                    dma_len: (w.len - off) as u32,
+                });
+                repr.solicited = w.wr.solicited && last;
+                payload_off = off;
+                by_ref_len = clen;
+                let spans = sge_spans(&w.wr.sg_list, off, clen).count();
+                payload_len = (spans * byref::SPAN_LEN) as u64;
+                consumed = 1;
+            }
             WrOp::Send { imm } | WrOp::Write { imm, .. } => {
                 let pos = position(i, n);
                 let operation = if matches!(w.wr.op, WrOp::Send { .. }) {
@@ -448,13 +474,7 @@ impl Requester {
                 }
                 repr.solicited = w.wr.solicited && pos.ends_message();
                 payload_off = i * mtu;
-                payload_len = if w.by_ref {
-                    // The span list: one per non-empty SGE (filled in below).
-                    let n = w.wr.sg_list.iter().filter(|s| s.len > 0).count();
-                    (n * byref::SPAN_LEN) as u64
-                } else {
-                    packet_len(w.len, mtu, i)
-                };
+                payload_len = packet_len(w.len, mtu, i);
                 consumed = 1;
                 last = pos.ends_message();
             }
@@ -541,12 +561,12 @@ impl Requester {
             match &w.inline_data {
                 _ if w.by_ref => {
                     // Each span as this process's address (checked like a gather).
-                    let sges = w.wr.sg_list.iter().filter(|s| s.len > 0);
-                    for (s, out) in sges.zip(dst.chunks_exact_mut(byref::SPAN_LEN)) {
-                        let len = u64::from(s.len);
+                    let spans = sge_spans(&w.wr.sg_list, payload_off, by_ref_len);
+                    let outs = dst.chunks_exact_mut(byref::SPAN_LEN);
+                    for ((s, addr, len), out) in spans.zip(outs) {
                         let addr = ctx
                             .mem
-                            .pull_address(Key::Local(s.lkey), q.pd, s.addr, len)
+                            .pull_address(Key::Local(s.lkey), q.pd, addr, len)
                             .ok_or(fault(WcStatus::LocProtErr))?;
                         byref::encode(RemoteSpan { addr, len }, out);
                     }
@@ -575,6 +595,12 @@ impl Requester {
         if self.timer.is_none() {
             self.arm_timer(q, ctx.now);
         }
+        // Before `advance`, which may retire the WQE.
+        let moves = if self.wqes[idx].by_ref {
+            usize::try_from(by_ref_len).unwrap_or(usize::MAX)
+        } else {
+            len
+        };
         if q.qp_type != QpType::Rc && last {
             // Unreliable: the message is done once its last packet is out.
             for psn in self.wqes[idx].first_psn..self.wqes[idx].end_psn() {
@@ -582,11 +608,6 @@ impl Requester {
             }
             self.advance(q, ctx);
         }
-        let moves = if self.wqes[idx].by_ref {
-            usize::try_from(self.wqes[idx].len).unwrap_or(usize::MAX)
-        } else {
-            len
-        };
         Ok(Emitted { len, path, moves })
     }
 
@@ -973,7 +994,10 @@ impl Requester {
 fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> bool {
     q.by_reference
         && q.qp_type != QpType::Ud
-        && matches!(w.wr.op, WrOp::Write { .. })
+        && match w.wr.op {
+            WrOp::Write { imm, .. } => imm.is_none() || byref::chunks(w.len) == 1,
+            _ => false,
+        }
         && w.inline_data.is_none()
         && w.len > q.mtu()
         && w.len >= ctx.config.by_reference_min
@@ -982,4 +1006,28 @@ fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> 
                 .pull_address(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len))
                 .is_some()
         })
+}
+
+/// The pieces of an SGE list covering `[off, off + len)` of the message: each SGE with
+/// the address and length of its part (empty SGEs skipped).
+fn sge_spans(
+    sges: &[crate::wr::Sge],
+    mut off: u64,
+    mut len: u64,
+) -> impl Iterator<Item = (&crate::wr::Sge, u64, u64)> {
+    sges.iter().filter_map(move |s| {
+        let l = u64::from(s.len);
+        if len == 0 || l == 0 {
+            return None;
+        }
+        if off >= l {
+            off -= l;
+            return None;
+        }
+        let take = (l - off).min(len);
+        let piece = (s, s.addr.wrapping_add(off), take);
+        off = 0;
+        len -= take;
+        Some(piece)
+    })
 }

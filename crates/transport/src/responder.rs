@@ -619,13 +619,10 @@ impl Responder {
             .ok_or(RespError::InvalidRequest("opcode"))?;
         let pos = info.position;
         let mtu = q.mtu();
-        // A by-reference WRITE (crate::byref): its payload names the requester's spans
-        // and its length is the RETH's.
+        // A by-reference WRITE chunk (crate::byref): one Only packet whose payload names
+        // the requester's spans and whose RETH covers the rest of the message.
         let by_ref = is_by_reference(repr, mtu);
-        let plen = match (by_ref, repr.reth) {
-            (true, Some(reth)) => u64::from(reth.dma_len),
-            _ => placed.unwrap_or(payload.len() as u64),
-        };
+        let plen = placed.unwrap_or(payload.len() as u64);
         // §9.7: opcode sequence — a message starts only when none is in progress, and
         // continues with the same operation.
         let in_progress = match &self.cur {
@@ -721,7 +718,9 @@ impl Responder {
                     return Err(RespError::InvalidRequest("opcode sequence").into());
                 };
                 let end = offset + plen;
-                let fits = if pos.ends_message() {
+                let fits = if by_ref {
+                    true // its spans are checked against `total` below
+                } else if pos.ends_message() {
                     end == total
                 } else {
                     end < total
@@ -729,9 +728,10 @@ impl Responder {
                 if !fits {
                     return Err(RespError::InvalidRequest("write length").into());
                 }
+                let mut total = total;
                 if by_ref {
                     let mut spans = [RemoteSpan::default(); MAX_SGE];
-                    let nspans = byref::decode(payload, total, &mut spans)
+                    let (nspans, chunk) = byref::decode(payload, total, &mut spans)
                         .ok_or(RespError::InvalidRequest("by-reference spans"))?;
                     let pulled = ctx.mem.pull(
                         Key::Remote(rkey),
@@ -744,7 +744,9 @@ impl Responder {
                     match pulled {
                         Ok(()) => {
                             ctx.stats.by_reference_received += 1;
-                            ctx.stats.by_reference_bytes += total;
+                            ctx.stats.by_reference_bytes += chunk;
+                            // The chunk is the message the completion reports.
+                            total = chunk;
                         }
                         Err(e) => {
                             ctx.stats.by_reference_failed += 1;

@@ -760,13 +760,13 @@ fn a_gso_segments_icrc_is_accepted_only_where_gso_peers_are_expected() {
 /// A by-reference WRITE (a WRITE Only whose RETH names more than an MTU; its payload
 /// a span list, `weft_transport::byref`) to memory that cannot pull from the sender —
 /// any peer on a link without cross-memory attach, or a hostile one — is answered with
-/// a Remote Access NAK and writes nothing; a span list that does not add up to the
-/// RETH's length is an Invalid Request. Neither reads a byte of anyone's memory.
+/// a Remote Access NAK and writes nothing; a span list longer than the rest of the
+/// message the RETH names is an Invalid Request. Neither reads a byte of anyone's memory.
 #[test]
 fn a_by_reference_write_that_cannot_be_pulled_is_nacked_and_writes_nothing() {
     for (spans_total, want) in [
         (100_000u64, NakCode::REMOTE_ACCESS_ERROR),
-        (99_999, NakCode::INVALID_REQUEST),
+        (100_001, NakCode::INVALID_REQUEST),
     ] {
         let o = ConnectOptions::default();
         let (mut p, c) = setup(&o);
