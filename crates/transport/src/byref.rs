@@ -8,7 +8,7 @@
 //! message** from there (always more than the path MTU, which no ordinary Only packet
 //! may carry, §9.7 — that is the mark), and its payload is the list of the
 //! requester's source spans of that chunk, [`SPAN_LEN`] bytes each (address, length;
-//! big-endian u64s), at most [`MAX_SGE`](crate::wr::MAX_SGE). So the first chunk's
+//! big-endian u64s), at most [`MAX_SGE`]. So the first chunk's
 //! checks cover the whole message, and a chunk costs one copy system call while a
 //! 4 MiB WRITE still leaves the engine between chunks (the scheduler charges each
 //! chunk its bytes). The responder makes every check it makes for any WRITE —
