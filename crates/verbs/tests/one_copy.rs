@@ -58,6 +58,9 @@ fn warm_up(a: &mut Side, b: &Side) {
 
 #[test]
 fn large_shm_writes_go_by_reference_and_land_byte_exact() {
+    let Some(()) = weft_testkit::require("cross-memory attach", cross_memory_attach()) else {
+        return;
+    };
     let (mut a, b) = shm_pair(true);
     warm_up(&mut a, &b);
     // Sizes around the threshold and the MTU, odd ones, a 3 MiB one; then a
@@ -123,6 +126,9 @@ fn large_shm_writes_go_by_reference_and_land_byte_exact() {
 /// the end of the region, is answered with a Remote Access NAK and writes nothing.
 #[test]
 fn a_bad_rkey_or_out_of_bounds_by_reference_write_is_nacked_with_nothing_written() {
+    let Some(()) = weft_testkit::require("cross-memory attach", cross_memory_attach()) else {
+        return;
+    };
     const SIZE: usize = 200_000;
     let size = SIZE;
     let bad_targets: [fn(&Side) -> RemoteAddr; 2] = [

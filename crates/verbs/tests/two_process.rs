@@ -349,6 +349,9 @@ fn shm_port_0_devices_in_two_processes_get_distinct_names_and_talk() {
 /// calls weft meanwhile.
 #[test]
 fn shm_large_writes_move_once_between_two_processes() {
+    let Some(()) = weft_testkit::require("cross-memory attach", cross_memory_attach()) else {
+        return;
+    };
     let mut peer = Peer::start("passive", LinkKind::Shm);
     let mut me = side(LinkKind::Shm, Progress::Thread, QpType::Rc, REGION);
     let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
