@@ -199,6 +199,15 @@ pub struct Args {
     /// GRO), for comparing against the default.
     #[arg(long)]
     pub no_gso: bool,
+    /// shm: no one-copy path (large WRITE payloads travel through the rings instead of
+    /// being pulled by cross-memory attach), for comparing against the default. Both
+    /// processes.
+    #[arg(long)]
+    pub no_one_copy: bool,
+    /// shm: the smallest WRITE sent by reference (default: weft-verbs' `ONE_COPY_MIN`;
+    /// never one of a path MTU or less).
+    #[arg(long)]
+    pub one_copy_min: Option<u64>,
     /// send-lat: one-way latency by the symmetric timestamp method.
     #[arg(long)]
     pub symmetric: bool,
@@ -303,6 +312,13 @@ fn local(a: &Args) -> anyhow::Result<()> {
     if a.no_gso {
         sargs.push("--no-gso".into());
     }
+    if a.no_one_copy {
+        sargs.push("--no-one-copy".into());
+    }
+    if let Some(m) = a.one_copy_min {
+        sargs.push("--one-copy-min".into());
+        sargs.push(m.to_string());
+    }
     if a.event {
         sargs.push("--event".into());
     }
@@ -403,6 +419,10 @@ fn device(a: &Args) -> anyhow::Result<Context> {
     };
     cfg.icrc = !(a.no_icrc && a.link == Link::Shm);
     cfg.segmentation_offload = !a.no_gso;
+    cfg.one_copy = !a.no_one_copy;
+    if let Some(m) = a.one_copy_min {
+        cfg.transport.by_reference_min = m;
+    }
     Context::open_with(cfg).context("opening the device")
 }
 

@@ -85,6 +85,22 @@ pub trait DatagramLink: Send {
 
     /// The link's own counters.
     fn stats(&self) -> LinkStats;
+
+    /// Whether the peer `dst` copies by-reference payloads straight from this
+    /// process's memory (the shm link's one-copy path, [`crate::shm`]). False on links
+    /// that cannot, and before a connection to `dst` exists.
+    fn peer_pulls(&self, _dst: SocketAddr) -> bool {
+        false
+    }
+
+    /// For each datagram the last [`DatagramLink::recv_burst`] appended, in order:
+    /// the process whose memory a by-reference payload in it may be pulled from — the
+    /// process the kernel reported for the connection it came through, when this end
+    /// proved it can read that process's memory — or `None`. Empty (read as all
+    /// `None`) on links without cross-memory attach.
+    fn burst_pull_pids(&self) -> &[Option<i32>] {
+        &[]
+    }
 }
 
 impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
@@ -114,6 +130,12 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()
+    }
+    fn peer_pulls(&self, dst: SocketAddr) -> bool {
+        (**self).peer_pulls(dst)
+    }
+    fn burst_pull_pids(&self) -> &[Option<i32>] {
+        (**self).burst_pull_pids()
     }
 }
 

@@ -39,6 +39,16 @@
 //! **Copies.** A datagram is copied into the ring by the sender and out of it into a
 //! pooled buffer by the receiver (two copies; memif's zero-copy mode would need the
 //! pool itself in shared memory).
+//!
+//! **One copy.** Large payloads need not travel through the ring at all: each end
+//! probes at connection time whether it can read the other process's memory by
+//! cross-memory attach and says so in the segment ([`ShmLink::peer_pulls`]); the verbs
+//! engine then sends a large WRITE *by reference* (its headers and the sender's
+//! addresses through the ring) and the receiver copies the payload once, straight
+//! from the sender's memory into the target region, with one `process_vm_readv` per
+//! message ([`crate::cma`]), from the process the kernel names for the connection the
+//! datagram came through ([`DatagramLink::burst_pull_pids`]). Where the kernel refuses (ptrace rules, seccomp), the
+//! refusal is counted ([`ShmStats::cma_refused`]) and payloads keep using the ring.
 
 mod endpoint;
 mod ring;
@@ -73,6 +83,9 @@ pub struct ShmOptions {
     pub reconnect_backoff: Duration,
     /// How often a busy `recv_burst` looks for new peers and hang-ups.
     pub service_interval: Duration,
+    /// Probe each peer for cross-memory attach, so large payloads can move by
+    /// reference (see "One copy" above). Off: every payload goes through the ring.
+    pub cross_memory_attach: bool,
 }
 
 impl Default for ShmOptions {
@@ -86,6 +99,7 @@ impl Default for ShmOptions {
             connect_timeout: Duration::from_millis(100),
             reconnect_backoff: Duration::from_millis(50),
             service_interval: Duration::from_millis(1),
+            cross_memory_attach: true,
         }
     }
 }
@@ -112,6 +126,7 @@ impl ShmOptions {
             connect_timeout: self.connect_timeout,
             reconnect_backoff: self.reconnect_backoff,
             service_interval: self.service_interval,
+            cma: self.cross_memory_attach,
         })
     }
 
@@ -151,6 +166,12 @@ pub struct ShmStats {
     pub bad_slots: u64,
     /// Sends dropped because the peer could not be reached (also in `tx_dropped`).
     pub unreachable_drops: u64,
+    /// Connections whose peer's memory this end proved it can read (cross-memory
+    /// attach): by-reference payloads from that peer are pulled in one copy.
+    pub cma_pulls: u64,
+    /// Connections whose cross-memory probe failed (refused by the kernel, or the
+    /// bytes read were not the segment's): payloads from that peer use the ring.
+    pub cma_refused: u64,
 }
 
 impl Outgoing for Datagram {
@@ -178,6 +199,8 @@ pub struct ShmLink {
     ep: Endpoint,
     pool: BufferPool,
     spare: Vec<PacketBuf>,
+    /// Per datagram of the last `recv_burst`: the process it may be pulled from.
+    rx_pids: Vec<Option<i32>>,
 }
 
 impl ShmLink {
@@ -188,6 +211,7 @@ impl ShmLink {
             ep: Endpoint::bind(Kind::Datagram, addr, params, None)?,
             pool: opts.make_pool(),
             spare: Vec::new(),
+            rx_pids: Vec::new(),
         })
     }
 
@@ -222,12 +246,17 @@ impl DatagramLink for ShmLink {
     fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
         let local = self.ep.name();
         let mut wrong_family = 0;
+        let pids = &mut self.rx_pids;
+        pids.clear();
         let n = self.ep.recv(
             &self.pool,
             &mut self.spare,
             max,
-            |peer, buf| match path_between(peer, local) {
-                Some(path) => out.push(Datagram { buf, path }),
+            |peer, pid, buf| match path_between(peer, local) {
+                Some(path) => {
+                    out.push(Datagram { buf, path });
+                    pids.push(pid);
+                }
                 None => wrong_family += 1,
             },
         );
@@ -246,6 +275,14 @@ impl DatagramLink for ShmLink {
 
     fn stats(&self) -> LinkStats {
         self.ep.stats
+    }
+
+    fn peer_pulls(&self, dst: SocketAddr) -> bool {
+        self.ep.peer_pulls(dst)
+    }
+
+    fn burst_pull_pids(&self) -> &[Option<i32>] {
+        &self.rx_pids
     }
 }
 
@@ -273,6 +310,8 @@ impl ShmFrameLink {
         let params = ShmOptions {
             // Frames carry no ICRC; both ends use the same setting so it never refuses.
             icrc: false,
+            // Frames are never sent by reference.
+            cross_memory_attach: false,
             ..opts.clone()
         }
         .params()?;
@@ -311,7 +350,7 @@ impl Link for ShmFrameLink {
     fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         Ok(self
             .ep
-            .recv(&self.pool, &mut self.spare, max, |_, buf| out.push(buf)))
+            .recv(&self.pool, &mut self.spare, max, |_, _, buf| out.push(buf)))
     }
 
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
@@ -572,6 +611,72 @@ mod tests {
         assert_eq!(a.send_burst(&mut v).unwrap(), 64);
         assert_eq!(v.len(), 36);
         assert_eq!(a.stats().tx_ring_full, 1);
+    }
+
+    #[test]
+    fn ends_that_can_read_each_other_pull_and_an_end_that_may_not_falls_back() {
+        // In one process only a filter (seccomp) can refuse the call.
+        let mut seen = [0u8; 1];
+        let me = [1u8];
+        let span = crate::cma::Span {
+            addr: me.as_ptr() as u64,
+            len: 1,
+        };
+        let ok = crate::cma::read(std::process::id() as i32, &mut seen, &[span]);
+        let Some(()) = weft_testkit::require("process_vm_readv", ok) else {
+            return;
+        };
+        let (na, nb, nc) = (name(22), name(23), name(24));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        assert!(!a.peer_pulls(nb), "no connection yet");
+        let got = {
+            let v = vec![dgram(&a, nb, b"hello")];
+            send_all(&mut a, &mut b, v)
+        };
+        assert_eq!(got.len(), 1);
+        // b accepted, probed a's memory, and said so in the segment.
+        assert_eq!(b.shm_stats().cma_pulls, 1);
+        assert!(a.peer_pulls(nb));
+        // Each datagram b takes from a comes with a's process id.
+        let mut v = vec![dgram(&a, nb, b"one"), dgram(&a, nb, b"two")];
+        a.send_burst(&mut v).unwrap();
+        let mut got = Vec::new();
+        b.recv_burst(&mut got, 8).unwrap();
+        assert_eq!(got.len(), 2);
+        let me = Some(std::process::id() as i32);
+        assert_eq!(b.burst_pull_pids(), &[me, me]);
+        // a probes b when b's answer arrives (its next service).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while a.shm_stats().cma_pulls == 0 && Instant::now() < deadline {
+            a.wait(Duration::from_millis(5), None).unwrap();
+            a.recv_burst(&mut Vec::new(), 8).unwrap();
+        }
+        assert_eq!(a.shm_stats().cma_pulls, 1);
+        assert!(b.peer_pulls(na));
+        // An end that does not probe never says it pulls: the sender keeps payloads in
+        // the ring, and nothing is counted refused (nothing was tried).
+        let mut c = ShmLink::bind(
+            nc,
+            ShmOptions {
+                cross_memory_attach: false,
+                ..opts()
+            },
+        )
+        .unwrap();
+        let got = {
+            let v = vec![dgram(&a, nc, b"no cma")];
+            send_all(&mut a, &mut c, v)
+        };
+        assert_eq!(got.len(), 1);
+        assert!(!a.peer_pulls(nc));
+        let mut v = vec![dgram(&a, nc, b"again")];
+        a.send_burst(&mut v).unwrap();
+        let mut got = Vec::new();
+        c.recv_burst(&mut got, 8).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(c.burst_pull_pids(), &[None], "c may not pull from a");
+        assert_eq!(c.shm_stats().cma_pulls + c.shm_stats().cma_refused, 0);
     }
 
     #[test]

@@ -684,6 +684,16 @@ pub(crate) fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, V
 
 /// The user id of the process at the other end of a unix socket (`SO_PEERCRED`).
 pub(crate) fn peer_uid(fd: RawFd) -> Option<u32> {
+    peer_cred(fd).map(|c| c.uid)
+}
+
+/// The process id at the other end of a unix socket (`SO_PEERCRED`): the kernel's
+/// record of who connected (or accepted), never a value the peer chose.
+pub(crate) fn peer_pid(fd: RawFd) -> Option<i32> {
+    peer_cred(fd).map(|c| c.pid).filter(|&p| p > 0)
+}
+
+fn peer_cred(fd: RawFd) -> Option<libc::ucred> {
     // SAFETY: ucred is plain old data.
     let mut cred: libc::ucred = unsafe { mem::zeroed() };
     let mut len = size_of::<libc::ucred>() as libc::socklen_t;
@@ -697,7 +707,35 @@ pub(crate) fn peer_uid(fd: RawFd) -> Option<u32> {
             &mut len,
         )
     };
-    (r == 0).then_some(cred.uid)
+    (r == 0).then_some(cred)
+}
+
+/// `process_vm_readv(2)`: copy the spans `src` of process `pid`, in order, into
+/// `[dst, dst + len)` of this process. Returns the bytes copied, which may be fewer
+/// than asked when a remote span faults part-way, or the errno.
+///
+/// # Safety
+/// `[dst, dst + len)` must be writable memory of this process that nothing else
+/// reads or writes as a Rust reference while the call runs (the kernel writes it
+/// like any other process could: racing byte copies, no Rust aliasing guarantee).
+pub(crate) unsafe fn vm_readv(
+    pid: i32,
+    dst: *mut u8,
+    len: usize,
+    src: &[libc::iovec],
+) -> Result<usize, i32> {
+    let local = libc::iovec {
+        iov_base: dst.cast(),
+        iov_len: len,
+    };
+    // SAFETY: `local` names memory the caller vouched for; `src` names memory of the
+    // other process, which the kernel checks (EFAULT) and never dereferences here;
+    // the counts are those of the two arrays.
+    let r = unsafe { libc::process_vm_readv(pid, &local, 1, src.as_ptr(), src.len() as _, 0) };
+    if r < 0 {
+        return Err(errno());
+    }
+    Ok(r as usize)
 }
 
 /// `bind` a unix socket to `name` (a leading NUL makes it abstract).

@@ -37,6 +37,8 @@ pub(crate) struct QpCommon {
     pub state: QpState,
     pub attrs: QpAttrs,
     pub srq: Option<u32>,
+    /// Large WRITEs may go by reference ([`crate::byref`]).
+    pub by_reference: bool,
 }
 
 impl QpCommon {

@@ -71,6 +71,10 @@ pub struct Config {
     pub qpn_seed: u64,
     /// Bytes a QP may send per scheduling round before the next QP's turn.
     pub drr_quantum: u32,
+    /// Smallest WRITE sent by reference on a QP that allows it
+    /// ([`Endpoint::set_by_reference`], [`crate::byref`]); never one of a path MTU or
+    /// less. `u64::MAX`: never.
+    pub by_reference_min: u64,
 }
 
 impl Default for Config {
@@ -85,6 +89,7 @@ impl Default for Config {
             max_inline: 256,
             qpn_seed: 0x5eed,
             drr_quantum: 4096,
+            by_reference_min: u64::MAX,
         }
     }
 }
@@ -145,6 +150,14 @@ pub struct Stats {
     pub retransmitted_packets: u64,
     pub messages_completed: u64,
     pub bytes_completed: u64,
+    /// WRITEs sent by reference ([`crate::byref`]), counted once per message.
+    pub by_reference_sent: u64,
+    /// By-reference WRITEs whose payload was pulled into memory.
+    pub by_reference_received: u64,
+    /// Bytes those pulls moved.
+    pub by_reference_bytes: u64,
+    /// By-reference WRITEs whose pull failed (answered with a Remote Access NAK).
+    pub by_reference_failed: u64,
     /// QPs [`Endpoint::poll_transmit`] and [`Endpoint::handle_timeout`] looked at: a
     /// work counter, not a drop. A call with no QP to serve adds nothing, however many
     /// QPs exist.
@@ -160,6 +173,11 @@ pub struct Transmit {
     pub path: IcrcPath,
     /// The sending QP.
     pub qpn: u32,
+    /// Bytes the packet moves: `len`, except for a by-reference WRITE
+    /// ([`crate::byref`]), which moves its whole message (the peer pulls it). The
+    /// deficit round robin charges this, so one by-reference packet of 4 MiB counts
+    /// as the 4 MiB it costs; a driver budgeting a pass in bytes should count it too.
+    pub moves: usize,
 }
 
 /// What a QP is created with (`ibv_qp_init_attr`).
@@ -358,6 +376,7 @@ impl<M: Memory> Endpoint<M> {
             state: QpState::Reset,
             attrs: QpAttrs::default(),
             srq: init.srq,
+            by_reference: false,
         };
         self.qps.insert(
             qpn,
@@ -373,6 +392,25 @@ impl<M: Memory> Endpoint<M> {
             },
         );
         Ok(qpn)
+    }
+
+    /// Allow (or stop) sending large WRITEs of QP `qpn` by reference
+    /// ([`crate::byref`]): the caller's link must deliver them to a peer that pulls
+    /// the payload from this process's memory. Takes effect for messages not yet
+    /// started. False when there is no such QP.
+    pub fn set_by_reference(&mut self, qpn: u32, on: bool) -> bool {
+        match self.qps.get_mut(&qpn) {
+            Some(q) => {
+                q.common.by_reference = on;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether QP `qpn` may send large WRITEs by reference.
+    pub fn by_reference(&self, qpn: u32) -> bool {
+        self.qps.get(&qpn).is_some_and(|q| q.common.by_reference)
     }
 
     /// Destroy a QP without completions (`ibv_destroy_qp`).
@@ -685,9 +723,10 @@ impl<M: Memory> Endpoint<M> {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let quantum = i64::from(self.config.drr_quantum.max(1));
         // Each turn that sends nothing takes its QP out of the queue (or, for a buffer
-        // too small for its MTU, moves it to the back), so this many turns visit every
-        // queued QP once.
-        for _ in 0..self.sched.ready.len() {
+        // too small for its MTU or a QP still in debt, moves it to the back), so this
+        // many turns visit every queued QP once, and once more the one that may be
+        // left alone by the others' leaving.
+        for _ in 0..=self.sched.ready.len() {
             let (mut ctx, qps, sched) = self.split(now);
             let qpn = *sched.ready.front()?;
             ctx.stats.qp_visits += 1;
@@ -701,18 +740,29 @@ impl<M: Memory> Endpoint<M> {
             }
             if qp.deficit <= 0 {
                 qp.deficit += quantum;
+                // Still in debt (a by-reference chunk moves many quanta' worth):
+                // another QP's turn, while there is another QP to take it.
+                if qp.deficit <= 0 && sched.ready.len() > 1 {
+                    sched.ready.rotate_left(1);
+                    continue;
+                }
             }
             let sent = qp.poll_transmit(&mut ctx, buf);
             sched.sync_timer(qp);
             match sent {
-                Some((len, path)) => {
-                    qp.deficit -= len as i64;
+                Some((len, path, moves)) => {
+                    qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
                     if qp.deficit <= 0 {
                         sched.ready.rotate_left(1);
                     }
                     ctx.stats.tx_packets += 1;
                     ctx.stats.tx_bytes += len as u64;
-                    return Some(Transmit { len, path, qpn });
+                    return Some(Transmit {
+                        len,
+                        path,
+                        qpn,
+                        moves,
+                    });
                 }
                 None => {
                     qp.deficit = 0;
@@ -820,7 +870,7 @@ impl Qp {
         &mut self,
         ctx: &mut Ctx<'_, M>,
         buf: &mut [u8],
-    ) -> Option<(usize, IcrcPath)> {
+    ) -> Option<(usize, IcrcPath, usize)> {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
             return None;
         }
@@ -834,11 +884,11 @@ impl Qp {
                     self.enter_error(ctx, None);
                 }
                 let path = self.common.attrs.path?;
-                return Some((e.len, path));
+                return Some((e.len, path, e.len));
             }
         }
         match self.req.poll_transmit(&self.common, ctx, buf) {
-            Ok(Some(e)) => Some((e.len, e.path)),
+            Ok(Some(e)) => Some((e.len, e.path, e.moves)),
             Ok(None) => None,
             Err(f) => {
                 self.fault(ctx, f);

@@ -17,6 +17,7 @@
 //! [`Endpoint::poll_timeout`].
 #![forbid(unsafe_code)]
 
+pub mod byref;
 mod ctx;
 mod endpoint;
 pub mod fastmap;
@@ -29,6 +30,7 @@ mod status;
 mod time;
 pub mod wr;
 
+pub use byref::RemoteSpan;
 pub use endpoint::{Config, Endpoint, PostError, QpInit, Stats, Transmit, MAX_OVERHEAD};
 pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
 pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};

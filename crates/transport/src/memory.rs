@@ -6,7 +6,9 @@
 //! a registered region; the transport turns each refusal into the NAK or completion
 //! status IBTA names (see `status.rs`).
 
+use crate::byref::RemoteSpan;
 use core::fmt;
+use weft_wire::roce::IcrcPath;
 
 /// Access rights of a memory region (`IBV_ACCESS_*`). Local read is always allowed.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -83,6 +85,10 @@ pub enum AccessError {
     AccessDenied,
     /// An atomic target is not 8-byte aligned.
     Misaligned,
+    /// A by-reference payload could not be copied from the peer's memory: no
+    /// cross-memory access to the process at the other end of that path, or the copy
+    /// was refused, faulted or came up short (see [`Memory::pull`]).
+    PeerMemory,
 }
 
 /// A 64-bit atomic, applied by the memory owner.
@@ -137,6 +143,37 @@ pub trait Memory {
     ) -> Result<(), AccessError>;
     /// Apply `op` to the 8 bytes at `addr` (8-byte aligned) and return the old value.
     fn atomic(&mut self, key: Key, pd: u32, addr: u64, op: AtomicOp) -> Result<u64, AccessError>;
+
+    /// The address in this process at which a peer could read `[addr, addr + len)`
+    /// (after the same checks as [`Memory::read`]), for a by-reference payload (see
+    /// [`crate::byref`]). `None`, the default: this memory cannot be named to a peer,
+    /// and payloads are always copied into packets.
+    fn pull_address(&self, key: Key, pd: u32, addr: u64, len: u64) -> Option<u64> {
+        let _ = (key, pd, addr, len);
+        None
+    }
+
+    /// Copy a by-reference payload: the spans `src` of the memory of the peer that
+    /// sent the packet being handled, in order, to `[addr, addr + total)` where
+    /// `total` is the sum of their lengths. The implementation must identify that
+    /// peer by what its link knows of the packet's arrival (weft-verbs: the process
+    /// the kernel reported for the shm connection it came through), never by packet
+    /// contents; `from` is the path it arrived on. Checks key, pd, bounds and `need` exactly as [`Memory::write`] does
+    /// before a byte moves. A failed copy may leave a prefix of the range written
+    /// (inside the checked range only). The default cannot pull from anyone:
+    /// [`AccessError::PeerMemory`].
+    fn pull(
+        &mut self,
+        key: Key,
+        pd: u32,
+        addr: u64,
+        from: &IcrcPath,
+        src: &[RemoteSpan],
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let _ = (key, pd, addr, from, src, need);
+        Err(AccessError::PeerMemory)
+    }
 }
 
 /// One registered region of a [`VecMemory`].

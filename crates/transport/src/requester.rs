@@ -6,8 +6,9 @@
 //! no window arithmetic here ever wraps. The scoreboard holds one flag byte per PSN in
 //! `[una, next_psn)`.
 
+use crate::byref::{self, RemoteSpan};
 use crate::ctx::{gather, opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
-use crate::memory::Memory;
+use crate::memory::{Key, Memory};
 use crate::qp::{QpState, QpType, Recovery};
 use crate::status::{local_status, requester_status};
 use crate::time::{local_ack_timeout_micros, Instant};
@@ -48,6 +49,9 @@ pub(crate) struct SendWqe {
     /// READ response packets received (selective mode uses it to choose between
     /// resending the whole request and single packets).
     pub resp_seen: u64,
+    /// A WRITE sent by reference (one packet naming the source spans; decided when
+    /// the message starts, see [`crate::byref`]).
+    pub by_ref: bool,
 }
 
 impl SendWqe {
@@ -65,6 +69,7 @@ impl SendWqe {
             first_psn: u64::MAX,
             npsn: 0,
             resp_seen: 0,
+            by_ref: false,
         }
     }
 
@@ -87,6 +92,8 @@ pub(crate) struct Fault {
 pub(crate) struct Emitted {
     pub len: usize,
     pub path: IcrcPath,
+    /// Bytes the packet moves: `len`, or a by-reference WRITE's message length.
+    pub moves: usize,
 }
 
 #[derive(Debug)]
@@ -273,14 +280,19 @@ impl Requester {
                 let p = self.send_psn;
                 return self.emit(q, ctx, buf, idx, p, false).map(Some);
             }
-            if !self.start_next(q, cap)? {
+            if !self.start_next(q, ctx, cap)? {
                 return Ok(None);
             }
         }
     }
 
     /// Give the next WQE its PSNs if the rules allow it to start now.
-    fn start_next(&mut self, q: &QpCommon, cap: u64) -> Result<bool, Fault> {
+    fn start_next<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        cap: u64,
+    ) -> Result<bool, Fault> {
         let idx = self.started;
         let Some(w) = self.wqes.get(idx) else {
             return Ok(false);
@@ -315,11 +327,17 @@ impl Requester {
                 status: WcStatus::LocLenErr,
             });
         }
-        let npsn = if op.is_atomic() {
+        let by_ref = goes_by_reference(q, ctx, w);
+        let npsn = if by_ref {
+            byref::chunks(w.len)
+        } else if op.is_atomic() {
             1
         } else {
             packets_for(w.len, mtu)
         };
+        if by_ref {
+            ctx.stats.by_reference_sent += 1;
+        }
         let flag = if op.is_read_or_atomic() {
             NEEDS_RESPONSE
         } else {
@@ -328,6 +346,7 @@ impl Requester {
         let w = &mut self.wqes[idx];
         w.first_psn = self.next_psn;
         w.npsn = npsn;
+        w.by_ref = by_ref;
         self.next_psn += npsn;
         self.board.extend(std::iter::repeat_n(flag, npsn as usize));
         self.started += 1;
@@ -404,9 +423,33 @@ impl Requester {
         };
         let mut payload_len = 0u64;
         let mut payload_off = 0u64;
+        let mut by_ref_len = 0u64;
         let consumed;
         let last;
         match w.wr.op {
+            WrOp::Write { imm, remote } if w.by_ref => {
+                // Chunk i of n, each a WRITE Only naming the rest of the message.
+                let (off, clen) = byref::chunk(w.len, n, i);
+                last = i + 1 >= n;
+                let with_imm = imm.is_some() && last;
+                let pos = weft_wire::roce::Position::Only;
+                repr.opcode = opcode_for(transport, Operation::Write, pos, with_imm)
+                    .ok_or(fault(WcStatus::LocQpOpErr))?;
+                if with_imm {
+                    repr.imm = imm;
+                }
+                repr.reth = Some(RethRepr {
+                    va: remote.addr.wrapping_add(off),
+                    rkey: remote.rkey,
+                    dma_len: (w.len - off) as u32,
+                });
+                repr.solicited = w.wr.solicited && last;
+                payload_off = off;
+                by_ref_len = clen;
+                let spans = sge_spans(&w.wr.sg_list, off, clen).count();
+                payload_len = (spans * byref::SPAN_LEN) as u64;
+                consumed = 1;
+            }
             WrOp::Send { imm } | WrOp::Write { imm, .. } => {
                 let pos = position(i, n);
                 let operation = if matches!(w.wr.op, WrOp::Send { .. }) {
@@ -516,6 +559,18 @@ impl Requester {
         if plen > 0 {
             let dst = &mut buf[at.clone()];
             match &w.inline_data {
+                _ if w.by_ref => {
+                    // Each span as this process's address (checked like a gather).
+                    let spans = sge_spans(&w.wr.sg_list, payload_off, by_ref_len);
+                    let outs = dst.chunks_exact_mut(byref::SPAN_LEN);
+                    for ((s, addr, len), out) in spans.zip(outs) {
+                        let addr = ctx
+                            .mem
+                            .pull_address(Key::Local(s.lkey), q.pd, addr, len)
+                            .ok_or(fault(WcStatus::LocProtErr))?;
+                        byref::encode(RemoteSpan { addr, len }, out);
+                    }
+                }
                 Some(data) => {
                     let from = payload_off as usize;
                     dst.copy_from_slice(&data[from..from + plen]);
@@ -540,6 +595,12 @@ impl Requester {
         if self.timer.is_none() {
             self.arm_timer(q, ctx.now);
         }
+        // Before `advance`, which may retire the WQE.
+        let moves = if self.wqes[idx].by_ref {
+            usize::try_from(by_ref_len).unwrap_or(usize::MAX)
+        } else {
+            len
+        };
         if q.qp_type != QpType::Rc && last {
             // Unreliable: the message is done once its last packet is out.
             for psn in self.wqes[idx].first_psn..self.wqes[idx].end_psn() {
@@ -547,7 +608,7 @@ impl Requester {
             }
             self.advance(q, ctx);
         }
-        Ok(Emitted { len, path })
+        Ok(Emitted { len, path, moves })
     }
 
     // ---------------------------------------------------------------- receive
@@ -924,4 +985,49 @@ impl Requester {
         self.rnr_left = rnr;
         w
     }
+}
+
+/// Whether WQE `w` goes by reference ([`crate::byref`]): the QP allows it, it is a
+/// WRITE from registered memory (not inline) longer than one MTU and at least
+/// [`Config::by_reference_min`](crate::Config::by_reference_min), and the memory can
+/// name every source span to the peer.
+fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> bool {
+    q.by_reference
+        && q.qp_type != QpType::Ud
+        && match w.wr.op {
+            WrOp::Write { imm, .. } => imm.is_none() || byref::chunks(w.len) == 1,
+            _ => false,
+        }
+        && w.inline_data.is_none()
+        && w.len > q.mtu()
+        && w.len >= ctx.config.by_reference_min
+        && w.wr.sg_list.iter().filter(|s| s.len > 0).all(|s| {
+            ctx.mem
+                .pull_address(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len))
+                .is_some()
+        })
+}
+
+/// The pieces of an SGE list covering `[off, off + len)` of the message: each SGE with
+/// the address and length of its part (empty SGEs skipped).
+fn sge_spans(
+    sges: &[crate::wr::Sge],
+    mut off: u64,
+    mut len: u64,
+) -> impl Iterator<Item = (&crate::wr::Sge, u64, u64)> {
+    sges.iter().filter_map(move |s| {
+        let l = u64::from(s.len);
+        if len == 0 || l == 0 {
+            return None;
+        }
+        if off >= l {
+            off -= l;
+            return None;
+        }
+        let take = (l - off).min(len);
+        let piece = (s, s.addr.wrapping_add(off), take);
+        off = 0;
+        len -= take;
+        Some(piece)
+    })
 }

@@ -2,11 +2,12 @@
 //! rkey, rights), places its data, consumes receive WQEs, executes READ and atomics,
 //! and queues the responses (ACK, NAK, READ response, atomic ACK) in PSN order.
 
+use crate::byref::{self, is_by_reference, RemoteSpan};
 use crate::ctx::{opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
 use crate::memory::{Access, AccessError, AtomicOp, Key, Memory};
 use crate::qp::{QpType, Recovery};
 use crate::status::RespError;
-use crate::wr::{Completion, RecvWr, WcOpcode, WcStatus};
+use crate::wr::{Completion, RecvWr, WcOpcode, WcStatus, MAX_SGE};
 use std::collections::{BTreeMap, VecDeque};
 use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
 use weft_wire::roce::opcode::len as wire_len;
@@ -85,6 +86,8 @@ struct Kept {
     payload: Vec<u8>,
     /// `Some(len)` when a WRITE payload of `len` bytes was placed on arrival.
     placed: Option<u64>,
+    /// The path it arrived on (a by-reference payload is pulled from its source).
+    from: IcrcPath,
 }
 
 /// Why a request was not accepted.
@@ -226,8 +229,8 @@ impl Responder {
         wire_len: usize,
     ) {
         match q.qp_type {
-            QpType::Rc => self.rc_request(q, rq, ctx, repr, payload),
-            QpType::Uc => self.uc_request(q, rq, ctx, repr, payload),
+            QpType::Rc => self.rc_request(q, rq, ctx, repr, payload, src_path),
+            QpType::Uc => self.uc_request(q, rq, ctx, repr, payload, src_path),
             QpType::Ud => self.ud_request(q, rq, ctx, repr, payload, src_path, wire_len),
         }
     }
@@ -239,6 +242,7 @@ impl Responder {
         ctx: &mut Ctx<'_, M>,
         repr: &IbPacketRepr,
         payload: &[u8],
+        from: &IcrcPath,
     ) {
         if self.fatal {
             ctx.stats.dropped_state += 1;
@@ -247,7 +251,7 @@ impl Responder {
         let p = repr.bth.psn.expand(self.epsn);
         let selective = q.attrs.recovery == Recovery::Selective;
         if p == self.epsn {
-            self.rc_in_order(q, rq, ctx, repr, payload, None);
+            self.rc_in_order(q, rq, ctx, repr, payload, None, from);
             // Selective repeat: the gap may have closed; drain what was kept.
             while selective && !self.fatal {
                 let Some(entry) = self.ooo.first_entry() else {
@@ -258,7 +262,9 @@ impl Responder {
                 }
                 let (psn, kept) = entry.remove_entry();
                 if psn == self.epsn {
-                    self.rc_in_order(q, rq, ctx, &kept.repr, &kept.payload, kept.placed);
+                    let (r, pl, placed, from) =
+                        (&kept.repr, &kept.payload, kept.placed, &kept.from);
+                    self.rc_in_order(q, rq, ctx, r, pl, placed, from);
                 }
             }
         } else if p > self.epsn {
@@ -282,6 +288,7 @@ impl Responder {
                             repr: *repr,
                             payload,
                             placed,
+                            from: *from,
                         },
                     );
                 }
@@ -357,6 +364,7 @@ impl Responder {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn rc_in_order<M: Memory>(
         &mut self,
         q: &QpCommon,
@@ -365,10 +373,11 @@ impl Responder {
         repr: &IbPacketRepr,
         payload: &[u8],
         placed: Option<u64>,
+        from: &IcrcPath,
     ) {
         let p = self.epsn;
         self.nak_outstanding = false;
-        match self.execute(q, rq, ctx, repr, payload, placed, p) {
+        match self.execute(q, rq, ctx, repr, payload, placed, p, from) {
             Ok(consumed) => {
                 self.epsn += consumed;
                 let op = repr.bth.opcode.info().map(|i| i.operation);
@@ -416,6 +425,7 @@ impl Responder {
         ctx: &mut Ctx<'_, M>,
         repr: &IbPacketRepr,
         payload: &[u8],
+        from: &IcrcPath,
     ) {
         let p = repr.bth.psn.expand(self.epsn);
         let Some(info) = repr.bth.opcode.info() else {
@@ -442,7 +452,7 @@ impl Responder {
                 return;
             }
         }
-        match self.execute(q, rq, ctx, repr, payload, None, p) {
+        match self.execute(q, rq, ctx, repr, payload, None, p, from) {
             Ok(_) => {}
             Err(refusal) => {
                 ctx.stats.uc_discarded += 1;
@@ -538,6 +548,10 @@ impl Responder {
             return None;
         }
         let mtu = q.mtu();
+        // A by-reference payload is a span list, not data: it is pulled in order.
+        if is_by_reference(repr, mtu) {
+            return None;
+        }
         let base = if info.position.starts_message() {
             repr.reth.map(|r| (p, r.va, r.rkey, u64::from(r.dma_len)))
         } else {
@@ -555,8 +569,10 @@ impl Responder {
                 .into_iter()
                 .chain(self.ooo.range(..p).rev().filter_map(|(&f, k)| {
                     let first = k.repr.bth.opcode.info()?;
-                    (first.operation == Operation::Write && first.position.starts_message())
-                        .then_some(())?;
+                    (first.operation == Operation::Write
+                        && first.position.starts_message()
+                        && !is_by_reference(&k.repr, mtu))
+                    .then_some(())?;
                     k.repr.reth.map(|r| (f, r.va, r.rkey, u64::from(r.dma_len)))
                 }))
                 .find(|&(f, _, _, total)| p < f + packets_for(total, mtu))
@@ -594,6 +610,7 @@ impl Responder {
         payload: &[u8],
         placed: Option<u64>,
         p: u64,
+        from: &IcrcPath,
     ) -> Result<u64, Refusal> {
         let info = repr
             .bth
@@ -602,6 +619,9 @@ impl Responder {
             .ok_or(RespError::InvalidRequest("opcode"))?;
         let pos = info.position;
         let mtu = q.mtu();
+        // A by-reference WRITE chunk (crate::byref): one Only packet whose payload names
+        // the requester's spans and whose RETH covers the rest of the message.
+        let by_ref = is_by_reference(repr, mtu);
         let plen = placed.unwrap_or(payload.len() as u64);
         // §9.7: opcode sequence — a message starts only when none is in progress, and
         // continues with the same operation.
@@ -621,7 +641,7 @@ impl Responder {
         let len_ok = match pos {
             Position::First | Position::Middle => plen == mtu && repr.bth.pad_count == 0,
             Position::Last => (1..=mtu).contains(&plen),
-            Position::Only => plen <= mtu,
+            Position::Only => by_ref || plen <= mtu,
         };
         if matches!(info.operation, Operation::Send | Operation::Write) && !len_ok {
             return Err(RespError::InvalidRequest("payload length").into());
@@ -698,7 +718,9 @@ impl Responder {
                     return Err(RespError::InvalidRequest("opcode sequence").into());
                 };
                 let end = offset + plen;
-                let fits = if pos.ends_message() {
+                let fits = if by_ref {
+                    true // its spans are checked against `total` below
+                } else if pos.ends_message() {
                     end == total
                 } else {
                     end < total
@@ -706,7 +728,32 @@ impl Responder {
                 if !fits {
                     return Err(RespError::InvalidRequest("write length").into());
                 }
-                if plen > 0 && placed.is_none() {
+                let mut total = total;
+                if by_ref {
+                    let mut spans = [RemoteSpan::default(); MAX_SGE];
+                    let (nspans, chunk) = byref::decode(payload, total, &mut spans)
+                        .ok_or(RespError::InvalidRequest("by-reference spans"))?;
+                    let pulled = ctx.mem.pull(
+                        Key::Remote(rkey),
+                        q.pd,
+                        va + offset,
+                        from,
+                        &spans[..nspans],
+                        Access::REMOTE_WRITE,
+                    );
+                    match pulled {
+                        Ok(()) => {
+                            ctx.stats.by_reference_received += 1;
+                            ctx.stats.by_reference_bytes += chunk;
+                            // The chunk is the message the completion reports.
+                            total = chunk;
+                        }
+                        Err(e) => {
+                            ctx.stats.by_reference_failed += 1;
+                            return Err(RespError::RemoteAccess(e).into());
+                        }
+                    }
+                } else if plen > 0 && placed.is_none() {
                     ctx.mem
                         .write(
                             Key::Remote(rkey),

@@ -756,3 +756,43 @@ fn a_gso_segments_icrc_is_accepted_only_where_gso_peers_are_expected() {
         );
     }
 }
+
+/// A by-reference WRITE (a WRITE Only whose RETH names more than an MTU; its payload
+/// a span list, `weft_transport::byref`) to memory that cannot pull from the sender —
+/// any peer on a link without cross-memory attach, or a hostile one — is answered with
+/// a Remote Access NAK and writes nothing; a span list longer than the rest of the
+/// message the RETH names is an Invalid Request. Neither reads a byte of anyone's memory.
+#[test]
+fn a_by_reference_write_that_cannot_be_pulled_is_nacked_and_writes_nothing() {
+    for (spans_total, want) in [
+        (100_000u64, NakCode::REMOTE_ACCESS_ERROR),
+        (100_001, NakCode::INVALID_REQUEST),
+    ] {
+        let o = ConnectOptions::default();
+        let (mut p, c) = setup(&o);
+        let (_, rb) = big_regions(&mut p, MEM);
+        let writes_before = p.b.mem().write_count();
+        let from = Pair::path(Side::A, c.qpn_a);
+        let mut r = IbPacketRepr::new(BthRepr::new(
+            Opcode::RC_WRITE_ONLY,
+            c.qpn_b,
+            Psn::new(o.psn_a),
+        ));
+        r.bth.ack_req = true;
+        r.reth = Some(RethRepr {
+            va: rb.addr,
+            rkey: rb.rkey,
+            dma_len: 100_000,
+        });
+        // One span of the "sender's" memory: address, then length, big-endian.
+        let mut span = 0x7f00_0000_0000u64.to_be_bytes().to_vec();
+        span.extend_from_slice(&spans_total.to_be_bytes());
+        p.b.handle_packet(p.now, &from, &craft(&r, &span, &from));
+        let nak = next_from_b(&mut p).expect("a NAK");
+        assert_eq!(nak.aeth.unwrap().syndrome, Syndrome::Nak(want));
+        assert_eq!(p.b.mem().write_count(), writes_before, "a byte moved");
+        assert_eq!(p.b.stats().by_reference_received, 0);
+        let failed = u64::from(want == NakCode::REMOTE_ACCESS_ERROR);
+        assert_eq!(p.b.stats().by_reference_failed, failed);
+    }
+}

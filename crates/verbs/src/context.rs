@@ -92,9 +92,21 @@ pub struct DeviceConfig {
     /// cost: 2^-16 instead of 2^-32 of a corrupted packet passing). What weft sends is
     /// unchanged: identification 0 (or 0..64 in a GSO send) with the ICRC for it.
     pub icrc_any_ipv4_id: bool,
+    /// shm: move large WRITE payloads in one copy, straight from the sender's memory
+    /// into the target region by cross-memory attach (default on; docs/verbs.md,
+    /// "One copy on shm"). It takes effect per connection when the receiving end could
+    /// read the sender's memory at connect time; otherwise payloads go through the
+    /// rings, counted as refused. WRITEs of at least [`Config::by_reference_min`]
+    /// bytes qualify (default [`ONE_COPY_MIN`]).
+    pub one_copy: bool,
     /// Transport settings (the QPN seed is replaced by a random one).
     pub transport: Config,
 }
+
+/// The smallest WRITE sent by reference over shm by default (see
+/// [`DeviceConfig::one_copy`]); docs/results/verbs.md, "One copy on shm", has the
+/// measurement it comes from.
+pub const ONE_COPY_MIN: u64 = 16 * 1024;
 
 impl DeviceConfig {
     /// Defaults for `link` at `addr` (used as given; see [`DeviceConfig::addr`]):
@@ -117,7 +129,11 @@ impl DeviceConfig {
             icrc: true,
             segmentation_offload: true,
             icrc_any_ipv4_id: false,
-            transport: Config::default(),
+            one_copy: true,
+            transport: Config {
+                by_reference_min: ONE_COPY_MIN,
+                ..Config::default()
+            },
         }
     }
 
@@ -282,6 +298,7 @@ impl Context {
             },
             transport: e.ep.stats().clone(),
             link: e.link_stats(),
+            pull_errors: e.ep.mem().pull_errors,
         }
     }
 

@@ -24,7 +24,7 @@
 //! as the application's next message (docs/verbs.md, "The engine").
 
 use crate::adapt::{GapHistory, QuietGap};
-use crate::mr::{MrEntry, MrTable};
+use crate::mr::{MrEntry, MrTable, PullErrors};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::AsFd;
@@ -32,11 +32,14 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use weft_link::datagram::path_ends;
 use weft_link::spsc::{Consumer, Producer};
 use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
-use weft_transport::{Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus};
+use weft_transport::{
+    Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus, WrOp,
+};
 
 /// Who drives the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -470,6 +473,7 @@ impl Engine {
         }
         let Engine {
             ep,
+            link,
             qps,
             srqs,
             rq_scratch,
@@ -504,6 +508,7 @@ impl Engine {
                         inline,
                     } = item;
                     let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
+                    allow_by_reference(ep, &**link, qpn, &wr);
                     if let Err(c) = post_to(ep, qpn, wr, data) {
                         refused.push(c);
                     }
@@ -554,6 +559,7 @@ impl Engine {
     /// `inline` holds the payload of an inline request, gathered by the caller. The
     /// next pass transmits it; a refusal's error completion is published now.
     pub(crate) fn post_now(&mut self, qpn: u32, wr: SendWr, inline: Option<&[u8]>) {
+        allow_by_reference(&mut self.ep, &*self.link, qpn, &wr);
         if let Err(c) = post_to(&mut self.ep, qpn, wr, inline) {
             self.refused(c);
             self.complete();
@@ -569,10 +575,18 @@ impl Engine {
             }
             let now = self.now_once(now);
             got += n;
-            for d in &self.rx {
+            // Whom a by-reference payload in each datagram may be pulled from: the
+            // link's word for the connection it came through, never the packet's.
+            let pids = self.link.burst_pull_pids();
+            // Bytes pulled by reference count against the pass's budget as well.
+            let pulled = self.ep.stats().by_reference_bytes;
+            for (i, d) in self.rx.iter().enumerate() {
                 bytes += d.buf.len();
+                self.ep.mem_mut().pull_from = pids.get(i).copied().flatten();
                 self.ep.handle_packet(now, &d.path, &d.buf);
             }
+            self.ep.mem_mut().pull_from = None;
+            bytes += (self.ep.stats().by_reference_bytes - pulled) as usize;
             self.link
                 .pool()
                 .free_burst(self.rx.drain(..).map(|d| d.buf));
@@ -639,7 +653,7 @@ impl Engine {
                 self.tx.push(Datagram { buf, path: t.path });
             }
             sent += 1;
-            bytes += t.len;
+            bytes += t.moves;
             if marked != Some(t.qpn) {
                 marked = Some(t.qpn);
                 if self.recent.insert(t.qpn, self.pass).is_none() && self.recent.len() == 1 {
@@ -726,6 +740,27 @@ impl Engine {
             self.stats.cq_overflows += 1;
             self.overflowed = true;
         }
+    }
+}
+
+/// Tell the transport whether a large WRITE of QP `qpn` may go by reference: when the
+/// link says the QP's peer pulls payloads from our memory (shm with cross-memory
+/// attach, probed per connection). The transport decides per message
+/// ([`weft_transport::byref`]); a link that cannot (udp, or a refused probe) keeps
+/// every payload in its packets. Only WRITEs big enough to qualify pay for the look.
+fn allow_by_reference(ep: &mut Endpoint<MrTable>, link: &dyn DatagramLink, qpn: u32, wr: &SendWr) {
+    if wr.inline || !matches!(wr.op, WrOp::Write { .. }) {
+        return;
+    }
+    if wr.sg_len() < ep.config().by_reference_min {
+        return;
+    }
+    let Some(path) = ep.qp_attrs(qpn).and_then(|a| a.path) else {
+        return;
+    };
+    let pulls = link.peer_pulls(path_ends(&path).1);
+    if pulls != ep.by_reference(qpn) {
+        ep.set_by_reference(qpn, pulls);
     }
 }
 
@@ -1268,6 +1303,9 @@ pub struct ContextStats {
     pub transport: Stats,
     /// The link's counters.
     pub link: LinkStats,
+    /// By-reference WRITEs whose payload could not be pulled from the peer, by cause
+    /// (each also a Remote Access NAK; see [`weft_transport::byref`]).
+    pub pull_errors: PullErrors,
 }
 
 #[cfg(test)]

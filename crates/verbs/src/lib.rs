@@ -39,11 +39,11 @@ mod links;
 pub mod mr;
 mod qp;
 
-pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain};
+pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, ONE_COPY_MIN};
 pub use cq::{CompletionChannel, CompletionQueue};
 pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
 pub use error::Error;
-pub use mr::{MemoryRegion, PoolRegion};
+pub use mr::{MemoryRegion, PoolRegion, PullErrors};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use weft_transport::{
     Access, Bringup, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr,

@@ -70,6 +70,7 @@ fn bind(cfg: &DeviceConfig, addr: SocketAddr) -> io::Result<Box<dyn DatagramLink
         LinkKind::Shm => {
             let opts = ShmOptions {
                 icrc: cfg.icrc,
+                cross_memory_attach: cfg.one_copy,
                 ..ShmOptions::default()
             };
             Box::new(ShmLink::bind(addr, opts)?)

@@ -21,8 +21,10 @@ use crate::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use weft_link::{BufferPool, PacketBuf};
+use weft_link::cma::{self, CmaError, Span};
 use weft_transport::fastmap::FastMap;
-use weft_transport::{Access, AccessError, AtomicOp, Key, Memory, Region};
+use weft_transport::{Access, AccessError, AtomicOp, Key, Memory, Region, RemoteSpan};
+use weft_wire::roce::IcrcPath;
 
 /// Memory owned by a region: either allocated by weft (8-byte aligned, zeroed) or
 /// handed over by the caller.
@@ -81,6 +83,27 @@ impl MrEntry {
 pub(crate) struct MrTable {
     by_lkey: FastMap<u32, Arc<MrEntry>>,
     by_rkey: FastMap<u32, Arc<MrEntry>>,
+    /// The process the packet being handled came from, when the link proved it can
+    /// read that process's memory: the kernel's word for the connection, set by the
+    /// engine per packet (`DatagramLink::burst_pull_pids`), never from the packet.
+    pub(crate) pull_from: Option<i32>,
+    /// By-reference payloads that could not be pulled, by cause.
+    pub(crate) pull_errors: PullErrors,
+}
+
+/// Why by-reference payloads could not be pulled (each one is also a NAK).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PullErrors {
+    /// From a peer the link cannot pull from (no connection that probed, or not shm).
+    pub no_peer: u64,
+    /// The kernel refused (`EPERM`, `ENOSYS`).
+    pub refused: u64,
+    /// The peer process was gone (`ESRCH`).
+    pub gone: u64,
+    /// A source span was not mapped in the peer (`EFAULT`), or the span list was bad.
+    pub fault: u64,
+    /// The copy came up short.
+    pub short: u64,
 }
 
 impl MrTable {
@@ -92,6 +115,16 @@ impl MrTable {
     pub(crate) fn remove(&mut self, lkey: u32) {
         if let Some(e) = self.by_lkey.remove(&lkey) {
             self.by_rkey.remove(&e.region.rkey);
+        }
+    }
+
+    fn count(&mut self, e: CmaError) {
+        let p = &mut self.pull_errors;
+        match e {
+            CmaError::Refused(_) => p.refused += 1,
+            CmaError::NoProcess => p.gone += 1,
+            CmaError::Fault | CmaError::BadSpans | CmaError::Other(_) => p.fault += 1,
+            CmaError::Short { .. } => p.short += 1,
         }
     }
 
@@ -174,6 +207,60 @@ impl Memory for MrTable {
                 }
             }
             AtomicOp::FetchAdd { add } => a.fetch_add(add, Ordering::SeqCst),
+        })
+    }
+
+    fn pull_address(&self, key: Key, pd: u32, addr: u64, len: u64) -> Option<u64> {
+        // The region's virtual addresses are this process's addresses.
+        self.find(key, pd, addr, len, Access::NONE)
+            .ok()
+            .map(|p| p as u64)
+    }
+
+    fn pull(
+        &mut self,
+        key: Key,
+        pd: u32,
+        addr: u64,
+        from: &IcrcPath,
+        src: &[RemoteSpan],
+        need: Access,
+    ) -> Result<(), AccessError> {
+        let total = src
+            .iter()
+            .try_fold(0u64, |t, s| t.checked_add(s.len))
+            .ok_or(AccessError::OutOfBounds)?;
+        // Every check before a byte moves, exactly as for `write`.
+        let p = self.find(key, pd, addr, total, need)?;
+        // The process to read from: the sender of the packet being handled, as the
+        // link knows it (`from` names the same peer; the pid is the link's, so a
+        // packet cannot choose whose memory we read).
+        let _ = from;
+        let Some(pid) = self.pull_from else {
+            self.pull_errors.no_peer += 1;
+            return Err(AccessError::PeerMemory);
+        };
+        let mut spans = [Span { addr: 0, len: 0 }; weft_transport::wr::MAX_SGE];
+        if src.len() > spans.len() {
+            return Err(AccessError::PeerMemory);
+        }
+        for (d, s) in spans.iter_mut().zip(src) {
+            *d = Span {
+                addr: s.addr,
+                len: s.len,
+            };
+        }
+        let Ok(len) = usize::try_from(total) else {
+            return Err(AccessError::OutOfBounds);
+        };
+        // SAFETY: `find` checked `[p, p + total)` against a live registration with the
+        // rights `need`, as `write` does; the kernel writes it the way a peer's WRITE
+        // always may (racing byte copies into memory the application reads only after
+        // the completion), and no Rust reference to those bytes exists here.
+        let r = unsafe { cma::read_raw(pid, p, len, &spans[..src.len()]) };
+        r.map_err(|e| {
+            self.count(e);
+            AccessError::PeerMemory
         })
     }
 }

@@ -343,6 +343,66 @@ fn shm_port_0_devices_in_two_processes_get_distinct_names_and_talk() {
     assert_eq!(me.mr.to_vec(100, 9).unwrap(), b"shm names");
 }
 
+/// One copy on shm between two processes: a large WRITE goes by reference (one
+/// packet naming our spans; the peer's engine pulls the bytes from this process by
+/// cross-memory attach) and lands byte-exact, as a READ of it shows; the peer never
+/// calls weft meanwhile.
+#[test]
+fn shm_large_writes_move_once_between_two_processes() {
+    let Some(()) = weft_testkit::require("cross-memory attach", cross_memory_attach()) else {
+        return;
+    };
+    let mut peer = Peer::start("passive", LinkKind::Shm);
+    let mut me = side(LinkKind::Shm, Progress::Thread, QpType::Rc, REGION);
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let r = remote_region(&conn.remote().private_data);
+    // A small WRITE first brings the shm connection up (the peer probes us then).
+    me.mr.write(0, b"warm").unwrap();
+    me.qp
+        .post_send([SendWr::new(
+            1,
+            WrOp::Write {
+                remote: r,
+                imm: None,
+            },
+            vec![me.mr.sge(0, 4)],
+        )])
+        .unwrap();
+    ok(&mut me.cq, 1);
+    let data: Vec<u8> = (0..400_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8)
+        .collect();
+    me.mr.write(0, &data).unwrap();
+    me.qp
+        .post_send([
+            SendWr::new(
+                2,
+                WrOp::Write {
+                    remote: at(r, 12_345),
+                    imm: None,
+                },
+                vec![me.mr.sge(0, 150_000), me.mr.sge(150_000, 250_000)],
+            ),
+            SendWr::new(
+                3,
+                WrOp::Read {
+                    remote: at(r, 12_345),
+                },
+                vec![me.mr.sge(500_000, 400_000)],
+            ),
+        ])
+        .unwrap();
+    ok(&mut me.cq, 2);
+    assert_eq!(me.mr.to_vec(500_000, 400_000).unwrap(), data);
+    let st = me.ctx.stats().transport;
+    assert_eq!(st.by_reference_sent, 1, "{st:?}");
+    conn.disconnect();
+    assert!(
+        peer.wait_exit(Duration::from_secs(10)),
+        "peer did not see the disconnect"
+    );
+}
+
 #[test]
 fn udp_one_sided_ops_complete_against_a_process_that_never_polls() {
     one_sided_against_a_passive_process(LinkKind::Udp);
@@ -469,10 +529,12 @@ fn udp_ud_send_echoes_through_another_process() {
 
 fn killed_peer(kind: LinkKind) {
     let peer = Peer::start("passive", kind);
-    let mut me = side(kind, Progress::Thread, QpType::Rc, REGION);
+    // The peer's whole region per WRITE: over shm the one-copy path moves 100 of them
+    // (200 MiB) in tens of milliseconds, not a few.
+    let mut me = side(kind, Progress::Thread, QpType::Rc, 2 * REGION);
     let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
     let r = remote_region(&conn.remote().private_data);
-    // A deep queue of 256 KiB WRITEs: still in flight when the peer dies.
+    // A deep queue of 2 MiB WRITEs: still in flight when the peer dies.
     let wrs: Vec<SendWr> = (0..100)
         .map(|i| {
             SendWr::new(
@@ -481,7 +543,7 @@ fn killed_peer(kind: LinkKind) {
                     remote: r,
                     imm: None,
                 },
-                vec![me.mr.sge(0, 256 * 1024)],
+                vec![me.mr.sge(0, 2 * REGION as u32)],
             )
         })
         .collect();

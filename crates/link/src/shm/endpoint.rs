@@ -18,10 +18,23 @@
 //!
 //! The control socket stays open for the life of the connection: its hang-up is how
 //! a peer's death (even by `SIGKILL`) is seen.
+//!
+//! **One copy.** The hello carries the address at which the connector mapped the
+//! segment, and an ok answer the acceptor's. Each side, as the *consumer* of one ring,
+//! then probes whether it can read the other process's memory: one
+//! `process_vm_readv` of the segment's first bytes at the peer's address, from the pid
+//! the kernel reports for the control socket (`SO_PEERCRED`), compared with its own
+//! mapping of the same bytes. On success it sets its ring's "pulls" flag in the
+//! segment, which tells the producer that the verbs engine may send large payloads
+//! by reference (the consumer then copies them straight from the producer's memory,
+//! see [`crate::cma`]); on failure (ptrace rules, a seccomp filter, an old peer) the
+//! flag stays clear, the payloads keep travelling through the ring, and the refusal
+//! is counted ([`ShmStats::cma_refused`]).
 
 use super::ring::{Corrupt, Layout, Pop, Push, Region, RxRing, TxRing};
 use super::ShmStats;
-use crate::sys::{self, peer_uid, recv_msg, send_msg};
+use crate::cma::{self, Span};
+use crate::sys::{self, peer_pid, peer_uid, recv_msg, send_msg};
 use crate::wake::EventFd;
 use crate::{BufferPool, LinkStats, PacketBuf};
 use std::collections::HashMap;
@@ -95,11 +108,19 @@ pub(crate) struct Params {
     pub connect_timeout: Duration,
     pub reconnect_backoff: Duration,
     pub service_interval: Duration,
+    /// Probe the peer for cross-memory attach and advertise the result.
+    pub cma: bool,
 }
 
 struct Conn {
     peer: SocketAddr,
     ctl: OwnedFd,
+    /// The peer process, as the kernel reported it for `ctl` (never from the peer).
+    pid: Option<i32>,
+    /// The ring we produce on (0: we connected; 1: we accepted); we consume the other.
+    tx_ring: usize,
+    /// Our probe read the peer's memory: its by-reference payloads can be pulled.
+    pulls: bool,
     region: Region,
     tx: TxRing,
     rx: RxRing,
@@ -181,6 +202,30 @@ fn seqpacket(nonblocking: bool) -> io::Result<OwnedFd> {
     )
 }
 
+/// As the consumer of ring `ring`: read the first bytes of the segment where the peer
+/// `pid` mapped it (`peer_seg`) by cross-memory attach, and set the ring's "pulls"
+/// flag when they are ours. `None`: not tried (turned off, or an older peer that sent
+/// no address); `Some(false)`: refused or wrong, the payloads keep using the ring.
+fn probe(
+    on: bool,
+    pid: Option<i32>,
+    peer_seg: Option<u64>,
+    region: &Region,
+    ring: usize,
+) -> Option<bool> {
+    let (pid, addr) = (pid?, peer_seg?);
+    if !on {
+        return None;
+    }
+    let mut seen = [0u8; 16];
+    let ok =
+        cma::read(pid, &mut seen, &[Span { addr, len: 16 }]).is_ok() && seen == region.header();
+    if ok {
+        region.set_pulls(ring);
+    }
+    Some(ok)
+}
+
 fn is_eventfd(fd: &OwnedFd) -> bool {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
         .is_ok_and(|p| p.as_os_str() == "anon_inode:[eventfd]")
@@ -244,6 +289,18 @@ impl Endpoint {
         v.sort();
         v.dedup();
         v
+    }
+
+    /// Whether the peer that receives what we send to `dst` said it pulls
+    /// by-reference payloads from our memory (false with no connection yet).
+    pub fn peer_pulls(&self, dst: SocketAddr) -> bool {
+        let idx = match self.last_route {
+            Some((d, i)) if d == dst => Some(i),
+            _ => self.tx_for.get(&dst).copied(),
+        };
+        idx.and_then(|i| self.conns.get(i))
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.live() && c.region.pulls(c.tx_ring))
     }
 
     fn insert(&mut self, conn: Conn) -> usize {
@@ -336,9 +393,11 @@ impl Endpoint {
         hello[16..20].copy_from_slice(&layout.slot_data.to_le_bytes());
         hello[20] = me.len() as u8;
         hello[21..21 + me.len()].copy_from_slice(&me);
+        let end = 21 + me.len();
+        hello[end..end + 8].copy_from_slice(&region.addr().to_le_bytes());
         send_msg(
             fd,
-            &hello[..21 + me.len()],
+            &hello[..end + 8],
             &[
                 memfd.as_raw_fd(),
                 to_acceptor.as_fd().as_raw_fd(),
@@ -347,9 +406,13 @@ impl Endpoint {
         )?;
         sys::set_nonblocking(fd, true)?;
         self.shm.connects += 1;
+        let pid = peer_pid(fd);
         Ok(self.insert(Conn {
             peer,
             ctl: sock,
+            pid,
+            tx_ring: 0,
+            pulls: false,
             region,
             tx: TxRing::new(layout, 0),
             rx: RxRing::new(layout, 1),
@@ -361,7 +424,7 @@ impl Endpoint {
     }
 
     /// Read and judge the hello on an accepted socket. `None`: not arrived yet.
-    fn judge_hello(&self, sock: &OwnedFd) -> Option<Judged> {
+    fn judge_hello(&mut self, sock: &OwnedFd) -> Option<Judged> {
         let mut buf = [0u8; MSG_BUF];
         let (n, mut fds) = match recv_msg(sock.as_raw_fd(), &mut buf) {
             Ok(None) => return None,
@@ -410,9 +473,24 @@ impl Endpoint {
             return Some(Judged::Refuse(Status::BadSegment));
         }
         let ctl = sock.try_clone().ok()?;
+        let pid = peer_pid(ctl.as_raw_fd());
+        // The connector's segment address follows its name (absent from an older peer).
+        let at = 21 + name_len;
+        let peer_seg = buf
+            .get(at..at + 8)
+            .filter(|_| n >= at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes);
+        // We consume ring 0.
+        let probed = probe(self.params.cma, pid, peer_seg, &region, 0);
+        self.count_probe(probed);
+        let pulls = probed == Some(true);
         Some(Judged::Accept(Conn {
             peer,
             ctl,
+            pid,
+            tx_ring: 1,
+            pulls,
             region,
             tx: TxRing::new(layout, 1),
             rx: RxRing::new(layout, 0),
@@ -423,11 +501,21 @@ impl Endpoint {
         }))
     }
 
-    fn reply(&self, sock: &OwnedFd, status: Status) {
-        let mut r = [0u8; 10];
+    fn count_probe(&mut self, probed: Option<bool>) {
+        match probed {
+            Some(true) => self.shm.cma_pulls += 1,
+            Some(false) => self.shm.cma_refused += 1,
+            None => {}
+        }
+    }
+
+    /// Answer a hello; an ok carries where we mapped the segment (`seg`).
+    fn reply(&self, sock: &OwnedFd, status: Status, seg: u64) {
+        let mut r = [0u8; 18];
         r[0..8].copy_from_slice(&REPLY_MAGIC);
         r[8] = status as u8;
         r[9] = u8::from(self.params.icrc);
+        r[10..18].copy_from_slice(&seg.to_le_bytes());
         // A peer that cannot take our answer finds out from the hang-up instead.
         let _ = send_msg(sock.as_raw_fd(), &r, &[]);
     }
@@ -437,13 +525,13 @@ impl Endpoint {
         match self.judge_hello(sock) {
             None => false,
             Some(Judged::Accept(conn)) => {
-                self.reply(sock, Status::Ok);
+                self.reply(sock, Status::Ok, conn.region.addr());
                 self.shm.accepts += 1;
                 self.insert(conn);
                 true
             }
             Some(Judged::Refuse(s)) => {
-                self.reply(sock, s);
+                self.reply(sock, s, 0);
                 self.shm.refused += 1;
                 true
             }
@@ -484,9 +572,20 @@ impl Endpoint {
             match recv_msg(fd, &mut buf) {
                 Ok(Some((n, _))) if n >= 9 && buf[0..8] == REPLY_MAGIC && awaiting => {
                     if buf[8] == Status::Ok as u8 {
-                        if let Some(c) = self.conns[idx].as_mut() {
+                        let peer_seg = buf
+                            .get(10..18)
+                            .filter(|_| n >= 18)
+                            .and_then(|b| b.try_into().ok())
+                            .map(u64::from_le_bytes);
+                        let cma = self.params.cma;
+                        let probed = self.conns[idx].as_mut().map(|c| {
                             c.awaiting_reply = false;
-                        }
+                            // We consume ring 1.
+                            let r = probe(cma, c.pid, peer_seg, &c.region, 1);
+                            c.pulls = r == Some(true);
+                            r
+                        });
+                        self.count_probe(probed.flatten());
                     } else {
                         self.teardown(idx, End::Refused);
                         return;
@@ -603,13 +702,16 @@ impl Endpoint {
     }
 
     /// Take up to `max` items from the peers' rings into buffers of `pool`, calling
-    /// `deliver(peer, buf)` for each. Items stay in the rings while `pool` is empty.
+    /// `deliver(peer, pid, buf)` for each: `pid` is the process that sent it (the
+    /// kernel's word for the connection it came through) when our probe proved we can
+    /// read that process's memory, else `None`. Items stay in the rings while `pool`
+    /// is empty.
     pub fn recv(
         &mut self,
         pool: &BufferPool,
         spare: &mut Vec<PacketBuf>,
         max: usize,
-        mut deliver: impl FnMut(SocketAddr, PacketBuf),
+        mut deliver: impl FnMut(SocketAddr, Option<i32>, PacketBuf),
     ) -> usize {
         self.service_if_due();
         let n = self.conns.len();
@@ -631,6 +733,7 @@ impl Endpoint {
                 }
             };
             let take = avail.min(max - got);
+            let from = if c.pulls { c.pid } else { None };
             if spare.len() < take {
                 pool.alloc_burst(take - spare.len(), spare);
             }
@@ -638,7 +741,7 @@ impl Endpoint {
                 let Some(mut b) = spare.pop() else { break };
                 match c.rx.pop_into(&c.region, &mut b) {
                     Pop::Item => {
-                        deliver(c.peer, b);
+                        deliver(c.peer, from, b);
                         got += 1;
                     }
                     Pop::BadLength => {
@@ -804,5 +907,36 @@ impl Endpoint {
             .flatten()
             .find(|c| c.peer == peer)
             .map(|c| (&c.region, &c.rx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fallback: a probe the kernel refuses, or that reads the wrong bytes, says
+    /// so and leaves the ring's "pulls" flag clear (payloads keep using the ring).
+    #[test]
+    fn a_failed_probe_leaves_the_flag_clear() {
+        let layout = Layout::new(4, 256).unwrap();
+        let (region, _fd) = Region::create(layout).unwrap();
+        let me = std::process::id() as i32;
+        let at = Some(region.addr());
+        // Not tried: turned off, no pid, an older peer that sent no address.
+        assert_eq!(probe(false, Some(me), at, &region, 0), None);
+        assert_eq!(probe(true, None, at, &region, 0), None);
+        assert_eq!(probe(true, Some(me), None, &region, 0), None);
+        // Refused: no such process (beyond pid_max).
+        assert_eq!(probe(true, Some(i32::MAX), at, &region, 0), Some(false));
+        // Faulted: an unmapped address.
+        assert_eq!(probe(true, Some(me), Some(16), &region, 0), Some(false));
+        // Read, but not the segment: some other memory of the process.
+        let other = [0u8; 16];
+        let wrong = Some(other.as_ptr() as u64);
+        assert_eq!(probe(true, Some(me), wrong, &region, 0), Some(false));
+        assert!(!region.pulls(0) && !region.pulls(1));
+        // And the real thing sets the consumer's flag, only its own.
+        assert_eq!(probe(true, Some(me), at, &region, 1), Some(true));
+        assert!(region.pulls(1) && !region.pulls(0));
     }
 }

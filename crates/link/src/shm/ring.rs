@@ -3,7 +3,10 @@
 //! Layout (all offsets computed locally from [`Layout`], never read from the segment):
 //!
 //! ```text
-//! 0                 segment header: magic, slots, slot_data (written by the creator)
+//! 0                 segment header: magic, slots, slot_data (written by the creator);
+//!   +16, +20          "pulls" flags of ring 0 and ring 1: set by that ring's consumer
+//!                     once it proved it can read the producer's memory by
+//!                     cross-memory attach (see `endpoint.rs`, "One copy")
 //! HEADER            ring 0 (connector -> acceptor)
 //!   +0                tail      producer's publish index   (own 128-byte line)
 //!   +128              head      consumer's release index   (own 128-byte line)
@@ -39,6 +42,8 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 /// "weftshm" and a layout version.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"weftshm\x01");
 const HEADER: usize = 128;
+/// The "consumer pulls" flag of ring 0 and of ring 1, in the segment header.
+const PULLS: [usize; 2] = [16, 20];
 const TAIL: usize = 0;
 const HEAD: usize = 128;
 const SLEEPING: usize = 256;
@@ -143,6 +148,32 @@ impl Region {
     fn map_fd(fd: &OwnedFd, len: usize) -> io::Result<Region> {
         let map = Mmap::shared(fd.as_raw_fd(), len, 0, libc::MAP_POPULATE, "shm: mmap")?;
         Ok(Region { map })
+    }
+
+    /// Where the segment is mapped in this process (what a peer that reads our memory
+    /// by cross-memory attach compares against its own mapping).
+    pub fn addr(&self) -> u64 {
+        self.map.addr() as u64
+    }
+
+    /// The first 16 bytes of the segment (magic and geometry): what a cross-memory
+    /// probe of the peer's mapping must find.
+    pub fn header(&self) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        self.read(0, &mut h);
+        h
+    }
+
+    /// Say (as the consumer of ring `ring`) that we can pull the producer's memory.
+    pub fn set_pulls(&self, ring: usize) {
+        self.u32_at(PULLS[ring & 1]).store(1, Ordering::Release);
+    }
+
+    /// Whether the consumer of ring `ring` said it can pull our memory. Any nonzero
+    /// value counts: a peer that lies only makes us send by reference, which it then
+    /// fails to read (its own loss; see `endpoint.rs`).
+    pub fn pulls(&self, ring: usize) -> bool {
+        self.u32_at(PULLS[ring & 1]).load(Ordering::Acquire) != 0
     }
 
     /// The atomic word at `off`. Panics on a misaligned or out-of-range offset, which

@@ -129,3 +129,35 @@ pub fn collect(cq: &mut CompletionQueue, n: usize, others: &[&Context]) -> Vec<C
     }
     out
 }
+
+/// The shm one-copy path's prerequisite: processes of this user may read each other's
+/// memory by cross-memory attach. `process_vm_readv` must not be filtered (a read of
+/// our own memory works), and Yama must let a process read one that is not its
+/// descendant (`ptrace_scope` 0 or absent, or we are root). Where it is missing,
+/// weft falls back to the rings, and a test of the one-copy path has nothing to test.
+pub fn cross_memory_attach() -> Result<(), String> {
+    let probe = [7u8; 16];
+    let mut seen = [0u8; 16];
+    let span = weft_link::cma::Span {
+        addr: probe.as_ptr() as u64,
+        len: 16,
+    };
+    weft_link::cma::read(std::process::id() as i32, &mut seen, &[span])
+        .map_err(|e| format!("process_vm_readv on ourselves: {e}"))?;
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false);
+    if scope != 0 && !root {
+        return Err(format!("Yama ptrace_scope is {scope} and we are not root"));
+    }
+    Ok(())
+}
