@@ -72,14 +72,15 @@ pub struct Args {
     #[arg(short = 'n', long)]
     pub iters: Option<u64>,
     /// Seconds one point may run before it stops with what it has (default 2;
-    /// --quick 0.5).
+    /// --quick 1).
     #[arg(long)]
     pub time_limit: Option<f64>,
-    /// Bytes of each WRITE of Fig. 5's and the MTU part's background flow.
-    #[arg(long, default_value_t = 4 << 20)]
-    pub bulk_size: u64,
+    /// Bytes of each WRITE of Fig. 5's and the MTU part's background flow (default
+    /// 4 MiB; --quick 1 MiB, so that a short run still completes some).
+    #[arg(long)]
+    pub bulk_size: Option<u64>,
     /// A tiny subset (two sizes, one hog, one Fig. 5 verb, two MTUs, 200 operations
-    /// a point) that runs in well under a minute: for CI.
+    /// a point, 1 s a point at most) that runs in well under a minute: for CI.
     #[arg(long)]
     pub quick: bool,
     /// One JSON object per point instead of a table.
@@ -186,6 +187,8 @@ pub struct Row {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolated_ops_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated_p50_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolated_p99_us: Option<f64>,
     /// The background flow alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,7 +247,7 @@ impl Setup {
         if sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
             bail!("--sizes must be 1 B … 1 GiB each");
         }
-        let time_limit = a.time_limit.unwrap_or(if quick { 0.5 } else { 2.0 });
+        let time_limit = a.time_limit.unwrap_or(if quick { 1.0 } else { 2.0 });
         if !(time_limit > 0.0 && time_limit <= 600.0) {
             bail!("--time-limit must be in (0, 600] seconds");
         }
@@ -252,7 +255,8 @@ impl Setup {
         if iters == 0 {
             bail!("--iters must be at least 1");
         }
-        if a.bulk_size == 0 || a.bulk_size > 1 << 30 {
+        let bulk_size = a.bulk_size.unwrap_or(if quick { 1 << 20 } else { 4 << 20 });
+        if bulk_size == 0 || bulk_size > 1 << 30 {
             bail!("--bulk-size must be 1 B … 1 GiB");
         }
         let parts = if a.parts.is_empty() {
@@ -275,7 +279,7 @@ impl Setup {
             hogs,
             iters,
             time_limit,
-            bulk_size: a.bulk_size,
+            bulk_size,
             bulk_iters: if quick { 16 } else { 100 },
             fig5_verbs: if quick {
                 polling
@@ -777,6 +781,7 @@ fn beside(
                 .map(|a| to_row(s, figure, v.label, &p, 0, a));
             if let Some(solo) = solo {
                 row.isolated_ops_per_s = solo.ops_per_s;
+                row.isolated_p50_us = solo.p50_us;
                 row.isolated_p99_us = solo.p99_us;
                 row.p99_ratio = match (row.p99_us, solo.p99_us) {
                     (Some(x), Some(y)) if y > 0.0 => Some(x / y),
@@ -825,7 +830,7 @@ mod tests {
             hogs: None,
             iters: None,
             time_limit: None,
-            bulk_size: 4 << 20,
+            bulk_size: None,
             quick: false,
             json: true,
             quiet: true,

@@ -1,5 +1,6 @@
 //! `weft study --quick --json` end to end: every part of the study runs (a tiny
-//! subset of it: two sizes, one hog, one Fig. 5 verb, two MTUs) and its rows carry
+//! subset of it: two sizes, one hog, one Fig. 5 verb, two MTUs, a 1 MiB flow) and
+//! its rows carry
 //! the fields `weft report` and docs/results/study.md read, with sane values. This
 //! checks that the study measures, not what it measures: no timing is asserted.
 // Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
@@ -68,11 +69,18 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
         ] {
             assert!(r.get(k).is_some(), "{k} missing: {r}");
         }
-        let (p50, p90, p99) = (num(r, "p50_us"), num(r, "p90_us"), num(r, "p99_us"));
-        let (Some(p50), Some(p90), Some(p99)) = (p50, p90, p99) else {
-            panic!("percentiles missing (200 operations resolve p99): {r}");
-        };
-        assert!(0.0 < p50 && p50 <= p90 && p90 <= p99, "{r}");
+        // A point that hit its time limit on a loaded machine may have too few
+        // samples for p90 (10) or p99 (100): those are null, never made up.
+        let p50 = num(r, "p50_us").expect("p50_us");
+        assert!(p50 > 0.0, "{r}");
+        let p90 = num(r, "p90_us").unwrap_or(f64::INFINITY);
+        assert!(p50 <= p90, "{r}");
+        if let Some(p99) = num(r, "p99_us") {
+            assert!(p90 <= p99, "{r}");
+        }
+        if r["iters"].as_u64() >= Some(100) {
+            assert!(num(r, "p99_us").is_some(), "{r}");
+        }
         for k in ["ops_per_s", "mb_per_s"] {
             assert!(num(r, k).is_some_and(|v| v > 0.0), "{k}: {r}");
         }
@@ -89,21 +97,24 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
             _ => assert_eq!(w, 16, "{r}"),
         }
         if fig == "fig5" || fig == "mtu" {
-            for k in [
-                "bulk_mb_per_s",
-                "bulk_isolated_mb_per_s",
-                "isolated_ops_per_s",
-                "isolated_p99_us",
-                "p99_ratio",
-            ] {
+            // The flow beside a short run may complete no WRITE at all (0 MB/s).
+            assert!(num(r, "bulk_mb_per_s").is_some_and(|v| v >= 0.0), "{r}");
+            for k in ["bulk_isolated_mb_per_s", "isolated_ops_per_s"] {
                 assert!(num(r, k).is_some_and(|v| v > 0.0), "{k}: {r}");
+            }
+            if let (Some(q), Some(p99), Some(alone)) = (
+                num(r, "p99_ratio"),
+                num(r, "p99_us"),
+                num(r, "isolated_p99_us"),
+            ) {
+                assert!((q - p99 / alone).abs() <= 1e-9 * q.max(1.0), "{r}");
             }
             let j = num(r, "jain").expect("jain");
             assert!(
                 (0.5..=1.0 + 1e-9).contains(&j),
                 "Jain's index of two flows: {r}"
             );
-            assert!(num(r, "bulk_loss").is_some_and(|l| l < 1.0), "{r}");
+            assert!(num(r, "bulk_loss").is_some_and(|l| l <= 1.0), "{r}");
         }
     }
     let scheds: BTreeSet<&str> = rows
