@@ -933,6 +933,15 @@ pub fn cluster(
     Ok(written)
 }
 
+/// A Fig. 5 panel: its title, y axis, the number it shows of a row, and a reference
+/// level with its label.
+type Fig5Metric = (
+    &'static str,
+    &'static str,
+    Of<crate::study::Row>,
+    Option<(f64, &'static str)>,
+);
+
 /// `weft study` rows' plots (docs/results/study.md), one PNG per figure:
 /// `NAME-fig1.png` … `NAME-fig4.png` (p50, p90 and MB/s against the size, a line per
 /// verb), `NAME-fig5.png` (the small operations' rate and p99 beside the 4 MB flow,
@@ -1019,7 +1028,7 @@ pub fn study(
                 series.push(s);
             }
         }
-        let metrics: [(&str, &str, Of<Row>, Option<(f64, &str)>); 3] = [
+        let metrics: [Fig5Metric; 3] = [
             (
                 "small operations' rate beside the flow ÷ alone",
                 "ratio (log)",
