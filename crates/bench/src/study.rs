@@ -68,7 +68,8 @@ pub struct Args {
     /// CPU hogs of Figs. 3–4 (busy-loop threads; default one per core).
     #[arg(long)]
     pub hogs: Option<usize>,
-    /// Measured operations per point (default 2000; --quick 200).
+    /// Measured operations per point (default 2000; --quick 200); Fig. 5 and the MTU
+    /// part run 25 times as many, so that the 4 MB flow beside them has time to move.
     #[arg(short = 'n', long)]
     pub iters: Option<u64>,
     /// Seconds one point may run before it stops with what it has (default 2;
@@ -142,6 +143,8 @@ const SATURATED: usize = 16;
 const REQUEST: u64 = 16;
 /// Background WRITEs in flight.
 const BULK_DEPTH: usize = 4;
+/// Fig. 5 and the MTU part run this many times `--iters` small operations a point.
+const BESIDE_ITERS: u64 = 25;
 /// Path MTUs of the MTU part.
 const MTUS: [usize; 3] = [1024, 2048, 4096];
 const DEFAULT_MTU: usize = 4096;
@@ -758,7 +761,10 @@ fn beside(
         mtu,
         scheduler: sched,
         bulk: None,
-        iters: s.iters,
+        // Small operations complete in tens of microseconds: with `--iters` alone a
+        // point would last milliseconds, too short for the 4 MB flow beside it to
+        // complete a countable number of WRITEs. The time limit still bounds it.
+        iters: s.iters * BESIDE_ITERS,
     };
     steps.step(&format!(
         "{figure}: {} alone, {w} in flight, mtu {mtu}, {sched}",
