@@ -13,6 +13,8 @@
 //!   architecture benchmarks and the RFC 2544 load generator;
 //! - [`report`] (`weft report`): the one plotting path, PNGs and markdown from the JSON
 //!   lines and tables the benchmarks write;
+//! - [`study`] (`weft study`): the cluster-configuration paper's measurements, driving
+//!   `weft perf` children;
 //! - [`demo`] (`weft demo`), which runs the others;
 //! - [`alloc_count`], the counting allocator that memory measurements switch on.
 //!
@@ -40,3 +42,4 @@ pub mod plots;
 pub mod report;
 pub mod router;
 pub mod rpc_bench;
+pub mod study;

@@ -22,6 +22,11 @@
 //! - *-bw: `--tx-depth` work requests in flight, a completion requested every 16;
 //!   the time runs from the first post to the last completion (for RC: the last
 //!   acknowledgement, so delivered data).
+//! - write-send-lat, and read-lat / send-lat with `--outstanding N`: N operations in
+//!   flight, each timed from its post until its data is here (method "rtt"), with
+//!   the rate of completed operations; `--poll-memory` (READ-Poll), `--bulk-size`
+//!   (a background WRITE flow on a second QP of the device) and `--scheduler fifo`
+//!   serve `weft study` (the window module).
 
 use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -41,6 +46,7 @@ use weft_verbs::{
 };
 
 mod qps;
+mod window;
 
 /// A perf test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -52,9 +58,13 @@ pub enum Test {
     ReadLat,
     ReadBw,
     AtomicLat,
+    /// A compound read (Kalia et al.'s, as the cluster-configuration paper runs it): a
+    /// small WRITE carries the request into the server's memory, the server polls its
+    /// memory for it and answers with a SEND of `--size` bytes.
+    WriteSendLat,
 }
 
-const TESTS: [Test; 7] = [
+const TESTS: [Test; 8] = [
     Test::SendLat,
     Test::SendBw,
     Test::WriteLat,
@@ -62,6 +72,7 @@ const TESTS: [Test; 7] = [
     Test::ReadLat,
     Test::ReadBw,
     Test::AtomicLat,
+    Test::WriteSendLat,
 ];
 
 impl Test {
@@ -74,6 +85,7 @@ impl Test {
             Test::ReadLat => "read-lat",
             Test::ReadBw => "read-bw",
             Test::AtomicLat => "atomic-lat",
+            Test::WriteSendLat => "write-send-lat",
         }
     }
     fn code(self) -> u8 {
@@ -85,7 +97,7 @@ impl Test {
     fn is_lat(self) -> bool {
         matches!(
             self,
-            Test::SendLat | Test::WriteLat | Test::ReadLat | Test::AtomicLat
+            Test::SendLat | Test::WriteLat | Test::ReadLat | Test::AtomicLat | Test::WriteSendLat
         )
     }
     fn is_send(self) -> bool {
@@ -123,6 +135,32 @@ impl Qp {
 pub enum Link {
     Udp,
     Shm,
+}
+
+/// The send scheduler between a device's QPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scheduler {
+    /// Deficit round robin over bytes with the transport's default quantum.
+    Drr,
+    /// First come, first served: DRR with a quantum no QP can use up (u32::MAX
+    /// bytes), so a QP keeps its turn until it has nothing left to send.
+    Fifo,
+}
+
+impl Scheduler {
+    /// The transport's `drr_quantum` for this scheduler.
+    pub fn quantum(self) -> u32 {
+        match self {
+            Scheduler::Drr => weft_transport::Config::default().drr_quantum,
+            Scheduler::Fifo => u32::MAX,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Drr => "drr",
+            Scheduler::Fifo => "fifo",
+        }
+    }
 }
 
 /// Who drives the engine.
@@ -167,6 +205,9 @@ pub struct Args {
     /// Sweep 2 B … 8 MiB in powers of two (UD: up to the path MTU).
     #[arg(short, long, conflicts_with = "size")]
     pub all: bool,
+    /// These message sizes, in this order (comma-separated bytes).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["size", "all"])]
+    pub sizes: Vec<u64>,
     /// Measured iterations per size (default: 1000 latency, 5000 bandwidth).
     #[arg(short = 'n', long)]
     pub iters: Option<u64>,
@@ -189,6 +230,35 @@ pub struct Args {
     /// Wait on a completion channel instead of busy polling.
     #[arg(long)]
     pub event: bool,
+    /// read-lat, send-lat, write-send-lat: keep this many operations in flight (RC)
+    /// and time each from its post to its completion (the whole round trip, method
+    /// "rtt"), with the rate of completed operations. send-lat then sends
+    /// `--request-size` byte requests and `--size` byte replies (a compound read).
+    /// Without it read-lat and send-lat run perftest's one-at-a-time loops;
+    /// write-send-lat always runs this way (default 1).
+    #[arg(long)]
+    pub outstanding: Option<usize>,
+    /// read-lat with --outstanding: learn that a READ's data arrived by polling the
+    /// last byte of the local buffer, not the completion queue (the paper's
+    /// READ-Poll); a completion is requested every 16 READs only to free queue slots.
+    #[arg(long)]
+    pub poll_memory: bool,
+    /// send-lat with --outstanding, write-send-lat: bytes of each request.
+    #[arg(long, default_value_t = 16)]
+    pub request_size: u64,
+    /// The send scheduler between QPs: `drr` (the transport's deficit round robin,
+    /// quantum 4096 B) or `fifo` (an unbounded quantum: the QP at the head of the
+    /// queue sends everything it has before the next one's turn). Both sides.
+    #[arg(long, value_enum, default_value_t = Scheduler::Drr)]
+    pub scheduler: Scheduler,
+    /// Latency tests with --outstanding: a background flow of RDMA WRITEs of this
+    /// many bytes on a second RC QP of the same device, `--bulk-depth` in flight, for
+    /// the whole run; its rate is reported beside the latency (`bulk_mb_per_s`).
+    #[arg(long)]
+    pub bulk_size: Option<u64>,
+    /// WRITEs of the background flow in flight.
+    #[arg(long, default_value_t = 4)]
+    pub bulk_depth: usize,
     /// Who drives the engine.
     #[arg(long, value_enum, default_value_t = ProgressMode::Inline)]
     pub progress: ProgressMode,
@@ -283,7 +353,10 @@ fn check(a: &Args) -> anyhow::Result<()> {
     if a.tx_depth == 0 {
         bail!("--tx-depth must be at least 1");
     }
-    Ok(())
+    if a.sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
+        bail!("--sizes must be 1 B … 1 GiB each");
+    }
+    window::check(a)
 }
 
 fn local(a: &Args) -> anyhow::Result<()> {
@@ -302,6 +375,8 @@ fn local(a: &Args) -> anyhow::Result<()> {
         a.mtu.to_string(),
         "--inline".into(),
         a.inline.to_string(),
+        "--scheduler".into(),
+        a.scheduler.name().into(),
         "--idle-timeout".into(),
         "30".into(),
         "--quiet".into(),
@@ -341,35 +416,51 @@ struct Plan {
     symmetric: bool,
     /// The client's buffer (write-lat).
     remote: RemoteAddr,
+    /// Operations the client keeps in flight (0: the classic one-at-a-time loop).
+    depth: u32,
+    /// Bytes of a request (write-send-lat, windowed send-lat).
+    request: u32,
+    /// A background flow's connection: accept it and keep it until the next run ends.
+    background: bool,
 }
 
 impl Plan {
     fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(32);
-        b.push(u8::from(self.done) | (u8::from(self.symmetric) << 1));
+        let mut b = Vec::with_capacity(38);
+        b.push(
+            u8::from(self.done)
+                | (u8::from(self.symmetric) << 1)
+                | (u8::from(self.background) << 2),
+        );
         b.push(self.test.code());
         b.extend_from_slice(&self.size.to_be_bytes());
         b.extend_from_slice(&self.count.to_be_bytes());
         b.extend_from_slice(&self.remote.addr.to_be_bytes());
         b.extend_from_slice(&self.remote.rkey.to_be_bytes());
+        b.extend_from_slice(&self.depth.to_be_bytes());
+        b.extend_from_slice(&self.request.to_be_bytes());
         b
     }
 
     fn decode(b: &[u8]) -> anyhow::Result<Plan> {
-        if b.len() != 30 {
-            bail!("run request of {} bytes, expected 30", b.len());
+        if b.len() != 38 {
+            bail!("run request of {} bytes, expected 38", b.len());
         }
+        let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
         let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
         Ok(Plan {
             done: b[0] & 1 != 0,
             symmetric: b[0] & 2 != 0,
+            background: b[0] & 4 != 0,
             test: Test::from_code(b[1]).ok_or_else(|| anyhow!("unknown test code {}", b[1]))?,
             size: u64_at(2),
             count: u64_at(10),
             remote: RemoteAddr {
                 addr: u64_at(18),
-                rkey: u32::from_be_bytes(b[26..30].try_into().unwrap_or([0; 4])),
+                rkey: u32_at(26),
             },
+            depth: u32_at(30),
+            request: u32_at(34),
         })
     }
 }
@@ -423,6 +514,7 @@ fn device(a: &Args) -> anyhow::Result<Context> {
     if let Some(m) = a.one_copy_min {
         cfg.transport.by_reference_min = m;
     }
+    cfg.transport.drr_quantum = a.scheduler.quantum();
     Context::open_with(cfg).context("opening the device")
 }
 
@@ -526,6 +618,9 @@ fn serve(a: &Args) -> anyhow::Result<()> {
             ctx.local_addr()
         );
     }
+    // The background flows (`--bulk-size`) of the run that comes next: kept until it
+    // has been served.
+    let mut background = Vec::new();
     loop {
         let req = listener
             .get_request(Duration::from_secs_f64(a.idle_timeout))
@@ -547,11 +642,23 @@ fn serve(a: &Args) -> anyhow::Result<()> {
             req.reject("done");
             return Ok(());
         }
+        if plan.background {
+            match window::accept_background(a, &ctx, req, &plan) {
+                Ok(b) => background.push(b),
+                Err(e) => eprintln!("weft perf server: background flow: {e:#}"),
+            }
+            continue;
+        }
         // Fresh queues and buffer per run: the last run's QP ended in ERR when its
         // connection closed.
-        let (mut side, mut qp) = queues(&ctx, a, rx_slots(plan.size))?;
+        let rx = rx_slots(plan.size).max(plan.depth as usize);
+        let (mut side, mut qp) = queues(&ctx, a, rx)?;
         let (len, exposed) = server_buffer(&plan);
         let mr = qp.pd().alloc_mr(len.max(64) as usize, Access::ALL);
+        if plan.test == Test::ReadLat {
+            // What a READ-Poll client waits to see in its last byte.
+            mr.write(plan.size as usize - 1, &[window::READ_MARK])?;
+        }
         let p = param(a, remote_bytes(&mr, exposed));
         cm::init_qp(&mut qp, &p)?;
         pre_post(&plan, &mut qp, &mr)?;
@@ -570,6 +677,7 @@ fn serve(a: &Args) -> anyhow::Result<()> {
             );
         }
         drop(conn);
+        background.clear();
     }
 }
 
@@ -583,6 +691,11 @@ fn server_buffer(p: &Plan) -> (u64, u64) {
         Test::WriteLat => (2 * p.size, p.size),
         Test::WriteBw | Test::ReadLat | Test::ReadBw => (p.size, 0),
         Test::AtomicLat => (8, 0),
+        // The reply's source, then a request slot per operation in flight.
+        Test::WriteSendLat => (
+            p.size + u64::from(p.depth.max(1)) * u64::from(p.request.max(1)),
+            p.size,
+        ),
     }
 }
 
@@ -593,14 +706,16 @@ fn rx_slots(size: u64) -> usize {
 /// Receives posted before the connection is accepted.
 fn pre_post(p: &Plan, qp: &mut QueuePair, mr: &MemoryRegion) -> anyhow::Result<()> {
     let slot = (p.size + GRH_LEN as u64) as usize;
-    let n = match p.test {
-        Test::SendLat => 1,
-        Test::SendBw => rx_slots(p.size),
+    // send-lat: every request lands in the one receive slot (the server only counts
+    // them); send-bw: a slot per receive.
+    let (n, stride) = match p.test {
+        Test::SendLat => (p.depth.max(1) as usize, 0),
+        Test::SendBw => (rx_slots(p.size), slot),
         _ => return Ok(()),
     };
     qp.post_recv((0..n).map(|i| RecvWr {
         wr_id: i as u64,
-        sg_list: [mr.sge(i * slot, slot as u32)].into(),
+        sg_list: [mr.sge(i * stride, slot as u32)].into(),
     }))?;
     Ok(())
 }
@@ -616,22 +731,27 @@ fn serve_run(
     let slot = (p.size + GRH_LEN as u64) as usize;
     let skip = if ud { GRH_LEN } else { 0 };
     match p.test {
+        Test::WriteSendLat => window::serve_write_send(a, p, side, qp, mr),
         Test::SendLat => {
             let reply_off = slot;
             let mut turnarounds: Vec<(u64, u64)> = Vec::new();
             let origin = Instant::now();
+            // Requests that arrived and wait for their reply: with several in flight
+            // (`--outstanding`) one poll may return more than one.
+            let mut arrived = std::collections::VecDeque::new();
             for seq in 0..p.count {
                 let t2;
                 let src = loop {
-                    let cs = side.wait()?;
-                    if let Some(c) = cs.iter().find(|c| c.opcode.is_recv()) {
+                    if let Some(c) = arrived.pop_front() {
                         t2 = origin.elapsed().as_nanos() as u64;
-                        break *c;
+                        break c;
                     }
+                    let cs = side.wait()?;
+                    arrived.extend(cs.iter().filter(|c| c.opcode.is_recv()).copied());
                 };
-                // The next round's receive; none after the last, which would only be
-                // flushed when the client hangs up.
-                if seq + 1 < p.count {
+                // The receive of the round `depth` ahead; none past the last, which
+                // would only be flushed when the client hangs up.
+                if seq + u64::from(p.depth.max(1)) < p.count {
                     qp.post_recv([RecvWr {
                         wr_id: 0,
                         sg_list: [mr.sge(0, slot as u32)].into(),
@@ -829,6 +949,9 @@ fn sizes(a: &Args) -> Vec<u64> {
         };
         return run::sweep_sizes(cap);
     }
+    if !a.sizes.is_empty() {
+        return a.sizes.clone();
+    }
     vec![a.size.unwrap_or(if a.test.is_lat() { 2 } else { 65536 })]
 }
 
@@ -896,6 +1019,9 @@ fn hang_up(
         count: 0,
         symmetric: false,
         remote: RemoteAddr { addr: 0, rkey: 0 },
+        depth: 0,
+        request: 0,
+        background: false,
     };
     let _ = cm::connect(&mut qp, at, &param(a, done.encode()));
     match first_error {
@@ -913,6 +1039,9 @@ fn client_run(
     meta: &Meta,
     prog: &mut Prog,
 ) -> anyhow::Result<crate::perf::record::Record> {
+    if let Some(depth) = window::depth(a) {
+        return window::client_run(a, ctx, at, size, depth, opts, meta, prog);
+    }
     let (mut side, mut qp) = queues(ctx, a, 4)?;
     let slot = size + GRH_LEN as u64;
     let mr_len = match a.test {
@@ -930,6 +1059,9 @@ fn client_run(
         symmetric: a.symmetric,
         // write-lat: the server WRITEs into our receive half.
         remote: mr.remote(size as usize),
+        depth: 0,
+        request: 0,
+        background: false,
     };
     let p = param(a, plan.encode());
     cm::init_qp(&mut qp, &p)?;

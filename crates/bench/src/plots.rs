@@ -932,3 +932,224 @@ pub fn cluster(
     }
     Ok(written)
 }
+
+/// A Fig. 5 panel: its title, y axis, the number it shows of a row, and a reference
+/// level with its label.
+type Fig5Metric = (
+    &'static str,
+    &'static str,
+    Of<crate::study::Row>,
+    Option<(f64, &'static str)>,
+);
+
+/// `weft study` rows' plots (docs/results/study.md), one PNG per figure:
+/// `NAME-fig1.png` … `NAME-fig4.png` (p50, p90 and MB/s against the size, a line per
+/// verb), `NAME-fig5.png` (the small operations' rate and p99 beside the 4 MB flow,
+/// each ÷ its value alone, and Jain's index, a line per verb and scheduler, against
+/// the small operations' size) and `NAME-mtu.png` (p50 and p99 against the path MTU,
+/// alone and beside the flow). Rows that failed are left out. Returns the files
+/// written.
+pub fn study(
+    out: &Path,
+    name: &str,
+    rows: &[crate::study::Row],
+    text: bool,
+) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use crate::study::Row;
+    let ok: Vec<&Row> = rows.iter().filter(|r| r.error.is_none()).collect();
+    let mut verbs: Vec<&str> = Vec::new();
+    for r in &ok {
+        if !verbs.contains(&r.verb.as_str()) {
+            verbs.push(&r.verb);
+        }
+    }
+    let line_of = |label: String, k: usize, pts: Vec<(f64, f64)>| Line {
+        label,
+        color: color(k),
+        width: 2,
+        points: pts,
+        band: None,
+    };
+    let mut written = Vec::new();
+    for fig in ["fig1", "fig2", "fig3", "fig4"] {
+        let mine: Vec<&&Row> = ok.iter().filter(|r| r.figure == fig).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let metrics: [(&str, &str, Of<Row>); 3] = [
+            ("p50", "p50 latency, post to data here [µs] (log)", |r| {
+                r.p50_us.unwrap_or(f64::NAN)
+            }),
+            ("p90", "p90 latency [µs] (log)", |r| {
+                r.p90_us.unwrap_or(f64::NAN)
+            }),
+            ("MB/s", "fetched MB/s (log)", |r| {
+                r.mb_per_s.unwrap_or(f64::NAN)
+            }),
+        ];
+        let mut panels = Vec::new();
+        for (what, y_desc, of) in metrics {
+            let mut lines = Vec::new();
+            for (k, v) in verbs.iter().enumerate() {
+                let mut pts: Vec<(f64, f64)> = mine
+                    .iter()
+                    .filter(|r| r.verb == *v)
+                    .map(|r| (r.size as f64, of(r)))
+                    .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !pts.is_empty() {
+                    lines.push(line_of((*v).to_owned(), k, pts));
+                }
+            }
+            panels.push(Panel {
+                title: what.to_owned(),
+                x_desc: "bytes fetched (log)",
+                y_desc,
+                lines,
+                levels: Vec::new(),
+            });
+        }
+        let r0 = mine[0];
+        let caption = format!(
+            "{fig}: {} in flight, {} CPU hogs, {} link",
+            r0.outstanding, r0.hogs, r0.link
+        );
+        let path = out.join(format!("{name}-{fig}.png"));
+        figure(&path, &caption, &panels, text)?;
+        written.push(path);
+    }
+    let fig5: Vec<&&Row> = ok.iter().filter(|r| r.figure == "fig5").collect();
+    if !fig5.is_empty() {
+        let mut series: Vec<(String, String)> = Vec::new();
+        for r in &fig5 {
+            let s = (r.verb.clone(), r.scheduler.clone());
+            if !series.contains(&s) {
+                series.push(s);
+            }
+        }
+        let metrics: [Fig5Metric; 3] = [
+            (
+                "small operations' rate beside the flow ÷ alone",
+                "ratio (log)",
+                |r| match (r.ops_per_s, r.isolated_ops_per_s) {
+                    (Some(x), Some(y)) if y > 0.0 => x / y,
+                    _ => f64::NAN,
+                },
+                None,
+            ),
+            (
+                "small operations' p99 beside the flow ÷ alone",
+                "ratio (log)",
+                |r| r.p99_ratio.unwrap_or(f64::NAN),
+                Some((2.0, "2× (the issue's bound)")),
+            ),
+            (
+                "Jain's index of the two flows' shares",
+                "index (log)",
+                |r| r.jain.unwrap_or(f64::NAN),
+                Some((0.95, "0.95 (the issue's bound)")),
+            ),
+        ];
+        let mut panels = Vec::new();
+        for (title, y_desc, of, level) in metrics {
+            let mut lines = Vec::new();
+            for (k, (v, sched)) in series.iter().enumerate() {
+                let mut pts: Vec<(f64, f64)> = fig5
+                    .iter()
+                    .filter(|r| &r.verb == v && &r.scheduler == sched)
+                    .map(|r| (r.size as f64, of(r)))
+                    .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !pts.is_empty() {
+                    let mut l = line_of(format!("{v} {sched}"), k, pts);
+                    if sched == "fifo" {
+                        l.width = 1;
+                    }
+                    lines.push(l);
+                }
+            }
+            panels.push(Panel {
+                title: title.to_owned(),
+                x_desc: "small operation's size [bytes] (log)",
+                y_desc,
+                lines,
+                levels: level
+                    .map(|(y, label)| Level {
+                        label: label.to_owned(),
+                        y,
+                        color: RED,
+                    })
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        let r0 = fig5[0];
+        let caption = format!(
+            "fig5: {} in flight beside {} B WRITEs, DRR against FIFO, {} link",
+            r0.outstanding,
+            r0.bulk_size.unwrap_or(0),
+            r0.link
+        );
+        let path = out.join(format!("{name}-fig5.png"));
+        figure(&path, &caption, &panels, text)?;
+        written.push(path);
+    }
+    let mtu: Vec<&&Row> = ok.iter().filter(|r| r.figure == "mtu").collect();
+    if !mtu.is_empty() {
+        let sets: [(&str, Of<Row>); 4] = [
+            ("p99 beside the flow", |r| r.p99_us.unwrap_or(f64::NAN)),
+            ("p99 alone", |r| r.isolated_p99_us.unwrap_or(f64::NAN)),
+            ("p50 beside the flow", |r| r.p50_us.unwrap_or(f64::NAN)),
+            ("bulk MB/s beside", |r| r.bulk_mb_per_s.unwrap_or(f64::NAN)),
+        ];
+        let mut lat = Vec::new();
+        let mut rate = Vec::new();
+        for (k, (label, of)) in sets.into_iter().enumerate() {
+            let mut pts: Vec<(f64, f64)> = mtu
+                .iter()
+                .map(|r| (r.mtu as f64, of(r)))
+                .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if !pts.is_empty() {
+                let l = line_of(label.to_owned(), k, pts);
+                if k == 3 {
+                    rate.push(l);
+                } else {
+                    lat.push(l);
+                }
+            }
+        }
+        let r0 = mtu[0];
+        let panels = [
+            Panel {
+                title: format!("{} of {} B, one at a time", r0.verb, r0.size),
+                x_desc: "path MTU [bytes] (log)",
+                y_desc: "latency, post to data here [µs] (log)",
+                lines: lat,
+                levels: Vec::new(),
+            },
+            Panel {
+                title: format!("the {} B WRITE flow", r0.bulk_size.unwrap_or(0)),
+                x_desc: "path MTU [bytes] (log)",
+                y_desc: "MB/s (log)",
+                lines: rate,
+                levels: Vec::new(),
+            },
+        ];
+        let path = out.join(format!("{name}-mtu.png"));
+        figure(
+            &path,
+            &format!(
+                "small-operation latency against the path MTU, {} link",
+                r0.link
+            ),
+            &panels,
+            text,
+        )?;
+        written.push(path);
+    }
+    Ok(written)
+}

@@ -9,6 +9,8 @@
 //! - RFC 2544 results, markdown tables or `weft router rfc2544 --json` rows
 //!   (scripts/router-e2e.sh): `NAME.png`, and on stdout the medians of the rounds with
 //!   their ratios to the kernel ([`router_summary`]);
+//! - `weft study --json` rows (marked by `study` and `figure`): `NAME-fig1.png` …
+//!   `NAME-fig5.png` and `NAME-mtu.png` ([`plots::study`]);
 //!
 //! the last three in `plots.rs`.
 //!
@@ -413,10 +415,12 @@ struct Inputs {
     router: Vec<plots::RouterRow>,
     cluster: Vec<plots::ClusterRow>,
     cluster_latency: Vec<plots::ClusterLatencyRow>,
+    study: Vec<crate::study::Row>,
 }
 
 /// Reads every file, recognising each by its content: markdown tables (`.md`) are
-/// RFC 2544 results; in JSON lines, a row with `impl` and `routes` is lpm-bench's,
+/// RFC 2544 results; in JSON lines, a row with `study` and `figure` is `weft
+/// study`'s, one with `impl` and `routes` lpm-bench's,
 /// one with `ops_per_s` and `mix` rpc-bench's, one with `forwarder` and
 /// `zero_loss_kpps` `weft router rfc2544 --json`'s; anything else must be a perf
 /// record.
@@ -441,7 +445,11 @@ fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
                 }
             };
             let at = || format!("{}:{}", f.display(), n + 1);
-            if v.get("impl").is_some() && v.get("routes").is_some() {
+            if v.get("study").is_some() && v.get("figure").is_some() {
+                inputs
+                    .study
+                    .push(serde_json::from_value(v).with_context(at)?);
+            } else if v.get("impl").is_some() && v.get("routes").is_some() {
                 inputs.lpm.push(serde_json::from_value(v).with_context(at)?);
             } else if v.get("ops_per_s").is_some() && v.get("mix").is_some() {
                 inputs.rpc.push(serde_json::from_value(v).with_context(at)?);
@@ -478,6 +486,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         && inputs.router.is_empty()
         && inputs.cluster.is_empty()
         && inputs.cluster_latency.is_empty()
+        && inputs.study.is_empty()
     {
         anyhow::bail!("no records in the given files");
     }
@@ -520,6 +529,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &inputs.cluster_latency,
             text,
         )?);
+    }
+    if !inputs.study.is_empty() {
+        written.extend(plots::study(&args.out, &args.name, &inputs.study, text)?);
     }
     let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
     for mix in mixes {

@@ -66,6 +66,9 @@ enum Command {
     /// Latency and bandwidth of weft verbs over the udp or shm link (perftest for weft).
     #[cfg(feature = "bench")]
     Perf(weft_bench::perf_cmd::Args),
+    /// The cluster-configuration paper's study with weft (verbs, polling, CPU hogs, fairness, MTU).
+    #[cfg(feature = "bench")]
+    Study(weft_bench::study::Args),
     /// Kernel TCP and UDP latency and bandwidth, the baseline for perf, in its format.
     #[cfg(feature = "bench")]
     Baseline(weft_bench::baseline::Args),
@@ -127,6 +130,8 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => weft_bench::demo::run(args),
         #[cfg(feature = "bench")]
         Command::Perf(args) => weft_bench::perf_cmd::run(args),
+        #[cfg(feature = "bench")]
+        Command::Study(args) => weft_bench::study::run(args),
         #[cfg(feature = "bench")]
         Command::Baseline(args) => weft_bench::baseline::run(args),
         #[cfg(feature = "bench")]

@@ -16,6 +16,7 @@ fn expected() -> BTreeSet<&'static str> {
             "rpc-bench",
             "lpm-bench",
             "report",
+            "study",
         ]);
     }
     c

@@ -63,6 +63,19 @@ pub struct Bandwidth {
     pub sender_mb_per_s: Option<f64>,
 }
 
+/// A background flow that ran beside a latency run (`weft perf --bulk-size`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Background {
+    /// Bytes of each of the flow's WRITEs.
+    pub bulk_size: u64,
+    /// WRITEs the flow completed over the run.
+    pub bulk_messages: u64,
+    /// The flow's payload rate over the run, MB = 10^6 bytes.
+    pub bulk_mb_per_s: f64,
+    /// The device's send scheduler: "drr" or "fifo".
+    pub scheduler: String,
+}
+
 /// One result: a test at one message size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -82,6 +95,9 @@ pub struct Record {
     /// CPU time of both processes per operation, where the tool measured it.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuUse>,
+    /// The background flow beside this run, if one ran.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<Background>,
     /// Why this run produced no numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -112,6 +128,7 @@ impl Record {
             bandwidth: None,
             lost: None,
             cpu: None,
+            background: None,
             error: None,
             note: None,
         }
@@ -131,6 +148,7 @@ impl Record {
             }),
             lost: None,
             cpu: None,
+            background: None,
             error: None,
             note: None,
         }
@@ -146,6 +164,7 @@ impl Record {
             bandwidth: None,
             lost: None,
             cpu: None,
+            background: None,
             error: Some(error.into()),
             note: None,
         }

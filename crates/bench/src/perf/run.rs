@@ -117,6 +117,82 @@ pub fn ping_pong(
     Ok(run)
 }
 
+/// Runs `warmup + iters` operations with up to `depth` in flight: `post(seq)` starts
+/// one, `reap()` waits for some and returns how many of the oldest in flight have
+/// completed (operations on one reliable QP complete in the order they were posted).
+/// Each measured operation is timed from its post to the return of the `reap` that
+/// reported it, so a sample is the operation's whole round trip including the time
+/// it queued behind the others in flight. The run stops posting once the measured
+/// phase has run `time_limit`, and drains what is in flight; `reap` returning nothing
+/// for `stall` ends the run with an error.
+pub fn windowed(
+    opts: &LoopOpts,
+    depth: usize,
+    stall: Duration,
+    progress: &mut Progress,
+    mut post: impl FnMut(u64) -> anyhow::Result<()>,
+    mut reap: impl FnMut() -> anyhow::Result<u64>,
+) -> anyhow::Result<PingPongRun> {
+    let depth = depth.max(1);
+    let total = opts.warmup + opts.iters;
+    let mut inflight: std::collections::VecDeque<(u64, Instant)> =
+        std::collections::VecDeque::with_capacity(depth);
+    let mut run = PingPongRun {
+        rtts: Vec::with_capacity(opts.iters as usize),
+        ..PingPongRun::default()
+    };
+    let mut next = 0u64;
+    let mut start: Option<(Instant, CpuStart)> = None;
+    let mut stopped = false;
+    let mut last_done = Instant::now();
+    while (next < total && !stopped) || !inflight.is_empty() {
+        while next < total && !stopped && inflight.len() < depth {
+            let now = Instant::now();
+            if next == opts.warmup {
+                start = Some((now, CpuStart::now(opts.peer_pid)));
+            }
+            post(next)?;
+            inflight.push_back((next, now));
+            next += 1;
+        }
+        let n = reap()?;
+        let now = Instant::now();
+        if n == 0 {
+            if now - last_done > stall {
+                anyhow::bail!(
+                    "{} operations in flight and none completed within {stall:?}",
+                    inflight.len()
+                );
+            }
+            continue;
+        }
+        last_done = now;
+        for _ in 0..n {
+            let Some((seq, t)) = inflight.pop_front() else {
+                break;
+            };
+            if seq >= opts.warmup {
+                run.rtts.push((seq, (now - t).as_nanos() as u64));
+                let done = run.rtts.len() as u64;
+                if done % 256 == 0 {
+                    progress.tick(done, opts.iters);
+                }
+            }
+        }
+        if let Some((t0, _)) = &start {
+            if !stopped && now - *t0 > opts.time_limit {
+                stopped = true;
+                run.truncated = next < total;
+            }
+        }
+    }
+    if let Some((t0, cpu)) = start {
+        run.wall = t0.elapsed();
+        run.cpu = cpu.finish(run.rtts.len() as u64);
+    }
+    Ok(run)
+}
+
 /// What a bandwidth run did.
 #[derive(Debug, Clone, Copy)]
 pub struct BandwidthRun {
