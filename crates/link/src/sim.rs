@@ -2,17 +2,28 @@
 //! [`Faulty`] wraps any link with seeded loss and corruption (the smoltcp
 //! `FaultInjector` shape: a wrapper with a seed, not a separate world).
 
+use crate::wake::EventFd;
 use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 /// Frames in flight towards one end.
 #[derive(Debug, Default)]
 struct Wire {
-    queue: Mutex<VecDeque<PacketBuf>>,
+    queue: Mutex<Frames>,
     ready: Condvar,
+}
+
+/// The queue of a [`Wire`], and who waits for it on a descriptor.
+#[derive(Debug, Default)]
+struct Frames {
+    q: VecDeque<PacketBuf>,
+    /// Set while the receiving end blocks in [`Link::wait_also`] (on this eventfd and
+    /// a doorbell at once): a sender notifies it as well as the condition variable.
+    watcher: Option<Arc<EventFd>>,
 }
 
 /// One end of an in-memory point-to-point link.
@@ -25,6 +36,8 @@ pub struct SimLink {
     /// Frames queued towards the peer beyond this are dropped (a full ring).
     queue_limit: usize,
     stats: LinkStats,
+    /// This end's eventfd for [`Link::wait_also`], made at its first use.
+    rx_bell: Option<Arc<EventFd>>,
 }
 
 /// Two joined ends, named `a` and `b`, with the given MACs, sharing `pool`. Each
@@ -50,6 +63,7 @@ pub fn pair(
         tx: Arc::clone(tx),
         queue_limit,
         stats: LinkStats::default(),
+        rx_bell: None,
     };
     (end(name_a, mac_a, &ba, &ab), end(name_b, mac_b, &ab, &ba))
 }
@@ -100,28 +114,32 @@ impl Link for SimLink {
     }
 
     fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
-        let mut q = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = max.min(q.len());
-        out.extend(q.drain(..n));
+        let mut g = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = max.min(g.q.len());
+        out.extend(g.q.drain(..n));
         self.stats.rx_frames += n as u64;
         Ok(n)
     }
 
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
-        let mut q = self.tx.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        let room = self.queue_limit.saturating_sub(q.len());
+        let mut g = self.tx.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = self.queue_limit.saturating_sub(g.q.len());
         let n = room.min(frames.len());
         let full = n < frames.len();
         for f in frames.drain(..n) {
             if f.len() <= self.info.max_frame {
-                q.push_back(f);
+                g.q.push_back(f);
             } else {
                 self.stats.tx_dropped += 1;
             }
         }
-        drop(q);
+        let watcher = if n > 0 { g.watcher.clone() } else { None };
+        drop(g);
         if n > 0 {
             self.tx.ready.notify_all();
+        }
+        if let Some(w) = watcher {
+            w.notify();
         }
         if full {
             self.stats.tx_ring_full += 1;
@@ -131,16 +149,53 @@ impl Link for SimLink {
     }
 
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
-        let q = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if !q.is_empty() {
+        let g = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if !g.q.is_empty() {
             return Ok(true);
         }
-        let (q, _) = self
+        let (g, _) = self
             .rx
             .ready
-            .wait_timeout(q, timeout)
+            .wait_timeout(g, timeout)
             .unwrap_or_else(PoisonError::into_inner);
-        Ok(!q.is_empty())
+        Ok(!g.q.is_empty())
+    }
+
+    /// Block until a frame arrives, `doorbell` is readable, or `timeout` passes. The
+    /// default waits on the link only (at most 1 ms), which left a router's port
+    /// thread asleep for that millisecond while another thread posted it frames and
+    /// rang its doorbell: the wait is on an eventfd that senders notify while this
+    /// end watches, and the doorbell, at once.
+    fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+        let bell = match &self.rx_bell {
+            Some(b) => Arc::clone(b),
+            None => {
+                let b = Arc::new(EventFd::new()?);
+                self.rx_bell = Some(Arc::clone(&b));
+                b
+            }
+        };
+        {
+            let mut g = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if !g.q.is_empty() {
+                return Ok(true);
+            }
+            // Under the lock: a sender that queues after this look notifies `bell`.
+            g.watcher = Some(Arc::clone(&bell));
+        }
+        let woke = crate::wake::poll_readable_precise(&[bell.as_fd(), doorbell], timeout);
+        let mut g = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        g.watcher = None;
+        drop(g);
+        bell.drain();
+        woke?;
+        Ok(!self
+            .rx
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .q
+            .is_empty())
     }
 
     fn stats(&self) -> LinkStats {
@@ -236,6 +291,9 @@ impl<L: Link> Link for Faulty<L> {
     fn wait(&mut self, timeout: Duration) -> io::Result<bool> {
         self.inner.wait(timeout)
     }
+    fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+        self.inner.wait_also(doorbell, timeout)
+    }
     fn stats(&self) -> LinkStats {
         self.inner.stats()
     }
@@ -315,5 +373,38 @@ mod tests {
         assert!(dropped > 20 && dropped < 110, "dropped {dropped}");
         assert!(corrupted > 20, "corrupted {corrupted}");
         assert_eq!(x.len() as u64 + dropped, 200);
+    }
+
+    #[test]
+    fn wait_also_wakes_for_the_doorbell_and_for_a_frame() {
+        let (mut a, mut b) = ends(8);
+        let bell = Arc::new(EventFd::new().unwrap());
+        // Long enough that only a wake-up, not the timeout, can end the waits below.
+        let long = Duration::from_secs(20);
+        let ring = {
+            let bell = Arc::clone(&bell);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                bell.notify();
+            })
+        };
+        let t = std::time::Instant::now();
+        assert!(!b.wait_also(bell.as_fd(), long).unwrap(), "no frame came");
+        assert!(t.elapsed() < long / 2, "the doorbell woke it");
+        ring.join().unwrap();
+        bell.drain();
+        let send = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(a.send_bytes(&[0u8; 60]));
+            a
+        });
+        let t = std::time::Instant::now();
+        assert!(b.wait_also(bell.as_fd(), long).unwrap(), "a frame came");
+        assert!(t.elapsed() < long / 2, "the frame woke it");
+        let mut a = send.join().unwrap();
+        assert_eq!(b.drain_bytes().len(), 1);
+        // A frame already queued: no wait at all.
+        assert!(a.send_bytes(&[1u8; 60]));
+        assert!(b.wait_also(bell.as_fd(), long).unwrap());
     }
 }
