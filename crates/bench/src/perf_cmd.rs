@@ -278,6 +278,11 @@ pub struct Args {
     /// never one of a path MTU or less).
     #[arg(long)]
     pub one_copy_min: Option<u64>,
+    /// While several QPs send, how long (µs) one engine pass may go on transmitting
+    /// after a round of the deficit round robin (weft-verbs' `DeviceConfig::
+    /// shared_pass`; default 16). Both processes.
+    #[arg(long)]
+    pub shared_pass_us: Option<u64>,
     /// send-lat: one-way latency by the symmetric timestamp method.
     #[arg(long)]
     pub symmetric: bool,
@@ -393,6 +398,10 @@ fn local(a: &Args) -> anyhow::Result<()> {
     if let Some(m) = a.one_copy_min {
         sargs.push("--one-copy-min".into());
         sargs.push(m.to_string());
+    }
+    if let Some(us) = a.shared_pass_us {
+        sargs.push("--shared-pass-us".into());
+        sargs.push(us.to_string());
     }
     if a.event {
         sargs.push("--event".into());
@@ -515,6 +524,9 @@ fn device(a: &Args) -> anyhow::Result<Context> {
         cfg.transport.by_reference_min = m;
     }
     cfg.transport.drr_quantum = a.scheduler.quantum();
+    if let Some(us) = a.shared_pass_us {
+        cfg.shared_pass = Duration::from_micros(us);
+    }
     Context::open_with(cfg).context("opening the device")
 }
 

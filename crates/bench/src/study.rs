@@ -80,6 +80,10 @@ pub struct Args {
     /// 4 MiB; --quick 1 MiB, so that a short run still completes some).
     #[arg(long)]
     pub bulk_size: Option<u64>,
+    /// The engines' shared-pass bound in µs (`weft perf --shared-pass-us`; default:
+    /// weft-verbs' default), for comparing settings of the scheduler.
+    #[arg(long)]
+    pub shared_pass_us: Option<u64>,
     /// A tiny subset (two sizes, one hog, one Fig. 5 verb, two MTUs, 200 operations
     /// a point, 1 s a point at most) that runs in well under a minute: for CI.
     #[arg(long)]
@@ -168,6 +172,9 @@ pub struct Row {
     pub mtu: usize,
     /// "drr" or "fifo".
     pub scheduler: String,
+    /// The engines' shared-pass bound, µs, when the run set one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_pass_us: Option<u64>,
     /// Operations measured.
     pub iters: u64,
     /// Whole-operation latency (post to data here), microseconds.
@@ -231,6 +238,7 @@ struct Setup {
     time_limit: f64,
     bulk_size: u64,
     bulk_iters: u64,
+    shared_pass_us: Option<u64>,
     fig5_verbs: Vec<Verb>,
     fig5_sizes: Vec<u64>,
     mtus: Vec<usize>,
@@ -283,7 +291,15 @@ impl Setup {
             iters,
             time_limit,
             bulk_size,
-            bulk_iters: if quick { 16 } else { 100 },
+            shared_pass_us: a.shared_pass_us,
+            // The flow alone runs as long as weft perf lets a bandwidth test (1 GiB,
+            // a quarter of a second): 100 WRITEs (80 ms) measured 2.2-3.9 GB/s on a
+            // quiet machine, too short to be the reference of a loss.
+            bulk_iters: if quick {
+                16
+            } else {
+                crate::perf::run::BW_BYTE_BUDGET / bulk_size.max(1)
+            },
             fig5_verbs: if quick {
                 polling
                     .into_iter()
@@ -366,6 +382,9 @@ fn perf(s: &Setup, p: &Point) -> Vec<Record> {
             "--bulk-depth".into(),
             BULK_DEPTH.to_string(),
         ]);
+    }
+    if let Some(us) = s.shared_pass_us {
+        args.extend(["--shared-pass-us".into(), us.to_string()]);
     }
     args.extend(p.flags.iter().cloned());
     let budget = s.budget(p.sizes.len());
@@ -566,6 +585,7 @@ fn to_row(s: &Setup, figure: &str, verb: &str, p: &Point, hogs: usize, r: &Recor
         hogs,
         mtu: p.mtu,
         scheduler: p.scheduler.into(),
+        shared_pass_us: s.shared_pass_us,
         iters: r.iters,
         error: r.error.clone(),
         note: r.note.clone(),
@@ -837,6 +857,7 @@ mod tests {
             iters: None,
             time_limit: None,
             bulk_size: None,
+            shared_pass_us: None,
             quick: false,
             json: true,
             quiet: true,

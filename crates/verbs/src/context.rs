@@ -99,6 +99,12 @@ pub struct DeviceConfig {
     /// rings, counted as refused. WRITEs of at least [`Config::by_reference_min`]
     /// bytes qualify (default [`ONE_COPY_MIN`]).
     pub one_copy: bool,
+    /// While several QPs of the device are sending, how long one progress pass may go
+    /// on transmitting after a round of the deficit round robin (a quantum per active
+    /// QP) before it receives again (default 16 µs; docs/verbs.md, "Sharing the
+    /// engine"). Longer: more of a bulk transfer's rate beside small operations, and
+    /// up to that much more latency for them; `Duration::ZERO`: one round a pass.
+    pub shared_pass: Duration,
     /// Transport settings (the QPN seed is replaced by a random one).
     pub transport: Config,
 }
@@ -130,6 +136,7 @@ impl DeviceConfig {
             segmentation_offload: true,
             icrc_any_ipv4_id: false,
             one_copy: true,
+            shared_pass: engine::SHARED_PASS_DEFAULT,
             transport: Config {
                 by_reference_min: ONE_COPY_MIN,
                 ..Config::default()
@@ -231,9 +238,10 @@ impl Context {
         tcfg.icrc_any_ipv4_id |= cfg.icrc_any_ipv4_id && cfg.link == LinkKind::Udp;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
         let ep = Endpoint::new(tcfg, MrTable::default());
-        let shared = Arc::new(
-            Shared::new(Engine::new(ep, link), cfg.progress, cfg.idle_spin).map_err(Error::Link)?,
-        );
+        let mut engine = Engine::new(ep, link);
+        engine.set_shared_pass(cfg.shared_pass);
+        let shared =
+            Arc::new(Shared::new(engine, cfg.progress, cfg.idle_spin).map_err(Error::Link)?);
         let thread = match cfg.progress {
             Progress::Thread => Some(engine::spawn(&shared).map_err(Error::Link)?),
             Progress::Inline => None,

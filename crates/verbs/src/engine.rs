@@ -182,6 +182,14 @@ pub struct EngineStats {
     /// engine thread made without holding the engine, because the application had
     /// polled within the last millisecond.
     pub watches: u64,
+    /// Passes that transmitted while several QPs were active (their byte budget one
+    /// round of the deficit round robin, then [`DeviceConfig::shared_pass`]).
+    ///
+    /// [`DeviceConfig::shared_pass`]: crate::DeviceConfig::shared_pass
+    pub shared_passes: u64,
+    /// Of those, passes that went on transmitting past their round because their time
+    /// allowance had not run out.
+    pub shared_passes_extended: u64,
 }
 
 /// The engine's state: the transport endpoint, the link, and the queues' rings.
@@ -229,6 +237,9 @@ pub(crate) struct Engine {
     overflowed: bool,
     /// The transport's scheduling quantum in bytes.
     quantum: usize,
+    /// How long a pass may keep transmitting, beyond its round of the scheduler,
+    /// while several QPs are active (see [`Engine::transmit`]); microseconds.
+    shared_pass_us: u64,
     pub(crate) stats: EngineStats,
 }
 
@@ -250,8 +261,15 @@ const RECENT_PASSES: u64 = 16;
 /// A pass that found nothing to do checks an armed transport timer only every this
 /// many passes (see [`Engine::progress`]).
 const IDLE_TIMER_CHECK: u64 = 16;
-/// Rounds of the transport's scheduler a pass may run while several QPs are active.
+/// Rounds of the transport's scheduler a pass runs at least while several QPs are
+/// active.
 const SHARED_ROUNDS: usize = 1;
+/// While several QPs are active, a pass flushes its transmit burst every this many
+/// packets, so the time it has spent (the send calls included) is known as it goes.
+const SHARED_FLUSH: usize = 8;
+/// The default of [`Engine::set_shared_pass`]: how long a pass may go on transmitting
+/// after its scheduler round while several QPs are active.
+pub(crate) const SHARED_PASS_DEFAULT: Duration = Duration::from_micros(16);
 /// Most bytes one progress pass receives (checked between bursts).
 const RX_BYTES_PER_PASS: usize = 64 << 10;
 
@@ -283,8 +301,15 @@ impl Engine {
             recent: FastMap::default(),
             recent_oldest: 0,
             overflowed: false,
+            shared_pass_us: SHARED_PASS_DEFAULT.as_micros() as u64,
             stats: EngineStats::default(),
         }
+    }
+
+    /// How long a pass may go on transmitting after its round of the scheduler while
+    /// several QPs are active (`Duration::ZERO`: one round and no more).
+    pub(crate) fn set_shared_pass(&mut self, d: Duration) {
+        self.shared_pass_us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
     }
 
     pub(crate) fn link_stats(&self) -> LinkStats {
@@ -613,18 +638,26 @@ impl Engine {
             return false;
         }
         // How much a pass may send. The engine is CPU-bound, so a pass is also a share
-        // of CPU: while several QPs sent recently, a pass sends at most one round of
-        // the transport's deficit round robin (a quantum per active QP), so a bulk
-        // transfer cannot fill the passes in which a closed-loop flow of small
-        // messages has nothing queued yet and starve it of CPU; alone, a QP gets
-        // `TX_BYTES_PER_PASS`.
+        // of CPU. Alone, a QP gets `TX_BYTES_PER_PASS`. While several QPs sent
+        // recently, a pass sends at least one round of the transport's deficit round
+        // robin (a quantum per active QP), and goes on only while it has transmitted for
+        // less than `shared_pass_us`: a bulk transfer cannot hold the engine for long in
+        // the passes in which a closed-loop flow of small messages has nothing queued
+        // yet (its next request is then served at most that much later), yet it is not
+        // cut to one round per pass either, which spent most of the engine on the
+        // pass's fixed costs (receive calls, completions) and lost a 4 MB flow 67-84 %
+        // of its rate beside small operations (docs/results/study.md, Fig. 5). The
+        // bound is in time, not bytes, because what the flows share is the CPU: a byte
+        // costs a different time on every link.
         self.pass += 1;
         let horizon = self.pass.saturating_sub(RECENT_PASSES);
         if self.recent_oldest < horizon {
             self.recent.retain(|_, &mut p| p >= horizon);
             self.recent_oldest = self.recent.values().copied().min().unwrap_or(self.pass);
         }
-        let budget = if self.recent.len() >= 2 {
+        let shared = self.recent.len() >= 2;
+        // Alone, `round` is the whole pass's bytes, so the time bound never applies.
+        let round = if shared {
             SHARED_ROUNDS * self.quantum * self.recent.len()
         } else {
             TX_BYTES_PER_PASS
@@ -633,10 +666,20 @@ impl Engine {
             return false;
         }
         let now = self.now_once(now);
+        // The pass's start, for the time bound (the transport's clock, microseconds).
+        let start = weft_link::monotonic_micros();
+        let flush_at = if shared { SHARED_FLUSH } else { BURST };
         let (mut sent, mut bytes) = (0, 0usize);
+        let mut extended = false;
         // The QP this pass last marked recent: a burst from one QP updates the map once.
         let mut marked = None;
-        while sent < 4 * BURST && bytes < budget {
+        while sent < 4 * BURST && bytes < TX_BYTES_PER_PASS {
+            if bytes >= round {
+                if weft_link::monotonic_micros().saturating_sub(start) >= self.shared_pass_us {
+                    break;
+                }
+                extended = true;
+            }
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
                 break;
@@ -660,7 +703,7 @@ impl Engine {
                     self.recent_oldest = self.pass;
                 }
             }
-            if self.tx.len() >= BURST {
+            if self.tx.len() >= flush_at {
                 self.flush_tx();
                 if !self.tx.is_empty() {
                     break;
@@ -668,6 +711,10 @@ impl Engine {
             }
         }
         self.flush_tx();
+        if shared && sent > 0 {
+            self.stats.shared_passes += 1;
+            self.stats.shared_passes_extended += u64::from(extended);
+        }
         sent > 0
     }
 

@@ -1,8 +1,11 @@
-//! The link is shared fairly between queue pairs: a 64-byte SEND stream keeps at
-//! least 80 % of its solo message rate while a 4 MB WRITE stream runs beside it on
-//! the same two devices (the failure the cluster-configuration paper measured on real
-//! RNICs). The engine's send scheduler is deficit round robin over bytes, and a
-//! progress pass transmits a bounded number of bytes.
+//! The link is shared between queue pairs. Asked to put small messages first
+//! (`DeviceConfig::shared_pass` zero: one round of the deficit round robin a pass), a
+//! 64-byte SEND stream keeps at least 80 % of its solo message rate while a 4 MB
+//! WRITE stream runs beside it on the same two devices (the failure the
+//! cluster-configuration paper measured on real RNICs). By default a pass goes on
+//! transmitting for a while after its round, which shares the engine's time between
+//! the flows instead (issue 16's Fig. 5: docs/results/study.md); the second test
+//! checks that allowance.
 //!
 //! One thread drives everything (both engines run inline, over the shm link), so the
 //! two rates compare the engine's scheduling, not the operating system's; rates are
@@ -13,11 +16,11 @@
 mod common;
 
 use common::*;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
-    Access, Completion, CompletionQueue, Context, LinkKind, Progress, QpInitAttr, QpType,
-    QueuePair, RecvWr, SendWr, WcStatus, WrOp,
+    Access, Completion, CompletionQueue, Context, DeviceConfig, LinkKind, Progress, QpInitAttr,
+    QpType, QueuePair, RecvWr, SendWr, WcStatus, WrOp,
 };
 
 const SMALL: u32 = 64;
@@ -28,9 +31,8 @@ const WINDOW: u64 = 600;
 const PAIRS: usize = 7;
 /// What the test asserts. The issue's target is 0.8; the suite asserts a bound that
 /// fails a scheduler that lets the bulk flow take the passes (measured 0.42-0.56 with
-/// sharing turned off) but survives a noisy shared machine (0.73-0.96 measured with
-/// it on). The measurement against 0.8 is the release run recorded in
-/// docs/results/verbs.md.
+/// sharing turned off) with room for a loaded machine. Measured on a quiet one since
+/// the CPU clock is exact: 0.82-0.86 (7 pairs, debug build).
 const MIN_RATIO: f64 = 0.65;
 
 struct Flow {
@@ -69,10 +71,10 @@ fn flow(a: &Context, b: &Context, depth: usize) -> Flow {
 }
 
 #[test]
-fn small_sends_keep_80_percent_of_their_rate_beside_a_4mb_write_stream() {
-    // shm without ICRC: the configuration a same-host user runs for speed.
-    let a = device_with(LinkKind::Shm, Progress::Inline, false);
-    let b = device_with(LinkKind::Shm, Progress::Inline, false);
+fn small_first_sends_keep_80_percent_of_their_rate_beside_a_4mb_write_stream() {
+    // shm without ICRC: the configuration a same-host user runs for speed; small
+    // messages first.
+    let (a, b) = (small_first(), small_first());
     let mut small = flow(&a, &b, 1024);
     let mut bulk = flow(&a, &b, 8);
     // Registered memory lives in the QPs' domains.
@@ -213,15 +215,122 @@ fn small_sends_keep_80_percent_of_their_rate_beside_a_4mb_write_stream() {
     );
 }
 
-/// Nanoseconds this thread has run on a CPU (`/proc/thread-self/schedstat`).
+/// An inline shm device without ICRC and without the one-copy path whose passes send
+/// one scheduler round while several QPs are active.
+fn small_first() -> Context {
+    let mut cfg = DeviceConfig::local(LinkKind::Shm);
+    cfg.progress = Progress::Inline;
+    cfg.icrc = false;
+    cfg.shared_pass = Duration::ZERO;
+    // The one-copy path moves a WRITE in 64 KiB chunks, each one system call's copy
+    // in the receiving pass: a unit of work no pass budget splits, so beside it the
+    // small flow keeps about 0.59 of its rate (while the bulk flow moves nine times
+    // the bytes it moves through the rings). Small-first holds on the rings: 0.84-0.86
+    // measured (docs/verbs.md, "Sharing the engine").
+    cfg.one_copy = false;
+    Context::open_with(cfg).expect("open device")
+}
+
+/// Nanoseconds this thread has run on a CPU. `CLOCK_THREAD_CPUTIME_ID` is exact;
+/// `/proc/thread-self/schedstat`, read before, advanced only at scheduler ticks for a
+/// running thread, so its windows of a few milliseconds measured ratios in thirds
+/// (0.33, 0.50, 1.00) and the median swung between them.
+#[allow(unsafe_code)]
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .expect("schedstat")
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration, and the
+    // clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A region in `qp`'s protection domain.
 fn mr_for(qp: &QueuePair, len: usize) -> weft_verbs::MemoryRegion {
     qp.pd().alloc_mr(len, Access::ALL)
+}
+
+/// While a bulk flow shares the engine with a small one, a pass transmits one round of
+/// the deficit round robin and then goes on only within its time allowance
+/// (`DeviceConfig::shared_pass`): with none, no pass goes past its round; with a
+/// generous one, passes do, so the bulk flow is not cut to a quantum a pass.
+#[test]
+fn a_shared_pass_goes_past_its_round_only_within_its_time_allowance() {
+    let run = |allowance: Duration| -> (u64, u64) {
+        let open = || {
+            let mut cfg = DeviceConfig::local(LinkKind::Shm);
+            cfg.progress = Progress::Inline;
+            cfg.icrc = false;
+            cfg.shared_pass = allowance;
+            Context::open_with(cfg).expect("open device")
+        };
+        let (a, b) = (open(), open());
+        let mut small = flow(&a, &b, 256);
+        let mut bulk = flow(&a, &b, 4);
+        let big_src = mr_for(&bulk.qa, 1 << 20);
+        let big_dst = mr_for(&bulk.qb, 1 << 20);
+        let sbuf = mr_for(&small.qa, SMALL as usize);
+        let rbuf = mr_for(&small.qb, SMALL as usize * 256);
+        let recv = |i: u64| RecvWr {
+            wr_id: i,
+            sg_list: [rbuf.sge(i as usize * 64, SMALL)].into(),
+        };
+        small.qb.post_recv((0..256u64).map(recv)).unwrap();
+        for _ in 0..4 {
+            let wr = SendWr::new(
+                2,
+                WrOp::Write {
+                    remote: big_dst.remote(0),
+                    imm: None,
+                },
+                vec![big_src.sge(0, 1 << 20)],
+            );
+            bulk.qa.post_send([wr]).unwrap();
+        }
+        let (mut bulk_done, mut inflight) = (0usize, 0usize);
+        let mut out: Vec<Completion> = Vec::new();
+        let deadline = Instant::now() + T;
+        // Bounded in count (four 1 MiB WRITEs) and in time.
+        while bulk_done < 4 && Instant::now() < deadline {
+            if inflight < 16 {
+                let n = 16 - inflight;
+                let wrs = (0..n)
+                    .map(|_| SendWr::new(1, WrOp::Send { imm: None }, vec![sbuf.sge(0, SMALL)]));
+                small.qa.post_send(wrs).unwrap();
+                inflight = 16;
+            }
+            out.clear();
+            inflight -= small.cqa.poll(&mut out, 64);
+            assert!(out.iter().all(|c| c.status == WcStatus::Success), "{out:?}");
+            out.clear();
+            small.cqb.poll(&mut out, 64);
+            let again: Vec<RecvWr> = out.iter().map(|c| recv(c.wr_id)).collect();
+            if !again.is_empty() {
+                small.qb.post_recv(again).unwrap();
+            }
+            out.clear();
+            bulk_done += bulk.cqa.poll(&mut out, 4);
+            assert!(out.iter().all(|c| c.status == WcStatus::Success), "{out:?}");
+            out.clear();
+            bulk.cqb.poll(&mut out, 4);
+        }
+        assert_eq!(bulk_done, 4, "the bulk flow did not finish in {T:?}");
+        let e = a.stats().engine;
+        (e.shared_passes, e.shared_passes_extended)
+    };
+    let (shared, extended) = run(Duration::ZERO);
+    assert!(shared > 0, "the two flows never shared a pass");
+    assert_eq!(
+        extended, 0,
+        "a pass went past its round without an allowance"
+    );
+    let (shared, extended) = run(Duration::from_secs(1));
+    assert!(shared > 0, "the two flows never shared a pass");
+    assert!(
+        extended > 0,
+        "no pass went past its round with a 1 s allowance ({shared} shared passes)"
+    );
 }
