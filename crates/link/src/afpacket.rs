@@ -30,10 +30,10 @@
 //! Needs `CAP_NET_RAW`.
 
 use crate::sys::{self, Mmap};
-use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use crate::{Armed, BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -1041,6 +1041,14 @@ impl Link for AfPacket {
 
     fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
         self.poll_fds(Some(doorbell), timeout)
+    }
+
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> io::Result<Armed> {
+        if self.rx_ready() {
+            return Ok(Armed::Ready);
+        }
+        fds.push(self.fd.as_raw_fd());
+        Ok(Armed::Fds)
     }
 
     fn stats(&self) -> LinkStats {

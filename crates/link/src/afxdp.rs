@@ -34,9 +34,9 @@
 use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig, RingVersion};
 use crate::sys::bpf::Insn;
 use crate::sys::{self, Mmap};
-use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use crate::{Armed, BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -954,6 +954,16 @@ impl Link for AfXdpLink {
 
     fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
         self.poll_fds(Some(doorbell), timeout)
+    }
+
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> io::Result<Armed> {
+        if self.queues.iter().any(|q| q.rx.ready() > 0)
+            || self.oversize.as_ref().is_some_and(AfPacket::rx_ready)
+        {
+            return Ok(Armed::Ready);
+        }
+        fds.extend(self.pollfds.iter().map(|p| p.fd));
+        Ok(Armed::Fds)
     }
 
     fn stats(&self) -> LinkStats {

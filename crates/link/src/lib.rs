@@ -57,6 +57,7 @@ pub use sys::monotonic_micros;
 pub use udp::{UdpLink, UdpOptions};
 
 use std::io;
+use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// What a link is.
@@ -99,6 +100,17 @@ pub struct LinkStats {
     pub rx_ring_wait_ns: u64,
     /// Frames whose ring wait is in [`LinkStats::rx_ring_wait_ns`].
     pub rx_ring_timed: u64,
+}
+
+/// How a link takes part in a wait on several links at once ([`Link::arm_wait`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Armed {
+    /// A receive may find frames now: do not block.
+    Ready,
+    /// Its descriptors were added: block on them.
+    Fds,
+    /// It has no descriptor to block on: block briefly (at most 1 ms) and look again.
+    NoFd,
 }
 
 /// A frame link with burst receive and send over pooled buffers.
@@ -149,6 +161,22 @@ pub trait Link: Send {
         self.wait(timeout.min(Duration::from_millis(1)))
     }
 
+    /// For a thread that serves several links and blocks on all of them at once (a
+    /// router worker with several ports): get ready to block, adding to `fds` the
+    /// descriptors that become readable when a receive may find frames. Returns
+    /// [`Armed::Ready`] when a receive may find frames now (do not block),
+    /// [`Armed::Fds`] when it added its descriptors, [`Armed::NoFd`] when it has
+    /// none (the default: the caller then blocks at most 1 ms, as the default
+    /// [`Link::wait_also`] does). Call [`Link::disarm_wait`] after the wait, or
+    /// instead of it, whatever this returned.
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> io::Result<Armed> {
+        let _ = fds;
+        Ok(Armed::NoFd)
+    }
+
+    /// Undo [`Link::arm_wait`] (after the wait).
+    fn disarm_wait(&mut self) {}
+
     /// The link's own counters.
     fn stats(&self) -> LinkStats;
 
@@ -179,6 +207,12 @@ impl<L: Link + ?Sized> Link for Box<L> {
         timeout: Duration,
     ) -> io::Result<bool> {
         (**self).wait_also(doorbell, timeout)
+    }
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> io::Result<Armed> {
+        (**self).arm_wait(fds)
+    }
+    fn disarm_wait(&mut self) {
+        (**self).disarm_wait()
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()

@@ -3,10 +3,10 @@
 //! `FaultInjector` shape: a wrapper with a seed, not a separate world).
 
 use crate::wake::EventFd;
-use crate::{BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
+use crate::{Armed, BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -69,6 +69,16 @@ pub fn pair(
 }
 
 impl SimLink {
+    /// This end's eventfd for waits on descriptors, made at its first use.
+    fn rx_bell(&mut self) -> io::Result<Arc<EventFd>> {
+        if let Some(b) = &self.rx_bell {
+            return Ok(Arc::clone(b));
+        }
+        let b = Arc::new(EventFd::new()?);
+        self.rx_bell = Some(Arc::clone(&b));
+        Ok(b)
+    }
+
     /// Send a copy of `frame` (test convenience). False when no buffer is free, the
     /// frame does not fit one, or the queue is full.
     pub fn send_bytes(&mut self, frame: &[u8]) -> bool {
@@ -167,14 +177,7 @@ impl Link for SimLink {
     /// rang its doorbell: the wait is on an eventfd that senders notify while this
     /// end watches, and the doorbell, at once.
     fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-        let bell = match &self.rx_bell {
-            Some(b) => Arc::clone(b),
-            None => {
-                let b = Arc::new(EventFd::new()?);
-                self.rx_bell = Some(Arc::clone(&b));
-                b
-            }
-        };
+        let bell = self.rx_bell()?;
         {
             let mut g = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
             if !g.q.is_empty() {
@@ -196,6 +199,31 @@ impl Link for SimLink {
             .unwrap_or_else(PoisonError::into_inner)
             .q
             .is_empty())
+    }
+
+    /// The same watcher as [`Link::wait_also`], for a caller that blocks on it with
+    /// other links' descriptors.
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> io::Result<Armed> {
+        let bell = self.rx_bell()?;
+        let mut g = self.rx.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if !g.q.is_empty() {
+            return Ok(Armed::Ready);
+        }
+        g.watcher = Some(Arc::clone(&bell));
+        drop(g);
+        fds.push(bell.as_fd().as_raw_fd());
+        Ok(Armed::Fds)
+    }
+
+    fn disarm_wait(&mut self) {
+        self.rx
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .watcher = None;
+        if let Some(b) = &self.rx_bell {
+            b.drain();
+        }
     }
 
     fn stats(&self) -> LinkStats {
@@ -293,6 +321,12 @@ impl<L: Link> Link for Faulty<L> {
     }
     fn wait_also(&mut self, doorbell: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
         self.inner.wait_also(doorbell, timeout)
+    }
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> io::Result<Armed> {
+        self.inner.arm_wait(fds)
+    }
+    fn disarm_wait(&mut self) {
+        self.inner.disarm_wait()
     }
     fn stats(&self) -> LinkStats {
         self.inner.stats()

@@ -69,10 +69,32 @@ pub fn poll_readable_precise(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::R
     readable_mask(fds, |p| crate::sys::ppoll(p, timeout))
 }
 
+/// [`poll_readable_precise`] over raw descriptors (those [`crate::Link::arm_wait`]
+/// collects from several links at once): the caller keeps them open for the call.
+pub fn poll_raw_readable(fds: &[std::os::fd::RawFd], timeout: Duration) -> io::Result<u64> {
+    raw_readable_mask(fds, |p| crate::sys::ppoll(p, timeout))
+}
+
 /// The pollfd set for `fds` (on the stack for the few descriptors callers pass), the
 /// wait, and the mask of the ready ones.
 fn readable_mask(
     fds: &[BorrowedFd<'_>],
+    wait: impl FnOnce(&mut [libc::pollfd]) -> io::Result<usize>,
+) -> io::Result<u64> {
+    const ON_STACK: usize = 8;
+    let mut raw = [-1; ON_STACK];
+    if fds.len() <= ON_STACK {
+        for (r, fd) in raw.iter_mut().zip(fds) {
+            *r = fd.as_raw_fd();
+        }
+        return raw_readable_mask(&raw[..fds.len()], wait);
+    }
+    let raw: Vec<_> = fds.iter().map(|fd| fd.as_raw_fd()).collect();
+    raw_readable_mask(&raw, wait)
+}
+
+fn raw_readable_mask(
+    fds: &[std::os::fd::RawFd],
     wait: impl FnOnce(&mut [libc::pollfd]) -> io::Result<usize>,
 ) -> io::Result<u64> {
     const ON_STACK: usize = 8;
@@ -90,7 +112,7 @@ fn readable_mask(
         &mut heap
     };
     for (p, fd) in pfds.iter_mut().zip(fds) {
-        p.fd = fd.as_raw_fd();
+        p.fd = *fd;
         p.events = libc::POLLIN;
     }
     if wait(pfds)? == 0 {

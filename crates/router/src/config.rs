@@ -5,6 +5,8 @@
 //! architecture = "push"          # push | pull | central
 //! control_socket = "/run/weft-router.sock"
 //! busy_poll_us = 50              # an idle thread polls this long before it blocks
+//! # workers = 1                  # port threads (default: one per port, up to the
+//! #                              # CPUs this process may run on)
 //!
 //! [[port]]
 //! name = "left"
@@ -79,6 +81,10 @@ pub struct RouterSection {
     /// Microseconds an idle data plane thread keeps polling before it blocks
     /// ([`crate::Options::busy_poll`]; default 50).
     pub busy_poll_us: Option<u64>,
+    /// Port workers, each serving its share of the ports ([`crate::Options::workers`];
+    /// default: one per port up to the CPUs the process may run on). At least 1;
+    /// more than the ports is the same as one per port.
+    pub workers: Option<std::num::NonZeroUsize>,
 }
 
 /// `[[port]]`.
@@ -808,6 +814,13 @@ via = "198.18.2.2"
         );
         let c = Config::parse(&format!("[router]\nbusy_poll_us = 0\n{EXAMPLE}")).expect("busy");
         assert_eq!(c.router.busy_poll_us, Some(0));
+        assert_eq!(c.router.workers, None, "workers: automatic by default");
+        let c = Config::parse(&format!("[router]\nworkers = 1\n{EXAMPLE}")).expect("workers");
+        assert_eq!(c.router.workers.map(std::num::NonZeroUsize::get), Some(1));
+        assert!(
+            Config::parse(&format!("[router]\nworkers = 0\n{EXAMPLE}")).is_err(),
+            "no workers"
+        );
         assert!(Config::parse(&xdp("backend = \"dpdk\"")).is_err());
         assert!(Config::parse(&xdp("backend = \"afxdp\"\nxdp_mode = \"offload\"")).is_err());
         assert!(

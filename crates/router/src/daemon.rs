@@ -152,8 +152,15 @@ fn run_router(
             .router
             .busy_poll_us
             .map_or(defaults.busy_poll, Duration::from_micros),
+        workers: cfg.router.workers.map(std::num::NonZeroUsize::get),
         ..defaults
     };
+    let local_ports = (0..cfg.ports.len()).filter(|&i| local(i)).count();
+    let workers = crate::dataplane::worker_count(
+        opts.workers,
+        local_ports,
+        crate::dataplane::available_cpus(),
+    );
     let dp = match plan {
         None => Dataplane::start(
             Arc::clone(&router),
@@ -182,8 +189,9 @@ fn run_router(
         }
     };
     eprintln!(
-        "weft router: {} ports, {n} configured routes, architecture {arch}, control socket {}",
+        "weft router: {} ports, {n} configured routes, architecture {arch}, {} port workers, control socket {}",
         cfg.ports.len(),
+        workers,
         socket.display()
     );
     while !stop.load(Ordering::SeqCst) && dp.is_running() {

@@ -14,9 +14,21 @@
 //!
 //! Rings are SPSC, one per (producer, consumer) pair, so no ring has two writers.
 //!
+//! Port workers: a port's "worker" above is a role; the threads that play it are
+//! [`Options::workers`] port workers, each serving its share of the ports run to
+//! completion (a burst from each of its ports in turn, the pipeline, then each
+//! port's transmit). Between two ports of one worker there is no ring and no
+//! doorbell: a frame goes straight onto the egress port's transmit list (pull's
+//! egress half runs there too). The default is one worker per port up to the CPUs
+//! the process may run on ([`worker_count`]): more spinning threads than CPUs only
+//! take turns, spinning, yielding and waking each other through doorbells. Each port
+//! keeps its own pipeline [`Worker`] (counters, neighbour cache) and link counters.
+//! Central's port threads are grouped the same way; its forwarding thread stays one.
+//!
 //! Waiting: a thread with nothing to do polls (yielding the CPU between polls) for
-//! [`Options::busy_poll`], then blocks on its link's descriptors and its own
-//! doorbell (an eventfd, `Doorbell`) together. A producer that posts into a sleeping
+//! [`Options::busy_poll`], then blocks on all of its links' descriptors and its own
+//! doorbell (an eventfd, `Doorbell`) together ([`Link::arm_wait`] for more than one
+//! link). A producer that posts into a sleeping
 //! thread's ring rings its doorbell after the ring's own (Release) doorbell, so a
 //! lone packet waits for one wake-up, never for a timeout; a frame arriving on the
 //! link wakes the thread through the link's descriptor (`TPACKET_V2` rings: per
@@ -28,15 +40,15 @@ use crate::fib::PortId;
 use crate::pipeline::{Outbox, Router, Worker};
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::str::FromStr;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use weft_link::spsc::{self, Consumer, Producer};
-use weft_link::wake::EventFd;
-use weft_link::{Link, PacketBuf};
+use weft_link::wake::{poll_raw_readable, EventFd};
+use weft_link::{Armed, Link, PacketBuf};
 use weft_wire::EthernetAddress;
 
 /// How packets get from the ingress port to the egress port.
@@ -91,6 +103,12 @@ pub struct Options {
     pub busy_poll: Duration,
     /// Longest block when idle (timers: neighbour resolution, counters).
     pub wait: Duration,
+    /// Port workers (threads that serve ports; push, pull and central's port
+    /// threads): each serves its share of the ports, run to completion. `None`:
+    /// one per port up to the CPUs this process may run on ([`worker_count`]), so
+    /// a router confined to one CPU (`taskset`) runs one worker for all its ports
+    /// instead of threads that take turns on it.
+    pub workers: Option<usize>,
 }
 
 impl Default for Options {
@@ -102,8 +120,38 @@ impl Default for Options {
             spin_before_wait: 200,
             busy_poll: Duration::from_micros(50),
             wait: Duration::from_millis(10),
+            workers: None,
         }
     }
+}
+
+/// How many port workers serve `ports` ports: `requested` when given (at least one,
+/// at most one per port), else one per port up to `cpus`, the CPUs this process may
+/// run on. More workers than CPUs would only take turns on them: spin and yield
+/// against each other, and sleep and wake through doorbells, where one worker
+/// hands frames from port to port directly. Zero ports, zero workers.
+pub fn worker_count(requested: Option<usize>, ports: usize, cpus: usize) -> usize {
+    if ports == 0 {
+        return 0;
+    }
+    requested.unwrap_or(cpus).clamp(1, ports)
+}
+
+/// The CPUs this process may run on: its affinity mask (what `taskset` sets), as
+/// [`std::thread::available_parallelism`] reads it; 1 when it cannot tell.
+pub fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// Deal `ports` out to `workers` workers in turn (port i to worker i mod workers):
+/// one list of ports per worker, none empty.
+pub fn assign_ports(ports: &[PortId], workers: usize) -> Vec<Vec<PortId>> {
+    let workers = workers.min(ports.len());
+    let mut groups = vec![Vec::new(); workers];
+    for (i, &p) in ports.iter().enumerate() {
+        groups[i % workers].push(p);
+    }
+    groups
 }
 
 /// A descriptor in a ring between threads.
@@ -403,15 +451,41 @@ fn start_distributed(
     // posts there.
     let slots = n + usize::from(interconnect.is_some());
     let (mut prod, mut cons) = ring_grid(slots, opts.ring_slots);
-    // A doorbell per port thread. The interconnect thread has none: it polls its
-    // fabric and naps (cluster::node), and it rings none either, so in a cluster a
-    // port thread blocks at most 1 ms at a time to see what the interconnect posted.
-    let bells = links
+    // The ports with a link here, grouped onto port workers (threads).
+    let here: Vec<PortId> = (0..n).filter(|&i| links[i].is_some()).collect();
+    let groups = assign_ports(
+        &here,
+        worker_count(opts.workers, here.len(), available_cpus()),
+    );
+    let mut owner: Vec<Option<usize>> = vec![None; slots];
+    for (g, ports) in groups.iter().enumerate() {
+        for &p in ports {
+            owner[p] = Some(g);
+        }
+    }
+    // Rings between two ports of one worker stay unused: it hands frames from one to
+    // the other directly.
+    for from in 0..n {
+        for to in 0..n {
+            if from != to && owner[from].is_some() && owner[from] == owner[to] {
+                prod[from][to] = None;
+                cons[to][from] = None;
+            }
+        }
+    }
+    // A doorbell per port worker, shared by its ports. The interconnect thread has
+    // none: it polls its fabric and naps (cluster::node), and it rings none either,
+    // so in a cluster a port worker blocks at most 1 ms at a time to see what the
+    // interconnect posted.
+    let group_bells = groups
         .iter()
-        .map(|l| l.as_ref().map(|_| Doorbell::new()).transpose())
-        .chain(interconnect.iter().map(|_| Ok(None)))
-        .collect::<io::Result<Vec<Option<Arc<Doorbell>>>>>()?;
-    all_bells.extend(bells.iter().flatten().cloned());
+        .map(|_| Doorbell::new())
+        .collect::<io::Result<Vec<Arc<Doorbell>>>>()?;
+    all_bells.extend(group_bells.iter().cloned());
+    let bells: Vec<Option<Arc<Doorbell>>> = owner
+        .iter()
+        .map(|g| g.map(|g| Arc::clone(&group_bells[g])))
+        .collect();
     let interconnect_present = interconnect.is_some();
     let block = if interconnect_present {
         opts.wait.min(Duration::from_millis(1))
@@ -433,28 +507,61 @@ fn start_distributed(
                 .spawn(move || crate::cluster::node::run(n, ic, worker, to, from, opts, &stop))?,
         );
     }
-    for (id, link) in links.into_iter().enumerate() {
-        let Some(link) = link else { continue };
-        let worker = router.worker(link.pool().clone());
-        let to = std::mem::take(&mut prod[id]);
-        let from: Vec<Consumer<Desc>> = std::mem::take(&mut cons[id])
-            .into_iter()
-            .flatten()
-            .collect();
+    let mut links = links;
+    for (ports, bell) in groups.into_iter().zip(group_bells) {
+        let mut sides = Vec::with_capacity(ports.len());
+        for id in ports {
+            let link = links[id]
+                .take()
+                .ok_or_else(|| io::Error::other("a port given to two workers"))?;
+            let worker = router.worker(link.pool().clone());
+            let to = Outbound::with_bells(std::mem::take(&mut prod[id]), bells.clone());
+            let from: Vec<Consumer<Desc>> = std::mem::take(&mut cons[id])
+                .into_iter()
+                .flatten()
+                .collect();
+            sides.push(PortSide {
+                id,
+                link,
+                worker,
+                to,
+                from,
+                publish: Publish::default(),
+            });
+        }
+        let names: Vec<&str> = sides.iter().map(|s| s.link.info().name.as_str()).collect();
+        let name = format!("weft-port-{}", names.join("+"));
         let stop = Arc::clone(stop);
-        let name = format!("weft-port-{}", link.info().name);
-        let to = Outbound::with_bells(to, bells.clone());
-        let bell = bells[id]
-            .clone()
-            .ok_or_else(|| io::Error::other("port without a doorbell"))?;
-        let rest = Waiting { bell, block };
+        let waiting = Waiting { bell, block };
         threads.push(
             std::thread::Builder::new()
                 .name(name)
-                .spawn(move || port_loop(id, link, worker, to, from, rest, opts, &stop))?,
+                .spawn(move || port_loop(sides, waiting, opts, &stop))?,
         );
     }
     Ok(threads)
+}
+
+/// A port as a worker's idle path sees it: the link to block on, the rings other
+/// threads feed it, and whose counters count the sleep.
+trait Served {
+    fn parts(&mut self) -> (&mut dyn Link, &mut [Consumer<Desc>], &Worker);
+}
+
+impl Served for PortSide {
+    fn parts(&mut self) -> (&mut dyn Link, &mut [Consumer<Desc>], &Worker) {
+        (&mut *self.link, &mut self.from, &self.worker)
+    }
+}
+
+impl Served for IoSide {
+    fn parts(&mut self) -> (&mut dyn Link, &mut [Consumer<Desc>], &Worker) {
+        (
+            &mut *self.link,
+            std::slice::from_mut(&mut self.down),
+            &self.worker,
+        )
+    }
 }
 
 /// How a thread blocks when idle: its doorbell, and the longest block.
@@ -485,107 +592,211 @@ impl Waiting {
         }
         self.bell.awake();
     }
+
+    /// Block on every port's link and the doorbell at once, unless a ring in some
+    /// port's `from` has something or a link has frames already. A link with no
+    /// descriptor to block on ([`weft_link::Armed::NoFd`]) shortens the block to
+    /// 1 ms. One port: [`Waiting::block`].
+    fn block_all<S: Served>(&self, sides: &mut [S], fds: &mut Vec<RawFd>, errors: &mut ErrorLog) {
+        if let [s] = sides {
+            let (link, from, worker) = s.parts();
+            self.block(link, from, worker, errors);
+            return;
+        }
+        if sides.is_empty() {
+            return;
+        }
+        self.bell.going_to_sleep();
+        if sides
+            .iter_mut()
+            .all(|s| s.parts().1.iter_mut().all(|c| c.is_empty()))
+        {
+            fds.clear();
+            let mut ready = false;
+            let mut short = false;
+            let mut armed = 0;
+            for s in sides.iter_mut() {
+                armed += 1;
+                let (link, _, worker) = s.parts();
+                match survive(link.arm_wait(fds).map(Some), worker, errors) {
+                    Some(Armed::Ready) => {
+                        ready = true;
+                        break;
+                    }
+                    Some(Armed::Fds) => {}
+                    Some(Armed::NoFd) | None => short = true,
+                }
+            }
+            if !ready {
+                let (_, _, worker) = sides[0].parts();
+                worker.count(Counter::Sleeps, 1);
+                fds.push(self.bell.fd.as_fd().as_raw_fd());
+                let block = if short {
+                    self.block.min(Duration::from_millis(1))
+                } else {
+                    self.block
+                };
+                survive(poll_raw_readable(fds, block), worker, errors);
+            }
+            for s in sides.iter_mut().take(armed) {
+                s.parts().0.disarm_wait();
+            }
+        }
+        self.bell.awake();
+    }
 }
 
-/// One port's worker in push or pull mode: ingress for its link, egress for the rings
-/// pointing at it.
-#[allow(clippy::too_many_arguments)] // one thread's whole context, passed once
-fn port_loop(
+/// One port of a port worker: its link, its pipeline worker (counters, neighbour
+/// cache, ICMP budget: per port, as with a thread per port) and its rings to and
+/// from the ports of other workers.
+struct PortSide {
     id: PortId,
-    mut link: Box<dyn Link>,
-    mut worker: Worker,
-    mut to: Outbound,
-    mut from: Vec<Consumer<Desc>>,
+    link: Box<dyn Link>,
+    worker: Worker,
+    /// Rings to ports of other workers (and the interconnect).
+    to: Outbound,
+    /// Rings from ports of other workers (and the interconnect).
+    from: Vec<Consumer<Desc>>,
+    publish: Publish,
+}
+
+/// A port worker in push or pull mode, run to completion over its ports: each round
+/// it receives a burst on each port in turn and runs the pipeline; a frame for
+/// another port of this worker goes straight onto that port's transmit list (no
+/// ring, no doorbell: pull's egress half runs here too, as that port's worker),
+/// a frame for another worker's port into the ring to it. Then, port by port, it
+/// fetches what other workers posted for the port and transmits.
+fn port_loop(
+    mut sides: Vec<PortSide>,
     waiting: Waiting,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let router = Arc::clone(worker.router());
-    let mut publish = Publish::default();
+    let Some(first) = sides.first() else {
+        return Ok(());
+    };
+    let router = Arc::clone(first.worker.router());
+    // Port id → its index in `sides`, for this worker's ports.
+    let mut local: Vec<Option<usize>> = Vec::new();
+    for (k, s) in sides.iter().enumerate() {
+        if local.len() <= s.id {
+            local.resize(s.id + 1, None);
+        }
+        local[s.id] = Some(k);
+    }
+    let local_index = |p: PortId| local.get(p).copied().flatten();
+    let mut txs: Vec<Vec<PacketBuf>> = sides
+        .iter()
+        .map(|_| Vec::with_capacity(opts.burst * 4))
+        .collect();
     let mut errors = ErrorLog::default();
     let mut rx = Vec::with_capacity(opts.burst);
-    let mut tx: Vec<PacketBuf> = Vec::with_capacity(opts.burst * 4);
     let mut out: Outbox = Vec::new();
     let mut descs = Vec::with_capacity(opts.burst);
+    let mut fds = Vec::new();
     let mut rest = Rest::default();
     while !stop.load(Ordering::Acquire) {
         let now = Instant::now();
-        to.flush();
-        // Flow control: while a ring we feed is full, or our own transmit list is
-        // long, receive nothing; frames wait in the kernel's ring (and are dropped
-        // and counted there if it overflows), as a NIC drops at its port.
-        let got = if to.blocked() || tx.len() >= opts.burst * 4 {
-            0
-        } else {
-            survive(link.recv_burst(&mut rx, opts.burst), &worker, &mut errors)
-        };
-        if got > 0 {
-            worker.count(Counter::RxBursts, 1);
-            let fib = router.fib();
-            for buf in rx.drain(..) {
-                let Some(mut f) = worker.classify(&fib, id, buf, now, &mut out) else {
-                    continue;
-                };
-                if router.is_remote(f.egress) {
-                    to.post_remote(id, f.buf, f.egress, &mut tx, &worker);
-                    continue;
-                }
-                let desc = match opts.arch {
-                    Architecture::Pull if f.egress != id => Desc::Classified(f.buf, f.dst_mac),
-                    _ => {
-                        router.finish(&mut f.buf, f.egress, f.dst_mac);
-                        Desc::Ready(f.buf)
-                    }
-                };
-                to.post(id, f.egress, desc, &mut tx, &worker);
-            }
-        }
-        worker.tick(now, &mut out);
-        for (e, b) in out.drain(..) {
-            if router.is_remote(e) {
-                to.post_remote(id, b, e, &mut tx, &worker);
+        let mut progress = false;
+        // Flow control: while a transmit list of this worker is long, receive
+        // nothing (nor on a port whose ring to another worker is full); frames wait
+        // in the kernel's ring (and are dropped and counted there if it overflows),
+        // as a NIC drops at its port.
+        let tx_long = txs.iter().any(|t| t.len() >= opts.burst * 4);
+        for s in &mut sides {
+            let id = s.id;
+            s.to.flush();
+            let got = if s.to.blocked() || tx_long {
+                0
             } else {
-                to.post(id, e, Desc::Ready(b), &mut tx, &worker);
-            }
-        }
-        // The batched doorbell: one Release store per ring per burst (and an eventfd
-        // write for a consumer that sleeps).
-        let woke = to.doorbells();
-        if woke > 0 {
-            worker.count(Counter::DoorbellWakeups, woke);
-        }
-        // Egress: fetch what other ingress workers posted for us, while the link
-        // keeps up.
-        let mut fetched = 0;
-        for c in &mut from {
-            if tx.len() >= opts.burst * 2 {
-                break;
-            }
-            fetched += c.pop_burst(&mut descs, opts.burst);
-            for d in descs.drain(..) {
-                match d {
-                    Desc::Classified(mut b, mac) => {
-                        router.finish(&mut b, id, mac);
-                        tx.push(b);
+                survive(
+                    s.link.recv_burst(&mut rx, opts.burst),
+                    &s.worker,
+                    &mut errors,
+                )
+            };
+            let own = local_index(id).unwrap_or(0);
+            if got > 0 {
+                progress = true;
+                s.worker.count(Counter::RxBursts, 1);
+                let fib = router.fib();
+                for buf in rx.drain(..) {
+                    let Some(mut f) = s.worker.classify(&fib, id, buf, now, &mut out) else {
+                        continue;
+                    };
+                    if router.is_remote(f.egress) {
+                        s.to.post_remote(id, f.buf, f.egress, &mut txs[own], &s.worker);
+                        continue;
                     }
-                    d => tx.push(d.into_buf()),
+                    if let Some(j) = local_index(f.egress) {
+                        router.finish(&mut f.buf, f.egress, f.dst_mac);
+                        txs[j].push(f.buf);
+                        continue;
+                    }
+                    let desc = match opts.arch {
+                        Architecture::Pull => Desc::Classified(f.buf, f.dst_mac),
+                        _ => {
+                            router.finish(&mut f.buf, f.egress, f.dst_mac);
+                            Desc::Ready(f.buf)
+                        }
+                    };
+                    s.to.post(id, f.egress, desc, &mut txs[own], &s.worker);
                 }
             }
+            s.worker.tick(now, &mut out);
+            for (e, b) in out.drain(..) {
+                if router.is_remote(e) {
+                    s.to.post_remote(id, b, e, &mut txs[own], &s.worker);
+                } else if let Some(j) = local_index(e) {
+                    txs[j].push(b);
+                } else {
+                    s.to.post(id, e, Desc::Ready(b), &mut txs[own], &s.worker);
+                }
+            }
+            // The batched doorbell: one Release store per ring per burst (and an
+            // eventfd write for a worker that sleeps).
+            let woke = s.to.doorbells();
+            if woke > 0 {
+                s.worker.count(Counter::DoorbellWakeups, woke);
+            }
         }
-        let sent_before = tx.len();
-        let r = transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX);
-        survive(r, &worker, &mut errors);
-        publish.maybe(id, &mut *link, &router, now);
-        if got > 0 || fetched > 0 || tx.len() < sent_before {
+        // Egress, port by port: fetch what other workers posted for it, while the
+        // link keeps up, and transmit.
+        for (s, tx) in sides.iter_mut().zip(&mut txs) {
+            let mut fetched = 0;
+            for c in &mut s.from {
+                if tx.len() >= opts.burst * 2 {
+                    break;
+                }
+                fetched += c.pop_burst(&mut descs, opts.burst);
+                for d in descs.drain(..) {
+                    match d {
+                        Desc::Classified(mut b, mac) => {
+                            router.finish(&mut b, s.id, mac);
+                            tx.push(b);
+                        }
+                        d => tx.push(d.into_buf()),
+                    }
+                }
+            }
+            let sent_before = tx.len();
+            let r = transmit(&mut *s.link, tx, &s.worker, TX_BACKLOG_MAX);
+            survive(r, &s.worker, &mut errors);
+            s.publish.maybe(s.id, &mut *s.link, &router, now);
+            if fetched > 0 || tx.len() < sent_before {
+                progress = true;
+            }
+        }
+        if progress {
             rest.busy();
         } else if rest.poll_on(opts.busy_poll) {
             // Polling on: the next round looks again.
-        } else if to.blocked() || !tx.is_empty() {
+        } else if sides.iter().any(|s| s.to.blocked()) || txs.iter().any(|t| !t.is_empty()) {
             // Waiting for room (a full ring or transmit ring): nothing to block on
             // that would say when; let the consumer run.
             std::thread::yield_now();
         } else {
-            waiting.block(&mut *link, &mut from, &worker, &mut errors);
+            waiting.block_all(&mut sides, &mut fds, &mut errors);
             rest.woke();
         }
     }
@@ -778,26 +989,59 @@ fn start_central(
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no ports"))?;
     let central_bell = Doorbell::new()?;
     all_bells.push(Arc::clone(&central_bell));
-    let mut io_bells = Vec::new();
+    // The port threads: `workers` of them, each serving its share of the ports.
+    let ids: Vec<PortId> = (0..links.len()).collect();
+    let groups = assign_ports(
+        &ids,
+        worker_count(opts.workers, ids.len(), available_cpus()),
+    );
+    let group_bells = groups
+        .iter()
+        .map(|_| Doorbell::new())
+        .collect::<io::Result<Vec<Arc<Doorbell>>>>()?;
+    all_bells.extend(group_bells.iter().cloned());
+    let mut io_bells = vec![None; links.len()];
+    for (ports, bell) in groups.iter().zip(&group_bells) {
+        for &p in ports {
+            io_bells[p] = Some(Arc::clone(bell));
+        }
+    }
+    let mut sides: Vec<Option<IoSide>> = Vec::new();
     for (id, link) in links.into_iter().enumerate() {
         let (in_p, in_c) = spsc::ring::<Desc>(opts.ring_slots);
         let (out_p, out_c) = spsc::ring::<Desc>(opts.ring_slots);
         to_central.push(in_c);
         from_central.push(Some(out_p));
         let worker = router.worker(link.pool().clone());
+        sides.push(Some(IoSide {
+            id,
+            link,
+            worker,
+            up: in_p,
+            down: out_c,
+            backlog: VecDeque::new(),
+            tx: Vec::with_capacity(opts.burst * 4),
+            publish: Publish::default(),
+        }));
+    }
+    for (ports, bell) in groups.into_iter().zip(group_bells) {
+        let mine = ports
+            .iter()
+            .map(|&p| sides[p].take())
+            .collect::<Option<Vec<IoSide>>>()
+            .ok_or_else(|| io::Error::other("a port given to two workers"))?;
+        let names: Vec<&str> = mine.iter().map(|s| s.link.info().name.as_str()).collect();
+        let name = format!("weft-io-{}", names.join("+"));
         let stop = Arc::clone(stop);
-        let bell = Doorbell::new()?;
-        all_bells.push(Arc::clone(&bell));
-        io_bells.push(Some(Arc::clone(&bell)));
         let waiting = Waiting {
             bell,
             block: opts.wait,
         };
-        let up = (in_p, Arc::clone(&central_bell));
+        let central = Arc::clone(&central_bell);
         threads.push(
             std::thread::Builder::new()
-                .name(format!("weft-io-{}", link.info().name))
-                .spawn(move || io_loop(id, link, worker, up, out_c, waiting, opts, &stop))?,
+                .name(name)
+                .spawn(move || io_loop(mine, central, waiting, opts, &stop))?,
         );
     }
     let worker = router.worker(pool);
@@ -813,77 +1057,97 @@ fn start_central(
     Ok(threads)
 }
 
-/// Central mode port thread: link → ring, ring → link; no packet processing.
-/// `up` is the ring to the forwarding thread and that thread's doorbell.
-#[allow(clippy::too_many_arguments)] // one thread's whole context, passed once
-fn io_loop(
+/// One port of a central mode port thread: its link, the ring up to the
+/// forwarding thread and the ring down from it.
+struct IoSide {
     id: PortId,
-    mut link: Box<dyn Link>,
+    link: Box<dyn Link>,
     worker: Worker,
-    up: (Producer<Desc>, Arc<Doorbell>),
-    mut down: Consumer<Desc>,
+    up: Producer<Desc>,
+    down: Consumer<Desc>,
+    /// Received frames waiting for room in `up`.
+    backlog: VecDeque<Desc>,
+    tx: Vec<PacketBuf>,
+    publish: Publish,
+}
+
+/// Central mode port thread: link → ring, ring → link for each of its ports in turn;
+/// no packet processing. `central` is the forwarding thread's doorbell.
+fn io_loop(
+    mut sides: Vec<IoSide>,
+    central: Arc<Doorbell>,
     waiting: Waiting,
     opts: Options,
     stop: &AtomicBool,
 ) -> io::Result<()> {
-    let (mut up, central) = up;
-    let mut publish = Publish::default();
     let mut errors = ErrorLog::default();
     let mut rx = Vec::with_capacity(opts.burst);
-    let mut tx = Vec::with_capacity(opts.burst * 4);
     let mut descs = Vec::with_capacity(opts.burst);
+    let mut fds = Vec::new();
     let mut rest = Rest::default();
-    let mut backlog: VecDeque<Desc> = VecDeque::new();
     while !stop.load(Ordering::Acquire) {
-        while let Some(d) = backlog.pop_front() {
-            if let Err(d) = up.push(d) {
-                backlog.push_front(d);
-                break;
+        let mut progress = false;
+        for s in &mut sides {
+            while let Some(d) = s.backlog.pop_front() {
+                if let Err(d) = s.up.push(d) {
+                    s.backlog.push_front(d);
+                    break;
+                }
+            }
+            let got = if s.backlog.is_empty() && s.tx.len() < opts.burst * 4 {
+                survive(
+                    s.link.recv_burst(&mut rx, opts.burst),
+                    &s.worker,
+                    &mut errors,
+                )
+            } else {
+                0
+            };
+            for b in rx.drain(..) {
+                let d = Desc::Raw(b);
+                if !s.backlog.is_empty() {
+                    s.backlog.push_back(d);
+                } else if let Err(d) = s.up.push(d) {
+                    s.backlog.push_back(d);
+                }
+            }
+            if got > 0 {
+                s.worker.count(Counter::RxBursts, 1);
+            }
+            if s.up.pending() > 0 {
+                s.up.doorbell();
+                if central.ring() {
+                    s.worker.count(Counter::DoorbellWakeups, 1);
+                }
+            }
+            let fetched = if s.tx.len() < opts.burst * 2 {
+                s.down.pop_burst(&mut descs, opts.burst)
+            } else {
+                0
+            };
+            for d in descs.drain(..) {
+                s.tx.push(d.into_buf());
+            }
+            let before = s.tx.len();
+            let r = transmit(&mut *s.link, &mut s.tx, &s.worker, TX_BACKLOG_MAX);
+            survive(r, &s.worker, &mut errors);
+            s.publish
+                .maybe(s.id, &mut *s.link, s.worker.router(), Instant::now());
+            if got > 0 || fetched > 0 || s.tx.len() < before {
+                progress = true;
             }
         }
-        let got = if backlog.is_empty() && tx.len() < opts.burst * 4 {
-            survive(link.recv_burst(&mut rx, opts.burst), &worker, &mut errors)
-        } else {
-            0
-        };
-        for b in rx.drain(..) {
-            let d = Desc::Raw(b);
-            if !backlog.is_empty() {
-                backlog.push_back(d);
-            } else if let Err(d) = up.push(d) {
-                backlog.push_back(d);
-            }
-        }
-        if got > 0 {
-            worker.count(Counter::RxBursts, 1);
-        }
-        if up.pending() > 0 {
-            up.doorbell();
-            if central.ring() {
-                worker.count(Counter::DoorbellWakeups, 1);
-            }
-        }
-        let fetched = if tx.len() < opts.burst * 2 {
-            down.pop_burst(&mut descs, opts.burst)
-        } else {
-            0
-        };
-        for d in descs.drain(..) {
-            tx.push(d.into_buf());
-        }
-        let before = tx.len();
-        let r = transmit(&mut *link, &mut tx, &worker, TX_BACKLOG_MAX);
-        survive(r, &worker, &mut errors);
-        publish.maybe(id, &mut *link, worker.router(), Instant::now());
-        if got > 0 || fetched > 0 || tx.len() < before {
+        if progress {
             rest.busy();
         } else if rest.poll_on(opts.busy_poll) {
             // Polling on: the next round looks again.
-        } else if !backlog.is_empty() || !tx.is_empty() {
+        } else if sides
+            .iter()
+            .any(|s| !s.backlog.is_empty() || !s.tx.is_empty())
+        {
             std::thread::yield_now();
         } else {
-            let from = std::slice::from_mut(&mut down);
-            waiting.block(&mut *link, from, &worker, &mut errors);
+            waiting.block_all(&mut sides, &mut fds, &mut errors);
             rest.woke();
         }
     }
@@ -953,4 +1217,41 @@ fn central_loop(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_a_worker_per_port_up_to_the_cpus() {
+        // The e2e benchmark's pinning: one CPU, two ports: one worker for both.
+        assert_eq!(worker_count(None, 2, 1), 1);
+        assert_eq!(worker_count(None, 2, 2), 2);
+        assert_eq!(worker_count(None, 2, 8), 2);
+        assert_eq!(worker_count(None, 5, 3), 3);
+        assert_eq!(worker_count(None, 0, 4), 0);
+    }
+
+    #[test]
+    fn a_requested_count_is_kept_between_one_and_the_ports() {
+        assert_eq!(worker_count(Some(1), 4, 8), 1);
+        assert_eq!(
+            worker_count(Some(3), 4, 1),
+            3,
+            "asked for: more than the CPUs"
+        );
+        assert_eq!(worker_count(Some(9), 4, 8), 4);
+        assert_eq!(worker_count(Some(0), 4, 8), 1);
+    }
+
+    #[test]
+    fn ports_are_dealt_out_in_turn() {
+        assert_eq!(assign_ports(&[0, 1], 1), vec![vec![0, 1]]);
+        assert_eq!(assign_ports(&[0, 1, 2], 2), vec![vec![0, 2], vec![1]]);
+        // A cluster node's own ports (others are another node's).
+        assert_eq!(assign_ports(&[1, 3], 2), vec![vec![1], vec![3]]);
+        assert_eq!(assign_ports(&[0, 1], 5), vec![vec![0], vec![1]]);
+        assert!(assign_ports(&[], 2).is_empty());
+    }
 }

@@ -1,12 +1,12 @@
 //! The three architectures over in-memory links: the same traffic, the same result.
 
 use std::net::Ipv4Addr;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 use weft_link::sim::{self, SimLink};
 use weft_link::wake::{poll_readable, EventFd};
-use weft_link::{BufferPool, Link};
+use weft_link::{Armed, BufferPool, Link};
 use weft_router::{Architecture, Counter, Dataplane, Options, PortSpec, Router, RouterConfig};
 use weft_wire::arp::{ArpOperation, ArpPacket, ArpRepr};
 use weft_wire::ethernet::EthernetFrame;
@@ -76,11 +76,22 @@ struct Net {
 }
 
 fn start(arch: Architecture, ports: usize) -> Net {
-    start_with_mtu(arch, ports, 1500)
+    start_with_mtu(arch, ports, 1500, None)
 }
 
-/// Port 1 (towards host 1 and 198.19/16) with this MTU, the others 1500.
-fn start_with_mtu(arch: Architecture, ports: usize, port1_mtu: usize) -> Net {
+/// `ports` ports served by `workers` port workers.
+fn start_workers(arch: Architecture, ports: usize, workers: usize) -> Net {
+    start_with_mtu(arch, ports, 1500, Some(workers))
+}
+
+/// Port 1 (towards host 1 and 198.19/16) with this MTU, the others 1500; `workers`
+/// port workers (`None`: the default).
+fn start_with_mtu(
+    arch: Architecture,
+    ports: usize,
+    port1_mtu: usize,
+    workers: Option<usize>,
+) -> Net {
     let pool = BufferPool::new(8192, 2048);
     let mut hosts = Vec::new();
     let mut links: Vec<Box<dyn Link>> = Vec::new();
@@ -114,6 +125,7 @@ fn start_with_mtu(arch: Architecture, ports: usize, port1_mtu: usize) -> Net {
         links,
         Options {
             arch,
+            workers,
             ..Options::default()
         },
     )
@@ -146,10 +158,12 @@ fn run(net: &mut Net, from: usize, to: usize, dst: Ipv4Addr, n: u16) -> Vec<Vec<
     got
 }
 
-fn check_architecture(arch: Architecture) {
-    let mut net = start(arch, 2);
+/// Both directions through two ports served by `workers` port workers: one worker
+/// hands frames from port to port directly, two pass them through rings.
+fn check_architecture(arch: Architecture, workers: usize) {
+    let mut net = start_workers(arch, 2, workers);
     let got = run(&mut net, 0, 1, "198.19.7.7".parse().expect("a"), 2000);
-    assert_eq!(got.len(), 2000, "{arch}: all forwarded");
+    assert_eq!(got.len(), 2000, "{arch}, {workers} workers: all forwarded");
     for (i, f) in got.iter().enumerate() {
         assert_eq!(&f[0..6], &H[1].0, "{arch}");
         assert_eq!(&f[6..12], &R[1].0, "{arch}");
@@ -165,25 +179,53 @@ fn check_architecture(arch: Architecture) {
     net.dp.stop().expect("clean stop");
     assert_eq!(router.counter(Counter::Forwarded), 2500, "{arch}");
     assert_eq!(router.counter(Counter::DropEgressRingFull), 0);
+    if workers == 1 && arch != Architecture::Central {
+        // One worker owns both ports: no ring between them, so nobody rings a
+        // doorbell (central's port thread and forwarding thread still do).
+        assert_eq!(
+            router.counter(Counter::DoorbellWakeups),
+            0,
+            "{arch}: one worker, no doorbells"
+        );
+    }
     drop(got);
     drop(back);
     drop(net.hosts);
-    assert_eq!(net.pool.available(), 8192, "{arch}: no buffer leaked");
+    assert_eq!(
+        net.pool.available(),
+        8192,
+        "{arch}, {workers} workers: no buffer leaked"
+    );
 }
 
 #[test]
 fn push_forwards_everything_in_order() {
-    check_architecture(Architecture::Push);
+    check_architecture(Architecture::Push, 2);
 }
 
 #[test]
 fn pull_forwards_everything_in_order() {
-    check_architecture(Architecture::Pull);
+    check_architecture(Architecture::Pull, 2);
 }
 
 #[test]
 fn central_forwards_everything_in_order() {
-    check_architecture(Architecture::Central);
+    check_architecture(Architecture::Central, 2);
+}
+
+#[test]
+fn one_push_worker_serves_both_ports_in_both_directions() {
+    check_architecture(Architecture::Push, 1);
+}
+
+#[test]
+fn one_pull_worker_serves_both_ports_in_both_directions() {
+    check_architecture(Architecture::Pull, 1);
+}
+
+#[test]
+fn one_central_port_thread_serves_both_ports_in_both_directions() {
+    check_architecture(Architecture::Central, 1);
 }
 
 /// Packets without DF over port 1's MTU of 576 come out as fragments, in order and
@@ -196,7 +238,7 @@ fn every_architecture_fragments_for_a_smaller_egress_mtu() {
         Architecture::Pull,
         Architecture::Central,
     ] {
-        let mut net = start_with_mtu(arch, 2, 576);
+        let mut net = start_with_mtu(arch, 2, 576, None);
         let data: Vec<u8> = (0..1400u32).map(|i| (i % 253) as u8).collect();
         for seq in 0..50u16 {
             let mut f = frame(0, "198.19.7.7".parse().expect("a"), seq);
@@ -235,12 +277,18 @@ fn every_architecture_fragments_for_a_smaller_egress_mtu() {
 
 #[test]
 fn flows_from_two_ingress_ports_merge_on_one_egress() {
-    for arch in [
+    // Three ports on one worker (all handed over directly), on two (ports 0 and 2
+    // on one, 1 on the other: both flows cross a ring) and on three.
+    for (arch, workers) in [
         Architecture::Push,
         Architecture::Pull,
         Architecture::Central,
-    ] {
-        let mut net = start(arch, 3);
+    ]
+    .into_iter()
+    .flat_map(|a| (1..=3).map(move |w| (a, w)))
+    {
+        let mut net = start_workers(arch, 3, workers);
+        let arch = format!("{arch}, {workers} workers");
         let dst = host_ip(1);
         for seq in 0..300u16 {
             assert!(net.hosts[0].send_bytes(&frame(0, dst, seq)));
@@ -498,6 +546,13 @@ impl Link for BlockingLink {
         }
         Ok(ready != 0)
     }
+    fn arm_wait(&mut self, fds: &mut Vec<RawFd>) -> std::io::Result<Armed> {
+        fds.push(self.signal.as_fd().as_raw_fd());
+        Ok(Armed::Fds)
+    }
+    fn disarm_wait(&mut self) {
+        self.signal.drain();
+    }
     fn stats(&self) -> weft_link::LinkStats {
         self.inner.stats()
     }
@@ -509,6 +564,19 @@ impl Link for BlockingLink {
 /// sleep through the whole test. Each architecture; stop wakes every sleeper.
 #[test]
 fn sleeping_threads_are_woken_by_their_link_and_their_doorbell() {
+    check_sleepers(2);
+}
+
+/// One worker for both ports sleeps on both links (and its doorbell) at once: a
+/// frame on either wakes it, in both directions; had it blocked on one link alone,
+/// a frame on the other would wait out the 60 s block and the test would fail at
+/// its 10 s receive timeout.
+#[test]
+fn one_sleeping_worker_is_woken_by_either_link() {
+    check_sleepers(1);
+}
+
+fn check_sleepers(workers: usize) {
     for arch in [
         Architecture::Push,
         Architecture::Pull,
@@ -550,6 +618,7 @@ fn sleeping_threads_are_woken_by_their_link_and_their_doorbell() {
             arch,
             busy_poll: Duration::ZERO,
             wait: Duration::from_secs(60),
+            workers: Some(workers),
             ..Options::default()
         };
         let dp = Dataplane::start(router, links, opts).expect("start");
@@ -572,16 +641,32 @@ fn sleeping_threads_are_woken_by_their_link_and_their_doorbell() {
             assert_eq!(
                 got.len(),
                 1,
-                "{arch}: frame {seq} crossed without a timeout"
+                "{arch}, {workers} workers: frame {seq} crossed without a timeout"
+            );
+            // And one back, entering on the other port.
+            send(&mut hosts, 1, &frame(1, host_ip(0), seq));
+            let got = hosts[0].0.recv_bytes_timeout(1, Duration::from_secs(10));
+            assert_eq!(
+                got.len(),
+                1,
+                "{arch}, {workers} workers: reply {seq} crossed without a timeout"
             );
         }
         let router = Arc::clone(dp.router());
         dp.stop().expect("stop wakes the sleepers");
-        assert_eq!(router.counter(Counter::Forwarded), 20, "{arch}");
+        assert_eq!(router.counter(Counter::Forwarded), 40, "{arch}");
         assert!(router.counter(Counter::Sleeps) > 0, "{arch}: threads slept");
-        assert!(
-            router.counter(Counter::DoorbellWakeups) > 0,
-            "{arch}: and were woken by a doorbell"
-        );
+        if workers > 1 || arch == Architecture::Central {
+            assert!(
+                router.counter(Counter::DoorbellWakeups) > 0,
+                "{arch}: and were woken by a doorbell"
+            );
+        } else {
+            assert_eq!(
+                router.counter(Counter::DoorbellWakeups),
+                0,
+                "{arch}: one worker rings no doorbell"
+            );
+        }
     }
 }
