@@ -537,8 +537,9 @@ pub fn run_incast(c: &IncastConfig) -> IncastReport {
 }
 
 /// The incast table (markdown) of docs/results/incast.md: 4, 8 and 16 senders,
-/// congestion control off and on, through the default bottleneck.
-pub fn incast_table(seed: u64, target_delay_us: u64) -> String {
+/// congestion control off and on, through the default bottleneck, each sender
+/// completing `messages` WRITEs of 64 KiB.
+pub fn incast_table(seed: u64, target_delay_us: u64, messages: u64) -> String {
     use crate::cc::{CongestionControl, DelayControl};
     let mut out = String::from(
         "| senders | control | completed | failed | goodput (Gbit/s) | of line rate | retransmitted | timeouts | queue drops | mean queue (KiB) | max queue (KiB) | probe p50 (µs) | probe p99 (µs) | window decreases |\n\
@@ -558,6 +559,7 @@ pub fn incast_table(seed: u64, target_delay_us: u64) -> String {
             let mut c = IncastConfig {
                 senders,
                 seed,
+                messages,
                 ..IncastConfig::default()
             };
             c.config.congestion = cc;
