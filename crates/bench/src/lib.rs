@@ -15,6 +15,8 @@
 //!   lines and tables the benchmarks write;
 //! - [`study`] (`weft study`): the cluster-configuration paper's measurements, driving
 //!   `weft perf` children;
+//! - [`incast_cmd`] (`weft incast`): many sender processes into one receiver, the
+//!   congestion-control measurement (`scripts/incast.sh`);
 //! - [`demo`] (`weft demo`), which runs the others;
 //! - [`alloc_count`], the counting allocator that memory measurements switch on.
 //!
@@ -31,6 +33,7 @@ pub mod alloc_count;
 pub mod baseline;
 pub mod demo;
 pub mod demo_rpc;
+pub mod incast_cmd;
 pub mod lpm_bench;
 /// The namenode example service of weft-rpc (`crates/rpc/examples/namenode/`): one
 /// source file serves the example, weft-rpc's tests, the fuzz target and this bench.

@@ -66,6 +66,10 @@ enum Command {
     /// Latency and bandwidth of weft verbs over the udp or shm link (perftest for weft).
     #[cfg(feature = "bench")]
     Perf(weft_bench::perf_cmd::Args),
+    /// Many senders into one receiver (incast) over weft verbs, with or without
+    /// congestion control (scripts/incast.sh drives it through a bottleneck).
+    #[cfg(feature = "bench")]
+    Incast(weft_bench::incast_cmd::Args),
     /// The cluster-configuration paper's study with weft (verbs, polling, CPU hogs, fairness, MTU).
     #[cfg(feature = "bench")]
     Study(weft_bench::study::Args),
@@ -130,6 +134,8 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => weft_bench::demo::run(args),
         #[cfg(feature = "bench")]
         Command::Perf(args) => weft_bench::perf_cmd::run(args),
+        #[cfg(feature = "bench")]
+        Command::Incast(args) => weft_bench::incast_cmd::run(args),
         #[cfg(feature = "bench")]
         Command::Study(args) => weft_bench::study::run(args),
         #[cfg(feature = "bench")]

@@ -21,6 +21,7 @@
 //! [`Endpoint::poll_timeout`] stays a safe lower bound: never later than a real
 //! deadline, sometimes earlier.
 
+use crate::cc::{CongestionControl, CongestionState};
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::fastmap::FastMap;
 use crate::memory::{Access, Memory};
@@ -75,6 +76,9 @@ pub struct Config {
     /// ([`Endpoint::set_by_reference`], [`crate::byref`]); never one of a path MTU or
     /// less. `u64::MAX`: never.
     pub by_reference_min: u64,
+    /// Congestion control of RC QPs ([`crate::cc`]): off (a fixed window of
+    /// `max_inflight` PSNs, the default) or a delay-based window.
+    pub congestion: CongestionControl,
 }
 
 impl Default for Config {
@@ -90,6 +94,7 @@ impl Default for Config {
             qpn_seed: 0x5eed,
             drr_quantum: 4096,
             by_reference_min: u64::MAX,
+            congestion: CongestionControl::Off,
         }
     }
 }
@@ -124,8 +129,13 @@ pub struct Stats {
     pub ud_no_recv: u64,
     /// UC packets discarded with their message.
     pub uc_discarded: u64,
-    /// RoCEv2 congestion notifications (counted, no rate control yet).
+    /// RoCEv2 congestion notifications (counted only: the congestion window,
+    /// [`crate::cc`], reacts to delay and loss, not to CNPs).
     pub cnp_received: u64,
+    /// RTT samples the congestion window took ([`crate::cc`]; 0 when it is off).
+    pub cc_rtt_samples: u64,
+    /// Times a congestion window shrank (delay over the target, a loss, a timeout).
+    pub cc_decreases: u64,
     pub out_of_sequence: u64,
     /// Selective mode: WRITE packets placed in memory ahead of ePSN.
     pub placed_out_of_order: u64,
@@ -472,6 +482,12 @@ impl<M: Memory> Endpoint<M> {
     /// The QP's attributes.
     pub fn qp_attrs(&self, qpn: u32) -> Option<QpAttrs> {
         self.qps.get(&qpn).map(|q| q.common.attrs)
+    }
+
+    /// The QP's congestion window and RTT samples ([`crate::cc`]). With congestion
+    /// control off, or on a UC/UD QP, the window stays at `max_inflight`.
+    pub fn congestion(&self, qpn: u32) -> Option<CongestionState> {
+        self.qps.get(&qpn).map(|q| q.req.congestion())
     }
 
     fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut QpMap, &mut Sched) {

@@ -4,7 +4,8 @@
 //! It owns: QP state and its transition table, segmentation by path MTU, PSNs, ACK
 //! and NAK generation and handling, RNR and local-ACK timers, go-back-N and selective
 //! (IRN) recovery, READ/atomic responder resources, the checks a responder makes
-//! before a byte moves (rkey, protection domain, bounds, rights), completions; and a
+//! before a byte moves (rkey, protection domain, bounds, rights), completions,
+//! congestion control (a delay-based window per RC QP, [`cc`]); and a
 //! deterministic network simulator ([`sim`]) to prove it.
 //!
 //! It must not touch: sockets, threads, clocks (`now` is an argument: [`Instant`]),
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod byref;
+pub mod cc;
 mod ctx;
 mod endpoint;
 pub mod fastmap;
@@ -31,6 +33,7 @@ mod time;
 pub mod wr;
 
 pub use byref::RemoteSpan;
+pub use cc::{CongestionControl, CongestionState, DelayControl};
 pub use endpoint::{Config, Endpoint, PostError, QpInit, Stats, Transmit, MAX_OVERHEAD};
 pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
 pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};

@@ -7,6 +7,7 @@
 //! `[una, next_psn)`.
 
 use crate::byref::{self, RemoteSpan};
+use crate::cc::{CongestionControl, CongestionState, Window};
 use crate::ctx::{gather, opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
 use crate::memory::{Key, Memory};
 use crate::qp::{QpState, QpType, Recovery};
@@ -131,6 +132,14 @@ pub(crate) struct Requester {
     /// Buffers of retired inline WQEs, reused by the next inline posts so a stream of
     /// small inline SENDs allocates nothing per message.
     spare_inline: Vec<Vec<u8>>,
+    /// One past the highest PSN sent with AckReq since the last go-back: while it is
+    /// at or below `una`, no ACK is on its way ([`crate::cc`] window rule).
+    asked: u64,
+    /// First transmissions of SEND/WRITE packets that asked for an ACK, with their
+    /// send times, oldest first: the RTT samples of the congestion window.
+    probes: VecDeque<(u64, Instant)>,
+    /// The congestion window ([`crate::cc`]; used when the endpoint enables it).
+    cc: Window,
 }
 
 /// How many retired inline buffers a requester keeps for reuse.
@@ -158,7 +167,25 @@ impl Requester {
             recovering_at: None,
             template: None,
             spare_inline: Vec::new(),
+            asked: 0,
+            probes: VecDeque::new(),
+            cc: Window::new(1),
         }
+    }
+
+    /// PSNs this requester may have in flight: the QP's `max_inflight`, or less while
+    /// the congestion window ([`crate::cc`]) is smaller.
+    fn cap(&self, q: &QpCommon, config: &crate::Config) -> u64 {
+        let max = u64::from(q.attrs.max_inflight);
+        match config.congestion {
+            CongestionControl::Delay(_) if q.qp_type == QpType::Rc => max.min(self.cc.packets()),
+            _ => max,
+        }
+    }
+
+    /// The congestion state (window at `max_inflight` and no samples when off).
+    pub fn congestion(&self) -> CongestionState {
+        self.cc.state()
     }
 
     /// An empty buffer for `len` bytes of inline data, reused when one is spare.
@@ -186,8 +213,10 @@ impl Requester {
         self.send_psn = base;
         self.send_high = base;
         self.cum_acked = base;
+        self.asked = base;
         self.retry_left = q.attrs.retry_cnt;
         self.rnr_left = q.attrs.rnr_retry;
+        self.cc = Window::new(q.attrs.max_inflight);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -257,7 +286,15 @@ impl Requester {
         if !matches!(q.state, QpState::Rts | QpState::Sqd) || self.rnr_until.is_some() {
             return Ok(None);
         }
-        let cap = u64::from(q.attrs.max_inflight);
+        let max_cap = u64::from(q.attrs.max_inflight);
+        let mut cap = self.cap(q, ctx.config);
+        // The congestion window may have shrunk below PSNs already in flight none of
+        // which asked for an ACK: then no ACK would come to open it until the
+        // retransmission timer. One packet beyond the window asks (the AckReq rule in
+        // `emit` sets it on a packet at or past the window's edge).
+        if cap < max_cap && self.asked <= self.una && self.una < self.send_psn {
+            cap = cap.max((self.send_psn + 1 - self.una).min(max_cap));
+        }
         // Selective repeat: holes first.
         while let Some(p) = self.holes.pop_front() {
             if p < self.una || p >= self.next_psn || self.flags(p) & (DELIVERED | SACKED) != 0 {
@@ -548,7 +585,7 @@ impl Requester {
             && (last
                 || single
                 || p % interval == interval - 1
-                || p + consumed >= self.una + u64::from(q.attrs.max_inflight));
+                || p + consumed >= self.una + self.cap(q, ctx.config));
 
         // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
@@ -587,6 +624,19 @@ impl Requester {
 
         if p < self.send_high {
             ctx.stats.retransmitted_packets += 1;
+            // Karn's rule: the ACK of a resent PSN is no RTT sample.
+            if !self.probes.is_empty() {
+                self.probes
+                    .retain(|&(psn, _)| psn < p || psn >= p + consumed);
+            }
+        } else if repr.ack_req
+            && matches!(self.wqes[idx].wr.op, WrOp::Send { .. } | WrOp::Write { .. })
+            && matches!(ctx.config.congestion, CongestionControl::Delay(_))
+        {
+            self.probes.push_back((p + consumed - 1, ctx.now));
+        }
+        if repr.ack_req {
+            self.asked = self.asked.max(p + consumed);
         }
         if !single {
             self.send_psn = p + consumed;
@@ -645,17 +695,21 @@ impl Requester {
                 };
                 match aeth.syndrome {
                     Syndrome::Ack { .. } => {
+                        let una = self.una;
                         self.ack_through(q, ctx, p + 1);
+                        self.sample_rtt(ctx, p + 1, self.una - una);
                     }
                     Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) if selective => {
                         // Selective mode: PSN = the responder's expected PSN (cumulative
                         // ACK), MSN field = the out-of-order PSN it now holds.
                         let sack = Psn::new(aeth.msn).expand(p);
                         self.on_sack(q, ctx, p, sack);
+                        self.congestion_loss(ctx);
                     }
                     Syndrome::Nak(NakCode::PSN_SEQUENCE_ERROR) => {
                         ctx.stats.seq_naks_received += 1;
                         self.ack_through(q, ctx, p);
+                        self.congestion_loss(ctx);
                         // A sequence NAK for the PSN an RNR NAK refused, with no
                         // progress since, is the responder answering the packets sent
                         // after the refused one (rdma_rxe does; weft's responder drops
@@ -781,6 +835,41 @@ impl Requester {
         Ok(())
     }
 
+    /// An ACK through `upto` arrived and `acked` PSNs became delivered: if it answers
+    /// a probe (a first transmission that asked for it), that is an RTT sample for the
+    /// congestion window. Probes it passed without answering are dropped: their ACKs
+    /// were coalesced into this one, which says nothing about their own delay.
+    fn sample_rtt<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, upto: u64, acked: u64) {
+        let CongestionControl::Delay(c) = ctx.config.congestion else {
+            return;
+        };
+        let mut sent = None;
+        while let Some(&(psn, at)) = self.probes.front() {
+            if psn >= upto {
+                break;
+            }
+            self.probes.pop_front();
+            if psn + 1 == upto {
+                sent = Some(at);
+            }
+        }
+        if let Some(at) = sent {
+            ctx.stats.cc_rtt_samples += 1;
+            if self.cc.on_rtt(&c, ctx.now, ctx.now - at, acked) {
+                ctx.stats.cc_decreases += 1;
+            }
+        }
+    }
+
+    /// A loss signal for the congestion window.
+    fn congestion_loss<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>) {
+        if let CongestionControl::Delay(c) = ctx.config.congestion {
+            if self.cc.on_loss(&c, ctx.now) {
+                ctx.stats.cc_decreases += 1;
+            }
+        }
+    }
+
     /// Spend one transport retry (§9.7: timeouts and NAK-sequence errors count;
     /// progress refills the counter).
     fn consume_retry(&mut self) -> Result<(), Fault> {
@@ -869,6 +958,12 @@ impl Requester {
         if self.send_psn > from {
             self.send_psn = from;
         }
+        // What is sent again from `from` asks for its ACKs anew, and no ACK of it can
+        // be an RTT sample (Karn's rule).
+        self.asked = self.asked.min(from);
+        while self.probes.back().is_some_and(|&(psn, _)| psn >= from) {
+            self.probes.pop_back();
+        }
     }
 
     /// Retire delivered PSNs and the WQEs they complete, in order.
@@ -935,6 +1030,11 @@ impl Requester {
         if self.timer.is_some_and(|t| now >= t) {
             ctx.stats.timeouts += 1;
             self.timer = None;
+            if let CongestionControl::Delay(c) = ctx.config.congestion {
+                if self.cc.on_timeout(&c, now) {
+                    ctx.stats.cc_decreases += 1;
+                }
+            }
             self.consume_retry()?;
             match q.attrs.recovery {
                 Recovery::GoBackN => {
@@ -974,8 +1074,10 @@ impl Requester {
     /// carries on, so a QP that leaves SQE keeps a monotonic PSN stream.
     pub fn take_all(&mut self) -> VecDeque<SendWqe> {
         let w = std::mem::take(&mut self.wqes);
-        let (psn, retry, rnr) = (self.next_psn, self.retry_left, self.rnr_left);
+        let (psn, retry, rnr, cc) = (self.next_psn, self.retry_left, self.rnr_left, self.cc);
         *self = Requester::new();
+        self.cc = cc;
+        self.asked = psn;
         self.next_psn = psn;
         self.una = psn;
         self.send_psn = psn;

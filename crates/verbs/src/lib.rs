@@ -46,7 +46,8 @@ pub use error::Error;
 pub use mr::{MemoryRegion, PoolRegion, PullErrors};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use weft_transport::{
-    Access, Bringup, Completion, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr,
-    RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN, INLINE_SGES,
+    Access, Bringup, Completion, CongestionControl, CongestionState, DelayControl, Mtu, QpAttr,
+    QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,
+    WcStatus, WrOp, GRH_LEN, INLINE_SGES,
 };
 pub use weft_wire::roce::Psn;

@@ -182,6 +182,13 @@ impl QueuePair {
         Some((e.ep.qp_state(self.qpn)?, e.ep.qp_attrs(self.qpn)?))
     }
 
+    /// The QP's congestion window and RTT samples (weft-transport's `cc`; the device's
+    /// [`DeviceConfig::transport`](crate::DeviceConfig::transport)`.congestion` turns
+    /// it on). `None` once the QP is gone.
+    pub fn congestion(&self) -> Option<weft_transport::CongestionState> {
+        self.ctx.shared().lock().ep.congestion(self.qpn)
+    }
+
     /// Post a list of send work requests (`ibv_post_send`). Checks that ibverbs makes
     /// synchronously are made here; on a refusal, the requests before it are posted
     /// and the error names the index. Inline requests are gathered now, so their

@@ -95,6 +95,10 @@ pub struct LinkConfig {
     pub rate_bytes_per_us: u64,
     /// Largest UDP payload the link carries; larger packets are dropped.
     pub mtu: usize,
+    /// Bytes the transmit queue holds (a switch port's buffer); a packet that finds
+    /// it full is dropped (tail drop, [`LinkStats::queue_drops`]). 0: unbounded.
+    /// Only a link with a line rate has a queue.
+    pub queue_limit_bytes: u64,
 }
 
 impl Default for LinkConfig {
@@ -109,6 +113,7 @@ impl Default for LinkConfig {
             jitter_us: 0,
             rate_bytes_per_us: 1250,
             mtu: 4096 + MAX_OVERHEAD,
+            queue_limit_bytes: 0,
         }
     }
 }
@@ -140,6 +145,17 @@ pub struct LinkStats {
     pub reordered: u64,
     pub corrupted: u64,
     pub too_big: u64,
+    /// Dropped because the transmit queue was full ([`LinkConfig::queue_limit_bytes`]).
+    pub queue_drops: u64,
+    /// The most bytes the transmit queue held (waiting or being serialised), the
+    /// packet just queued included.
+    pub max_queue_bytes: u64,
+    /// The sum, over the packets that joined the queue, of the bytes each found
+    /// queued (itself included): divided by `queued`, the mean occupancy an arriving
+    /// packet sees.
+    pub queued_bytes_total: u64,
+    /// Packets that joined the queue (not dropped by it).
+    pub queued: u64,
 }
 
 /// One direction of a simulated wire: serialises at the line rate, then applies delay
@@ -196,8 +212,26 @@ impl Link {
     pub fn send(&mut self, now: Instant, path: IcrcPath, bytes: &[u8]) {
         self.stats.sent += 1;
         let now_ns = now.micros() * 1000;
+        let rate = self.config.rate_bytes_per_us;
+        if rate > 0 {
+            // Bytes still to serialise: the queue this packet joins.
+            let backlog = self
+                .busy_until_ns
+                .saturating_sub(now_ns)
+                .saturating_mul(rate)
+                / 1000;
+            let occupancy = backlog.saturating_add(bytes.len() as u64);
+            let limit = self.config.queue_limit_bytes;
+            if limit > 0 && occupancy > limit {
+                self.stats.queue_drops += 1;
+                return;
+            }
+            self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(occupancy);
+            self.stats.queued_bytes_total = self.stats.queued_bytes_total.saturating_add(occupancy);
+            self.stats.queued += 1;
+        }
         let start = self.busy_until_ns.max(now_ns);
-        let ser = match self.config.rate_bytes_per_us {
+        let ser = match rate {
             0 => 0,
             r => (bytes.len() as u64 * 1000).div_ceil(r),
         };
@@ -512,6 +546,8 @@ impl Pair {
     }
 }
 
+mod incast;
+pub use incast::{incast_table, run_incast, IncastConfig, IncastReport};
 mod workload;
 pub use workload::{run_mix, run_stream, MixConfig, MixReport, OpMix, StreamConfig, StreamReport};
 
