@@ -40,7 +40,7 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Role {
-    /// The receiver: accepts `--conns` connections and serves their WRITEs.
+    /// The receiver: accepts the senders' connections and serves their WRITEs.
     Server(ServerArgs),
     /// A sender: bulk WRITEs or small timed ones.
     Client(ClientArgs),

@@ -12,6 +12,7 @@ fn expected() -> BTreeSet<&'static str> {
         c.extend([
             "demo",
             "perf",
+            "incast",
             "baseline",
             "rpc-bench",
             "lpm-bench",
