@@ -227,6 +227,25 @@ fn bring_up(
     }
 }
 
+/// One end of the incast: an endpoint with a fresh QPN seed over `size` bytes of
+/// memory at `base` (filled with `fill`), and one region over all of it past the first
+/// page. The seeds come from `rng` in a fixed order, so a run stays reproducible.
+fn end_with_region(
+    config: &Config,
+    rng: &mut Rng,
+    base: u64,
+    size: usize,
+    fill: u8,
+) -> (Endpoint<VecMemory>, Region) {
+    let mut cfg = config.clone();
+    cfg.qpn_seed = rng.next_u64();
+    let mut ep = Endpoint::new(cfg, VecMemory::new(base, size, fill, rng.next_u64() as u32));
+    let region = ep
+        .mem_mut()
+        .register(1, base + 4096, size as u64 - 4096, Access::ALL);
+    (ep, region)
+}
+
 /// Run an incast (module doc). Bounded by `time_limit_us` of virtual time.
 pub fn run_incast(c: &IncastConfig) -> IncastReport {
     let n = c.senders.max(1);
@@ -238,32 +257,16 @@ pub fn run_incast(c: &IncastConfig) -> IncastReport {
     let area = len * window as u64;
     let probe_area = u64::from(c.probe_len).max(1);
 
-    let mut rcfg = c.config.clone();
-    rcfg.qpn_seed = rng.next_u64();
     let rmem = (area * n as u64 + probe_area) as usize + 8192;
-    let mut recv = Endpoint::new(
-        rcfg,
-        VecMemory::new(RECEIVER_BASE, rmem, 0xDD, rng.next_u64() as u32),
-    );
-    let target = recv
-        .mem_mut()
-        .register(1, RECEIVER_BASE + 4096, rmem as u64 - 4096, Access::ALL);
+    let (mut recv, target) = end_with_region(&c.config, &mut rng, RECEIVER_BASE, rmem, 0xDD);
     let mut down = Link::new(c.access, rng.next_u64());
     let mut bottleneck = Link::new(c.bottleneck, rng.next_u64());
 
     let mut senders = Vec::with_capacity(ends);
     for i in 0..ends {
-        let mut cfg = c.config.clone();
-        cfg.qpn_seed = rng.next_u64();
         let is_probe = i == n;
         let size = if is_probe { probe_area } else { area } as usize + 8192;
-        let mut ep = Endpoint::new(
-            cfg,
-            VecMemory::new(SENDER_BASE, size, 0xEE, rng.next_u64() as u32),
-        );
-        let src = ep
-            .mem_mut()
-            .register(1, SENDER_BASE + 4096, size as u64 - 4096, Access::ALL);
+        let (mut ep, src) = end_with_region(&c.config, &mut rng, SENDER_BASE, size, 0xEE);
         if !is_probe {
             for s in 0..window {
                 let data = content(i, s, c.msg_len as usize);
