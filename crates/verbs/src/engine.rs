@@ -666,8 +666,14 @@ impl Engine {
             return false;
         }
         let now = self.now_once(now);
-        // The pass's start, for the time bound (the transport's clock, microseconds).
-        let start = weft_link::monotonic_micros();
+        // The pass's start, for the time bound (the transport's clock, microseconds):
+        // read only while several QPs share the pass, so a lone stream pays no clock
+        // read for it.
+        let start = if shared {
+            weft_link::monotonic_micros()
+        } else {
+            0
+        };
         let flush_at = if shared { SHARED_FLUSH } else { BURST };
         let (mut sent, mut bytes) = (0, 0usize);
         let mut extended = false;
