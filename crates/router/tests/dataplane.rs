@@ -3,7 +3,7 @@
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_link::sim::{self, SimLink};
 use weft_link::wake::{poll_readable, EventFd};
 use weft_link::{Armed, BufferPool, Link};
@@ -353,10 +353,10 @@ fn adding_and_deleting_a_route_mid_flow_loses_nothing() {
             let (sent, phase) = (Arc::clone(&sent), Arc::clone(&phase));
             std::thread::spawn(move || {
                 let dst: Ipv4Addr = "198.19.1.1".parse().expect("a");
-                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                let deadline = Instant::now() + Duration::from_secs(20);
                 for seq in 0..N {
                     while seq >= (u16::from(phase.load(Ordering::Acquire)) + 1) * (N / 3) {
-                        assert!(std::time::Instant::now() < deadline, "control stuck");
+                        assert!(Instant::now() < deadline, "control stuck");
                         std::thread::sleep(Duration::from_micros(200));
                     }
                     assert!(h0.send_bytes(&frame(0, dst, seq)));
@@ -369,9 +369,9 @@ fn adding_and_deleting_a_route_mid_flow_loses_nothing() {
             })
         };
         let wait_for = |n: u16| {
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let deadline = Instant::now() + Duration::from_secs(20);
             while sent.load(Ordering::Acquire) < n {
-                assert!(std::time::Instant::now() < deadline, "sender stuck");
+                assert!(Instant::now() < deadline, "sender stuck");
                 std::thread::sleep(Duration::from_micros(200));
             }
         };
@@ -380,9 +380,9 @@ fn adding_and_deleting_a_route_mid_flow_loses_nothing() {
         assert!(a.starts_with("ok"), "{a}");
         phase.store(1, Ordering::Release);
         wait_for(2 * N / 3);
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while router.counter(Counter::Forwarded) < u64::from(2 * N / 3) {
-            assert!(std::time::Instant::now() < deadline, "forwarding stuck");
+            assert!(Instant::now() < deadline, "forwarding stuck");
             std::thread::sleep(Duration::from_micros(200));
         }
         let a = weft_router::ctl::execute(&router, "route del 198.19.1.0/24");
@@ -392,8 +392,8 @@ fn adding_and_deleting_a_route_mid_flow_loses_nothing() {
         net.hosts.insert(0, h0);
         let ident = |f: &Vec<u8>| Ipv4Packet::new_checked(&f[14..]).expect("ip").ident();
         let (mut via_b, mut via_c) = (Vec::new(), Vec::new());
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while via_b.len() + via_c.len() < usize::from(N) && std::time::Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while via_b.len() + via_c.len() < usize::from(N) && Instant::now() < deadline {
             via_b.extend(net.hosts[1].drain_bytes().iter().map(ident));
             via_c.extend(net.hosts[2].drain_bytes().iter().map(ident));
             std::thread::sleep(Duration::from_millis(5));
@@ -486,8 +486,8 @@ fn a_failing_link_call_is_counted_and_the_router_keeps_forwarding() {
     assert_eq!(h0.recv_bytes_timeout(1, Duration::from_secs(5)).len(), 1);
     // Host B's ARP reply is among the first sends on the flaky port: it may be lost.
     // Keep asking until one gets through.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while router.counter(Counter::LinkErrors) < 3 && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while router.counter(Counter::LinkErrors) < 3 && Instant::now() < deadline {
         assert!(h1.send_bytes(&arp_request(1)));
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -497,9 +497,9 @@ fn a_failing_link_call_is_counted_and_the_router_keeps_forwarding() {
         assert!(h0.send_bytes(&frame(0, host_ip(1), seq)));
     }
     // ARP replies held back by the failed sends may arrive too: count the IPv4 frames.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(5);
     let mut forwarded = 0;
-    while forwarded < 50 && std::time::Instant::now() < deadline {
+    while forwarded < 50 && Instant::now() < deadline {
         forwarded += h1
             .recv_bytes_timeout(1, Duration::from_millis(100))
             .iter()
@@ -622,7 +622,20 @@ fn check_sleepers(workers: usize) {
             ..Options::default()
         };
         let dp = Dataplane::start(router, links, opts).expect("start");
-        let send = |hosts: &mut Vec<(SimLink, Arc<EventFd>)>, i: usize, f: &[u8]| {
+        let router = Arc::clone(dp.router());
+        // Each frame is sent only once a thread has gone to sleep since the last
+        // one (the count is taken after its last look at rings and links), so the
+        // frame must wake it. Without this wait a loaded machine can preempt the
+        // worker after each transmit until the next frame is there, and it never
+        // idles (seen in CI: no sleep at all in one architecture's 42 rounds).
+        let mut slept = 0;
+        let mut send = |hosts: &mut Vec<(SimLink, Arc<EventFd>)>, i: usize, f: &[u8]| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while router.counter(Counter::Sleeps) == slept {
+                assert!(Instant::now() < deadline, "{arch}: no thread went to sleep");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            slept = router.counter(Counter::Sleeps);
             assert!(hosts[i].0.send_bytes(f));
             hosts[i].1.notify();
         };
@@ -652,7 +665,6 @@ fn check_sleepers(workers: usize) {
                 "{arch}, {workers} workers: reply {seq} crossed without a timeout"
             );
         }
-        let router = Arc::clone(dp.router());
         dp.stop().expect("stop wakes the sleepers");
         assert_eq!(router.counter(Counter::Forwarded), 40, "{arch}");
         assert!(router.counter(Counter::Sleeps) > 0, "{arch}: threads slept");
