@@ -26,8 +26,8 @@ use anyhow::{anyhow, bail, Context as _};
 use serde_json::json;
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
-    Access, Completion, CompletionChannel, CompletionQueue, CongestionControl, Context,
-    DelayControl, DeviceConfig, Mtu, QpInitAttr, QpState, QpType, QueuePair, SendWr, WcStatus,
+    Access, CompletionChannel, CompletionQueue, CongestionControl, Context, DelayControl,
+    DeviceConfig, Mtu, QpInitAttr, QpState, QpType, QueuePair, SendWr, WaitMode, Waiter, WcStatus,
     WrOp,
 };
 
@@ -140,26 +140,6 @@ fn param(c: &Common) -> anyhow::Result<ConnParam> {
         max_inflight: c.max_inflight,
         ..ConnParam::default()
     })
-}
-
-/// Completions, blocking on the channel when there are none (arm, poll again, wait).
-fn next_completions(
-    cq: &mut CompletionQueue,
-    ch: &CompletionChannel,
-    out: &mut Vec<Completion>,
-    timeout: Duration,
-) -> usize {
-    if cq.poll(out, 64) > 0 {
-        return out.len();
-    }
-    cq.req_notify();
-    if cq.poll(out, 64) > 0 {
-        return out.len();
-    }
-    if ch.get_cq_event(timeout).is_ok() {
-        cq.ack_events(1);
-    }
-    cq.poll(out, 64)
 }
 
 fn server(a: ServerArgs) -> anyhow::Result<()> {
@@ -296,6 +276,8 @@ fn client(a: ClientArgs) -> anyhow::Result<()> {
     let mut first_error = None;
     let mut lat_us: Vec<u64> = Vec::new();
     let mut out = Vec::new();
+    // Blocking, never spinning: 18 processes share two cores.
+    let mut waiter = Waiter::new(WaitMode::Block);
     let mut sent_at = Instant::now();
     let mut next_probe = t0;
     loop {
@@ -323,7 +305,7 @@ fn client(a: ClientArgs) -> anyhow::Result<()> {
             }
         }
         out.clear();
-        next_completions(&mut cq, &ch, &mut out, Duration::from_millis(100));
+        waiter.wait(&mut cq, Some(&ch), &mut out, 64, Duration::from_millis(100))?;
         let at = Instant::now();
         for c in &out {
             if c.status == WcStatus::Success {

@@ -42,7 +42,7 @@ use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
     Access, Completion, CompletionChannel, CompletionQueue, Context, DeviceConfig, LinkKind,
     MemoryRegion, Mtu, Progress, QpInitAttr, QpState, QpType, QueuePair, RecvWr, RemoteAddr,
-    SendWr, WcStatus, WrOp, GRH_LEN,
+    SendWr, WaitMode, Waiter, WcStatus, WrOp, GRH_LEN,
 };
 
 mod qps;
@@ -172,6 +172,43 @@ pub enum ProgressMode {
     Thread,
 }
 
+/// How the application waits (`--wait`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WaitArg {
+    /// Busy-poll the completion queue.
+    Poll,
+    /// Sleep on the completion channel.
+    Block,
+    /// Spin for a learned budget, then sleep on the channel.
+    Adaptive,
+}
+
+impl WaitArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitArg::Poll => "poll",
+            WaitArg::Block => "block",
+            WaitArg::Adaptive => "adaptive",
+        }
+    }
+}
+
+impl Args {
+    /// The application's wait: `--wait`, or `block` for `--event`, else `poll`.
+    pub fn wait_mode(&self) -> WaitMode {
+        match (self.wait, self.event) {
+            (Some(WaitArg::Adaptive), _) => WaitMode::Adaptive,
+            (Some(WaitArg::Block), _) | (None, true) => WaitMode::Block,
+            _ => WaitMode::Poll,
+        }
+    }
+
+    /// Whether the application may sleep in its waits (block or adaptive).
+    pub fn may_block(&self) -> bool {
+        self.wait_mode() != WaitMode::Poll
+    }
+}
+
 /// Arguments of `weft perf`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -227,9 +264,20 @@ pub struct Args {
     /// Send messages up to this size inline (copied at post time; at most 256).
     #[arg(long, default_value_t = 220)]
     pub inline: u64,
-    /// Wait on a completion channel instead of busy polling.
-    #[arg(long)]
+    /// Wait on a completion channel instead of busy polling (`--wait block`).
+    #[arg(long, conflicts_with = "wait")]
     pub event: bool,
+    /// How the application waits for completions: `poll` (busy polling, perftest's
+    /// default), `block` (the completion channel, as --event) or `adaptive` (spin for a
+    /// budget learned from the recent waits, then block: weft-verbs' `Waiter`). Both
+    /// processes.
+    #[arg(long, value_enum)]
+    pub wait: Option<WaitArg>,
+    /// Latency tests without --outstanding: sleep this many µs after each round
+    /// (outside its timing), so the processes idle between rounds, as a sparse
+    /// request stream does; the rate and CPU then count the pauses.
+    #[arg(long, default_value_t = 0)]
+    pub pause_us: u64,
     /// read-lat, send-lat, write-send-lat: keep this many operations in flight (RC)
     /// and time each from its post to its completion (the whole round trip, method
     /// "rtt"), with the rate of completed operations. send-lat then sends
@@ -403,8 +451,15 @@ fn local(a: &Args) -> anyhow::Result<()> {
         sargs.push("--shared-pass-us".into());
         sargs.push(us.to_string());
     }
-    if a.event {
-        sargs.push("--event".into());
+    if a.may_block() {
+        sargs.push("--wait".into());
+        sargs.push(
+            match a.wait_mode() {
+                WaitMode::Adaptive => "adaptive",
+                _ => "block",
+            }
+            .into(),
+        );
     }
     let sargs: Vec<OsString> = sargs.into_iter().map(OsString::from).collect();
     let server = LocalServer::spawn(&sargs, Duration::from_secs(30))?;
@@ -496,7 +551,7 @@ struct Side {
     ctx: Context,
     cq: CompletionQueue,
     channel: Option<CompletionChannel>,
-    event: bool,
+    waiter: Waiter,
     out: Vec<Completion>,
 }
 
@@ -532,7 +587,7 @@ fn device(a: &Args) -> anyhow::Result<Context> {
 
 /// Fresh queues (a completion queue and a QP in RESET) on `ctx`.
 fn queues(ctx: &Context, a: &Args, rx_depth: usize) -> anyhow::Result<(Side, QueuePair)> {
-    let channel = if a.event {
+    let channel = if a.may_block() {
         Some(CompletionChannel::new(ctx)?)
     } else {
         None
@@ -548,7 +603,7 @@ fn queues(ctx: &Context, a: &Args, rx_depth: usize) -> anyhow::Result<(Side, Que
             ctx: ctx.clone(),
             cq,
             channel,
-            event: a.event,
+            waiter: Waiter::new(a.wait_mode()),
             out: Vec::with_capacity(64),
         },
         qp,
@@ -556,26 +611,14 @@ fn queues(ctx: &Context, a: &Args, rx_depth: usize) -> anyhow::Result<(Side, Que
 }
 
 impl Side {
-    /// Completions, waiting for at least one (busy poll, or the channel with --event).
+    /// Completions, waiting for at least one in the `--wait` mode.
     fn wait(&mut self) -> anyhow::Result<&[Completion]> {
         self.out.clear();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if self.cq.poll(&mut self.out, 64) > 0 {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!("no completion within {WAIT:?}: the peer stopped answering");
-            }
-            if let Some(ch) = &self.channel {
-                self.cq.req_notify();
-                if self.cq.poll(&mut self.out, 64) > 0 {
-                    break;
-                }
-                if ch.get_cq_event(Duration::from_millis(100)).is_ok() {
-                    self.cq.ack_events(1);
-                }
-            }
+        let n = self
+            .waiter
+            .wait(&mut self.cq, self.channel.as_ref(), &mut self.out, 64, WAIT)?;
+        if n == 0 {
+            bail!("no completion within {WAIT:?}: the peer stopped answering");
         }
         if let Some(bad) = self.out.iter().find(|c| c.status != WcStatus::Success) {
             if bad.status == WcStatus::WrFlushErr {
@@ -590,7 +633,7 @@ impl Side {
     fn spin(&self) {
         if self.ctx.progress_mode() == Progress::Inline {
             self.ctx.progress();
-        } else if self.event {
+        } else if self.waiter.mode() != WaitMode::Poll {
             std::thread::yield_now();
         }
     }
@@ -1001,6 +1044,7 @@ fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()>
             iters,
             time_limit: Duration::from_secs_f64(a.time_limit),
             peer_pid,
+            pause: Duration::from_micros(a.pause_us),
         };
         let rec = match client_run(a, &ctx, at, size, &opts, &meta, &mut prog) {
             Ok(r) => r,

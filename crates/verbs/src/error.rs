@@ -66,6 +66,9 @@ pub enum Error {
     AddressFamily,
     /// A wait ran out of time.
     Timeout,
+    /// A blocking wait ([`crate::WaitMode::Block`], [`crate::WaitMode::Adaptive`]) on a
+    /// completion queue that has no completion channel.
+    NoChannel,
     /// Connection manager: the connection was refused, by the peer or by this side.
     Rejected {
         /// The other side (its connection-manager address).
@@ -135,6 +138,7 @@ impl fmt::Display for Error {
                 f.write_str("local and peer addresses are of different IP families")
             }
             Error::Timeout => f.write_str("timed out"),
+            Error::NoChannel => f.write_str("a blocking wait needs the queue's completion channel"),
             Error::Rejected { peer, reason } => {
                 write!(f, "connection with {peer} rejected: {reason}")
             }

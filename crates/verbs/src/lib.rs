@@ -38,6 +38,7 @@ mod error;
 mod links;
 pub mod mr;
 mod qp;
+mod wait;
 
 pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, ONE_COPY_MIN};
 pub use cq::{CompletionChannel, CompletionQueue};
@@ -45,6 +46,7 @@ pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
 pub use error::Error;
 pub use mr::{MemoryRegion, PoolRegion, PullErrors};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
+pub use wait::{WaitMode, WaitStats, Waiter};
 pub use weft_transport::{
     Access, Bringup, Completion, CongestionControl, CongestionState, DelayControl, Mtu, QpAttr,
     QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,

@@ -107,6 +107,7 @@ impl Plan {
             iters: n,
             time_limit: self.time_limit,
             peer_pid: None,
+            pause: Duration::ZERO,
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct LoopOpts {
     /// The other process of the run, when it runs on this host (`--local`): its CPU
     /// time is read around the measured phase beside this process's.
     pub peer_pid: Option<u32>,
+    /// A ping-pong sleeps this long after each round, outside the round's timing (a
+    /// sparse request stream: `weft perf --pause-us`); zero: back to back.
+    pub pause: Duration,
 }
 
 /// How one ping-pong round ended.
@@ -101,6 +104,9 @@ pub fn ping_pong(
         match r {
             Round::Answered => run.rtts.push((seq, (t4 - t1).as_nanos() as u64)),
             Round::Lost => run.lost += 1,
+        }
+        if !opts.pause.is_zero() {
+            std::thread::sleep(opts.pause);
         }
         // Checking the clock every 64 rounds keeps the check out of the samples' way.
         if i % 64 == 63 {

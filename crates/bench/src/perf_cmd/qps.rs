@@ -45,8 +45,8 @@ pub(super) fn check(a: &Args) -> anyhow::Result<()> {
         if a.qp == Qp::Ud {
             bail!("--qps connects RC or UC QPs");
         }
-        if a.event {
-            bail!("--qps polls (no --event)");
+        if a.may_block() {
+            bail!("--qps polls (no --event or --wait)");
         }
         if a.qps > 65_536 {
             bail!("--qps at most 65536");
@@ -272,6 +272,7 @@ pub(super) fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow:
             iters,
             time_limit: Duration::from_secs_f64(a.time_limit),
             peer_pid,
+            pause: Duration::ZERO,
         };
         match client_run(a, &ctx, at, size, &opts, &meta, &mut prog) {
             Ok((rec, extra)) => emit(&mut out, a.json, &rec, &extra)?,

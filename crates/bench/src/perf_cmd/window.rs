@@ -32,7 +32,8 @@ use std::net::SocketAddr;
 use std::time::Instant;
 use weft_verbs::cm::{self, ConnectRequest, Connection};
 use weft_verbs::{
-    Access, Context, MemoryRegion, QpState, QueuePair, RecvWr, RemoteAddr, SendWr, WcStatus, WrOp,
+    Access, Context, MemoryRegion, QpState, QueuePair, RecvWr, RemoteAddr, SendWr, WaitMode,
+    WcStatus, WrOp,
 };
 
 /// The byte the server puts at the end of its read-lat buffer: a READ-Poll client
@@ -80,16 +81,13 @@ pub(super) fn check(a: &Args) -> anyhow::Result<()> {
         if a.test != Test::ReadLat || a.outstanding.is_none() {
             bail!("--poll-memory applies to read-lat with --outstanding");
         }
-        if a.event {
-            bail!("--poll-memory polls memory, not a completion channel (no --event)");
+        if a.may_block() {
+            bail!("--poll-memory polls memory, not a completion channel (no --event or --wait)");
         }
     }
     if let Some(b) = a.bulk_size {
         if depth(a).is_none() {
             bail!("--bulk-size runs beside a windowed latency test (--outstanding)");
-        }
-        if a.event {
-            bail!("--bulk-size needs polling: the background flow is driven between polls");
         }
         if b == 0 || b > 1 << 30 {
             bail!("--bulk-size must be 1 B … 1 GiB");
@@ -198,7 +196,7 @@ pub(super) fn client_run(
         });
         r.background = Some(b);
     }
-    let what = match (a.test, a.poll_memory, a.event) {
+    let what = match (a.test, a.poll_memory, a.may_block()) {
         (Test::ReadLat, true, _) => "READ, memory polled",
         (Test::ReadLat, _, true) => "READ, completion channel",
         (Test::ReadLat, _, false) => "READ, completion queue polled",
@@ -291,7 +289,7 @@ impl Window<'_> {
 
     /// Completions now: with `--event` waits for at least one, else one poll.
     fn take(&mut self) -> anyhow::Result<()> {
-        if self.side.event {
+        if self.side.waiter.mode() != WaitMode::Poll {
             self.side.wait()?;
             return Ok(());
         }

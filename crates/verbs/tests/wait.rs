@@ -1,0 +1,107 @@
+//! `Waiter`: the application's wait for completions — poll, block, adaptive.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+use weft_verbs::cm::ConnParam;
+use weft_verbs::{
+    CompletionChannel, CompletionQueue, Error, LinkKind, Progress, QpType, RecvWr, SendWr,
+    WaitMode, Waiter, WcOpcode, WrOp,
+};
+
+/// `a` sends to `b`, whose completion queue is tied to a channel.
+fn channel_pair() -> (Side, Side, CompletionChannel) {
+    let a = side(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
+    let bctx = device(LinkKind::Udp, Progress::Thread);
+    let ch = CompletionChannel::new(&bctx).expect("channel");
+    let cq = CompletionQueue::new(&bctx, 1024, Some(&ch));
+    let b = side_with_cq(bctx, cq, QpType::Rc, 4096);
+    let (a, b) = connect_sides(a, b, &ConnParam::default());
+    (a, b, ch)
+}
+
+/// `a` sends `n` messages to `b`, sleeping `gap` before each; `b` waits for each with
+/// `waiter`. Returns the waiter's counts.
+fn receive_with_gaps(mode: WaitMode, n: u64, gap: Duration) -> weft_verbs::WaitStats {
+    let (mut a, mut b, ch) = channel_pair();
+    b.qp.post_recv((0..n).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: [b.mr.sge(0, 64)].into(),
+    }))
+    .expect("post receives");
+    let sge = a.mr.sge(0, 8);
+    let sender = std::thread::spawn(move || {
+        for i in 0..n {
+            std::thread::sleep(gap);
+            let mut wr = SendWr::new(i, WrOp::Send { imm: None }, [sge]);
+            wr.signaled = false;
+            a.qp.post_send([wr]).expect("post send");
+        }
+        a
+    });
+    let mut waiter = Waiter::new(mode);
+    let mut out = Vec::new();
+    let mut got = 0;
+    while got < n {
+        out.clear();
+        let k = waiter
+            .wait(&mut b.cq, Some(&ch), &mut out, 16, T)
+            .expect("wait");
+        assert!(
+            k > 0,
+            "{mode:?}: message {got} of {n} not received within {T:?}"
+        );
+        for c in &out {
+            assert_eq!(
+                (c.wr_id, c.opcode),
+                (got, WcOpcode::Recv),
+                "{mode:?}: in order"
+            );
+            got += 1;
+        }
+    }
+    let _a = sender.join().expect("sender");
+    waiter.stats()
+}
+
+#[test]
+fn a_blocking_wait_without_a_channel_is_refused() {
+    let (_a, mut b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
+    let mut out = Vec::new();
+    for mode in [WaitMode::Block, WaitMode::Adaptive] {
+        let r = Waiter::new(mode).wait(&mut b.cq, None, &mut out, 1, Duration::from_millis(10));
+        assert!(matches!(r, Err(Error::NoChannel)), "{mode:?}: {r:?}");
+    }
+    // Polling needs none: it times out with nothing.
+    let r =
+        Waiter::new(WaitMode::Poll).wait(&mut b.cq, None, &mut out, 1, Duration::from_millis(10));
+    assert!(matches!(r, Ok(0)), "{r:?}");
+}
+
+/// Every mode delivers every message; a blocking waiter never spins its wait out,
+/// a polling one never blocks.
+#[test]
+fn every_mode_receives_everything_blocking_sleeps_and_polling_spins() {
+    let gap = Duration::from_millis(2);
+    let s = receive_with_gaps(WaitMode::Block, 20, gap);
+    assert_eq!(s.spun, 0, "{s:?}");
+    assert!(s.blocked > 0 && s.blocked <= s.waits, "{s:?}");
+    let s = receive_with_gaps(WaitMode::Poll, 20, gap);
+    assert_eq!(s.blocked, 0, "{s:?}");
+    assert_eq!(s.spun, s.waits, "{s:?}");
+    receive_with_gaps(WaitMode::Adaptive, 20, Duration::ZERO);
+}
+
+/// Gaps far longer than the spin cap (5 ms against 200 µs): once it has seen a few,
+/// the adaptive waiter blocks (a spin cannot end such a wait; the rare wait that
+/// ends during a spin is one where this thread was itself preempted past the gap).
+#[test]
+fn an_adaptive_wait_learns_to_block_when_gaps_outlast_its_spin() {
+    let s = receive_with_gaps(WaitMode::Adaptive, 40, Duration::from_millis(5));
+    assert!(s.waits >= 30, "most receives had to wait: {s:?}");
+    assert!(
+        s.blocked * 10 >= s.waits * 8,
+        "blocked in most waits: {s:?}"
+    );
+}
