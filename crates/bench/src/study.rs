@@ -20,6 +20,9 @@
 //!   loss of rate.
 //! - MTU: one small operation at a time, alone and beside the 4 MB flow, at path MTU
 //!   1024, 2048 and 4096.
+//! - Phased (issue 16's adaptive run, [`phased`]): idle → saturated → CPU hogs →
+//!   background flow, every static configuration of engine progress and application
+//!   wait against weft's adaptive one, in alternating rounds.
 //!
 //! Every child runs a bounded number of operations with a time limit per size, and
 //! is killed if it outlives its budget; the hogs stop when their phase ends (and at
@@ -38,6 +41,8 @@ use serde::{Deserialize, Serialize};
 use crate::perf::record::Record;
 use crate::perf_cmd::Link;
 
+mod phased;
+
 /// A part of the study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Part {
@@ -49,6 +54,8 @@ pub enum Part {
     Fig5,
     /// Small-operation p99 against the path MTU.
     Mtu,
+    /// The adaptive run: a trace of phases, static configurations against adaptive.
+    Phased,
 }
 
 /// Arguments of `weft study`.
@@ -84,6 +91,10 @@ pub struct Args {
     /// weft-verbs' default), for comparing settings of the scheduler.
     #[arg(long)]
     pub shared_pass_us: Option<u64>,
+    /// Rounds of the phased trace (alternating the configurations' order; default
+    /// 3, --quick 1).
+    #[arg(long)]
+    pub rounds: Option<usize>,
     /// A tiny subset (two sizes, one hog, one Fig. 5 verb, two MTUs, 200 operations
     /// a point, 1 s a point at most) that runs in well under a minute: for CI.
     #[arg(long)]
@@ -175,6 +186,15 @@ pub struct Row {
     /// The engines' shared-pass bound, µs, when the run set one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_pass_us: Option<u64>,
+    /// Phased trace: the phase ("idle", "saturated", "hogs", "background") and the
+    /// round (`verb` names the configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
+    /// Cores both processes kept busy over the run (CPU per operation × rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
     /// Operations measured.
     pub iters: u64,
     /// Whole-operation latency (post to data here), microseconds.
@@ -242,6 +262,7 @@ struct Setup {
     fig5_verbs: Vec<Verb>,
     fig5_sizes: Vec<u64>,
     mtus: Vec<usize>,
+    rounds: usize,
 }
 
 impl Setup {
@@ -271,13 +292,23 @@ impl Setup {
             bail!("--bulk-size must be 1 B … 1 GiB");
         }
         let parts = if a.parts.is_empty() {
-            vec![Part::Figs12, Part::Figs34, Part::Fig5, Part::Mtu]
+            vec![
+                Part::Figs12,
+                Part::Figs34,
+                Part::Fig5,
+                Part::Mtu,
+                Part::Phased,
+            ]
         } else {
             a.parts.clone()
         };
         let hogs = a.hogs.unwrap_or(if quick { 1 } else { cores });
         if hogs > 4 * cores.max(1) {
             bail!("--hogs at most 4 per core ({})", 4 * cores);
+        }
+        let rounds = a.rounds.unwrap_or(if quick { 1 } else { 3 });
+        if rounds == 0 || rounds > 50 {
+            bail!("--rounds must be 1 … 50");
         }
         let polling: Vec<Verb> = VERBS.iter().copied().filter(|v| v.polls).collect();
         Ok(Setup {
@@ -318,6 +349,7 @@ impl Setup {
             } else {
                 MTUS.to_vec()
             },
+            rounds,
         })
     }
 
@@ -530,6 +562,12 @@ impl Out {
             return Ok(());
         }
         let mut extra = String::new();
+        if let (Some(p), Some(k)) = (&r.phase, r.round) {
+            extra.push_str(&format!("{p}, round {k}; "));
+        }
+        if let Some(c) = r.cpu_cores {
+            extra.push_str(&format!("{c:.3} cores; "));
+        }
         if let Some(b) = r.bulk_mb_per_s {
             extra.push_str(&format!("bulk {b:.0} MB/s"));
         }
@@ -569,6 +607,7 @@ fn title(figure: &str) -> &'static str {
         "fig3" => "Fig. 3: one operation at a time, CPU hogs",
         "fig4" => "Fig. 4: 16 operations in flight, CPU hogs",
         "fig5" => "Fig. 5: small operations beside 4 MB WRITEs",
+        "phased" => "Phased trace: every configuration per phase (verb = configuration)",
         _ => "MTU: small operations alone and beside 4 MB WRITEs",
     }
 }
@@ -644,7 +683,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let n = usize::from(has(Part::Figs12)) * n_figs
         + usize::from(has(Part::Figs34)) * n_figs
         + usize::from(has(Part::Fig5)) * 2 * (2 * s.fig5_verbs.len() + 1)
-        + usize::from(has(Part::Mtu)) * s.mtus.len() * 3;
+        + usize::from(has(Part::Mtu)) * s.mtus.len() * 3
+        + usize::from(has(Part::Phased)) * s.rounds * phased::PHASES.len() * phased::CONFIGS.len();
     let mut steps = Steps {
         on: !a.quiet,
         k: 0,
@@ -734,6 +774,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ) {
                 emit(&mut out, row)?;
             }
+        }
+    }
+    if has(Part::Phased) {
+        let sums = phased::run(&s, s.rounds, &mut steps, |r| emit(&mut out, r))?;
+        if a.json {
+            for x in &sums {
+                println!("{}", serde_json::to_string(x)?);
+            }
+        } else {
+            phased::print_summary(&sums);
         }
     }
     if failures > 0 {
@@ -858,6 +908,7 @@ mod tests {
             time_limit: None,
             bulk_size: None,
             shared_pass_us: None,
+            rounds: None,
             quick: false,
             json: true,
             quiet: true,

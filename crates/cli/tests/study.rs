@@ -1,6 +1,6 @@
 //! `weft study --quick --json` end to end: every part of the study runs (a tiny
-//! subset of it: two sizes, one hog, one Fig. 5 verb, two MTUs, a 1 MiB flow) and
-//! its rows carry
+//! subset of it: two sizes, one hog, one Fig. 5 verb, two MTUs, a 1 MiB flow, one
+//! round of the phased trace) and its rows carry
 //! the fields `weft report` and docs/results/study.md read, with sane values. This
 //! checks that the study measures, not what it measures: no timing is asserted.
 // Runs a benchmark subcommand: only the default (`bench`) build of weft has it.
@@ -21,7 +21,7 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
     let out = output_within(
         Command::new(env!("CARGO_BIN_EXE_weft")).args(["study", "--quick", "--json", "-q"]),
         "weft study --quick",
-        Duration::from_secs(240),
+        Duration::from_secs(360),
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -29,16 +29,18 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
         "weft study --quick: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<serde_json::Value> = stdout
+    let all: Vec<serde_json::Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
         .collect();
+    let (rows, sums): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| r["study"] == "weft");
     let figures: BTreeSet<&str> = rows.iter().filter_map(|r| r["figure"].as_str()).collect();
     assert_eq!(
         figures,
-        BTreeSet::from(["fig1", "fig2", "fig3", "fig4", "fig5", "mtu"]),
+        BTreeSet::from(["fig1", "fig2", "fig3", "fig4", "fig5", "mtu", "phased"]),
         "{stdout}"
     );
+    check_phased(&rows, &sums);
     let verbs: BTreeSet<&str> = rows
         .iter()
         .filter(|r| r["figure"] == "fig1")
@@ -94,6 +96,10 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
         let w = r["outstanding"].as_u64().unwrap_or(0);
         match fig {
             "fig1" | "fig3" | "mtu" => assert_eq!(w, 1, "{r}"),
+            "phased" => match r["phase"].as_str() {
+                Some("idle" | "hogs") => assert_eq!(w, 1, "{r}"),
+                _ => assert_eq!(w, 16, "{r}"),
+            },
             _ => assert_eq!(w, 16, "{r}"),
         }
         if fig == "fig5" || fig == "mtu" {
@@ -129,4 +135,59 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
         .filter_map(|r| r["mtu"].as_u64())
         .collect();
     assert_eq!(mtus, BTreeSet::from([1024, 4096]));
+}
+
+const PHASES: [&str; 4] = ["idle", "saturated", "hogs", "background"];
+const CONFIGS: [&str; 4] = ["poll-inline", "poll-thread", "block", "adaptive"];
+
+/// The phased trace: a row per phase and configuration (one round), each with the
+/// CPU it used; a summary per phase and configuration in which the phase's oracle
+/// (a static configuration) stands at 1.0 and nothing beats it by more than the
+/// adaptive one may; and a trace score per configuration.
+fn check_phased(rows: &[serde_json::Value], sums: &[serde_json::Value]) {
+    for phase in PHASES {
+        for config in CONFIGS {
+            let r: Vec<_> = rows
+                .iter()
+                .filter(|r| r["figure"] == "phased" && r["phase"] == phase && r["verb"] == config)
+                .collect();
+            assert_eq!(r.len(), 1, "{phase} {config}: one round, one row");
+            assert_eq!(r[0]["round"], 1, "{:?}", r[0]);
+            assert!(
+                num(r[0], "cpu_cores").is_some_and(|c| c > 0.0),
+                "{:?}",
+                r[0]
+            );
+            let hogs = r[0]["hogs"].as_u64().unwrap_or(0);
+            assert_eq!(hogs >= 1, phase == "hogs", "{:?}", r[0]);
+            let s: Vec<_> = sums
+                .iter()
+                .filter(|s| s["phase"] == phase && s["config"] == config)
+                .collect();
+            assert_eq!(s.len(), 1, "{phase} {config}: one summary");
+            assert_eq!(s[0]["study"], "weft-phased-summary", "{:?}", s[0]);
+            assert_eq!(s[0]["rounds"], 1, "{:?}", s[0]);
+            let oracle = s[0]["oracle"].as_str().expect("oracle");
+            assert_ne!(oracle, "adaptive", "the oracle is a static configuration");
+            let v = num(s[0], "vs_oracle").expect("vs_oracle");
+            if config == oracle {
+                assert!((v - 1.0).abs() < 1e-9, "{:?}", s[0]);
+            } else if config != "adaptive" {
+                assert!(
+                    v >= 1.0 - 1e-9,
+                    "no static configuration beats the oracle: {:?}",
+                    s[0]
+                );
+            }
+        }
+    }
+    for config in CONFIGS {
+        let t: Vec<_> = sums
+            .iter()
+            .filter(|s| s["phase"] == "trace" && s["config"] == config)
+            .collect();
+        assert_eq!(t.len(), 1, "{config}: one trace score");
+        assert!(num(t[0], "median").is_some_and(|g| g > 0.0), "{:?}", t[0]);
+    }
+    assert_eq!(sums.len(), PHASES.len() * CONFIGS.len() + CONFIGS.len());
 }
