@@ -485,6 +485,12 @@ fn run_boot(boot: &Boot) -> Result<String, String> {
     }
 }
 
+/// Whether the guest kernel of `boot`'s last run saw its NIC's transmit queue hang.
+fn guest_nic_hung(boot: &Boot) -> bool {
+    let console = out_dir().join(format!("{}.console", boot.name));
+    std::fs::read_to_string(console).is_ok_and(|c| c.contains("NETDEV WATCHDOG"))
+}
+
 fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -536,7 +542,21 @@ fn weft_exec_runs_rdma_core_and_perftest_against_rdma_rxe() {
     );
     let mut failures = Vec::new();
     for boot in boots() {
-        match run_boot(&boot) {
+        let mut result = run_boot(&boot);
+        // The emulated guest's own NIC can hang under host load (TCG, two shared
+        // cores): its kernel then reports "NETDEV WATCHDOG ... transmit queue 0 timed
+        // out" and sends nothing at all, a fault of the emulator, not of either RDMA
+        // end (seen in CI while the host ran CPU hogs). Such a boot runs once more, and
+        // the second one must pass every step; any other failure counts at once.
+        if result.is_err() && guest_nic_hung(&boot) {
+            eprintln!(
+                "{}: the guest's virtio NIC hung (NETDEV WATCHDOG); booting once more\n{}",
+                boot.name,
+                result.as_ref().err().map_or("", String::as_str)
+            );
+            result = run_boot(&boot);
+        }
+        match result {
             Ok(report) => eprintln!("{report}"),
             Err(report) => {
                 eprintln!("{report}");
