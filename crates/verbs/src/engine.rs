@@ -1019,6 +1019,14 @@ impl Shared {
                 {
                     self.doorbell.notify();
                 }
+                // The engine thread holds the engine: in a pass, or asleep or just
+                // woken by the doorbell. The kernel wakes it on this core, and an
+                // application that slept (a pause between requests) is not
+                // preempted by it: spinning on here kept the engine thread, and so
+                // this poll's own progress, off the core for the rest of a time
+                // slice (a ping-pong with 10 ms pauses measured a 0.96 ms p50).
+                // Give the core up; with nothing else to run this returns at once.
+                std::thread::yield_now();
                 false
             }
         }
