@@ -1262,6 +1262,7 @@ fn client_run(
     }
     if a.stats {
         eprintln!("{:#?}", ctx.stats());
+        eprintln!("waits: {:?}", side.waiter.stats());
     }
     drop(conn);
     Ok(record)

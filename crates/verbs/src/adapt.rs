@@ -65,6 +65,18 @@ impl GapHistory {
         self.idle_periods % EXPLORE_EVERY == 0
     }
 
+    /// The 75th percentile of the recorded values (`None` before four). A value
+    /// "longer than the cap" ([`GapHistory::record_long`]) counts as the longest.
+    pub(crate) fn p75(&self) -> Option<Duration> {
+        if self.len < 4 {
+            return None;
+        }
+        let mut sorted = self.gaps;
+        let sorted = &mut sorted[..self.len];
+        sorted.sort_unstable();
+        Some(Duration::from_nanos(sorted[(self.len * 3).div_ceil(4) - 1]))
+    }
+
     /// How long to spin before blocking, at most `cap`.
     ///
     /// With fewer than 4 gaps known: `cap`. Otherwise four times the 75th percentile of
@@ -254,6 +266,17 @@ mod tests {
             h.record(2 * US);
         }
         assert_eq!(h.spin_budget(50 * US), MIN_SPIN);
+    }
+
+    #[test]
+    fn the_75th_percentile_needs_four_values() {
+        let mut h = GapHistory::default();
+        for us in [40, 10, 30] {
+            h.record(Duration::from_micros(us));
+        }
+        assert_eq!(h.p75(), None);
+        h.record(Duration::from_micros(20));
+        assert_eq!(h.p75(), Some(Duration::from_micros(30)));
     }
 
     #[test]

@@ -173,6 +173,12 @@ impl CompletionQueue {
         // that raced with arming is found by the caller's poll after this call.
     }
 
+    /// When the engine last fired this queue's channel (`CLOCK_MONOTONIC`, µs; 0:
+    /// never).
+    pub(crate) fn fired_us(&self) -> u64 {
+        self.notify.fired_us.load(Ordering::Relaxed)
+    }
+
     /// Acknowledge `n` events taken from the channel (`ibv_ack_cq_events`).
     pub fn ack_events(&mut self, n: u32) {
         self.acked += u64::from(n);

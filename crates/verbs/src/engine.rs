@@ -77,6 +77,10 @@ pub(crate) struct CqNotify {
     pub(crate) id: u32,
     pub(crate) armed: AtomicBool,
     pub(crate) channel: Option<Arc<ChannelInner>>,
+    /// When the engine last fired the channel for this queue (`CLOCK_MONOTONIC`,
+    /// µs): what a blocked waiter's wait lasted before its own wake-up
+    /// ([`crate::Waiter`]).
+    pub(crate) fired_us: AtomicU64,
 }
 
 /// A completion channel's event queue and its eventfd.
@@ -343,6 +347,7 @@ impl Engine {
             id,
             armed: AtomicBool::new(false),
             channel,
+            fired_us: AtomicU64::new(0),
         });
         let slot = CqSlot {
             id,
@@ -857,6 +862,9 @@ fn publish(slot: &mut CqSlot) {
     slot.ring.doorbell();
     if slot.notify.armed.swap(false, Ordering::AcqRel) {
         if let Some(ch) = &slot.notify.channel {
+            slot.notify
+                .fired_us
+                .store(weft_link::monotonic_micros(), Ordering::Relaxed);
             ch.events
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)

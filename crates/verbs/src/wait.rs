@@ -4,14 +4,21 @@
 //! The adaptive wait is spin-then-block on the application's side (rsocket's
 //! polling window, DPDK's power management), with the spin learned rather than
 //! fixed, by the learner the engine thread uses for its own idle periods
-//! ([`GapHistory`]). Every wait records how long it took, spun or blocked: a
-//! blocked wait's time includes its own wake-up (tens of µs quiet, a hundred and
-//! more loaded), which is why the cap is several wake-ups long — a stream whose
-//! waits are short but blocked once still measures under the cap and goes back to
-//! spinning, instead of blocking forever on the wake-ups it causes (the peer's
-//! replies wait on this side's wake-up too). So a saturated stream spins (as busy
-//! polling does), a sparse one blocks at once (≈ no CPU while idle), and the
-//! middle ground — gaps of 50–200 µs — spins, paying CPU for latency.
+//! ([`GapHistory`]). Every wait records how long the completion took to exist: a
+//! wait that ended while spinning, its own length; one that blocked, the time the
+//! engine fired the channel, not the time this thread woke up. A blocked wait's
+//! own length includes its wake-up — tens of µs on a quiet machine, milliseconds
+//! beside CPU hogs or a busy engine — and recording that kept a waiter that
+//! blocked once blocking for good in those runs (the peer's replies wait on this
+//! side's wake-up too, so every wait then looks long). The wake-ups themselves
+//! (firing to running) are recorded too, and the spin is never shorter than one:
+//! spin-then-block's classic bound, a wait that outlasts the spin costs at most
+//! twice what blocking at once would have. So a saturated stream spins (as busy
+//! polling does), a sparse one spins about one wake-up and then blocks (a few % of
+//! a core at 100 requests/s), the middle ground — gaps of 0.1–1 ms — spins,
+//! paying CPU for latency, and where wake-ups are slow (a busy engine beside a
+//! large transfer) it spins up to the 1 ms cap. Beside CPU hogs it is still worse
+//! than busy polling (docs/results/study.md, "The adaptive run").
 
 use std::time::{Duration, Instant};
 
@@ -59,14 +66,23 @@ pub struct Waiter {
     mode: WaitMode,
     cap: Duration,
     gaps: GapHistory,
+    /// Recent wake-ups: from the engine firing the channel to this thread running.
+    wakes: GapHistory,
     stats: WaitStats,
 }
 
 impl Waiter {
-    /// The adaptive wait's longest spin by default: a few cross-core wake-ups (38 µs
-    /// quiet, 118 µs loaded: docs/results/ibverbs.md, "Link watch"), so a blocked
-    /// wait of a short gap, wake-up included, still falls under it.
-    pub const DEFAULT_SPIN_CAP: Duration = Duration::from_micros(200);
+    /// The adaptive wait's longest spin by default. Well above a cross-core wake-up
+    /// (38 µs quiet, 118 µs loaded: docs/results/ibverbs.md, "Link watch"), so a
+    /// blocked wait of a short gap, wake-up included, still falls under it; and
+    /// long enough that a peer preempted by CPU hogs, or replies queued behind a
+    /// large transfer, keep the waiter spinning — there a wake-up costs more than
+    /// the spin (docs/results/study.md, "The adaptive run").
+    pub const DEFAULT_SPIN_CAP: Duration = Duration::from_millis(1);
+
+    /// The wake-up cost assumed before any was measured: a cross-core wake-up on a
+    /// quiet machine.
+    pub const ASSUMED_WAKE: Duration = Duration::from_micros(40);
 
     /// A waiter in `mode` with the default spin cap.
     pub fn new(mode: WaitMode) -> Waiter {
@@ -79,6 +95,7 @@ impl Waiter {
             mode,
             cap,
             gaps: GapHistory::default(),
+            wakes: GapHistory::default(),
             stats: WaitStats::default(),
         }
     }
@@ -96,6 +113,18 @@ impl Waiter {
     /// How its waits ended so far.
     pub fn stats(&self) -> WaitStats {
         self.stats
+    }
+
+    /// The adaptive spin: as long as a wake-up costs here (spin-then-block's
+    /// classic bound: a wait that outlasts the spin costs at most twice what blocking
+    /// at once would have), longer when the recent waits were short
+    /// ([`GapHistory::spin_budget`]: four times their 75th percentile), at most the
+    /// cap. Wake-ups measured [`Waiter::ASSUMED_WAKE`] on a quiet machine and
+    /// milliseconds beside CPU hogs or a busy engine: there the waiter keeps
+    /// spinning, which is what kept the latency in those runs.
+    fn adaptive_spin(&self) -> Duration {
+        let wake = self.wakes.p75().unwrap_or(Waiter::ASSUMED_WAKE);
+        self.gaps.spin_budget(self.cap).max(wake).min(self.cap)
     }
 
     /// Append up to `max` completions of `cq` to `out`, waiting up to `timeout` for at
@@ -124,7 +153,7 @@ impl Waiter {
         let spin = match self.mode {
             WaitMode::Poll => timeout,
             WaitMode::Block => Duration::ZERO,
-            WaitMode::Adaptive => self.gaps.spin_budget(self.cap),
+            WaitMode::Adaptive => self.adaptive_spin(),
         };
         self.stats.waits += 1;
         // Spin.
@@ -146,6 +175,9 @@ impl Waiter {
         let Some(channel) = channel else {
             return Ok(0);
         };
+        // The same clock as the engine's firing time, read only on the way to block.
+        let blocked_at = weft_link::monotonic_micros();
+        let spun = start.elapsed();
         // Block: arm, look once more (a completion that raced with arming fires no
         // event), sleep on the channel.
         loop {
@@ -154,7 +186,17 @@ impl Waiter {
             if n > 0 {
                 self.stats.blocked += 1;
                 if self.mode == WaitMode::Adaptive {
-                    self.gaps.record(start.elapsed());
+                    // Fired after this thread went to block: the wait lasted until
+                    // then, and the rest was the wake-up. Otherwise the completion
+                    // was there when it armed.
+                    let fired = cq.fired_us();
+                    if fired >= blocked_at {
+                        let woke = weft_link::monotonic_micros();
+                        self.wakes
+                            .record(Duration::from_micros(woke.saturating_sub(fired)));
+                    }
+                    let after = Duration::from_micros(fired.saturating_sub(blocked_at));
+                    self.gaps.record(spun + after);
                 }
                 return Ok(n);
             }

@@ -93,7 +93,7 @@ fn every_mode_receives_everything_blocking_sleeps_and_polling_spins() {
     receive_with_gaps(WaitMode::Adaptive, 20, Duration::ZERO);
 }
 
-/// Gaps far longer than the spin cap (5 ms against 200 µs): once it has seen a few,
+/// Gaps longer than the spin cap (5 ms against 1 ms): once it has seen a few,
 /// the adaptive waiter blocks (a spin cannot end such a wait; the rare wait that
 /// ends during a spin is one where this thread was itself preempted past the gap).
 #[test]

@@ -182,6 +182,7 @@ pub(super) fn client_run(
     }
     if a.stats {
         eprintln!("{:#?}", ctx.stats());
+        eprintln!("waits: {:?}", w.side.waiter.stats());
     }
     drop(conn);
     let mut r = round_trip_record(meta, size, &run);

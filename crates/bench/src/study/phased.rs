@@ -75,6 +75,8 @@ pub(super) const PHASES: [Phase; 4] = [
 
 /// The idle phase's pause after each round.
 const IDLE_PAUSE_US: u64 = 10_000;
+/// Operations of the saturated and background phases per `--iters`.
+const LONG: u64 = 250;
 
 impl Phase {
     pub fn name(self) -> &'static str {
@@ -128,13 +130,12 @@ impl Phase {
                 // About a second of pauses (the time limit also bounds it).
                 (None, None, (s.iters / 20).max(20))
             }
-            Phase::Saturated => (Some(super::SATURATED), None, s.iters * BESIDE_ITERS),
-            Phase::Hogs => (None, None, s.iters),
-            Phase::Background => (
-                Some(super::SATURATED),
-                Some(s.bulk_size),
-                s.iters * BESIDE_ITERS,
-            ),
+            // Long enough to last about the time limit (a point of a few ms would
+            // see the hogs or the flow for a handful of scheduler slices); the time
+            // limit ends it sooner on a slow configuration.
+            Phase::Saturated => (Some(super::SATURATED), None, s.iters * LONG),
+            Phase::Hogs => (None, None, s.iters * BESIDE_ITERS),
+            Phase::Background => (Some(super::SATURATED), Some(s.bulk_size), s.iters * LONG),
         };
         Point {
             test: "send-lat",
