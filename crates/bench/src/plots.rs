@@ -1151,5 +1151,74 @@ pub fn study(
         )?;
         written.push(path);
     }
+    let phased: Vec<&&Row> = ok.iter().filter(|r| r.figure == "phased").collect();
+    if !phased.is_empty() {
+        let phases: [(&str, &str, &str, Of<Row>); 4] = [
+            (
+                "idle",
+                "idle: 10 ms pauses",
+                "cores both processes used (log)",
+                |r| r.cpu_cores.unwrap_or(f64::NAN),
+            ),
+            (
+                "saturated",
+                "saturated: 16 in flight",
+                "operations/s (log)",
+                |r| r.ops_per_s.unwrap_or(f64::NAN),
+            ),
+            (
+                "hogs",
+                "one at a time beside CPU hogs",
+                "p50 [µs] (log)",
+                |r| r.p50_us.unwrap_or(f64::NAN),
+            ),
+            (
+                "background",
+                "16 in flight beside 4 MB WRITEs",
+                "p99 [µs] (log)",
+                |r| r.p99_us.unwrap_or(f64::NAN),
+            ),
+        ];
+        let mut configs: Vec<&str> = Vec::new();
+        for r in &phased {
+            if !configs.contains(&r.verb.as_str()) {
+                configs.push(&r.verb);
+            }
+        }
+        let mut panels = Vec::new();
+        for (phase, title, y_desc, of) in phases {
+            let mut lines = Vec::new();
+            for (k, c) in configs.iter().enumerate() {
+                let mut pts: Vec<(f64, f64)> = phased
+                    .iter()
+                    .filter(|r| r.verb == *c && r.phase.as_deref() == Some(phase))
+                    .filter_map(|r| Some((f64::from(r.round?), of(r))))
+                    .filter(|p| p.1.is_finite() && p.1 > 0.0)
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                if !pts.is_empty() {
+                    let mut l = line_of((*c).to_owned(), k, pts);
+                    if *c == "adaptive" {
+                        l.width = 4;
+                    }
+                    lines.push(l);
+                }
+            }
+            panels.push(Panel {
+                title: title.to_owned(),
+                x_desc: "round (configurations in alternating order)",
+                y_desc,
+                lines,
+                levels: Vec::new(),
+            });
+        }
+        let caption = format!(
+            "the adaptive run: each phase, every configuration, {} link",
+            phased[0].link
+        );
+        let path = out.join(format!("{name}-phased.png"));
+        figure(&path, &caption, &panels, text)?;
+        written.push(path);
+    }
     Ok(written)
 }

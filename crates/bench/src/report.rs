@@ -10,7 +10,8 @@
 //!   (scripts/router-e2e.sh): `NAME.png`, and on stdout the medians of the rounds with
 //!   their ratios to the kernel ([`router_summary`]);
 //! - `weft study --json` rows (marked by `study` and `figure`): `NAME-fig1.png` …
-//!   `NAME-fig5.png` and `NAME-mtu.png` ([`plots::study`]);
+//!   `NAME-fig5.png`, `NAME-mtu.png` and `NAME-phased.png` ([`plots::study`]; the
+//!   phased summary lines are skipped);
 //!
 //! the last three in `plots.rs`.
 //!
@@ -445,6 +446,10 @@ fn read_inputs(files: &[PathBuf]) -> anyhow::Result<Inputs> {
                 }
             };
             let at = || format!("{}:{}", f.display(), n + 1);
+            if v.get("study").and_then(|s| s.as_str()) == Some("weft-phased-summary") {
+                // `weft study`'s phased summary: derived from the rows beside it.
+                continue;
+            }
             if v.get("study").is_some() && v.get("figure").is_some() {
                 inputs
                     .study
