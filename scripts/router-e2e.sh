@@ -19,7 +19,8 @@
 # OUT/router-e2e.md) and its plot (OUT/router-e2e.png); with --json, the JSON rows (one per forwarder, frame
 # size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …). The rows
 # are kept in OUT/router-e2e.jsonl either way (OUT defaults to a temporary directory),
-# and each weft run's `show links` and `show counters` in OUT/stages.txt.
+# and each weft run's `show links` and `show counters` in OUT/stages.txt, its stderr (the
+# "N port workers" line, warnings) in OUT/router-stderr.txt, each line prefixed by the run.
 # --long: 60 s trials, as RFC 2544 asks (default 1 s: two shared cores and a budget).
 # AT_KPPS (one rate per size, e.g. 1,1): every forwarder, the kernel too, also
 # measures latency at these rates instead of the kernel's zero-loss rates: a
@@ -102,7 +103,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
         bash $NETNS config 2 "${args[@]}" |
           if [[ $backend == afpacket-v3 ]]; then sed 's/^interface = .*/&\nring = "v3"/'; else cat; fi
       } > "$cfg"
-      taskset -c "$ROUTER_CPU" ip netns exec weft-r nice -n "$NICE" "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" 2>/dev/null &
+      taskset -c "$ROUTER_CPU" ip netns exec weft-r nice -n "$NICE" "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" \
+        2> >(sed "s/^/[weft $backend $arch, round $round] /" >>"$OUT/router-stderr.txt") &
       sleep 1
       if ! kill -0 $! 2>/dev/null; then
         echo "weft router on $backend did not start" >&2; exit 1
