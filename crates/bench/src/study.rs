@@ -20,7 +20,7 @@
 //!   loss of rate.
 //! - MTU: one small operation at a time, alone and beside the 4 MB flow, at path MTU
 //!   1024, 2048 and 4096.
-//! - Phased (issue 16's adaptive run, [`phased`]): idle → saturated → CPU hogs →
+//! - Phased (issue 16's adaptive run, `study/phased.rs`): idle → saturated → CPU hogs →
 //!   background flow, every static configuration of engine progress and application
 //!   wait against weft's adaptive one, in alternating rounds.
 //!
