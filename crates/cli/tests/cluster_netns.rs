@@ -237,12 +237,19 @@ impl Drop for Cluster {
     }
 }
 
+/// Three pings; true when all three were answered. Judged by ping's own summary
+/// line: once, under heavy load, `ip netns exec ping` printed "3 packets
+/// transmitted, 3 received, 0% packet loss" and still exited unsuccessfully, so the
+/// exit status is reported, not required.
 fn ping(from: &str, args: &[&str]) -> (bool, String) {
     let mut a = vec!["ping", "-c", "3", "-i", "0.2", "-W", "2"];
     a.extend_from_slice(args);
     let o = ns(from, 20, &a);
-    let t = text(&o);
-    (o.status.success() && t.contains(" 0% packet loss"), t)
+    let t = format!("{}(exit status: {})", text(&o), o.status);
+    (
+        t.contains("3 packets transmitted, 3 received, 0% packet loss"),
+        t,
+    )
 }
 
 fn ping_ok(from: &str, args: &[&str]) {
