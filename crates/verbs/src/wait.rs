@@ -156,9 +156,10 @@ impl Waiter {
             WaitMode::Adaptive => self.adaptive_spin(),
         };
         self.stats.waits += 1;
-        // Spin.
+        // Spin (not at all when blocking at once: a completion that came since the
+        // first poll is found by the poll after arming).
         let spin_end = start + spin.min(timeout);
-        loop {
+        while !spin.is_zero() {
             let n = cq.poll(out, max);
             if n > 0 {
                 self.stats.spun += 1;

@@ -23,7 +23,9 @@ fn channel_pair() -> (Side, Side, CompletionChannel) {
 
 /// `a` sends `n` messages to `b`, sleeping `gap` before each; `b` waits for each with
 /// `waiter`. Returns the waiter's counts.
-fn receive_with_gaps(mode: WaitMode, n: u64, gap: Duration) -> weft_verbs::WaitStats {
+fn receive_with_gaps(waiter: Waiter, n: u64, gap: Duration) -> weft_verbs::WaitStats {
+    let mut waiter = waiter;
+    let mode = waiter.mode();
     let (mut a, mut b, ch) = channel_pair();
     b.qp.post_recv((0..n).map(|i| RecvWr {
         wr_id: i,
@@ -40,7 +42,6 @@ fn receive_with_gaps(mode: WaitMode, n: u64, gap: Duration) -> weft_verbs::WaitS
         }
         a
     });
-    let mut waiter = Waiter::new(mode);
     let mut out = Vec::new();
     let mut got = 0;
     while got < n {
@@ -84,22 +85,24 @@ fn a_blocking_wait_without_a_channel_is_refused() {
 #[test]
 fn every_mode_receives_everything_blocking_sleeps_and_polling_spins() {
     let gap = Duration::from_millis(2);
-    let s = receive_with_gaps(WaitMode::Block, 20, gap);
+    let s = receive_with_gaps(Waiter::new(WaitMode::Block), 20, gap);
     assert_eq!(s.spun, 0, "{s:?}");
     assert!(s.blocked > 0 && s.blocked <= s.waits, "{s:?}");
-    let s = receive_with_gaps(WaitMode::Poll, 20, gap);
+    let s = receive_with_gaps(Waiter::new(WaitMode::Poll), 20, gap);
     assert_eq!(s.blocked, 0, "{s:?}");
     assert_eq!(s.spun, s.waits, "{s:?}");
-    receive_with_gaps(WaitMode::Adaptive, 20, Duration::ZERO);
+    receive_with_gaps(Waiter::new(WaitMode::Adaptive), 20, Duration::ZERO);
 }
 
-/// Gaps longer than the spin cap (5 ms against 1 ms): once it has seen a few,
-/// the adaptive waiter blocks (a spin cannot end such a wait; the rare wait that
-/// ends during a spin is one where this thread was itself preempted past the gap).
+/// Gaps a hundred times the spin cap (20 ms against 200 µs): the adaptive waiter
+/// blocks (a spin cannot end such a wait; one that ends during a spin is one where
+/// this thread was itself preempted nearly the whole gap — seen beside CPU hogs with
+/// 5 ms gaps and the default 1 ms cap, 10 of 38).
 #[test]
 fn an_adaptive_wait_learns_to_block_when_gaps_outlast_its_spin() {
-    let s = receive_with_gaps(WaitMode::Adaptive, 40, Duration::from_millis(5));
-    assert!(s.waits >= 30, "most receives had to wait: {s:?}");
+    let w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_micros(200));
+    let s = receive_with_gaps(w, 25, Duration::from_millis(20));
+    assert!(s.waits >= 20, "most receives had to wait: {s:?}");
     assert!(
         s.blocked * 10 >= s.waits * 8,
         "blocked in most waits: {s:?}"
