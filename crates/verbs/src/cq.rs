@@ -56,8 +56,15 @@ impl CompletionChannel {
             }
             match self.ctx.progress_mode() {
                 Progress::Thread => {
-                    self.ctx.shared().app_blocks();
-                    poll_readable(&[self.inner.fd.as_fd()], left).map_err(Error::Link)?;
+                    let shared = self.ctx.shared();
+                    shared.app_blocks();
+                    // Asleep: the engine thread must not wait for this thread's next
+                    // poll on its doorbell alone (on shm, with no link descriptor,
+                    // that watch let arrivals wait up to a quiet gap, 1 ms).
+                    shared.app_sleeps();
+                    let r = poll_readable(&[self.inner.fd.as_fd()], left);
+                    shared.app_woke();
+                    r.map_err(Error::Link)?;
                     self.inner.fd.drain();
                 }
                 Progress::Inline => {

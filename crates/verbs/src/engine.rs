@@ -907,6 +907,10 @@ pub(crate) struct Shared {
     standing_by: AtomicBool,
     /// The application is about to block: the engine thread must watch the link again.
     app_blocking: AtomicBool,
+    /// Application threads asleep on a completion channel right now: while any is,
+    /// the engine thread does not hold a doorbell-only watch for the application's
+    /// next poll (it serves the link instead).
+    app_asleep: AtomicUsize,
     /// Stand-bys so far ([`EngineStats::standbys`]).
     pub(crate) standbys: AtomicU64,
     /// Stand-bys ended because the application stopped polling
@@ -992,6 +996,7 @@ impl Shared {
             origin: std::time::Instant::now(),
             standing_by: AtomicBool::new(false),
             app_blocking: AtomicBool::new(false),
+            app_asleep: AtomicUsize::new(0),
             standbys: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             link_takeovers: AtomicU64::new(0),
@@ -1022,19 +1027,19 @@ impl Shared {
         match self.engine.try_lock() {
             Ok(mut g) => g.progress(),
             Err(_) => {
-                if self.sleeping.load(Ordering::Relaxed)
-                    && !self.nudged.swap(true, Ordering::Relaxed)
-                {
-                    self.doorbell.notify();
+                if self.sleeping.load(Ordering::Relaxed) {
+                    if !self.nudged.swap(true, Ordering::Relaxed) {
+                        self.doorbell.notify();
+                    }
+                    // The engine thread sleeps holding the engine, or was just woken
+                    // and has not run yet: the kernel wakes it on this core, and an
+                    // application that slept (a pause between requests) is not
+                    // preempted by it, so spinning on kept it, and this poll's own
+                    // progress, off the core for the rest of a time slice (a
+                    // ping-pong with 10 ms pauses measured a 0.96 ms p50). Give the
+                    // core up; with nothing else to run this returns at once.
+                    std::thread::yield_now();
                 }
-                // The engine thread holds the engine: in a pass, or asleep or just
-                // woken by the doorbell. The kernel wakes it on this core, and an
-                // application that slept (a pause between requests) is not
-                // preempted by it: spinning on here kept the engine thread, and so
-                // this poll's own progress, off the core for the rest of a time
-                // slice (a ping-pong with 10 ms pauses measured a 0.96 ms p50).
-                // Give the core up; with nothing else to run this returns at once.
-                std::thread::yield_now();
                 false
             }
         }
@@ -1055,6 +1060,17 @@ impl Shared {
         if self.standing_by.load(Ordering::SeqCst) {
             self.doorbell.notify();
         }
+    }
+
+    /// An application thread goes to sleep on a completion channel (after
+    /// [`Shared::app_blocks`]); [`Shared::app_woke`] when it returns.
+    pub(crate) fn app_sleeps(&self) {
+        self.app_asleep.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The thread of [`Shared::app_sleeps`] is back.
+    pub(crate) fn app_woke(&self) {
+        self.app_asleep.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// The engine, for a control operation: wakes a sleeping engine thread first and
@@ -1315,6 +1331,7 @@ impl Shared {
             if !self.idle_spin.is_zero()
                 && self.app_polls.load(Ordering::Relaxed) > 0
                 && away < APP_AWAY
+                && self.app_asleep.load(Ordering::SeqCst) == 0
             {
                 // The application polled a moment ago and will likely poll again:
                 // blocking here would hold the engine asleep, and its polls could

@@ -188,7 +188,15 @@ fn a_write_lands_while_the_application_spins_on_memory_after_polling() {
             // The application polled (its send completions), so the engine thread
             // stood by; it then spun on memory, so the engine thread took over.
             assert!(st.engine.standbys > 0, "{kind:?}: {st:?}");
-            assert!(st.engine.takeovers > 0, "{kind:?}: {st:?}");
+            // Over shm the engine thread can be quick enough that every poll finds
+            // its completion already there: the application then never polls an
+            // empty queue, the thread never stands by during the run (its one
+            // stand-by is at teardown) and there is nothing to take over from — the
+            // WRITEs still land (the loop above). Run alone, this test saw that in
+            // about half the runs, with and without the yield in `assist`.
+            if st.engine.standbys > 1 || kind == LinkKind::Udp {
+                assert!(st.engine.takeovers > 0, "{kind:?}: {st:?}");
+            }
             // Once a takeover has served it, the engine thread watches the udp socket
             // while it stands by and takes over when the peer's WRITE arrives, not a
             // quiet gap later; shm has no socket to watch.
