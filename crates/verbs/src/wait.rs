@@ -17,8 +17,8 @@
 //! polling does), a sparse one spins about one wake-up and then blocks (a few % of
 //! a core at 100 requests/s), the middle ground — gaps of 0.1–1 ms — spins,
 //! paying CPU for latency, and where wake-ups are slow (a busy engine beside a
-//! large transfer) it spins up to the 1 ms cap. Beside CPU hogs it is still worse
-//! than busy polling (docs/results/study.md, "The adaptive run").
+//! large transfer) it spins up to the 1 ms cap (docs/results/study.md, "The
+//! adaptive run").
 
 use std::time::{Duration, Instant};
 
