@@ -1176,7 +1176,24 @@ fn stock_ibv_pingpong_tools_in_the_guest_talk_to_weft() {
     ensure_image();
     let mut failures = Vec::new();
     for s in stock_cases() {
-        match run_stock(&s) {
+        let mut result = run_stock(&s);
+        // The capture of a case can come out empty — only dumpcap's header, 0 packets
+        // — though both ends exchanged every message (seen once in CI on pp-ud4,
+        // whose whole exchange takes 30 ms). That is the capture failing, not either
+        // RDMA end: such a case runs once more and must then pass with its packets
+        // decoded. Any other failure counts at once.
+        if let Err(report) = &result {
+            if report.contains("0 RoCEv2 packets (0 from rxe, 0 from weft)")
+                && report.contains("--- weft side: Ok(")
+            {
+                eprintln!(
+                    "{}: empty capture, running the case once more\n{report}",
+                    s.name
+                );
+                result = run_stock(&s);
+            }
+        }
+        match result {
             Ok(report) => eprintln!("{report}"),
             Err(report) => {
                 eprintln!("{report}");
