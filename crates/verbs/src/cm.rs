@@ -853,7 +853,7 @@ impl Listener {
     /// Wait for the next well-formed connection request (`rdma_get_request`). A
     /// malformed request is answered with a rejection and skipped.
     pub fn get_request(&self, timeout: Duration) -> Result<ConnectRequest, Error> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         self.tcp.set_nonblocking(true).map_err(Error::Io)?;
         loop {
             match self.tcp.accept() {

@@ -45,7 +45,7 @@ impl CompletionChannel {
     /// queue's id ([`CompletionQueue::id`]). With inline progress the wait drives the
     /// engine itself.
     pub fn get_cq_event(&self, timeout: Duration) -> Result<u32, Error> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         loop {
             if let Some(id) = self.take() {
                 return Ok(id);
@@ -160,7 +160,7 @@ impl CompletionQueue {
 
     /// Busy-poll until `n` completions arrived or `timeout` passed; returns what came.
     pub fn wait(&mut self, n: usize, timeout: Duration) -> Vec<Completion> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline_after(timeout);
         let mut out = Vec::with_capacity(n);
         while out.len() < n && Instant::now() < deadline {
             let want = n - out.len();

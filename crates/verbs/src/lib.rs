@@ -53,3 +53,11 @@ pub use weft_transport::{
     WcStatus, WrOp, GRH_LEN, INLINE_SGES,
 };
 pub use weft_wire::roce::Psn;
+
+/// The instant `timeout` from now; an unbounded timeout (`Duration::MAX`, "wait
+/// forever") is taken as a year instead of overflowing `Instant`.
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(365 * 86_400))
+}

@@ -149,7 +149,7 @@ impl Waiter {
             (_, ch) => ch,
         };
         let start = Instant::now();
-        let deadline = start + timeout;
+        let deadline = crate::deadline_after(timeout);
         let spin = match self.mode {
             WaitMode::Poll => timeout,
             WaitMode::Block => Duration::ZERO,
@@ -158,7 +158,11 @@ impl Waiter {
         self.stats.waits += 1;
         // Spin (not at all when blocking at once: a completion that came since the
         // first poll is found by the poll after arming).
-        let spin_end = start + spin.min(timeout);
+        let spin_end = if spin >= timeout {
+            deadline
+        } else {
+            start + spin
+        };
         while !spin.is_zero() {
             let n = cq.poll(out, max);
             if n > 0 {

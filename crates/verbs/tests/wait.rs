@@ -26,7 +26,8 @@ fn channel_pair() -> (Side, Side, CompletionChannel) {
 fn receive_with_gaps(waiter: Waiter, n: u64, gap: Duration) -> weft_verbs::WaitStats {
     let mut waiter = waiter;
     let mode = waiter.mode();
-    let (mut a, mut b, ch) = channel_pair();
+    let (a, mut b, ch) = channel_pair();
+    let mut a = a;
     b.qp.post_recv((0..n).map(|i| RecvWr {
         wr_id: i,
         sg_list: [b.mr.sge(0, 64)].into(),
@@ -67,13 +68,35 @@ fn receive_with_gaps(waiter: Waiter, n: u64, gap: Duration) -> weft_verbs::WaitS
 }
 
 #[test]
-fn a_blocking_wait_without_a_channel_is_refused() {
+fn a_blocking_wait_without_a_channel_is_refused_and_no_timeout_overflows() {
     let (_a, mut b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
     let mut out = Vec::new();
     for mode in [WaitMode::Block, WaitMode::Adaptive] {
         let r = Waiter::new(mode).wait(&mut b.cq, None, &mut out, 1, Duration::from_millis(10));
         assert!(matches!(r, Err(Error::NoChannel)), "{mode:?}: {r:?}");
     }
+    // An unbounded timeout is taken as "forever", not an overflow: a completion
+    // ends the wait.
+    let (mut a, mut b, ch) = channel_pair();
+    b.qp.post_recv([RecvWr {
+        wr_id: 9,
+        sg_list: [b.mr.sge(0, 64)].into(),
+    }])
+    .expect("post receive");
+    let sge = a.mr.sge(0, 8);
+    let sender = std::thread::spawn(move || {
+        // Late enough that the wait has begun (its first poll found nothing).
+        std::thread::sleep(Duration::from_millis(20));
+        a.qp.post_send([SendWr::new(9, WrOp::Send { imm: None }, [sge])])
+            .expect("post send");
+        a
+    });
+    let n = Waiter::new(WaitMode::Adaptive)
+        .wait(&mut b.cq, Some(&ch), &mut out, 4, Duration::MAX)
+        .expect("wait");
+    assert_eq!(n, 1);
+    let _a = sender.join().expect("sender");
+    out.clear();
     // Polling needs none: it times out with nothing.
     let r =
         Waiter::new(WaitMode::Poll).wait(&mut b.cq, None, &mut out, 1, Duration::from_millis(10));
