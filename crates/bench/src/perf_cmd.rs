@@ -451,15 +451,11 @@ fn local(a: &Args) -> anyhow::Result<()> {
         sargs.push("--shared-pass-us".into());
         sargs.push(us.to_string());
     }
-    if a.may_block() {
+    if let Some(w) = a.wait {
         sargs.push("--wait".into());
-        sargs.push(
-            match a.wait_mode() {
-                WaitMode::Adaptive => "adaptive",
-                _ => "block",
-            }
-            .into(),
-        );
+        sargs.push(w.name().into());
+    } else if a.event {
+        sargs.push("--event".into());
     }
     let sargs: Vec<OsString> = sargs.into_iter().map(OsString::from).collect();
     let server = LocalServer::spawn(&sargs, Duration::from_secs(30))?;

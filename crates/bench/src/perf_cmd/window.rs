@@ -6,7 +6,7 @@
 //! is here (method "rtt": a whole round trip, as perftest reports READ), and the run
 //! reports the rate of completed operations (`rtt_per_s`). How the client learns it:
 //! - read-lat: the READ's completion (busy polling, or the completion channel with
-//!   `--event`), or with `--poll-memory` the last byte of its buffer turning into the
+//!   `--event`/`--wait block`, or both with `--wait adaptive`), or with `--poll-memory` the last byte of its buffer turning into the
 //!   server's marker (the paper's READ-Poll; the responder places a READ's data in
 //!   order, so the last byte is the last to land);
 //! - send-lat: the reply SEND's receive completion. The request is `--request-size`
@@ -16,8 +16,9 @@
 //!   (Kalia et al.'s compound read, the paper's WRITE/SEND).
 //!
 //! With `--bulk-size`, a second RC QP of the same device keeps `--bulk-depth`
-//! WRITEs of that size in flight for the whole run, driven between the latency
-//! loop's polls: both flows leave through the device's one send scheduler
+//! WRITEs of that size in flight for the whole run, topped up between the latency
+//! loop's polls (with a blocking or adaptive `--wait`, whenever a wait for the small
+//! operations returns; an engine thread moves the flow meanwhile): both flows leave through the device's one send scheduler
 //! (`--scheduler`), which is what the paper's Fig. 5 measures on an RNIC.
 
 use super::{
@@ -288,7 +289,8 @@ impl Window<'_> {
         Ok(())
     }
 
-    /// Completions now: with `--event` waits for at least one, else one poll.
+    /// Completions now: with a blocking or adaptive `--wait` (or `--event`) waits for
+    /// at least one, else one poll.
     fn take(&mut self) -> anyhow::Result<()> {
         if self.side.waiter.mode() != WaitMode::Poll {
             self.side.wait()?;
