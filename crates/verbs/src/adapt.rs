@@ -68,13 +68,21 @@ impl GapHistory {
     /// The 75th percentile of the recorded values (`None` before four). A value
     /// "longer than the cap" ([`GapHistory::record_long`]) counts as the longest.
     pub(crate) fn p75(&self) -> Option<Duration> {
+        self.quartiles().map(|(_, p75)| Duration::from_nanos(p75))
+    }
+
+    /// The median and the 75th percentile in ns (`None` before four values).
+    fn quartiles(&self) -> Option<(u64, u64)> {
         if self.len < 4 {
             return None;
         }
         let mut sorted = self.gaps;
         let sorted = &mut sorted[..self.len];
         sorted.sort_unstable();
-        Some(Duration::from_nanos(sorted[(self.len * 3).div_ceil(4) - 1]))
+        Some((
+            sorted[self.len.div_ceil(2) - 1],
+            sorted[(self.len * 3).div_ceil(4) - 1],
+        ))
     }
 
     /// How long to spin before blocking, at most `cap`.
@@ -87,15 +95,10 @@ impl GapHistory {
     /// costs only the gaps it misses: a peer preempted for a moment must not make
     /// the thread block on every exchange.
     pub(crate) fn spin_budget(&self, cap: Duration) -> Duration {
-        if self.len < 4 {
+        let Some((p50, p75)) = self.quartiles() else {
             return cap;
-        }
-        let mut sorted = self.gaps;
-        let sorted = &mut sorted[..self.len];
-        sorted.sort_unstable();
+        };
         let cap_ns = cap.as_nanos().min(u64::MAX as u128 - 1) as u64;
-        let p75 = sorted[(self.len * 3).div_ceil(4) - 1];
-        let p50 = sorted[self.len.div_ceil(2) - 1];
         for q in [p75, p50] {
             if q <= cap_ns {
                 return Duration::from_nanos(q.saturating_mul(4).min(cap_ns))
