@@ -827,6 +827,7 @@ mod tests {
             at_within_100us_pct: None,
             trial_secs: 1.0,
             round: Some(round),
+            ..Default::default()
         };
         serde_json::to_string(&row).unwrap()
     }

@@ -463,6 +463,9 @@ pub struct AfPacket {
     /// V2: where a frame too large for its slot is read to from the socket queue
     /// (allocated on the first one).
     copy_buf: Vec<u8>,
+    /// With [`AfPacket::keep_arrivals`]: the kernel's arrival time of each frame the
+    /// last receive burst returned, in order.
+    arrivals: Option<Vec<Duration>>,
 }
 
 fn setsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
@@ -546,6 +549,7 @@ impl AfPacket {
             vnet: false,
             pending: VecDeque::new(),
             copy_buf: Vec::new(),
+            arrivals: None,
         };
         // From here dropping `link` closes the fd (and unmaps once mapped) on error.
         let version = match cfg.version {
@@ -665,6 +669,22 @@ impl AfPacket {
         self.rx_blocks
     }
 
+    /// Keep each received frame's arrival time as the kernel stamped it (when the
+    /// frame reached this socket, before any thread read it): a tester measures a
+    /// forwarder's latency to its receive port, not to its own reader's wake-up.
+    /// Off by default.
+    pub fn keep_arrivals(&mut self, on: bool) {
+        self.arrivals = on.then(Vec::new);
+    }
+
+    /// With [`AfPacket::keep_arrivals`] on: one entry per frame the last
+    /// `recv_burst` returned, in order, the kernel's `CLOCK_REALTIME` stamp since the
+    /// epoch; zero where the kernel gave none (segments of a super-frame held over
+    /// from an earlier call). Empty when off.
+    pub fn arrivals(&self) -> &[Duration] {
+        self.arrivals.as_deref().unwrap_or(&[])
+    }
+
     /// The socket, for polling beside other descriptors.
     pub(crate) fn fd(&self) -> libc::c_int {
         self.fd.as_raw_fd()
@@ -772,10 +792,11 @@ impl AfPacket {
 
     /// Add how long the frame whose header is at `at` waited in the ring, by its
     /// kernel timestamp, to the counters (`now`: the wall clock of this receive).
-    fn time_wait(&mut self, at: usize, now: Duration) {
+    /// Returns the stamp (zero when the header is out of reach).
+    fn time_wait(&mut self, at: usize, now: Duration) -> Duration {
         let hdr = self.hdr;
         let Some(h) = self.region(at, hdr.aligned_len) else {
-            return;
+            return Duration::ZERO;
         };
         let stamp = Duration::new(
             u64::from(read_u32(h, hdr.sec)),
@@ -787,6 +808,14 @@ impl AfPacket {
         // epoch, and a few of those would overflow the sum.
         self.stats.rx_ring_wait_ns = self.stats.rx_ring_wait_ns.saturating_add(waited);
         self.stats.rx_ring_timed += 1;
+        stamp
+    }
+
+    /// Record `stamp` for the `n` frames just delivered (with `keep_arrivals`).
+    fn note_arrivals(&mut self, stamp: Duration, n: usize) {
+        if let Some(a) = &mut self.arrivals {
+            a.extend(std::iter::repeat_n(stamp, n));
+        }
     }
 
     /// Deliver one parsed frame into `out` (at most `room`); counts a drop.
@@ -848,10 +877,13 @@ impl AfPacket {
                 break;
             }
             let (_, frame) = self.parse_rx_frame(base, self.rx_block_size, 0);
+            let mut stamp = Duration::ZERO;
             if !matches!(frame, RxFrame::Outgoing) {
-                self.time_wait(base, *now.get_or_insert_with(wall_clock));
+                stamp = self.time_wait(base, *now.get_or_insert_with(wall_clock));
             }
-            got += self.deliver(frame, out, max - got);
+            let n = self.deliver(frame, out, max - got);
+            self.note_arrivals(stamp, n);
+            got += n;
             self.store_u32(base + self.hdr.status, TP_STATUS_KERNEL);
             self.rx.block = (self.rx.block + 1) % self.rx_blocks;
             seen += 1;
@@ -888,10 +920,13 @@ impl AfPacket {
             }
             // Every offset the kernel gave us is checked against the block before use.
             let (next, frame) = self.parse_rx_frame(base, self.rx_block_size, off);
+            let mut stamp = Duration::ZERO;
             if !matches!(frame, RxFrame::Outgoing) {
-                self.time_wait(base + off, *now.get_or_insert_with(wall_clock));
+                stamp = self.time_wait(base + off, *now.get_or_insert_with(wall_clock));
             }
-            got += self.deliver(frame, out, max - got);
+            let n = self.deliver(frame, out, max - got);
+            self.note_arrivals(stamp, n);
+            got += n;
             let done = done + 1;
             if done >= num || next == 0 {
                 self.release_block();
@@ -966,6 +1001,10 @@ impl Link for AfPacket {
             out.push(b);
             got += 1;
         }
+        if let Some(a) = &mut self.arrivals {
+            a.clear();
+        }
+        self.note_arrivals(Duration::ZERO, got);
         // One pool lock for the burst's buffers; leftovers go back with one more.
         if self.spare.len() < max {
             let need = max - self.spare.len();

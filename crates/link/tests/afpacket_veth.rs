@@ -19,6 +19,13 @@ fn frames_cross_on_tpacket_v3_rings_too() {
     frames_cross(RingConfig::v3(), "weft-linktest3");
 }
 
+/// The wall clock as the kernel stamps frames.
+fn wall() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+}
+
 fn frames_cross(cfg: RingConfig, netns: &'static str) {
     if weft_testkit::require("network namespaces", common::can_run()).is_none() {
         return;
@@ -29,6 +36,7 @@ fn frames_cross(cfg: RingConfig, netns: &'static str) {
         let pool = BufferPool::new(512, 2048);
         let mut a = AfPacket::with_config("wl0", pool.clone(), cfg).expect("open wl0");
         let mut b = AfPacket::with_config("wl1", pool.clone(), cfg).expect("open wl1");
+        b.keep_arrivals(true);
         assert_eq!(a.ring_version(), cfg.version);
         let mut frame = vec![0u8; 100];
         frame[..6].copy_from_slice(&b.info().mac);
@@ -42,15 +50,36 @@ fn frames_cross(cfg: RingConfig, netns: &'static str) {
             tx.push(buf);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
+        let sent_at = wall();
         while !tx.is_empty() && Instant::now() < deadline {
             a.send_burst(&mut tx).expect("send");
         }
         let mut rx = Vec::new();
+        let mut arrivals = Vec::new();
         while rx.len() < 100 && Instant::now() < deadline {
-            if b.recv_burst(&mut rx, 32).expect("recv") == 0 {
+            let n = b.recv_burst(&mut rx, 32).expect("recv");
+            // One kernel arrival stamp per frame returned, taken between the send
+            // and the read.
+            assert_eq!(b.arrivals().len(), n, "an arrival per frame of the burst");
+            let read_at = wall();
+            for &t in b.arrivals() {
+                assert!(
+                    t >= sent_at && t <= read_at,
+                    "{t:?} not in {sent_at:?}..={read_at:?}"
+                );
+            }
+            arrivals.extend_from_slice(b.arrivals());
+            if n == 0 {
                 b.wait(Duration::from_millis(10)).expect("wait");
             }
         }
+        assert!(
+            arrivals.windows(2).all(|w| w[0] <= w[1]),
+            "stamps in arrival order"
+        );
+        // Off again: nothing is kept.
+        b.keep_arrivals(false);
+        assert!(b.arrivals().is_empty());
         let seq: Vec<u8> = rx
             .iter()
             .filter(|f| f.len() >= 100 && f[12..14] == [0x88, 0xb5])
