@@ -13,6 +13,14 @@
 #                                    answers ARP/ND/ICMP for them itself
 #        netns-router.sh up kernel [OFFLOADS]
 #                                    Linux forwards (ip_forward=1), the baseline
+#        netns-router.sh sink weft|kernel
+#                                    after `up`, for benchmarks (needs nft): hosts B
+#                                    and C drop IPv4 to 198.19.0.0/16 other than
+#                                    their own 198.19.0.1 at the netdev ingress hook
+#                                    (after packet taps, so a capture still sees every
+#                                    frame); in weft mode the router's ports also drop
+#                                    everything there (the kernel stack of the router
+#                                    namespace never sees weft's frames)
 #        netns-router.sh down        remove everything (safe to run any time)
 #        netns-router.sh config [2|3] [BACKEND [XDP_MODE]]
 #                                    print the weft router config for this topology
@@ -98,6 +106,30 @@ up() {
   fi
 }
 
+# A tester's receiving port counts frames and drops them; a host whose stack routes
+# each one (ip_forward=0: no route, a dst allocated and freed through RCU per frame)
+# is no tester. On this VM that work ran on whichever core delivered the frame — a
+# weft router's, inside its transmit call — and its RCU callbacks ran in batches of
+# milliseconds. The same holds for the weft router's namespace, whose kernel stack
+# would route every frame its AF_PACKET ports take (AF_XDP's redirect consumes them
+# already). nft's netdev ingress hook runs after the packet taps.
+sink() {
+  local mode=${1:-weft}
+  command -v nft >/dev/null || { echo "sink needs nft (apt-get install nftables)" >&2; exit 2; }
+  for h in "weft-hb weft-b0" "weft-hc weft-c0"; do
+    set -- $h
+    in_ns "$1" nft add table netdev sink
+    in_ns "$1" nft "add chain netdev sink rx { type filter hook ingress device \"$2\" priority 0 ; }"
+    in_ns "$1" nft add rule netdev sink rx ip daddr != 198.19.0.1 ip daddr 198.19.0.0/16 drop
+  done
+  if [[ $mode == weft ]]; then
+    in_ns weft-r nft add table netdev weft
+    for d in weft-ra weft-rb weft-rc; do
+      in_ns weft-r nft "add chain netdev weft $d { type filter hook ingress device \"$d\" priority 0 ; policy drop ; }"
+    done
+  fi
+}
+
 config() {
   local ports=${1:-3} backend=${2:-afpacket} mode=${3:-}
   port() {
@@ -127,6 +159,7 @@ TOML
 case "${1:-}" in
   up) up "${2:-weft}" "${3:-off}" ;;
   down) down ;;
+  sink) sink "${2:-weft}" ;;
   config) config "${2:-3}" "${3:-afpacket}" "${4:-}" ;;
   *) echo "usage: $0 up [weft|kernel] [off|default] | down | config" >&2; exit 2 ;;
 esac

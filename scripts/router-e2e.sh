@@ -6,7 +6,7 @@
 # backend in each architecture. Always tears the namespaces down.
 #
 # usage: [BACKENDS="afpacket afxdp"] [ARCHS="push pull central"] [KERNEL=1] [ROUNDS=3] \
-#        [OUT=dir] [NICE=-10] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
+#        [OUT=dir] [NICE=-10] [SINK=1] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
 #
 # BACKENDS: afpacket (AF_PACKET with TPACKET_V2 rings, the default), afpacket-v3
 # (TPACKET_V3 block rings, `ring = "v3"`), afxdp (AF_XDP, generic XDP) and
@@ -22,6 +22,11 @@
 # and each weft run's `show links` and `show counters` in OUT/stages.txt, its stderr (the
 # "N port workers" line, warnings) in OUT/router-stderr.txt, each line prefixed by the run.
 # --long: 60 s trials, as RFC 2544 asks (default 1 s: two shared cores and a budget).
+# SINK=1 (the default): after building the topology, `netns-router.sh sink` makes the
+# receiving hosts drop the generator's frames at ingress (after its capture) and keeps
+# the router namespace's kernel stack off weft's ports; SINK=0 measures without (before
+# 2026-11-28: the receiving host routed every frame to nowhere, an RCU-freed dst each,
+# on the forwarder's core when weft forwarded). Installs nftables when missing.
 # AT_KPPS (one rate per size, e.g. 1,1): every forwarder, the kernel too, also
 # measures latency at these rates instead of the kernel's zero-loss rates: a
 # low-rate probe, whose rows carry at_within_100us_pct. With `-- --steps 0` the
@@ -63,6 +68,12 @@ NICE=${NICE:--10}
 BACKENDS=${BACKENDS:-afpacket afxdp}
 ARCHS=${ARCHS:-push pull central}
 KERNEL=${KERNEL:-1}
+SINK=${SINK:-1}
+if [[ $SINK == 1 ]] && ! command -v nft >/dev/null; then
+  echo "installing nftables (for SINK=1)" >&2
+  apt-get install -y -q --no-install-recommends nftables >/dev/null ||
+    { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends nftables >/dev/null; }
+fi
 trap 'for p in $(ip netns pids weft-r 2>/dev/null); do kill -TERM "$p" 2>/dev/null || true; done; sleep 0.3; bash $NETNS down' EXIT
 
 router_mac() { ip netns exec weft-r cat /sys/class/net/weft-ra/address; }
@@ -84,6 +95,7 @@ run() {
 for ((round = 1; round <= ROUNDS; round++)); do
   if [[ $KERNEL == 1 ]]; then
     bash $NETNS up kernel
+    if [[ $SINK == 1 ]]; then bash $NETNS sink kernel; fi
     run "$KERNEL_LABEL" "$round"
   fi
 
@@ -96,6 +108,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     esac
     for arch in $ARCHS; do
       bash $NETNS up weft
+      if [[ $SINK == 1 ]]; then bash $NETNS sink weft; fi
       cfg=$(mktemp)
       {
         if [[ -n ${BUSY_POLL_US:-} ]]; then printf '[router]\nbusy_poll_us = %s\n\n' "$BUSY_POLL_US"; fi
