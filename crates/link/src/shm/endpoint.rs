@@ -71,6 +71,9 @@ const HELLO_MAGIC: [u8; 8] = *b"weft-hi1";
 const REPLY_MAGIC: [u8; 8] = *b"weft-ok1";
 const MAX_NAME: usize = 64;
 const MSG_BUF: usize = 128;
+/// Receive buffers taken from the pool per lock: a burst needing fewer takes this many
+/// and keeps the rest for the next bursts.
+const RX_REFILL: usize = 16;
 
 /// The acceptor's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -735,7 +738,10 @@ impl Endpoint {
             let take = avail.min(max - got);
             let from = if c.pulls { c.pid } else { None };
             if spare.len() < take {
-                pool.alloc_burst(take - spare.len(), spare);
+                // A few more than this burst needs: one pool lock per
+                // `RX_REFILL` frames, not one per burst (a ping-pong's bursts are
+                // single frames).
+                pool.refill(take.max(RX_REFILL), take, spare);
             }
             for _ in 0..take.min(spare.len()) {
                 let Some(mut b) = spare.pop() else { break };
