@@ -422,6 +422,22 @@ impl Completion {
     }
 }
 
+/// Where an endpoint's completions go, as they happen. The default is the endpoint's
+/// own queue ([`crate::Endpoint::poll_completion`]); a device that keeps its completion
+/// queues elsewhere passes a sink that puts each completion straight where it belongs
+/// ([`crate::Endpoint::with_sink`]), with no queue in between. The transport stays
+/// sans-IO: a sink is a plain callback, called inside the endpoint's own calls.
+pub trait CompletionSink {
+    /// Take one completion. Completions of one QP come in the order they complete.
+    fn complete(&mut self, c: Completion);
+}
+
+impl CompletionSink for std::collections::VecDeque<Completion> {
+    fn complete(&mut self, c: Completion) {
+        self.push_back(c);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
