@@ -374,6 +374,8 @@ impl fmt::Debug for Engine {
 }
 
 const BURST: usize = 32;
+/// Most spare packet buffers the engine keeps between passes ([`Engine::trim_spare`]).
+const SPARE_MAX: usize = 2 * BURST;
 /// Most bytes one progress pass transmits.
 const TX_BYTES_PER_PASS: usize = 64 << 10;
 /// QPs that sent within this many passes count as active.
@@ -701,7 +703,10 @@ impl Engine {
     fn receive(&mut self, now: &mut Option<Instant>) -> bool {
         let (mut got, mut bytes) = (0, 0);
         for _ in 0..4 {
-            let n = self.link.recv_burst(&mut self.rx, BURST).unwrap_or(0);
+            let n = self
+                .link
+                .recv_burst_reuse(&mut self.rx, BURST, &mut self.spare)
+                .unwrap_or(0);
             if n == 0 {
                 break;
             }
@@ -719,9 +724,9 @@ impl Engine {
             }
             self.ep.mem_mut().pull_from = None;
             bytes += (self.ep.stats().by_reference_bytes - pulled) as usize;
-            self.link
-                .pool()
-                .free_burst(self.rx.drain(..).map(|d| d.buf));
+            // The buffers become the next packets the pass sends: no pool lock.
+            self.spare.extend(self.rx.drain(..).map(|d| d.buf));
+            self.trim_spare();
             if n < BURST || bytes >= RX_BYTES_PER_PASS {
                 break;
             }
@@ -733,9 +738,25 @@ impl Engine {
         if !self.tx.is_empty() {
             self.stats.tx_bursts += 1;
             // A send error leaves the datagrams queued; the next pass retries and the
-            // transport's timers recover anything that is finally lost.
-            let _ = self.link.send_burst(&mut self.tx);
+            // transport's timers recover anything that is finally lost. The buffers
+            // the link copied out come back for the next packets: no pool lock each.
+            let _ = self.link.send_burst_reuse(&mut self.tx, &mut self.spare);
+            self.trim_spare();
         }
+    }
+
+    /// Spare buffers (received, sent, or taken from the pool) beyond
+    /// [`SPARE_MAX`] go back to the pool, down to [`BURST`], under one lock.
+    #[inline]
+    fn trim_spare(&mut self) {
+        if self.spare.len() > SPARE_MAX {
+            self.free_spare();
+        }
+    }
+
+    #[cold]
+    fn free_spare(&mut self) {
+        self.link.pool().free_burst(self.spare.drain(BURST..));
     }
 
     fn transmit(&mut self, now: &mut Option<Instant>) -> bool {

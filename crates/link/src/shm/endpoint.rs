@@ -773,6 +773,11 @@ impl Endpoint {
     /// Send items from the front of `items`, removing those accepted (sent or dropped
     /// and counted); stops at the first whose peer's ring is full.
     pub fn send<T: Outgoing>(&mut self, items: &mut Vec<T>) -> usize {
+        self.send_with(items, drop)
+    }
+
+    /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.
+    pub fn send_with<T: Outgoing>(&mut self, items: &mut Vec<T>, done: impl FnMut(T)) -> usize {
         let mut i = 0;
         self.touched.clear();
         // Bursts mostly go to one peer: skip the map lookup while the peer repeats.
@@ -842,7 +847,7 @@ impl Endpoint {
                 }
             }
         }
-        items.drain(..i);
+        items.drain(..i).for_each(done);
         i
     }
 
