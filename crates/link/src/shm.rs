@@ -256,6 +256,10 @@ impl DatagramLink for ShmLink {
         max: usize,
         spare: &mut Vec<PacketBuf>,
     ) -> io::Result<usize> {
+        if !self.ep.may_receive() {
+            self.rx_pids.clear();
+            return Ok(0);
+        }
         let local = self.ep.name();
         let mut wrong_family = 0;
         let pids = &mut self.rx_pids;

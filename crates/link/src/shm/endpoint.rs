@@ -704,6 +704,18 @@ impl Endpoint {
         }
     }
 
+    /// True when a receive may find something: a ring with items (or a corrupt one),
+    /// or a connection closing (which a receive removes once drained). Runs the
+    /// periodic service as a receive does. A busy-polling caller that finds nothing
+    /// (most polls) pays only for this look.
+    pub fn may_receive(&mut self) -> bool {
+        self.service_if_due();
+        self.conns
+            .iter()
+            .flatten()
+            .any(|c| c.closing || !matches!(c.rx.available(&c.region), Ok(0)))
+    }
+
     /// Take up to `max` items from the peers' rings into buffers of `pool`, calling
     /// `deliver(peer, pid, buf)` for each: `pid` is the process that sent it (the
     /// kernel's word for the connection it came through) when our probe proved we can
