@@ -118,18 +118,22 @@ impl std::fmt::Debug for SgList {
 
 impl From<Sge> for SgList {
     fn from(sge: Sge) -> SgList {
-        let mut l = SgList::new();
-        l.push(sge);
-        l
+        SgList::from(std::slice::from_ref(&sge))
     }
 }
 
 impl From<&[Sge]> for SgList {
+    /// A short list is built in place (one copy), not entry by entry: this runs for
+    /// every work request an application builds.
+    #[inline]
     fn from(sges: &[Sge]) -> SgList {
         if sges.len() <= INLINE_SGES {
-            let mut l = SgList::new();
-            sges.iter().for_each(|&s| l.push(s));
-            l
+            let mut a = [Sge::EMPTY; INLINE_SGES];
+            a[..sges.len()].copy_from_slice(sges);
+            SgList(SgRepr::Inline {
+                len: sges.len() as u8,
+                sges: a,
+            })
         } else {
             SgList(SgRepr::Heap(sges.to_vec()))
         }
@@ -137,6 +141,7 @@ impl From<&[Sge]> for SgList {
 }
 
 impl<const N: usize> From<[Sge; N]> for SgList {
+    #[inline]
     fn from(sges: [Sge; N]) -> SgList {
         SgList::from(&sges[..])
     }
