@@ -200,7 +200,13 @@ impl QueuePair {
             Error::Post(error) => Error::PostList { index, error },
             other => other,
         };
-        let mut wrs = wrs.into_iter().enumerate();
+        let wrs = wrs.into_iter();
+        // An empty list (a driver topping up a full window) posts nothing: no engine
+        // lock. Iterators that cannot tell take the way below, which posts nothing too.
+        if wrs.size_hint().1 == Some(0) {
+            return Ok(());
+        }
+        let mut wrs = wrs.enumerate();
         // The doorbell path (inline progress, nobody else in the engine, nothing of
         // this QP waiting in its ring): each request goes straight into the transport,
         // with no ring hop (a copy of the descriptor and its inline bytes in and one
