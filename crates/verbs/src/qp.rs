@@ -2,7 +2,7 @@
 
 use crate::context::{Context, ProtectionDomain};
 use crate::cq::CompletionQueue;
-use crate::engine::{Shared, SqItem, MAX_INLINE};
+use crate::engine::{Engine, Shared, SqItem, MAX_INLINE};
 use crate::mr::gather_inline;
 use crate::Error;
 use std::sync::PoisonError;
@@ -221,9 +221,8 @@ impl QueuePair {
                     let Some((index, wr)) = wrs.next() else {
                         break;
                     };
-                    let checked = check_send(&self.init, self.state, &wr).and_then(|()| {
-                        gather(self.ctx.shared(), self.pd.pd, &wr, &mut self.inline_buf[..])
-                    });
+                    let checked = check_send(&self.init, self.state, &wr)
+                        .and_then(|()| gather_in(&e, self.pd.pd, &wr, &mut self.inline_buf[..]));
                     let len = match checked {
                         Ok(len) => len,
                         Err(error) => {
@@ -344,6 +343,16 @@ fn gather(shared: &Shared, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize
         .read()
         .unwrap_or_else(PoisonError::into_inner);
     gather_inline(&keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
+}
+
+/// [`gather`] for a caller that holds the engine: the engine's key table holds the
+/// same regions, and a region leaves it (under the engine lock) before its memory
+/// goes, so no read lock of the inline keys is needed.
+fn gather_in(e: &Engine, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize, Error> {
+    if !wr.inline {
+        return Ok(0);
+    }
+    gather_inline(e.ep.mem().lkeys(), pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
 fn push_recvs(
