@@ -200,13 +200,15 @@ impl QueuePair {
             Error::Post(error) => Error::PostList { index, error },
             other => other,
         };
-        let wrs = wrs.into_iter();
+        let mut wrs = wrs.into_iter();
         // An empty list (a driver topping up a full window) posts nothing: no engine
-        // lock. Iterators that cannot tell take the way below, which posts nothing too.
-        if wrs.size_hint().1 == Some(0) {
+        // lock. The first request is taken to find out (a size hint may be wrong) and
+        // waits in `first` for its turn.
+        let mut first = wrs.next();
+        if first.is_none() {
             return Ok(());
         }
-        let mut wrs = wrs.enumerate();
+        let mut index = 0usize;
         // The doorbell path (inline progress, nobody else in the engine, nothing of
         // this QP waiting in its ring): each request goes straight into the transport,
         // with no ring hop (a copy of the descriptor and its inline bytes in and one
@@ -218,7 +220,7 @@ impl QueuePair {
             if let Some(mut e) = shared.try_engine() {
                 let mut room = e.sq_room(self.qpn);
                 while room > 0 {
-                    let Some((index, wr)) = wrs.next() else {
+                    let Some(wr) = first.take().or_else(|| wrs.next()) else {
                         break;
                     };
                     let checked = check_send(&self.init, self.state, &wr)
@@ -233,6 +235,7 @@ impl QueuePair {
                     let data = wr.inline.then(|| &self.inline_buf[..len]);
                     e.post_now(self.qpn, wr, data);
                     posted += 1;
+                    index += 1;
                     room -= 1;
                 }
             }
@@ -241,12 +244,13 @@ impl QueuePair {
             return self.posted(posted, result);
         }
         let mut pushed = 0;
-        for (index, wr) in wrs {
+        for wr in first.into_iter().chain(wrs) {
             if let Err(error) = self.push_send(wr) {
                 result = Err(list_error(index, error));
                 break;
             }
             pushed += 1;
+            index += 1;
         }
         if pushed > 0 {
             self.sq.doorbell();
