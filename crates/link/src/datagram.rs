@@ -63,11 +63,40 @@ pub trait DatagramLink: Send {
     /// Append up to `max` received datagrams to `out`; returns how many.
     fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize>;
 
+    /// [`DatagramLink::recv_burst`], receiving into buffers taken from `spare` (the
+    /// caller's empty buffers of [`DatagramLink::pool`]) before the pool: a caller that
+    /// keeps the buffers of what it received and sent
+    /// ([`DatagramLink::send_burst_reuse`]) moves packets with no pool lock. The
+    /// default takes none.
+    fn recv_burst_reuse(
+        &mut self,
+        out: &mut Vec<Datagram>,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        let _ = spare;
+        self.recv_burst(out, max)
+    }
+
     /// Send datagrams from the front of `dgrams`, removing those accepted; returns how
     /// many. Datagrams left in `dgrams` did not fit (ring or socket buffer full): retry
     /// later or drop them. A datagram to a peer the link cannot reach is dropped and
     /// counted in [`LinkStats::tx_dropped`].
     fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize>;
+
+    /// [`DatagramLink::send_burst`], and the buffers of the datagrams it removed from
+    /// `dgrams` (their bytes copied out, or dropped) are appended to `spent` for the
+    /// caller to reuse, instead of going back to the pool one lock each. A link that
+    /// keeps a buffer after the call (a zero-copy send) gives back none; the default
+    /// gives back none.
+    fn send_burst_reuse(
+        &mut self,
+        dgrams: &mut Vec<Datagram>,
+        spent: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        let _ = spent;
+        self.send_burst(dgrams)
+    }
 
     /// Block until a receive may find datagrams, `extra` is readable, or `timeout`
     /// passes. Returns true when woken (by either), false on timeout. Spurious wakeups
@@ -119,8 +148,23 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
         (**self).recv_burst(out, max)
     }
+    fn recv_burst_reuse(
+        &mut self,
+        out: &mut Vec<Datagram>,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        (**self).recv_burst_reuse(out, max, spare)
+    }
     fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
         (**self).send_burst(dgrams)
+    }
+    fn send_burst_reuse(
+        &mut self,
+        dgrams: &mut Vec<Datagram>,
+        spent: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        (**self).send_burst_reuse(dgrams, spent)
     }
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
         (**self).wait(timeout, extra)

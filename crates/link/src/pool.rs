@@ -209,6 +209,32 @@ impl BufferPool {
         got
     }
 
+    /// Top `out` up towards `want` buffers under one lock, taking what the pool has;
+    /// returns how many it took. Counts as exhausted only when `out` still holds fewer
+    /// than `need`: a receive path that keeps a few spare buffers asks for more than
+    /// it needs, so that one lock serves many receives.
+    pub fn refill(&self, want: usize, need: usize, out: &mut Vec<PacketBuf>) -> usize {
+        if out.len() >= want {
+            return 0;
+        }
+        let mut free = self
+            .inner
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let got = (want - out.len()).min(free.len());
+        for _ in 0..got {
+            if let Some(slot) = free.pop() {
+                out.push(self.wrap(slot));
+            }
+        }
+        drop(free);
+        if out.len() < need {
+            self.inner.exhausted.fetch_add(1, Ordering::Relaxed);
+        }
+        got
+    }
+
     /// Give many buffers back under one lock (a transmit completion). Buffers of
     /// another pool go back to theirs one by one, after this pool's lock is released.
     pub fn free_burst(&self, bufs: impl IntoIterator<Item = PacketBuf>) {

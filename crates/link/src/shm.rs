@@ -244,22 +244,39 @@ impl DatagramLink for ShmLink {
     }
 
     fn recv_burst(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
+        let mut spare = std::mem::take(&mut self.spare);
+        let r = self.recv_burst_reuse(out, max, &mut spare);
+        self.spare = spare;
+        r
+    }
+
+    fn recv_burst_reuse(
+        &mut self,
+        out: &mut Vec<Datagram>,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        if !self.ep.may_receive() {
+            self.rx_pids.clear();
+            return Ok(0);
+        }
         let local = self.ep.name();
         let mut wrong_family = 0;
         let pids = &mut self.rx_pids;
         pids.clear();
-        let n = self.ep.recv(
-            &self.pool,
-            &mut self.spare,
-            max,
-            |peer, pid, buf| match path_between(peer, local) {
-                Some(path) => {
-                    out.push(Datagram { buf, path });
-                    pids.push(pid);
-                }
-                None => wrong_family += 1,
-            },
-        );
+        let n =
+            self.ep.recv(
+                &self.pool,
+                spare,
+                max,
+                |peer, pid, buf| match path_between(peer, local) {
+                    Some(path) => {
+                        out.push(Datagram { buf, path });
+                        pids.push(pid);
+                    }
+                    None => wrong_family += 1,
+                },
+            );
         self.ep.stats.rx_frames -= wrong_family;
         self.ep.stats.rx_dropped += wrong_family;
         Ok(n - wrong_family as usize)
@@ -267,6 +284,15 @@ impl DatagramLink for ShmLink {
 
     fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
         Ok(self.ep.send(dgrams))
+    }
+
+    /// Every slot is a copy: each sent (or dropped) datagram's buffer is free at once.
+    fn send_burst_reuse(
+        &mut self,
+        dgrams: &mut Vec<Datagram>,
+        spent: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        Ok(self.ep.send_with(dgrams, |d| spent.push(d.buf)))
     }
 
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
@@ -445,6 +471,37 @@ mod tests {
         assert_eq!(a.stats().tx_frames, 200);
         assert_eq!(b.stats().rx_frames, 200);
         assert!(a.icrc() && a.max_datagram() >= 4096 + 64 + 4);
+    }
+
+    /// A caller that keeps its buffers moves packets without the pool: a sent
+    /// datagram's buffer comes back, and a receive fills the caller's spare buffers.
+    #[test]
+    fn buffers_come_back_from_a_send_and_a_receive_fills_the_spare_ones_first() {
+        let (na, nb) = (name(40), name(41));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let mut v = vec![dgram(&a, nb, b"one"), dgram(&a, nb, b"two")];
+        let mut spent = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !v.is_empty() {
+            assert!(Instant::now() < deadline, "not sent in 10 s");
+            a.send_burst_reuse(&mut v, &mut spent).unwrap();
+        }
+        assert_eq!(spent.len(), 2, "each sent datagram's buffer comes back");
+        let mut spare = Vec::new();
+        assert_eq!(b.pool().alloc_burst(2, &mut spare), 2);
+        let in_pool = b.pool().available();
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            assert!(Instant::now() < deadline, "not received in 10 s");
+            b.recv_burst_reuse(&mut got, 64, &mut spare).unwrap();
+        }
+        assert_eq!(
+            (&got[0].buf[..], &got[1].buf[..]),
+            (&b"one"[..], &b"two"[..])
+        );
+        assert!(spare.is_empty(), "received into the spare buffers");
+        assert_eq!(b.pool().available(), in_pool, "none taken from the pool");
     }
 
     #[test]

@@ -324,6 +324,77 @@ impl UdpLink {
 }
 
 impl UdpLink {
+    /// Send from the front of `dgrams` ([`DatagramLink::send_burst`]), handing each
+    /// datagram it removes (sent or dropped) to `done`.
+    fn send_with(
+        &mut self,
+        dgrams: &mut Vec<Datagram>,
+        done: impl FnMut(Datagram),
+    ) -> io::Result<usize> {
+        let mut i = 0;
+        while i < dgrams.len() {
+            if !self.sendable(&dgrams[i]) {
+                self.stats.tx_dropped += 1;
+                i += 1;
+                continue;
+            }
+            // One call takes at most BURST messages of at most 64 segments each.
+            let limit = dgrams.len().min(i + BURST * usize::from(GSO_MAX_SEGMENTS));
+            let end = (i..limit)
+                .find(|&j| !self.sendable(&dgrams[j]))
+                .unwrap_or(limit);
+            // Messages for one call: plain datagrams, or GSO groups with their later
+            // segments' ICRCs rewritten for the identifications they will get.
+            self.msgs.clear();
+            let mut j = i;
+            while j < end && self.msgs.len() < BURST {
+                let g = self.group_len(&dgrams[j..end]);
+                let dst = path_ends(&dgrams[j].path).1;
+                let gso = if g > 1 {
+                    self.rewrite_icrcs(&mut dgrams[j..j + g]);
+                    dgrams[j].buf.len() as u16
+                } else {
+                    0
+                };
+                self.msgs.push(SendMsg { dst, segs: g, gso });
+                j += g;
+            }
+            let bytes = dgrams[i..j].iter().map(|d| &d.buf[..]);
+            let r = self.mmsg.send(self.fd.as_raw_fd(), &self.msgs, bytes);
+            let sent_msgs = r.unwrap_or(0);
+            self.unrewrite(&mut dgrams[i..j], sent_msgs);
+            match r {
+                Ok(k) => {
+                    let segs: usize = self.msgs[..k].iter().map(|m| m.segs).sum();
+                    self.stats.tx_frames += segs as u64;
+                    i += segs;
+                    if k == 0 {
+                        break;
+                    }
+                }
+                Err(libc::EAGAIN | libc::ENOBUFS) => {
+                    self.stats.tx_ring_full += 1;
+                    break;
+                }
+                Err(libc::EINTR) => {}
+                // A kernel or device that cannot segment: send datagram by datagram.
+                Err(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
+                    if self.msgs[0].gso > 0 =>
+                {
+                    self.gso = false;
+                }
+                Err(_) => {
+                    // EMSGSIZE (larger than the path MTU with DF), unreachable
+                    // network, a pending ICMP error: this message is lost.
+                    self.stats.tx_dropped += self.msgs[0].segs as u64;
+                    i += self.msgs[0].segs;
+                }
+            }
+        }
+        dgrams.drain(..i).for_each(done);
+        Ok(i)
+    }
+
     /// [`DatagramLink::recv_burst`] with `UDP_GRO`: each message may hold several
     /// datagrams of one sender, cut here into pool buffers (one copy each, which the
     /// kernel trips it saves pay for many times over). Segments beyond `max` wait in
@@ -481,68 +552,16 @@ impl DatagramLink for UdpLink {
     }
 
     fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
-        let mut i = 0;
-        while i < dgrams.len() {
-            if !self.sendable(&dgrams[i]) {
-                self.stats.tx_dropped += 1;
-                i += 1;
-                continue;
-            }
-            // One call takes at most BURST messages of at most 64 segments each.
-            let limit = dgrams.len().min(i + BURST * usize::from(GSO_MAX_SEGMENTS));
-            let end = (i..limit)
-                .find(|&j| !self.sendable(&dgrams[j]))
-                .unwrap_or(limit);
-            // Messages for one call: plain datagrams, or GSO groups with their later
-            // segments' ICRCs rewritten for the identifications they will get.
-            self.msgs.clear();
-            let mut j = i;
-            while j < end && self.msgs.len() < BURST {
-                let g = self.group_len(&dgrams[j..end]);
-                let dst = path_ends(&dgrams[j].path).1;
-                let gso = if g > 1 {
-                    self.rewrite_icrcs(&mut dgrams[j..j + g]);
-                    dgrams[j].buf.len() as u16
-                } else {
-                    0
-                };
-                self.msgs.push(SendMsg { dst, segs: g, gso });
-                j += g;
-            }
-            let bytes = dgrams[i..j].iter().map(|d| &d.buf[..]);
-            let r = self.mmsg.send(self.fd.as_raw_fd(), &self.msgs, bytes);
-            let sent_msgs = r.unwrap_or(0);
-            self.unrewrite(&mut dgrams[i..j], sent_msgs);
-            match r {
-                Ok(k) => {
-                    let segs: usize = self.msgs[..k].iter().map(|m| m.segs).sum();
-                    self.stats.tx_frames += segs as u64;
-                    i += segs;
-                    if k == 0 {
-                        break;
-                    }
-                }
-                Err(libc::EAGAIN | libc::ENOBUFS) => {
-                    self.stats.tx_ring_full += 1;
-                    break;
-                }
-                Err(libc::EINTR) => {}
-                // A kernel or device that cannot segment: send datagram by datagram.
-                Err(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
-                    if self.msgs[0].gso > 0 =>
-                {
-                    self.gso = false;
-                }
-                Err(_) => {
-                    // EMSGSIZE (larger than the path MTU with DF), unreachable
-                    // network, a pending ICMP error: this message is lost.
-                    self.stats.tx_dropped += self.msgs[0].segs as u64;
-                    i += self.msgs[0].segs;
-                }
-            }
-        }
-        dgrams.drain(..i);
-        Ok(i)
+        self.send_with(dgrams, drop)
+    }
+
+    /// `sendmmsg` copies: each sent (or dropped) datagram's buffer is free at once.
+    fn send_burst_reuse(
+        &mut self,
+        dgrams: &mut Vec<Datagram>,
+        spent: &mut Vec<PacketBuf>,
+    ) -> io::Result<usize> {
+        self.send_with(dgrams, |d| spent.push(d.buf))
     }
 
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {

@@ -6,7 +6,7 @@ use crate::endpoint::{Config, Stats};
 use crate::memory::{Access, AccessError, Key, Memory};
 use crate::qp::{QpAttrs, QpState, QpType};
 use crate::time::Instant;
-use crate::wr::{Completion, RecvWr, Sge};
+use crate::wr::{CompletionSink, RecvWr, Sge};
 use std::collections::{BTreeMap, VecDeque};
 use weft_wire::roce::{Opcode, Operation, Position, Transport};
 
@@ -22,7 +22,7 @@ pub(crate) struct Srq {
 pub(crate) struct Ctx<'a, M> {
     pub now: Instant,
     pub mem: &'a mut M,
-    pub cq: &'a mut VecDeque<Completion>,
+    pub cq: &'a mut dyn CompletionSink,
     pub stats: &'a mut Stats,
     pub srqs: &'a mut BTreeMap<u32, Srq>,
     pub config: &'a Config,

@@ -30,7 +30,7 @@ use crate::requester::{Fault, Requester, SendWqe};
 use crate::responder::Responder;
 use crate::status::local_status;
 use crate::time::Instant;
-use crate::wr::{Completion, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
+use crate::wr::{Completion, CompletionSink, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use weft_wire::roce::{opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation};
 
@@ -301,7 +301,7 @@ type QpMap = FastMap<u32, Qp>;
 
 /// All QPs of one host.
 #[derive(Debug)]
-pub struct Endpoint<M> {
+pub struct Endpoint<M, S = VecDeque<Completion>> {
     config: Config,
     mem: M,
     qps: QpMap,
@@ -309,7 +309,9 @@ pub struct Endpoint<M> {
     srqs: BTreeMap<u32, Srq>,
     next_srq: u32,
     qpn_state: u64,
-    cq: VecDeque<Completion>,
+    /// Where completions go: by default a queue that [`Endpoint::poll_completion`]
+    /// empties.
+    cq: S,
     stats: Stats,
     /// ICRC deltas for the last segment length seen with a non-zero IPv4
     /// identification (a UDP GSO send taken whole by `UDP_GRO`).
@@ -326,8 +328,22 @@ fn splitmix(x: &mut u64) -> u64 {
 }
 
 impl<M: Memory> Endpoint<M> {
-    /// An endpoint over the caller's memory.
+    /// An endpoint over the caller's memory; completions wait in its queue
+    /// ([`Endpoint::poll_completion`]).
     pub fn new(config: Config, mem: M) -> Endpoint<M> {
+        Endpoint::with_sink(config, mem, VecDeque::new())
+    }
+
+    /// The next completion.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.cq.pop_front()
+    }
+}
+
+impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
+    /// An endpoint over the caller's memory whose completions go to `sink` as they
+    /// happen, inside the call that completes them.
+    pub fn with_sink(config: Config, mem: M, sink: S) -> Endpoint<M, S> {
         let qpn_state = config.qpn_seed;
         Endpoint {
             config,
@@ -337,10 +353,20 @@ impl<M: Memory> Endpoint<M> {
             srqs: BTreeMap::new(),
             next_srq: 1,
             qpn_state,
-            cq: VecDeque::new(),
+            cq: sink,
             stats: Stats::default(),
             id_deltas: None,
         }
+    }
+
+    /// The completion sink.
+    pub fn sink(&self) -> &S {
+        &self.cq
+    }
+
+    /// The completion sink, mutably.
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.cq
     }
 
     /// The memory.
@@ -830,11 +856,6 @@ impl<M: Memory> Endpoint<M> {
         fired
     }
 
-    /// The next completion.
-    pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.cq.pop_front()
-    }
-
     /// True when no QP has anything queued or in flight.
     pub fn is_idle(&self) -> bool {
         self.qps
@@ -939,7 +960,7 @@ impl Qp {
                     self.common.qpn,
                 );
                 c.from_srq = true;
-                ctx.cq.push_back(c);
+                ctx.cq.complete(c);
             } else {
                 self.rq.push_front(recv);
             }
@@ -956,7 +977,7 @@ impl Qp {
             };
             let mut c = Completion::new(w.wr.wr_id, status, w.wr.op.wc_opcode(), self.common.qpn);
             c.byte_len = 0;
-            ctx.cq.push_back(c);
+            ctx.cq.complete(c);
         }
     }
 
@@ -966,7 +987,7 @@ impl Qp {
 
     fn flush_recvs<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>) {
         for r in self.rq.drain(..) {
-            ctx.cq.push_back(Completion::new(
+            ctx.cq.complete(Completion::new(
                 r.wr_id,
                 WcStatus::WrFlushErr,
                 WcOpcode::Recv,

@@ -15,7 +15,8 @@
 //! The API is quinn-proto's: feed inputs with [`Endpoint::handle_packet`],
 //! [`Endpoint::post_send`], [`Endpoint::post_recv`], [`Endpoint::handle_timeout`];
 //! then drain [`Endpoint::poll_transmit`], [`Endpoint::poll_completion`] and read
-//! [`Endpoint::poll_timeout`].
+//! [`Endpoint::poll_timeout`]. Completions may instead go to a [`CompletionSink`] as
+//! they happen ([`Endpoint::with_sink`]).
 #![forbid(unsafe_code)]
 
 pub mod byref;
@@ -40,6 +41,6 @@ pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recove
 pub use responder::{grh_for, GRH_LEN};
 pub use time::{local_ack_timeout_micros, Instant};
 pub use wr::{
-    Completion, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus, WrOp,
-    INLINE_SGES,
+    Completion, CompletionSink, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,
+    WcStatus, WrOp, INLINE_SGES,
 };

@@ -986,7 +986,7 @@ impl Requester {
                 let mut c =
                     Completion::new(w.wr.wr_id, WcStatus::Success, w.wr.op.wc_opcode(), q.qpn);
                 c.byte_len = w.len.min(u64::from(u32::MAX)) as u32;
-                ctx.cq.push_back(c);
+                ctx.cq.complete(c);
             }
             ctx.stats.messages_completed += 1;
             ctx.stats.bytes_completed += w.len;

@@ -414,7 +414,7 @@ impl Responder {
         if let Some(InMsg::Send { recv, from_srq, .. }) = self.cur.take() {
             let mut c = Completion::new(recv.wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
             c.from_srq = from_srq;
-            ctx.cq.push_back(c);
+            ctx.cq.complete(c);
         }
     }
 
@@ -528,7 +528,7 @@ impl Responder {
                 Err(_) => c.status = WcStatus::LocProtErr,
             }
         }
-        ctx.cq.push_back(c);
+        ctx.cq.complete(c);
     }
 
     /// Selective mode, a WRITE packet ahead of ePSN: if its message's First packet is
@@ -677,7 +677,7 @@ impl Responder {
                         c.byte_len = offset as u32;
                         c.imm = repr.imm;
                         c.from_srq = from_srq;
-                        ctx.cq.push_back(c);
+                        ctx.cq.complete(c);
                     }
                     self.msn = self.msn.wrapping_add(1);
                 }
@@ -778,7 +778,7 @@ impl Responder {
                             c.byte_len = total as u32;
                             c.imm = Some(imm);
                             c.from_srq = from_srq;
-                            ctx.cq.push_back(c);
+                            ctx.cq.complete(c);
                         }
                     }
                 } else if let Some(InMsg::Write { offset, .. }) = &mut self.cur {

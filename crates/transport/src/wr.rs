@@ -118,18 +118,22 @@ impl std::fmt::Debug for SgList {
 
 impl From<Sge> for SgList {
     fn from(sge: Sge) -> SgList {
-        let mut l = SgList::new();
-        l.push(sge);
-        l
+        SgList::from(std::slice::from_ref(&sge))
     }
 }
 
 impl From<&[Sge]> for SgList {
+    /// A short list is built in place (one copy), not entry by entry: this runs for
+    /// every work request an application builds.
+    #[inline]
     fn from(sges: &[Sge]) -> SgList {
         if sges.len() <= INLINE_SGES {
-            let mut l = SgList::new();
-            sges.iter().for_each(|&s| l.push(s));
-            l
+            let mut a = [Sge::EMPTY; INLINE_SGES];
+            a[..sges.len()].copy_from_slice(sges);
+            SgList(SgRepr::Inline {
+                len: sges.len() as u8,
+                sges: a,
+            })
         } else {
             SgList(SgRepr::Heap(sges.to_vec()))
         }
@@ -137,6 +141,7 @@ impl From<&[Sge]> for SgList {
 }
 
 impl<const N: usize> From<[Sge; N]> for SgList {
+    #[inline]
     fn from(sges: [Sge; N]) -> SgList {
         SgList::from(&sges[..])
     }
@@ -419,6 +424,22 @@ impl Completion {
             src_path: None,
             from_srq: false,
         }
+    }
+}
+
+/// Where an endpoint's completions go, as they happen. The default is the endpoint's
+/// own queue ([`crate::Endpoint::poll_completion`]); a device that keeps its completion
+/// queues elsewhere passes a sink that puts each completion straight where it belongs
+/// ([`crate::Endpoint::with_sink`]), with no queue in between. The transport stays
+/// sans-IO: a sink is a plain callback, called inside the endpoint's own calls.
+pub trait CompletionSink {
+    /// Take one completion. Completions of one QP come in the order they complete.
+    fn complete(&mut self, c: Completion);
+}
+
+impl CompletionSink for std::collections::VecDeque<Completion> {
+    fn complete(&mut self, c: Completion) {
+        self.push_back(c);
     }
 }
 

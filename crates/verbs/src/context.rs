@@ -1,6 +1,6 @@
 //! Opening a device: [`Context`], [`ProtectionDomain`], [`AddressHandle`].
 
-use crate::engine::{self, ContextStats, Engine, EngineStats, Progress, Shared};
+use crate::engine::{self, ContextStats, CqRouter, Engine, EngineStats, Progress, Shared};
 use crate::mr::{MemoryRegion, MrTable, PoolRegion};
 use crate::Error;
 use std::collections::hash_map::RandomState;
@@ -237,7 +237,7 @@ impl Context {
         };
         tcfg.icrc_any_ipv4_id |= cfg.icrc_any_ipv4_id && cfg.link == LinkKind::Udp;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
-        let ep = Endpoint::new(tcfg, MrTable::default());
+        let ep = Endpoint::with_sink(tcfg, MrTable::default(), CqRouter::default());
         let mut engine = Engine::new(ep, link);
         engine.set_shared_pass(cfg.shared_pass);
         let shared =
@@ -302,7 +302,7 @@ impl Context {
                 link_takeovers: self.inner.shared.link_takeovers.load(Ordering::Relaxed),
                 quiet_gap_ns: self.inner.shared.quiet_gap_ns.load(Ordering::Relaxed),
                 watches: self.inner.shared.watches.load(Ordering::Relaxed),
-                ..e.stats
+                ..e.stats()
             },
             transport: e.ep.stats().clone(),
             link: e.link_stats(),

@@ -38,7 +38,7 @@ use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{
-    Completion, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus, WrOp,
+    Completion, CompletionSink, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus, WrOp,
 };
 
 /// Who drives the engine.
@@ -115,8 +115,6 @@ struct CqRef {
 struct QpSlot {
     sq: Consumer<SqItem>,
     rq: Option<Consumer<RecvWr>>,
-    send_cq: CqRef,
-    recv_cq: CqRef,
     /// True while the QP is in [`Posted`]'s list or the engine's drain list.
     listed: Arc<AtomicBool>,
 }
@@ -196,14 +194,15 @@ pub struct EngineStats {
     pub shared_passes_extended: u64,
 }
 
-/// The engine's state: the transport endpoint, the link, and the queues' rings.
-pub(crate) struct Engine {
-    pub(crate) ep: Endpoint<MrTable>,
-    link: Box<dyn DatagramLink>,
-    qps: FastMap<u32, QpSlot>,
-    srqs: FastMap<u32, SrqSlot>,
+/// The completion queues' rings, and which of them each QP completes into: the
+/// transport's completion sink ([`CompletionSink`]). A completion goes straight into
+/// its ring from inside the transport call that completes it, with no queue in the
+/// transport and no copy out of it; the pass publishes the touched rings at its end
+/// ([`Engine::complete`]).
+#[derive(Debug)]
+pub(crate) struct CqRouter {
     /// Completion queues in a slab: a completion reaches its ring by index, not by a
-    /// hash lookup ([`Engine::route`]).
+    /// hash lookup ([`CqRouter::route`]).
     cqs: Vec<Option<CqSlot>>,
     /// Free slots of `cqs`.
     cq_free: Vec<usize>,
@@ -211,10 +210,129 @@ pub(crate) struct Engine {
     cq_index: FastMap<u32, usize>,
     /// Slab indices of the queues that got completions in this pass (published once).
     cq_touched: Vec<usize>,
+    /// Each QP's send and receive queues.
+    routes: FastMap<u32, (CqRef, CqRef)>,
     /// The QP the last completion was routed for, with its queues: completions come in
     /// runs per QP, so most skip the QP table too.
     route_memo: Option<(u32, CqRef, CqRef)>,
     next_cq: u32,
+    /// True while some queue's completions wait in its overflow list.
+    overflowed: bool,
+    /// A completion came since the last [`CqRouter::publish_touched`] (orphans
+    /// included): the pass did work.
+    routed: bool,
+    cq_overflows: u64,
+    cq_orphans: u64,
+}
+
+impl Default for CqRouter {
+    fn default() -> CqRouter {
+        CqRouter {
+            cqs: Vec::new(),
+            cq_free: Vec::new(),
+            cq_index: FastMap::default(),
+            cq_touched: Vec::new(),
+            routes: FastMap::default(),
+            route_memo: None,
+            next_cq: 1,
+            overflowed: false,
+            routed: false,
+            cq_overflows: 0,
+            cq_orphans: 0,
+        }
+    }
+}
+
+impl CompletionSink for CqRouter {
+    fn complete(&mut self, c: Completion) {
+        self.route(c);
+    }
+}
+
+impl CqRouter {
+    /// Put a completion into its queue's ring: the QP's queues come from the memo of
+    /// the last QP routed (or one QP-table lookup), the ring from the slab by index.
+    fn route(&mut self, c: Completion) {
+        self.routed = true;
+        let (send, recv) = match self.route_memo {
+            Some((qpn, s, r)) if qpn == c.qpn => (s, r),
+            _ => match self.routes.get(&c.qpn) {
+                Some(&(s, r)) => {
+                    self.route_memo = Some((c.qpn, s, r));
+                    (s, r)
+                }
+                None => {
+                    self.cq_orphans += 1;
+                    return;
+                }
+            },
+        };
+        let cq = if c.opcode.is_recv() { recv } else { send };
+        let Some(slot) = self
+            .cqs
+            .get_mut(cq.idx)
+            .and_then(Option::as_mut)
+            .filter(|s| s.id == cq.id)
+        else {
+            self.cq_orphans += 1;
+            return;
+        };
+        if !slot.touched {
+            slot.touched = true;
+            self.cq_touched.push(cq.idx);
+        }
+        if !slot.overflow.is_empty() {
+            slot.overflow.push_back(c);
+            self.cq_overflows += 1;
+        } else if let Err(c) = slot.ring.push(c) {
+            slot.overflow.push_back(c);
+            self.cq_overflows += 1;
+            self.overflowed = true;
+        }
+    }
+
+    /// Publish the rings that got completions, move overflowed completions in where
+    /// there is room; true when any completion came since the last call.
+    fn publish_touched(&mut self) -> bool {
+        let any = std::mem::take(&mut self.routed);
+        for i in self.cq_touched.drain(..) {
+            if let Some(slot) = &mut self.cqs[i] {
+                slot.touched = false;
+                publish(slot);
+            }
+        }
+        // Completions that waited for room.
+        if self.overflowed {
+            self.overflowed = false;
+            for slot in self.cqs.iter_mut().flatten() {
+                if !slot.overflow.is_empty() {
+                    while let Some(c) = slot.overflow.pop_front() {
+                        if let Err(c) = slot.ring.push(c) {
+                            slot.overflow.push_front(c);
+                            break;
+                        }
+                    }
+                    publish(slot);
+                    self.overflowed |= !slot.overflow.is_empty();
+                }
+            }
+        }
+        any
+    }
+
+    /// The slab slot of completion queue `id` (a control-path lookup).
+    fn cq_ref(&self, id: u32) -> Option<CqRef> {
+        self.cq_index.get(&id).map(|&idx| CqRef { idx, id })
+    }
+}
+
+/// The engine's state: the transport endpoint (with the completion queues as its
+/// sink), the link, and the QPs' rings.
+pub(crate) struct Engine {
+    pub(crate) ep: Endpoint<MrTable, CqRouter>,
+    link: Box<dyn DatagramLink>,
+    qps: FastMap<u32, QpSlot>,
+    srqs: FastMap<u32, SrqSlot>,
     rx: Vec<Datagram>,
     tx: Vec<Datagram>,
     spare: Vec<PacketBuf>,
@@ -237,8 +355,6 @@ pub(crate) struct Engine {
     /// The oldest pass in `recent` (a lower bound): nothing expires before the horizon
     /// passes it, so most passes skip the sweep.
     recent_oldest: u64,
-    /// True while some queue's completions wait in its overflow list.
-    overflowed: bool,
     /// The transport's scheduling quantum in bytes.
     quantum: usize,
     /// How long a pass may keep transmitting, beyond its round of the scheduler,
@@ -252,12 +368,14 @@ impl fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("local", &self.link.local_addr())
             .field("qps", &self.qps.len())
-            .field("cqs", &(self.cqs.len() - self.cq_free.len()))
+            .field("cqs", &self.ep.sink().cq_index.len())
             .finish()
     }
 }
 
 const BURST: usize = 32;
+/// Most spare packet buffers the engine keeps between passes ([`Engine::trim_spare`]).
+const SPARE_MAX: usize = 2 * BURST;
 /// Most bytes one progress pass transmits.
 const TX_BYTES_PER_PASS: usize = 64 << 10;
 /// QPs that sent within this many passes count as active.
@@ -278,7 +396,7 @@ pub(crate) const SHARED_PASS_DEFAULT: Duration = Duration::from_micros(16);
 const RX_BYTES_PER_PASS: usize = 64 << 10;
 
 impl Engine {
-    pub(crate) fn new(ep: Endpoint<MrTable>, link: Box<dyn DatagramLink>) -> Engine {
+    pub(crate) fn new(ep: Endpoint<MrTable, CqRouter>, link: Box<dyn DatagramLink>) -> Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
         Engine {
             quantum,
@@ -286,12 +404,6 @@ impl Engine {
             link,
             qps: FastMap::default(),
             srqs: FastMap::default(),
-            cqs: Vec::new(),
-            cq_free: Vec::new(),
-            cq_index: FastMap::default(),
-            cq_touched: Vec::new(),
-            route_memo: None,
-            next_cq: 1,
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(BURST * 2),
             spare: Vec::with_capacity(BURST),
@@ -304,7 +416,6 @@ impl Engine {
             woke: false,
             recent: FastMap::default(),
             recent_oldest: 0,
-            overflowed: false,
             shared_pass_us: SHARED_PASS_DEFAULT.as_micros() as u64,
             stats: EngineStats::default(),
         }
@@ -336,13 +447,14 @@ impl Engine {
         ring: Producer<Completion>,
         channel: Option<Arc<ChannelInner>>,
     ) -> Arc<CqNotify> {
+        let r = self.ep.sink_mut();
         // Ids are never 0 and never one a live queue holds, even after 2^32 queues:
         // a QP names its queues by slot and id, so an id must mean one queue.
-        let mut id = self.next_cq;
-        while id == 0 || self.cq_index.contains_key(&id) {
+        let mut id = r.next_cq;
+        while id == 0 || r.cq_index.contains_key(&id) {
             id = id.wrapping_add(1);
         }
-        self.next_cq = id.wrapping_add(1);
+        r.next_cq = id.wrapping_add(1);
         let notify = Arc::new(CqNotify {
             id,
             armed: AtomicBool::new(false),
@@ -356,32 +468,27 @@ impl Engine {
             notify: Arc::clone(&notify),
             touched: false,
         };
-        let idx = match self.cq_free.pop() {
+        let idx = match r.cq_free.pop() {
             Some(i) => {
-                self.cqs[i] = Some(slot);
+                r.cqs[i] = Some(slot);
                 i
             }
             None => {
-                self.cqs.push(Some(slot));
-                self.cqs.len() - 1
+                r.cqs.push(Some(slot));
+                r.cqs.len() - 1
             }
         };
-        self.cq_index.insert(id, idx);
+        r.cq_index.insert(id, idx);
         notify
     }
 
     pub(crate) fn remove_cq(&mut self, id: u32) {
-        if let Some(i) = self.cq_index.remove(&id) {
-            self.cqs[i] = None;
-            self.cq_free.push(i);
-            self.cq_touched.retain(|&t| t != i);
+        let r = self.ep.sink_mut();
+        if let Some(i) = r.cq_index.remove(&id) {
+            r.cqs[i] = None;
+            r.cq_free.push(i);
+            r.cq_touched.retain(|&t| t != i);
         }
-    }
-
-    /// The slab slot of completion queue `id` (a control-path lookup). An unknown id
-    /// gives a reference that matches no slot, so its completions count as orphans.
-    fn cq_ref(&self, id: u32) -> Option<CqRef> {
-        self.cq_index.get(&id).map(|&idx| CqRef { idx, id })
     }
 
     pub(crate) fn add_qp(
@@ -397,23 +504,20 @@ impl Engine {
             idx: usize::MAX,
             id: 0,
         };
-        let send_cq = self.cq_ref(send_cq).unwrap_or(gone);
-        let recv_cq = self.cq_ref(recv_cq).unwrap_or(gone);
-        self.route_memo = None;
-        self.qps.insert(
-            qpn,
-            QpSlot {
-                sq,
-                rq,
-                send_cq,
-                recv_cq,
-                listed,
-            },
-        );
+        // An unknown id gives a reference that matches no slot, so its completions
+        // count as orphans.
+        let r = self.ep.sink_mut();
+        let send_cq = r.cq_ref(send_cq).unwrap_or(gone);
+        let recv_cq = r.cq_ref(recv_cq).unwrap_or(gone);
+        r.route_memo = None;
+        r.routes.insert(qpn, (send_cq, recv_cq));
+        self.qps.insert(qpn, QpSlot { sq, rq, listed });
     }
 
     pub(crate) fn remove_qp(&mut self, qpn: u32) {
-        self.route_memo = None;
+        let r = self.ep.sink_mut();
+        r.route_memo = None;
+        r.routes.remove(&qpn);
         self.qps.remove(&qpn);
         self.ep.destroy_qp(qpn);
     }
@@ -457,7 +561,14 @@ impl Engine {
         // on udp, instead of an ACK burst of their own between the receive and the
         // completion. A pass that received anything reports work, so the next pass
         // (the engine thread's, or the polling application's) follows at once.
-        work |= self.transmit(&mut now);
+        // A pass with nothing to send (most passes of a ping-pong) skips the transmit
+        // step's set-up; it still ticks the clock of `recent`, which the next
+        // transmitting pass sweeps.
+        if !self.tx.is_empty() || self.ep.may_transmit() {
+            work |= self.transmit(&mut now);
+        } else {
+            self.pass += 1;
+        }
         work |= self.receive(&mut now);
         if let Some(t) = self.ep.poll_timeout() {
             let woke = std::mem::take(&mut self.woke);
@@ -500,6 +611,9 @@ impl Engine {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             self.to_drain.append(&mut list);
+        }
+        if self.to_drain.is_empty() && self.srqs.is_empty() {
+            return false;
         }
         let Engine {
             ep,
@@ -575,7 +689,7 @@ impl Engine {
     /// (the QP was reset under it) completes in error, in its queue.
     fn refused(&mut self, c: Completion) {
         self.stats.post_refused += 1;
-        self.route(c);
+        self.ep.sink_mut().route(c);
     }
 
     /// Room in a QP's send queue in the transport.
@@ -599,7 +713,10 @@ impl Engine {
     fn receive(&mut self, now: &mut Option<Instant>) -> bool {
         let (mut got, mut bytes) = (0, 0);
         for _ in 0..4 {
-            let n = self.link.recv_burst(&mut self.rx, BURST).unwrap_or(0);
+            let n = self
+                .link
+                .recv_burst_reuse(&mut self.rx, BURST, &mut self.spare)
+                .unwrap_or(0);
             if n == 0 {
                 break;
             }
@@ -617,9 +734,9 @@ impl Engine {
             }
             self.ep.mem_mut().pull_from = None;
             bytes += (self.ep.stats().by_reference_bytes - pulled) as usize;
-            self.link
-                .pool()
-                .free_burst(self.rx.drain(..).map(|d| d.buf));
+            // The buffers become the next packets the pass sends: no pool lock.
+            self.spare.extend(self.rx.drain(..).map(|d| d.buf));
+            self.trim_spare();
             if n < BURST || bytes >= RX_BYTES_PER_PASS {
                 break;
             }
@@ -631,9 +748,25 @@ impl Engine {
         if !self.tx.is_empty() {
             self.stats.tx_bursts += 1;
             // A send error leaves the datagrams queued; the next pass retries and the
-            // transport's timers recover anything that is finally lost.
-            let _ = self.link.send_burst(&mut self.tx);
+            // transport's timers recover anything that is finally lost. The buffers
+            // the link copied out come back for the next packets: no pool lock each.
+            let _ = self.link.send_burst_reuse(&mut self.tx, &mut self.spare);
+            self.trim_spare();
         }
+    }
+
+    /// Spare buffers (received, sent, or taken from the pool) beyond
+    /// [`SPARE_MAX`] go back to the pool, down to [`BURST`], under one lock.
+    #[inline]
+    fn trim_spare(&mut self) {
+        if self.spare.len() > SPARE_MAX {
+            self.free_spare();
+        }
+    }
+
+    #[cold]
+    fn free_spare(&mut self) {
+        self.link.pool().free_burst(self.spare.drain(BURST..));
     }
 
     fn transmit(&mut self, now: &mut Option<Instant>) -> bool {
@@ -729,74 +862,25 @@ impl Engine {
         sent > 0
     }
 
+    /// Publish what the pass completed (the transport put each completion into its
+    /// ring as it happened); true when anything completed.
+    #[inline]
     fn complete(&mut self) -> bool {
-        let mut any = false;
-        while let Some(c) = self.ep.poll_completion() {
-            any = true;
-            self.route(c);
+        let r = self.ep.sink();
+        // Nothing routed (so no ring touched) and nothing waiting for room.
+        if !r.routed && !r.overflowed {
+            return false;
         }
-        for i in self.cq_touched.drain(..) {
-            if let Some(slot) = &mut self.cqs[i] {
-                slot.touched = false;
-                publish(slot);
-            }
-        }
-        // Completions that waited for room.
-        if self.overflowed {
-            self.overflowed = false;
-            for slot in self.cqs.iter_mut().flatten() {
-                if !slot.overflow.is_empty() {
-                    while let Some(c) = slot.overflow.pop_front() {
-                        if let Err(c) = slot.ring.push(c) {
-                            slot.overflow.push_front(c);
-                            break;
-                        }
-                    }
-                    publish(slot);
-                    self.overflowed |= !slot.overflow.is_empty();
-                }
-            }
-        }
-        any
+        self.ep.sink_mut().publish_touched()
     }
 
-    /// Put a completion into its queue's ring: the QP's queues come from the memo of the
-    /// last QP routed (or one QP-table lookup), the ring from the slab by index.
-    fn route(&mut self, c: Completion) {
-        let (send, recv) = match self.route_memo {
-            Some((qpn, s, r)) if qpn == c.qpn => (s, r),
-            _ => match self.qps.get(&c.qpn) {
-                Some(q) => {
-                    self.route_memo = Some((c.qpn, q.send_cq, q.recv_cq));
-                    (q.send_cq, q.recv_cq)
-                }
-                None => {
-                    self.stats.cq_orphans += 1;
-                    return;
-                }
-            },
-        };
-        let cq = if c.opcode.is_recv() { recv } else { send };
-        let Some(slot) = self
-            .cqs
-            .get_mut(cq.idx)
-            .and_then(Option::as_mut)
-            .filter(|s| s.id == cq.id)
-        else {
-            self.stats.cq_orphans += 1;
-            return;
-        };
-        if !slot.touched {
-            slot.touched = true;
-            self.cq_touched.push(cq.idx);
-        }
-        if !slot.overflow.is_empty() {
-            slot.overflow.push_back(c);
-            self.stats.cq_overflows += 1;
-        } else if let Err(c) = slot.ring.push(c) {
-            slot.overflow.push_back(c);
-            self.stats.cq_overflows += 1;
-            self.overflowed = true;
+    /// Counters of the engine, with the completion queues'.
+    pub(crate) fn stats(&self) -> EngineStats {
+        let r = self.ep.sink();
+        EngineStats {
+            cq_overflows: r.cq_overflows,
+            cq_orphans: r.cq_orphans,
+            ..self.stats
         }
     }
 }
@@ -806,7 +890,12 @@ impl Engine {
 /// attach, probed per connection). The transport decides per message
 /// ([`weft_transport::byref`]); a link that cannot (udp, or a refused probe) keeps
 /// every payload in its packets. Only WRITEs big enough to qualify pay for the look.
-fn allow_by_reference(ep: &mut Endpoint<MrTable>, link: &dyn DatagramLink, qpn: u32, wr: &SendWr) {
+fn allow_by_reference(
+    ep: &mut Endpoint<MrTable, CqRouter>,
+    link: &dyn DatagramLink,
+    qpn: u32,
+    wr: &SendWr,
+) {
     if wr.inline || !matches!(wr.op, WrOp::Write { .. }) {
         return;
     }
@@ -825,7 +914,7 @@ fn allow_by_reference(ep: &mut Endpoint<MrTable>, link: &dyn DatagramLink, qpn: 
 /// Hand one send work request to the transport; a refusal comes back as the error
 /// completion it turns into.
 fn post_to(
-    ep: &mut Endpoint<MrTable>,
+    ep: &mut Endpoint<MrTable, CqRouter>,
     qpn: u32,
     wr: SendWr,
     inline: Option<&[u8]>,
@@ -1407,7 +1496,7 @@ mod tests {
         let addr = "127.0.0.1:4791".parse().unwrap();
         let link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
         Engine::new(
-            Endpoint::new(Config::default(), MrTable::default()),
+            Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
             Box::new(link),
         )
     }
@@ -1425,8 +1514,8 @@ mod tests {
         let recv = e.add_cq(recv_tx, None).id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
         e.add_qp(7, sq, None, send, recv, Arc::new(AtomicBool::new(false)));
-        e.route(done(1, WcOpcode::Send, 7));
-        e.route(done(2, WcOpcode::Recv, 7));
+        e.ep.sink_mut().route(done(1, WcOpcode::Send, 7));
+        e.ep.sink_mut().route(done(2, WcOpcode::Recv, 7));
         e.complete();
         assert_eq!(send_rx.pop().map(|c| c.wr_id), Some(1));
         assert_eq!(recv_rx.pop().map(|c| c.wr_id), Some(2));
@@ -1437,18 +1526,18 @@ mod tests {
         let (other_tx, mut other_rx) = ring(8);
         let other = e.add_cq(other_tx, None).id;
         assert_ne!(other, send);
-        e.route(done(3, WcOpcode::Send, 7));
-        e.route(done(4, WcOpcode::Recv, 7));
+        e.ep.sink_mut().route(done(3, WcOpcode::Send, 7));
+        e.ep.sink_mut().route(done(4, WcOpcode::Recv, 7));
         e.complete();
         assert!(other_rx.pop().is_none());
         assert_eq!(recv_rx.pop().map(|c| c.wr_id), Some(4));
-        assert_eq!(e.stats.cq_orphans, 1);
+        assert_eq!(e.stats().cq_orphans, 1);
 
         // A completion for a QP that no longer exists.
         e.remove_qp(7);
-        e.route(done(5, WcOpcode::Recv, 7));
+        e.ep.sink_mut().route(done(5, WcOpcode::Recv, 7));
         e.complete();
         assert!(recv_rx.pop().is_none());
-        assert_eq!(e.stats.cq_orphans, 2);
+        assert_eq!(e.stats().cq_orphans, 2);
     }
 }

@@ -112,6 +112,11 @@ impl MrTable {
         self.by_lkey.insert(e.region.lkey, e);
     }
 
+    /// Regions by local key (the table inline gathers look keys up in).
+    pub(crate) fn lkeys(&self) -> &FastMap<u32, Arc<MrEntry>> {
+        &self.by_lkey
+    }
+
     pub(crate) fn remove(&mut self, lkey: u32) {
         if let Some(e) = self.by_lkey.remove(&lkey) {
             self.by_rkey.remove(&e.region.rkey);

@@ -2,7 +2,7 @@
 
 use crate::context::{Context, ProtectionDomain};
 use crate::cq::CompletionQueue;
-use crate::engine::{Shared, SqItem, MAX_INLINE};
+use crate::engine::{Engine, Shared, SqItem, MAX_INLINE};
 use crate::mr::gather_inline;
 use crate::Error;
 use std::sync::PoisonError;
@@ -200,7 +200,15 @@ impl QueuePair {
             Error::Post(error) => Error::PostList { index, error },
             other => other,
         };
-        let mut wrs = wrs.into_iter().enumerate();
+        let mut wrs = wrs.into_iter();
+        // An empty list (a driver topping up a full window) posts nothing: no engine
+        // lock. The first request is taken to find out (a size hint may be wrong) and
+        // waits in `first` for its turn.
+        let mut first = wrs.next();
+        if first.is_none() {
+            return Ok(());
+        }
+        let mut index = 0usize;
         // The doorbell path (inline progress, nobody else in the engine, nothing of
         // this QP waiting in its ring): each request goes straight into the transport,
         // with no ring hop (a copy of the descriptor and its inline bytes in and one
@@ -212,12 +220,11 @@ impl QueuePair {
             if let Some(mut e) = shared.try_engine() {
                 let mut room = e.sq_room(self.qpn);
                 while room > 0 {
-                    let Some((index, wr)) = wrs.next() else {
+                    let Some(wr) = first.take().or_else(|| wrs.next()) else {
                         break;
                     };
-                    let checked = check_send(&self.init, self.state, &wr).and_then(|()| {
-                        gather(self.ctx.shared(), self.pd.pd, &wr, &mut self.inline_buf[..])
-                    });
+                    let checked = check_send(&self.init, self.state, &wr)
+                        .and_then(|()| gather_in(&e, self.pd.pd, &wr, &mut self.inline_buf[..]));
                     let len = match checked {
                         Ok(len) => len,
                         Err(error) => {
@@ -228,6 +235,7 @@ impl QueuePair {
                     let data = wr.inline.then(|| &self.inline_buf[..len]);
                     e.post_now(self.qpn, wr, data);
                     posted += 1;
+                    index += 1;
                     room -= 1;
                 }
             }
@@ -236,12 +244,13 @@ impl QueuePair {
             return self.posted(posted, result);
         }
         let mut pushed = 0;
-        for (index, wr) in wrs {
+        for wr in first.into_iter().chain(wrs) {
             if let Err(error) = self.push_send(wr) {
                 result = Err(list_error(index, error));
                 break;
             }
             pushed += 1;
+            index += 1;
         }
         if pushed > 0 {
             self.sq.doorbell();
@@ -338,6 +347,16 @@ fn gather(shared: &Shared, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize
         .read()
         .unwrap_or_else(PoisonError::into_inner);
     gather_inline(&keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
+}
+
+/// [`gather`] for a caller that holds the engine: the engine's key table holds the
+/// same regions, and a region leaves it (under the engine lock) before its memory
+/// goes, so no read lock of the inline keys is needed.
+fn gather_in(e: &Engine, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize, Error> {
+    if !wr.inline {
+        return Ok(0);
+    }
+    gather_inline(e.ep.mem().lkeys(), pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
 fn push_recvs(

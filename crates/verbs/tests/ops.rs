@@ -342,3 +342,43 @@ fn sends_keep_their_order_when_the_doorbell_path_falls_back_to_the_ring() {
         );
     }
 }
+
+/// An iterator whose size hint says "empty" whatever it holds: a wrong hint, which
+/// `Iterator` allows.
+struct WrongHint<I>(I);
+
+impl<I: Iterator> Iterator for WrongHint<I> {
+    type Item = I::Item;
+    fn next(&mut self) -> Option<I::Item> {
+        self.0.next()
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(0))
+    }
+}
+
+/// `post_send` of an empty list returns at once, but what decides "empty" is the
+/// iterator's first item, not its size hint: every request it yields is posted, on
+/// the doorbell path (inline progress) and through the ring (engine thread).
+#[test]
+fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
+    for progress in [Progress::Inline, Progress::Thread] {
+        let (mut a, mut b) = pair(LinkKind::Shm, progress, QpType::Rc, 4096);
+        b.qp.post_recv((0..2u64).map(|i| RecvWr {
+            wr_id: i,
+            sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
+        }))
+        .unwrap();
+        a.qp.post_send(std::iter::empty()).unwrap();
+        let wrs =
+            (0..2u64).map(|i| SendWr::new(10 + i, WrOp::Send { imm: None }, [a.mr.sge(0, 64)]));
+        a.qp.post_send(WrongHint(wrs)).unwrap();
+        let ca = ok_driving(&mut a.cq, 2, &[&b.ctx]);
+        assert_eq!(
+            ca.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+            vec![10, 11],
+            "{progress:?}"
+        );
+        ok_driving(&mut b.cq, 2, &[&a.ctx]);
+    }
+}

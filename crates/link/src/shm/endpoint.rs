@@ -71,6 +71,9 @@ const HELLO_MAGIC: [u8; 8] = *b"weft-hi1";
 const REPLY_MAGIC: [u8; 8] = *b"weft-ok1";
 const MAX_NAME: usize = 64;
 const MSG_BUF: usize = 128;
+/// Receive buffers taken from the pool per lock: a burst needing fewer takes this many
+/// and keeps the rest for the next bursts.
+const RX_REFILL: usize = 16;
 
 /// The acceptor's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -701,6 +704,18 @@ impl Endpoint {
         }
     }
 
+    /// True when a receive may find something: a ring with items (or a corrupt one),
+    /// or a connection closing (which a receive removes once drained). Runs the
+    /// periodic service as a receive does. A busy-polling caller that finds nothing
+    /// (most polls) pays only for this look.
+    pub fn may_receive(&mut self) -> bool {
+        self.service_if_due();
+        self.conns
+            .iter()
+            .flatten()
+            .any(|c| c.closing || !matches!(c.rx.available(&c.region), Ok(0)))
+    }
+
     /// Take up to `max` items from the peers' rings into buffers of `pool`, calling
     /// `deliver(peer, pid, buf)` for each: `pid` is the process that sent it (the
     /// kernel's word for the connection it came through) when our probe proved we can
@@ -735,7 +750,10 @@ impl Endpoint {
             let take = avail.min(max - got);
             let from = if c.pulls { c.pid } else { None };
             if spare.len() < take {
-                pool.alloc_burst(take - spare.len(), spare);
+                // A few more than this burst needs: one pool lock per
+                // `RX_REFILL` frames, not one per burst (a ping-pong's bursts are
+                // single frames).
+                pool.refill(take.max(RX_REFILL), take, spare);
             }
             for _ in 0..take.min(spare.len()) {
                 let Some(mut b) = spare.pop() else { break };
@@ -767,6 +785,11 @@ impl Endpoint {
     /// Send items from the front of `items`, removing those accepted (sent or dropped
     /// and counted); stops at the first whose peer's ring is full.
     pub fn send<T: Outgoing>(&mut self, items: &mut Vec<T>) -> usize {
+        self.send_with(items, drop)
+    }
+
+    /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.
+    pub fn send_with<T: Outgoing>(&mut self, items: &mut Vec<T>, done: impl FnMut(T)) -> usize {
         let mut i = 0;
         self.touched.clear();
         // Bursts mostly go to one peer: skip the map lookup while the peer repeats.
@@ -836,7 +859,7 @@ impl Endpoint {
                 }
             }
         }
-        items.drain(..i);
+        items.drain(..i).for_each(done);
         i
     }
 
