@@ -10,6 +10,9 @@
 #
 # BACKENDS: afpacket (AF_PACKET with TPACKET_V2 rings, the default), afpacket-v3
 # (TPACKET_V3 block rings, `ring = "v3"`), afxdp (AF_XDP, generic XDP) and
+# KERNEL_OWN_CORE=1 adds rows "linux kernel, own core": kernel forwarding moved by
+# RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
+# generator's core does not forward too (see GEN_CPU below).
 # afxdp-native (AF_XDP with veth's native XDP hook). KERNEL=0 skips the
 # kernel-forwarding rows. BUSY_POLL_US sets the router's `busy_poll_us`.
 # ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
@@ -97,6 +100,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     bash $NETNS up kernel
     if [[ $SINK == 1 ]]; then bash $NETNS sink kernel; fi
     run "$KERNEL_LABEL" "$round"
+    if [[ ${KERNEL_OWN_CORE:-0} == 1 ]]; then
+      # RPS on weft-ra's receive queue: frames from host A are queued to the
+      # router core's backlog and forwarded there (and on to host B from there).
+      printf '%x' $((1 << ROUTER_CPU)) | ip netns exec weft-r tee /sys/class/net/weft-ra/queues/rx-0/rps_cpus >/dev/null
+      run "$KERNEL_LABEL, own core" "$round"
+    fi
   fi
 
   for backend in $BACKENDS; do
