@@ -24,6 +24,7 @@
 
 use crate::conn::{Buffers, DeviceOptions, Hello};
 use crate::frame::{frames, Header, Kind, Rendezvous, HEADER_LEN};
+use crate::idle::{IdleLoop, IdleSpin, Next};
 use crate::metrics::Registry;
 use crate::status::{Code, Status};
 use crate::IdMap;
@@ -32,7 +33,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
@@ -85,8 +86,9 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Largest request (sent by rendezvous when larger than the server's buffer).
     pub max_message: usize,
-    /// How long an idle dispatcher polls before it blocks.
-    pub idle_spin: Duration,
+    /// How long an idle dispatcher polls before it blocks: learned by default
+    /// ([`IdleSpin::Adaptive`]), or fixed.
+    pub idle_spin: IdleSpin,
 }
 
 impl ClientConfig {
@@ -106,7 +108,7 @@ impl ClientConfig {
             default_timeout: None,
             connect_timeout: Duration::from_secs(5),
             max_message: 64 << 20,
-            idle_spin: Duration::from_micros(50),
+            idle_spin: IdleSpin::default(),
         }
     }
 }
@@ -136,6 +138,14 @@ pub struct ClientStats {
     pub rendezvous_in: u64,
     /// Credits now (messages that may still be sent unanswered).
     pub credits: u64,
+    /// Idle periods of the dispatcher ([`Mode::Dispatched`]) that ended with a
+    /// completion found while it spun.
+    pub idle_spun: u64,
+    /// Idle periods of the dispatcher that ended with a completion after it blocked.
+    pub idle_blocked: u64,
+    /// The dispatcher's spin for its next idle period ([`ClientConfig::idle_spin`];
+    /// zero in direct mode).
+    pub spin_budget: Duration,
 }
 
 type Outcome = Result<Vec<u8>, Status>;
@@ -231,6 +241,9 @@ struct Inner {
     dispatcher: Mutex<Option<JoinHandle<()>>>,
     dispatcher_thread: Mutex<Option<std::thread::Thread>>,
     peer_ring: usize,
+    idle_spun: AtomicU64,
+    idle_blocked: AtomicU64,
+    spin_budget_ns: AtomicU64,
 }
 
 /// A connection to a server. Cheap to clone (clones share the connection).
@@ -342,6 +355,9 @@ impl Client {
             dispatcher: Mutex::new(None),
             dispatcher_thread: Mutex::new(None),
             peer_ring: usize::from(server.ring),
+            idle_spun: AtomicU64::new(0),
+            idle_blocked: AtomicU64::new(0),
+            spin_budget_ns: AtomicU64::new(0),
         });
         if inner.cfg.mode == Mode::Dispatched {
             let weak = Arc::downgrade(&inner);
@@ -433,6 +449,10 @@ impl Client {
         let c = lock(&self.inner.conn);
         let mut s = c.stats;
         s.credits = c.credits as u64;
+        let i = &self.inner;
+        s.idle_spun = i.idle_spun.load(Ordering::Relaxed);
+        s.idle_blocked = i.idle_blocked.load(Ordering::Relaxed);
+        s.spin_budget = Duration::from_nanos(i.spin_budget_ns.load(Ordering::Relaxed));
         s
     }
 
@@ -983,8 +1003,23 @@ impl Conn {
     }
 }
 
+/// The dispatcher's idle counts and next spin, for [`Client::stats`].
+fn publish_idle(inner: &Inner, idle: &IdleLoop) {
+    let c = idle.counts();
+    inner.idle_spun.store(c.spun, Ordering::Relaxed);
+    inner.idle_blocked.store(c.blocked, Ordering::Relaxed);
+    let ns = idle.budget().as_nanos().min(u128::from(u64::MAX)) as u64;
+    inner.spin_budget_ns.store(ns, Ordering::Relaxed);
+}
+
 fn dispatcher(weak: &std::sync::Weak<Inner>) {
-    let mut idle_since: Option<Instant> = None;
+    let Some(inner) = weak.upgrade() else {
+        return;
+    };
+    let spin = inner.cfg.idle_spin;
+    let mut idle = IdleLoop::new(spin);
+    publish_idle(&inner, &idle);
+    drop(inner);
     loop {
         let Some(inner) = weak.upgrade() else {
             return;
@@ -992,15 +1027,31 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
         if inner.stop.load(Ordering::Relaxed) {
             return;
         }
-        let busy = lock(&inner.conn).drive(&inner);
+        let (busy, fired) = {
+            let mut c = lock(&inner.conn);
+            let busy = c.drive(&inner);
+            (busy, c.cq.fired_us())
+        };
         if busy {
-            idle_since = None;
+            if idle.event(inner.channel.as_ref().map(|_| fired)) {
+                publish_idle(&inner, &idle);
+            }
             continue;
         }
-        let since = *idle_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < inner.cfg.idle_spin {
-            std::hint::spin_loop();
-            continue;
+        match idle.empty() {
+            Next::Spin => {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Armed before the last look: a completion that came before arming fires
+            // nothing, and the next drive finds it.
+            Next::Arm => {
+                if inner.channel.is_some() {
+                    lock(&inner.conn).cq.req_notify();
+                }
+                continue;
+            }
+            Next::Block => {}
         }
         let quiet = {
             let c = lock(&inner.conn);
@@ -1008,7 +1059,6 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
         };
         match &inner.channel {
             Some(ch) => {
-                lock(&inner.conn).cq.req_notify();
                 let ch = ch.clone();
                 let t = if quiet { 20 } else { 1 };
                 drop(inner);
@@ -1016,7 +1066,13 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
             }
             None => {
                 drop(inner);
-                if since.elapsed() < Duration::from_millis(1) {
+                // Inline progress with a fixed spin yields up to 1 ms before it
+                // parks (as before issue 16); the learned spin parks at once.
+                let yield_for = match spin {
+                    IdleSpin::Fixed(_) => Duration::from_millis(1),
+                    IdleSpin::Adaptive { .. } => Duration::ZERO,
+                };
+                if idle.idle_for() < yield_for {
                     std::thread::yield_now();
                 } else {
                     std::thread::park_timeout(Duration::from_micros(if quiet {

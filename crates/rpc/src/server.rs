@@ -32,6 +32,7 @@
 
 use crate::conn::{self, Buffers, DeviceOptions, Hello};
 use crate::frame::{frames, Header, Kind, Rendezvous, HEADER_LEN};
+use crate::idle::{IdleLoop, IdleSpin, Next};
 use crate::metrics::{MethodMetrics, Registry};
 use crate::service::{CallContext, Exec, Method, Service};
 use crate::status::{Code, Status};
@@ -72,8 +73,9 @@ pub struct ServerConfig {
     pub work_stealing: bool,
     /// Close connections silent for this long (clients' keepalives keep them open).
     pub idle_timeout: Option<Duration>,
-    /// How long an idle head polls before it blocks.
-    pub idle_spin: Duration,
+    /// How long an idle head polls before it blocks: learned by default
+    /// ([`IdleSpin::Adaptive`]), or fixed.
+    pub idle_spin: IdleSpin,
     /// Largest message accepted by rendezvous.
     pub max_message: usize,
 }
@@ -91,7 +93,7 @@ impl ServerConfig {
             max_in_flight: 1024,
             work_stealing: false,
             idle_timeout: None,
-            idle_spin: Duration::from_micros(50),
+            idle_spin: IdleSpin::default(),
             max_message: 64 << 20,
         }
     }
@@ -165,6 +167,12 @@ pub struct ClusterStats {
     pub load_permille: u32,
     /// Connections ever placed here.
     pub placed: u64,
+    /// Idle periods of the head that ended with work found while it spun.
+    pub idle_spun: u64,
+    /// Idle periods of the head that ended with work after it blocked.
+    pub idle_blocked: u64,
+    /// The head's spin for its next idle period ([`ServerConfig::idle_spin`]).
+    pub spin_budget: Duration,
 }
 
 /// A server connection as every thread that answers on it sees it.
@@ -210,6 +218,9 @@ struct Cluster {
     placed: AtomicU64,
     load: AtomicU32,
     thread: Mutex<Option<std::thread::Thread>>,
+    idle_spun: AtomicU64,
+    idle_blocked: AtomicU64,
+    spin_budget_ns: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -324,6 +335,9 @@ impl Server {
                 placed: AtomicU64::new(0),
                 load: AtomicU32::new(0),
                 thread: Mutex::new(None),
+                idle_spun: AtomicU64::new(0),
+                idle_blocked: AtomicU64::new(0),
+                spin_budget_ns: AtomicU64::new(0),
             });
         }
         let listener = Listener::bind(&clusters[0].ctx, addr)
@@ -418,6 +432,9 @@ impl Server {
                     connections: cl.conns.load(Ordering::Relaxed),
                     load_permille: cl.load.load(Ordering::Relaxed),
                     placed: cl.placed.load(Ordering::Relaxed),
+                    idle_spun: cl.idle_spun.load(Ordering::Relaxed),
+                    idle_blocked: cl.idle_blocked.load(Ordering::Relaxed),
+                    spin_budget: Duration::from_nanos(cl.spin_budget_ns.load(Ordering::Relaxed)),
                 })
                 .collect(),
         }
@@ -591,7 +608,8 @@ fn head(s: &Arc<Shared>, ci: usize) {
     let mut conns: IdMap<HeadConn> = IdMap::default();
     let mut wcs: Vec<Completion> = Vec::with_capacity(POLL_BATCH);
     let mut scratch = Scratch::default();
-    let mut idle_since: Option<Instant> = None;
+    let mut idle = IdleLoop::new(s.cfg.idle_spin);
+    publish_idle(cl, &idle);
     let mut streak = 0u32;
     let (mut polls, mut busy) = (0u32, 0u32);
     let mut last_sweep = Instant::now();
@@ -607,11 +625,16 @@ fn head(s: &Arc<Shared>, ci: usize) {
                     s.counters.stolen.fetch_add(1, Ordering::Relaxed);
                 }
                 run_job(s, job, Some(ci), &mut scratch);
-                idle_since = None;
+                if idle.event(None) {
+                    publish_idle(cl, &idle);
+                }
             }
         }
         wcs.clear();
-        let n = lock(&cl.cq).poll(&mut wcs, POLL_BATCH);
+        let (n, fired) = {
+            let mut cq = lock(&cl.cq);
+            (cq.poll(&mut wcs, POLL_BATCH), cq.fired_us())
+        };
         polls += 1;
         if n > 0 {
             // Again, now: a completion can only be for a connection the acceptor
@@ -622,7 +645,9 @@ fn head(s: &Arc<Shared>, ci: usize) {
             adopt_incoming(cl, &mut conns);
             busy += 1;
             streak += 1;
-            idle_since = None;
+            if idle.event(cl.channel.as_ref().map(|_| fired)) {
+                publish_idle(cl, &idle);
+            }
             let recvs = wcs.iter().filter(|c| c.opcode.is_recv()).count();
             // Loaded: work found in many polls in a row (DaRPC's measure), or a
             // deep backlog in this one.
@@ -643,11 +668,24 @@ fn head(s: &Arc<Shared>, ci: usize) {
             }
         } else {
             streak = 0;
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= s.cfg.idle_spin {
-                idle_wait(cl, since.elapsed());
-            } else {
-                std::hint::spin_loop();
+            match idle.empty() {
+                Next::Spin => std::hint::spin_loop(),
+                // Armed before the last look: a completion that came before arming
+                // fires nothing, and this loop's next poll finds it.
+                Next::Arm => {
+                    if cl.channel.is_some() {
+                        lock(&cl.cq).req_notify();
+                    }
+                }
+                Next::Block => {
+                    // Inline progress with a fixed spin yields up to 2 ms before it
+                    // parks (as before issue 16); the learned spin parks at once.
+                    let yield_for = match s.cfg.idle_spin {
+                        IdleSpin::Fixed(_) => Duration::from_millis(2),
+                        IdleSpin::Adaptive { .. } => Duration::ZERO,
+                    };
+                    idle_wait(cl, idle.idle_for(), yield_for)
+                }
             }
         }
         if polls >= 256 {
@@ -681,20 +719,27 @@ fn adopt_incoming(cl: &Cluster, conns: &mut IdMap<HeadConn>) {
     }
 }
 
-/// An idle head: block on the completion channel (engine thread) or park briefly
-/// (inline progress: the head is the engine, so it wakes to run it).
-fn idle_wait(cl: &Cluster, idle: Duration) {
+/// The head's idle counts and next spin, for [`Server::stats`].
+fn publish_idle(cl: &Cluster, idle: &IdleLoop) {
+    let c = idle.counts();
+    cl.idle_spun.store(c.spun, Ordering::Relaxed);
+    cl.idle_blocked.store(c.blocked, Ordering::Relaxed);
+    let ns = idle.budget().as_nanos().min(u128::from(u64::MAX)) as u64;
+    cl.spin_budget_ns.store(ns, Ordering::Relaxed);
+}
+
+/// An idle head: block on the (armed) completion channel (engine thread) or park
+/// briefly (inline progress: the head is the engine, so it wakes to run it).
+fn idle_wait(cl: &Cluster, idle: Duration, yield_for: Duration) {
     match &cl.channel {
         Some(ch) => {
-            lock(&cl.cq).req_notify();
-            // A completion that raced with arming is found by the next poll; the
-            // wait is bounded so stealing, new connections and stop are seen.
+            // The wait is bounded so stealing, new connections and stop are seen.
             if let Ok(_id) = ch.get_cq_event(Duration::from_millis(2)) {
                 lock(&cl.cq).ack_events(1);
             }
         }
         None => {
-            if idle < Duration::from_millis(2) {
+            if idle < yield_for {
                 std::thread::yield_now();
             } else {
                 std::thread::park_timeout(Duration::from_micros(200));
