@@ -89,6 +89,10 @@ pub struct ClientConfig {
     /// How long an idle dispatcher polls before it blocks: learned by default
     /// ([`IdleSpin::Adaptive`]), or fixed.
     pub idle_spin: IdleSpin,
+    /// Choose which messages go inline and which by rendezvous from costs measured
+    /// on the connection (within the protocol's limits: the QP's inline limit, the
+    /// server's buffer); `false`: those limits themselves.
+    pub adaptive_thresholds: bool,
 }
 
 impl ClientConfig {
@@ -109,6 +113,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             max_message: 64 << 20,
             idle_spin: IdleSpin::default(),
+            adaptive_thresholds: true,
         }
     }
 }
@@ -146,6 +151,13 @@ pub struct ClientStats {
     /// The dispatcher's spin for its next idle period ([`ClientConfig::idle_spin`];
     /// zero in direct mode).
     pub spin_budget: Duration,
+    /// Requests up to this many bytes go inline.
+    pub inline_max: u64,
+    /// Requests up to this many bytes go eager (a SEND into the server's buffer);
+    /// larger ones by rendezvous. At most the server's buffer.
+    pub eager_max: u64,
+    /// Times the connection moved `inline_max` or `eager_max`.
+    pub threshold_changes: u64,
 }
 
 type Outcome = Result<Vec<u8>, Status>;
@@ -227,6 +239,10 @@ struct Conn {
     /// on a busy host, a poller that never yields can keep the peer it waits for
     /// off the CPU for a whole time slice).
     idle_polls: u32,
+    /// Polls, for sampling.
+    polls: u32,
+    /// The last measured cost of a completion to the poller (ns).
+    completion_ns: Option<f64>,
     stats: ClientStats,
 }
 
@@ -312,13 +328,13 @@ impl Client {
             ..ConnParam::default()
         };
         cm::init_qp(&mut qp, &param).map_err(|e| Status::internal(format!("init_qp: {e}")))?;
-        let mut bufs = Buffers::new(&pd, cfg.ring, cfg.buffer_size);
+        let mut bufs = Buffers::new(&pd, cfg.ring, cfg.buffer_size, cfg.adaptive_thresholds);
         bufs.post_ring(&mut qp)?;
         let connection = cm::connect(&mut qp, addr, &param)
             .map_err(|e| Status::unavailable(format!("connecting to {addr}: {e}")))?;
         let server = Hello::decode(&connection.remote().private_data)
             .map_err(|why| Status::unavailable(format!("{addr}: {why}")))?;
-        bufs.peer_buf = server.buf as usize;
+        bufs.set_peer_buf(server.buf as usize);
         let credits = usize::from(server.ring).min(cfg.ring);
         let now = Instant::now();
         let conn = Conn {
@@ -343,6 +359,8 @@ impl Client {
             deadlines: 0,
             next_deadline_check: now,
             idle_polls: 0,
+            polls: 0,
+            completion_ns: None,
             stats: ClientStats::default(),
         };
         let inner = Arc::new(Inner {
@@ -449,6 +467,9 @@ impl Client {
         let c = lock(&self.inner.conn);
         let mut s = c.stats;
         s.credits = c.credits as u64;
+        s.inline_max = c.bufs.policy.inline_max() as u64;
+        s.eager_max = c.bufs.eager_max() as u64;
+        s.threshold_changes = c.bufs.policy.changes;
         let i = &self.inner;
         s.idle_spun = i.idle_spun.load(Ordering::Relaxed);
         s.idle_blocked = i.idle_blocked.load(Ordering::Relaxed);
@@ -588,7 +609,7 @@ impl Conn {
         if !inner.cfg.batching
             && self.backlog.is_empty()
             && self.credits > 0
-            && frame.len() <= self.bufs.peer_buf
+            && frame.len() <= self.bufs.eager_max()
         {
             // The common case: straight out, no copy but into registered memory.
             let Conn { qp, bufs, .. } = self;
@@ -623,9 +644,11 @@ impl Conn {
             };
             let mut out = std::mem::take(&mut self.out);
             out.clear();
-            if first.bytes.len() > self.bufs.peer_buf {
-                // Too large for the server's buffer: it READs it from here, a few at
-                // a time (later calls wait behind it, in order).
+            let eager_max = self.bufs.eager_max();
+            if first.bytes.len() > eager_max {
+                // Too large for the server's buffer, or cheaper by rendezvous here:
+                // it READs it from here, a few at a time (later calls wait behind
+                // it, in order).
                 if self.rndv_calls.len() >= crate::conn::MAX_RENDEZVOUS {
                     return;
                 }
@@ -640,7 +663,7 @@ impl Conn {
                 let mut n = 0;
                 while n < max_frames {
                     match self.backlog.front() {
-                        Some(o) if out.len() + o.bytes.len() <= self.bufs.peer_buf => {
+                        Some(o) if out.len() + o.bytes.len() <= eager_max => {
                             if let Some(o) = self.backlog.pop_front() {
                                 out.extend_from_slice(&o.bytes);
                                 n += 1;
@@ -674,7 +697,14 @@ impl Conn {
         }
         let mut wcs = std::mem::take(&mut self.wcs);
         wcs.clear();
+        self.polls = self.polls.wrapping_add(1);
+        let timed = (self.bufs.policy.adaptive() && self.polls % 16 == 0).then(Instant::now);
         let n = self.cq.poll(&mut wcs, 32);
+        if let Some(t) = timed.filter(|_| n > 0) {
+            // What a completion costs the poller (with inline progress, the engine
+            // pass that made it too).
+            self.completion_ns = Some(t.elapsed().as_nanos() as f64 / n as f64);
+        }
         if n == 0 {
             self.idle_polls = self.idle_polls.wrapping_add(1);
         } else {
@@ -806,7 +836,7 @@ impl Conn {
                 }
                 self.drain(inner);
             }
-            _ => self.bufs.send_done(wc.wr_id),
+            _ => self.bufs.send_done(wc.wr_id, self.completion_ns),
         }
     }
 

@@ -36,6 +36,7 @@
 #![doc = concat!("```no_run\n", include_str!("../examples/hello_service.rs"), "```")]
 #![forbid(unsafe_code)]
 
+mod adapt;
 mod client;
 pub mod codec;
 mod conn;

@@ -78,6 +78,10 @@ pub struct ServerConfig {
     pub idle_spin: IdleSpin,
     /// Largest message accepted by rendezvous.
     pub max_message: usize,
+    /// Choose which replies go inline and which by rendezvous from costs measured
+    /// on each connection (within the protocol's limits: the QP's inline limit, the
+    /// client's buffer); `false`: those limits themselves.
+    pub adaptive_thresholds: bool,
 }
 
 impl ServerConfig {
@@ -95,6 +99,7 @@ impl ServerConfig {
             idle_timeout: None,
             idle_spin: IdleSpin::default(),
             max_message: 64 << 20,
+            adaptive_thresholds: true,
         }
     }
 }
@@ -117,6 +122,9 @@ struct Counters {
     rendezvous_out: AtomicU64,
     pings: AtomicU64,
     stray: AtomicU64,
+    inline_max: AtomicU64,
+    eager_max: AtomicU64,
+    threshold_changes: AtomicU64,
 }
 
 /// A snapshot of the server's counters.
@@ -153,6 +161,15 @@ pub struct ServerStats {
     /// Completions for a queue pair the head holds no connection for (one that
     /// closed already); dropped.
     pub stray_completions: u64,
+    /// Replies up to this many bytes go inline, on the connection accepted or whose
+    /// thresholds moved last (0: none yet).
+    pub inline_max: u64,
+    /// Replies up to this many bytes go eager (a SEND into the client's buffer),
+    /// larger ones by rendezvous, on the connection accepted or whose thresholds
+    /// moved last.
+    pub eager_max: u64,
+    /// Times any connection moved its `inline_max` or `eager_max`.
+    pub threshold_changes: u64,
     /// Per cluster: live connections and load (per mille of recent polls that found
     /// work).
     pub clusters: Vec<ClusterStats>,
@@ -221,6 +238,8 @@ struct Cluster {
     idle_spun: AtomicU64,
     idle_blocked: AtomicU64,
     spin_budget_ns: AtomicU64,
+    /// The last measured cost of a completion to the head (ns; 0: none yet).
+    completion_ns: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -338,6 +357,7 @@ impl Server {
                 idle_spun: AtomicU64::new(0),
                 idle_blocked: AtomicU64::new(0),
                 spin_budget_ns: AtomicU64::new(0),
+                completion_ns: AtomicU64::new(0),
             });
         }
         let listener = Listener::bind(&clusters[0].ctx, addr)
@@ -424,6 +444,9 @@ impl Server {
             rendezvous_out: g(&c.rendezvous_out),
             pings: g(&c.pings),
             stray_completions: g(&c.stray),
+            inline_max: g(&c.inline_max),
+            eager_max: g(&c.eager_max),
+            threshold_changes: g(&c.threshold_changes),
             clusters: self
                 .shared
                 .clusters
@@ -534,8 +557,14 @@ fn accept_one(s: &Arc<Shared>, req: cm::ConnectRequest, peer: Hello) -> Result<(
         ..ConnParam::default()
     };
     cm::init_qp(&mut qp, &param).map_err(|e| Status::internal(format!("init_qp: {e}")))?;
-    let mut bufs = Buffers::new(&cl.pd, cfg.ring, cfg.buffer_size);
-    bufs.peer_buf = peer.buf as usize;
+    let mut bufs = Buffers::new(&cl.pd, cfg.ring, cfg.buffer_size, cfg.adaptive_thresholds);
+    bufs.set_peer_buf(peer.buf as usize);
+    s.counters
+        .inline_max
+        .store(bufs.policy.inline_max() as u64, Ordering::Relaxed);
+    s.counters
+        .eager_max
+        .store(bufs.eager_max() as u64, Ordering::Relaxed);
     bufs.post_ring(&mut qp)?;
     let conn = Arc::new(ConnShared {
         id: s.next_conn.fetch_add(1, Ordering::Relaxed),
@@ -631,10 +660,18 @@ fn head(s: &Arc<Shared>, ci: usize) {
             }
         }
         wcs.clear();
+        let timed = (s.cfg.adaptive_thresholds && polls % 16 == 0).then(Instant::now);
         let (n, fired) = {
             let mut cq = lock(&cl.cq);
             (cq.poll(&mut wcs, POLL_BATCH), cq.fired_us())
         };
+        if let Some(t) = timed.filter(|_| n > 0) {
+            // What a completion costs the head (with inline progress, the engine
+            // pass that made it too), for the connections' send policies.
+            let per = t.elapsed().as_nanos() / n as u128;
+            cl.completion_ns
+                .store(per.clamp(1, u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+        }
         polls += 1;
         if n > 0 {
             // Again, now: a completion can only be for a connection the acceptor
@@ -844,7 +881,11 @@ fn on_completion(
             }
             drain(s, &c, ci, hc, scratch);
         }
-        _ => lock(&c.tx).bufs.send_done(wc.wr_id),
+        _ => {
+            let ns = s.clusters[ci].completion_ns.load(Ordering::Relaxed);
+            let ns = (ns > 0).then_some(ns as f64);
+            lock(&c.tx).bufs.send_done(wc.wr_id, ns);
+        }
     }
 }
 
@@ -1276,7 +1317,8 @@ fn send_reply(s: &Shared, c: &ConnShared, reply: &[u8], on_head: bool) {
     let r = {
         let mut tx = lock(&c.tx);
         let Tx { qp, bufs } = &mut *tx;
-        if reply.len() > bufs.peer_buf && bufs.rndv_out.len() >= 2 * s.cfg.ring {
+        let eager_max = bufs.eager_max();
+        if reply.len() > eager_max && bufs.rndv_out.len() >= 2 * s.cfg.ring {
             // Each large answer stays registered until the client READs and releases
             // it; a client that keeps calling and never releases would pin server
             // memory without bound (its credits come back with each announcement).
@@ -1290,7 +1332,13 @@ fn send_reply(s: &Shared, c: &ConnShared, reply: &[u8], on_head: bool) {
             c.closed.store(true, Ordering::Release);
             return;
         }
-        if reply.len() > bufs.peer_buf {
+        if let Some((inline, eager)) = bufs.take_change() {
+            let c = &s.counters;
+            c.inline_max.store(inline as u64, Ordering::Relaxed);
+            c.eager_max.store(eager as u64, Ordering::Relaxed);
+            c.threshold_changes.fetch_add(1, Ordering::Relaxed);
+        }
+        if reply.len() > eager_max {
             s.counters.rendezvous_out.fetch_add(1, Ordering::Relaxed);
             let id = bufs.next_rndv;
             bufs.next_rndv += 1;
