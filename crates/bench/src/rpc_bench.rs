@@ -36,7 +36,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_rpc::{
-    CallContext, Client, ClientConfig, Exec, LinkKind, Method, Mode, Progress, Server,
+    CallContext, Client, ClientConfig, Exec, IdleSpin, LinkKind, Method, Mode, Progress, Server,
     ServerConfig, Service, Status,
 };
 
@@ -107,6 +107,80 @@ pub struct Args {
     /// ready line then says port 0).
     #[arg(long)]
     pub unix: Option<std::path::PathBuf>,
+    /// weft's adaptive choices (issue 16): `on` (the default: learned idle spins,
+    /// inline and rendezvous sizes from measured costs) or `off` (the constants
+    /// before: a 50 µs idle spin, the protocol's limits as thresholds). Both the
+    /// client and the `--local` server.
+    #[arg(long, default_value = "on")]
+    pub adapt: String,
+    /// weft progress of client and server: inline (each poller runs the engine) or
+    /// thread (an engine thread per device; the server heads block on completion
+    /// channels).
+    #[arg(long, default_value = "inline")]
+    pub progress: String,
+    /// weft receive buffer bytes, client and server (larger messages go by
+    /// rendezvous).
+    #[arg(long, default_value_t = 4096)]
+    pub buffer: usize,
+    /// Instead of calls: connect one client per `--clients` to each weft server,
+    /// make 100 calls, then measure the CPU of both processes over this many idle
+    /// seconds.
+    #[arg(long)]
+    pub idle: Option<f64>,
+}
+
+/// weft's settings shared by client and server.
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    adapt: bool,
+    thread: bool,
+    buffer: usize,
+}
+
+impl Knobs {
+    fn of(args: &Args) -> anyhow::Result<Knobs> {
+        let adapt = match args.adapt.as_str() {
+            "on" => true,
+            "off" => false,
+            a => bail!("unknown --adapt {a:?} (on or off)"),
+        };
+        let thread = match args.progress.as_str() {
+            "inline" => false,
+            "thread" => true,
+            p => bail!("unknown --progress {p:?} (inline or thread)"),
+        };
+        Ok(Knobs {
+            adapt,
+            thread,
+            buffer: args.buffer,
+        })
+    }
+
+    fn server(&self, cfg: &mut ServerConfig) {
+        cfg.device.progress = self.progress();
+        cfg.buffer_size = self.buffer;
+        cfg.adaptive_thresholds = self.adapt;
+        if !self.adapt {
+            cfg.idle_spin = IdleSpin::FIXED_BEFORE;
+        }
+    }
+
+    fn client(&self, cfg: &mut ClientConfig) {
+        cfg.device.progress = self.progress();
+        cfg.buffer_size = self.buffer;
+        cfg.adaptive_thresholds = self.adapt;
+        if !self.adapt {
+            cfg.idle_spin = IdleSpin::FIXED_BEFORE;
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        if self.thread {
+            Progress::Thread
+        } else {
+            Progress::Inline
+        }
+    }
 }
 
 /// One configuration's result.
@@ -130,6 +204,8 @@ pub struct Row {
     pub mean_us: f64,
     /// Which of `--rounds` this is (0-based).
     pub round: usize,
+    /// weft: `--adapt` (on or off); gRPC: "-".
+    pub adapt: String,
     /// CPU µs per call of the client process over the measured seconds.
     pub cpu_client_us_per_call: Option<f64>,
     /// The same of the server process (`--local` only).
@@ -189,9 +265,9 @@ fn link_kind(s: &str) -> anyhow::Result<LinkKind> {
 
 /// The weft server of the benchmark: inline progress (each head runs its device's
 /// engine), 64-deep rings.
-fn weft_server_config(link: LinkKind, clusters: usize) -> ServerConfig {
+fn weft_server_config(link: LinkKind, clusters: usize, knobs: Knobs) -> ServerConfig {
     let mut cfg = ServerConfig::new(link);
-    cfg.device.progress = Progress::Inline;
+    knobs.server(&mut cfg);
     cfg.clusters = clusters;
     cfg.ring = 64;
     cfg.workers = 1;
@@ -276,6 +352,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             OsString::from(link),
                             "--clusters".into(),
                             OsString::from(clusters.to_string()),
+                            "--adapt".into(),
+                            OsString::from(&args.adapt),
+                            "--progress".into(),
+                            OsString::from(&args.progress),
+                            "--buffer".into(),
+                            OsString::from(args.buffer.to_string()),
                         ],
                         Duration::from_secs(20),
                     )?;
@@ -293,6 +375,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 *pids.last().unwrap_or(&None),
             ));
         }
+    }
+    let knobs = Knobs::of(&args)?;
+    if let Some(idle) = args.idle {
+        let secs = Duration::from_secs_f64(idle);
+        let clients = args.clients.first().copied().unwrap_or(1);
+        for (link, kind, _, addr, pid) in &weft_servers {
+            for mode in &args.mode {
+                let dispatched = mode == "dispatched";
+                let (client, server) =
+                    idle_run(*kind, *addr, *pid, dispatched, knobs, clients, secs)
+                        .with_context(|| format!("weft {link} idle"))?;
+                let row = IdleRow {
+                    link: link.clone(),
+                    mode: mode.clone(),
+                    adapt: args.adapt.clone(),
+                    progress: args.progress.clone(),
+                    clients,
+                    seconds: idle,
+                    client_cores: client,
+                    server_cores: server,
+                };
+                if args.json {
+                    println!("{}", serde_json::to_string(&row)?);
+                }
+                eprintln!(
+                    "idle {link} {mode} adapt {} progress {} x{clients}: client {:.2} % of a core, server {} % of a core",
+                    args.adapt,
+                    args.progress,
+                    client * 100.0,
+                    server.map_or("-".into(), |s| format!("{:.2}", s * 100.0)),
+                );
+            }
+        }
+        return Ok(());
     }
     // gRPC servers: loopback TCP (or the given --grpc-server), and with --local one
     // on a unix domain socket.
@@ -365,6 +481,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             &mix,
                             (clients, outstanding, size),
                             (batching, dispatched),
+                            knobs,
                             warm,
                             secs,
                             &cpu,
@@ -382,6 +499,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             r,
                         );
                         row.mode = mode.clone();
+                        row.adapt = args.adapt.clone();
                         row.round = round;
                         emit(&row)?;
                         rows.push(row);
@@ -396,6 +514,68 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print_medians(&med, args.rounds);
     ratios(&med);
     Ok(())
+}
+
+/// What `--idle` measured: the CPU of both processes while connected and idle.
+#[derive(Debug, Clone, Serialize)]
+struct IdleRow {
+    link: String,
+    mode: String,
+    adapt: String,
+    progress: String,
+    clients: usize,
+    seconds: f64,
+    /// CPU of the client process over the idle seconds, in cores.
+    client_cores: f64,
+    /// The same of the server process (`--local` only).
+    server_cores: Option<f64>,
+}
+
+/// Connect `clients` clients, make 100 calls on each, let everything settle, then
+/// read both processes' CPU clocks across `secs` of idleness. In cores.
+fn idle_run(
+    kind: LinkKind,
+    addr: SocketAddr,
+    server_pid: Option<u32>,
+    dispatched: bool,
+    knobs: Knobs,
+    clients: usize,
+    secs: Duration,
+) -> anyhow::Result<(f64, Option<f64>)> {
+    use crate::perf::cpu::process_cpu;
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        let mut cfg = ClientConfig::new(kind);
+        knobs.client(&mut cfg);
+        cfg.mode = if dispatched {
+            Mode::Dispatched
+        } else {
+            Mode::Direct
+        };
+        cfg.ring = 64;
+        cfg.default_timeout = Some(Duration::from_secs(10));
+        let c = Client::connect(addr, cfg)?;
+        for _ in 0..100 {
+            c.call(NULL, b"before the idle seconds").wait()?;
+        }
+        conns.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (c0, s0) = (
+        process_cpu(None),
+        server_pid.and_then(|p| process_cpu(Some(p))),
+    );
+    let t0 = Instant::now();
+    std::thread::sleep(secs);
+    let (c1, s1) = (
+        process_cpu(None),
+        server_pid.and_then(|p| process_cpu(Some(p))),
+    );
+    let wall = t0.elapsed().as_secs_f64();
+    let cores =
+        |a: Option<Duration>, b: Option<Duration>| Some(b?.saturating_sub(a?).as_secs_f64() / wall);
+    drop(conns);
+    Ok((cores(c0, c1).unwrap_or(0.0), cores(s0, s1)))
 }
 
 /// Where a gRPC client connects.
@@ -646,6 +826,7 @@ fn row(
         p99_us: p99,
         mean_us: mean,
         round: 0,
+        adapt: "-".to_string(),
         cpu_client_us_per_call: m.cpu.map(|c| c.cpu_client_us_per_op),
         cpu_server_us_per_call: m.cpu.and_then(|c| c.cpu_server_us_per_op),
         calls_per_cpu_s: m.cpu.map(|c| c.ops_per_cpu_s),
@@ -745,6 +926,7 @@ fn weft_run(
     mix: &str,
     (clients, outstanding, size): (usize, usize, usize),
     (batching, dispatched): (bool, bool),
+    knobs: Knobs,
     warm: Duration,
     secs: Duration,
     cpu: &Arc<CpuWindow>,
@@ -759,7 +941,7 @@ fn weft_run(
             let mix = mix.to_string();
             std::thread::spawn(move || -> anyhow::Result<Measured> {
                 let mut cfg = ClientConfig::new(kind);
-                cfg.device.progress = Progress::Inline;
+                knobs.client(&mut cfg);
                 // Dispatched: a dispatcher thread polls (and runs the engine) and
                 // this thread sleeps in `take` when it has all its calls out.
                 cfg.mode = if dispatched {
@@ -1104,7 +1286,7 @@ fn serve(what: &str, args: &Args) -> anyhow::Result<()> {
             let clusters = args.clusters.first().copied().unwrap_or(1);
             let server = Server::start(
                 Arc::new(BenchService::new()),
-                weft_server_config(kind, clusters),
+                weft_server_config(kind, clusters, Knobs::of(args)?),
                 SocketAddr::from(([127, 0, 0, 1], args.port)),
             )?;
             announce_ready(server.local_addr().port())?;
