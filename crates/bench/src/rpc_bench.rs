@@ -127,6 +127,10 @@ pub struct Args {
     /// seconds.
     #[arg(long)]
     pub idle: Option<f64>,
+    /// weft clients sleep this many µs before each call (sparse load: with
+    /// `--outstanding 1`, one call per pause plus round trip).
+    #[arg(long, default_value_t = 0)]
+    pub pace: u64,
 }
 
 /// weft's settings shared by client and server.
@@ -135,6 +139,7 @@ struct Knobs {
     adapt: bool,
     thread: bool,
     buffer: usize,
+    pace: Duration,
 }
 
 impl Knobs {
@@ -153,6 +158,7 @@ impl Knobs {
             adapt,
             thread,
             buffer: args.buffer,
+            pace: Duration::from_micros(args.pace),
         })
     }
 
@@ -206,6 +212,8 @@ pub struct Row {
     pub round: usize,
     /// weft: `--adapt` (on or off); gRPC: "-".
     pub adapt: String,
+    /// weft: `--pace` (µs before each call); gRPC: 0.
+    pub pace_us: u64,
     /// CPU µs per call of the client process over the measured seconds.
     pub cpu_client_us_per_call: Option<f64>,
     /// The same of the server process (`--local` only).
@@ -500,6 +508,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         );
                         row.mode = mode.clone();
                         row.adapt = args.adapt.clone();
+                        row.pace_us = args.pace;
                         row.round = round;
                         emit(&row)?;
                         rows.push(row);
@@ -827,6 +836,7 @@ fn row(
         mean_us: mean,
         round: 0,
         adapt: "-".to_string(),
+        pace_us: 0,
         cpu_client_us_per_call: m.cpu.map(|c| c.cpu_client_us_per_op),
         cpu_server_us_per_call: m.cpu.and_then(|c| c.cpu_server_us_per_op),
         calls_per_cpu_s: m.cpu.map(|c| c.ops_per_cpu_s),
@@ -969,6 +979,9 @@ fn weft_run(
                 let mut now = Instant::now();
                 while now < until {
                     while stream.outstanding() < outstanding {
+                        if !knobs.pace.is_zero() {
+                            std::thread::sleep(knobs.pace);
+                        }
                         let (m, p) = reqs.next();
                         let id = stream.call(m, &p)?;
                         issued.insert(id, Instant::now());

@@ -1047,7 +1047,7 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
         return;
     };
     let spin = inner.cfg.idle_spin;
-    let mut idle = IdleLoop::new(spin);
+    let mut idle = IdleLoop::new(spin, inner.channel.is_some());
     publish_idle(&inner, &idle);
     drop(inner);
     loop {
@@ -1070,7 +1070,7 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
         }
         match idle.empty() {
             Next::Spin => {
-                std::hint::spin_loop();
+                idle.pause();
                 continue;
             }
             // Armed before the last look: a completion that came before arming fires
@@ -1096,13 +1096,9 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
             }
             None => {
                 drop(inner);
-                // Inline progress with a fixed spin yields up to 1 ms before it
-                // parks (as before issue 16); the learned spin parks at once.
-                let yield_for = match spin {
-                    IdleSpin::Fixed(_) => Duration::from_millis(1),
-                    IdleSpin::Adaptive { .. } => Duration::ZERO,
-                };
-                if idle.idle_for() < yield_for {
+                // Inline progress: this thread runs the engine, so it yields (to
+                // the callers it wakes) up to 1 ms before it parks.
+                if idle.idle_for() < Duration::from_millis(1) {
                     std::thread::yield_now();
                 } else {
                     std::thread::park_timeout(Duration::from_micros(if quiet {

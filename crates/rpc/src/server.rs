@@ -637,7 +637,7 @@ fn head(s: &Arc<Shared>, ci: usize) {
     let mut conns: IdMap<HeadConn> = IdMap::default();
     let mut wcs: Vec<Completion> = Vec::with_capacity(POLL_BATCH);
     let mut scratch = Scratch::default();
-    let mut idle = IdleLoop::new(s.cfg.idle_spin);
+    let mut idle = IdleLoop::new(s.cfg.idle_spin, cl.channel.is_some());
     publish_idle(cl, &idle);
     let mut streak = 0u32;
     let (mut polls, mut busy) = (0u32, 0u32);
@@ -706,7 +706,7 @@ fn head(s: &Arc<Shared>, ci: usize) {
         } else {
             streak = 0;
             match idle.empty() {
-                Next::Spin => std::hint::spin_loop(),
+                Next::Spin => idle.pause(),
                 // Armed before the last look: a completion that came before arming
                 // fires nothing, and this loop's next poll finds it.
                 Next::Arm => {
@@ -715,16 +715,16 @@ fn head(s: &Arc<Shared>, ci: usize) {
                     }
                 }
                 Next::Block => {
-                    // A fixed spin: as before issue 16 (inline progress yields up to
-                    // 2 ms, then parks 200 µs at a time; a channel wait lasts 2 ms).
-                    // The learned spin parks at once, and sleeps longer the longer
-                    // the head has been idle (a quarter of it, see `idle_wait`).
+                    // Inline progress yields up to 2 ms (the head runs the engine),
+                    // then parks; a channel wait lasts 2 ms. With the learned spin,
+                    // the sleeps grow with the idle time (a quarter of it, see
+                    // `idle_wait`).
                     let idle_for = idle.idle_for();
-                    let (yield_for, longer) = match s.cfg.idle_spin {
-                        IdleSpin::Fixed(_) => (Duration::from_millis(2), None),
-                        IdleSpin::Adaptive { .. } => (Duration::ZERO, Some(idle_for / 4)),
+                    let longer = match s.cfg.idle_spin {
+                        IdleSpin::Fixed(_) => None,
+                        IdleSpin::Adaptive { .. } => Some(idle_for / 4),
                     };
-                    idle_wait(cl, idle_for, yield_for, longer.filter(|_| !stealing))
+                    idle_wait(cl, idle_for, longer.filter(|_| !stealing))
                 }
             }
         }
@@ -768,8 +768,9 @@ fn publish_idle(cl: &Cluster, idle: &IdleLoop) {
     cl.spin_budget_ns.store(ns, Ordering::Relaxed);
 }
 
-/// An idle head: block on the (armed) completion channel (engine thread) or park
-/// briefly (inline progress: the head is the engine, so it wakes to run it).
+/// An idle head: block on the (armed) completion channel (engine thread), or yield
+/// for the first 2 ms of idleness and then park briefly (inline progress: the head
+/// is the engine, so it wakes to run it).
 ///
 /// `longer`: sleep about this long (a quarter of the idle time so far), within
 /// bounds: a channel wait 2–16 ms (a new connection's first message fires the
@@ -777,7 +778,7 @@ fn publish_idle(cl: &Cluster, idle: &IdleLoop) {
 /// arrival after a long idleness waits up to 1 ms). So an idle server wakes about
 /// 60 times a second with an engine thread, 1000 with inline progress, instead of
 /// 500 and 5000. `None`: 2 ms and 200 µs.
-fn idle_wait(cl: &Cluster, idle: Duration, yield_for: Duration, longer: Option<Duration>) {
+fn idle_wait(cl: &Cluster, idle: Duration, longer: Option<Duration>) {
     const MS: Duration = Duration::from_millis(1);
     match &cl.channel {
         Some(ch) => {
@@ -788,7 +789,7 @@ fn idle_wait(cl: &Cluster, idle: Duration, yield_for: Duration, longer: Option<D
             }
         }
         None => {
-            if idle < yield_for {
+            if idle < 2 * MS {
                 std::thread::yield_now();
             } else {
                 let t = longer.map_or(MS / 5, |l| l.clamp(MS / 5, MS));
