@@ -72,7 +72,8 @@ pub struct Args {
     /// Null-RPC payload bytes.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     pub size: Vec<usize>,
-    /// Workloads: null, metadata.
+    /// Workloads: null, metadata, sizes (weft only: null calls cycling through every
+    /// `--size` on each connection).
     #[arg(long, value_delimiter = ',', default_value = "null,metadata")]
     pub mix: Vec<String>,
     /// weft server clusters.
@@ -140,6 +141,8 @@ struct Knobs {
     thread: bool,
     buffer: usize,
     pace: Duration,
+    /// `--size`, for `--mix sizes`.
+    sizes: &'static [usize],
 }
 
 impl Knobs {
@@ -159,6 +162,8 @@ impl Knobs {
             thread,
             buffer: args.buffer,
             pace: Duration::from_micros(args.pace),
+            // Once per run; the process ends soon after.
+            sizes: Box::leak(args.size.clone().into_boxed_slice()),
         })
     }
 
@@ -326,8 +331,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         v
     };
     for m in &args.mix {
-        if m != "null" && m != "metadata" {
-            bail!("unknown mix {m:?} (null or metadata)");
+        if m != "null" && m != "metadata" && m != "sizes" {
+            bail!("unknown mix {m:?} (null, metadata or sizes)");
         }
     }
     let secs = Duration::from_secs_f64(args.seconds);
@@ -335,6 +340,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let grpc_on = args.baseline.as_deref() == Some("grpc") || args.grpc_server.is_some();
     if let Some(b) = args.baseline.as_deref().filter(|b| *b != "grpc") {
         bail!("unknown baseline {b:?} (grpc)");
+    }
+    if grpc_on && args.mix.iter().any(|m| m == "sizes") {
+        bail!("--mix sizes is weft only (no --baseline / --grpc-server)");
     }
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
@@ -894,15 +902,24 @@ fn ratios(med: &[Summary]) {
 struct Requests {
     mix: bool,
     payload: Vec<u8>,
+    /// `--mix sizes`: the payload sizes to cycle through on one connection.
+    cycle: Vec<usize>,
     work: Workload,
     i: u64,
 }
 
 impl Requests {
-    fn new(mix: &str, size: usize, client: usize) -> Requests {
+    fn new(mix: &str, size: usize, client: usize, sizes: &[usize]) -> Requests {
+        let cycle: Vec<usize> = if mix == "sizes" {
+            sizes.to_vec()
+        } else {
+            Vec::new()
+        };
+        let largest = cycle.iter().copied().max().unwrap_or(size);
         Requests {
             mix: mix == "metadata",
-            payload: (0..size).map(|i| i as u8).collect(),
+            cycle,
+            payload: (0..largest).map(|i| i as u8).collect(),
             work: Workload::new(client),
             i: 0,
         }
@@ -923,8 +940,11 @@ impl Requests {
         self.i += 1;
         if self.mix {
             self.work.mix_request(i)
-        } else {
+        } else if self.cycle.is_empty() {
             (NULL, self.payload.clone())
+        } else {
+            let n = self.cycle[(i % self.cycle.len() as u64) as usize];
+            (NULL, self.payload[..n].to_vec())
         }
     }
 }
@@ -965,7 +985,7 @@ fn weft_run(
                 cfg.default_timeout = Some(Duration::from_secs(10));
                 let client = Client::connect(addr, cfg)?;
                 // Each run gets fresh workload directories.
-                let mut reqs = Requests::new(&mix, size, run * 1000 + c);
+                let mut reqs = Requests::new(&mix, size, run * 1000 + c, knobs.sizes);
                 if let Some((m, p)) = reqs.setup() {
                     client.call(m, &p).wait()?;
                 }
@@ -1234,7 +1254,7 @@ fn grpc_run(
                 let mix = mix.to_string();
                 // A workload per task: gRPC gives no order between a channel's
                 // concurrent calls, so each task runs its own sequence.
-                let mut reqs = Requests::new(&mix, size, 500_000 + run * 10_000 + c * 100 + t);
+                let mut reqs = Requests::new(&mix, size, 500_000 + run * 10_000 + c * 100 + t, &[]);
                 tasks.push(tokio::spawn(async move {
                     let mut grpc = tonic::client::Grpc::new(ch);
                     let call = |m: u32, p: Vec<u8>| {

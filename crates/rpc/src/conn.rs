@@ -323,7 +323,7 @@ impl Buffers {
         self.recv.read(slot * self.buf, out).ok()?;
         if let Some(t) = t {
             self.policy.recv_copy.add(len, ns(t));
-            self.policy.update();
+            self.policy.sampled();
         }
         // The slot is free again: repost it before anything is answered (the answer
         // returns the credit, and the peer may use it at once).
@@ -364,7 +364,7 @@ impl Buffers {
             post(qp, wr)?;
             if let Some(t) = t {
                 self.policy.inline_post.add(msg.len(), ns(t));
-                self.policy.update();
+                self.policy.sampled();
             }
             return Ok(());
         }
@@ -382,7 +382,7 @@ impl Buffers {
                 post(qp, wr).inspect_err(|_| self.free.push(slot))?;
                 if let Some(t) = t {
                     self.policy.slot_post.add(msg.len(), ns(t));
-                    self.policy.update();
+                    self.policy.sampled();
                     if let Some(s) = self.slot_sent.get_mut(slot as usize) {
                         *s = Some((Instant::now(), msg.len()));
                     }
@@ -416,7 +416,7 @@ impl Buffers {
                     if let Some(c) = completion_ns {
                         self.policy.completion.add(0, c);
                     }
-                    self.policy.update();
+                    self.policy.sampled();
                 }
                 self.free.push(slot as u32);
             }
@@ -438,7 +438,7 @@ impl Buffers {
             .register(msg, Access::LOCAL_WRITE | Access::REMOTE_READ);
         if let Some(t) = t {
             self.policy.register.add(len as usize, ns(t));
-            self.policy.update();
+            self.policy.sampled();
         }
         let d = Rendezvous {
             addr: mr.addr(),
@@ -496,7 +496,7 @@ impl Buffers {
         let (mr, cookie, started) = self.reads.remove(&untag(wr_id))?;
         if self.policy.adaptive() {
             self.policy.read.add(mr.len(), ns(started));
-            self.policy.update();
+            self.policy.sampled();
         }
         Some((mr.into_vec()?, cookie))
     }
