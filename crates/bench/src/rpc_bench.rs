@@ -36,7 +36,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_rpc::{
-    CallContext, Client, ClientConfig, Exec, LinkKind, Method, Mode, Progress, Server,
+    CallContext, Client, ClientConfig, Exec, IdleSpin, LinkKind, Method, Mode, Progress, Server,
     ServerConfig, Service, Status,
 };
 
@@ -72,7 +72,8 @@ pub struct Args {
     /// Null-RPC payload bytes.
     #[arg(long, value_delimiter = ',', default_value = "32")]
     pub size: Vec<usize>,
-    /// Workloads: null, metadata.
+    /// Workloads: null, metadata, sizes (weft only: null calls cycling through every
+    /// `--size` on each connection).
     #[arg(long, value_delimiter = ',', default_value = "null,metadata")]
     pub mix: Vec<String>,
     /// weft server clusters.
@@ -107,6 +108,90 @@ pub struct Args {
     /// ready line then says port 0).
     #[arg(long)]
     pub unix: Option<std::path::PathBuf>,
+    /// weft's adaptive choices (issue 16): `on` (the default: learned idle spins,
+    /// inline and rendezvous sizes from measured costs) or `off` (the constants
+    /// before: a 50 µs idle spin, the protocol's limits as thresholds). Both the
+    /// client and the `--local` server.
+    #[arg(long, default_value = "on")]
+    pub adapt: String,
+    /// weft progress of client and server: inline (each poller runs the engine) or
+    /// thread (an engine thread per device; the server heads block on completion
+    /// channels).
+    #[arg(long, default_value = "inline")]
+    pub progress: String,
+    /// weft receive buffer bytes, client and server (larger messages go by
+    /// rendezvous).
+    #[arg(long, default_value_t = 4096)]
+    pub buffer: usize,
+    /// Instead of calls: connect one client per `--clients` to each weft server,
+    /// make 100 calls, then measure the CPU of both processes over this many idle
+    /// seconds.
+    #[arg(long)]
+    pub idle: Option<f64>,
+    /// weft clients sleep this many µs before each call (sparse load: with
+    /// `--outstanding 1`, one call per pause plus round trip).
+    #[arg(long, default_value_t = 0)]
+    pub pace: u64,
+}
+
+/// weft's settings shared by client and server.
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    adapt: bool,
+    thread: bool,
+    buffer: usize,
+    pace: Duration,
+    /// `--size`, for `--mix sizes`.
+    sizes: &'static [usize],
+}
+
+impl Knobs {
+    fn of(args: &Args) -> anyhow::Result<Knobs> {
+        let adapt = match args.adapt.as_str() {
+            "on" => true,
+            "off" => false,
+            a => bail!("unknown --adapt {a:?} (on or off)"),
+        };
+        let thread = match args.progress.as_str() {
+            "inline" => false,
+            "thread" => true,
+            p => bail!("unknown --progress {p:?} (inline or thread)"),
+        };
+        Ok(Knobs {
+            adapt,
+            thread,
+            buffer: args.buffer,
+            pace: Duration::from_micros(args.pace),
+            // Once per run; the process ends soon after.
+            sizes: Box::leak(args.size.clone().into_boxed_slice()),
+        })
+    }
+
+    fn server(&self, cfg: &mut ServerConfig) {
+        cfg.device.progress = self.progress();
+        cfg.buffer_size = self.buffer;
+        cfg.adaptive_thresholds = self.adapt;
+        if !self.adapt {
+            cfg.idle_spin = IdleSpin::FIXED_BEFORE;
+        }
+    }
+
+    fn client(&self, cfg: &mut ClientConfig) {
+        cfg.device.progress = self.progress();
+        cfg.buffer_size = self.buffer;
+        cfg.adaptive_thresholds = self.adapt;
+        if !self.adapt {
+            cfg.idle_spin = IdleSpin::FIXED_BEFORE;
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        if self.thread {
+            Progress::Thread
+        } else {
+            Progress::Inline
+        }
+    }
 }
 
 /// One configuration's result.
@@ -130,6 +215,10 @@ pub struct Row {
     pub mean_us: f64,
     /// Which of `--rounds` this is (0-based).
     pub round: usize,
+    /// weft: `--adapt` (on or off); gRPC: "-".
+    pub adapt: String,
+    /// weft: `--pace` (µs before each call); gRPC: 0.
+    pub pace_us: u64,
     /// CPU µs per call of the client process over the measured seconds.
     pub cpu_client_us_per_call: Option<f64>,
     /// The same of the server process (`--local` only).
@@ -189,9 +278,9 @@ fn link_kind(s: &str) -> anyhow::Result<LinkKind> {
 
 /// The weft server of the benchmark: inline progress (each head runs its device's
 /// engine), 64-deep rings.
-fn weft_server_config(link: LinkKind, clusters: usize) -> ServerConfig {
+fn weft_server_config(link: LinkKind, clusters: usize, knobs: Knobs) -> ServerConfig {
     let mut cfg = ServerConfig::new(link);
-    cfg.device.progress = Progress::Inline;
+    knobs.server(&mut cfg);
     cfg.clusters = clusters;
     cfg.ring = 64;
     cfg.workers = 1;
@@ -242,8 +331,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         v
     };
     for m in &args.mix {
-        if m != "null" && m != "metadata" {
-            bail!("unknown mix {m:?} (null or metadata)");
+        if m != "null" && m != "metadata" && m != "sizes" {
+            bail!("unknown mix {m:?} (null, metadata or sizes)");
         }
     }
     let secs = Duration::from_secs_f64(args.seconds);
@@ -251,6 +340,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let grpc_on = args.baseline.as_deref() == Some("grpc") || args.grpc_server.is_some();
     if let Some(b) = args.baseline.as_deref().filter(|b| *b != "grpc") {
         bail!("unknown baseline {b:?} (grpc)");
+    }
+    if grpc_on && args.mix.iter().any(|m| m == "sizes") {
+        bail!("--mix sizes is weft only (no --baseline / --grpc-server)");
     }
     if args.rounds == 0 {
         bail!("--rounds must be at least 1");
@@ -276,6 +368,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             OsString::from(link),
                             "--clusters".into(),
                             OsString::from(clusters.to_string()),
+                            "--adapt".into(),
+                            OsString::from(&args.adapt),
+                            "--progress".into(),
+                            OsString::from(&args.progress),
+                            "--buffer".into(),
+                            OsString::from(args.buffer.to_string()),
                         ],
                         Duration::from_secs(20),
                     )?;
@@ -293,6 +391,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 *pids.last().unwrap_or(&None),
             ));
         }
+    }
+    let knobs = Knobs::of(&args)?;
+    if let Some(idle) = args.idle {
+        let secs = Duration::from_secs_f64(idle);
+        let clients = args.clients.first().copied().unwrap_or(1);
+        for (link, kind, _, addr, pid) in &weft_servers {
+            for mode in &args.mode {
+                let dispatched = mode == "dispatched";
+                let (client, server) =
+                    idle_run(*kind, *addr, *pid, dispatched, knobs, clients, secs)
+                        .with_context(|| format!("weft {link} idle"))?;
+                let row = IdleRow {
+                    link: link.clone(),
+                    mode: mode.clone(),
+                    adapt: args.adapt.clone(),
+                    progress: args.progress.clone(),
+                    clients,
+                    seconds: idle,
+                    client_cores: client,
+                    server_cores: server,
+                };
+                if args.json {
+                    println!("{}", serde_json::to_string(&row)?);
+                }
+                eprintln!(
+                    "idle {link} {mode} adapt {} progress {} x{clients}: client {:.2} % of a core, server {} % of a core",
+                    args.adapt,
+                    args.progress,
+                    client * 100.0,
+                    server.map_or("-".into(), |s| format!("{:.2}", s * 100.0)),
+                );
+            }
+        }
+        return Ok(());
     }
     // gRPC servers: loopback TCP (or the given --grpc-server), and with --local one
     // on a unix domain socket.
@@ -365,6 +497,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             &mix,
                             (clients, outstanding, size),
                             (batching, dispatched),
+                            knobs,
                             warm,
                             secs,
                             &cpu,
@@ -382,6 +515,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             r,
                         );
                         row.mode = mode.clone();
+                        row.adapt = args.adapt.clone();
+                        row.pace_us = args.pace;
                         row.round = round;
                         emit(&row)?;
                         rows.push(row);
@@ -396,6 +531,68 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print_medians(&med, args.rounds);
     ratios(&med);
     Ok(())
+}
+
+/// What `--idle` measured: the CPU of both processes while connected and idle.
+#[derive(Debug, Clone, Serialize)]
+struct IdleRow {
+    link: String,
+    mode: String,
+    adapt: String,
+    progress: String,
+    clients: usize,
+    seconds: f64,
+    /// CPU of the client process over the idle seconds, in cores.
+    client_cores: f64,
+    /// The same of the server process (`--local` only).
+    server_cores: Option<f64>,
+}
+
+/// Connect `clients` clients, make 100 calls on each, let everything settle, then
+/// read both processes' CPU clocks across `secs` of idleness. In cores.
+fn idle_run(
+    kind: LinkKind,
+    addr: SocketAddr,
+    server_pid: Option<u32>,
+    dispatched: bool,
+    knobs: Knobs,
+    clients: usize,
+    secs: Duration,
+) -> anyhow::Result<(f64, Option<f64>)> {
+    use crate::perf::cpu::process_cpu;
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        let mut cfg = ClientConfig::new(kind);
+        knobs.client(&mut cfg);
+        cfg.mode = if dispatched {
+            Mode::Dispatched
+        } else {
+            Mode::Direct
+        };
+        cfg.ring = 64;
+        cfg.default_timeout = Some(Duration::from_secs(10));
+        let c = Client::connect(addr, cfg)?;
+        for _ in 0..100 {
+            c.call(NULL, b"before the idle seconds").wait()?;
+        }
+        conns.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (c0, s0) = (
+        process_cpu(None),
+        server_pid.and_then(|p| process_cpu(Some(p))),
+    );
+    let t0 = Instant::now();
+    std::thread::sleep(secs);
+    let (c1, s1) = (
+        process_cpu(None),
+        server_pid.and_then(|p| process_cpu(Some(p))),
+    );
+    let wall = t0.elapsed().as_secs_f64();
+    let cores =
+        |a: Option<Duration>, b: Option<Duration>| Some(b?.saturating_sub(a?).as_secs_f64() / wall);
+    drop(conns);
+    Ok((cores(c0, c1).unwrap_or(0.0), cores(s0, s1)))
 }
 
 /// Where a gRPC client connects.
@@ -646,6 +843,8 @@ fn row(
         p99_us: p99,
         mean_us: mean,
         round: 0,
+        adapt: "-".to_string(),
+        pace_us: 0,
         cpu_client_us_per_call: m.cpu.map(|c| c.cpu_client_us_per_op),
         cpu_server_us_per_call: m.cpu.and_then(|c| c.cpu_server_us_per_op),
         calls_per_cpu_s: m.cpu.map(|c| c.ops_per_cpu_s),
@@ -703,15 +902,24 @@ fn ratios(med: &[Summary]) {
 struct Requests {
     mix: bool,
     payload: Vec<u8>,
+    /// `--mix sizes`: the payload sizes to cycle through on one connection.
+    cycle: Vec<usize>,
     work: Workload,
     i: u64,
 }
 
 impl Requests {
-    fn new(mix: &str, size: usize, client: usize) -> Requests {
+    fn new(mix: &str, size: usize, client: usize, sizes: &[usize]) -> Requests {
+        let cycle: Vec<usize> = if mix == "sizes" {
+            sizes.to_vec()
+        } else {
+            Vec::new()
+        };
+        let largest = cycle.iter().copied().max().unwrap_or(size);
         Requests {
             mix: mix == "metadata",
-            payload: (0..size).map(|i| i as u8).collect(),
+            cycle,
+            payload: (0..largest).map(|i| i as u8).collect(),
             work: Workload::new(client),
             i: 0,
         }
@@ -732,8 +940,11 @@ impl Requests {
         self.i += 1;
         if self.mix {
             self.work.mix_request(i)
-        } else {
+        } else if self.cycle.is_empty() {
             (NULL, self.payload.clone())
+        } else {
+            let n = self.cycle[(i % self.cycle.len() as u64) as usize];
+            (NULL, self.payload[..n].to_vec())
         }
     }
 }
@@ -745,6 +956,7 @@ fn weft_run(
     mix: &str,
     (clients, outstanding, size): (usize, usize, usize),
     (batching, dispatched): (bool, bool),
+    knobs: Knobs,
     warm: Duration,
     secs: Duration,
     cpu: &Arc<CpuWindow>,
@@ -759,7 +971,7 @@ fn weft_run(
             let mix = mix.to_string();
             std::thread::spawn(move || -> anyhow::Result<Measured> {
                 let mut cfg = ClientConfig::new(kind);
-                cfg.device.progress = Progress::Inline;
+                knobs.client(&mut cfg);
                 // Dispatched: a dispatcher thread polls (and runs the engine) and
                 // this thread sleeps in `take` when it has all its calls out.
                 cfg.mode = if dispatched {
@@ -773,7 +985,7 @@ fn weft_run(
                 cfg.default_timeout = Some(Duration::from_secs(10));
                 let client = Client::connect(addr, cfg)?;
                 // Each run gets fresh workload directories.
-                let mut reqs = Requests::new(&mix, size, run * 1000 + c);
+                let mut reqs = Requests::new(&mix, size, run * 1000 + c, knobs.sizes);
                 if let Some((m, p)) = reqs.setup() {
                     client.call(m, &p).wait()?;
                 }
@@ -787,6 +999,9 @@ fn weft_run(
                 let mut now = Instant::now();
                 while now < until {
                     while stream.outstanding() < outstanding {
+                        if !knobs.pace.is_zero() {
+                            std::thread::sleep(knobs.pace);
+                        }
                         let (m, p) = reqs.next();
                         let id = stream.call(m, &p)?;
                         issued.insert(id, Instant::now());
@@ -1039,7 +1254,7 @@ fn grpc_run(
                 let mix = mix.to_string();
                 // A workload per task: gRPC gives no order between a channel's
                 // concurrent calls, so each task runs its own sequence.
-                let mut reqs = Requests::new(&mix, size, 500_000 + run * 10_000 + c * 100 + t);
+                let mut reqs = Requests::new(&mix, size, 500_000 + run * 10_000 + c * 100 + t, &[]);
                 tasks.push(tokio::spawn(async move {
                     let mut grpc = tonic::client::Grpc::new(ch);
                     let call = |m: u32, p: Vec<u8>| {
@@ -1104,7 +1319,7 @@ fn serve(what: &str, args: &Args) -> anyhow::Result<()> {
             let clusters = args.clusters.first().copied().unwrap_or(1);
             let server = Server::start(
                 Arc::new(BenchService::new()),
-                weft_server_config(kind, clusters),
+                weft_server_config(kind, clusters, Knobs::of(args)?),
                 SocketAddr::from(([127, 0, 0, 1], args.port)),
             )?;
             announce_ready(server.local_addr().port())?;

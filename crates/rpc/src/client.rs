@@ -24,6 +24,7 @@
 
 use crate::conn::{Buffers, DeviceOptions, Hello};
 use crate::frame::{frames, Header, Kind, Rendezvous, HEADER_LEN};
+use crate::idle::{IdleLoop, IdleSpin, Next};
 use crate::metrics::Registry;
 use crate::status::{Code, Status};
 use crate::IdMap;
@@ -32,7 +33,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
@@ -85,8 +86,13 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Largest request (sent by rendezvous when larger than the server's buffer).
     pub max_message: usize,
-    /// How long an idle dispatcher polls before it blocks.
-    pub idle_spin: Duration,
+    /// How long an idle dispatcher polls before it blocks: learned by default
+    /// ([`IdleSpin::Adaptive`]), or fixed.
+    pub idle_spin: IdleSpin,
+    /// Choose which messages go inline and which by rendezvous from costs measured
+    /// on the connection (within the protocol's limits: the QP's inline limit, the
+    /// server's buffer); `false`: those limits themselves.
+    pub adaptive_thresholds: bool,
 }
 
 impl ClientConfig {
@@ -106,7 +112,8 @@ impl ClientConfig {
             default_timeout: None,
             connect_timeout: Duration::from_secs(5),
             max_message: 64 << 20,
-            idle_spin: Duration::from_micros(50),
+            idle_spin: IdleSpin::default(),
+            adaptive_thresholds: true,
         }
     }
 }
@@ -136,6 +143,21 @@ pub struct ClientStats {
     pub rendezvous_in: u64,
     /// Credits now (messages that may still be sent unanswered).
     pub credits: u64,
+    /// Idle periods of the dispatcher ([`Mode::Dispatched`]) that ended with a
+    /// completion found while it spun.
+    pub idle_spun: u64,
+    /// Idle periods of the dispatcher that ended with a completion after it blocked.
+    pub idle_blocked: u64,
+    /// The dispatcher's spin for its next idle period ([`ClientConfig::idle_spin`];
+    /// zero in direct mode).
+    pub spin_budget: Duration,
+    /// Requests up to this many bytes go inline.
+    pub inline_max: u64,
+    /// Requests up to this many bytes go eager (a SEND into the server's buffer);
+    /// larger ones by rendezvous. At most the server's buffer.
+    pub eager_max: u64,
+    /// Times the connection moved `inline_max` or `eager_max`.
+    pub threshold_changes: u64,
 }
 
 type Outcome = Result<Vec<u8>, Status>;
@@ -217,6 +239,10 @@ struct Conn {
     /// on a busy host, a poller that never yields can keep the peer it waits for
     /// off the CPU for a whole time slice).
     idle_polls: u32,
+    /// Polls, for sampling.
+    polls: u32,
+    /// The last measured cost of a completion to the poller (ns).
+    completion_ns: Option<f64>,
     stats: ClientStats,
 }
 
@@ -231,6 +257,9 @@ struct Inner {
     dispatcher: Mutex<Option<JoinHandle<()>>>,
     dispatcher_thread: Mutex<Option<std::thread::Thread>>,
     peer_ring: usize,
+    idle_spun: AtomicU64,
+    idle_blocked: AtomicU64,
+    spin_budget_ns: AtomicU64,
 }
 
 /// A connection to a server. Cheap to clone (clones share the connection).
@@ -299,13 +328,13 @@ impl Client {
             ..ConnParam::default()
         };
         cm::init_qp(&mut qp, &param).map_err(|e| Status::internal(format!("init_qp: {e}")))?;
-        let mut bufs = Buffers::new(&pd, cfg.ring, cfg.buffer_size);
+        let mut bufs = Buffers::new(&pd, cfg.ring, cfg.buffer_size, cfg.adaptive_thresholds);
         bufs.post_ring(&mut qp)?;
         let connection = cm::connect(&mut qp, addr, &param)
             .map_err(|e| Status::unavailable(format!("connecting to {addr}: {e}")))?;
         let server = Hello::decode(&connection.remote().private_data)
             .map_err(|why| Status::unavailable(format!("{addr}: {why}")))?;
-        bufs.peer_buf = server.buf as usize;
+        bufs.set_peer_buf(server.buf as usize);
         let credits = usize::from(server.ring).min(cfg.ring);
         let now = Instant::now();
         let conn = Conn {
@@ -330,6 +359,8 @@ impl Client {
             deadlines: 0,
             next_deadline_check: now,
             idle_polls: 0,
+            polls: 0,
+            completion_ns: None,
             stats: ClientStats::default(),
         };
         let inner = Arc::new(Inner {
@@ -342,6 +373,9 @@ impl Client {
             dispatcher: Mutex::new(None),
             dispatcher_thread: Mutex::new(None),
             peer_ring: usize::from(server.ring),
+            idle_spun: AtomicU64::new(0),
+            idle_blocked: AtomicU64::new(0),
+            spin_budget_ns: AtomicU64::new(0),
         });
         if inner.cfg.mode == Mode::Dispatched {
             let weak = Arc::downgrade(&inner);
@@ -433,6 +467,13 @@ impl Client {
         let c = lock(&self.inner.conn);
         let mut s = c.stats;
         s.credits = c.credits as u64;
+        s.inline_max = c.bufs.policy.inline_max() as u64;
+        s.eager_max = c.bufs.eager_max() as u64;
+        s.threshold_changes = c.bufs.policy.changes;
+        let i = &self.inner;
+        s.idle_spun = i.idle_spun.load(Ordering::Relaxed);
+        s.idle_blocked = i.idle_blocked.load(Ordering::Relaxed);
+        s.spin_budget = Duration::from_nanos(i.spin_budget_ns.load(Ordering::Relaxed));
         s
     }
 
@@ -568,7 +609,7 @@ impl Conn {
         if !inner.cfg.batching
             && self.backlog.is_empty()
             && self.credits > 0
-            && frame.len() <= self.bufs.peer_buf
+            && frame.len() <= self.bufs.eager_max()
         {
             // The common case: straight out, no copy but into registered memory.
             let Conn { qp, bufs, .. } = self;
@@ -603,9 +644,11 @@ impl Conn {
             };
             let mut out = std::mem::take(&mut self.out);
             out.clear();
-            if first.bytes.len() > self.bufs.peer_buf {
-                // Too large for the server's buffer: it READs it from here, a few at
-                // a time (later calls wait behind it, in order).
+            let eager_max = self.bufs.eager_max();
+            if first.bytes.len() > eager_max {
+                // Too large for the server's buffer, or cheaper by rendezvous here:
+                // it READs it from here, a few at a time (later calls wait behind
+                // it, in order).
                 if self.rndv_calls.len() >= crate::conn::MAX_RENDEZVOUS {
                     return;
                 }
@@ -620,7 +663,7 @@ impl Conn {
                 let mut n = 0;
                 while n < max_frames {
                     match self.backlog.front() {
-                        Some(o) if out.len() + o.bytes.len() <= self.bufs.peer_buf => {
+                        Some(o) if out.len() + o.bytes.len() <= eager_max => {
                             if let Some(o) = self.backlog.pop_front() {
                                 out.extend_from_slice(&o.bytes);
                                 n += 1;
@@ -654,7 +697,14 @@ impl Conn {
         }
         let mut wcs = std::mem::take(&mut self.wcs);
         wcs.clear();
+        self.polls = self.polls.wrapping_add(1);
+        let timed = (self.bufs.policy.adaptive() && self.polls % 16 == 0).then(Instant::now);
         let n = self.cq.poll(&mut wcs, 32);
+        if let Some(t) = timed.filter(|_| n > 0) {
+            // What a completion costs the poller (with inline progress, the engine
+            // pass that made it too).
+            self.completion_ns = Some(t.elapsed().as_nanos() as f64 / n as f64);
+        }
         if n == 0 {
             self.idle_polls = self.idle_polls.wrapping_add(1);
         } else {
@@ -786,7 +836,7 @@ impl Conn {
                 }
                 self.drain(inner);
             }
-            _ => self.bufs.send_done(wc.wr_id),
+            _ => self.bufs.send_done(wc.wr_id, self.completion_ns),
         }
     }
 
@@ -983,8 +1033,23 @@ impl Conn {
     }
 }
 
+/// The dispatcher's idle counts and next spin, for [`Client::stats`].
+fn publish_idle(inner: &Inner, idle: &IdleLoop) {
+    let c = idle.counts();
+    inner.idle_spun.store(c.spun, Ordering::Relaxed);
+    inner.idle_blocked.store(c.blocked, Ordering::Relaxed);
+    let ns = idle.budget().as_nanos().min(u128::from(u64::MAX)) as u64;
+    inner.spin_budget_ns.store(ns, Ordering::Relaxed);
+}
+
 fn dispatcher(weak: &std::sync::Weak<Inner>) {
-    let mut idle_since: Option<Instant> = None;
+    let Some(inner) = weak.upgrade() else {
+        return;
+    };
+    let spin = inner.cfg.idle_spin;
+    let mut idle = IdleLoop::new(spin, inner.channel.is_some());
+    publish_idle(&inner, &idle);
+    drop(inner);
     loop {
         let Some(inner) = weak.upgrade() else {
             return;
@@ -992,15 +1057,31 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
         if inner.stop.load(Ordering::Relaxed) {
             return;
         }
-        let busy = lock(&inner.conn).drive(&inner);
+        let (busy, fired) = {
+            let mut c = lock(&inner.conn);
+            let busy = c.drive(&inner);
+            (busy, c.cq.fired_us())
+        };
         if busy {
-            idle_since = None;
+            if idle.event(inner.channel.as_ref().map(|_| fired)) {
+                publish_idle(&inner, &idle);
+            }
             continue;
         }
-        let since = *idle_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < inner.cfg.idle_spin {
-            std::hint::spin_loop();
-            continue;
+        match idle.empty() {
+            Next::Spin => {
+                idle.pause();
+                continue;
+            }
+            // Armed before the last look: a completion that came before arming fires
+            // nothing, and the next drive finds it.
+            Next::Arm => {
+                if inner.channel.is_some() {
+                    lock(&inner.conn).cq.req_notify();
+                }
+                continue;
+            }
+            Next::Block => {}
         }
         let quiet = {
             let c = lock(&inner.conn);
@@ -1008,7 +1089,6 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
         };
         match &inner.channel {
             Some(ch) => {
-                lock(&inner.conn).cq.req_notify();
                 let ch = ch.clone();
                 let t = if quiet { 20 } else { 1 };
                 drop(inner);
@@ -1016,7 +1096,9 @@ fn dispatcher(weak: &std::sync::Weak<Inner>) {
             }
             None => {
                 drop(inner);
-                if since.elapsed() < Duration::from_millis(1) {
+                // Inline progress: this thread runs the engine, so it yields (to
+                // the callers it wakes) up to 1 ms before it parks.
+                if idle.idle_for() < Duration::from_millis(1) {
                     std::thread::yield_now();
                 } else {
                     std::thread::park_timeout(Duration::from_micros(if quiet {

@@ -10,10 +10,12 @@
 //! server without a posted receive, and an answer never finds the client without one:
 //! neither side can be overrun, and the answer *is* the credit return.
 
+use crate::adapt::SendPolicy;
 use crate::frame::{Header, Kind, Rendezvous};
 use crate::status::Status;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
 use weft_verbs::{
     Access, Completion, Context, DeviceConfig, LinkKind, MemoryRegion, Progress, ProtectionDomain,
     QueuePair, RecvWr, SendWr, WrOp, MAX_INLINE,
@@ -175,6 +177,16 @@ pub(crate) const TAG_SEND_OVERFLOW: u64 = 2;
 pub(crate) const TAG_INLINE: u64 = 3;
 pub(crate) const TAG_READ: u64 = 4;
 
+/// One message in this many is timed for the send policy ([`SendPolicy`]).
+const SAMPLE_EVERY: u32 = 16;
+/// One timed send in this many small enough for either takes the other of inline
+/// and slot, so both costs stay known.
+const EXPLORE_EVERY: u32 = 4;
+
+fn ns(since: Instant) -> f64 {
+    since.elapsed().as_nanos() as f64
+}
+
 pub(crate) fn tag(wr_id: u64) -> u64 {
     wr_id >> TAG_SHIFT
 }
@@ -195,6 +207,14 @@ pub(crate) struct Buffers {
     pub ring: usize,
     /// The peer's receive buffer size: our largest SEND.
     pub peer_buf: usize,
+    /// Inline or slot, eager or rendezvous: chosen from costs measured here.
+    pub policy: SendPolicy,
+    /// Messages seen, for sampling.
+    sampled: u32,
+    /// When a timed slot send was posted, and its length, by slot.
+    slot_sent: Vec<Option<(Instant, usize)>>,
+    /// The policy's changes already published.
+    published: u64,
     free: Vec<u32>,
     staging: usize,
     overflow: HashMap<u64, MemoryRegion>,
@@ -204,15 +224,18 @@ pub(crate) struct Buffers {
     /// The next rendezvous id to use (the server numbers its own; a client uses the
     /// call's id).
     pub next_rndv: u64,
-    /// Reads of the peer's rendezvous messages in progress, by read id.
-    pub reads: HashMap<u64, (MemoryRegion, u64)>,
+    /// Reads of the peer's rendezvous messages in progress, by read id: the
+    /// landing region, the cookie, and when it started.
+    pub reads: HashMap<u64, (MemoryRegion, u64, Instant)>,
     next_read: u64,
     /// Sends that found no free slot (a temporary region was registered).
     pub overflows: u64,
 }
 
 impl Buffers {
-    pub(crate) fn new(pd: &ProtectionDomain, ring: usize, buf: usize) -> Buffers {
+    /// `adaptive`: choose inline and rendezvous sizes from measured costs
+    /// ([`SendPolicy`]); else the protocol's limits.
+    pub(crate) fn new(pd: &ProtectionDomain, ring: usize, buf: usize, adaptive: bool) -> Buffers {
         let slots = 2 * ring;
         Buffers {
             pd: pd.clone(),
@@ -222,6 +245,10 @@ impl Buffers {
             buf,
             ring,
             peer_buf: MIN_BUFFER,
+            policy: SendPolicy::new(adaptive, MAX_INLINE.min(buf), MIN_BUFFER),
+            sampled: 0,
+            slot_sent: vec![None; slots],
+            published: 0,
             free: (0..slots as u32).rev().collect(),
             staging: slots * buf,
             overflow: HashMap::new(),
@@ -232,6 +259,35 @@ impl Buffers {
             next_read: 0,
             overflows: 0,
         }
+    }
+
+    /// The peer's receive buffer size, from its hello.
+    pub(crate) fn set_peer_buf(&mut self, peer_buf: usize) {
+        self.peer_buf = peer_buf;
+        self.policy.set_peer_buf(peer_buf);
+    }
+
+    /// Messages up to this size go eager (a SEND); larger ones by rendezvous. At
+    /// most the peer's buffer.
+    pub(crate) fn eager_max(&self) -> usize {
+        self.policy.eager_max().min(self.peer_buf)
+    }
+
+    /// `(inline_max, eager_max)` when they changed since the last call.
+    pub(crate) fn take_change(&mut self) -> Option<(usize, usize)> {
+        (self.policy.changes != self.published).then(|| {
+            self.published = self.policy.changes;
+            (self.policy.inline_max(), self.eager_max())
+        })
+    }
+
+    /// Whether to time this message.
+    fn sample(&mut self) -> bool {
+        if !self.policy.adaptive() {
+            return false;
+        }
+        self.sampled = self.sampled.wrapping_add(1);
+        self.sampled % SAMPLE_EVERY == 0
     }
 
     /// The receive work request for ring slot `i`.
@@ -251,7 +307,7 @@ impl Buffers {
     /// Copy message `wc` out of its ring slot into `out` and repost the slot. `None`
     /// when the completion does not name a slot of ours (never from a sane engine).
     pub(crate) fn take_recv(
-        &self,
+        &mut self,
         qp: &mut QueuePair,
         wc: &Completion,
         out: &mut Vec<u8>,
@@ -263,7 +319,12 @@ impl Buffers {
         }
         out.clear();
         out.resize(len, 0);
+        let t = self.sample().then(Instant::now);
         self.recv.read(slot * self.buf, out).ok()?;
+        if let Some(t) = t {
+            self.policy.recv_copy.add(len, ns(t));
+            self.policy.sampled();
+        }
         // The slot is free again: repost it before anything is answered (the answer
         // returns the credit, and the peer may use it at once).
         qp.post_recv([self.recv_wr(slot)]).ok()?;
@@ -271,16 +332,25 @@ impl Buffers {
     }
 
     /// SEND `msg` (one message). Small messages go inline (the staging slot is free
-    /// again on return); larger ones from a send slot until their completion;
-    /// messages larger than the peer's buffer must have gone through
-    /// [`Buffers::rendezvous`] first.
+    /// again on return; up to the policy's `inline_max`); larger ones from a send
+    /// slot until their completion; messages larger than the peer's buffer must have
+    /// gone through [`Buffers::rendezvous`] first.
     pub(crate) fn send(&mut self, qp: &mut QueuePair, msg: &[u8]) -> Result<(), Status> {
         debug_assert!(msg.len() <= self.peer_buf);
         let post = |qp: &mut QueuePair, wr: SendWr| {
             qp.post_send([wr])
                 .map_err(|e| Status::unavailable(format!("posting a send: {e}")))
         };
-        if msg.len() <= MAX_INLINE.min(self.buf) {
+        let t = self.sample().then(Instant::now);
+        let hard_inline = MAX_INLINE.min(self.buf);
+        let mut inline = msg.len() <= self.policy.inline_max();
+        if t.is_some()
+            && msg.len() <= hard_inline
+            && (self.sampled / SAMPLE_EVERY) % EXPLORE_EVERY == 0
+        {
+            inline = !inline;
+        }
+        if inline {
             self.send
                 .write(self.staging, msg)
                 .map_err(|e| Status::internal(e.to_string()))?;
@@ -291,7 +361,12 @@ impl Buffers {
             );
             wr.inline = true;
             wr.signaled = false;
-            return post(qp, wr);
+            post(qp, wr)?;
+            if let Some(t) = t {
+                self.policy.inline_post.add(msg.len(), ns(t));
+                self.policy.sampled();
+            }
+            return Ok(());
         }
         if msg.len() <= self.buf {
             if let Some(slot) = self.free.pop() {
@@ -304,7 +379,15 @@ impl Buffers {
                     WrOp::Send { imm: None },
                     vec![self.send.sge(off, msg.len() as u32)],
                 );
-                return post(qp, wr).inspect_err(|_| self.free.push(slot));
+                post(qp, wr).inspect_err(|_| self.free.push(slot))?;
+                if let Some(t) = t {
+                    self.policy.slot_post.add(msg.len(), ns(t));
+                    self.policy.sampled();
+                    if let Some(s) = self.slot_sent.get_mut(slot as usize) {
+                        *s = Some((Instant::now(), msg.len()));
+                    }
+                }
+                return Ok(());
             }
         }
         // No free slot (completions lag behind the peer's answers): a region of its
@@ -322,10 +405,21 @@ impl Buffers {
         post(qp, wr)
     }
 
-    /// A send completed (successfully or not): free what it used.
-    pub(crate) fn send_done(&mut self, wr_id: u64) {
+    /// A send completed (successfully or not): free what it used. `completion_ns`:
+    /// what the poller measured a completion to cost, if it did.
+    pub(crate) fn send_done(&mut self, wr_id: u64, completion_ns: Option<f64>) {
         match tag(wr_id) {
-            TAG_SEND_SLOT => self.free.push(untag(wr_id) as u32),
+            TAG_SEND_SLOT => {
+                let slot = untag(wr_id) as usize;
+                if let Some((t, len)) = self.slot_sent.get_mut(slot).and_then(Option::take) {
+                    self.policy.flight.add(len, ns(t));
+                    if let Some(c) = completion_ns {
+                        self.policy.completion.add(0, c);
+                    }
+                    self.policy.sampled();
+                }
+                self.free.push(slot as u32);
+            }
             TAG_SEND_OVERFLOW => {
                 self.overflow.remove(&untag(wr_id));
             }
@@ -338,9 +432,14 @@ impl Buffers {
     /// [`Buffers::release`] (or the end of the connection).
     pub(crate) fn rendezvous(&mut self, msg: Vec<u8>, id: u64) -> Vec<u8> {
         let len = msg.len() as u32;
+        let t = self.policy.adaptive().then(Instant::now);
         let mr = self
             .pd
             .register(msg, Access::LOCAL_WRITE | Access::REMOTE_READ);
+        if let Some(t) = t {
+            self.policy.register.add(len as usize, ns(t));
+            self.policy.sampled();
+        }
         let d = Rendezvous {
             addr: mr.addr(),
             rkey: mr.rkey(),
@@ -366,6 +465,7 @@ impl Buffers {
         d: Rendezvous,
         cookie: u64,
     ) -> Result<u64, Status> {
+        let started = Instant::now();
         let mr = self
             .pd
             .register(vec![0u8; d.len as usize], Access::LOCAL_WRITE);
@@ -381,7 +481,7 @@ impl Buffers {
             },
             vec![mr.sge(0, d.len)],
         );
-        self.reads.insert(id, (mr, cookie));
+        self.reads.insert(id, (mr, cookie, started));
         match qp.post_send([wr]) {
             Ok(()) => Ok(id),
             Err(e) => {
@@ -393,7 +493,11 @@ impl Buffers {
 
     /// A read finished: the bytes and the cookie.
     pub(crate) fn read_done(&mut self, wr_id: u64) -> Option<(Vec<u8>, u64)> {
-        let (mr, cookie) = self.reads.remove(&untag(wr_id))?;
+        let (mr, cookie, started) = self.reads.remove(&untag(wr_id))?;
+        if self.policy.adaptive() {
+            self.policy.read.add(mr.len(), ns(started));
+            self.policy.sampled();
+        }
         Some((mr.into_vec()?, cookie))
     }
 }

@@ -36,6 +36,7 @@
 #![doc = concat!("```no_run\n", include_str!("../examples/hello_service.rs"), "```")]
 #![forbid(unsafe_code)]
 
+mod adapt;
 mod client;
 pub mod codec;
 mod conn;
@@ -43,6 +44,7 @@ pub mod frame;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod idle;
 pub mod metrics;
 mod server;
 mod service;
@@ -50,6 +52,7 @@ mod status;
 
 pub use client::{Call, CallStream, Client, ClientConfig, ClientStats, Mode, TypedCall};
 pub use conn::{DeviceOptions, HelloError, MIN_BUFFER};
+pub use idle::IdleSpin;
 pub use server::{ClusterStats, Server, ServerConfig, ServerStats};
 pub use service::{method_id, CallContext, Exec, Handlers, Method, Service};
 pub use status::{Code, Status};

@@ -32,6 +32,7 @@
 
 use crate::conn::{self, Buffers, DeviceOptions, Hello};
 use crate::frame::{frames, Header, Kind, Rendezvous, HEADER_LEN};
+use crate::idle::{IdleLoop, IdleSpin, Next};
 use crate::metrics::{MethodMetrics, Registry};
 use crate::service::{CallContext, Exec, Method, Service};
 use crate::status::{Code, Status};
@@ -72,10 +73,15 @@ pub struct ServerConfig {
     pub work_stealing: bool,
     /// Close connections silent for this long (clients' keepalives keep them open).
     pub idle_timeout: Option<Duration>,
-    /// How long an idle head polls before it blocks.
-    pub idle_spin: Duration,
+    /// How long an idle head polls before it blocks: learned by default
+    /// ([`IdleSpin::Adaptive`]), or fixed.
+    pub idle_spin: IdleSpin,
     /// Largest message accepted by rendezvous.
     pub max_message: usize,
+    /// Choose which replies go inline and which by rendezvous from costs measured
+    /// on each connection (within the protocol's limits: the QP's inline limit, the
+    /// client's buffer); `false`: those limits themselves.
+    pub adaptive_thresholds: bool,
 }
 
 impl ServerConfig {
@@ -91,8 +97,9 @@ impl ServerConfig {
             max_in_flight: 1024,
             work_stealing: false,
             idle_timeout: None,
-            idle_spin: Duration::from_micros(50),
+            idle_spin: IdleSpin::default(),
             max_message: 64 << 20,
+            adaptive_thresholds: true,
         }
     }
 }
@@ -115,6 +122,9 @@ struct Counters {
     rendezvous_out: AtomicU64,
     pings: AtomicU64,
     stray: AtomicU64,
+    inline_max: AtomicU64,
+    eager_max: AtomicU64,
+    threshold_changes: AtomicU64,
 }
 
 /// A snapshot of the server's counters.
@@ -151,6 +161,15 @@ pub struct ServerStats {
     /// Completions for a queue pair the head holds no connection for (one that
     /// closed already); dropped.
     pub stray_completions: u64,
+    /// Replies up to this many bytes go inline, on the connection accepted or whose
+    /// thresholds moved last (0: none yet).
+    pub inline_max: u64,
+    /// Replies up to this many bytes go eager (a SEND into the client's buffer),
+    /// larger ones by rendezvous, on the connection accepted or whose thresholds
+    /// moved last.
+    pub eager_max: u64,
+    /// Times any connection moved its `inline_max` or `eager_max`.
+    pub threshold_changes: u64,
     /// Per cluster: live connections and load (per mille of recent polls that found
     /// work).
     pub clusters: Vec<ClusterStats>,
@@ -165,6 +184,12 @@ pub struct ClusterStats {
     pub load_permille: u32,
     /// Connections ever placed here.
     pub placed: u64,
+    /// Idle periods of the head that ended with work found while it spun.
+    pub idle_spun: u64,
+    /// Idle periods of the head that ended with work after it blocked.
+    pub idle_blocked: u64,
+    /// The head's spin for its next idle period ([`ServerConfig::idle_spin`]).
+    pub spin_budget: Duration,
 }
 
 /// A server connection as every thread that answers on it sees it.
@@ -210,6 +235,11 @@ struct Cluster {
     placed: AtomicU64,
     load: AtomicU32,
     thread: Mutex<Option<std::thread::Thread>>,
+    idle_spun: AtomicU64,
+    idle_blocked: AtomicU64,
+    spin_budget_ns: AtomicU64,
+    /// The last measured cost of a completion to the head (ns; 0: none yet).
+    completion_ns: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -324,6 +354,10 @@ impl Server {
                 placed: AtomicU64::new(0),
                 load: AtomicU32::new(0),
                 thread: Mutex::new(None),
+                idle_spun: AtomicU64::new(0),
+                idle_blocked: AtomicU64::new(0),
+                spin_budget_ns: AtomicU64::new(0),
+                completion_ns: AtomicU64::new(0),
             });
         }
         let listener = Listener::bind(&clusters[0].ctx, addr)
@@ -410,6 +444,9 @@ impl Server {
             rendezvous_out: g(&c.rendezvous_out),
             pings: g(&c.pings),
             stray_completions: g(&c.stray),
+            inline_max: g(&c.inline_max),
+            eager_max: g(&c.eager_max),
+            threshold_changes: g(&c.threshold_changes),
             clusters: self
                 .shared
                 .clusters
@@ -418,6 +455,9 @@ impl Server {
                     connections: cl.conns.load(Ordering::Relaxed),
                     load_permille: cl.load.load(Ordering::Relaxed),
                     placed: cl.placed.load(Ordering::Relaxed),
+                    idle_spun: cl.idle_spun.load(Ordering::Relaxed),
+                    idle_blocked: cl.idle_blocked.load(Ordering::Relaxed),
+                    spin_budget: Duration::from_nanos(cl.spin_budget_ns.load(Ordering::Relaxed)),
                 })
                 .collect(),
         }
@@ -517,8 +557,14 @@ fn accept_one(s: &Arc<Shared>, req: cm::ConnectRequest, peer: Hello) -> Result<(
         ..ConnParam::default()
     };
     cm::init_qp(&mut qp, &param).map_err(|e| Status::internal(format!("init_qp: {e}")))?;
-    let mut bufs = Buffers::new(&cl.pd, cfg.ring, cfg.buffer_size);
-    bufs.peer_buf = peer.buf as usize;
+    let mut bufs = Buffers::new(&cl.pd, cfg.ring, cfg.buffer_size, cfg.adaptive_thresholds);
+    bufs.set_peer_buf(peer.buf as usize);
+    s.counters
+        .inline_max
+        .store(bufs.policy.inline_max() as u64, Ordering::Relaxed);
+    s.counters
+        .eager_max
+        .store(bufs.eager_max() as u64, Ordering::Relaxed);
     bufs.post_ring(&mut qp)?;
     let conn = Arc::new(ConnShared {
         id: s.next_conn.fetch_add(1, Ordering::Relaxed),
@@ -591,7 +637,8 @@ fn head(s: &Arc<Shared>, ci: usize) {
     let mut conns: IdMap<HeadConn> = IdMap::default();
     let mut wcs: Vec<Completion> = Vec::with_capacity(POLL_BATCH);
     let mut scratch = Scratch::default();
-    let mut idle_since: Option<Instant> = None;
+    let mut idle = IdleLoop::new(s.cfg.idle_spin, cl.channel.is_some());
+    publish_idle(cl, &idle);
     let mut streak = 0u32;
     let (mut polls, mut busy) = (0u32, 0u32);
     let mut last_sweep = Instant::now();
@@ -607,11 +654,24 @@ fn head(s: &Arc<Shared>, ci: usize) {
                     s.counters.stolen.fetch_add(1, Ordering::Relaxed);
                 }
                 run_job(s, job, Some(ci), &mut scratch);
-                idle_since = None;
+                if idle.event(None) {
+                    publish_idle(cl, &idle);
+                }
             }
         }
         wcs.clear();
-        let n = lock(&cl.cq).poll(&mut wcs, POLL_BATCH);
+        let timed = (s.cfg.adaptive_thresholds && polls % 16 == 0).then(Instant::now);
+        let (n, fired) = {
+            let mut cq = lock(&cl.cq);
+            (cq.poll(&mut wcs, POLL_BATCH), cq.fired_us())
+        };
+        if let Some(t) = timed.filter(|_| n > 0) {
+            // What a completion costs the head (with inline progress, the engine
+            // pass that made it too), for the connections' send policies.
+            let per = t.elapsed().as_nanos() / n as u128;
+            cl.completion_ns
+                .store(per.clamp(1, u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+        }
         polls += 1;
         if n > 0 {
             // Again, now: a completion can only be for a connection the acceptor
@@ -622,7 +682,9 @@ fn head(s: &Arc<Shared>, ci: usize) {
             adopt_incoming(cl, &mut conns);
             busy += 1;
             streak += 1;
-            idle_since = None;
+            if idle.event(cl.channel.as_ref().map(|_| fired)) {
+                publish_idle(cl, &idle);
+            }
             let recvs = wcs.iter().filter(|c| c.opcode.is_recv()).count();
             // Loaded: work found in many polls in a row (DaRPC's measure), or a
             // deep backlog in this one.
@@ -643,11 +705,27 @@ fn head(s: &Arc<Shared>, ci: usize) {
             }
         } else {
             streak = 0;
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= s.cfg.idle_spin {
-                idle_wait(cl, since.elapsed());
-            } else {
-                std::hint::spin_loop();
+            match idle.empty() {
+                Next::Spin => idle.pause(),
+                // Armed before the last look: a completion that came before arming
+                // fires nothing, and this loop's next poll finds it.
+                Next::Arm => {
+                    if cl.channel.is_some() {
+                        lock(&cl.cq).req_notify();
+                    }
+                }
+                Next::Block => {
+                    // Inline progress yields up to 2 ms (the head runs the engine),
+                    // then parks; a channel wait lasts 2 ms. With the learned spin,
+                    // the sleeps grow with the idle time (a quarter of it, see
+                    // `idle_wait`).
+                    let idle_for = idle.idle_for();
+                    let longer = match s.cfg.idle_spin {
+                        IdleSpin::Fixed(_) => None,
+                        IdleSpin::Adaptive { .. } => Some(idle_for / 4),
+                    };
+                    idle_wait(cl, idle_for, longer.filter(|_| !stealing))
+                }
             }
         }
         if polls >= 256 {
@@ -681,23 +759,41 @@ fn adopt_incoming(cl: &Cluster, conns: &mut IdMap<HeadConn>) {
     }
 }
 
-/// An idle head: block on the completion channel (engine thread) or park briefly
-/// (inline progress: the head is the engine, so it wakes to run it).
-fn idle_wait(cl: &Cluster, idle: Duration) {
+/// The head's idle counts and next spin, for [`Server::stats`].
+fn publish_idle(cl: &Cluster, idle: &IdleLoop) {
+    let c = idle.counts();
+    cl.idle_spun.store(c.spun, Ordering::Relaxed);
+    cl.idle_blocked.store(c.blocked, Ordering::Relaxed);
+    let ns = idle.budget().as_nanos().min(u128::from(u64::MAX)) as u64;
+    cl.spin_budget_ns.store(ns, Ordering::Relaxed);
+}
+
+/// An idle head: block on the (armed) completion channel (engine thread), or yield
+/// for the first 2 ms of idleness and then park briefly (inline progress: the head
+/// is the engine, so it wakes to run it).
+///
+/// `longer`: sleep about this long (a quarter of the idle time so far), within
+/// bounds: a channel wait 2–16 ms (a new connection's first message fires the
+/// channel; stop waits at most one), a park 0.2–1 ms (the head is the engine: an
+/// arrival after a long idleness waits up to 1 ms). So an idle server wakes about
+/// 60 times a second with an engine thread, 1000 with inline progress, instead of
+/// 500 and 5000. `None`: 2 ms and 200 µs.
+fn idle_wait(cl: &Cluster, idle: Duration, longer: Option<Duration>) {
+    const MS: Duration = Duration::from_millis(1);
     match &cl.channel {
         Some(ch) => {
-            lock(&cl.cq).req_notify();
-            // A completion that raced with arming is found by the next poll; the
-            // wait is bounded so stealing, new connections and stop are seen.
-            if let Ok(_id) = ch.get_cq_event(Duration::from_millis(2)) {
+            // The wait is bounded so stealing, new connections and stop are seen.
+            let t = longer.map_or(2 * MS, |l| l.clamp(2 * MS, 16 * MS));
+            if let Ok(_id) = ch.get_cq_event(t) {
                 lock(&cl.cq).ack_events(1);
             }
         }
         None => {
-            if idle < Duration::from_millis(2) {
+            if idle < 2 * MS {
                 std::thread::yield_now();
             } else {
-                std::thread::park_timeout(Duration::from_micros(200));
+                let t = longer.map_or(MS / 5, |l| l.clamp(MS / 5, MS));
+                std::thread::park_timeout(t);
             }
         }
     }
@@ -799,7 +895,11 @@ fn on_completion(
             }
             drain(s, &c, ci, hc, scratch);
         }
-        _ => lock(&c.tx).bufs.send_done(wc.wr_id),
+        _ => {
+            let ns = s.clusters[ci].completion_ns.load(Ordering::Relaxed);
+            let ns = (ns > 0).then_some(ns as f64);
+            lock(&c.tx).bufs.send_done(wc.wr_id, ns);
+        }
     }
 }
 
@@ -1231,7 +1331,8 @@ fn send_reply(s: &Shared, c: &ConnShared, reply: &[u8], on_head: bool) {
     let r = {
         let mut tx = lock(&c.tx);
         let Tx { qp, bufs } = &mut *tx;
-        if reply.len() > bufs.peer_buf && bufs.rndv_out.len() >= 2 * s.cfg.ring {
+        let eager_max = bufs.eager_max();
+        if reply.len() > eager_max && bufs.rndv_out.len() >= 2 * s.cfg.ring {
             // Each large answer stays registered until the client READs and releases
             // it; a client that keeps calling and never releases would pin server
             // memory without bound (its credits come back with each announcement).
@@ -1245,7 +1346,13 @@ fn send_reply(s: &Shared, c: &ConnShared, reply: &[u8], on_head: bool) {
             c.closed.store(true, Ordering::Release);
             return;
         }
-        if reply.len() > bufs.peer_buf {
+        if let Some((inline, eager)) = bufs.take_change() {
+            let c = &s.counters;
+            c.inline_max.store(inline as u64, Ordering::Relaxed);
+            c.eager_max.store(eager as u64, Ordering::Relaxed);
+            c.threshold_changes.fetch_add(1, Ordering::Relaxed);
+        }
+        if reply.len() > eager_max {
             s.counters.rendezvous_out.fetch_add(1, Ordering::Relaxed);
             let id = bufs.next_rndv;
             bufs.next_rndv += 1;

@@ -109,6 +109,94 @@ impl GapHistory {
     }
 }
 
+/// Spin-then-block's learned spin for a thread that waits for events of its own: an
+/// application's completion wait ([`crate::Waiter`]) or a loop such as weft-rpc's
+/// server heads and client dispatcher.
+///
+/// Every idle period that ends in an event is recorded: ended while spinning, its
+/// length ([`SpinBudget::spun`]); ended after blocking, the time until the event
+/// *fired* and, separately, the wake-up from firing to running
+/// ([`SpinBudget::blocked`]). A blocked period's own length includes its wake-up —
+/// tens of µs on a quiet machine, milliseconds beside CPU hogs — and recording that
+/// as the gap kept a thread that blocked once blocking for good.
+///
+/// The spin ([`SpinBudget::spin`]) is at least one wake-up (spin-then-block's
+/// classic bound: a wait that outlasts the spin costs at most twice what blocking at
+/// once would have), four times the 75th percentile of the recent gaps when they are
+/// short (else of the median; none when most gaps outlast the cap), and at most the
+/// cap. So a saturated stream spins, a sparse one spins about one wake-up and blocks.
+#[derive(Debug, Clone)]
+pub struct SpinBudget {
+    cap: Duration,
+    gaps: GapHistory,
+    /// Recent wake-ups: from the event firing to this thread running.
+    wakes: GapHistory,
+}
+
+impl Default for SpinBudget {
+    fn default() -> SpinBudget {
+        SpinBudget::new(SpinBudget::DEFAULT_CAP)
+    }
+}
+
+impl SpinBudget {
+    /// The longest spin by default. Well above a cross-core wake-up (38 µs quiet,
+    /// 118 µs loaded: docs/results/ibverbs.md, "Link watch"), so a blocked wait of a
+    /// short gap, wake-up included, still falls under it; and long enough that a peer
+    /// preempted by CPU hogs, or replies queued behind a large transfer, keep the
+    /// waiter spinning — there a wake-up costs more than the spin
+    /// (docs/results/study.md, "The adaptive run").
+    pub const DEFAULT_CAP: Duration = Duration::from_millis(1);
+
+    /// The wake-up cost assumed before any was measured: a cross-core wake-up on a
+    /// quiet machine.
+    pub const ASSUMED_WAKE: Duration = Duration::from_micros(40);
+
+    /// A learner whose spin is at most `cap`.
+    pub fn new(cap: Duration) -> SpinBudget {
+        SpinBudget {
+            cap,
+            gaps: GapHistory::default(),
+            wakes: GapHistory::default(),
+        }
+    }
+
+    /// The longest spin.
+    pub fn cap(&self) -> Duration {
+        self.cap
+    }
+
+    /// The wake-up cost: the 75th percentile of the recent measured wake-ups, or
+    /// [`SpinBudget::ASSUMED_WAKE`] before four were measured.
+    pub fn wake_cost(&self) -> Duration {
+        self.wakes.p75().unwrap_or(SpinBudget::ASSUMED_WAKE)
+    }
+
+    /// How long to spin in the next idle period before blocking.
+    pub fn spin(&self) -> Duration {
+        self.gaps
+            .spin_budget(self.cap)
+            .max(self.wake_cost())
+            .min(self.cap)
+    }
+
+    /// An idle period ended with an event found while spinning, `gap` after it began.
+    pub fn spun(&mut self, gap: Duration) {
+        self.gaps.record(gap);
+    }
+
+    /// An idle period ended with an event after the thread blocked: it had spun
+    /// `spun`, then the event fired `slept` after it went to block. `wake`: from the
+    /// firing to the thread running, when the event woke it (`None` when the event was
+    /// there before it slept, or is not known).
+    pub fn blocked(&mut self, spun: Duration, slept: Duration, wake: Option<Duration>) {
+        if let Some(w) = wake {
+            self.wakes.record(w);
+        }
+        self.gaps.record(spun + slept);
+    }
+}
+
 /// How long the application must leave its queues unpolled before a standing-by
 /// engine thread takes over, learned additively-up, multiplicatively-down:
 ///
@@ -287,6 +375,43 @@ mod tests {
         let mut h = GapHistory::default();
         let explored = (0..64).filter(|_| h.explore()).count();
         assert_eq!(explored, 8);
+    }
+
+    #[test]
+    fn spin_budget_spins_for_short_gaps_and_a_wake_up_for_long_ones() {
+        let mut b = SpinBudget::new(500 * US);
+        // Nothing known: the cap.
+        assert_eq!(b.spin(), 500 * US);
+        // Back-to-back events found while spinning: four times their p75.
+        for _ in 0..16 {
+            b.spun(10 * US);
+        }
+        assert_eq!(b.spin(), 40 * US);
+        for _ in 0..16 {
+            b.spun(30 * US);
+        }
+        assert_eq!(b.spin(), 120 * US);
+        // Sparse events (slept 5 ms each, woke in 15 µs): one wake-up, then block.
+        for _ in 0..16 {
+            b.blocked(120 * US, 5 * Duration::from_millis(1), Some(15 * US));
+        }
+        assert_eq!(b.wake_cost(), 15 * US);
+        assert_eq!(b.spin(), 15 * US);
+        // Slow wake-ups (a loaded machine) make it spin longer, up to the cap.
+        for _ in 0..16 {
+            b.blocked(
+                15 * US,
+                5 * Duration::from_millis(1),
+                Some(2 * Duration::from_millis(1)),
+            );
+        }
+        assert_eq!(b.spin(), 500 * US);
+        // A blocked period whose event fired soon after it slept counts as a short gap.
+        let mut b = SpinBudget::new(500 * US);
+        for _ in 0..16 {
+            b.blocked(40 * US, 10 * US, None);
+        }
+        assert_eq!(b.spin(), 200 * US);
     }
 
     #[test]

@@ -180,9 +180,10 @@ impl CompletionQueue {
         // that raced with arming is found by the caller's poll after this call.
     }
 
-    /// When the engine last fired this queue's channel (`CLOCK_MONOTONIC`, µs; 0:
-    /// never).
-    pub(crate) fn fired_us(&self) -> u64 {
+    /// When the engine last fired this queue's channel ([`crate::monotonic_micros`]'s
+    /// clock; 0: never). A thread that blocked on the channel learns from it how long
+    /// it waited for the event and how long its wake-up took.
+    pub fn fired_us(&self) -> u64 {
         self.notify.fired_us.load(Ordering::Relaxed)
     }
 

@@ -40,6 +40,7 @@ pub mod mr;
 mod qp;
 mod wait;
 
+pub use adapt::SpinBudget;
 pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, ONE_COPY_MIN};
 pub use cq::{CompletionChannel, CompletionQueue};
 pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
@@ -53,6 +54,11 @@ pub use weft_transport::{
     WcStatus, WrOp, GRH_LEN, INLINE_SGES,
 };
 pub use weft_wire::roce::Psn;
+
+/// The clock of [`CompletionQueue::fired_us`]: `CLOCK_MONOTONIC` in µs.
+pub fn monotonic_micros() -> u64 {
+    weft_link::monotonic_micros()
+}
 
 /// The instant `timeout` from now; an unbounded timeout (`Duration::MAX`, "wait
 /// forever") is taken as a year instead of overflowing `Instant`.

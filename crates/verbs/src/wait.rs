@@ -4,7 +4,7 @@
 //! The adaptive wait is spin-then-block on the application's side (rsocket's
 //! polling window, DPDK's power management), with the spin learned rather than
 //! fixed, by the learner the engine thread uses for its own idle periods
-//! ([`GapHistory`]). Every wait records how long the completion took to exist: a
+//! ([`SpinBudget`]). Every wait records how long the completion took to exist: a
 //! wait that ended while spinning, its own length; one that blocked, the time the
 //! engine fired the channel, not the time this thread woke up. A blocked wait's
 //! own length includes its wake-up — tens of µs on a quiet machine, milliseconds
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use weft_transport::Completion;
 
-use crate::adapt::GapHistory;
+use crate::adapt::SpinBudget;
 use crate::cq::{CompletionChannel, CompletionQueue};
 use crate::Error;
 
@@ -64,10 +64,7 @@ pub struct WaitStats {
 #[derive(Debug, Clone)]
 pub struct Waiter {
     mode: WaitMode,
-    cap: Duration,
-    gaps: GapHistory,
-    /// Recent wake-ups: from the engine firing the channel to this thread running.
-    wakes: GapHistory,
+    learn: SpinBudget,
     stats: WaitStats,
 }
 
@@ -78,11 +75,11 @@ impl Waiter {
     /// long enough that a peer preempted by CPU hogs, or replies queued behind a
     /// large transfer, keep the waiter spinning — there a wake-up costs more than
     /// the spin (docs/results/study.md, "The adaptive run").
-    pub const DEFAULT_SPIN_CAP: Duration = Duration::from_millis(1);
+    pub const DEFAULT_SPIN_CAP: Duration = SpinBudget::DEFAULT_CAP;
 
     /// The wake-up cost assumed before any was measured: a cross-core wake-up on a
     /// quiet machine.
-    pub const ASSUMED_WAKE: Duration = Duration::from_micros(40);
+    pub const ASSUMED_WAKE: Duration = SpinBudget::ASSUMED_WAKE;
 
     /// A waiter in `mode` with the default spin cap.
     pub fn new(mode: WaitMode) -> Waiter {
@@ -93,9 +90,7 @@ impl Waiter {
     pub fn with_spin_cap(mode: WaitMode, cap: Duration) -> Waiter {
         Waiter {
             mode,
-            cap,
-            gaps: GapHistory::default(),
-            wakes: GapHistory::default(),
+            learn: SpinBudget::new(cap),
             stats: WaitStats::default(),
         }
     }
@@ -107,7 +102,7 @@ impl Waiter {
 
     /// The adaptive wait's longest spin.
     pub fn spin_cap(&self) -> Duration {
-        self.cap
+        self.learn.cap()
     }
 
     /// How its waits ended so far.
@@ -118,13 +113,12 @@ impl Waiter {
     /// The adaptive spin: as long as a wake-up costs here (spin-then-block's
     /// classic bound: a wait that outlasts the spin costs at most twice what blocking
     /// at once would have), longer when the recent waits were short
-    /// ([`GapHistory::spin_budget`]: four times their 75th percentile), at most the
+    /// (four times their 75th percentile), at most the
     /// cap. Wake-ups measured [`Waiter::ASSUMED_WAKE`] on a quiet machine and
     /// milliseconds beside CPU hogs or a busy engine: there the waiter keeps
     /// spinning, which is what kept the latency in those runs.
     fn adaptive_spin(&self) -> Duration {
-        let wake = self.wakes.p75().unwrap_or(Waiter::ASSUMED_WAKE);
-        self.gaps.spin_budget(self.cap).max(wake).min(self.cap)
+        self.learn.spin()
     }
 
     /// Append up to `max` completions of `cq` to `out`, waiting up to `timeout` for at
@@ -168,7 +162,7 @@ impl Waiter {
             if n > 0 {
                 self.stats.spun += 1;
                 if self.mode == WaitMode::Adaptive {
-                    self.gaps.record(start.elapsed());
+                    self.learn.spun(start.elapsed());
                 }
                 return Ok(n);
             }
@@ -195,13 +189,12 @@ impl Waiter {
                     // then, and the rest was the wake-up. Otherwise the completion
                     // was there when it armed.
                     let fired = cq.fired_us();
-                    if fired >= blocked_at {
+                    let wake = (fired >= blocked_at).then(|| {
                         let woke = weft_link::monotonic_micros();
-                        self.wakes
-                            .record(Duration::from_micros(woke.saturating_sub(fired)));
-                    }
+                        Duration::from_micros(woke.saturating_sub(fired))
+                    });
                     let after = Duration::from_micros(fired.saturating_sub(blocked_at));
-                    self.gaps.record(spun + after);
+                    self.learn.blocked(spun, after, wake);
                 }
                 return Ok(n);
             }
