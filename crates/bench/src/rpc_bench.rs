@@ -278,6 +278,21 @@ fn link_kind(s: &str) -> anyhow::Result<LinkKind> {
 
 /// The weft server of the benchmark: inline progress (each head runs its device's
 /// engine), 64-deep rings.
+/// A benchmark client's configuration: `knobs`, direct or dispatched, a 64-slot ring,
+/// a 10 s default timeout.
+fn bench_client(kind: LinkKind, knobs: Knobs, dispatched: bool) -> ClientConfig {
+    let mut cfg = ClientConfig::new(kind);
+    knobs.client(&mut cfg);
+    cfg.mode = if dispatched {
+        Mode::Dispatched
+    } else {
+        Mode::Direct
+    };
+    cfg.ring = 64;
+    cfg.default_timeout = Some(Duration::from_secs(10));
+    cfg
+}
+
 fn weft_server_config(link: LinkKind, clusters: usize, knobs: Knobs) -> ServerConfig {
     let mut cfg = ServerConfig::new(link);
     knobs.server(&mut cfg);
@@ -562,16 +577,7 @@ fn idle_run(
     use crate::perf::cpu::process_cpu;
     let mut conns = Vec::new();
     for _ in 0..clients {
-        let mut cfg = ClientConfig::new(kind);
-        knobs.client(&mut cfg);
-        cfg.mode = if dispatched {
-            Mode::Dispatched
-        } else {
-            Mode::Direct
-        };
-        cfg.ring = 64;
-        cfg.default_timeout = Some(Duration::from_secs(10));
-        let c = Client::connect(addr, cfg)?;
+        let c = Client::connect(addr, bench_client(kind, knobs, dispatched))?;
         for _ in 0..100 {
             c.call(NULL, b"before the idle seconds").wait()?;
         }
@@ -970,19 +976,11 @@ fn weft_run(
             let barrier = Arc::clone(&barrier);
             let mix = mix.to_string();
             std::thread::spawn(move || -> anyhow::Result<Measured> {
-                let mut cfg = ClientConfig::new(kind);
-                knobs.client(&mut cfg);
                 // Dispatched: a dispatcher thread polls (and runs the engine) and
                 // this thread sleeps in `take` when it has all its calls out.
-                cfg.mode = if dispatched {
-                    Mode::Dispatched
-                } else {
-                    Mode::Direct
-                };
-                cfg.ring = 64;
+                let mut cfg = bench_client(kind, knobs, dispatched);
                 cfg.batching = batching;
                 cfg.max_batch = 16;
-                cfg.default_timeout = Some(Duration::from_secs(10));
                 let client = Client::connect(addr, cfg)?;
                 // Each run gets fresh workload directories.
                 let mut reqs = Requests::new(&mix, size, run * 1000 + c, knobs.sizes);
