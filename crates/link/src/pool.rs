@@ -191,22 +191,8 @@ impl BufferPool {
 
     /// Up to `n` empty buffers appended to `out` under one lock; returns how many.
     pub fn alloc_burst(&self, n: usize, out: &mut Vec<PacketBuf>) -> usize {
-        let mut free = self
-            .inner
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let got = n.min(free.len());
-        for _ in 0..got {
-            if let Some(slot) = free.pop() {
-                out.push(self.wrap(slot));
-            }
-        }
-        drop(free);
-        if got < n {
-            self.inner.exhausted.fetch_add(1, Ordering::Relaxed);
-        }
-        got
+        let target = out.len() + n;
+        self.refill(target, target, out)
     }
 
     /// Top `out` up towards `want` buffers under one lock, taking what the pool has;
