@@ -262,8 +262,9 @@ fn v2_slot_size(max_frame: usize) -> u32 {
     (room.next_power_of_two().max(2048)) as u32
 }
 
-/// The wall clock as the kernel stamps frames (`CLOCK_REALTIME`), since the epoch.
-fn wall_clock() -> Duration {
+/// The wall clock as the kernel stamps frames (`CLOCK_REALTIME`), since the epoch:
+/// the clock to compare [`AfPacket::arrivals`] with.
+pub fn wall_clock() -> Duration {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()

@@ -6,7 +6,7 @@ mod common;
 
 use common::VethNs;
 use std::time::{Duration, Instant};
-use weft_link::afpacket::{AfPacket, RingConfig, RingVersion};
+use weft_link::afpacket::{wall_clock as wall, AfPacket, RingConfig, RingVersion};
 use weft_link::{BufferPool, Link};
 
 #[test]
@@ -17,13 +17,6 @@ fn frames_cross_a_veth_pair_both_ways_in_bursts() {
 #[test]
 fn frames_cross_on_tpacket_v3_rings_too() {
     frames_cross(RingConfig::v3(), "weft-linktest3");
-}
-
-/// The wall clock as the kernel stamps frames.
-fn wall() -> Duration {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock after 1970")
 }
 
 fn frames_cross(cfg: RingConfig, netns: &'static str) {

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_link::afpacket::{setns_net, AfPacket, RingConfig, RingVersion};
+use weft_link::afpacket::{setns_net, wall_clock, AfPacket, RingConfig, RingVersion};
 use weft_link::{BufferPool, Link, PacketBuf};
 use weft_wire::ethernet::EthernetFrame;
 use weft_wire::ipv4::{Ipv4Packet, Ipv4Repr};
@@ -135,12 +135,9 @@ fn percentile_us(ns: &[u64], p: f64) -> f64 {
 }
 
 /// The wall clock in nanoseconds since the epoch: the clock the kernel stamps
-/// received frames with (`CLOCK_REALTIME`), so the sender's stamp and the kernel's
-/// arrival stamp compare.
+/// received frames with, so the sender's stamp and the arrival stamp compare.
 fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    wall_clock().as_nanos() as u64
 }
 
 fn enter(ns: &str) -> io::Result<()> {
