@@ -990,17 +990,17 @@ pub fn study(
         let mut panels = Vec::new();
         for (what, y_desc, of) in metrics {
             let mut lines = Vec::new();
+            // One point per size: the median of the rounds (`--fig-rounds`), with a
+            // band from the lowest to the highest.
             for (k, v) in verbs.iter().enumerate() {
-                let mut pts: Vec<(f64, f64)> = mine
-                    .iter()
-                    .filter(|r| r.verb == *v)
-                    .map(|r| (r.size as f64, of(r)))
-                    .filter(|p| p.1.is_finite() && p.1 > 0.0)
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                if !pts.is_empty() {
-                    lines.push(line_of((*v).to_owned(), k, pts));
+                let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+                for r in mine.iter().filter(|r| r.verb == *v) {
+                    let y = of(r);
+                    if y.is_finite() && y > 0.0 {
+                        by_size.entry(r.size).or_default().push(y);
+                    }
                 }
+                lines.extend(median_line((*v).to_owned(), color(k), by_size));
             }
             panels.push(Panel {
                 title: what.to_owned(),

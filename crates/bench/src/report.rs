@@ -537,6 +537,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if !inputs.study.is_empty() {
         written.extend(plots::study(&args.out, &args.name, &inputs.study, text)?);
+        print!("{}", study_figs_summary(&inputs.study));
     }
     let mixes: BTreeSet<&str> = inputs.rpc.iter().map(|r| r.mix.as_str()).collect();
     for mix in mixes {
@@ -718,6 +719,61 @@ fn spread_cell(s: Option<(f64, f64, f64)>) -> String {
     }
 }
 
+/// `weft study` rows of Figs. 1–4 as markdown, printed by `weft report`: per figure,
+/// verb and size the median of the rounds (`--fig-rounds`) [min–max] of p50, p90,
+/// MB/s and CPU µs per operation, and how many rounds gave a value. Failed points
+/// are left out; empty when there are no such rows.
+pub fn study_figs_summary(rows: &[crate::study::Row]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for fig in ["fig1", "fig2", "fig3", "fig4"] {
+        let mine: Vec<&crate::study::Row> = rows
+            .iter()
+            .filter(|r| r.figure == fig && r.error.is_none())
+            .collect();
+        let Some(r0) = mine.first() else { continue };
+        let _ = writeln!(
+            out,
+            "\n{fig}: {} in flight, {} CPU hogs, {} link. Each cell: the median of the rounds [min–max].\n\n\
+             | verb | size (B) | rounds | p50 µs | p90 µs | MB/s | CPU µs/op |\n\
+             |---|---:|---:|---:|---:|---:|---:|",
+            r0.outstanding, r0.hogs, r0.link
+        );
+        let mut verbs: Vec<&str> = Vec::new();
+        for r in &mine {
+            if !verbs.contains(&r.verb.as_str()) {
+                verbs.push(&r.verb);
+            }
+        }
+        for v in verbs {
+            let sizes: BTreeSet<u64> = mine
+                .iter()
+                .filter(|r| r.verb == v)
+                .map(|r| r.size)
+                .collect();
+            for size in sizes {
+                let pts: Vec<&&crate::study::Row> = mine
+                    .iter()
+                    .filter(|r| r.verb == v && r.size == size)
+                    .collect();
+                let cell = |of: fn(&crate::study::Row) -> Option<f64>| {
+                    spread_cell(spread(pts.iter().filter_map(|r| of(r))))
+                };
+                let _ = writeln!(
+                    out,
+                    "| {v} | {size} | {} | {} | {} | {} | {} |",
+                    pts.len(),
+                    cell(|r| r.p50_us),
+                    cell(|r| r.p90_us),
+                    cell(|r| r.mb_per_s),
+                    cell(|r| r.cpu_us_per_op),
+                );
+            }
+        }
+    }
+    out
+}
+
 /// RFC 2544 rows (any number of rounds) as markdown, printed by `weft report`: per
 /// frame size and forwarder the
 /// median of the rounds with its min–max, and issue 18's comparisons against
@@ -830,6 +886,46 @@ mod tests {
             ..Default::default()
         };
         serde_json::to_string(&row).unwrap()
+    }
+
+    #[test]
+    fn study_figure_rows_give_medians_of_the_rounds() {
+        let row = |round: u32, size: u64, p50: f64| crate::study::Row {
+            study: "weft".into(),
+            figure: "fig1".into(),
+            link: "udp".into(),
+            verb: "SEND/SEND-Poll".into(),
+            size,
+            outstanding: 1,
+            round: Some(round),
+            p50_us: Some(p50),
+            ..Default::default()
+        };
+        let mut failed = row(4, 64, 1.0);
+        failed.error = Some("timed out".into());
+        let rows = vec![
+            row(1, 64, 5.0),
+            row(2, 64, 9.0),
+            row(3, 64, 6.0),
+            row(1, 4096, 7.0),
+            failed,
+        ];
+        let md = study_figs_summary(&rows);
+        let line = |size: &str| {
+            md.lines()
+                .find(|l| l.starts_with(&format!("| SEND/SEND-Poll | {size} |")))
+                .unwrap_or_else(|| panic!("no row for {size} in {md}"))
+                .to_owned()
+        };
+        let cells: Vec<String> = line("64").split('|').map(|c| c.trim().to_owned()).collect();
+        assert_eq!(cells[3], "3", "the failed round is left out");
+        assert!(
+            cells[4].starts_with('6') && cells[4].contains('5') && cells[4].contains('9'),
+            "{}",
+            cells[4]
+        );
+        assert_eq!(line("4096").split('|').nth(3).map(str::trim), Some("1"));
+        assert!(!md.contains("fig2"), "no fig2 rows, no fig2 table");
     }
 
     #[test]

@@ -95,6 +95,11 @@ pub struct Args {
     /// 3, --quick 1).
     #[arg(long)]
     pub rounds: Option<usize>,
+    /// Rounds of Figs. 1–4 (default 1): each round runs every verb at every size,
+    /// the verbs' order alternating from round to round (ABCDE, EDCBA, …); the rows
+    /// carry their round, and `weft report` takes the median of the rounds.
+    #[arg(long, default_value_t = 1)]
+    pub fig_rounds: usize,
     /// A tiny subset (two sizes, one hog, one Fig. 5 verb, two MTUs, 200 operations
     /// a point, 1 s a point at most) that runs in well under a minute: for CI.
     #[arg(long)]
@@ -263,6 +268,7 @@ struct Setup {
     fig5_sizes: Vec<u64>,
     mtus: Vec<usize>,
     rounds: usize,
+    fig_rounds: usize,
 }
 
 impl Setup {
@@ -310,6 +316,9 @@ impl Setup {
         if rounds == 0 || rounds > 50 {
             bail!("--rounds must be 1 … 50");
         }
+        if a.fig_rounds == 0 || a.fig_rounds > 50 {
+            bail!("--fig-rounds must be 1 … 50");
+        }
         let polling: Vec<Verb> = VERBS.iter().copied().filter(|v| v.polls).collect();
         Ok(Setup {
             link: match a.link {
@@ -350,6 +359,7 @@ impl Setup {
                 MTUS.to_vec()
             },
             rounds,
+            fig_rounds: a.fig_rounds,
         })
     }
 
@@ -649,6 +659,17 @@ fn to_row(s: &Setup, figure: &str, verb: &str, p: &Point, hogs: usize, r: &Recor
     row
 }
 
+/// The items of one round in the order it runs them: as listed in even rounds
+/// (0, 2, …), reversed in odd ones, so that rounds alternate (ABC, CBA, ABC, …) and
+/// a drift in the machine's load does not always favour the same item.
+fn alternating<T>(items: &[T], round: usize) -> Vec<&T> {
+    if round % 2 == 0 {
+        items.iter().collect()
+    } else {
+        items.iter().rev().collect()
+    }
+}
+
 /// Progress on stderr: `[k/n] what`.
 struct Steps {
     on: bool,
@@ -680,8 +701,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let has = |p: Part| s.parts.contains(&p);
     let n_figs = 2 * VERBS.len();
-    let n = usize::from(has(Part::Figs12)) * n_figs
-        + usize::from(has(Part::Figs34)) * n_figs
+    let n = usize::from(has(Part::Figs12)) * n_figs * s.fig_rounds
+        + usize::from(has(Part::Figs34)) * n_figs * s.fig_rounds
         + usize::from(has(Part::Fig5)) * 2 * (2 * s.fig5_verbs.len() + 1)
         + usize::from(has(Part::Mtu)) * s.mtus.len() * 3
         + usize::from(has(Part::Phased)) * s.rounds * phased::PHASES.len() * phased::CONFIGS.len();
@@ -704,31 +725,38 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         // The hogs run for the whole phase; their own deadline bounds them even if
         // this process were stuck.
-        let phase = s.budget(s.sizes.len()) * (2 * VERBS.len()) as u32;
+        let phase = s.budget(s.sizes.len()) * (2 * VERBS.len() * s.fig_rounds) as u32;
         let _hogs = (hogs > 0).then(|| Hogs::start(hogs, phase));
-        for (w, fig) in [(UNLOADED, 0), (SATURATED, 1)] {
-            let figure = if part == Part::Figs12 {
-                ["fig1", "fig2"][fig]
-            } else {
-                ["fig3", "fig4"][fig]
-            };
-            for v in VERBS {
-                steps.step(&format!(
-                    "{figure}: {} with {w} in flight, {hogs} hogs, sizes {:?}",
-                    v.label, s.sizes
-                ));
-                let p = Point {
-                    test: v.test,
-                    flags: v.flags.iter().map(|f| f.to_string()).collect(),
-                    sizes: s.sizes.clone(),
-                    outstanding: Some(w),
-                    mtu: DEFAULT_MTU,
-                    scheduler: "drr",
-                    bulk: None,
-                    iters: s.iters,
+        for round in 0..s.fig_rounds {
+            for (w, fig) in [(UNLOADED, 0), (SATURATED, 1)] {
+                let figure = if part == Part::Figs12 {
+                    ["fig1", "fig2"][fig]
+                } else {
+                    ["fig3", "fig4"][fig]
                 };
-                for r in perf(&s, &p) {
-                    emit(&mut out, to_row(&s, figure, v.label, &p, hogs, &r))?;
+                for v in alternating(&VERBS, round) {
+                    steps.step(&format!(
+                        "{figure}, round {}/{}: {} with {w} in flight, {hogs} hogs, sizes {:?}",
+                        round + 1,
+                        s.fig_rounds,
+                        v.label,
+                        s.sizes
+                    ));
+                    let p = Point {
+                        test: v.test,
+                        flags: v.flags.iter().map(|f| f.to_string()).collect(),
+                        sizes: s.sizes.clone(),
+                        outstanding: Some(w),
+                        mtu: DEFAULT_MTU,
+                        scheduler: "drr",
+                        bulk: None,
+                        iters: s.iters,
+                    };
+                    for r in perf(&s, &p) {
+                        let mut row = to_row(&s, figure, v.label, &p, hogs, &r);
+                        row.round = (s.fig_rounds > 1).then_some(round as u32 + 1);
+                        emit(&mut out, row)?;
+                    }
                 }
             }
         }
@@ -909,11 +937,22 @@ mod tests {
             bulk_size: None,
             shared_pass_us: None,
             rounds: None,
+            fig_rounds: 1,
             quick: false,
             json: true,
             quiet: true,
         };
         let s = Setup::new(&a).unwrap();
         assert_eq!(s.sizes, vec![16, 64, 256, 1024, 4096, 16384, 65536]);
+    }
+
+    #[test]
+    fn rounds_alternate_the_order() {
+        let items = ['a', 'b', 'c'];
+        let order = |r| alternating(&items, r).into_iter().collect::<String>();
+        assert_eq!(order(0), "abc");
+        assert_eq!(order(1), "cba");
+        assert_eq!(order(2), "abc");
+        assert_eq!(order(3), "cba");
     }
 }

@@ -189,12 +189,7 @@ pub(super) fn run(
             let hogs = phase.hogs(s);
             let budget = s.budget(1) * CONFIGS.len() as u32;
             let _hogs = (hogs > 0).then(|| Hogs::start(hogs, budget));
-            let order: Vec<&Config> = if round % 2 == 0 {
-                CONFIGS.iter().collect()
-            } else {
-                CONFIGS.iter().rev().collect()
-            };
-            for c in order {
+            for c in super::alternating(&CONFIGS, round) {
                 steps.step(&format!(
                     "phased round {}/{rounds}: {} with {}",
                     round + 1,
