@@ -38,12 +38,14 @@
 //! after its hello or ok). The receiver checks and maps it read-only
 //! ([`PeerMaps::add`]) and hands the connection's table with each datagram, so the
 //! verbs engine copies a by-reference payload from the mapping when it can.
-//! Withdrawing a region ([`Endpoint::unshare`]) sends a revocation on each control
-//! socket and *then* bumps the connection's revocation counter in the segment; the
-//! receiver compares that counter, read after a ring's tail, with the last it saw
-//! and drains its control socket first when it moved. So a datagram sent after a
-//! region was withdrawn is never copied from that region's old mapping, even if the
-//! address range now holds other memory. A revocation that cannot be sent (the
+//! Every region message (offer or revocation) is followed by a bump of the sending
+//! ring's control counter in the segment; the receiver compares that counter, read
+//! after a ring's tail, with the last it saw and drains its control socket first
+//! when it moved (an acceptor also drains right after accepting: a connector's
+//! offers follow its hello). So a region is mapped before any datagram sent after
+//! its offer is delivered, and a datagram sent after a region was withdrawn
+//! ([`Endpoint::unshare`]) is never copied from that region's old mapping, even if
+//! the address range now holds other memory. A revocation that cannot be sent (the
 //! peer stopped reading its control socket) ends the connection.
 
 use super::ring::{Corrupt, Layout, Pop, Push, Region, RxRing, TxRing};
@@ -595,8 +597,13 @@ impl Endpoint {
             Some(Judged::Accept(conn)) => {
                 self.reply(sock, Status::Ok, conn.region.addr());
                 self.offer_all(sock.as_raw_fd());
+                // After our offers: the connector reads them before our datagrams.
+                conn.region.bump_revokes(conn.tx_ring);
                 self.shm.accepts += 1;
-                self.insert(conn);
+                let idx = self.insert(conn);
+                // The connector's offers were sent right behind its hello: map them
+                // before any of its datagrams is delivered.
+                self.on_ctl(idx, 0);
                 true
             }
             Some(Judged::Refuse(s)) => {
@@ -737,6 +744,8 @@ impl Endpoint {
         for c in self.conns.iter().flatten().filter(|c| c.live()) {
             if offer.send(c.ctl.as_raw_fd()) {
                 self.shm.regions_offered += 1;
+                // The peer reads the offer before our next datagram.
+                c.region.bump_revokes(c.tx_ring);
             }
         }
         self.offers.push(offer);
