@@ -329,7 +329,8 @@ pub struct Args {
     #[arg(long)]
     pub no_shared_buffers: bool,
     /// shm: the smallest WRITE sent by reference from memory the peer has not mapped
-    /// (`process_vm_readv`; default: weft-verbs' `ONE_COPY_CMA_MIN`, i.e. never).
+    /// (`process_vm_readv`; default: weft-verbs' `ONE_COPY_CMA_MIN`, 1 MiB). Both
+    /// processes.
     #[arg(long)]
     pub one_copy_cma_min: Option<u64>,
     /// shm: the smallest WRITE sent by reference (default: weft-verbs' `ONE_COPY_MIN`;

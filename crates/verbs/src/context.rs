@@ -121,10 +121,15 @@ pub struct DeviceConfig {
 pub const ONE_COPY_MIN: u64 = 16 * 1024;
 
 /// The smallest WRITE sent by reference over shm from memory the peer has not mapped
-/// (see [`DeviceConfig::one_copy_cma_min`]): `process_vm_readv` pins the source pages
-/// per 64 KiB chunk and measured slower than the two copies through the ring
-/// (docs/results/verbs-shm-onecopy-20261128.md).
-pub const ONE_COPY_CMA_MIN: u64 = u64::MAX;
+/// (see [`DeviceConfig::one_copy_cma_min`]). Chosen from measurements
+/// (docs/results/verbs-shm-onecopy-20261128.md, write-bw, ABAB ×5): at 64 KiB
+/// `process_vm_readv` (which pins the source pages of every 64 KiB chunk) was no
+/// faster than the two copies through the rings (7 998 vs 7 750 MB/s there; the
+/// lead's quieter runs the same morning: 12 043 / 11 692 vs 14 164 / 18 604), at
+/// 1 MiB and 4 MiB it was faster (9 165 vs 7 061, 8 448 vs 6 853 MB/s) and took
+/// less CPU per byte. Memory allocated with [`ProtectionDomain::alloc_shared_mr`]
+/// beats both at every size and goes by reference from `ONE_COPY_MIN`.
+pub const ONE_COPY_CMA_MIN: u64 = 1 << 20;
 
 impl DeviceConfig {
     /// Defaults for `link` at `addr` (used as given; see [`DeviceConfig::addr`]):
