@@ -41,8 +41,8 @@ use anyhow::{anyhow, bail, Context as _};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
     Access, Completion, CompletionChannel, CompletionQueue, Context, DeviceConfig, LinkKind,
-    MemoryRegion, Mtu, Progress, QpInitAttr, QpState, QpType, QueuePair, RecvWr, RemoteAddr,
-    SendWr, WaitMode, Waiter, WcStatus, WrOp, GRH_LEN,
+    MemoryRegion, Mtu, Progress, ProtectionDomain, QpInitAttr, QpState, QpType, QueuePair, RecvWr,
+    RemoteAddr, SendWr, WaitMode, Waiter, WcStatus, WrOp, GRH_LEN,
 };
 
 mod qps;
@@ -322,6 +322,17 @@ pub struct Args {
     /// processes.
     #[arg(long)]
     pub no_one_copy: bool,
+    /// shm: allocate the test's buffers as ordinary memory instead of sealed memfds
+    /// the peer maps (weft-verbs' `alloc_shared_mr`), so one-copy WRITEs fall back to
+    /// `process_vm_readv` when sent by reference, for comparing against the default.
+    /// Both processes.
+    #[arg(long)]
+    pub no_shared_buffers: bool,
+    /// shm: the smallest WRITE sent by reference from memory the peer has not mapped
+    /// (`process_vm_readv`; default: weft-verbs' `ONE_COPY_CMA_MIN`, 1 MiB). Both
+    /// processes.
+    #[arg(long)]
+    pub one_copy_cma_min: Option<u64>,
     /// shm: the smallest WRITE sent by reference (default: weft-verbs' `ONE_COPY_MIN`;
     /// never one of a path MTU or less).
     #[arg(long)]
@@ -442,6 +453,13 @@ fn local(a: &Args) -> anyhow::Result<()> {
     }
     if a.no_one_copy {
         sargs.push("--no-one-copy".into());
+    }
+    if a.no_shared_buffers {
+        sargs.push("--no-shared-buffers".into());
+    }
+    if let Some(m) = a.one_copy_cma_min {
+        sargs.push("--one-copy-cma-min".into());
+        sargs.push(m.to_string());
     }
     if let Some(m) = a.one_copy_min {
         sargs.push("--one-copy-min".into());
@@ -571,6 +589,9 @@ fn device(a: &Args) -> anyhow::Result<Context> {
     cfg.icrc = !(a.no_icrc && a.link == Link::Shm);
     cfg.segmentation_offload = !a.no_gso;
     cfg.one_copy = !a.no_one_copy;
+    if let Some(m) = a.one_copy_cma_min {
+        cfg.one_copy_cma_min = m;
+    }
     if let Some(m) = a.one_copy_min {
         cfg.transport.by_reference_min = m;
     }
@@ -579,6 +600,39 @@ fn device(a: &Args) -> anyhow::Result<Context> {
         cfg.shared_pass = Duration::from_micros(us);
     }
     Context::open_with(cfg).context("opening the device")
+}
+
+/// Whether the test's buffers are sealed memfds the peer maps (shm, unless
+/// `--no-shared-buffers`).
+pub(crate) fn shared_buffers(a: &Args) -> bool {
+    a.link == Link::Shm && !a.no_shared_buffers
+}
+
+/// A test buffer of `len` bytes: shared with the peer on shm
+/// ([`ProtectionDomain::alloc_shared_mr`]), ordinary memory otherwise.
+pub(crate) fn buffer(
+    a: &Args,
+    pd: &ProtectionDomain,
+    len: usize,
+    access: Access,
+) -> anyhow::Result<MemoryRegion> {
+    if shared_buffers(a) {
+        pd.alloc_shared_mr(len, access)
+            .context("allocating a shared buffer")
+    } else {
+        Ok(pd.alloc_mr(len, access))
+    }
+}
+
+/// Say in a record's note that its buffers were shared with the peer.
+pub(crate) fn note_buffers(a: &Args, r: &mut crate::perf::record::Record) {
+    if shared_buffers(a) && r.error.is_none() {
+        let n = "buffers: shared memfd (peer maps them)";
+        r.note = Some(match r.note.take() {
+            Some(o) => format!("{o}; {n}"),
+            None => n.to_string(),
+        });
+    }
 }
 
 /// Fresh queues (a completion queue and a QP in RESET) on `ctx`.
@@ -705,7 +759,7 @@ fn serve(a: &Args) -> anyhow::Result<()> {
         let rx = rx_slots(plan.size).max(plan.depth as usize);
         let (mut side, mut qp) = queues(&ctx, a, rx)?;
         let (len, exposed) = server_buffer(&plan);
-        let mr = qp.pd().alloc_mr(len.max(64) as usize, Access::ALL);
+        let mr = buffer(a, qp.pd(), len.max(64) as usize, Access::ALL)?;
         if plan.test == Test::ReadLat {
             // What a READ-Poll client waits to see in its last byte.
             mr.write(plan.size as usize - 1, &[window::READ_MARK])?;
@@ -1043,7 +1097,10 @@ fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow::Result<()>
             pause: Duration::from_micros(a.pause_us),
         };
         let rec = match client_run(a, &ctx, at, size, &opts, &meta, &mut prog) {
-            Ok(r) => r,
+            Ok(mut r) => {
+                note_buffers(a, &mut r);
+                r
+            }
             Err(e) => {
                 first_error.get_or_insert_with(|| format!("{e:#}"));
                 crate::perf::record::Record::failed(&meta, size, format!("{e:#}"))
@@ -1102,7 +1159,7 @@ fn client_run(
         Test::AtomicLat => 64,
         _ => size,
     };
-    let mr = qp.pd().alloc_mr(mr_len.max(64) as usize, Access::ALL);
+    let mr = buffer(a, qp.pd(), mr_len.max(64) as usize, Access::ALL)?;
     let plan = Plan {
         done: false,
         test: a.test,

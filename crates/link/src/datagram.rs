@@ -11,10 +11,12 @@
 //! and the burst-and-wait shape; the router drives the first, the verbs engine the
 //! second.
 
+use crate::shmem::{PeerMaps, SharedMemory};
 use crate::{BufferPool, LinkStats, PacketBuf};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::time::Duration;
 use weft_wire::roce::{IcrcPath, IpPair};
 
@@ -130,6 +132,25 @@ pub trait DatagramLink: Send {
     fn burst_pull_pids(&self) -> &[Option<i32>] {
         &[]
     }
+
+    /// Offer `mem` to every peer, now and on later connections, as region `id`
+    /// (unique among this link's offers), so a peer can copy by-reference payloads
+    /// out of it without a system call (the shm link, [`crate::shmem`]). False when
+    /// the link cannot (the default, udp) or will not (too many offers).
+    fn share_memory(&mut self, _id: u64, _mem: &SharedMemory) -> bool {
+        false
+    }
+
+    /// Withdraw region `id` from every peer: after this returns, no datagram sent
+    /// later is copied from it by a peer (the caller may then free the memory).
+    fn unshare_memory(&mut self, _id: u64) {}
+
+    /// For each datagram the last [`DatagramLink::recv_burst`] appended, in order:
+    /// the regions its sender shared that are mapped here (`None` when there are
+    /// none). Empty (read as all `None`) on links without shared regions.
+    fn burst_pull_maps(&self) -> &[Option<Arc<PeerMaps>>] {
+        &[]
+    }
 }
 
 impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
@@ -180,6 +201,15 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn burst_pull_pids(&self) -> &[Option<i32>] {
         (**self).burst_pull_pids()
+    }
+    fn share_memory(&mut self, id: u64, mem: &SharedMemory) -> bool {
+        (**self).share_memory(id, mem)
+    }
+    fn unshare_memory(&mut self, id: u64) {
+        (**self).unshare_memory(id)
+    }
+    fn burst_pull_maps(&self) -> &[Option<Arc<PeerMaps>>] {
+        (**self).burst_pull_maps()
     }
 }
 

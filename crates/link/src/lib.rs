@@ -39,6 +39,9 @@ pub mod offload;
 #[allow(unsafe_code)]
 pub mod pool;
 pub mod shm;
+// Memory a peer maps: raw copies out of a peer's read-only mapping.
+#[allow(unsafe_code)]
+pub mod shmem;
 pub mod signal;
 pub mod sim;
 // The ring-index code: slots handed between threads by Acquire/Release indices.

@@ -49,17 +49,26 @@
 //! message ([`crate::cma`]), from the process the kernel names for the connection the
 //! datagram came through ([`DatagramLink::burst_pull_pids`]). Where the kernel refuses (ptrace rules, seccomp), the
 //! refusal is counted ([`ShmStats::cma_refused`]) and payloads keep using the ring.
+//!
+//! **Mapped regions.** Memory the verbs layer allocated as a sealed memfd
+//! ([`crate::shmem::SharedMemory`]) is offered to every peer
+//! ([`DatagramLink::share_memory`]); the peer maps it read-only and copies a
+//! by-reference payload whose spans lie inside it with `memcpy` instead of
+//! `process_vm_readv` ([`DatagramLink::burst_pull_maps`]). See `shm/endpoint.rs`,
+//! "Shared regions", for the messages and why a withdrawn region is never read.
 
 mod endpoint;
 mod ring;
 
 use crate::datagram::{path_between, path_ends, pool_buf_size, DEFAULT_MAX_DATAGRAM};
+use crate::shmem::{PeerMaps, SharedMemory};
 use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf};
 use endpoint::{Endpoint, Kind, Outgoing, Params};
 use ring::Layout;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How an shm endpoint is set up.
@@ -172,6 +181,15 @@ pub struct ShmStats {
     /// Connections whose cross-memory probe failed (refused by the kernel, or the
     /// bytes read were not the segment's): payloads from that peer use the ring.
     pub cma_refused: u64,
+    /// Offers of a shared region sent to a peer (one per region and connection).
+    pub regions_offered: u64,
+    /// Peers' shared regions mapped here.
+    pub regions_mapped: u64,
+    /// Peers' region offers refused (not a sealed memfd, too short, bad range,
+    /// overlapping, table full, no descriptor).
+    pub regions_refused: u64,
+    /// Peers' regions unmapped because the peer withdrew them.
+    pub regions_revoked: u64,
 }
 
 impl Outgoing for Datagram {
@@ -201,6 +219,8 @@ pub struct ShmLink {
     spare: Vec<PacketBuf>,
     /// Per datagram of the last `recv_burst`: the process it may be pulled from.
     rx_pids: Vec<Option<i32>>,
+    /// Per datagram of the last `recv_burst`: the sender's regions mapped here.
+    rx_maps: Vec<Option<Arc<PeerMaps>>>,
 }
 
 impl ShmLink {
@@ -212,6 +232,7 @@ impl ShmLink {
             pool: opts.make_pool(),
             spare: Vec::new(),
             rx_pids: Vec::new(),
+            rx_maps: Vec::new(),
         })
     }
 
@@ -256,27 +277,28 @@ impl DatagramLink for ShmLink {
         max: usize,
         spare: &mut Vec<PacketBuf>,
     ) -> io::Result<usize> {
+        let pids = &mut self.rx_pids;
+        let maps = &mut self.rx_maps;
+        pids.clear();
+        maps.clear();
         if !self.ep.may_receive() {
-            self.rx_pids.clear();
             return Ok(0);
         }
         let local = self.ep.name();
         let mut wrong_family = 0;
-        let pids = &mut self.rx_pids;
-        pids.clear();
-        let n =
-            self.ep.recv(
-                &self.pool,
-                spare,
-                max,
-                |peer, pid, buf| match path_between(peer, local) {
-                    Some(path) => {
-                        out.push(Datagram { buf, path });
-                        pids.push(pid);
-                    }
-                    None => wrong_family += 1,
-                },
-            );
+        let n = self.ep.recv(
+            &self.pool,
+            spare,
+            max,
+            |peer, pid, m, buf| match path_between(peer, local) {
+                Some(path) => {
+                    out.push(Datagram { buf, path });
+                    pids.push(pid);
+                    maps.push(m.cloned());
+                }
+                None => wrong_family += 1,
+            },
+        );
         self.ep.stats.rx_frames -= wrong_family;
         self.ep.stats.rx_dropped += wrong_family;
         Ok(n - wrong_family as usize)
@@ -309,6 +331,19 @@ impl DatagramLink for ShmLink {
 
     fn burst_pull_pids(&self) -> &[Option<i32>] {
         &self.rx_pids
+    }
+
+    fn share_memory(&mut self, id: u64, mem: &SharedMemory) -> bool {
+        self.ep
+            .share(id, mem.fd(), mem.as_ptr() as u64, mem.len() as u64)
+    }
+
+    fn unshare_memory(&mut self, id: u64) {
+        self.ep.unshare(id);
+    }
+
+    fn burst_pull_maps(&self) -> &[Option<Arc<PeerMaps>>] {
+        &self.rx_maps
     }
 }
 
@@ -376,7 +411,9 @@ impl Link for ShmFrameLink {
     fn recv_burst(&mut self, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         Ok(self
             .ep
-            .recv(&self.pool, &mut self.spare, max, |_, _, buf| out.push(buf)))
+            .recv(&self.pool, &mut self.spare, max, |_, _, _, buf| {
+                out.push(buf)
+            }))
     }
 
     fn send_burst(&mut self, frames: &mut Vec<PacketBuf>) -> io::Result<usize> {
@@ -734,6 +771,126 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert_eq!(c.burst_pull_pids(), &[None], "c may not pull from a");
         assert_eq!(c.shm_stats().cma_pulls + c.shm_stats().cma_refused, 0);
+    }
+
+    /// Receive on `b` until `done` holds (bounded): what arrived.
+    fn recv_until(
+        a: &mut ShmLink,
+        b: &mut ShmLink,
+        mut done: impl FnMut(&ShmLink, &[Datagram]) -> bool,
+    ) -> Vec<Datagram> {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done(b, &got) && Instant::now() < deadline {
+            b.wait(Duration::from_millis(2), None).unwrap();
+            b.recv_burst(&mut got, 64).unwrap();
+            a.recv_burst(&mut Vec::new(), 64).unwrap();
+        }
+        got
+    }
+
+    #[test]
+    fn a_shared_region_is_mapped_by_the_peer_and_a_revocation_precedes_later_datagrams() {
+        let (na, nb) = (name(30), name(31));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let mem = SharedMemory::new(3 * 4096).unwrap();
+        assert!(mem.write_at(0, &vec![0x5a; mem.len()]));
+        // Offered before any connection: sent with the hello.
+        assert!(a.share_memory(7, &mem));
+        assert!(!a.share_memory(7, &mem), "ids are unique");
+        let hi = vec![dgram(&a, nb, b"hi")];
+        let got = send_all(&mut a, &mut b, hi);
+        assert_eq!(got.len(), 1);
+        // The offer followed the hello on the control socket: b mapped it on
+        // accepting, before it delivered a's first datagram.
+        assert_eq!(b.shm_stats().regions_mapped, 1);
+        assert_eq!(a.shm_stats().regions_offered, 1);
+        let mut v = vec![dgram(&a, nb, b"with maps")];
+        a.send_burst(&mut v).unwrap();
+        let got = recv_until(&mut a, &mut b, |_, g| !g.is_empty());
+        assert_eq!(got.len(), 1);
+        let maps = b.burst_pull_maps()[0].clone().expect("a's regions");
+        assert_eq!(maps.len(), 1);
+        let span = crate::cma::Span {
+            addr: mem.as_ptr() as u64 + 4096,
+            len: 100,
+        };
+        let mut out = [0u8; 100];
+        assert!(maps.copy(&mut out, &[span]));
+        assert_eq!(out, [0x5a; 100]);
+        // Withdrawn, then a datagram: b handles the revocation before delivering it,
+        // whatever its service interval.
+        a.unshare_memory(7);
+        let mut v = vec![dgram(&a, nb, b"after")];
+        a.send_burst(&mut v).unwrap();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.is_empty() && Instant::now() < deadline {
+            b.recv_burst(&mut got, 64).unwrap();
+        }
+        assert_eq!(&got[0].buf[..], b"after");
+        assert_eq!(b.burst_pull_maps().len(), 1);
+        assert!(b.burst_pull_maps()[0].is_none(), "no regions left");
+        assert_eq!(b.shm_stats().regions_revoked, 1);
+        // The table handed out earlier still maps valid memory.
+        assert!(maps.copy(&mut out, &[span]));
+    }
+
+    #[test]
+    fn hostile_region_offers_are_counted_and_change_nothing() {
+        let (na, nb) = (name(32), name(33));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let hi = vec![dgram(&a, nb, b"hi")];
+        let got = send_all(&mut a, &mut b, hi);
+        assert_eq!(got.len(), 1);
+        let ctl = a.ep.ctl_of(nb).expect("a's connection");
+        let offer = |id: u64, addr: u64, len: u64| {
+            let mut m = [0u8; 32];
+            m[0..8].copy_from_slice(b"weft-rg1");
+            m[8..16].copy_from_slice(&id.to_le_bytes());
+            m[16..24].copy_from_slice(&addr.to_le_bytes());
+            m[24..32].copy_from_slice(&len.to_le_bytes());
+            m
+        };
+        let mem = SharedMemory::new(4096).unwrap();
+        let unsealed = crate::sys::unsealed_memfd_for_tests(4096).unwrap();
+        let (pipe_r, _pipe_w) = io::pipe().unwrap();
+        let pipe = std::os::fd::OwnedFd::from(pipe_r);
+        use std::os::fd::AsRawFd;
+        let sends: [(&[u8], Vec<i32>); 6] = [
+            // No descriptor.
+            (&offer(1, 0x10000, 4096), vec![]),
+            // Not a memfd.
+            (&offer(2, 0x10000, 4096), vec![pipe.as_raw_fd()]),
+            // A memfd without seals.
+            (&offer(3, 0x10000, 4096), vec![unsealed.as_raw_fd()]),
+            // Shorter than claimed.
+            (&offer(4, 0x10000, 8192), vec![mem.fd().as_raw_fd()]),
+            // Two descriptors.
+            (
+                &offer(5, 0x10000, 4096),
+                vec![mem.fd().as_raw_fd(), mem.fd().as_raw_fd()],
+            ),
+            // Wrapping range.
+            (&offer(6, u64::MAX - 10, 4096), vec![mem.fd().as_raw_fd()]),
+        ];
+        for (m, fds) in &sends {
+            crate::sys::send_msg(ctl, m, fds).unwrap();
+        }
+        // A truncated offer and a revocation of nothing are ignored.
+        crate::sys::send_msg(ctl, &offer(7, 0, 1)[..20], &[]).unwrap();
+        crate::sys::send_msg(ctl, b"weft-rv1\x09\0\0\0\0\0\0\0", &[]).unwrap();
+        recv_until(&mut a, &mut b, |b, _| b.shm_stats().regions_refused == 6);
+        let st = b.shm_stats();
+        assert_eq!((st.regions_refused, st.regions_mapped), (6, 0));
+        assert_eq!(st.regions_revoked, 0);
+        assert_eq!(b.peers(), vec![na], "the connection stays up");
+        // A good one after all that still maps.
+        crate::sys::send_msg(ctl, &offer(8, 0x10000, 4096), &[mem.fd().as_raw_fd()]).unwrap();
+        recv_until(&mut a, &mut b, |b, _| b.shm_stats().regions_mapped == 1);
+        assert_eq!(b.shm_stats().regions_mapped, 1);
     }
 
     #[test]

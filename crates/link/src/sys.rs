@@ -261,6 +261,33 @@ impl Mmap {
         Ok(Mmap { ptr: p.cast(), len })
     }
 
+    /// Map `len` bytes of `fd` from offset 0, shared and read-only: a peer's memory
+    /// we only ever copy from (see [`crate::shmem`]).
+    pub fn shared_read_only(fd: RawFd, len: usize, what: &str) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping at a kernel-chosen address; the kernel checks `fd`
+        // and `len`. The result is checked.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last_err(what));
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// Its first byte, for owners that hand the memory out by address (a memory
+    /// region the engine copies into and out of with raw copies).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
     /// Anonymous, private, page-aligned memory (a UMEM).
     pub fn anonymous(len: usize, what: &str) -> io::Result<Mmap> {
         // SAFETY: a fresh private anonymous mapping; checked below.
@@ -341,6 +368,23 @@ impl Mmap {
         true
     }
 
+    /// Copy `len` bytes of the mapping at `off` to `dst` with a raw copy; false
+    /// (nothing copied) when out of bounds.
+    ///
+    /// # Safety
+    /// `[dst, dst + len)` must be writable memory of this process, valid for the
+    /// call, outside this mapping, and not read or written through a Rust reference
+    /// meanwhile.
+    pub unsafe fn copy_out_raw(&self, off: usize, dst: *mut u8, len: usize) -> bool {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
+            return false;
+        }
+        // SAFETY: the source range is inside the live mapping (checked above); the
+        // destination is the caller's promise and does not overlap it.
+        unsafe { ptr::copy_nonoverlapping(self.ptr.add(off), dst, len) };
+        true
+    }
+
     /// Copy from the mapping at `off` into `dst` with a raw copy (see
     /// [`Mmap::copy_in`]). A peer writing concurrently can change which bytes we
     /// copy, never where. False (nothing copied) when out of bounds.
@@ -370,6 +414,25 @@ pub(crate) fn sealed_memfd(name: &std::ffi::CStr, len: usize) -> io::Result<Owne
     // SAFETY: plain fcntl on a descriptor we own.
     if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
         return Err(last_err("F_ADD_SEALS"));
+    }
+    Ok(fd)
+}
+
+/// A memfd of `len` bytes that allows sealing but carries no seal (what a careless or
+/// hostile peer might pass).
+#[cfg(test)]
+pub(crate) fn unsealed_memfd_for_tests(len: usize) -> io::Result<OwnedFd> {
+    // SAFETY: the name is NUL-terminated and lives for the call.
+    let raw = unsafe {
+        libc::memfd_create(
+            c"unsealed".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    let fd = owned_fd(raw, "memfd_create")?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } < 0 {
+        return Err(last_err("ftruncate"));
     }
     Ok(fd)
 }

@@ -153,6 +153,17 @@ pub trait Memory {
         None
     }
 
+    /// Whether a WRITE of `message_len` bytes may go by reference given its source
+    /// span `[addr, addr + len)` (one of its scatter-gather entries): the memory may
+    /// prefer to copy some payloads into packets after all (weft-verbs sends by
+    /// reference from memory a peer has mapped at any size, from other memory only
+    /// when the message is large enough for the slower copy to pay). The default:
+    /// whenever [`Memory::pull_address`] can name the span.
+    fn may_pull(&self, key: Key, pd: u32, addr: u64, len: u64, message_len: u64) -> bool {
+        let _ = message_len;
+        self.pull_address(key, pd, addr, len).is_some()
+    }
+
     /// Copy a by-reference payload: the spans `src` of the memory of the peer that
     /// sent the packet being handled, in order, to `[addr, addr + total)` where
     /// `total` is the sum of their lengths. The implementation must identify that

@@ -1092,7 +1092,7 @@ impl Requester {
 /// Whether WQE `w` goes by reference ([`crate::byref`]): the QP allows it, it is a
 /// WRITE from registered memory (not inline) longer than one MTU and at least
 /// [`Config::by_reference_min`](crate::Config::by_reference_min), and the memory can
-/// name every source span to the peer.
+/// name every source span to the peer and wants to ([`Memory::may_pull`]).
 fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> bool {
     q.by_reference
         && q.qp_type != QpType::Ud
@@ -1105,8 +1105,7 @@ fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> 
         && w.len >= ctx.config.by_reference_min
         && w.wr.sg_list.iter().filter(|s| s.len > 0).all(|s| {
             ctx.mem
-                .pull_address(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len))
-                .is_some()
+                .may_pull(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len), w.len)
         })
 }
 

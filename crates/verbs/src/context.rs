@@ -99,6 +99,12 @@ pub struct DeviceConfig {
     /// rings, counted as refused. WRITEs of at least [`Config::by_reference_min`]
     /// bytes qualify (default [`ONE_COPY_MIN`]).
     pub one_copy: bool,
+    /// shm: the smallest WRITE sent by reference when its source memory is *not*
+    /// shared with the peer (not allocated by
+    /// [`ProtectionDomain::alloc_shared_mr`]), so the peer must copy it with
+    /// `process_vm_readv` (default [`ONE_COPY_CMA_MIN`]). From shared memory the
+    /// peer copies from its mapping, and [`Config::by_reference_min`] alone decides.
+    pub one_copy_cma_min: u64,
     /// While several QPs of the device are sending, how long one progress pass may go
     /// on transmitting after a round of the deficit round robin (a quantum per active
     /// QP) before it receives again (default 16 µs; docs/verbs.md, "Sharing the
@@ -113,6 +119,17 @@ pub struct DeviceConfig {
 /// [`DeviceConfig::one_copy`]); docs/results/verbs.md, "One copy on shm", has the
 /// measurement it comes from.
 pub const ONE_COPY_MIN: u64 = 16 * 1024;
+
+/// The smallest WRITE sent by reference over shm from memory the peer has not mapped
+/// (see [`DeviceConfig::one_copy_cma_min`]). Chosen from measurements
+/// (docs/results/verbs-shm-onecopy-20261128.md, write-bw, ABAB ×5): at 64 KiB
+/// `process_vm_readv` (which pins the source pages of every 64 KiB chunk) was no
+/// faster than the two copies through the rings (7 998 vs 7 750 MB/s there; the
+/// lead's quieter runs the same morning: 12 043 / 11 692 vs 14 164 / 18 604), at
+/// 1 MiB and 4 MiB it was faster (9 165 vs 7 061, 8 448 vs 6 853 MB/s) and took
+/// less CPU per byte. Memory allocated with [`ProtectionDomain::alloc_shared_mr`]
+/// beats both at every size and goes by reference from `ONE_COPY_MIN`.
+pub const ONE_COPY_CMA_MIN: u64 = 1 << 20;
 
 impl DeviceConfig {
     /// Defaults for `link` at `addr` (used as given; see [`DeviceConfig::addr`]):
@@ -136,6 +153,7 @@ impl DeviceConfig {
             segmentation_offload: true,
             icrc_any_ipv4_id: false,
             one_copy: true,
+            one_copy_cma_min: ONE_COPY_CMA_MIN,
             shared_pass: engine::SHARED_PASS_DEFAULT,
             transport: Config {
                 by_reference_min: ONE_COPY_MIN,
@@ -237,7 +255,9 @@ impl Context {
         };
         tcfg.icrc_any_ipv4_id |= cfg.icrc_any_ipv4_id && cfg.link == LinkKind::Udp;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
-        let ep = Endpoint::with_sink(tcfg, MrTable::default(), CqRouter::default());
+        let mut mem = MrTable::default();
+        mem.cma_min = cfg.one_copy_cma_min;
+        let ep = Endpoint::with_sink(tcfg, mem, CqRouter::default());
         let mut engine = Engine::new(ep, link);
         engine.set_shared_pass(cfg.shared_pass);
         let shared =
@@ -307,6 +327,7 @@ impl Context {
             transport: e.ep.stats().clone(),
             link: e.link_stats(),
             pull_errors: e.ep.mem().pull_errors,
+            pulls: e.ep.mem().pulls,
         }
     }
 
@@ -372,6 +393,18 @@ impl ProtectionDomain {
         let e = self.ctx.shared().lock();
         let mr = MemoryRegion::allocate(len, self.pd, access, self.keys(&e));
         self.install(mr, e)
+    }
+
+    /// Allocate and register `len` zeroed bytes, page-aligned, as a sealed memfd that
+    /// the shm link offers to every peer: a peer then copies a large WRITE from it
+    /// with `memcpy` from its own read-only mapping instead of `process_vm_readv`
+    /// (docs/verbs.md, "One copy on shm"). Works on every link (udp simply does not
+    /// offer it). The region is withdrawn from the peers when it is dropped.
+    pub fn alloc_shared_mr(&self, len: usize, access: Access) -> Result<MemoryRegion, Error> {
+        let mem = weft_link::shmem::SharedMemory::new(len).map_err(Error::Link)?;
+        let e = self.ctx.shared().lock();
+        let mr = MemoryRegion::shared(mem, self.pd, access, self.keys(&e));
+        Ok(self.install(mr, e))
     }
 
     /// Register the caller's buffer; [`MemoryRegion::into_vec`] gives it back.

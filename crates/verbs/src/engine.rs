@@ -24,7 +24,7 @@
 //! as the application's next message (docs/verbs.md, "The engine").
 
 use crate::adapt::{GapHistory, QuietGap};
-use crate::mr::{MrEntry, MrTable, PullErrors};
+use crate::mr::{MrEntry, MrTable, PullErrors, Pulls};
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::AsFd;
@@ -531,10 +531,24 @@ impl Engine {
     }
 
     pub(crate) fn register(&mut self, e: Arc<MrEntry>) {
+        if let Some(m) = &e.shared {
+            // Offered to every peer; the lkey is unique while registered.
+            self.link.share_memory(u64::from(e.region.lkey), m);
+        }
         self.ep.mem_mut().insert(e);
     }
 
     pub(crate) fn deregister(&mut self, lkey: u32) {
+        let shared = self
+            .ep
+            .mem()
+            .lkeys()
+            .get(&lkey)
+            .is_some_and(|e| e.shared.is_some());
+        if shared {
+            // Withdrawn before the memory can be freed: no peer reads it after this.
+            self.link.unshare_memory(u64::from(lkey));
+        }
         self.ep.mem_mut().remove(lkey);
     }
 
@@ -725,14 +739,30 @@ impl Engine {
             // Whom a by-reference payload in each datagram may be pulled from: the
             // link's word for the connection it came through, never the packet's.
             let pids = self.link.burst_pull_pids();
+            // And the regions that connection's peer shared with us, mapped here.
+            let maps = self.link.burst_pull_maps();
             // Bytes pulled by reference count against the pass's budget as well.
             let pulled = self.ep.stats().by_reference_bytes;
             for (i, d) in self.rx.iter().enumerate() {
                 bytes += d.buf.len();
-                self.ep.mem_mut().pull_from = pids.get(i).copied().flatten();
+                let mem = self.ep.mem_mut();
+                mem.pull_from = pids.get(i).copied().flatten();
+                let m = maps.get(i).and_then(Option::as_ref);
+                // A burst mostly comes from one connection: keep the table, no
+                // reference count traffic per packet.
+                let same = match (&mem.pull_maps, m) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    mem.pull_maps = m.cloned();
+                }
                 self.ep.handle_packet(now, &d.path, &d.buf);
             }
-            self.ep.mem_mut().pull_from = None;
+            let mem = self.ep.mem_mut();
+            mem.pull_from = None;
+            mem.pull_maps = None;
             bytes += (self.ep.stats().by_reference_bytes - pulled) as usize;
             // The buffers become the next packets the pass sends: no pool lock.
             self.spare.extend(self.rx.drain(..).map(|d| d.buf));
@@ -1481,6 +1511,8 @@ pub struct ContextStats {
     /// By-reference WRITEs whose payload could not be pulled from the peer, by cause
     /// (each also a Remote Access NAK; see [`weft_transport::byref`]).
     pub pull_errors: PullErrors,
+    /// By-reference WRITEs pulled, by path (mapped region or `process_vm_readv`).
+    pub pulls: Pulls,
 }
 
 #[cfg(test)]

@@ -41,11 +41,14 @@ mod qp;
 mod wait;
 
 pub use adapt::SpinBudget;
-pub use context::{AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, ONE_COPY_MIN};
+pub use context::{
+    AddressHandle, Context, DeviceConfig, LinkKind, ProtectionDomain, ONE_COPY_CMA_MIN,
+    ONE_COPY_MIN,
+};
 pub use cq::{CompletionChannel, CompletionQueue};
 pub use engine::{ContextStats, EngineStats, Progress, MAX_INLINE};
 pub use error::Error;
-pub use mr::{MemoryRegion, PoolRegion, PullErrors};
+pub use mr::{MemoryRegion, PoolRegion, PullErrors, Pulls};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use wait::{WaitMode, WaitStats, Waiter};
 pub use weft_transport::{

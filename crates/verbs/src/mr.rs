@@ -21,6 +21,7 @@ use crate::Error;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use weft_link::cma::{self, CmaError, Span};
+use weft_link::shmem::{PeerMaps, SharedMemory};
 use weft_link::{BufferPool, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{Access, AccessError, AtomicOp, Key, Memory, Region, RemoteSpan};
@@ -40,6 +41,9 @@ enum Backing {
     /// clone keeps the arena allocated (and, being one allocation, unmoved) for as
     /// long as the region is registered.
     Pool(BufferPool),
+    /// A sealed memfd peers may map ([`crate::ProtectionDomain::alloc_shared_mr`]);
+    /// the entry holds it too, so the link can offer it while registered.
+    Shared(Arc<SharedMemory>),
 }
 
 /// One registration as the engine sees it: the transport's [`Region`] (keys, domain,
@@ -48,6 +52,8 @@ enum Backing {
 pub(crate) struct MrEntry {
     ptr: *mut u8,
     pub(crate) region: Region,
+    /// The memfd behind the region, when peers may map it.
+    pub(crate) shared: Option<Arc<SharedMemory>>,
 }
 
 // SAFETY: the pointer is only dereferenced by the table's accessors, which check the
@@ -89,6 +95,27 @@ pub(crate) struct MrTable {
     pub(crate) pull_from: Option<i32>,
     /// By-reference payloads that could not be pulled, by cause.
     pub(crate) pull_errors: PullErrors,
+    /// The regions the sender of the packet being handled shared with us, mapped
+    /// here: set per packet by the engine from the link
+    /// (`DatagramLink::burst_pull_maps`), never from the packet.
+    pub(crate) pull_maps: Option<Arc<PeerMaps>>,
+    /// By-reference payloads pulled, by path.
+    pub(crate) pulls: Pulls,
+    /// The smallest WRITE sent by reference from memory peers have not mapped (the
+    /// `process_vm_readv` path); from shared memory, the transport's
+    /// `by_reference_min` alone decides.
+    pub(crate) cma_min: u64,
+}
+
+/// By-reference payloads pulled, by how the bytes moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pulls {
+    /// Copied with `memcpy` from the sender's region mapped here (a region it
+    /// allocated with [`crate::ProtectionDomain::alloc_shared_mr`]).
+    pub mapped: u64,
+    /// Copied from the sender's process by `process_vm_readv` (the fallback: source
+    /// memory the sender did not share, or not yet mapped here).
+    pub cma: u64,
 }
 
 /// Why by-reference payloads could not be pulled (each one is also a NAK).
@@ -222,6 +249,20 @@ impl Memory for MrTable {
             .map(|p| p as u64)
     }
 
+    fn may_pull(&self, key: Key, pd: u32, addr: u64, len: u64, message_len: u64) -> bool {
+        let Key::Local(k) = key else {
+            return false;
+        };
+        let Some(e) = self.by_lkey.get(&k) else {
+            return false;
+        };
+        // A peer copies from a shared region with memcpy: worth it at any size the
+        // transport allows. Other memory costs the peer a process_vm_readv, slower
+        // than the ring below `cma_min` (DeviceConfig::one_copy_cma_min).
+        (e.shared.is_some() || message_len >= self.cma_min)
+            && e.checked(pd, addr, len, Access::NONE).is_ok()
+    }
+
     fn pull(
         &mut self,
         key: Key,
@@ -241,10 +282,6 @@ impl Memory for MrTable {
         // link knows it (`from` names the same peer; the pid is the link's, so a
         // packet cannot choose whose memory we read).
         let _ = from;
-        let Some(pid) = self.pull_from else {
-            self.pull_errors.no_peer += 1;
-            return Err(AccessError::PeerMemory);
-        };
         let mut spans = [Span { addr: 0, len: 0 }; weft_transport::wr::MAX_SGE];
         if src.len() > spans.len() {
             return Err(AccessError::PeerMemory);
@@ -258,15 +295,34 @@ impl Memory for MrTable {
         let Ok(len) = usize::try_from(total) else {
             return Err(AccessError::OutOfBounds);
         };
+        if let Some(maps) = &self.pull_maps {
+            // SAFETY: as for the process_vm_readv copy below: `[p, p + total)` is
+            // inside a live registration with the rights `need`, no Rust reference to
+            // it exists; the source is the sender's memfd mapped read-only here.
+            if unsafe { maps.copy_raw(p, len, &spans[..src.len()]) } {
+                self.pulls.mapped += 1;
+                return Ok(());
+            }
+        }
+        let Some(pid) = self.pull_from else {
+            self.pull_errors.no_peer += 1;
+            return Err(AccessError::PeerMemory);
+        };
         // SAFETY: `find` checked `[p, p + total)` against a live registration with the
         // rights `need`, as `write` does; the kernel writes it the way a peer's WRITE
         // always may (racing byte copies into memory the application reads only after
         // the completion), and no Rust reference to those bytes exists here.
         let r = unsafe { cma::read_raw(pid, p, len, &spans[..src.len()]) };
-        r.map_err(|e| {
-            self.count(e);
-            AccessError::PeerMemory
-        })
+        match r {
+            Ok(()) => {
+                self.pulls.cma += 1;
+                Ok(())
+            }
+            Err(e) => {
+                self.count(e);
+                Err(AccessError::PeerMemory)
+            }
+        }
     }
 }
 
@@ -287,6 +343,7 @@ pub struct MemoryRegion {
 fn entry(ptr: *mut u8, len: usize, pd: u32, access: Access, keys: (u32, u32)) -> Arc<MrEntry> {
     Arc::new(MrEntry {
         ptr,
+        shared: None,
         region: Region {
             pd,
             addr: ptr as u64,
@@ -308,6 +365,32 @@ impl MemoryRegion {
             backing: Backing::Words(words),
             ctx: None,
         }
+    }
+
+    /// `mem`, a sealed memfd mapped here, that the link offers to peers while the
+    /// region is registered.
+    pub(crate) fn shared(
+        mem: SharedMemory,
+        pd: u32,
+        access: Access,
+        keys: (u32, u32),
+    ) -> MemoryRegion {
+        let mem = Arc::new(mem);
+        let mut e = entry(mem.as_ptr(), mem.len(), pd, access, keys);
+        if let Some(e) = Arc::get_mut(&mut e) {
+            e.shared = Some(Arc::clone(&mem));
+        }
+        MemoryRegion {
+            entry: e,
+            backing: Backing::Shared(mem),
+            ctx: None,
+        }
+    }
+
+    /// True when peers may map the region's memory (allocated by
+    /// [`crate::ProtectionDomain::alloc_shared_mr`]).
+    pub fn is_shared(&self) -> bool {
+        self.entry.shared.is_some()
     }
 
     /// The caller's buffer, owned by the region until [`MemoryRegion::into_vec`].

@@ -24,6 +24,9 @@ fn shm_device(one_copy: bool) -> Context {
     let mut cfg = DeviceConfig::local(LinkKind::Shm);
     cfg.progress = Progress::Thread;
     cfg.one_copy = one_copy;
+    // These tests are about the process_vm_readv path: ordinary memory goes by
+    // reference at any size (the default sends it through the rings).
+    cfg.one_copy_cma_min = 0;
     Context::open_with(cfg).expect("open shm device")
 }
 

@@ -4,7 +4,8 @@
 //! Roles of the peer:
 //! - `passive`: accept one RC connection, advertise a 1 MiB region (address and rkey
 //!   in the accept's private data), then never touch weft again until the connection
-//!   closes — one-sided operations must complete against it.
+//!   closes — one-sided operations must complete against it. Then it prints how the
+//!   by-reference payloads it took were copied (`PULLS mapped cma errors`).
 //! - `echo-rc` / `echo-ud`: post receives and send every message back (SEND with the
 //!   same immediate; for a WRITE with immediate, the bytes it wrote to the echo area),
 //!   until the connection closes. The client also checks multi-SGE inline unsignaled
@@ -18,8 +19,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnParam, Listener};
 use weft_verbs::{
-    Access, CompletionChannel, CompletionQueue, Context, LinkKind, Progress, QpInitAttr, QpType,
-    RecvWr, RemoteAddr, SendWr, WcOpcode, WcStatus, WrOp, GRH_LEN,
+    Access, CompletionChannel, CompletionQueue, Context, DeviceConfig, LinkKind, Progress,
+    QpInitAttr, QpType, RecvWr, RemoteAddr, SendWr, WcOpcode, WcStatus, WrOp, GRH_LEN,
 };
 
 const REGION: usize = 1 << 20;
@@ -89,6 +90,10 @@ fn peer_process() {
             }
         }
         drop(conn);
+        let st = s.ctx.stats();
+        let e = st.pull_errors;
+        let errors = e.no_peer + e.refused + e.gone + e.fault + e.short;
+        println!("PULLS {} {} {errors}", st.pulls.mapped, st.pulls.cma);
         return;
     }
     let mut out = Vec::new();
@@ -146,6 +151,8 @@ fn peer_process() {
 struct Peer {
     child: Child,
     addr: std::net::SocketAddr,
+    /// The numbers of the peer's `PULLS` line, when it prints one.
+    pulls: std::sync::mpsc::Receiver<String>,
 }
 
 impl Peer {
@@ -174,11 +181,15 @@ impl Peer {
             .unwrap();
         let out = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let (ptx, pulls) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
                 // libtest may print "test peer_process ... " in front of it.
                 if let Some(i) = line.find("LISTEN ") {
                     let _ = tx.send(line[i + 7..].trim().to_string());
+                }
+                if let Some(i) = line.find("PULLS ") {
+                    let _ = ptx.send(line[i + 6..].trim().to_string());
                 }
             }
         });
@@ -187,7 +198,21 @@ impl Peer {
             .expect("peer did not start")
             .parse()
             .unwrap();
-        Peer { child, addr }
+        Peer { child, addr, pulls }
+    }
+
+    /// The passive peer's by-reference copies after it exited: (through its mapping
+    /// of our shared regions, by `process_vm_readv`, failed).
+    fn pulls(&self) -> (u64, u64, u64) {
+        let line = self
+            .pulls
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the peer printed no PULLS line");
+        let n: Vec<u64> = line
+            .split_whitespace()
+            .map(|w| w.parse().unwrap())
+            .collect();
+        (n[0], n[1], n[2])
     }
 
     fn wait_exit(&mut self, limit: Duration) -> bool {
@@ -353,7 +378,12 @@ fn shm_large_writes_move_once_between_two_processes() {
         return;
     };
     let mut peer = Peer::start("passive", LinkKind::Shm);
-    let mut me = side(LinkKind::Shm, Progress::Thread, QpType::Rc, REGION);
+    // Memory the peer has not mapped goes by reference at any size here.
+    let mut cfg = DeviceConfig::local(LinkKind::Shm);
+    cfg.progress = Progress::Thread;
+    cfg.one_copy_cma_min = 0;
+    let mut me = side_on(Context::open_with(cfg).unwrap(), QpType::Rc, REGION);
+    let shared = me.pd.alloc_shared_mr(100_000, Access::ALL).unwrap();
     let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
     let r = remote_region(&conn.remote().private_data);
     // A small WRITE first brings the shm connection up (the peer probes us then).
@@ -394,13 +424,125 @@ fn shm_large_writes_move_once_between_two_processes() {
         .unwrap();
     ok(&mut me.cq, 2);
     assert_eq!(me.mr.to_vec(500_000, 400_000).unwrap(), data);
+    // One WRITE from a shared region and ordinary memory: three chunks, the first
+    // inside the shared region (copied from the peer's mapping), the others not
+    // (process_vm_readv).
+    shared.write(0, &data[..100_000]).unwrap();
+    me.mr.write(0, &data[100_000..200_000]).unwrap();
+    me.qp
+        .post_send([
+            SendWr::new(
+                4,
+                WrOp::Write {
+                    remote: at(r, 7),
+                    imm: None,
+                },
+                vec![shared.sge(0, 100_000), me.mr.sge(0, 100_000)],
+            ),
+            SendWr::new(
+                5,
+                WrOp::Read { remote: at(r, 7) },
+                vec![me.mr.sge(300_000, 200_000)],
+            ),
+        ])
+        .unwrap();
+    ok(&mut me.cq, 2);
+    assert_eq!(me.mr.to_vec(300_000, 200_000).unwrap(), &data[..200_000]);
     let st = me.ctx.stats().transport;
-    assert_eq!(st.by_reference_sent, 1, "{st:?}");
+    assert_eq!(st.by_reference_sent, 2, "{st:?}");
     conn.disconnect();
     assert!(
         peer.wait_exit(Duration::from_secs(10)),
         "peer did not see the disconnect"
     );
+    // 400 000 B: 6 chunks by process_vm_readv; then 1 mapped and 2 by the fallback.
+    let (mapped, cma, failed) = peer.pulls();
+    assert!(mapped >= 1 && cma >= 8, "mapped {mapped}, cma {cma}");
+    assert_eq!(failed, 0);
+}
+
+/// The mapping path between two processes: WRITEs from regions allocated with
+/// `alloc_shared_mr` — one before the connection (offered behind the hello), one
+/// after it (offered on the live connection) — are copied by the peer from its
+/// read-only mapping of them, never by `process_vm_readv`, and land byte-exact. A
+/// WRITE from ordinary memory goes through the ring (the default
+/// `one_copy_cma_min`), and one from a withdrawn region's successor still lands.
+#[test]
+fn shm_writes_from_shared_memory_are_copied_from_the_peers_mapping() {
+    let Some(()) = weft_testkit::require("cross-memory attach", cross_memory_attach()) else {
+        return;
+    };
+    let mut peer = Peer::start("passive", LinkKind::Shm);
+    let mut me = side(LinkKind::Shm, Progress::Thread, QpType::Rc, REGION);
+    let early = me.pd.alloc_shared_mr(400_000, Access::ALL).unwrap();
+    assert!(early.is_shared() && !me.mr.is_shared());
+    let conn = cm::connect(&mut me.qp, peer.addr, &ConnParam::default()).unwrap();
+    let r = remote_region(&conn.remote().private_data);
+    let write = |me: &mut Side, id, src: Vec<weft_verbs::Sge>, off| {
+        me.qp
+            .post_send([SendWr::new(
+                id,
+                WrOp::Write {
+                    remote: at(r, off),
+                    imm: None,
+                },
+                src,
+            )])
+            .unwrap();
+        ok(&mut me.cq, 1);
+    };
+    let read_back = |me: &mut Side, off, len: usize| {
+        me.qp
+            .post_send([SendWr::new(
+                99,
+                WrOp::Read { remote: at(r, off) },
+                vec![me.mr.sge(REGION - len, len as u32)],
+            )])
+            .unwrap();
+        ok(&mut me.cq, 1);
+        me.mr.to_vec(REGION - len, len).unwrap()
+    };
+    me.mr.write(0, b"warm").unwrap();
+    let src = vec![me.mr.sge(0, 4)];
+    write(&mut me, 1, src, 0);
+    let data: Vec<u8> = (0..400_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    early.write(0, &data).unwrap();
+    write(
+        &mut me,
+        2,
+        vec![early.sge(0, 150_000), early.sge(150_000, 250_000)],
+        3,
+    );
+    assert_eq!(read_back(&mut me, 3, 400_000), data);
+    // Registered while connected.
+    let late = me.pd.alloc_shared_mr(200_000, Access::ALL).unwrap();
+    late.write(0, &data[..200_000]).unwrap();
+    write(&mut me, 3, vec![late.sge(0, 200_000)], 500_000);
+    assert_eq!(read_back(&mut me, 500_000, 200_000), &data[..200_000]);
+    // Withdrawn; a new one, likely at the same addresses, with other bytes.
+    drop(late);
+    let again = me.pd.alloc_shared_mr(200_000, Access::ALL).unwrap();
+    again.write(0, &data[200_000..400_000]).unwrap();
+    write(&mut me, 4, vec![again.sge(0, 200_000)], 500_000);
+    assert_eq!(read_back(&mut me, 500_000, 200_000), &data[200_000..]);
+    // Ordinary memory: through the ring.
+    me.mr.write(0, &data[..100_000]).unwrap();
+    let src = vec![me.mr.sge(0, 100_000)];
+    write(&mut me, 5, src, 0);
+    assert_eq!(read_back(&mut me, 0, 100_000), &data[..100_000]);
+    let st = me.ctx.stats().transport;
+    assert_eq!(st.by_reference_sent, 3, "{st:?}");
+    conn.disconnect();
+    assert!(
+        peer.wait_exit(Duration::from_secs(10)),
+        "peer did not see the disconnect"
+    );
+    // 6 + 3 + 3 chunks, every one from the mapping.
+    let (mapped, cma, failed) = peer.pulls();
+    assert_eq!((cma, failed), (0, 0), "mapped {mapped}");
+    assert!(mapped >= 12, "mapped {mapped}");
 }
 
 #[test]

@@ -170,7 +170,7 @@ pub(super) fn serve(
         Test::SendBw => n * rx * slot,
         _ => plan.size as usize,
     };
-    let mr = pd.alloc_mr(mr_len.max(64), Access::ALL);
+    let mr = super::buffer(a, &pd, mr_len.max(64), Access::ALL)?;
     let mut init = QpInitAttr::new(a.qp.qp_type());
     init.max_send_wr = 2;
     init.max_recv_wr = rx.max(2);
@@ -350,7 +350,7 @@ fn client_run(
     let base = rss();
     let cq = CompletionQueue::new(ctx, (2 * n * (w / every + 1) as usize).max(256), None);
     let pd = ctx.alloc_pd();
-    let mr = pd.alloc_mr(size.max(64) as usize, Access::ALL);
+    let mr = super::buffer(a, &pd, size.max(64) as usize, Access::ALL)?;
     let mut init = QpInitAttr::new(a.qp.qp_type());
     init.max_send_wr = (w as usize).max(2);
     init.max_recv_wr = 2;

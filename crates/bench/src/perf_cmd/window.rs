@@ -122,10 +122,12 @@ pub(super) fn client_run(
     // Request sources first (one per slot, so a request's marker stays put until it
     // has left), then a reply or READ slot per operation in flight.
     let replies = depth as u64 * req;
-    let mr = qp.pd().alloc_mr(
+    let mr = super::buffer(
+        a,
+        qp.pd(),
         (replies + depth as u64 * size).max(64) as usize,
         Access::ALL,
-    );
+    )?;
     let plan = Plan {
         done: false,
         test: a.test,
@@ -369,7 +371,7 @@ struct Bulk {
 impl Bulk {
     fn connect(a: &Args, ctx: &Context, at: SocketAddr, size: u64) -> anyhow::Result<Bulk> {
         let (side, mut qp) = queues(ctx, a, 2)?;
-        let mr = qp.pd().alloc_mr(size.max(64) as usize, Access::ALL);
+        let mr = super::buffer(a, qp.pd(), size.max(64) as usize, Access::ALL)?;
         let plan = Plan {
             done: false,
             test: Test::WriteBw,
@@ -468,7 +470,7 @@ pub(super) fn accept_background(
     plan: &Plan,
 ) -> anyhow::Result<Held> {
     let (side, mut qp) = queues(ctx, a, 2)?;
-    let mr = qp.pd().alloc_mr(plan.size.max(64) as usize, Access::ALL);
+    let mr = super::buffer(a, qp.pd(), plan.size.max(64) as usize, Access::ALL)?;
     let p = param(a, remote_bytes(&mr, 0));
     cm::init_qp(&mut qp, &p)?;
     let conn = req.accept(&mut qp, &p)?;

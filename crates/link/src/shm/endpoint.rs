@@ -30,10 +30,28 @@
 //! see [`crate::cma`]); on failure (ptrace rules, a seccomp filter, an old peer) the
 //! flag stays clear, the payloads keep travelling through the ring, and the refusal
 //! is counted ([`ShmStats::cma_refused`]).
+//!
+//! **Shared regions.** Memory allocated as a sealed memfd ([`crate::shmem`]) is
+//! offered to every connected peer ([`Endpoint::share`]): one control message per
+//! region and connection, the memfd attached, with the region's id, address and
+//! length in our process (sent at once to live connections, and to each new one
+//! after its hello or ok). The receiver checks and maps it read-only
+//! ([`PeerMaps::add`]) and hands the connection's table with each datagram, so the
+//! verbs engine copies a by-reference payload from the mapping when it can.
+//! Every region message (offer or revocation) is followed by a bump of the sending
+//! ring's control counter in the segment; the receiver compares that counter, read
+//! after a ring's tail, with the last it saw and drains its control socket first
+//! when it moved (an acceptor also drains right after accepting: a connector's
+//! offers follow its hello). So a region is mapped before any datagram sent after
+//! its offer is delivered, and a datagram sent after a region was withdrawn
+//! ([`Endpoint::unshare`]) is never copied from that region's old mapping, even if
+//! the address range now holds other memory. A revocation that cannot be sent (the
+//! peer stopped reading its control socket) ends the connection.
 
 use super::ring::{Corrupt, Layout, Pop, Push, Region, RxRing, TxRing};
 use super::ShmStats;
 use crate::cma::{self, Span};
+use crate::shmem::PeerMaps;
 use crate::sys::{self, peer_pid, peer_uid, recv_msg, send_msg};
 use crate::wake::EventFd;
 use crate::{BufferPool, LinkStats, PacketBuf};
@@ -42,6 +60,7 @@ use std::io;
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What an endpoint carries; both ends of a connection must agree.
@@ -69,6 +88,12 @@ pub(crate) fn socket_name(kind: Kind, name: SocketAddr) -> Vec<u8> {
 
 const HELLO_MAGIC: [u8; 8] = *b"weft-hi1";
 const REPLY_MAGIC: [u8; 8] = *b"weft-ok1";
+/// A shared region: id, address, length (little-endian u64s), one memfd attached.
+const REGION_MAGIC: [u8; 8] = *b"weft-rg1";
+/// A shared region withdrawn: its id.
+const REVOKE_MAGIC: [u8; 8] = *b"weft-rv1";
+/// Most regions an endpoint offers its peers.
+pub(crate) const MAX_OFFERS: usize = 1024;
 const MAX_NAME: usize = 64;
 const MSG_BUF: usize = 128;
 /// Receive buffers taken from the pool per lock: a burst needing fewer takes this many
@@ -135,11 +160,45 @@ struct Conn {
     awaiting_reply: bool,
     /// The peer hung up but left items in our receive ring: delivered, then removed.
     closing: bool,
+    /// The peer's shared regions, mapped here (replaced, never changed in place: a
+    /// receiver may hold the previous table until its burst is handled).
+    maps: Arc<PeerMaps>,
+    /// The peer's revocation counter as last seen (see "Shared regions").
+    revokes_seen: u32,
 }
 
 impl Conn {
     fn live(&self) -> bool {
         !self.closing
+    }
+
+    /// The ring we consume.
+    fn rx_ring(&self) -> usize {
+        1 - self.tx_ring
+    }
+}
+
+/// A region this endpoint offers its peers.
+struct Offer {
+    id: u64,
+    fd: OwnedFd,
+    addr: u64,
+    len: u64,
+}
+
+impl Offer {
+    fn message(&self) -> [u8; 32] {
+        let mut m = [0u8; 32];
+        m[0..8].copy_from_slice(&REGION_MAGIC);
+        m[8..16].copy_from_slice(&self.id.to_le_bytes());
+        m[16..24].copy_from_slice(&self.addr.to_le_bytes());
+        m[24..32].copy_from_slice(&self.len.to_le_bytes());
+        m
+    }
+
+    /// Offer it on control socket `ctl`; false when the message could not be sent.
+    fn send(&self, ctl: RawFd) -> bool {
+        send_msg(ctl, &self.message(), &[self.fd.as_raw_fd()]).is_ok()
     }
 }
 
@@ -171,6 +230,8 @@ pub(crate) struct Endpoint {
     unreachable: HashMap<SocketAddr, Instant>,
     /// Accepted control sockets whose hello has not arrived yet.
     pending: Vec<(OwnedFd, Instant)>,
+    /// Regions offered to every peer ([`Endpoint::share`]).
+    offers: Vec<Offer>,
     next_service: Instant,
     /// When a send that finds a ring full next checks whether the peer is alive.
     next_full_check: Instant,
@@ -260,6 +321,7 @@ impl Endpoint {
             last_route: None,
             unreachable: HashMap::new(),
             pending: Vec::new(),
+            offers: Vec::new(),
             next_service: Instant::now(),
             next_full_check: Instant::now(),
             polls: 0,
@@ -408,6 +470,7 @@ impl Endpoint {
             ],
         )?;
         sys::set_nonblocking(fd, true)?;
+        self.offer_all(fd);
         self.shm.connects += 1;
         let pid = peer_pid(fd);
         Ok(self.insert(Conn {
@@ -423,6 +486,8 @@ impl Endpoint {
             my_wake: to_connector,
             awaiting_reply: true,
             closing: false,
+            maps: Arc::default(),
+            revokes_seen: 0,
         }))
     }
 
@@ -501,6 +566,8 @@ impl Endpoint {
             my_wake: EventFd::from_owned(to_acceptor),
             awaiting_reply: false,
             closing: false,
+            maps: Arc::default(),
+            revokes_seen: 0,
         }))
     }
 
@@ -529,8 +596,14 @@ impl Endpoint {
             None => false,
             Some(Judged::Accept(conn)) => {
                 self.reply(sock, Status::Ok, conn.region.addr());
+                self.offer_all(sock.as_raw_fd());
+                // After our offers: the connector reads them before our datagrams.
+                conn.region.bump_revokes(conn.tx_ring);
                 self.shm.accepts += 1;
-                self.insert(conn);
+                let idx = self.insert(conn);
+                // The connector's offers were sent right behind its hello: map them
+                // before any of its datagrams is delivered.
+                self.on_ctl(idx, 0);
                 true
             }
             Some(Judged::Refuse(s)) => {
@@ -598,11 +671,110 @@ impl Endpoint {
                     self.teardown(idx, End::Lost);
                     return;
                 }
+                Ok(Some((n, fds))) if n >= 32 && buf[0..8] == REGION_MAGIC => {
+                    let word =
+                        |o: usize| u64::from_le_bytes(buf[o..o + 8].try_into().unwrap_or_default());
+                    self.peer_region(idx, word(8), word(16), word(24), fds);
+                }
+                Ok(Some((n, _))) if n >= 16 && buf[0..8] == REVOKE_MAGIC => {
+                    let id = u64::from_le_bytes(buf[8..16].try_into().unwrap_or_default());
+                    if let Some(c) = self.conns[idx].as_mut() {
+                        let mut t = PeerMaps::clone(&c.maps);
+                        if t.remove(id) {
+                            c.maps = Arc::new(t);
+                            self.shm.regions_revoked += 1;
+                        }
+                    }
+                }
                 Ok(Some(_)) => {} // unknown message: ignore
                 Ok(None) => break,
             }
         }
         if revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            self.teardown(idx, End::Lost);
+        }
+    }
+
+    /// A peer offered a region: check it, map it, and replace the connection's table;
+    /// any refusal is counted and changes nothing.
+    fn peer_region(&mut self, idx: usize, id: u64, addr: u64, len: u64, mut fds: Vec<OwnedFd>) {
+        let Some(c) = self.conns[idx].as_mut() else {
+            return;
+        };
+        let fd = match (fds.pop(), fds.is_empty()) {
+            (Some(fd), true) if self.kind == Kind::Datagram => fd,
+            _ => {
+                self.shm.regions_refused += 1;
+                return;
+            }
+        };
+        let mut t = PeerMaps::clone(&c.maps);
+        match t.add(id, addr, len, &fd) {
+            Ok(()) => {
+                c.maps = Arc::new(t);
+                self.shm.regions_mapped += 1;
+            }
+            Err(_) => self.shm.regions_refused += 1,
+        }
+    }
+
+    /// Offer every shared region on a new connection's control socket.
+    fn offer_all(&mut self, ctl: RawFd) {
+        for o in &self.offers {
+            if o.send(ctl) {
+                self.shm.regions_offered += 1;
+            }
+        }
+    }
+
+    /// Offer `len` bytes of memfd `fd`, at `addr` in this process, to every peer as
+    /// region `id` (unique among the offers). False when the endpoint offers
+    /// [`MAX_OFFERS`] already, the id is taken, or the descriptor cannot be kept.
+    pub fn share(&mut self, id: u64, fd: BorrowedFd<'_>, addr: u64, len: u64) -> bool {
+        if self.kind != Kind::Datagram
+            || self.offers.len() >= MAX_OFFERS
+            || self.offers.iter().any(|o| o.id == id)
+        {
+            return false;
+        }
+        let Ok(fd) = fd.try_clone_to_owned() else {
+            return false;
+        };
+        let offer = Offer { id, fd, addr, len };
+        for c in self.conns.iter().flatten().filter(|c| c.live()) {
+            if offer.send(c.ctl.as_raw_fd()) {
+                self.shm.regions_offered += 1;
+                // The peer reads the offer before our next datagram.
+                c.region.bump_revokes(c.tx_ring);
+            }
+        }
+        self.offers.push(offer);
+        true
+    }
+
+    /// Withdraw region `id` from every peer (see "Shared regions" for why a datagram
+    /// sent after this never reads it). A connection whose peer cannot take the
+    /// revocation is ended.
+    pub fn unshare(&mut self, id: u64) {
+        let Some(i) = self.offers.iter().position(|o| o.id == id) else {
+            return;
+        };
+        self.offers.swap_remove(i);
+        let mut m = [0u8; 16];
+        m[0..8].copy_from_slice(&REVOKE_MAGIC);
+        m[8..16].copy_from_slice(&id.to_le_bytes());
+        let mut failed = Vec::new();
+        for (idx, c) in self.conns.iter().enumerate() {
+            let Some(c) = c.as_ref().filter(|c| c.live()) else {
+                continue;
+            };
+            if send_msg(c.ctl.as_raw_fd(), &m, &[]).is_ok() {
+                c.region.bump_revokes(c.tx_ring);
+            } else {
+                failed.push(idx);
+            }
+        }
+        for idx in failed {
             self.teardown(idx, End::Lost);
         }
     }
@@ -726,7 +898,7 @@ impl Endpoint {
         pool: &BufferPool,
         spare: &mut Vec<PacketBuf>,
         max: usize,
-        mut deliver: impl FnMut(SocketAddr, Option<i32>, PacketBuf),
+        mut deliver: impl FnMut(SocketAddr, Option<i32>, Option<&Arc<PeerMaps>>, PacketBuf),
     ) -> usize {
         self.service_if_due();
         let n = self.conns.len();
@@ -747,8 +919,19 @@ impl Endpoint {
                     continue;
                 }
             };
+            // Read after the tail: a revocation sent before any item we are about to
+            // take is on the control socket now. Handle it before those items.
+            let revokes = c.region.revokes(c.rx_ring());
+            if revokes != c.revokes_seen {
+                c.revokes_seen = revokes;
+                self.on_ctl(idx, 0);
+            }
+            let Some(c) = self.conns[idx].as_mut() else {
+                continue;
+            };
             let take = avail.min(max - got);
             let from = if c.pulls { c.pid } else { None };
+            let maps = (!c.maps.is_empty()).then_some(&c.maps);
             if spare.len() < take {
                 // A few more than this burst needs: one pool lock per
                 // `RX_REFILL` frames, not one per burst (a ping-pong's bursts are
@@ -759,7 +942,7 @@ impl Endpoint {
                 let Some(mut b) = spare.pop() else { break };
                 match c.rx.pop_into(&c.region, &mut b) {
                     Pop::Item => {
-                        deliver(c.peer, from, b);
+                        deliver(c.peer, from, maps, b);
                         got += 1;
                     }
                     Pop::BadLength => {
@@ -920,6 +1103,13 @@ impl Endpoint {
             self.service();
         }
         Ok(ready)
+    }
+
+    /// Test access to the control socket of the connection that sends to `peer`.
+    #[cfg(test)]
+    pub fn ctl_of(&self, peer: SocketAddr) -> Option<RawFd> {
+        let idx = *self.tx_for.get(&peer)?;
+        self.conns[idx].as_ref().map(|c| c.ctl.as_raw_fd())
     }
 
     /// Test access to a connection's segment and receive ring.

@@ -7,6 +7,9 @@
 //!   +16, +20          "pulls" flags of ring 0 and ring 1: set by that ring's consumer
 //!                     once it proved it can read the producer's memory by
 //!                     cross-memory attach (see `endpoint.rs`, "One copy")
+//!   +24, +28          control counters of ring 0 and ring 1: bumped by that ring's
+//!                     producer after it sent an offer or revocation of a shared
+//!                     region (see `endpoint.rs`, "Shared regions")
 //! HEADER            ring 0 (connector -> acceptor)
 //!   +0                tail      producer's publish index   (own 128-byte line)
 //!   +128              head      consumer's release index   (own 128-byte line)
@@ -44,6 +47,8 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"weftshm\x01");
 const HEADER: usize = 128;
 /// The "consumer pulls" flag of ring 0 and of ring 1, in the segment header.
 const PULLS: [usize; 2] = [16, 20];
+/// The control counter of ring 0 and of ring 1, in the segment header.
+const REVOKES: [usize; 2] = [24, 28];
 const TAIL: usize = 0;
 const HEAD: usize = 128;
 const SLEEPING: usize = 256;
@@ -174,6 +179,20 @@ impl Region {
     /// fails to read (its own loss; see `endpoint.rs`).
     pub fn pulls(&self, ring: usize) -> bool {
         self.u32_at(PULLS[ring & 1]).load(Ordering::Acquire) != 0
+    }
+
+    /// Say (as the producer of ring `ring`) that a region offer or revocation was sent
+    /// on the control socket: items published after this are to be read after it.
+    pub fn bump_revokes(&self, ring: usize) {
+        self.u32_at(REVOKES[ring & 1])
+            .fetch_add(1, Ordering::Release);
+    }
+
+    /// The control counter of ring `ring` (read by its consumer after the ring's
+    /// tail, so it covers every item that tail published). A hostile producer can
+    /// only make us read our control socket more often.
+    pub fn revokes(&self, ring: usize) -> u32 {
+        self.u32_at(REVOKES[ring & 1]).load(Ordering::Acquire)
     }
 
     /// The atomic word at `off`. Panics on a misaligned or out-of-range offset, which
