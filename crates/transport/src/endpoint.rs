@@ -247,6 +247,9 @@ struct Qp {
     armed: Option<Instant>,
     /// True while the QP is in the endpoint's transmit queue.
     queued: bool,
+    /// A plain ACK of this QP let a request packet go ahead of it; the next packet of
+    /// the QP is the ACK (see [`Qp::poll_transmit`]).
+    ack_yielded: bool,
 }
 
 /// What the endpoint schedules QPs by: armed timers ordered by deadline, and the QPs
@@ -425,6 +428,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 deficit: 0,
                 armed: None,
                 queued: false,
+                ack_yielded: false,
             },
         );
         Ok(qpn)
@@ -903,6 +907,19 @@ impl Qp {
         }
     }
 
+    /// The QP's next packet: its responses first, except that a lone positive ACK
+    /// lets one request packet go ahead of it.
+    ///
+    /// Why the exception: in a request-reply exchange the ACK of the peer's request
+    /// and this side's reply are ready together, and on a link with segmentation
+    /// offload (udp GSO) a run of packets to one peer travels as one datagram send
+    /// only if every packet but the last has the first one's length. A 20-byte ACK
+    /// first would end the run at once, and on loopback the reply would then wait for
+    /// the ACK's whole delivery through the receiving stack; the reply first and the
+    /// ACK as the run's short last packet leave (and arrive) as one. The ACK is late
+    /// by one packet at most: the QP's next packet is the ACK, whatever the requester
+    /// has queued (`ack_yielded`). IB orders a QP's requests among themselves and its
+    /// responses among themselves (IBTA Vol 1 §9.5), not one stream against the other.
     fn poll_transmit<M: Memory>(
         &mut self,
         ctx: &mut Ctx<'_, M>,
@@ -911,6 +928,19 @@ impl Qp {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
             return None;
         }
+        if !self.ack_yielded && self.common.state != QpState::Reset && self.resp.only_plain_ack() {
+            match self.req.poll_transmit(&self.common, ctx, buf) {
+                Ok(Some(e)) => {
+                    self.ack_yielded = true;
+                    return Some((e.len, e.path, e.moves));
+                }
+                Ok(None) => {}
+                // The QP leaves RTS (RC: ERR, which drops the ACK with the rest of
+                // the responder's state); what is left goes out below as before.
+                Err(f) => self.fault(ctx, f),
+            }
+        }
+        self.ack_yielded = false;
         if self.resp.has_output() && self.common.state != QpState::Reset {
             let posted = match self.common.srq {
                 Some(_) => None,

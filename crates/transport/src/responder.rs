@@ -162,6 +162,22 @@ impl Responder {
         !self.queue.is_empty()
     }
 
+    /// True when all the responder has to send is one positive ACK (no NAK, no SACK,
+    /// no READ or atomic response): the response that may wait behind one request
+    /// packet of its QP (see `Qp::poll_transmit` in the endpoint).
+    pub fn only_plain_ack(&self) -> bool {
+        self.queue.len() == 1
+            && matches!(
+                self.queue.front(),
+                Some(Response::Ack {
+                    syndrome: Syndrome::Ack { .. },
+                    sack: None,
+                    fatal: false,
+                    ..
+                })
+            )
+    }
+
     /// Return the receive WQE of an abandoned SEND to its queue, and clear state.
     pub fn take_partial(&mut self) -> Option<(RecvWr, bool)> {
         match self.cur.take() {
