@@ -65,6 +65,17 @@ pub struct Config {
     pub max_msg_len: u64,
     /// The requester asks for an ACK at least every this many PSNs.
     pub ack_req_interval: u32,
+    /// Longest a responder holds the ACK of request packets that did not ask for one
+    /// (AckReq clear), in microseconds: it acknowledges them at the latest this long
+    /// after the first of them arrived, sooner when a later packet asks (one ACK then
+    /// covers them all, IBTA Vol 1 §9.7). 0: every SEND or WRITE packet is acknowledged
+    /// at once, asked or not. The requester leaves AckReq clear on the last packet of
+    /// an unsignaled SEND or WRITE (nobody waits for its completion) only when this is
+    /// non-zero, its send queue is less than half full, and its local ACK timeout is
+    /// infinite or at least [`ACK_DELAY_MARGIN`] times this, so the delayed ACK never
+    /// looks like a loss. A ping-pong of unsignaled SENDs then costs one ACK per
+    /// `ack_req_interval` messages or per this delay, not one per message.
+    pub ack_delay_us: u64,
     /// Largest inline payload.
     pub max_inline: usize,
     /// Seed of the QP-number generator (QPNs must be unguessable; the caller supplies
@@ -81,6 +92,10 @@ pub struct Config {
     pub congestion: CongestionControl,
 }
 
+/// How many delayed-ACK bounds ([`Config::ack_delay_us`]) a requester's local ACK
+/// timeout must span before it lets a responder delay the ACK of its messages.
+pub const ACK_DELAY_MARGIN: u64 = 8;
+
 impl Default for Config {
     fn default() -> Config {
         Config {
@@ -90,6 +105,7 @@ impl Default for Config {
             icrc_any_ipv4_id: false,
             max_msg_len: 1 << 31,
             ack_req_interval: 16,
+            ack_delay_us: 64,
             max_inline: 256,
             qpn_seed: 0x5eed,
             drr_quantum: 4096,
@@ -277,7 +293,7 @@ impl Sched {
     /// [`Endpoint::handle_timeout`] re-files the QP then.
     #[inline]
     fn sync_timer(&mut self, qp: &mut Qp) {
-        if let Some(d) = qp.req.next_deadline() {
+        if let Some(d) = qp.next_deadline() {
             if qp.armed.is_none_or(|a| d < a) {
                 self.refile(qp, d);
             }
@@ -417,12 +433,13 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             srq: init.srq,
             by_reference: false,
         };
+        let depth = init.max_send_wr;
         self.qps.insert(
             qpn,
             Qp {
                 common,
                 init,
-                req: Requester::new(),
+                req: Requester::with_depth(depth),
                 resp: Responder::new(),
                 rq: VecDeque::new(),
                 deficit: 0,
@@ -848,6 +865,10 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 continue;
             };
             qp.armed = None;
+            if qp.resp.ack_due().is_some_and(|t| t <= now) {
+                fired = true;
+                qp.resp.send_owed_ack();
+            }
             if qp.req.next_deadline().is_some_and(|t| t <= now) {
                 fired = true;
                 let q = qp.common.clone();
@@ -869,6 +890,15 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 }
 
 impl Qp {
+    /// The QP's next timer: its requester's (retransmission, RNR wait) or the
+    /// responder's delayed ACK, whichever is first.
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.req.next_deadline(), self.resp.ack_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn handle<M: Memory>(
         &mut self,
         ctx: &mut Ctx<'_, M>,
