@@ -65,6 +65,17 @@ pub struct Config {
     pub max_msg_len: u64,
     /// The requester asks for an ACK at least every this many PSNs.
     pub ack_req_interval: u32,
+    /// Longest a responder holds the ACK of request packets that did not ask for one
+    /// (AckReq clear), in microseconds: it acknowledges them at the latest this long
+    /// after the first of them arrived, sooner when a later packet asks (one ACK then
+    /// covers them all, IBTA Vol 1 §9.7). 0: every SEND or WRITE packet is acknowledged
+    /// at once, asked or not. The requester leaves AckReq clear on the last packet of
+    /// an unsignaled SEND or WRITE (nobody waits for its completion) only when this is
+    /// non-zero, its send queue is less than half full, and its local ACK timeout is
+    /// infinite or at least [`ACK_DELAY_MARGIN`] times this, so the delayed ACK never
+    /// looks like a loss. A ping-pong of unsignaled SENDs then costs one ACK per
+    /// `ack_req_interval` messages or per this delay, not one per message.
+    pub ack_delay_us: u64,
     /// Largest inline payload.
     pub max_inline: usize,
     /// Seed of the QP-number generator (QPNs must be unguessable; the caller supplies
@@ -81,6 +92,10 @@ pub struct Config {
     pub congestion: CongestionControl,
 }
 
+/// How many delayed-ACK bounds ([`Config::ack_delay_us`]) a requester's local ACK
+/// timeout must span before it lets a responder delay the ACK of its messages.
+pub const ACK_DELAY_MARGIN: u64 = 8;
+
 impl Default for Config {
     fn default() -> Config {
         Config {
@@ -90,6 +105,7 @@ impl Default for Config {
             icrc_any_ipv4_id: false,
             max_msg_len: 1 << 31,
             ack_req_interval: 16,
+            ack_delay_us: 64,
             max_inline: 256,
             qpn_seed: 0x5eed,
             drr_quantum: 4096,
@@ -247,6 +263,9 @@ struct Qp {
     armed: Option<Instant>,
     /// True while the QP is in the endpoint's transmit queue.
     queued: bool,
+    /// A plain ACK of this QP let a request packet go ahead of it; the next packet of
+    /// the QP is the ACK (see [`Qp::poll_transmit`]).
+    ack_yielded: bool,
 }
 
 /// What the endpoint schedules QPs by: armed timers ordered by deadline, and the QPs
@@ -274,7 +293,7 @@ impl Sched {
     /// [`Endpoint::handle_timeout`] re-files the QP then.
     #[inline]
     fn sync_timer(&mut self, qp: &mut Qp) {
-        if let Some(d) = qp.req.next_deadline() {
+        if let Some(d) = qp.next_deadline() {
             if qp.armed.is_none_or(|a| d < a) {
                 self.refile(qp, d);
             }
@@ -414,17 +433,19 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             srq: init.srq,
             by_reference: false,
         };
+        let depth = init.max_send_wr;
         self.qps.insert(
             qpn,
             Qp {
                 common,
                 init,
-                req: Requester::new(),
+                req: Requester::with_depth(depth),
                 resp: Responder::new(),
                 rq: VecDeque::new(),
                 deficit: 0,
                 armed: None,
                 queued: false,
+                ack_yielded: false,
             },
         );
         Ok(qpn)
@@ -844,6 +865,10 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 continue;
             };
             qp.armed = None;
+            if qp.resp.ack_due().is_some_and(|t| t <= now) {
+                fired = true;
+                qp.resp.send_owed_ack();
+            }
             if qp.req.next_deadline().is_some_and(|t| t <= now) {
                 fired = true;
                 let q = qp.common.clone();
@@ -865,6 +890,15 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 }
 
 impl Qp {
+    /// The QP's next timer: its requester's (retransmission, RNR wait) or the
+    /// responder's delayed ACK, whichever is first.
+    fn next_deadline(&self) -> Option<Instant> {
+        match (self.req.next_deadline(), self.resp.ack_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn handle<M: Memory>(
         &mut self,
         ctx: &mut Ctx<'_, M>,
@@ -903,6 +937,19 @@ impl Qp {
         }
     }
 
+    /// The QP's next packet: its responses first, except that a lone positive ACK
+    /// lets one request packet go ahead of it.
+    ///
+    /// Why the exception: in a request-reply exchange the ACK of the peer's request
+    /// and this side's reply are ready together, and on a link with segmentation
+    /// offload (udp GSO) a run of packets to one peer travels as one datagram send
+    /// only if every packet but the last has the first one's length. A 20-byte ACK
+    /// first would end the run at once, and on loopback the reply would then wait for
+    /// the ACK's whole delivery through the receiving stack; the reply first and the
+    /// ACK as the run's short last packet leave (and arrive) as one. The ACK is late
+    /// by one packet at most: the QP's next packet is the ACK, whatever the requester
+    /// has queued (`ack_yielded`). IB orders a QP's requests among themselves and its
+    /// responses among themselves (IBTA Vol 1 §9.5), not one stream against the other.
     fn poll_transmit<M: Memory>(
         &mut self,
         ctx: &mut Ctx<'_, M>,
@@ -911,6 +958,19 @@ impl Qp {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
             return None;
         }
+        if !self.ack_yielded && self.common.state != QpState::Reset && self.resp.only_plain_ack() {
+            match self.req.poll_transmit(&self.common, ctx, buf) {
+                Ok(Some(e)) => {
+                    self.ack_yielded = true;
+                    return Some((e.len, e.path, e.moves));
+                }
+                Ok(None) => {}
+                // The QP leaves RTS (RC: ERR, which drops the ACK with the rest of
+                // the responder's state); what is left goes out below as before.
+                Err(f) => self.fault(ctx, f),
+            }
+        }
+        self.ack_yielded = false;
         if self.resp.has_output() && self.common.state != QpState::Reset {
             let posted = match self.common.srq {
                 Some(_) => None,

@@ -35,7 +35,9 @@ pub mod wr;
 
 pub use byref::RemoteSpan;
 pub use cc::{CongestionControl, CongestionState, DelayControl};
-pub use endpoint::{Config, Endpoint, PostError, QpInit, Stats, Transmit, MAX_OVERHEAD};
+pub use endpoint::{
+    Config, Endpoint, PostError, QpInit, Stats, Transmit, ACK_DELAY_MARGIN, MAX_OVERHEAD,
+};
 pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
 pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};
 pub use responder::{grh_for, GRH_LEN};

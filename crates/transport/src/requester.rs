@@ -140,6 +140,9 @@ pub(crate) struct Requester {
     probes: VecDeque<(u64, Instant)>,
     /// The congestion window ([`crate::cc`]; used when the endpoint enables it).
     cc: Window,
+    /// The QP's send queue depth (`max_send_wr`; 0: unknown, and every message asks
+    /// for its ACK).
+    depth: usize,
 }
 
 /// How many retired inline buffers a requester keeps for reuse.
@@ -170,7 +173,32 @@ impl Requester {
             asked: 0,
             probes: VecDeque::new(),
             cc: Window::new(1),
+            depth: 0,
         }
+    }
+
+    /// A requester for a send queue of `depth` work requests.
+    pub fn with_depth(depth: usize) -> Requester {
+        Requester {
+            depth,
+            ..Requester::new()
+        }
+    }
+
+    /// Whether the last packet of WQE `idx` may leave AckReq clear: nobody waits for
+    /// its completion (an unsignaled SEND or WRITE), the send queue is less than half
+    /// full (so no post waits for room), and the responder's delayed ACK
+    /// ([`Config::ack_delay_us`](crate::Config::ack_delay_us)) comes well within the
+    /// local ACK timeout ([`crate::ACK_DELAY_MARGIN`]), so it is never taken for a loss.
+    fn may_leave_unasked(&self, q: &QpCommon, config: &crate::Config, idx: usize) -> bool {
+        let w = &self.wqes[idx];
+        let delay = config.ack_delay_us;
+        delay > 0
+            && !w.wr.signaled
+            && matches!(w.wr.op, WrOp::Send { .. } | WrOp::Write { .. })
+            && self.wqes.len() * 2 < self.depth
+            && local_ack_timeout_micros(q.attrs.timeout)
+                .is_none_or(|t| t >= delay.saturating_mul(crate::ACK_DELAY_MARGIN))
     }
 
     /// PSNs this requester may have in flight: the QP's `max_inflight`, or less while
@@ -580,9 +608,12 @@ impl Requester {
         // `ack_req_interval` PSNs, on the packet that fills the window, and on every
         // selective retransmission, so the responder's ACKs can be coalesced but a
         // sender never waits for an ACK nobody asked for.
+        // The last packet of a message nobody waits for may leave it clear: the
+        // responder then acknowledges it with the next ACK asked for, or after its
+        // delayed-ACK bound (`may_leave_unasked`).
         let interval = u64::from(ctx.config.ack_req_interval.max(1));
         repr.ack_req = q.qp_type == QpType::Rc
-            && (last
+            && ((last && !self.may_leave_unasked(q, ctx.config, idx))
                 || single
                 || p % interval == interval - 1
                 || p + consumed >= self.una + self.cap(q, ctx.config));
@@ -1075,7 +1106,7 @@ impl Requester {
     pub fn take_all(&mut self) -> VecDeque<SendWqe> {
         let w = std::mem::take(&mut self.wqes);
         let (psn, retry, rnr, cc) = (self.next_psn, self.retry_left, self.rnr_left, self.cc);
-        *self = Requester::new();
+        *self = Requester::with_depth(self.depth);
         self.cc = cc;
         self.asked = psn;
         self.next_psn = psn;

@@ -7,6 +7,7 @@ use crate::ctx::{opcode_for, packet_len, packets_for, position, scatter, Ctx, Qp
 use crate::memory::{Access, AccessError, AtomicOp, Key, Memory};
 use crate::qp::{QpType, Recovery};
 use crate::status::RespError;
+use crate::time::Instant;
 use crate::wr::{Completion, RecvWr, WcOpcode, WcStatus, MAX_SGE};
 use std::collections::{BTreeMap, VecDeque};
 use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
@@ -129,6 +130,9 @@ pub(crate) struct Responder {
     atomic_replay: VecDeque<(u64, u64)>,
     /// Selective mode: packets that arrived ahead of ePSN, processed when the gap closes.
     ooo: BTreeMap<u64, Kept>,
+    /// An ACK owed for request packets through this PSN that did not ask for one, and
+    /// when it is due ([`Config::ack_delay_us`](crate::Config::ack_delay_us)).
+    owed: Option<(u64, Instant)>,
 }
 
 /// Longest response queue; beyond it duplicates and NAKs are dropped (a hostile
@@ -149,6 +153,33 @@ impl Responder {
             fatal: false,
             atomic_replay: VecDeque::new(),
             ooo: BTreeMap::new(),
+            owed: None,
+        }
+    }
+
+    /// When the delayed ACK of packets that did not ask for one is due (`None`: none
+    /// is owed).
+    pub fn ack_due(&self) -> Option<Instant> {
+        self.owed.map(|(_, due)| due)
+    }
+
+    /// The delayed ACK's time came: queue it (coalescing with a queued ACK).
+    pub fn send_owed_ack(&mut self) {
+        if let Some((psn, _)) = self.owed.take() {
+            self.push_ack(psn);
+        }
+    }
+
+    /// Request packets through `psn` were accepted without asking for an ACK: owe one,
+    /// due `delay_us` after the first of them (0: queue it now).
+    fn owe_ack(&mut self, psn: u64, now: Instant, delay_us: u64) {
+        if delay_us == 0 {
+            self.push_ack(psn);
+            return;
+        }
+        match &mut self.owed {
+            Some((p, _)) => *p = (*p).max(psn),
+            None => self.owed = Some((psn, Instant(now.micros().saturating_add(delay_us)))),
         }
     }
 
@@ -160,6 +191,22 @@ impl Responder {
 
     pub fn has_output(&self) -> bool {
         !self.queue.is_empty()
+    }
+
+    /// True when all the responder has to send is one positive ACK (no NAK, no SACK,
+    /// no READ or atomic response): the response that may wait behind one request
+    /// packet of its QP (see `Qp::poll_transmit` in the endpoint).
+    pub fn only_plain_ack(&self) -> bool {
+        self.queue.len() == 1
+            && matches!(
+                self.queue.front(),
+                Some(Response::Ack {
+                    syndrome: Syndrome::Ack { .. },
+                    sack: None,
+                    fatal: false,
+                    ..
+                })
+            )
     }
 
     /// Return the receive WQE of an abandoned SEND to its queue, and clear state.
@@ -187,6 +234,10 @@ impl Responder {
     /// Queue an ACK of everything through `psn`, coalescing with an ACK already at the
     /// tail of the queue (IBTA Vol 1 §9.7: one ACK may acknowledge many packets).
     fn push_ack(&mut self, psn: u64) {
+        // This ACK covers what was owed up to `psn`.
+        if self.owed.is_some_and(|(p, _)| p <= psn) {
+            self.owed = None;
+        }
         if let Some(Response::Ack {
             psn: last,
             syndrome: Syndrome::Ack { .. },
@@ -380,9 +431,20 @@ impl Responder {
         match self.execute(q, rq, ctx, repr, payload, placed, p, from) {
             Ok(consumed) => {
                 self.epsn += consumed;
-                let op = repr.bth.opcode.info().map(|i| i.operation);
-                if repr.bth.ack_req && matches!(op, Some(Operation::Send | Operation::Write)) {
-                    self.push_ack(p);
+                let info = repr.bth.opcode.info();
+                let op = info.map(|i| i.operation);
+                if matches!(op, Some(Operation::Send | Operation::Write)) {
+                    if repr.bth.ack_req {
+                        self.push_ack(p);
+                    } else if matches!(
+                        info.map(|i| i.position),
+                        Some(Position::Last | Position::Only)
+                    ) {
+                        // A message's end that did not ask (nobody waits for its
+                        // completion): acknowledged with the next ACK asked for, or
+                        // after the delay, never left to the requester's timer.
+                        self.owe_ack(p, ctx.now, ctx.config.ack_delay_us);
+                    }
                 }
             }
             Err(Refusal::Rnr) => {

@@ -385,3 +385,373 @@ fn sqd_finishes_what_started_and_starts_nothing_new() {
         .collect();
     assert_eq!(done, vec![(2, WcStatus::Success)]);
 }
+
+/// BTH opcodes (the first byte of an IB packet): RC SEND Only and RC Acknowledge.
+const RC_SEND_ONLY: u8 = 0x04;
+const RC_ACK: u8 = 0x11;
+
+/// The opcodes of everything `side` transmits now, in order (nothing delivered).
+fn transmit_opcodes(p: &mut Pair, side: Side) -> Vec<(u8, weft_wire::roce::IcrcPath, Vec<u8>)> {
+    let now = p.now;
+    let mut buf = vec![0u8; 8192];
+    std::iter::from_fn(|| {
+        let t = p.ep(side).poll_transmit(now, &mut buf)?;
+        Some((buf[0], t.path, buf[..t.len].to_vec()))
+    })
+    .take(64)
+    .collect()
+}
+
+/// A request-reply exchange: B owes A an ACK for A's SEND when B's application posts
+/// its replies. The first reply packet goes ahead of the ACK (so a segmentation-
+/// offload link sends both as one run), and the ACK follows at once, before any
+/// further request packet, however many replies are queued.
+#[test]
+fn a_lone_ack_waits_behind_one_request_packet_at_most() {
+    for replies in 0..4u64 {
+        let mut p = pair(Config::default());
+        let c = p.connect(QpType::Rc, &ConnectOptions::default());
+        let (ra, rb) = big_regions(&mut p, MEM);
+        p.b.post_recv(c.qpn_b, recv(1, vec![sge(&rb, rb.addr, 64)]))
+            .unwrap();
+        for i in 0..replies {
+            p.a.post_recv(
+                c.qpn_a,
+                recv(10 + i, vec![sge(&ra, ra.addr + 4096 * (i + 1), 64)]),
+            )
+            .unwrap();
+        }
+        p.a.post_send(c.qpn_a, send(1, vec![sge(&ra, ra.addr, 64)]))
+            .unwrap();
+        let sent = transmit_opcodes(&mut p, Side::A);
+        assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), [RC_SEND_ONLY]);
+        let now = p.now;
+        for (_, path, bytes) in &sent {
+            p.b.handle_packet(now, path, bytes);
+        }
+        for i in 0..replies {
+            p.b.post_send(c.qpn_b, send(20 + i, vec![sge(&rb, rb.addr + 64, 64)]))
+                .unwrap();
+        }
+        let out = transmit_opcodes(&mut p, Side::B);
+        let mut want = Vec::new();
+        if replies > 0 {
+            want.push(RC_SEND_ONLY);
+        }
+        want.push(RC_ACK);
+        want.extend((1..replies).map(|_| RC_SEND_ONLY));
+        assert_eq!(
+            out.iter().map(|s| s.0).collect::<Vec<_>>(),
+            want,
+            "{replies} replies"
+        );
+        // Delivered, everything completes: A's SEND by that ACK, B's replies by A's.
+        let now = p.now;
+        for (_, path, bytes) in &out {
+            p.a.handle_packet(now, path, bytes);
+        }
+        settle(&mut p, 1_000_000);
+        let ca = completions(&mut p, Side::A);
+        let cb = completions(&mut p, Side::B);
+        assert_eq!(ca.len() as u64, 1 + replies, "{replies} replies: {ca:?}");
+        assert_eq!(cb.len() as u64, 1 + replies, "{replies} replies: {cb:?}");
+        assert!(ca.iter().chain(&cb).all(|c| c.status == WcStatus::Success));
+    }
+}
+
+/// Drive until `side` completes receive `wr_id` (or 10 simulated seconds pass),
+/// keeping every send completion of either side in `sends`; the receive's status.
+fn wait_recv(
+    p: &mut Pair,
+    side: Side,
+    wr_id: u64,
+    sends: &mut [Vec<(u64, WcStatus)>; 2],
+) -> Option<WcStatus> {
+    let deadline = weft_transport::Instant(p.now.micros() + 10_000_000);
+    let mut got = None;
+    p.drive(deadline, |p| {
+        for (i, s) in [Side::A, Side::B].into_iter().enumerate() {
+            while let Some(c) = p.ep(s).poll_completion() {
+                if c.opcode.is_recv() {
+                    if s == side && c.wr_id == wr_id {
+                        got = Some(c.status);
+                    }
+                } else {
+                    sends[i].push((c.wr_id, c.status));
+                }
+            }
+        }
+        got.is_some()
+    });
+    got
+}
+
+/// Ping-pong over lossy links in both directions (seeded): each side's reply goes
+/// ahead of its ACK, and the retransmission timers still recover every loss, so every
+/// SEND arrives, in order, with its data, and every signaled one (a third) completes
+/// on its sender. With a local ACK timeout of 14 (67 ms) the unsignaled SENDs leave
+/// AckReq clear and are acknowledged by delayed ACKs, lost ones included.
+#[test]
+fn ping_pong_under_loss_completes_every_request() {
+    for (seed, timeout) in (1..=4u64).flat_map(|s| [(s, 5u8), (s, 14)]) {
+        let mut p = Pair::new(
+            Config::default(),
+            MEM as usize,
+            LinkConfig::clean(5).with_loss(0.1),
+            LinkConfig::clean(5).with_loss(0.1),
+            seed,
+        );
+        let o = ConnectOptions {
+            timeout,
+            ..ConnectOptions::default()
+        };
+        let c = p.connect(QpType::Rc, &o);
+        let (ra, rb) = big_regions(&mut p, MEM);
+        let rounds = 100u64;
+        let mut sends = [Vec::new(), Vec::new()];
+        for r in 0..rounds {
+            let ping = pattern(2 * r, 64);
+            let pong = pattern(2 * r + 1, 64);
+            p.a.mem_mut().fill(ra.addr, &ping);
+            p.b.post_recv(c.qpn_b, recv(r, vec![sge(&rb, rb.addr + 4096, 64)]))
+                .unwrap();
+            p.a.post_recv(c.qpn_a, recv(r, vec![sge(&ra, ra.addr + 4096, 64)]))
+                .unwrap();
+            let mut s = send(r, vec![sge(&ra, ra.addr, 64)]);
+            s.signaled = r % 3 == 0;
+            p.a.post_send(c.qpn_a, s).unwrap();
+            let got = wait_recv(&mut p, Side::B, r, &mut sends);
+            assert_eq!(got, Some(WcStatus::Success), "seed {seed} round {r}: ping");
+            assert_eq!(p.b.mem().bytes(rb.addr + 4096, 64), &ping[..]);
+            p.b.mem_mut().fill(rb.addr, &pong);
+            let mut s = send(r, vec![sge(&rb, rb.addr, 64)]);
+            s.signaled = r % 3 == 0;
+            p.b.post_send(c.qpn_b, s).unwrap();
+            let got = wait_recv(&mut p, Side::A, r, &mut sends);
+            assert_eq!(got, Some(WcStatus::Success), "seed {seed} round {r}: pong");
+            assert_eq!(p.a.mem().bytes(ra.addr + 4096, 64), &pong[..]);
+        }
+        settle(&mut p, 10_000_000);
+        for (i, side) in [Side::A, Side::B].into_iter().enumerate() {
+            sends[i].extend(
+                completions(&mut p, side)
+                    .iter()
+                    .map(|c| (c.wr_id, c.status)),
+            );
+            assert_eq!(
+                sends[i],
+                (0..rounds)
+                    .filter(|r| r % 3 == 0)
+                    .map(|r| (r, WcStatus::Success))
+                    .collect::<Vec<_>>(),
+                "seed {seed}: side {side:?}'s SENDs"
+            );
+        }
+        assert!(
+            p.ab.stats.lost > 0 && p.ba.stats.lost > 0,
+            "seed {seed}: no loss"
+        );
+        assert!(
+            p.a.is_idle() && p.b.is_idle(),
+            "seed {seed}: every WQE retired"
+        );
+    }
+}
+
+/// BTH fields of a packet: opcode, AckReq, PSN (24 bits).
+fn bth(bytes: &[u8]) -> (u8, bool, u32) {
+    let psn = u32::from_be_bytes([0, bytes[9], bytes[10], bytes[11]]);
+    (bytes[0], bytes[8] & 0x80 != 0, psn)
+}
+
+/// What the driver below saw: when B received each request PSN, and each ACK B sent
+/// (time, PSN acknowledged through).
+#[derive(Default)]
+struct AckLog {
+    arrivals: Vec<(u64, u32)>,
+    acks: Vec<(u64, u32)>,
+    asked: u64,
+    unasked: u64,
+}
+
+/// [`Pair::step`], recording A's requests (AckReq or not), B's arrivals and B's ACKs;
+/// time jumps no further than `until` (µs).
+fn step_logged(p: &mut Pair, log: &mut AckLog, until: u64) -> bool {
+    let now = p.now;
+    let mut busy = false;
+    let mut buf = vec![0u8; 8192];
+    while p.ab.can_send(now) {
+        let Some(t) = p.a.poll_transmit(now, &mut buf) else {
+            break;
+        };
+        let (_, asked, _) = bth(&buf[..t.len]);
+        if asked {
+            log.asked += 1;
+        } else {
+            log.unasked += 1;
+        }
+        p.ab.send(now, t.path, &buf[..t.len]);
+        busy = true;
+    }
+    while p.ba.can_send(now) {
+        let Some(t) = p.b.poll_transmit(now, &mut buf) else {
+            break;
+        };
+        let (op, _, psn) = bth(&buf[..t.len]);
+        assert_eq!(op, RC_ACK, "B only acknowledges");
+        log.acks.push((now.micros(), psn));
+        p.ba.send(now, t.path, &buf[..t.len]);
+        busy = true;
+    }
+    while let Some((path, bytes)) = p.ab.receive(now) {
+        log.arrivals.push((now.micros(), bth(&bytes).2));
+        p.b.handle_packet(now, &path, &bytes);
+        busy = true;
+    }
+    while let Some((path, bytes)) = p.ba.receive(now) {
+        p.a.handle_packet(now, &path, &bytes);
+        busy = true;
+    }
+    for ep in [&mut p.a, &mut p.b] {
+        if ep.poll_timeout().is_some_and(|t| t <= now) {
+            ep.handle_timeout(now);
+            busy = true;
+        }
+    }
+    if busy {
+        return true;
+    }
+    let next = [
+        p.ab.next_arrival(),
+        p.ba.next_arrival(),
+        p.a.poll_timeout(),
+        p.b.poll_timeout(),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    let next = next.map_or(until, |t| t.micros().max(now.micros() + 1).min(until));
+    p.now = weft_transport::Instant(next.max(now.micros()));
+    next > now.micros()
+}
+
+/// Run the logged driver until virtual time `until` (µs).
+fn run_logged(p: &mut Pair, log: &mut AckLog, until: u64) {
+    while p.now.micros() < until && step_logged(p, log, until) {}
+}
+
+/// Unsignaled SENDs with a local ACK timeout far above the delayed-ACK bound: they go
+/// without AckReq (but every `ack_req_interval`-th PSN and the signaled ones ask),
+/// B acknowledges each within `ack_delay_us` of its arrival (never later), one ACK
+/// covers several messages, and every WQE retires without a timeout or a resend.
+#[test]
+fn delayed_acks_cover_every_unasked_message_within_the_bound() {
+    for seed in 1..=3u64 {
+        let config = Config::default();
+        let delay = config.ack_delay_us;
+        let mut p = Pair::new(
+            config,
+            MEM as usize,
+            LinkConfig::clean(5),
+            LinkConfig::clean(5),
+            seed,
+        );
+        let o = ConnectOptions {
+            timeout: 14,
+            psn_a: 0,
+            depth: 1024,
+            ..ConnectOptions::default()
+        };
+        let c = p.connect(QpType::Rc, &o);
+        let (ra, rb) = big_regions(&mut p, MEM);
+        let msgs = 300u64;
+        for i in 0..msgs {
+            p.b.post_recv(c.qpn_b, recv(i, vec![sge(&rb, rb.addr, 64)]))
+                .unwrap();
+        }
+        let mut rng = weft_transport::sim::Rng::new(seed);
+        let mut log = AckLog::default();
+        let mut signaled = 0;
+        for i in 0..msgs {
+            let mut s = send(i, vec![sge(&ra, ra.addr, 64)]);
+            s.signaled = rng.chance(0.2);
+            signaled += u64::from(s.signaled);
+            p.a.post_send(c.qpn_a, s).unwrap();
+            // Gaps of 0-40 µs, some of them longer than the delay.
+            let longest = if rng.chance(0.1) { 200 } else { 40 };
+            let until = p.now.micros() + rng.range(0, longest);
+            run_logged(&mut p, &mut log, until);
+        }
+        let end = p.now.micros() + 100_000;
+        run_logged(&mut p, &mut log, end);
+        assert!(p.a.is_idle(), "seed {seed}: every WQE retired");
+        let ca = completions(&mut p, Side::A);
+        assert_eq!(ca.len() as u64, signaled, "seed {seed}");
+        assert!(ca.iter().all(|c| c.status == WcStatus::Success));
+        assert_eq!(completions(&mut p, Side::B).len() as u64, msgs);
+        assert_eq!(p.a.stats().timeouts, 0, "seed {seed}");
+        assert_eq!(p.a.stats().retransmitted_packets, 0, "seed {seed}");
+        assert_eq!(log.arrivals.len() as u64, msgs);
+        assert!(
+            log.unasked > msgs / 2,
+            "seed {seed}: {} unasked",
+            log.unasked
+        );
+        // The bound: each arrival is covered by an ACK sent at most `delay` later.
+        for &(t, psn) in &log.arrivals {
+            let acked = log
+                .acks
+                .iter()
+                .find(|&&(at, through)| at >= t && through >= psn)
+                .unwrap_or_else(|| panic!("seed {seed}: PSN {psn} never acknowledged"));
+            assert!(
+                acked.0 <= t + delay,
+                "seed {seed}: PSN {psn} arrived at {t} µs, acknowledged at {} µs",
+                acked.0
+            );
+        }
+        assert!(
+            (log.acks.len() as u64) * 4 < msgs * 3,
+            "seed {seed}: {} ACKs for {msgs} messages",
+            log.acks.len()
+        );
+    }
+}
+
+/// Where the delayed ACK is not allowed, every message still asks: a local ACK timeout
+/// shorter than the margin, a send queue at least half full, or `ack_delay_us` 0.
+#[test]
+fn messages_ask_for_their_ack_unless_the_delay_is_safe() {
+    let asked = |config: Config, timeout: u8, depth: usize| {
+        let mut p = pair(config);
+        let o = ConnectOptions {
+            timeout,
+            depth,
+            ..ConnectOptions::default()
+        };
+        let c = p.connect(QpType::Rc, &o);
+        let (ra, _) = big_regions(&mut p, MEM);
+        let mut s = send(1, vec![sge(&ra, ra.addr, 64)]);
+        s.signaled = false;
+        p.a.post_send(c.qpn_a, s).unwrap();
+        let out = transmit_opcodes(&mut p, Side::A);
+        assert_eq!(out.len(), 1);
+        bth(&out[0].2).1
+    };
+    let d = Config::default();
+    assert!(
+        !asked(d.clone(), 14, 64),
+        "the safe case leaves AckReq clear"
+    );
+    assert!(!asked(d.clone(), 0, 64), "an infinite timeout is safe too");
+    assert!(asked(d.clone(), 5, 64), "131 µs timeout < 8 x 64 µs");
+    assert!(
+        asked(d.clone(), 14, 2),
+        "one WQE fills half of a 2-deep queue"
+    );
+    let off = Config {
+        ack_delay_us: 0,
+        ..Config::default()
+    };
+    assert!(asked(off, 14, 64), "no delayed ACK: every message asks");
+}

@@ -96,17 +96,25 @@ fn peer_process() {
         println!("PULLS {} {} {errors}", st.pulls.mapped, st.pulls.cma);
         return;
     }
+    // Completions to handle, in order: a receive may complete while the peer waits
+    // for its echo's send completion (the transport orders the client's next request
+    // and its ACK of the echo either way), and waits its turn here.
+    let mut todo = std::collections::VecDeque::new();
     let mut out = Vec::new();
     while Instant::now() < deadline {
-        out.clear();
-        if s.cq.poll(&mut out, 16) == 0 {
-            if matches!(s.qp.query(), Some((weft_verbs::QpState::Err, _))) {
-                break;
+        if todo.is_empty() {
+            out.clear();
+            if s.cq.poll(&mut out, 16) == 0 {
+                if matches!(s.qp.query(), Some((weft_verbs::QpState::Err, _))) {
+                    break;
+                }
+                std::thread::yield_now();
+                continue;
             }
-            std::thread::yield_now();
-            continue;
+            todo.extend(out.drain(..));
         }
-        for c in &out {
+        while let Some(c) = todo.pop_front() {
+            let c = &c;
             if c.status != WcStatus::Success {
                 return;
             }
@@ -133,9 +141,18 @@ fn peer_process() {
             }
             s.qp.post_send([wr]).unwrap();
             // Wait for the echo to leave before reusing the buffer.
-            let sent = s.cq.wait(1, Duration::from_secs(10));
-            if sent.is_empty() {
-                return;
+            loop {
+                let Some(got) = s.cq.wait(1, Duration::from_secs(10)).pop() else {
+                    return;
+                };
+                if got.opcode.is_recv() {
+                    todo.push_back(got);
+                    continue;
+                }
+                if got.status != WcStatus::Success {
+                    return;
+                }
+                break;
             }
             s.qp.post_recv([RecvWr {
                 wr_id: c.wr_id,
