@@ -610,10 +610,15 @@ impl Requester {
         // sender never waits for an ACK nobody asked for.
         // The last packet of a message nobody waits for may leave it clear: the
         // responder then acknowledges it with the next ACK asked for, or after its
-        // delayed-ACK bound (`may_leave_unasked`).
+        // delayed-ACK bound (`may_leave_unasked`). Not when it is resent: Linux rxe
+        // acknowledges a first arrival only when it asks, and a duplicate SEND or
+        // WRITE also only when it asks in older kernels, so a resend that did not ask
+        // could go unacknowledged until the QP exhausted its retries on a message that
+        // arrived.
         let interval = u64::from(ctx.config.ack_req_interval.max(1));
+        let resent = p < self.send_high;
         repr.ack_req = q.qp_type == QpType::Rc
-            && ((last && !self.may_leave_unasked(q, ctx.config, idx))
+            && ((last && (resent || !self.may_leave_unasked(q, ctx.config, idx)))
                 || single
                 || p % interval == interval - 1
                 || p + consumed >= self.una + self.cap(q, ctx.config));
@@ -653,7 +658,7 @@ impl Requester {
                 .map_err(|_| fault(WcStatus::LocLenErr))?;
         }
 
-        if p < self.send_high {
+        if resent {
             ctx.stats.retransmitted_packets += 1;
             // Karn's rule: the ACK of a resent PSN is no RTT sample.
             if !self.probes.is_empty() {

@@ -755,3 +755,34 @@ fn messages_ask_for_their_ack_unless_the_delay_is_safe() {
     };
     assert!(asked(off, 14, 64), "no delayed ACK: every message asks");
 }
+
+/// A responder that acknowledges only the packets that ask (Linux rxe does so) never
+/// leaves a message sent without AckReq unacknowledged for good: once the local ACK
+/// timeout expires, the resent packet asks.
+#[test]
+fn a_resent_message_always_asks_for_its_ack() {
+    let mut p = pair(Config::default());
+    let o = ConnectOptions {
+        timeout: 14,
+        depth: 64,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, _) = big_regions(&mut p, MEM);
+    let mut s = send(1, vec![sge(&ra, ra.addr, 64)]);
+    s.signaled = false;
+    p.a.post_send(c.qpn_a, s).unwrap();
+    let mut buf = vec![0u8; 8192];
+    let t = p.a.poll_transmit(p.now, &mut buf).expect("the SEND");
+    let (_, asked, psn) = bth(&buf[..t.len]);
+    assert!(!asked, "the first transmission leaves AckReq clear");
+    // Nothing answers: the peer acknowledges only what asks.
+    let due = p.a.poll_timeout().expect("the retransmission timer");
+    p.now = due;
+    p.a.handle_timeout(due);
+    let t = p.a.poll_transmit(due, &mut buf).expect("the resend");
+    let (_, asked_again, psn_again) = bth(&buf[..t.len]);
+    assert_eq!(psn_again, psn, "the same packet");
+    assert!(asked_again, "the resend asks for its ACK");
+    assert_eq!(p.a.stats().retransmitted_packets, 1);
+}
