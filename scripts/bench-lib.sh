@@ -1,5 +1,6 @@
-# Shared by the benchmark scripts (peers.sh, verbs-perf.sh): waiting for a peer's
-# server to listen, and stopping it in bounded time. Sourced, not run.
+# Shared by the benchmark scripts (peers.sh, verbs-perf.sh, one-copy-perf.sh,
+# verbs-udp-latency.sh): waiting for a peer's server to listen, stopping it in bounded
+# time, and one tagged weft run of a round. Sourced, not run.
 
 # Waits until something listens on TCP port $1 (at most 10 s).
 wait_listen() {
@@ -22,4 +23,16 @@ reap() {
   sleep 0.5
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+# One weft run of a round-robin benchmark, tagged: `wrun_bin VARIANT BINARY ARGS...`
+# runs `BINARY ARGS... --local --json -q` (bounded to 300 s), tags its records with
+# $round and VARIANT (through $tag) and appends them to $jsonl; stderr goes to
+# $out/raw/weft-stderr.txt. A failed run is reported and skipped.
+wrun_bin() {
+  local v=$1 bin=$2
+  shift 2
+  echo "[round $round] $v: $bin $*" >&2
+  timeout 300 "$bin" "$@" --local --json -q 2>>"$out/raw/weft-stderr.txt" | $tag --round "$round" --variant "$v" >>"$jsonl" \
+    || echo "  (failed: $bin $*)" >&2
 }

@@ -66,12 +66,7 @@ jsonl="$out/rounds.jsonl"
 } >"$out/env.txt" 2>&1
 
 round=0
-wrun() { # variant, weft args...
-  local v=$1; shift
-  echo "[round $round] $v: weft $*" >&2
-  timeout 300 "$weft" "$@" --local --json -q 2>>"$out/raw/weft-stderr.txt" | $tag --round "$round" --variant "$v" >>"$jsonl" \
-    || echo "  (failed: weft $*)" >&2
-}
+wrun() { local v=$1; shift; wrun_bin "$v" "$weft" "$@"; } # variant, weft args...
 
 port=$((15400 + RANDOM % 2000))
 # wait_listen, reap

@@ -41,12 +41,7 @@ jsonl="$out/rounds.jsonl"
 } >"$out/env.txt" 2>&1
 
 round=0
-wrun() { # variant, binary, weft args...
-  local v=$1 bin=$2; shift 2
-  echo "[round $round] $v: weft $*" >&2
-  timeout 300 "$bin" "$@" --local --json -q 2>>"$out/raw/weft-stderr.txt" | $tag --round "$round" --variant "$v" >>"$jsonl" \
-    || echo "  (failed: $bin $*)" >&2
-}
+wrun() { wrun_bin "$@"; } # variant, binary, weft args...
 
 port=$((17400 + RANDOM % 2000))
 source "$(dirname "$0")/bench-lib.sh"
