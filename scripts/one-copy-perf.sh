@@ -55,31 +55,8 @@ wrun() { wrun_bin "$@"; } # variant, binary, weft args...
 
 port=$((17400 + RANDOM % 2000))
 source "$(dirname "$0")/bench-lib.sh"
-cpu_of() { awk '/^[0-9.]+ [0-9.]+$/ { s += $1 + $2 } END { printf "%.3f", s }' "$@"; }
 
-urun() { # variant
-  local v=$1 tls=() rc=0 raw w=$((msgs / 10))
-  ((w > 1000)) && w=1000
-  case $v in
-    ucx-posix) tls=(UCX_TLS=posix,self) ;;
-    ucx-sm) tls=(UCX_TLS=sm,self) ;;
-  esac
-  raw="$out/raw/r$round-$v.txt"
-  port=$((port + 1))
-  echo "[round $round] $v: ucx_perftest -t tag_bw -s 65536 -n $msgs" >&2
-  env "${tls[@]}" timeout -k 5 120 /usr/bin/time -f '%U %S' -o "$raw.server.time" ucx_perftest -p "$port" >"$raw.server" 2>&1 &
-  local spid=$!
-  if ! wait_listen "$port"; then
-    reap "$spid"
-    echo "  (ucx_perftest server did not listen)" >&2
-    return
-  fi
-  env "${tls[@]}" timeout -k 5 110 /usr/bin/time -f '%U %S' -o "$raw.client.time" ucx_perftest 127.0.0.1 -p "$port" \
-    -t tag_bw -s 65536 -n "$msgs" -w "$w" -f >"$raw" 2>&1 || rc=$?
-  reap "$spid"
-  python3 scripts/peers_parse.py ucx --system "$v" --link shm --qp tag --test tag_bw --size 65536 --iters "$msgs" --rc "$rc" <"$raw" \
-    | $tag --round "$round" --variant "$v" --cpu-s "$(cpu_of "$raw.server.time" "$raw.client.time")" --ops $((msgs + w)) >>"$jsonl"
-}
+urun() { ucx_run "$1" shm tag_bw 65536 "$msgs"; } # variant
 
 args=(perf write-bw --link shm --no-icrc --progress inline --size 65536 -n "$msgs")
 for ((round = 1; round <= rounds; round++)); do

@@ -72,34 +72,8 @@ port=$((15400 + RANDOM % 2000))
 # wait_listen, reap
 source "$(dirname "$0")/bench-lib.sh"
 # cpu seconds (user + system) from /usr/bin/time -f '%U %S' output files
-cpu_of() { awk '/^[0-9.]+ [0-9.]+$/ { s += $1 + $2 } END { printf "%.3f", s }' "$@"; }
 
-urun() { # variant link test size n
-  local v=$1 link=$2 test=$3 size=$4 n=$5 w tls=() rc=0 raw
-  w=$((n / 10)); ((w > 1000)) && w=1000; ((w < 10)) && w=10
-  case $v in
-    ucx-posix) tls=(UCX_TLS=posix,self) ;;
-    ucx-sm) tls=(UCX_TLS=sm,self) ;;
-    ucx-default) tls=() ;;
-    ucx-tcp) tls=(UCX_TLS=tcp UCX_NET_DEVICES=lo) ;;
-  esac
-  raw="$out/raw/r$round-$v-$test-$size.txt"
-  port=$((port + 1))
-  echo "[round $round] $v: ucx_perftest -t $test -s $size -n $n" >&2
-  env "${tls[@]}" timeout -k 5 120 /usr/bin/time -f '%U %S' -o "$raw.server.time" ucx_perftest -p "$port" >"$raw.server" 2>&1 &
-  local spid=$!
-  if ! wait_listen "$port"; then
-    reap "$spid"
-    python3 scripts/peers_parse.py error --system "$v" --link "$link" --qp tag --test "$test" --size "$size" --iters "$n" \
-      --error "ucx_perftest server did not listen: $(tail -2 "$raw.server" | tr '\n' ' ')" | $tag --round "$round" --variant "$v" >>"$jsonl"
-    return
-  fi
-  env "${tls[@]}" timeout -k 5 110 /usr/bin/time -f '%U %S' -o "$raw.client.time" ucx_perftest 127.0.0.1 -p "$port" \
-    -t "$test" -s "$size" -n "$n" -w "$w" -f >"$raw" 2>&1 || rc=$?
-  reap "$spid"
-  python3 scripts/peers_parse.py ucx --system "$v" --link "$link" --qp tag --test "$test" --size "$size" --iters "$n" --rc "$rc" <"$raw" \
-    | $tag --round "$round" --variant "$v" --cpu-s "$(cpu_of "$raw.server.time" "$raw.client.time")" --ops $((n + w)) >>"$jsonl"
-}
+urun() { ucx_run "$@"; } # variant link test size n
 
 krun() { # variant, weft baseline args...
   local v=$1; shift

@@ -28,7 +28,6 @@ weft=target/release/weft
 tag="python3 scripts/verbs_medians.py tag"
 jsonl="$out/rounds.jsonl"
 source "$(dirname "$0")/bench-lib.sh"
-cpu_of() { awk '/^[0-9.]+ [0-9.]+$/ { s += $1 + $2 } END { printf "%.3f", s }' "$@"; }
 msgs() { # size -> messages per run (about 1.3 GB, at least 2000)
   local n=$((1300000000 / $1)); ((n < 2000)) && n=2000; echo "$n"
 }
@@ -45,25 +44,7 @@ wrun() { # variant size args...
     --local --json -q 2>>"$out/raw/weft-stderr.txt" | $tag --round "$round" --variant "$v" >>"$jsonl" \
     || echo "  (failed: $v $size)" >&2
 }
-urun() { # variant size
-  local v=$1 size=$2 n w tls=() rc=0 raw
-  n=$(msgs "$size"); w=$((n / 10)); ((w > 1000)) && w=1000
-  case $v in
-    ucx-posix) tls=(UCX_TLS=posix,self) ;;
-    ucx-sm) tls=(UCX_TLS=sm,self) ;;
-  esac
-  raw="$out/raw/r$round-$v-$size.txt"
-  port=$((port + 1))
-  echo "[round $round] $v $size: ucx_perftest -t tag_bw -s $size -n $n" >&2
-  env "${tls[@]}" timeout -k 5 120 /usr/bin/time -f '%U %S' -o "$raw.server.time" ucx_perftest -p "$port" >"$raw.server" 2>&1 &
-  local spid=$!
-  if ! wait_listen "$port"; then reap "$spid"; echo "  (ucx server did not listen)" >&2; return; fi
-  env "${tls[@]}" timeout -k 5 110 /usr/bin/time -f '%U %S' -o "$raw.client.time" ucx_perftest 127.0.0.1 -p "$port" \
-    -t tag_bw -s "$size" -n "$n" -w "$w" -f >"$raw" 2>&1 || rc=$?
-  reap "$spid"
-  python3 scripts/peers_parse.py ucx --system "$v" --link shm --qp tag --test tag_bw --size "$size" --iters "$n" --rc "$rc" <"$raw" \
-    | $tag --round "$round" --variant "$v" --cpu-s "$(cpu_of "$raw.server.time" "$raw.client.time")" --ops $((n + w)) >>"$jsonl"
-}
+urun() { ucx_run "$1" shm tag_bw "$2" "$(msgs "$2")"; } # variant size
 for ((round = 1; round <= rounds; round++)); do
   for size in $sizes; do
     wrun weft-map "$size"

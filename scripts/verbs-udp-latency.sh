@@ -45,27 +45,8 @@ wrun() { wrun_bin "$@"; } # variant, binary, weft args...
 
 port=$((17400 + RANDOM % 2000))
 source "$(dirname "$0")/bench-lib.sh"
-cpu_of() { awk '/^[0-9.]+ [0-9.]+$/ { s += $1 + $2 } END { printf "%.3f", s }' "$@"; }
 
-urun() { # test size n  (UCX_TLS=tcp over lo, as scripts/verbs-perf.sh runs it)
-  local test=$1 size=$2 n=$3 w rc=0 raw
-  w=$((n / 10)); ((w > 1000)) && w=1000; ((w < 10)) && w=10
-  raw="$out/raw/r$round-ucx-tcp-$test-$size.txt"
-  port=$((port + 1))
-  echo "[round $round] ucx-tcp: ucx_perftest -t $test -s $size -n $n" >&2
-  env UCX_TLS=tcp UCX_NET_DEVICES=lo timeout -k 5 120 /usr/bin/time -f '%U %S' -o "$raw.server.time" ucx_perftest -p "$port" >"$raw.server" 2>&1 &
-  local spid=$!
-  if ! wait_listen "$port"; then
-    reap "$spid"
-    echo "  (ucx server did not listen)" >&2
-    return
-  fi
-  env UCX_TLS=tcp UCX_NET_DEVICES=lo timeout -k 5 110 /usr/bin/time -f '%U %S' -o "$raw.client.time" ucx_perftest 127.0.0.1 -p "$port" \
-    -t "$test" -s "$size" -n "$n" -w "$w" -f >"$raw" 2>&1 || rc=$?
-  reap "$spid"
-  python3 scripts/peers_parse.py ucx --system ucx-tcp --link loopback --qp tag --test "$test" --size "$size" --iters "$n" --rc "$rc" <"$raw" \
-    | $tag --round "$round" --variant ucx-tcp --cpu-s "$(cpu_of "$raw.server.time" "$raw.client.time")" --ops $((n + w)) >>"$jsonl"
-}
+urun() { ucx_run ucx-tcp loopback "$@"; } # test size n (UCX_TLS=tcp over lo)
 
 for ((round = 1; round <= rounds; round++)); do
   for side in before after; do
