@@ -146,10 +146,40 @@ pub trait DatagramLink: Send {
     fn unshare_memory(&mut self, _id: u64) {}
 
     /// For each datagram the last [`DatagramLink::recv_burst`] appended, in order:
-    /// the regions its sender shared that are mapped here (`None` when there are
-    /// none). Empty (read as all `None`) on links without shared regions.
-    fn burst_pull_maps(&self) -> &[Option<Arc<PeerMaps>>] {
-        &[]
+    /// the regions its sender shared that are mapped here ([`BurstMaps::get`];
+    /// `None` when there are none). Empty on links without shared regions.
+    fn burst_pull_maps(&self) -> BurstMaps<'_> {
+        BurstMaps::default()
+    }
+}
+
+/// The mapped regions behind each datagram of a burst
+/// ([`DatagramLink::burst_pull_maps`]): one table per run of datagrams from one
+/// connection, and per datagram the index of its table, so that no reference count
+/// moves per datagram.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BurstMaps<'a> {
+    /// Per datagram: its table in `tables`, or `None`.
+    pub index: &'a [Option<u32>],
+    /// The tables of the burst.
+    pub tables: &'a [Arc<PeerMaps>],
+}
+
+impl<'a> BurstMaps<'a> {
+    /// Datagram `i`'s table (`None`: none, or no such datagram).
+    pub fn get(&self, i: usize) -> Option<&'a Arc<PeerMaps>> {
+        let k = (*self.index.get(i)?)?;
+        self.tables.get(k as usize)
+    }
+
+    /// Datagrams described.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// True when no datagram is described.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
     }
 }
 
@@ -208,7 +238,7 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     fn unshare_memory(&mut self, id: u64) {
         (**self).unshare_memory(id)
     }
-    fn burst_pull_maps(&self) -> &[Option<Arc<PeerMaps>>] {
+    fn burst_pull_maps(&self) -> BurstMaps<'_> {
         (**self).burst_pull_maps()
     }
 }

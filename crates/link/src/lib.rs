@@ -53,7 +53,7 @@ mod sys;
 pub mod udp;
 pub mod wake;
 
-pub use datagram::{Datagram, DatagramLink};
+pub use datagram::{BurstMaps, Datagram, DatagramLink};
 pub use pool::{BufferPool, PacketBuf};
 pub use shm::{ShmFrameLink, ShmLink, ShmOptions};
 pub use sys::monotonic_micros;

@@ -60,7 +60,7 @@
 mod endpoint;
 mod ring;
 
-use crate::datagram::{path_between, path_ends, pool_buf_size, DEFAULT_MAX_DATAGRAM};
+use crate::datagram::{path_between, path_ends, pool_buf_size, BurstMaps, DEFAULT_MAX_DATAGRAM};
 use crate::shmem::{PeerMaps, SharedMemory};
 use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf};
 use endpoint::{Endpoint, Kind, Outgoing, Params};
@@ -219,8 +219,10 @@ pub struct ShmLink {
     spare: Vec<PacketBuf>,
     /// Per datagram of the last `recv_burst`: the process it may be pulled from.
     rx_pids: Vec<Option<i32>>,
-    /// Per datagram of the last `recv_burst`: the sender's regions mapped here.
-    rx_maps: Vec<Option<Arc<PeerMaps>>>,
+    /// Per datagram of the last `recv_burst`: the sender's regions mapped here, as
+    /// an index into `rx_tables` (one entry per run of datagrams from one peer).
+    rx_maps: Vec<Option<u32>>,
+    rx_tables: Vec<Arc<PeerMaps>>,
 }
 
 impl ShmLink {
@@ -233,6 +235,7 @@ impl ShmLink {
             spare: Vec::new(),
             rx_pids: Vec::new(),
             rx_maps: Vec::new(),
+            rx_tables: Vec::new(),
         })
     }
 
@@ -279,8 +282,10 @@ impl DatagramLink for ShmLink {
     ) -> io::Result<usize> {
         let pids = &mut self.rx_pids;
         let maps = &mut self.rx_maps;
+        let tables = &mut self.rx_tables;
         pids.clear();
         maps.clear();
+        tables.clear();
         if !self.ep.may_receive() {
             return Ok(0);
         }
@@ -294,7 +299,12 @@ impl DatagramLink for ShmLink {
                 Some(path) => {
                     out.push(Datagram { buf, path });
                     pids.push(pid);
-                    maps.push(m.cloned());
+                    maps.push(m.map(|m| {
+                        if !tables.last().is_some_and(|t| Arc::ptr_eq(t, m)) {
+                            tables.push(Arc::clone(m));
+                        }
+                        (tables.len() - 1) as u32
+                    }));
                 }
                 None => wrong_family += 1,
             },
@@ -342,8 +352,11 @@ impl DatagramLink for ShmLink {
         self.ep.unshare(id);
     }
 
-    fn burst_pull_maps(&self) -> &[Option<Arc<PeerMaps>>] {
-        &self.rx_maps
+    fn burst_pull_maps(&self) -> BurstMaps<'_> {
+        BurstMaps {
+            index: &self.rx_maps,
+            tables: &self.rx_tables,
+        }
     }
 }
 
@@ -810,7 +823,7 @@ mod tests {
         a.send_burst(&mut v).unwrap();
         let got = recv_until(&mut a, &mut b, |_, g| !g.is_empty());
         assert_eq!(got.len(), 1);
-        let maps = b.burst_pull_maps()[0].clone().expect("a's regions");
+        let maps = b.burst_pull_maps().get(0).cloned().expect("a's regions");
         assert_eq!(maps.len(), 1);
         let span = crate::cma::Span {
             addr: mem.as_ptr() as u64 + 4096,
@@ -831,7 +844,7 @@ mod tests {
         }
         assert_eq!(&got[0].buf[..], b"after");
         assert_eq!(b.burst_pull_maps().len(), 1);
-        assert!(b.burst_pull_maps()[0].is_none(), "no regions left");
+        assert!(b.burst_pull_maps().get(0).is_none(), "no regions left");
         assert_eq!(b.shm_stats().regions_revoked, 1);
         // The table handed out earlier still maps valid memory.
         assert!(maps.copy(&mut out, &[span]));

@@ -747,7 +747,7 @@ impl Engine {
                 bytes += d.buf.len();
                 let mem = self.ep.mem_mut();
                 mem.pull_from = pids.get(i).copied().flatten();
-                let m = maps.get(i).and_then(Option::as_ref);
+                let m = maps.get(i);
                 // A burst mostly comes from one connection: keep the table, no
                 // reference count traffic per packet.
                 let same = match (&mem.pull_maps, m) {
