@@ -69,12 +69,15 @@ pub struct Config {
     /// (AckReq clear), in microseconds: it acknowledges them at the latest this long
     /// after the first of them arrived, sooner when a later packet asks (one ACK then
     /// covers them all, IBTA Vol 1 §9.7). 0: every SEND or WRITE packet is acknowledged
-    /// at once, asked or not. The requester leaves AckReq clear on the last packet of
-    /// an unsignaled SEND or WRITE (nobody waits for its completion) only when this is
-    /// non-zero, its send queue is less than half full, and its local ACK timeout is
-    /// infinite or at least [`ACK_DELAY_MARGIN`] times this, so the delayed ACK never
-    /// looks like a loss. A ping-pong of unsignaled SENDs then costs one ACK per
-    /// `ack_req_interval` messages or per this delay, not one per message.
+    /// at once, asked or not. This is the responder's half; a peer's requester learns
+    /// it as [`QpAttrs::peer_ack_delay_us`](crate::QpAttrs::peer_ack_delay_us) (weft's
+    /// connection manager carries it in the handshake). A requester leaves AckReq
+    /// clear on the last packet of an unsignaled SEND or WRITE (nobody waits for its
+    /// completion) only when the peer's bound is known and non-zero, its send queue is
+    /// less than half full, and its local ACK timeout is infinite or at least
+    /// [`ACK_DELAY_MARGIN`] times that bound, so the delayed ACK never looks like a
+    /// loss. A ping-pong of unsignaled SENDs then costs one ACK per `ack_req_interval`
+    /// messages or per this delay, not one per message.
     pub ack_delay_us: u64,
     /// Largest inline payload.
     pub max_inline: usize,

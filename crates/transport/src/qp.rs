@@ -146,6 +146,10 @@ pub struct QpAttr {
     pub recovery: Option<Recovery>,
     /// Cap on PSNs in flight (the go-back-N window, or IRN's BDP cap).
     pub max_inflight: Option<u32>,
+    /// What the peer's responder promised for request packets that do not ask for an
+    /// ACK (weft: learned in the connection handshake; see
+    /// [`QpAttrs::peer_ack_delay_us`]).
+    pub peer_ack_delay_us: Option<u32>,
 }
 
 /// The current attributes of a QP.
@@ -183,6 +187,15 @@ pub struct QpAttrs {
     pub recovery: Recovery,
     /// PSNs in flight cap.
     pub max_inflight: u32,
+    /// The longest the peer's responder holds the ACK of a request packet whose
+    /// AckReq bit is clear, in microseconds, when the peer is known to acknowledge
+    /// such packets at all (weft peers say so in the connection handshake). 0: not
+    /// known, and then the last packet of every message asks for its ACK. IBTA leaves
+    /// an unasked packet's ACK to the responder, and Linux's rdma_rxe acknowledges
+    /// only packets that ask, so a requester that left the last message of a burst
+    /// unasked would wait out its local ACK timeout and resend it. The requester
+    /// leaves AckReq clear only when this is non-zero ([`crate::Config::ack_delay_us`]).
+    pub peer_ack_delay_us: u32,
 }
 
 impl Default for QpAttrs {
@@ -204,6 +217,7 @@ impl Default for QpAttrs {
             max_dest_rd_atomic: 16,
             recovery: Recovery::GoBackN,
             max_inflight: 256,
+            peer_ack_delay_us: 0,
         }
     }
 }
@@ -243,11 +257,13 @@ pub enum AttrName {
     Recovery,
     /// `max_inflight` (weft).
     MaxInflight,
+    /// `peer_ack_delay_us` (weft: learned when the connection is set up).
+    PeerAckDelay,
 }
 
 impl AttrName {
     /// Every attribute, in declaration order.
-    pub const ALL: [AttrName; 16] = [
+    pub const ALL: [AttrName; 17] = [
         A::Pkey,
         A::Qkey,
         A::Access,
@@ -264,6 +280,7 @@ impl AttrName {
         A::MaxDestRdAtomic,
         A::Recovery,
         A::MaxInflight,
+        A::PeerAckDelay,
     ];
 
     fn is_set(self, a: &QpAttr) -> bool {
@@ -284,6 +301,7 @@ impl AttrName {
             AttrName::MaxDestRdAtomic => a.max_dest_rd_atomic.is_some(),
             AttrName::Recovery => a.recovery.is_some(),
             AttrName::MaxInflight => a.max_inflight.is_some(),
+            AttrName::PeerAckDelay => a.peer_ack_delay_us.is_some(),
         }
     }
 }
@@ -334,8 +352,9 @@ const NONE: &[AttrName] = &[];
 const SAME: Rule = rule(NONE, NONE);
 
 /// Every transition `modify_qp` accepts (IBTA §10.3.1; required and optional
-/// attributes as `ibv_modify_qp(3)` lists them, plus weft's `recovery` and
-/// `max_inflight`, which are fixed when the connection is set up). Any state may also
+/// attributes as `ibv_modify_qp(3)` lists them, plus weft's `recovery`,
+/// `max_inflight` and `peer_ack_delay_us`, which are fixed when the connection is set
+/// up). Any state may also
 /// go to RESET or ERR, with any attributes (ignored).
 pub const TRANSITIONS: &[Transition] = &[
     Transition {
@@ -364,7 +383,13 @@ pub const TRANSITIONS: &[Transition] = &[
                 A::MaxDestRdAtomic,
                 A::MinRnrTimer,
             ],
-            &[A::Pkey, A::Access, A::Recovery, A::MaxInflight],
+            &[
+                A::Pkey,
+                A::Access,
+                A::Recovery,
+                A::MaxInflight,
+                A::PeerAckDelay,
+            ],
         ),
         uc: rule(
             &[A::Path, A::PathMtu, A::DestQpn, A::RqPsn],
@@ -539,7 +564,8 @@ pub(crate) fn apply_attr(attrs: &mut QpAttrs, attr: &QpAttr) -> Result<(), Modif
         max_rd_atomic,
         max_dest_rd_atomic,
         recovery,
-        max_inflight
+        max_inflight,
+        peer_ack_delay_us
     );
     if attr.path.is_some() {
         attrs.path = attr.path;
@@ -579,7 +605,7 @@ Init -> Init
   uc: required [] optional [Pkey, Access]
   ud: required [] optional [Pkey, Qkey]
 Init -> Rtr
-  rc: required [Path, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer] optional [Pkey, Access, Recovery, MaxInflight]
+  rc: required [Path, PathMtu, DestQpn, RqPsn, MaxDestRdAtomic, MinRnrTimer] optional [Pkey, Access, Recovery, MaxInflight, PeerAckDelay]
   uc: required [Path, PathMtu, DestQpn, RqPsn] optional [Pkey, Access]
   ud: required [] optional [Pkey, Qkey, PathMtu]
 Rtr -> Rts
@@ -682,6 +708,9 @@ pub struct Bringup {
     pub recovery: Recovery,
     /// PSNs in flight cap (RC).
     pub max_inflight: u32,
+    /// The peer responder's bound on holding an unasked packet's ACK (RC; 0: not
+    /// known, every message asks; [`QpAttrs::peer_ack_delay_us`]).
+    pub peer_ack_delay_us: u32,
 }
 
 impl Bringup {
@@ -707,6 +736,7 @@ impl Bringup {
                 min_rnr_timer: rc.then_some(self.min_rnr_timer),
                 recovery: rc.then_some(self.recovery),
                 max_inflight: rc.then_some(self.max_inflight),
+                peer_ack_delay_us: rc.then_some(self.peer_ack_delay_us),
                 ..QpAttr::default()
             },
             QpAttr {

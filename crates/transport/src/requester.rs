@@ -187,12 +187,14 @@ impl Requester {
 
     /// Whether the last packet of WQE `idx` may leave AckReq clear: nobody waits for
     /// its completion (an unsignaled SEND or WRITE), the send queue is less than half
-    /// full (so no post waits for room), and the responder's delayed ACK
-    /// ([`Config::ack_delay_us`](crate::Config::ack_delay_us)) comes well within the
+    /// full (so no post waits for room), the peer's responder is known to acknowledge
+    /// unasked packets, and its bound on doing so
+    /// ([`QpAttrs::peer_ack_delay_us`](crate::QpAttrs::peer_ack_delay_us), its
+    /// [`Config::ack_delay_us`](crate::Config::ack_delay_us)) comes well within the
     /// local ACK timeout ([`crate::ACK_DELAY_MARGIN`]), so it is never taken for a loss.
-    fn may_leave_unasked(&self, q: &QpCommon, config: &crate::Config, idx: usize) -> bool {
+    fn may_leave_unasked(&self, q: &QpCommon, idx: usize) -> bool {
         let w = &self.wqes[idx];
-        let delay = config.ack_delay_us;
+        let delay = u64::from(q.attrs.peer_ack_delay_us);
         delay > 0
             && !w.wr.signaled
             && matches!(w.wr.op, WrOp::Send { .. } | WrOp::Write { .. })
@@ -610,7 +612,9 @@ impl Requester {
         // sender never waits for an ACK nobody asked for.
         // The last packet of a message nobody waits for may leave it clear: the
         // responder then acknowledges it with the next ACK asked for, or after its
-        // delayed-ACK bound (`may_leave_unasked`). Not when it is resent: Linux rxe
+        // delayed-ACK bound (`may_leave_unasked`; only toward a peer that announced
+        // that bound: rxe never acknowledges a packet that does not ask). Not when it
+        // is resent: Linux rxe
         // acknowledges a first arrival only when it asks, and a duplicate SEND or
         // WRITE also only when it asks in older kernels, so a resend that did not ask
         // could go unacknowledged until the QP exhausted its retries on a message that
@@ -618,7 +622,7 @@ impl Requester {
         let interval = u64::from(ctx.config.ack_req_interval.max(1));
         let resent = p < self.send_high;
         repr.ack_req = q.qp_type == QpType::Rc
-            && ((last && (resent || !self.may_leave_unasked(q, ctx.config, idx)))
+            && ((last && (resent || !self.may_leave_unasked(q, idx)))
                 || single
                 || p % interval == interval - 1
                 || p + consumed >= self.una + self.cap(q, ctx.config));

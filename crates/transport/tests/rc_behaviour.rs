@@ -719,14 +719,17 @@ fn delayed_acks_cover_every_unasked_message_within_the_bound() {
 }
 
 /// Where the delayed ACK is not allowed, every message still asks: a local ACK timeout
-/// shorter than the margin, a send queue at least half full, or `ack_delay_us` 0.
+/// shorter than the margin, a send queue at least half full, a peer whose responder
+/// does not delay (`ack_delay_us` 0), or a peer that never announced its bound (Linux
+/// rdma_rxe, or any peer brought up without weft's connection manager).
 #[test]
 fn messages_ask_for_their_ack_unless_the_delay_is_safe() {
-    let asked = |config: Config, timeout: u8, depth: usize| {
+    let asked = |config: Config, timeout: u8, depth: usize, announce_ack_delay: bool| {
         let mut p = pair(config);
         let o = ConnectOptions {
             timeout,
             depth,
+            announce_ack_delay,
             ..ConnectOptions::default()
         };
         let c = p.connect(QpType::Rc, &o);
@@ -740,20 +743,30 @@ fn messages_ask_for_their_ack_unless_the_delay_is_safe() {
     };
     let d = Config::default();
     assert!(
-        !asked(d.clone(), 14, 64),
+        !asked(d.clone(), 14, 64, true),
         "the safe case leaves AckReq clear"
     );
-    assert!(!asked(d.clone(), 0, 64), "an infinite timeout is safe too");
-    assert!(asked(d.clone(), 5, 64), "131 µs timeout < 8 x 64 µs");
     assert!(
-        asked(d.clone(), 14, 2),
+        !asked(d.clone(), 0, 64, true),
+        "an infinite timeout is safe too"
+    );
+    assert!(asked(d.clone(), 5, 64, true), "131 µs timeout < 8 x 64 µs");
+    assert!(
+        asked(d.clone(), 14, 2, true),
         "one WQE fills half of a 2-deep queue"
+    );
+    assert!(
+        asked(d.clone(), 14, 64, false),
+        "a peer that never announced a delayed-ACK bound: every message asks"
     );
     let off = Config {
         ack_delay_us: 0,
         ..Config::default()
     };
-    assert!(asked(off, 14, 64), "no delayed ACK: every message asks");
+    assert!(
+        asked(off, 14, 64, true),
+        "a peer without delayed ACK: every message asks"
+    );
 }
 
 /// A responder that acknowledges only the packets that ask (Linux rxe does so) never

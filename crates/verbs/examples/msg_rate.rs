@@ -153,6 +153,8 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
             rnr_retry: p.rnr_retry,
             recovery: p.recovery,
             max_inflight: p.max_inflight,
+            // What the connection manager tells a weft peer (both devices are weft).
+            peer_ack_delay_us: a.ack_delay_us(),
         };
         let psn = i as u32 * 7919;
         for s in up(path_ab, y.qp_num(), psn, psn + 1).steps(QpType::Rc) {

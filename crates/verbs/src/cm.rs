@@ -30,8 +30,9 @@ use weft_transport::{Access, Bringup, Mtu, QpAttr, QpState, QpType, Recovery};
 
 /// Handshake magic.
 const MAGIC: &[u8; 4] = b"WFCM";
-/// Handshake version; a peer with another version is refused.
-pub const VERSION: u16 = 1;
+/// Handshake version; a peer with another version is refused. 2: the hello carries
+/// the sender's delayed-ACK bound ([`Hello::ack_delay_us`]).
+pub const VERSION: u16 = 2;
 /// Largest private data in a request or reply (rdma_cm allows 56–196 bytes).
 pub const MAX_PRIVATE_DATA: usize = 196;
 
@@ -363,6 +364,11 @@ pub struct Hello {
     pub selective: bool,
     /// The sender's Q_Key (UD).
     pub qkey: u32,
+    /// How long the sender's responder holds the ACK of a packet that does not ask for
+    /// one, in microseconds ([`Context::ack_delay_us`]); the peer's requester leaves
+    /// AckReq clear on unsignaled messages only against such a bound
+    /// ([`weft_transport::QpAttrs::peer_ack_delay_us`]).
+    pub ack_delay_us: u32,
     /// The sender's link address.
     pub addr: SocketAddr,
     /// Application bytes.
@@ -400,6 +406,7 @@ impl Hello {
         b.push(self.initiator_depth);
         b.push(self.responder_resources);
         b.extend_from_slice(&self.qkey.to_be_bytes());
+        b.extend_from_slice(&self.ack_delay_us.to_be_bytes());
         match self.addr.ip() {
             IpAddr::V4(a) => {
                 b.push(4);
@@ -442,6 +449,7 @@ impl Hello {
         let initiator_depth = r.u8()?;
         let responder_resources = r.u8()?;
         let qkey = r.u32()?;
+        let ack_delay_us = r.u32()?;
         let fam = r.u8()?;
         let mut raw = [0u8; 16];
         raw.copy_from_slice(r.take(16)?);
@@ -475,6 +483,7 @@ impl Hello {
             responder_resources,
             selective: flags & 2 != 0,
             qkey,
+            ack_delay_us,
             addr: SocketAddr::new(ip, port),
             private_data,
         })
@@ -575,6 +584,7 @@ fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> He
         responder_resources: p.responder_resources,
         selective: p.recovery == Recovery::Selective,
         qkey: p.qkey,
+        ack_delay_us: ctx.ack_delay_us(),
         addr: ctx.local_addr(),
         private_data: p.private_data.clone(),
     }
@@ -629,6 +639,7 @@ pub fn init_qp(qp: &mut QueuePair, param: &ConnParam) -> Result<(), Error> {
         rnr_retry: param.rnr_retry,
         recovery: param.recovery,
         max_inflight: param.max_inflight,
+        peer_ack_delay_us: 0,
     };
     let [init, _, _] = b.steps(qp.qp_type());
     qp.modify(&init)
@@ -658,6 +669,7 @@ fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Re
             Recovery::GoBackN
         },
         max_inflight: me.max_inflight,
+        peer_ack_delay_us: peer.ack_delay_us,
     };
     let steps = b.steps(qp.qp_type());
     let from = qp.query().map(|(s, _)| s).unwrap_or(QpState::Reset);
@@ -1032,6 +1044,7 @@ pub mod fuzzing {
             responder_resources: 16,
             selective: false,
             qkey: 0x1111_1111,
+            ack_delay_us: 64,
             addr: if v6 {
                 "[2001:db8::1]:4791".parse().expect("an address")
             } else {
@@ -1060,6 +1073,7 @@ mod tests {
             responder_resources: 4,
             selective: true,
             qkey: 7,
+            ack_delay_us: 64,
             addr: "198.18.0.1:4791".parse().unwrap(),
             private_data: b"hello".to_vec(),
         }
@@ -1107,16 +1121,21 @@ mod tests {
             Hello::decode(&m)
         };
         // Offsets: magic 0..4, version 4..6, kind 6, link 7, QP type 8, flags 9,
-        // QPN 10..14, PSN 14..18, MTU 18..20, depths 20, 21, Q_Key 22..26, family 26,
-        // address 27..43, port 43..45, private data length 45.
+        // QPN 10..14, PSN 14..18, MTU 18..20, depths 20, 21, Q_Key 22..26, ACK delay
+        // 26..30, family 30, address 31..47, port 47..49, private data length 49.
         assert_eq!(with(0, b'X'), Err(HandshakeError::BadMagic));
         assert_eq!(with(7, 9), Err(HandshakeError::LinkKind(9)));
         assert_eq!(with(8, 0), Err(HandshakeError::QpType(0)));
         assert_eq!(with(19, 1), Err(HandshakeError::PathMtu(0x0401)));
-        assert_eq!(with(26, 5), Err(HandshakeError::AddressFamily(5)));
-        assert!(matches!(with(27, 1), Err(HandshakeError::NotIpv4Mapped(_))));
-        assert_eq!(with(45, 200), Err(HandshakeError::PrivateDataTooLong(200)));
-        assert_eq!(with(45, 0), Err(HandshakeError::TrailingBytes(5)));
+        assert_eq!(with(30, 5), Err(HandshakeError::AddressFamily(5)));
+        assert!(matches!(with(31, 1), Err(HandshakeError::NotIpv4Mapped(_))));
+        assert_eq!(with(49, 200), Err(HandshakeError::PrivateDataTooLong(200)));
+        assert_eq!(with(49, 0), Err(HandshakeError::TrailingBytes(5)));
+        assert_eq!(
+            with(26, 1).unwrap().ack_delay_us,
+            0x0100_0040,
+            "the ACK delay is a big-endian u32 at 26..30 (the sample's is 64)"
+        );
         assert_eq!(Hello::decode(&b[..10]), Err(HandshakeError::Truncated));
     }
 

@@ -199,6 +199,7 @@ struct ContextInner {
     link_kind: LinkKind,
     icrc: bool,
     max_mtu: weft_transport::Mtu,
+    ack_delay_us: u32,
     thread: Mutex<Option<JoinHandle<()>>>,
     next_pd: AtomicU32,
 }
@@ -255,6 +256,7 @@ impl Context {
         };
         tcfg.icrc_any_ipv4_id |= cfg.icrc_any_ipv4_id && cfg.link == LinkKind::Udp;
         tcfg.max_inline = tcfg.max_inline.min(engine::MAX_INLINE);
+        let ack_delay_us = u32::try_from(tcfg.ack_delay_us).unwrap_or(u32::MAX);
         let mut mem = MrTable::default();
         mem.cma_min = cfg.one_copy_cma_min;
         let ep = Endpoint::with_sink(tcfg, mem, CqRouter::default());
@@ -272,6 +274,7 @@ impl Context {
                 link_kind: cfg.link,
                 icrc,
                 max_mtu,
+                ack_delay_us,
                 thread: Mutex::new(thread),
                 next_pd: AtomicU32::new(1),
             }),
@@ -300,6 +303,14 @@ impl Context {
     /// Whether the link computes and checks ICRCs.
     pub fn icrc(&self) -> bool {
         self.inner.icrc
+    }
+
+    /// The longest this device's responders hold the ACK of a request packet that did
+    /// not ask for one, in microseconds ([`Config::ack_delay_us`]). A weft peer's QP
+    /// takes it as [`QpAttr::peer_ack_delay_us`](weft_transport::QpAttr) (the
+    /// connection manager tells it); 0: every SEND or WRITE is acknowledged at once.
+    pub fn ack_delay_us(&self) -> u32 {
+        self.inner.ack_delay_us
     }
 
     /// How progress is made.

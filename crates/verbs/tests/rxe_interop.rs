@@ -679,6 +679,9 @@ fn connect(
         // weft's selective repeat is weft-only: against rxe, IBTA go-back-N.
         recovery: Recovery::GoBackN,
         max_inflight: 1024,
+        // rxe acknowledges only packets that ask (IBTA leaves the rest to the
+        // responder): every message asks.
+        peer_ack_delay_us: 0,
     };
     for attr in b.steps(qp_type) {
         qp.modify(&attr).map_err(|e| e.to_string())?;
@@ -1003,6 +1006,9 @@ fn stock_server(
         rnr_retry: 7,
         recovery: Recovery::GoBackN,
         max_inflight: 1024,
+        // rxe acknowledges only packets that ask (IBTA leaves the rest to the
+        // responder): every message asks.
+        peer_ack_delay_us: 0,
     };
     for attr in b.steps(qp_type) {
         qp.modify(&attr).map_err(|e| e.to_string())?;

@@ -759,6 +759,7 @@ fn udp_the_transport_alone_fails_a_silent_peer_within_its_retry_budget() {
         rnr_retry: 0,
         recovery: weft_verbs::Recovery::GoBackN,
         max_inflight: 64,
+        peer_ack_delay_us: 0,
     };
     for s in b.steps(QpType::Rc) {
         me.qp.modify(&s).unwrap();

@@ -218,6 +218,8 @@ fn bring_up(
         rnr_retry: 7,
         recovery: c.recovery,
         max_inflight: c.max_inflight,
+        // Every endpoint of the incast runs the same `Config`: the peer's bound is ours.
+        peer_ack_delay_us: u32::try_from(ep.config().ack_delay_us).unwrap_or(u32::MAX),
     };
     for s in &b.steps(QpType::Rc) {
         // A bring-up the harness itself describes: the table accepts every step.

@@ -350,6 +350,11 @@ pub struct ConnectOptions {
     pub depth: usize,
     /// Use an SRQ on B.
     pub srq_b: bool,
+    /// Each side learns the other's delayed-ACK bound ([`Config::ack_delay_us`]), as
+    /// weft's connection manager tells it ([`crate::QpAttrs::peer_ack_delay_us`]).
+    /// False: as toward a peer that never said (Linux rdma_rxe), so every message
+    /// asks for its ACK.
+    pub announce_ack_delay: bool,
 }
 
 impl Default for ConnectOptions {
@@ -368,6 +373,7 @@ impl Default for ConnectOptions {
             psn_b: 0x12_3456,
             depth: 4096,
             srq_b: false,
+            announce_ack_delay: true,
         }
     }
 }
@@ -430,6 +436,12 @@ impl Pair {
         };
         let qpn_a = self.a.create_qp(init(None)).expect("create");
         let qpn_b = self.b.create_qp(init(srq_b)).expect("create");
+        // Both endpoints run one `Config` (`Pair::new`), so the peer's bound is A's.
+        let peer_ack_delay_us = if o.announce_ack_delay {
+            u32::try_from(self.a.config().ack_delay_us).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
         let setup =
             |ep: &mut Endpoint<VecMemory>, me: u32, peer: u32, side: Side, rq: u32, sq: u32| {
                 let b = Bringup {
@@ -448,6 +460,7 @@ impl Pair {
                     rnr_retry: o.rnr_retry,
                     recovery: o.recovery,
                     max_inflight: o.max_inflight,
+                    peer_ack_delay_us,
                 };
                 for s in &b.steps(qp_type) {
                     ep.modify_qp(me, s).expect("modify");
