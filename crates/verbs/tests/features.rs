@@ -372,3 +372,23 @@ fn a_listener_address_already_taken_is_named_in_the_error() {
     }
     assert!(e.to_string().contains(&at.to_string()), "{e}");
 }
+
+/// The connection manager tells each side the other's delayed-ACK bound, so only a
+/// weft peer met through it gets unsignaled messages that do not ask for their ACK;
+/// a QP brought up by hand (as toward Linux rdma_rxe) keeps asking.
+#[test]
+fn the_connection_manager_carries_each_sides_delayed_ack_bound() {
+    let (a, b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
+    for (me, peer) in [(&a, &b), (&b, &a)] {
+        let (state, attrs) = me.qp.query().expect("the QP exists");
+        assert_eq!(state, QpState::Rts);
+        assert_eq!(attrs.peer_ack_delay_us, peer.ctx.ack_delay_us());
+        assert!(attrs.peer_ack_delay_us > 0, "weft delays ACKs by default");
+    }
+    let by_hand = side(LinkKind::Udp, Progress::Thread, QpType::Rc, 4096);
+    let (_, attrs) = by_hand.qp.query().expect("the QP exists");
+    assert_eq!(
+        attrs.peer_ack_delay_us, 0,
+        "not known until a handshake says"
+    );
+}
