@@ -3,7 +3,7 @@
 //! unsignaled completions, the message length limit, and fair scheduling across QPs.
 mod common;
 use common::*;
-use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Side};
+use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Seen, Side};
 use weft_transport::{Config, Mtu, QpType, Recovery, SendWr, Sge, WcStatus, WrOp};
 
 const MEM: u64 = 4 << 20;
@@ -574,70 +574,39 @@ struct AckLog {
     unasked: u64,
 }
 
-/// [`Pair::step`], recording A's requests (AckReq or not), B's arrivals and B's ACKs;
-/// time jumps no further than `until` (µs).
-fn step_logged(p: &mut Pair, log: &mut AckLog, until: u64) -> bool {
-    let now = p.now;
-    let mut busy = false;
-    let mut buf = vec![0u8; 8192];
-    while p.ab.can_send(now) {
-        let Some(t) = p.a.poll_transmit(now, &mut buf) else {
-            break;
-        };
-        let (_, asked, _) = bth(&buf[..t.len]);
-        if asked {
-            log.asked += 1;
-        } else {
-            log.unasked += 1;
-        }
-        p.ab.send(now, t.path, &buf[..t.len]);
-        busy = true;
-    }
-    while p.ba.can_send(now) {
-        let Some(t) = p.b.poll_transmit(now, &mut buf) else {
-            break;
-        };
-        let (op, _, psn) = bth(&buf[..t.len]);
-        assert_eq!(op, RC_ACK, "B only acknowledges");
-        log.acks.push((now.micros(), psn));
-        p.ba.send(now, t.path, &buf[..t.len]);
-        busy = true;
-    }
-    while let Some((path, bytes)) = p.ab.receive(now) {
-        log.arrivals.push((now.micros(), bth(&bytes).2));
-        p.b.handle_packet(now, &path, &bytes);
-        busy = true;
-    }
-    while let Some((path, bytes)) = p.ba.receive(now) {
-        p.a.handle_packet(now, &path, &bytes);
-        busy = true;
-    }
-    for ep in [&mut p.a, &mut p.b] {
-        if ep.poll_timeout().is_some_and(|t| t <= now) {
-            ep.handle_timeout(now);
-            busy = true;
-        }
-    }
-    if busy {
-        return true;
-    }
-    let next = [
-        p.ab.next_arrival(),
-        p.ba.next_arrival(),
-        p.a.poll_timeout(),
-        p.b.poll_timeout(),
-    ]
-    .into_iter()
-    .flatten()
-    .min();
-    let next = next.map_or(until, |t| t.micros().max(now.micros() + 1).min(until));
-    p.now = weft_transport::Instant(next.max(now.micros()));
-    next > now.micros()
-}
-
-/// Run the logged driver until virtual time `until` (µs).
+/// Run the pair until virtual time `until` (µs), recording A's requests (AckReq or
+/// not), B's arrivals and B's ACKs.
 fn run_logged(p: &mut Pair, log: &mut AckLog, until: u64) {
-    while p.now.micros() < until && step_logged(p, log, until) {}
+    let mut seen = |s: Seen<'_>| match s {
+        Seen::Sent {
+            from: Side::A,
+            bytes,
+            ..
+        } => {
+            if bth(bytes).1 {
+                log.asked += 1;
+            } else {
+                log.unasked += 1;
+            }
+        }
+        Seen::Sent {
+            from: Side::B,
+            now,
+            bytes,
+        } => {
+            let (op, _, psn) = bth(bytes);
+            assert_eq!(op, RC_ACK, "B only acknowledges");
+            log.acks.push((now.micros(), psn));
+        }
+        Seen::Arrived {
+            to: Side::B,
+            now,
+            bytes,
+        } => log.arrivals.push((now.micros(), bth(bytes).2)),
+        Seen::Arrived { to: Side::A, .. } => {}
+    };
+    let end = weft_transport::Instant(until);
+    while p.now < end && p.step_with(Some(end), &mut seen) {}
 }
 
 /// Unsignaled SENDs with a local ACK timeout far above the delayed-ACK bound: they go

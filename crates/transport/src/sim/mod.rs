@@ -300,6 +300,29 @@ pub enum Side {
     B,
 }
 
+/// A packet as [`Pair::step_with`] shows it to its observer.
+#[derive(Debug, Clone, Copy)]
+pub enum Seen<'a> {
+    /// An endpoint handed `bytes` to its link at `now`.
+    Sent {
+        /// The sender.
+        from: Side,
+        /// When.
+        now: Instant,
+        /// The packet.
+        bytes: &'a [u8],
+    },
+    /// The link delivered `bytes` to an endpoint at `now` (before it handles them).
+    Arrived {
+        /// The receiver.
+        to: Side,
+        /// When.
+        now: Instant,
+        /// The packet.
+        bytes: &'a [u8],
+    },
+}
+
 /// Two endpoints joined by two links.
 #[derive(Debug)]
 pub struct Pair {
@@ -478,6 +501,14 @@ impl Pair {
     /// Do everything due at the current time; if nothing was, jump to the next event.
     /// Returns false when nothing will ever happen again (idle, no timers).
     pub fn step(&mut self) -> bool {
+        self.step_with(None, &mut |_| {})
+    }
+
+    /// [`Pair::step`], showing `seen` every packet an endpoint sends and every packet
+    /// the link delivers, and jumping no further than `until` when nothing is due
+    /// (then it returns false only once time has reached `until`). The tests that
+    /// check what travels (AckReq bits, when ACKs leave) drive the pair with this.
+    pub fn step_with(&mut self, until: Option<Instant>, seen: &mut dyn FnMut(Seen<'_>)) -> bool {
         let now = self.now;
         let mut busy = false;
         let mut blocked = None::<Instant>;
@@ -494,7 +525,13 @@ impl Pair {
                 }
                 match ep.poll_transmit(now, &mut self.buf) {
                     Some(t) => {
-                        link.send(now, t.path, &self.buf[..t.len]);
+                        let bytes = &self.buf[..t.len];
+                        seen(Seen::Sent {
+                            from: side,
+                            now,
+                            bytes,
+                        });
+                        link.send(now, t.path, bytes);
                         busy = true;
                     }
                     None => break,
@@ -502,10 +539,20 @@ impl Pair {
             }
         }
         while let Some((path, bytes)) = self.ab.receive(now) {
+            seen(Seen::Arrived {
+                to: Side::B,
+                now,
+                bytes: &bytes,
+            });
             self.b.handle_packet(now, &path, &bytes);
             busy = true;
         }
         while let Some((path, bytes)) = self.ba.receive(now) {
+            seen(Seen::Arrived {
+                to: Side::A,
+                now,
+                bytes: &bytes,
+            });
             self.a.handle_packet(now, &path, &bytes);
             busy = true;
         }
@@ -527,13 +574,18 @@ impl Pair {
         ]
         .into_iter()
         .flatten()
-        .min();
+        .min()
+        .map(|t| t.max(Instant(now.micros() + 1)));
+        let next = match (next, until) {
+            (Some(t), Some(u)) => Some(t.min(u)),
+            (t, u) => t.or(u),
+        };
         match next {
-            Some(t) => {
-                self.now = t.max(Instant(now.micros() + 1));
+            Some(t) if t > now => {
+                self.now = t;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
