@@ -411,6 +411,10 @@ impl ProtectionDomain {
     /// with `memcpy` from its own read-only mapping instead of `process_vm_readv`
     /// (docs/verbs.md, "One copy on shm"). Works on every link (udp simply does not
     /// offer it). The region is withdrawn from the peers when it is dropped.
+    ///
+    /// Every shm peer can read the whole region while it holds the mapping, whatever
+    /// `access` grants, and a hostile peer can keep the mapping after the withdrawal:
+    /// allocate this way only bytes every peer may read.
     pub fn alloc_shared_mr(&self, len: usize, access: Access) -> Result<MemoryRegion, Error> {
         let mem = weft_link::shmem::SharedMemory::new(len).map_err(Error::Link)?;
         let e = self.ctx.shared().lock();
