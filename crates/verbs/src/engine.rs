@@ -360,9 +360,6 @@ pub(crate) struct Engine {
     /// How long a pass may keep transmitting, beyond its round of the scheduler,
     /// while several QPs are active (see [`Engine::transmit`]); microseconds.
     shared_pass_us: u64,
-    /// Doorbell-path post calls since the last pass they triggered
-    /// ([`Engine::post_call_due`]).
-    post_calls: u32,
     pub(crate) stats: EngineStats,
 }
 
@@ -395,9 +392,6 @@ const SHARED_FLUSH: usize = 8;
 /// The default of [`Engine::set_shared_pass`]: how long a pass may go on transmitting
 /// after its scheduler round while several QPs are active.
 pub(crate) const SHARED_PASS_DEFAULT: Duration = Duration::from_micros(16);
-/// Doorbell-path post calls on a device between the passes they trigger
-/// ([`Engine::post_call_due`]).
-const POST_CALLS_PER_PASS: u32 = 16;
 /// Most bytes one progress pass receives (checked between bursts).
 const RX_BYTES_PER_PASS: usize = 64 << 10;
 
@@ -423,7 +417,6 @@ impl Engine {
             recent: FastMap::default(),
             recent_oldest: 0,
             shared_pass_us: SHARED_PASS_DEFAULT.as_micros() as u64,
-            post_calls: 0,
             stats: EngineStats::default(),
         }
     }
@@ -716,19 +709,6 @@ impl Engine {
     /// Room in a QP's send queue in the transport.
     pub(crate) fn sq_room(&self, qpn: u32) -> usize {
         self.ep.sq_room(qpn).unwrap_or(0)
-    }
-
-    /// Count a doorbell-path post call (one `post_send` of any number of requests, on
-    /// any QP of the device); true on every [`POST_CALLS_PER_PASS`]th, when the caller
-    /// runs a pass: a stream of posts without polls does not wait for the next poll.
-    pub(crate) fn post_call_due(&mut self) -> bool {
-        self.post_calls += 1;
-        if self.post_calls >= POST_CALLS_PER_PASS {
-            self.post_calls = 0;
-            true
-        } else {
-            false
-        }
     }
 
     /// The doorbell path (inline progress): a send work request straight from the

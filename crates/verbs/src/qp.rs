@@ -213,8 +213,7 @@ impl QueuePair {
         // this QP waiting in its ring): each request goes straight into the transport,
         // with no ring hop (a copy of the descriptor and its inline bytes in and one
         // out). The next pass puts it on the link; with inline progress that is the
-        // caller's next poll, or the pass below every 16 posts on the device. What the
-        // transport has
+        // caller's next poll, or the pass below every 16 posts. What the transport has
         // no room for yet takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
         if shared.progress == crate::engine::Progress::Inline && self.sq.is_drained() {
@@ -239,18 +238,10 @@ impl QueuePair {
                     index += 1;
                     room -= 1;
                 }
-                // Every 16 such posts on the device (not on this QP), a pass runs here:
-                // a driver spreading its posts over thousands of QPs otherwise posts a
-                // whole lap before the next pass, and by then the work requests it
-                // wrote are out of the caches (docs/results/verbs.md, "QP scaling").
-                // With one QP it is the same rhythm as before.
-                if posted > 0 && e.post_call_due() {
-                    e.progress();
-                }
             }
         }
         if result.is_err() {
-            return result;
+            return self.posted(posted, result);
         }
         let mut pushed = 0;
         for wr in first.into_iter().chain(wrs) {
@@ -267,15 +258,14 @@ impl QueuePair {
             shared.posted.mark(self.qpn, &self.listed);
             shared.kick();
         }
-        self.posted(pushed, result)
+        self.posted(posted + pushed, result)
     }
 
-    /// After a post of `n` requests through the ring (the doorbell path counts its
-    /// posts in the engine, [`Engine::post_call_due`]): inline progress runs a pass
-    /// every 16 posts, so a stream of posts without polls (a bandwidth loop filling its
-    /// window) does not wait for the next poll (unless another thread is running one).
-    /// A lone post is followed by a poll anyway, which runs the pass. A post of nothing
-    /// does not count.
+    /// After a post of `n` requests: inline progress runs a pass every 16 posts, so a
+    /// stream of posts without polls (a bandwidth loop filling its window) does not
+    /// wait for the next poll (unless another thread is running one). A lone post is
+    /// followed by a poll anyway, which runs the pass. A post of nothing does not
+    /// count.
     fn posted(&mut self, n: u32, result: Result<(), Error>) -> Result<(), Error> {
         let shared = self.ctx.shared();
         if n > 0 && shared.progress == crate::engine::Progress::Inline {
