@@ -26,7 +26,7 @@ use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::fastmap::FastMap;
 use crate::memory::{Access, Memory};
 use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
-use crate::requester::{Fault, Requester, SendWqe};
+use crate::requester::{Fault, Requester};
 use crate::responder::Responder;
 use crate::status::local_status;
 use crate::time::Instant;
@@ -653,26 +653,30 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         } else {
             Access::NONE
         };
-        let mut inline_data = inline_src.map(|src| {
-            let mut v = qp.req.inline_buf(src.len());
-            v.extend_from_slice(src);
-            v
-        });
+        // An inline payload is gathered now (on the stack when it is small), and the
+        // requester keeps it in its inline ring.
+        let mut small = [0u8; 256];
+        let mut large = Vec::new();
+        let mut inline = inline_src;
         if pre_fault.is_none() && inline_src.is_none() {
             if let Err(e) = check_sges(&*ctx.mem, q.pd, &wr.sg_list, need) {
                 pre_fault = Some(local_status(e));
             } else if wr.inline {
-                let mut data = qp.req.inline_buf(len as usize);
-                data.resize(len as usize, 0);
-                match gather(&*ctx.mem, q.pd, &wr.sg_list, 0, &mut data) {
-                    Ok(()) => inline_data = Some(data),
+                let n = len as usize;
+                let out = if n <= small.len() {
+                    &mut small[..n]
+                } else {
+                    large.resize(n, 0);
+                    &mut large[..]
+                };
+                match gather(&*ctx.mem, q.pd, &wr.sg_list, 0, out) {
+                    Ok(()) => inline = Some(out),
                     Err(e) => pre_fault = Some(local_status(e)),
                 }
             }
         }
-        qp.req
-            .wqes
-            .push_back(SendWqe::new(wr, inline_data, len, pre_fault));
+        let ud = if q.qp_type == QpType::Ud { wr.ud } else { None };
+        qp.req.push(wr, inline, ud, len, pre_fault);
         if matches!(q.state, QpState::Err | QpState::Sqe) {
             qp.flush_sends(&mut ctx);
         }
@@ -1038,7 +1042,7 @@ impl Qp {
                 Some(f) if f.idx == i => f.status,
                 _ => WcStatus::WrFlushErr,
             };
-            let mut c = Completion::new(w.wr.wr_id, status, w.wr.op.wc_opcode(), self.common.qpn);
+            let mut c = Completion::new(w.wr_id, status, w.op.wc_opcode(), self.common.qpn);
             c.byte_len = 0;
             ctx.cq.complete(c);
         }

@@ -13,7 +13,7 @@ use crate::memory::{Key, Memory};
 use crate::qp::{QpState, QpType, Recovery};
 use crate::status::{local_status, requester_status};
 use crate::time::{local_ack_timeout_micros, Instant};
-use crate::wr::{Completion, SendWr, WcStatus, WrOp};
+use crate::wr::{Completion, SendWr, SgList, UdDest, WcStatus, WrOp};
 use std::collections::VecDeque;
 use weft_wire::roce::ext::rnr_timer_micros;
 use weft_wire::roce::opcode::len as wire_len;
@@ -33,47 +33,53 @@ const RETX_QUEUED: u8 = 4;
 /// SACK alone — only the cumulative ACK retires it. It is just not resent.
 const SACKED: u8 = 8;
 
-/// A send work request on the send queue.
+/// A send work request on the send queue: what the requester keeps of a [`SendWr`],
+/// in two cache lines. A QP with many requests in flight, among thousands of QPs,
+/// finds its WQEs cold in the caches when it transmits and when it retires them
+/// (docs/results/verbs.md, "QP scaling"), so the slot is kept small: the UD
+/// destination waits in [`Requester`]'s own queue (UD QPs only), and an inline
+/// payload in the requester's byte ring, not in a buffer of its own.
+///
+/// The first line holds what starting the WQE reads (`start_next`), the second what
+/// its packets and its completion add.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct SendWqe {
-    pub wr: SendWr,
-    /// The gathered bytes of an inline work request.
-    pub inline_data: Option<Vec<u8>>,
+    /// The operation.
+    pub op: WrOp,
     /// Message length in bytes.
     pub len: u64,
-    /// A local error found at post time, reported when the WQE reaches the head.
-    pub pre_fault: Option<WcStatus>,
     /// First PSN (valid once started; `u64::MAX` before).
     pub first_psn: u64,
+    /// A local error found at post time, reported when the WQE reaches the head.
+    pub pre_fault: Option<WcStatus>,
+    /// `IBV_SEND_SIGNALED`.
+    pub signaled: bool,
+    /// `IBV_SEND_FENCE`.
+    pub fence: bool,
+    /// Set the solicited-event bit on the last packet.
+    pub solicited: bool,
+    /// A WRITE sent by reference (one packet naming the source spans; decided when
+    /// the message starts, see [`crate::byref`]).
+    pub by_ref: bool,
+    /// The payload was gathered at post time: `len` bytes at `inline_at` in the
+    /// requester's inline ring (`sg_list` is then empty).
+    pub inline: bool,
+    /// Local buffers (gather for SEND/WRITE, scatter for READ/atomics).
+    pub sg_list: SgList,
+    /// The caller's identifier, returned in the completion.
+    pub wr_id: u64,
     /// PSNs the message occupies.
     pub npsn: u64,
     /// READ response packets received (selective mode uses it to choose between
     /// resending the whole request and single packets).
-    pub resp_seen: u64,
-    /// A WRITE sent by reference (one packet naming the source spans; decided when
-    /// the message starts, see [`crate::byref`]).
-    pub by_ref: bool,
+    pub resp_seen: u32,
+    /// Where an inline payload starts in the inline ring: a position in the ring's
+    /// byte stream, wrapping ([`Requester::inline_head`] is the ring's front).
+    pub inline_at: u32,
 }
 
 impl SendWqe {
-    pub fn new(
-        wr: SendWr,
-        inline_data: Option<Vec<u8>>,
-        len: u64,
-        pre_fault: Option<WcStatus>,
-    ) -> SendWqe {
-        SendWqe {
-            wr,
-            inline_data,
-            len,
-            pre_fault,
-            first_psn: u64::MAX,
-            npsn: 0,
-            resp_seen: 0,
-            by_ref: false,
-        }
-    }
-
     fn end_psn(&self) -> u64 {
         self.first_psn.saturating_add(self.npsn)
     }
@@ -129,9 +135,15 @@ pub(crate) struct Requester {
     /// destination QP), rebuilt when either changes: a packet patches in its opcode,
     /// flags and PSN instead of encoding every BTH field again.
     template: Option<PacketTemplate>,
-    /// Buffers of retired inline WQEs, reused by the next inline posts so a stream of
-    /// small inline SENDs allocates nothing per message.
-    spare_inline: Vec<Vec<u8>>,
+    /// The payloads of inline WQEs, in WQE order: a WQE's bytes join the back when it
+    /// is posted and leave the front when it retires, so a stream of small inline
+    /// SENDs allocates nothing per message and its payloads sit side by side.
+    inline: VecDeque<u8>,
+    /// The position of `inline`'s front in the ring's byte stream (wrapping).
+    inline_head: u32,
+    /// The destinations of a UD QP's WQEs, one per WQE in the same order (empty on
+    /// other QPs).
+    ud: VecDeque<UdDest>,
     /// One past the highest PSN sent with AckReq since the last go-back: while it is
     /// at or below `una`, no ACK is on its way ([`crate::cc`] window rule).
     asked: u64,
@@ -144,9 +156,6 @@ pub(crate) struct Requester {
     /// for its ACK).
     depth: usize,
 }
-
-/// How many retired inline buffers a requester keeps for reuse.
-const SPARE_INLINE: usize = 64;
 
 impl Requester {
     pub fn new() -> Requester {
@@ -169,7 +178,9 @@ impl Requester {
             rnr_left: 0,
             recovering_at: None,
             template: None,
-            spare_inline: Vec::new(),
+            inline: VecDeque::new(),
+            inline_head: 0,
+            ud: VecDeque::new(),
             asked: 0,
             probes: VecDeque::new(),
             cc: Window::new(1),
@@ -196,8 +207,8 @@ impl Requester {
         let w = &self.wqes[idx];
         let delay = u64::from(q.attrs.peer_ack_delay_us);
         delay > 0
-            && !w.wr.signaled
-            && matches!(w.wr.op, WrOp::Send { .. } | WrOp::Write { .. })
+            && !w.signaled
+            && matches!(w.op, WrOp::Send { .. } | WrOp::Write { .. })
             && self.wqes.len() * 2 < self.depth
             && local_ack_timeout_micros(q.attrs.timeout)
                 .is_none_or(|t| t >= delay.saturating_mul(crate::ACK_DELAY_MARGIN))
@@ -218,20 +229,76 @@ impl Requester {
         self.cc.state()
     }
 
-    /// An empty buffer for `len` bytes of inline data, reused when one is spare.
-    pub fn inline_buf(&mut self, len: usize) -> Vec<u8> {
-        let mut v = self.spare_inline.pop().unwrap_or_default();
-        v.clear();
-        v.reserve(len);
-        v
+    /// Queue a send work request. `inline`: its payload, gathered at post time (the
+    /// request's SGEs are then dropped). `ud`: its destination, on a UD QP.
+    pub fn push(
+        &mut self,
+        wr: SendWr,
+        inline: Option<&[u8]>,
+        ud: Option<UdDest>,
+        len: u64,
+        pre_fault: Option<WcStatus>,
+    ) {
+        let SendWr {
+            wr_id,
+            op,
+            mut sg_list,
+            signaled,
+            fence,
+            solicited,
+            ..
+        } = wr;
+        let inline_at = self.inline_head.wrapping_add(self.inline.len() as u32);
+        if let Some(data) = inline {
+            self.inline.extend(data);
+            sg_list = SgList::new();
+        }
+        if let Some(d) = ud {
+            self.ud.push_back(d);
+        }
+        self.wqes.push_back(SendWqe {
+            op,
+            len,
+            first_psn: u64::MAX,
+            pre_fault,
+            signaled,
+            fence,
+            solicited,
+            by_ref: false,
+            inline: inline.is_some(),
+            sg_list,
+            wr_id,
+            npsn: 0,
+            resp_seen: 0,
+            inline_at,
+        });
     }
 
-    fn recycle_inline(&mut self, data: Option<Vec<u8>>) {
-        if let Some(v) = data {
-            if self.spare_inline.len() < SPARE_INLINE {
-                self.spare_inline.push(v);
-            }
+    /// Copy bytes `[from, from + out.len())` of WQE `w`'s inline payload into `out`.
+    fn copy_inline(&self, w: &SendWqe, from: usize, out: &mut [u8]) {
+        let start = w.inline_at.wrapping_sub(self.inline_head) as usize + from;
+        let (a, b) = self.inline.as_slices();
+        let n = out.len();
+        if start + n <= a.len() {
+            out.copy_from_slice(&a[start..start + n]);
+        } else if start >= a.len() {
+            let s = start - a.len();
+            out.copy_from_slice(&b[s..s + n]);
+        } else {
+            let k = a.len() - start;
+            out[..k].copy_from_slice(&a[start..]);
+            out[k..].copy_from_slice(&b[..n - k]);
         }
+    }
+
+    /// The front WQE `w` left the queue: its inline payload and UD destination go.
+    fn retired(&mut self, w: &SendWqe) {
+        if w.inline {
+            let n = (w.len as usize).min(self.inline.len());
+            self.inline.drain(..n);
+            self.inline_head = self.inline_head.wrapping_add(n as u32);
+        }
+        self.ud.pop_front();
     }
 
     /// Start the PSN space at `sq_psn` (RTR → RTS). The 64-bit counter starts one
@@ -375,10 +442,10 @@ impl Requester {
                 Ok(false)
             };
         }
-        let op = w.wr.op;
+        let op = w.op;
         // IBTA Vol 1 ch. 10 (work request ordering): a fenced WQE waits for all earlier
         // READ/atomics.
-        if w.wr.fence && self.rd_atomic > 0 {
+        if w.fence && self.rd_atomic > 0 {
             return Ok(false);
         }
         if op.is_read_or_atomic() && self.rd_atomic >= u32::from(q.attrs.max_rd_atomic) {
@@ -443,7 +510,7 @@ impl Requester {
         // The fixed part of the headers: the QP's cached template, or on UD one for this
         // datagram's destination and Q_Key.
         let ud_template;
-        let (template, path) = match (q.qp_type, w.wr.ud) {
+        let (template, path) = match (q.qp_type, self.ud.get(idx)) {
             (QpType::Ud, Some(ud)) => {
                 // A Q_Key with its top bit set means "use the QP's own" (IBA
                 // 10.2.5; ibv_post_send: "if the MSB is set, the QP's Q_Key is used").
@@ -493,7 +560,7 @@ impl Requester {
         let mut by_ref_len = 0u64;
         let consumed;
         let last;
-        match w.wr.op {
+        match w.op {
             WrOp::Write { imm, remote } if w.by_ref => {
                 // Chunk i of n, each a WRITE Only naming the rest of the message.
                 let (off, clen) = byref::chunk(w.len, n, i);
@@ -510,16 +577,16 @@ impl Requester {
                     rkey: remote.rkey,
                     dma_len: (w.len - off) as u32,
                 });
-                repr.solicited = w.wr.solicited && last;
+                repr.solicited = w.solicited && last;
                 payload_off = off;
                 by_ref_len = clen;
-                let spans = sge_spans(&w.wr.sg_list, off, clen).count();
+                let spans = sge_spans(&w.sg_list, off, clen).count();
                 payload_len = (spans * byref::SPAN_LEN) as u64;
                 consumed = 1;
             }
             WrOp::Send { imm } | WrOp::Write { imm, .. } => {
                 let pos = position(i, n);
-                let operation = if matches!(w.wr.op, WrOp::Send { .. }) {
+                let operation = if matches!(w.op, WrOp::Send { .. }) {
                     Operation::Send
                 } else {
                     Operation::Write
@@ -530,7 +597,7 @@ impl Requester {
                 if with_imm {
                     repr.imm = imm;
                 }
-                if let WrOp::Write { remote, .. } = w.wr.op {
+                if let WrOp::Write { remote, .. } = w.op {
                     if pos.starts_message() {
                         repr.reth = Some(RethRepr {
                             va: remote.addr,
@@ -539,7 +606,7 @@ impl Requester {
                         });
                     }
                 }
-                repr.solicited = w.wr.solicited && pos.ends_message();
+                repr.solicited = w.solicited && pos.ends_message();
                 payload_off = i * mtu;
                 payload_len = packet_len(w.len, mtu, i);
                 consumed = 1;
@@ -635,10 +702,10 @@ impl Requester {
             .map_err(|_| fault(WcStatus::LocQpOpErr))?;
         if plen > 0 {
             let dst = &mut buf[at.clone()];
-            match &w.inline_data {
+            match w.inline {
                 _ if w.by_ref => {
                     // Each span as this process's address (checked like a gather).
-                    let spans = sge_spans(&w.wr.sg_list, payload_off, by_ref_len);
+                    let spans = sge_spans(&w.sg_list, payload_off, by_ref_len);
                     let outs = dst.chunks_exact_mut(byref::SPAN_LEN);
                     for ((s, addr, len), out) in spans.zip(outs) {
                         let addr = ctx
@@ -648,11 +715,8 @@ impl Requester {
                         byref::encode(RemoteSpan { addr, len }, out);
                     }
                 }
-                Some(data) => {
-                    let from = payload_off as usize;
-                    dst.copy_from_slice(&data[from..from + plen]);
-                }
-                None => gather(&*ctx.mem, q.pd, &w.wr.sg_list, payload_off, dst)
+                true => self.copy_inline(w, payload_off as usize, dst),
+                false => gather(&*ctx.mem, q.pd, &w.sg_list, payload_off, dst)
                     .map_err(|e| fault(local_status(e)))?,
             }
         }
@@ -670,7 +734,7 @@ impl Requester {
                     .retain(|&(psn, _)| psn < p || psn >= p + consumed);
             }
         } else if repr.ack_req
-            && matches!(self.wqes[idx].wr.op, WrOp::Send { .. } | WrOp::Write { .. })
+            && matches!(self.wqes[idx].op, WrOp::Send { .. } | WrOp::Write { .. })
             && matches!(ctx.config.congestion, CongestionControl::Delay(_))
         {
             self.probes.push_back((p + consumed - 1, ctx.now));
@@ -816,10 +880,10 @@ impl Requester {
                 let w = &self.wqes[idx];
                 let fits = match operation {
                     Operation::ReadResponse => {
-                        matches!(w.wr.op, WrOp::Read { .. })
+                        matches!(w.op, WrOp::Read { .. })
                             && payload.len() as u64 == packet_len(w.len, q.mtu(), p - w.first_psn)
                     }
-                    _ => w.wr.op.is_atomic() && repr.atomic_ack_eth.is_some(),
+                    _ => w.op.is_atomic() && repr.atomic_ack_eth.is_some(),
                 };
                 if !fits {
                     ctx.stats.bad_responses += 1;
@@ -853,11 +917,11 @@ impl Requester {
                 let placed = match operation {
                     Operation::ReadResponse => {
                         let off = (p - w.first_psn) * q.mtu();
-                        scatter(ctx.mem, q.pd, &w.wr.sg_list, off, payload)
+                        scatter(ctx.mem, q.pd, &w.sg_list, off, payload)
                     }
                     _ => {
                         let orig = repr.atomic_ack_eth.map_or(0, |a| a.orig);
-                        scatter(ctx.mem, q.pd, &w.wr.sg_list, 0, &orig.to_le_bytes())
+                        scatter(ctx.mem, q.pd, &w.sg_list, 0, &orig.to_le_bytes())
                     }
                 };
                 if let Err(e) = placed {
@@ -1014,17 +1078,16 @@ impl Requester {
             self.una += 1;
         }
         while self.started > 0 && self.wqes.front().is_some_and(|w| w.end_psn() <= self.una) {
-            let Some(mut w) = self.wqes.pop_front() else {
+            let Some(w) = self.wqes.pop_front() else {
                 break;
             };
-            self.recycle_inline(w.inline_data.take());
+            self.retired(&w);
             self.started -= 1;
-            if w.wr.op.is_read_or_atomic() {
+            if w.op.is_read_or_atomic() {
                 self.rd_atomic -= 1;
             }
-            if w.wr.signaled {
-                let mut c =
-                    Completion::new(w.wr.wr_id, WcStatus::Success, w.wr.op.wc_opcode(), q.qpn);
+            if w.signaled {
+                let mut c = Completion::new(w.wr_id, WcStatus::Success, w.op.wc_opcode(), q.qpn);
                 c.byte_len = w.len.min(u64::from(u32::MAX)) as u32;
                 ctx.cq.complete(c);
             }
@@ -1136,14 +1199,14 @@ impl Requester {
 fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> bool {
     q.by_reference
         && q.qp_type != QpType::Ud
-        && match w.wr.op {
+        && match w.op {
             WrOp::Write { imm, .. } => imm.is_none() || byref::chunks(w.len) == 1,
             _ => false,
         }
-        && w.inline_data.is_none()
+        && !w.inline
         && w.len > q.mtu()
         && w.len >= ctx.config.by_reference_min
-        && w.wr.sg_list.iter().filter(|s| s.len > 0).all(|s| {
+        && w.sg_list.iter().filter(|s| s.len > 0).all(|s| {
             ctx.mem
                 .may_pull(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len), w.len)
         })
