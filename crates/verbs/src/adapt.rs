@@ -85,6 +85,42 @@ impl GapHistory {
         ))
     }
 
+    /// The median of the recorded values within `cap` (false before four values).
+    pub(crate) fn median_within(&self, cap: Duration) -> bool {
+        self.quartiles()
+            .is_some_and(|(p50, _)| u128::from(p50) <= cap.as_nanos())
+    }
+
+    /// True when, on the recorded gaps, blocking at once would have cost less than
+    /// spinning `spin` first, a blocked thread's wake-up costing `wake` (false before
+    /// four values).
+    ///
+    /// The cost of a wait in time (CPU spent spinning, latency added by a wake-up):
+    /// a gap within the spin costs the gap (the spin found it); a longer one the
+    /// whole spin and then the wake-up; blocking at once costs the wake-up, always.
+    /// So spinning pays when the short gaps' saving (a wake-up less their length)
+    /// outweighs the spins the long ones waste. With the spin one wake-up long:
+    /// when more than about half the recent gaps were short.
+    pub(crate) fn block_pays(&self, spin: Duration, wake: Duration) -> bool {
+        if self.len < 4 {
+            return false;
+        }
+        let s = spin.as_nanos();
+        let w = wake.as_nanos();
+        let spinning: u128 = self.gaps[..self.len]
+            .iter()
+            .map(|&g| {
+                let g = u128::from(g);
+                if g <= s {
+                    g
+                } else {
+                    s + w
+                }
+            })
+            .sum();
+        spinning > w * self.len as u128
+    }
+
     /// How long to spin before blocking, at most `cap`.
     ///
     /// With fewer than 4 gaps known: `cap`. Otherwise four times the 75th percentile of
@@ -124,14 +160,41 @@ impl GapHistory {
 /// classic bound: a wait that outlasts the spin costs at most twice what blocking at
 /// once would have), four times the 75th percentile of the recent gaps when they are
 /// short (else of the median; none when most gaps outlast the cap), and at most the
-/// cap. So a saturated stream spins, a sparse one spins about one wake-up and blocks.
+/// cap. So a saturated stream spins; a sparse one would spin about one wake-up and
+/// block, and [`SpinBudget::next_spin`] blocks it at once instead.
+///
+/// Where a spin would not pay at all — most recent gaps outlast it, so blocking at
+/// once costs less (an idle server's 10 ms waits, or a client whose replies come
+/// after its peer's wake-ups) — [`SpinBudget::next_spin`]
+/// blocks at once. A blocked wait still records its gap (until the event fired),
+/// so when the gaps become short again the history shows it within a few waits
+/// and the spin comes back. The one trap that leaves: two peers in a ping-pong
+/// that both block make each other's gaps long (each waits for the other's
+/// wake-up), and neither sees short gaps while the other blocks. So after
+/// `EXPLORE_AFTER` (512) waits that blocked at once while the gaps were within the
+/// cap, it spins `EXPLORE_RUN` (32) waits in a row: long enough for a peer that
+/// learns the same way to see short gaps and spin back (then both stay spinning),
+/// rare enough to cost a few % of a spin's CPU where spinning does not pay.
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     cap: Duration,
     gaps: GapHistory,
     /// Recent wake-ups: from the event firing to this thread running.
     wakes: GapHistory,
+    /// Waits that blocked at once since the last exploring run.
+    at_once: u32,
+    /// Waits left in the current exploring run.
+    explore_left: u32,
 }
+
+/// Waits that block at once, with the gaps within the cap, before a run of
+/// [`EXPLORE_RUN`] spinning waits ([`SpinBudget::next_spin`]).
+pub(crate) const EXPLORE_AFTER: u32 = 512;
+
+/// Waits of an exploring run: twice the history, so that a peer learning the same
+/// way sees its history fill with short gaps, spins back, and this side then fills
+/// its own with short gaps before the run ends.
+pub(crate) const EXPLORE_RUN: u32 = 2 * GAPS as u32;
 
 impl Default for SpinBudget {
     fn default() -> SpinBudget {
@@ -158,6 +221,8 @@ impl SpinBudget {
             cap,
             gaps: GapHistory::default(),
             wakes: GapHistory::default(),
+            at_once: 0,
+            explore_left: 0,
         }
     }
 
@@ -178,6 +243,33 @@ impl SpinBudget {
             .spin_budget(self.cap)
             .max(self.wake_cost())
             .min(self.cap)
+    }
+
+    /// The spin of the next idle period, zero to block at once: [`SpinBudget::spin`],
+    /// unless blocking at once would have cost less on the recent gaps
+    /// (see [`SpinBudget`]); then zero, but for a run of `EXPLORE_RUN`
+    /// spins after every `EXPLORE_AFTER` such waits whose gaps (the median) were
+    /// within the cap — where a peer's wake-ups may be what makes them long.
+    pub fn next_spin(&mut self) -> Duration {
+        let spin = self.spin();
+        if !self.gaps.block_pays(spin, self.wake_cost()) {
+            self.explore_left = 0;
+            return spin;
+        }
+        if self.explore_left > 0 {
+            self.explore_left -= 1;
+            return spin;
+        }
+        if !self.gaps.median_within(self.cap) {
+            return Duration::ZERO;
+        }
+        self.at_once += 1;
+        if self.at_once >= EXPLORE_AFTER {
+            self.at_once = 0;
+            self.explore_left = EXPLORE_RUN - 1;
+            return spin;
+        }
+        Duration::ZERO
     }
 
     /// An idle period ended with an event found while spinning, `gap` after it began.
@@ -412,6 +504,205 @@ mod tests {
             b.blocked(40 * US, 10 * US, None);
         }
         assert_eq!(b.spin(), 200 * US);
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn blocking_pays_when_most_gaps_outlast_the_spin() {
+        let mut h = GapHistory::default();
+        // Too few to judge: spin.
+        for _ in 0..3 {
+            h.record(10 * MS);
+        }
+        assert!(!h.block_pays(40 * US, 40 * US));
+        for _ in 0..13 {
+            h.record(10 * MS);
+        }
+        // Every gap outlasts the spin: each wastes it.
+        assert!(h.block_pays(40 * US, 40 * US));
+        // However short the spin, it is never cheaper than blocking at once there.
+        assert!(h.block_pays(US, 40 * US));
+        // Short gaps: spinning finds them for less than a wake-up.
+        let mut h = GapHistory::default();
+        for _ in 0..16 {
+            h.record(5 * US);
+        }
+        assert!(!h.block_pays(40 * US, 40 * US));
+        // Gaps longer than a wake-up but within a long spin (a client whose replies
+        // come after its peer's wake-ups): spinning through them costs more than a
+        // wake-up each.
+        let mut h = GapHistory::default();
+        for _ in 0..16 {
+            h.record(120 * US);
+        }
+        assert!(h.block_pays(480 * US, 40 * US));
+        // ... unless waking up costs more than that (CPU hogs).
+        assert!(!h.block_pays(480 * US, 2 * MS));
+        // Half short, half long, the spin a wake-up: 8 × 5 + 8 × (40 + 40) = 680 µs
+        // against 16 × 40 = 640: block; one more short gap tips it.
+        let mut h = GapHistory::default();
+        for _ in 0..8 {
+            h.record(10 * MS);
+        }
+        for _ in 0..8 {
+            h.record(5 * US);
+        }
+        assert!(h.block_pays(40 * US, 40 * US));
+        h.record(5 * US);
+        assert!(!h.block_pays(40 * US, 40 * US));
+    }
+
+    /// One wait of a toy ping-pong: the event comes `t` after the wait began, and a
+    /// blocked waiter wakes `wake` after it. True when the spin found it.
+    fn toy_wait(b: &mut SpinBudget, t: Duration, wake: Duration) -> bool {
+        let spin = b.next_spin();
+        if t <= spin {
+            b.spun(t);
+            true
+        } else {
+            b.blocked(spin, t - spin, Some(wake));
+            false
+        }
+    }
+
+    #[test]
+    fn next_spin_blocks_at_once_on_long_waits_and_spins_again_when_they_shorten() {
+        let wake = 40 * US;
+        let mut b = SpinBudget::default();
+        // Nothing known: the cap, as `spin`.
+        assert_eq!(b.next_spin(), SpinBudget::DEFAULT_CAP);
+        // An idle server: every request 10 ms after the last.
+        for _ in 0..16 {
+            toy_wait(&mut b, 10 * MS, wake);
+        }
+        assert_eq!(b.spin(), wake, "spin would still spin a wake-up");
+        for _ in 0..2 * EXPLORE_AFTER {
+            assert_eq!(
+                b.next_spin(),
+                Duration::ZERO,
+                "gaps beyond the cap: never explores"
+            );
+        }
+        // Requests come back to back (a blocked wait records when its event fired,
+        // not its own wake-up): at the ninth short gap spinning pays again (8 × 5 +
+        // 8 × 80 µs = 680 µs against 640 µs blocked; 9 × 5 + 7 × 80 = 605 µs).
+        let mut short = 0;
+        while b.next_spin().is_zero() {
+            b.blocked(Duration::ZERO, 5 * US, Some(wake));
+            short += 1;
+            assert!(short <= GAPS, "never spun again");
+        }
+        assert_eq!(short, 9);
+        // Saturated: found while spinning, and it keeps spinning.
+        for _ in 0..100 {
+            assert!(toy_wait(&mut b, 3 * US, wake));
+        }
+        assert_eq!(b.next_spin(), wake);
+        // Beside CPU hogs the peer is sometimes preempted (half the waits 5 ms), but
+        // a wake-up costs milliseconds too: blocking at once does not pay.
+        let mut b = SpinBudget::default();
+        for i in 0..64 {
+            let t = if i % 2 == 0 { 7 * US } else { 5 * MS };
+            b.blocked(Duration::ZERO, t, Some(3 * MS));
+        }
+        assert_eq!(b.next_spin(), SpinBudget::DEFAULT_CAP);
+    }
+
+    #[test]
+    fn a_waiter_that_blocks_at_once_explores_a_run_now_and_then() {
+        let wake = 40 * US;
+        let mut b = SpinBudget::default();
+        for _ in 0..16 {
+            b.blocked(Duration::ZERO, 120 * US, Some(wake));
+        }
+        let spin = b.spin();
+        assert_eq!(spin, 480 * US);
+        let decisions: Vec<Duration> = (0..2 * (EXPLORE_AFTER + EXPLORE_RUN))
+            .map(|_| b.next_spin())
+            .collect();
+        let at = |i: u32| decisions[i as usize];
+        for i in 0..EXPLORE_AFTER - 1 {
+            assert_eq!(at(i), Duration::ZERO, "wait {i}");
+        }
+        for i in EXPLORE_AFTER - 1..EXPLORE_AFTER - 1 + EXPLORE_RUN {
+            assert_eq!(at(i), spin, "wait {i} explores");
+        }
+        assert_eq!(at(EXPLORE_AFTER - 1 + EXPLORE_RUN), Duration::ZERO);
+        let spun = decisions.iter().filter(|d| !d.is_zero()).count();
+        assert_eq!(spun, 2 * EXPLORE_RUN as usize);
+    }
+
+    /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,
+    /// plus its peer's two wake-ups (engine thread, application) when the peer
+    /// blocked for the message before. `server_idle`: the server waits out a pause
+    /// per round instead (the idle phase), so it always blocks and the client's
+    /// waits include its wake-ups whatever the client does. Returns, per side, the
+    /// waits found while spinning over the last `tail` rounds.
+    fn ping_pong(
+        client: &mut SpinBudget,
+        server: &mut SpinBudget,
+        rounds: usize,
+        tail: usize,
+        server_idle: bool,
+    ) -> (usize, usize) {
+        let (rtt, wake) = (10 * US, 40 * US);
+        let mut client_spun = true;
+        let mut found = (0, 0);
+        for r in 0..rounds {
+            let t = if server_idle {
+                10 * MS
+            } else if client_spun {
+                rtt
+            } else {
+                rtt + 2 * wake
+            };
+            let server_spun = toy_wait(server, t, wake);
+            let t = if server_spun { rtt } else { rtt + 2 * wake };
+            client_spun = toy_wait(client, t, wake);
+            if r >= rounds - tail {
+                found.0 += usize::from(client_spun);
+                found.1 += usize::from(server_spun);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn two_peers_that_both_block_find_spinning_again() {
+        // Both start blocking, each waiting for the other's wake-ups (90 µs), the
+        // server's count of blocked waits ahead of the client's.
+        let (mut client, mut server) = (SpinBudget::default(), SpinBudget::default());
+        for b in [&mut client, &mut server] {
+            for _ in 0..16 {
+                b.blocked(Duration::ZERO, 90 * US, Some(40 * US));
+            }
+        }
+        for _ in 0..200 {
+            assert_eq!(server.next_spin(), Duration::ZERO);
+        }
+        let rounds = 4 * EXPLORE_AFTER as usize;
+        assert_eq!(
+            ping_pong(&mut client, &mut server, rounds, 100, false),
+            (100, 100),
+            "both spin at the end"
+        );
+    }
+
+    #[test]
+    fn an_idle_phase_client_blocks_at_once_but_for_its_exploring_runs() {
+        let (mut client, mut server) = (SpinBudget::default(), SpinBudget::default());
+        let rounds = 4 * EXPLORE_AFTER as usize;
+        let (client_spun, server_spun) =
+            ping_pong(&mut client, &mut server, rounds, rounds - 16, true);
+        assert_eq!(server_spun, 0, "10 ms gaps: the server never spins");
+        // The client's replies take 90 µs whatever it does: it spins only its
+        // exploring runs.
+        assert!(client_spun > 0, "it explores");
+        assert!(
+            client_spun <= 4 * EXPLORE_RUN as usize,
+            "{client_spun} of {rounds} waits spun"
+        );
     }
 
     #[test]

@@ -14,11 +14,14 @@
 //! (firing to running) are recorded too, and the spin is never shorter than one:
 //! spin-then-block's classic bound, a wait that outlasts the spin costs at most
 //! twice what blocking at once would have. So a saturated stream spins (as busy
-//! polling does), a sparse one spins about one wake-up and then blocks (a few % of
-//! a core at 100 requests/s), the middle ground — gaps of 0.1–1 ms — spins,
-//! paying CPU for latency, and where wake-ups are slow (a busy engine beside a
-//! large transfer) it spins up to the 1 ms cap (docs/results/study.md, "The
-//! adaptive run").
+//! polling does), and where wake-ups are slow (a busy engine beside a large
+//! transfer) it spins up to the 1 ms cap (docs/results/study.md, "The adaptive
+//! run"). When most recent waits outlasted the spin — a sparse stream, or replies
+//! that come after the peer's own wake-ups — spinning would cost more than the
+//! wake-ups it saves, and the waiter blocks at once: a wait within the spin saves a
+//! wake-up less its length, one beyond it wastes the whole spin
+//! ([`SpinBudget::next_spin`]). Blocked waits keep recording their gaps, so the
+//! spin comes back when they shorten.
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +61,9 @@ pub struct WaitStats {
     pub spun: u64,
     /// Of those, ended after blocking on the channel.
     pub blocked: u64,
+    /// Of the waits, blocked at once without spinning (an adaptive waiter whose
+    /// recent waits outlasted any spin worth making; a blocking one always).
+    pub at_once: u64,
 }
 
 /// Waits for completions on one queue in a [`WaitMode`].
@@ -116,9 +122,11 @@ impl Waiter {
     /// (four times their 75th percentile), at most the
     /// cap. Wake-ups measured [`Waiter::ASSUMED_WAKE`] on a quiet machine and
     /// milliseconds beside CPU hogs or a busy engine: there the waiter keeps
-    /// spinning, which is what kept the latency in those runs.
-    fn adaptive_spin(&self) -> Duration {
-        self.learn.spin()
+    /// spinning, which is what kept the latency in those runs. None at all when,
+    /// on the recent waits, blocking at once would have cost less
+    /// ([`SpinBudget::next_spin`]).
+    fn adaptive_spin(&mut self) -> Duration {
+        self.learn.next_spin()
     }
 
     /// Append up to `max` completions of `cq` to `out`, waiting up to `timeout` for at
@@ -150,6 +158,9 @@ impl Waiter {
             WaitMode::Adaptive => self.adaptive_spin(),
         };
         self.stats.waits += 1;
+        if spin.is_zero() {
+            self.stats.at_once += 1;
+        }
         // Spin (not at all when blocking at once: a completion that came since the
         // first poll is found by the poll after arming).
         let spin_end = if spin >= timeout {
