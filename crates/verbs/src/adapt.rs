@@ -163,38 +163,39 @@ impl GapHistory {
 /// cap. So a saturated stream spins; a sparse one would spin about one wake-up and
 /// block, and [`SpinBudget::next_spin`] blocks it at once instead.
 ///
-/// Where a spin would not pay at all — most recent gaps outlast it, so blocking at
-/// once costs less (an idle server's 10 ms waits, or a client whose replies come
-/// after its peer's wake-ups) — [`SpinBudget::next_spin`]
-/// blocks at once. A blocked wait still records its gap (until the event fired),
-/// so when the gaps become short again the history shows it within a few waits
-/// and the spin comes back. The one trap that leaves: two peers in a ping-pong
-/// that both block make each other's gaps long (each waits for the other's
-/// wake-up), and neither sees short gaps while the other blocks. So after
-/// `EXPLORE_AFTER` (512) waits that blocked at once while the gaps were within the
-/// cap, it spins `EXPLORE_RUN` (32) waits in a row: long enough for a peer that
-/// learns the same way to see short gaps and spin back (then both stay spinning),
-/// rare enough to cost a few % of a spin's CPU where spinning does not pay.
+/// [`SpinBudget::next_spin`] blocks at once where a spin would not pay:
+/// - most recent gaps outlast the cap (an idle server's 10 ms waits): a spin
+///   rarely finds the event and wastes itself on every other wait;
+/// - or the gaps are longer than the spin's worth — blocking at once would have
+///   cost less on them: a wait within the spin saves a wake-up less its length,
+///   one beyond it wastes the whole spin (`GapHistory::block_pays`) — *and* the
+///   application is paced by its own work: between waits it is away for at least
+///   [`PACED`] times as long as it waits (the medians; a client that pauses 10 ms
+///   between requests whose replies take 120 µs). A paced application's rate is
+///   set by its own work, so a wake-up's latency does not slow it and only CPU
+///   counts, where a spin costs its whole length and a wake-up a context switch.
+///   An application that comes straight back (a ping-pong, a saturated stream) is
+///   never blocked at once this way: there its own blocking makes the gaps long —
+///   a peer waits for its wake-up, its engine thread has to take over — so
+///   long gaps would keep it blocking for good (16 requests in flight over shm
+///   fell from ~890 k to 380 k operations/s so).
+///
+/// A blocked wait still records its gap (until the event fired), so when the gaps
+/// become short again the history shows it within a few waits and the spin comes
+/// back.
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     cap: Duration,
     gaps: GapHistory,
     /// Recent wake-ups: from the event firing to this thread running.
     wakes: GapHistory,
-    /// Waits that blocked at once since the last exploring run.
-    at_once: u32,
-    /// Waits left in the current exploring run.
-    explore_left: u32,
+    /// Recent times away: from the end of a wait to the start of the next.
+    aways: GapHistory,
 }
 
-/// Waits that block at once, with the gaps within the cap, before a run of
-/// [`EXPLORE_RUN`] spinning waits ([`SpinBudget::next_spin`]).
-pub(crate) const EXPLORE_AFTER: u32 = 512;
-
-/// Waits of an exploring run: twice the history, so that a peer learning the same
-/// way sees its history fill with short gaps, spins back, and this side then fills
-/// its own with short gaps before the run ends.
-pub(crate) const EXPLORE_RUN: u32 = 2 * GAPS as u32;
+/// An application away between its waits for at least this many times as long as
+/// it waits (the medians) is paced by its own work ([`SpinBudget::next_spin`]).
+pub const PACED: u32 = 4;
 
 impl Default for SpinBudget {
     fn default() -> SpinBudget {
@@ -221,8 +222,7 @@ impl SpinBudget {
             cap,
             gaps: GapHistory::default(),
             wakes: GapHistory::default(),
-            at_once: 0,
-            explore_left: 0,
+            aways: GapHistory::default(),
         }
     }
 
@@ -245,31 +245,32 @@ impl SpinBudget {
             .min(self.cap)
     }
 
-    /// The spin of the next idle period, zero to block at once: [`SpinBudget::spin`],
-    /// unless blocking at once would have cost less on the recent gaps
-    /// (see [`SpinBudget`]); then zero, but for a run of `EXPLORE_RUN`
-    /// spins after every `EXPLORE_AFTER` such waits whose gaps (the median) were
-    /// within the cap — where a peer's wake-ups may be what makes them long.
-    pub fn next_spin(&mut self) -> Duration {
+    /// The spin of the next idle period, zero to block at once (see
+    /// [`SpinBudget`]): [`SpinBudget::spin`], unless most recent gaps outlast the
+    /// cap, or blocking at once would have cost less on them and the application is
+    /// paced by its own work ([`PACED`]).
+    pub fn next_spin(&self) -> Duration {
         let spin = self.spin();
         if !self.gaps.block_pays(spin, self.wake_cost()) {
-            self.explore_left = 0;
-            return spin;
-        }
-        if self.explore_left > 0 {
-            self.explore_left -= 1;
             return spin;
         }
         if !self.gaps.median_within(self.cap) {
             return Duration::ZERO;
         }
-        self.at_once += 1;
-        if self.at_once >= EXPLORE_AFTER {
-            self.at_once = 0;
-            self.explore_left = EXPLORE_RUN - 1;
-            return spin;
+        match (self.gaps.quartiles(), self.aways.quartiles()) {
+            (Some((gap, _)), Some((away, _)))
+                if u128::from(away) >= u128::from(gap) * u128::from(PACED) =>
+            {
+                Duration::ZERO
+            }
+            _ => spin,
         }
-        Duration::ZERO
+    }
+
+    /// The application was away `away` between the end of its last wait and the
+    /// start of this one.
+    pub fn away(&mut self, away: Duration) {
+        self.aways.record(away);
     }
 
     /// An idle period ended with an event found while spinning, `gap` after it began.
@@ -553,9 +554,11 @@ mod tests {
         assert!(!h.block_pays(40 * US, 40 * US));
     }
 
-    /// One wait of a toy ping-pong: the event comes `t` after the wait began, and a
-    /// blocked waiter wakes `wake` after it. True when the spin found it.
-    fn toy_wait(b: &mut SpinBudget, t: Duration, wake: Duration) -> bool {
+    /// One wait of a toy ping-pong: the application was away `away` since its last
+    /// wait, the event comes `t` after this one began, and a blocked waiter wakes
+    /// `wake` after it. True when the spin found it.
+    fn toy_wait(b: &mut SpinBudget, away: Duration, t: Duration, wake: Duration) -> bool {
+        b.away(away);
         let spin = b.next_spin();
         if t <= spin {
             b.spun(t);
@@ -572,31 +575,27 @@ mod tests {
         let mut b = SpinBudget::default();
         // Nothing known: the cap, as `spin`.
         assert_eq!(b.next_spin(), SpinBudget::DEFAULT_CAP);
-        // An idle server: every request 10 ms after the last.
+        // An idle server: every request 10 ms after the last; it comes straight back
+        // to wait after replying.
         for _ in 0..16 {
-            toy_wait(&mut b, 10 * MS, wake);
+            toy_wait(&mut b, US, 10 * MS, wake);
         }
         assert_eq!(b.spin(), wake, "spin would still spin a wake-up");
-        for _ in 0..2 * EXPLORE_AFTER {
-            assert_eq!(
-                b.next_spin(),
-                Duration::ZERO,
-                "gaps beyond the cap: never explores"
-            );
-        }
+        assert_eq!(b.next_spin(), Duration::ZERO);
         // Requests come back to back (a blocked wait records when its event fired,
-        // not its own wake-up): at the ninth short gap spinning pays again (8 × 5 +
-        // 8 × 80 µs = 680 µs against 640 µs blocked; 9 × 5 + 7 × 80 = 605 µs).
+        // not its own wake-up): at the eighth short gap the median is short and the
+        // server is not paced by its own work, so it spins again.
         let mut short = 0;
         while b.next_spin().is_zero() {
+            b.away(US);
             b.blocked(Duration::ZERO, 5 * US, Some(wake));
             short += 1;
             assert!(short <= GAPS, "never spun again");
         }
-        assert_eq!(short, 9);
+        assert_eq!(short, 8);
         // Saturated: found while spinning, and it keeps spinning.
         for _ in 0..100 {
-            assert!(toy_wait(&mut b, 3 * US, wake));
+            assert!(toy_wait(&mut b, US, 3 * US, wake));
         }
         assert_eq!(b.next_spin(), wake);
         // Beside CPU hogs the peer is sometimes preempted (half the waits 5 ms), but
@@ -604,62 +603,72 @@ mod tests {
         let mut b = SpinBudget::default();
         for i in 0..64 {
             let t = if i % 2 == 0 { 7 * US } else { 5 * MS };
+            b.away(US);
             b.blocked(Duration::ZERO, t, Some(3 * MS));
         }
         assert_eq!(b.next_spin(), SpinBudget::DEFAULT_CAP);
     }
 
     #[test]
-    fn a_waiter_that_blocks_at_once_explores_a_run_now_and_then() {
+    fn gaps_longer_than_a_wake_up_block_at_once_only_an_application_paced_by_its_work() {
         let wake = 40 * US;
+        // Replies 120 µs after the request: spinning through them costs three
+        // wake-ups each.
+        let waits = |away: Duration| {
+            let mut b = SpinBudget::default();
+            for _ in 0..16 {
+                b.away(away);
+                b.blocked(Duration::ZERO, 120 * US, Some(wake));
+            }
+            b
+        };
+        // A client that pauses 10 ms after each reply: its rate is its pauses'.
+        let paced = waits(10 * MS);
+        assert_eq!(paced.spin(), 480 * US);
+        assert_eq!(paced.next_spin(), Duration::ZERO);
+        // Away four times its waits: still paced; a little less: not.
+        assert_eq!(waits(480 * US).next_spin(), Duration::ZERO);
+        assert_eq!(waits(479 * US).next_spin(), 480 * US);
+        // Straight back (a saturated stream whose own blocking made its gaps long:
+        // its engine thread takes over late): keep spinning.
+        assert_eq!(waits(2 * US).next_spin(), 480 * US);
+        // Nothing known of its time away: spin.
         let mut b = SpinBudget::default();
         for _ in 0..16 {
             b.blocked(Duration::ZERO, 120 * US, Some(wake));
         }
-        let spin = b.spin();
-        assert_eq!(spin, 480 * US);
-        let decisions: Vec<Duration> = (0..2 * (EXPLORE_AFTER + EXPLORE_RUN))
-            .map(|_| b.next_spin())
-            .collect();
-        let at = |i: u32| decisions[i as usize];
-        for i in 0..EXPLORE_AFTER - 1 {
-            assert_eq!(at(i), Duration::ZERO, "wait {i}");
-        }
-        for i in EXPLORE_AFTER - 1..EXPLORE_AFTER - 1 + EXPLORE_RUN {
-            assert_eq!(at(i), spin, "wait {i} explores");
-        }
-        assert_eq!(at(EXPLORE_AFTER - 1 + EXPLORE_RUN), Duration::ZERO);
-        let spun = decisions.iter().filter(|d| !d.is_zero()).count();
-        assert_eq!(spun, 2 * EXPLORE_RUN as usize);
+        assert_eq!(b.next_spin(), 480 * US);
     }
 
     /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,
     /// plus its peer's two wake-ups (engine thread, application) when the peer
-    /// blocked for the message before. `server_idle`: the server waits out a pause
-    /// per round instead (the idle phase), so it always blocks and the client's
-    /// waits include its wake-ups whatever the client does. Returns, per side, the
-    /// waits found while spinning over the last `tail` rounds.
+    /// blocked for the message before. `idle`: the client pauses 10 ms after each
+    /// reply (the idle phase), so the server's waits are 10 ms and it always blocks,
+    /// and the client's waits include its wake-ups whatever the client does.
+    /// Returns, per side, the waits found while spinning over the last `tail`
+    /// rounds.
     fn ping_pong(
         client: &mut SpinBudget,
         server: &mut SpinBudget,
         rounds: usize,
         tail: usize,
-        server_idle: bool,
+        idle: bool,
     ) -> (usize, usize) {
-        let (rtt, wake) = (10 * US, 40 * US);
+        let (rtt, wake, turn) = (10 * US, 40 * US, US);
         let mut client_spun = true;
         let mut found = (0, 0);
         for r in 0..rounds {
-            let t = if server_idle {
+            let t = if idle {
                 10 * MS
             } else if client_spun {
                 rtt
             } else {
                 rtt + 2 * wake
             };
-            let server_spun = toy_wait(server, t, wake);
+            let server_spun = toy_wait(server, turn, t, wake);
             let t = if server_spun { rtt } else { rtt + 2 * wake };
-            client_spun = toy_wait(client, t, wake);
+            let away = if idle { 10 * MS } else { turn };
+            client_spun = toy_wait(client, away, t, wake);
             if r >= rounds - tail {
                 found.0 += usize::from(client_spun);
                 found.1 += usize::from(server_spun);
@@ -669,40 +678,35 @@ mod tests {
     }
 
     #[test]
-    fn two_peers_that_both_block_find_spinning_again() {
-        // Both start blocking, each waiting for the other's wake-ups (90 µs), the
-        // server's count of blocked waits ahead of the client's.
+    fn two_peers_in_a_ping_pong_that_both_blocked_spin_again() {
+        // Both blocked, each waiting for the other's wake-ups (90 µs).
         let (mut client, mut server) = (SpinBudget::default(), SpinBudget::default());
         for b in [&mut client, &mut server] {
             for _ in 0..16 {
+                b.away(US);
                 b.blocked(Duration::ZERO, 90 * US, Some(40 * US));
             }
         }
-        for _ in 0..200 {
-            assert_eq!(server.next_spin(), Duration::ZERO);
-        }
-        let rounds = 4 * EXPLORE_AFTER as usize;
         assert_eq!(
-            ping_pong(&mut client, &mut server, rounds, 100, false),
+            ping_pong(&mut client, &mut server, 200, 100, false),
             (100, 100),
-            "both spin at the end"
+            "both spin"
         );
     }
 
     #[test]
-    fn an_idle_phase_client_blocks_at_once_but_for_its_exploring_runs() {
+    fn in_the_idle_phase_both_sides_block_at_once() {
         let (mut client, mut server) = (SpinBudget::default(), SpinBudget::default());
-        let rounds = 4 * EXPLORE_AFTER as usize;
+        let rounds = 200;
         let (client_spun, server_spun) =
-            ping_pong(&mut client, &mut server, rounds, rounds - 16, true);
+            ping_pong(&mut client, &mut server, rounds, rounds - 8, true);
         assert_eq!(server_spun, 0, "10 ms gaps: the server never spins");
-        // The client's replies take 90 µs whatever it does: it spins only its
-        // exploring runs.
-        assert!(client_spun > 0, "it explores");
-        assert!(
-            client_spun <= 4 * EXPLORE_RUN as usize,
-            "{client_spun} of {rounds} waits spun"
+        assert_eq!(
+            client_spun, 0,
+            "replies take 90 µs whatever the client does: it blocks at once"
         );
+        assert_eq!(client.next_spin(), Duration::ZERO);
+        assert!(!client.spin().is_zero(), "where spinning is the default");
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub struct Waiter {
     mode: WaitMode,
     learn: SpinBudget,
     stats: WaitStats,
+    /// When the last wait (one that found the queue empty) ended: the time the
+    /// application is away between waits is learned from it.
+    last_end: Option<Instant>,
 }
 
 impl Waiter {
@@ -98,6 +101,7 @@ impl Waiter {
             mode,
             learn: SpinBudget::new(cap),
             stats: WaitStats::default(),
+            last_end: None,
         }
     }
 
@@ -125,7 +129,7 @@ impl Waiter {
     /// spinning, which is what kept the latency in those runs. None at all when,
     /// on the recent waits, blocking at once would have cost less
     /// ([`SpinBudget::next_spin`]).
-    fn adaptive_spin(&mut self) -> Duration {
+    fn adaptive_spin(&self) -> Duration {
         self.learn.next_spin()
     }
 
@@ -151,6 +155,26 @@ impl Waiter {
             (_, ch) => ch,
         };
         let start = Instant::now();
+        if self.mode == WaitMode::Adaptive {
+            if let Some(end) = self.last_end {
+                self.learn.away(start.saturating_duration_since(end));
+            }
+        }
+        let r = self.wait_empty(cq, channel, out, max, timeout, start);
+        self.last_end = Some(Instant::now());
+        r
+    }
+
+    /// [`Waiter::wait`] once the first poll found the queue empty, from `start`.
+    fn wait_empty(
+        &mut self,
+        cq: &mut CompletionQueue,
+        channel: Option<&CompletionChannel>,
+        out: &mut Vec<Completion>,
+        max: usize,
+        timeout: Duration,
+        start: Instant,
+    ) -> Result<usize, Error> {
         let deadline = crate::deadline_after(timeout);
         let spin = match self.mode {
             WaitMode::Poll => timeout,
