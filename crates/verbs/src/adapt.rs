@@ -85,6 +85,49 @@ impl GapHistory {
         ))
     }
 
+    /// True when nearly all the recorded values (7 in 8) are longer than `cap`
+    /// (false before four values).
+    pub(crate) fn nearly_all_beyond(&self, cap: Duration) -> bool {
+        if self.len < 4 {
+            return false;
+        }
+        let beyond = self.gaps[..self.len]
+            .iter()
+            .filter(|&&g| u128::from(g) > cap.as_nanos())
+            .count();
+        beyond * 8 >= self.len * 7
+    }
+
+    /// True when, on the recorded gaps, blocking at once would have cost less than
+    /// spinning `spin` first, a blocked thread's wake-up costing `wake` (false before
+    /// four values).
+    ///
+    /// The cost of a wait in time (CPU spent spinning, latency added by a wake-up):
+    /// a gap within the spin costs the gap (the spin found it); a longer one the
+    /// whole spin and then the wake-up; blocking at once costs the wake-up, always.
+    /// So spinning pays when the short gaps' saving (a wake-up less their length)
+    /// outweighs the spins the long ones waste. With the spin one wake-up long:
+    /// when more than about half the recent gaps were short.
+    pub(crate) fn block_pays(&self, spin: Duration, wake: Duration) -> bool {
+        if self.len < 4 {
+            return false;
+        }
+        let s = spin.as_nanos();
+        let w = wake.as_nanos();
+        let spinning: u128 = self.gaps[..self.len]
+            .iter()
+            .map(|&g| {
+                let g = u128::from(g);
+                if g <= s {
+                    g
+                } else {
+                    s + w
+                }
+            })
+            .sum();
+        spinning > w * self.len as u128
+    }
+
     /// How long to spin before blocking, at most `cap`.
     ///
     /// With fewer than 4 gaps known: `cap`. Otherwise four times the 75th percentile of
@@ -124,14 +167,58 @@ impl GapHistory {
 /// classic bound: a wait that outlasts the spin costs at most twice what blocking at
 /// once would have), four times the 75th percentile of the recent gaps when they are
 /// short (else of the median; none when most gaps outlast the cap), and at most the
-/// cap. So a saturated stream spins, a sparse one spins about one wake-up and blocks.
+/// cap. So a saturated stream spins; a sparse one would spin about one wake-up and
+/// block, and [`SpinBudget::next_spin`] blocks it at once instead.
+///
+/// [`SpinBudget::next_spin`] blocks at once where a spin would not pay:
+/// - nearly all recent gaps (7 in 8) outlast the cap (an idle server's 10 ms
+///   waits): a spin rarely finds the event and wastes itself on every other wait.
+///   Not merely most of them: beside CPU hogs, where a peer is often preempted for
+///   milliseconds, blocking at once on the median took the p50 of a ping-pong
+///   from 4 µs to 48–206 µs (it then waits for the peer's wake-ups too);
+/// - or the gaps are longer than the spin's worth — blocking at once would have
+///   cost less on them: a wait within the spin saves a wake-up less its length,
+///   one beyond it wastes the whole spin (`GapHistory::block_pays`) — *and* the
+///   application is paced by its own work: between waits it is away for at least
+///   [`PACED`] times as long as it waits (the medians; a client that pauses 10 ms
+///   between requests whose replies take 120 µs). A paced application's rate is
+///   set by its own work, so a wake-up's latency does not slow it and only CPU
+///   counts, where a spin costs its whole length and a wake-up a context switch.
+///   An application that comes straight back (a ping-pong, a saturated stream) is
+///   never blocked at once this way: there its own blocking makes the gaps long —
+///   a peer waits for its wake-up, its engine thread has to take over — so
+///   long gaps would keep it blocking for good (16 requests in flight over shm
+///   fell from ~890 k to 380 k operations/s so).
+///
+/// Both need the spins to agree: blocking at once must also have paid on what
+/// the recent spins found (a spin's gap, or none within it), a history that this
+/// thread's own blocking does not lengthen. Beside CPU hogs, where spins found
+/// most replies within microseconds, blocking at once on the gaps alone took a
+/// ping-pong's p50 from 4 µs to 44 µs (blocked, it waits for the peer's wake-ups
+/// and its own engine thread, and such gaps look long), a saturated stream's
+/// throughput down by a fifth. Fewer than four spins known: spin.
+///
+/// A blocked wait still records its gap (until the event fired), so when the gaps
+/// become short again the history shows it within a few waits and the spin comes
+/// back.
 #[derive(Debug, Clone)]
 pub struct SpinBudget {
     cap: Duration,
     gaps: GapHistory,
     /// Recent wake-ups: from the event firing to this thread running.
     wakes: GapHistory,
+    /// Recent times away: from the end of a wait to the start of the next.
+    aways: GapHistory,
+    /// What the recent spins found: a spun period's gap, or "longer" for a spin
+    /// that ended without the event. Unlike `gaps`, not lengthened by this
+    /// thread's own blocking (its engine thread taking over, its peer waiting for
+    /// its wake-up).
+    spins: GapHistory,
 }
+
+/// An application away between its waits for at least this many times as long as
+/// it waits (the medians) is paced by its own work ([`SpinBudget::next_spin`]).
+pub const PACED: u32 = 4;
 
 impl Default for SpinBudget {
     fn default() -> SpinBudget {
@@ -158,6 +245,8 @@ impl SpinBudget {
             cap,
             gaps: GapHistory::default(),
             wakes: GapHistory::default(),
+            aways: GapHistory::default(),
+            spins: GapHistory::default(),
         }
     }
 
@@ -180,9 +269,39 @@ impl SpinBudget {
             .min(self.cap)
     }
 
+    /// The spin of the next idle period, zero to block at once (see
+    /// [`SpinBudget`]): [`SpinBudget::spin`], unless nearly all recent gaps outlast
+    /// the cap, or blocking at once would have cost less on them and the application is
+    /// paced by its own work ([`PACED`]).
+    pub fn next_spin(&self) -> Duration {
+        let spin = self.spin();
+        let wake = self.wake_cost();
+        if !self.gaps.block_pays(spin, wake) || !self.spins.block_pays(spin, wake) {
+            return spin;
+        }
+        if self.gaps.nearly_all_beyond(self.cap) {
+            return Duration::ZERO;
+        }
+        match (self.gaps.quartiles(), self.aways.quartiles()) {
+            (Some((gap, _)), Some((away, _)))
+                if u128::from(away) >= u128::from(gap) * u128::from(PACED) =>
+            {
+                Duration::ZERO
+            }
+            _ => spin,
+        }
+    }
+
+    /// The application was away `away` between the end of its last wait and the
+    /// start of this one.
+    pub fn away(&mut self, away: Duration) {
+        self.aways.record(away);
+    }
+
     /// An idle period ended with an event found while spinning, `gap` after it began.
     pub fn spun(&mut self, gap: Duration) {
         self.gaps.record(gap);
+        self.spins.record(gap);
     }
 
     /// An idle period ended with an event after the thread blocked: it had spun
@@ -192,6 +311,9 @@ impl SpinBudget {
     pub fn blocked(&mut self, spun: Duration, slept: Duration, wake: Option<Duration>) {
         if let Some(w) = wake {
             self.wakes.record(w);
+        }
+        if !spun.is_zero() {
+            self.spins.record_long();
         }
         self.gaps.record(spun + slept);
     }
@@ -412,6 +534,255 @@ mod tests {
             b.blocked(40 * US, 10 * US, None);
         }
         assert_eq!(b.spin(), 200 * US);
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn blocking_pays_when_most_gaps_outlast_the_spin() {
+        let mut h = GapHistory::default();
+        // Too few to judge: spin.
+        for _ in 0..3 {
+            h.record(10 * MS);
+        }
+        assert!(!h.block_pays(40 * US, 40 * US));
+        for _ in 0..13 {
+            h.record(10 * MS);
+        }
+        // Every gap outlasts the spin: each wastes it.
+        assert!(h.block_pays(40 * US, 40 * US));
+        // However short the spin, it is never cheaper than blocking at once there.
+        assert!(h.block_pays(US, 40 * US));
+        // Short gaps: spinning finds them for less than a wake-up.
+        let mut h = GapHistory::default();
+        for _ in 0..16 {
+            h.record(5 * US);
+        }
+        assert!(!h.block_pays(40 * US, 40 * US));
+        // Gaps longer than a wake-up but within a long spin (a client whose replies
+        // come after its peer's wake-ups): spinning through them costs more than a
+        // wake-up each.
+        let mut h = GapHistory::default();
+        for _ in 0..16 {
+            h.record(120 * US);
+        }
+        assert!(h.block_pays(480 * US, 40 * US));
+        // ... unless waking up costs more than that (CPU hogs).
+        assert!(!h.block_pays(480 * US, 2 * MS));
+        // Half short, half long, the spin a wake-up: 8 × 5 + 8 × (40 + 40) = 680 µs
+        // against 16 × 40 = 640: block; one more short gap tips it.
+        let mut h = GapHistory::default();
+        for _ in 0..8 {
+            h.record(10 * MS);
+        }
+        for _ in 0..8 {
+            h.record(5 * US);
+        }
+        assert!(h.block_pays(40 * US, 40 * US));
+        h.record(5 * US);
+        assert!(!h.block_pays(40 * US, 40 * US));
+    }
+
+    /// One wait of a toy ping-pong: the application was away `away` since its last
+    /// wait, the event comes `t` after this one began, and a blocked waiter wakes
+    /// `wake` after it. True when the spin found it.
+    fn toy_wait(b: &mut SpinBudget, away: Duration, t: Duration, wake: Duration) -> bool {
+        b.away(away);
+        let spin = b.next_spin();
+        if t <= spin {
+            b.spun(t);
+            true
+        } else {
+            b.blocked(spin, t - spin, Some(wake));
+            false
+        }
+    }
+
+    #[test]
+    fn next_spin_blocks_at_once_on_long_waits_and_spins_again_when_they_shorten() {
+        let wake = 40 * US;
+        let mut b = SpinBudget::default();
+        // Nothing known: the cap, as `spin`.
+        assert_eq!(b.next_spin(), SpinBudget::DEFAULT_CAP);
+        // An idle server: every request 10 ms after the last; it comes straight back
+        // to wait after replying.
+        for _ in 0..16 {
+            toy_wait(&mut b, US, 10 * MS, wake);
+        }
+        assert_eq!(b.spin(), wake, "spin would still spin a wake-up");
+        assert_eq!(b.next_spin(), Duration::ZERO);
+        // Requests come back to back (a blocked wait records when its event fired,
+        // not its own wake-up): at the third short gap fewer than 7 in 8 outlast
+        // the cap, and the server is not paced by its own work, so it spins again.
+        let mut short = 0;
+        while b.next_spin().is_zero() {
+            b.away(US);
+            b.blocked(Duration::ZERO, 5 * US, Some(wake));
+            short += 1;
+            assert!(short <= GAPS, "never spun again");
+        }
+        assert_eq!(short, 3);
+        // Saturated: found while spinning, and it keeps spinning.
+        for _ in 0..100 {
+            assert!(toy_wait(&mut b, US, 3 * US, wake));
+        }
+        assert_eq!(b.next_spin(), wake);
+        // Beside CPU hogs the peer is sometimes preempted (half the waits 5 ms), but
+        // a wake-up costs milliseconds too: blocking at once does not pay.
+        let mut b = SpinBudget::default();
+        for i in 0..64 {
+            let t = if i % 2 == 0 { 7 * US } else { 5 * MS };
+            b.away(US);
+            b.blocked(Duration::ZERO, t, Some(3 * MS));
+        }
+        assert_eq!(b.next_spin(), SpinBudget::DEFAULT_CAP);
+        // Worse: 10 in 16 waits 5 ms, wake-ups quick, and itself preempted for
+        // 3 ms between waits. Blocking at once would pay on these waits, but most
+        // are not beyond the cap and it is not paced by its own work: it spins.
+        let mut b = SpinBudget::default();
+        for i in 0..16 {
+            let t = if i < 10 { 5 * MS } else { 7 * US };
+            b.away(3 * MS);
+            b.blocked(Duration::ZERO, t, Some(wake));
+        }
+        assert!(b.gaps.block_pays(b.spin(), wake));
+        assert_eq!(b.next_spin(), wake);
+    }
+
+    #[test]
+    fn gaps_longer_than_a_wake_up_block_at_once_only_an_application_paced_by_its_work() {
+        let wake = 40 * US;
+        // Replies 120 µs after the request: spinning through them costs three
+        // wake-ups each.
+        let waits = |away: Duration| {
+            let mut b = SpinBudget::default();
+            // Its first spins found them too, 120 µs after they began.
+            for _ in 0..4 {
+                b.away(away);
+                b.spun(120 * US);
+            }
+            for _ in 0..16 {
+                b.away(away);
+                b.blocked(Duration::ZERO, 120 * US, Some(wake));
+            }
+            b
+        };
+        // A client that pauses 10 ms after each reply: its rate is its pauses'.
+        let paced = waits(10 * MS);
+        assert_eq!(paced.spin(), 480 * US);
+        assert_eq!(paced.next_spin(), Duration::ZERO);
+        // Away four times its waits: still paced; a little less: not.
+        assert_eq!(waits(480 * US).next_spin(), Duration::ZERO);
+        assert_eq!(waits(479 * US).next_spin(), 480 * US);
+        // Straight back (a saturated stream whose own blocking made its gaps long:
+        // its engine thread takes over late): keep spinning.
+        assert_eq!(waits(2 * US).next_spin(), 480 * US);
+        // Nothing known of its time away: spin.
+        let mut b = SpinBudget::default();
+        for _ in 0..16 {
+            b.spun(120 * US);
+        }
+        assert_eq!(b.next_spin(), 480 * US);
+        // Paced, its blocked waits long, but its spins found the events within
+        // 4 µs (beside CPU hogs: blocked, it waits for its peer's wake-ups and its
+        // own engine thread's takeover): spin.
+        let mut b = SpinBudget::default();
+        for _ in 0..8 {
+            b.away(10 * MS);
+            b.spun(4 * US);
+        }
+        for _ in 0..16 {
+            b.away(10 * MS);
+            b.blocked(Duration::ZERO, 120 * US, Some(wake));
+        }
+        assert!(b.gaps.block_pays(b.spin(), wake));
+        assert_eq!(b.next_spin(), 480 * US);
+        // Fewer than four spins known: spin.
+        let mut b = SpinBudget::default();
+        for _ in 0..3 {
+            b.away(10 * MS);
+            b.spun(120 * US);
+        }
+        for _ in 0..16 {
+            b.away(10 * MS);
+            b.blocked(Duration::ZERO, 120 * US, Some(wake));
+        }
+        assert_eq!(b.next_spin(), 480 * US);
+        b.spun(120 * US);
+        for _ in 0..16 {
+            b.away(10 * MS);
+            b.blocked(Duration::ZERO, 120 * US, Some(wake));
+        }
+        assert_eq!(b.next_spin(), Duration::ZERO);
+    }
+
+    /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,
+    /// plus its peer's two wake-ups (engine thread, application) when the peer
+    /// blocked for the message before. `idle`: the client pauses 10 ms after each
+    /// reply (the idle phase), so the server's waits are 10 ms and it always blocks,
+    /// and the client's waits include its wake-ups whatever the client does.
+    /// Returns, per side, the waits found while spinning over the last `tail`
+    /// rounds.
+    fn ping_pong(
+        client: &mut SpinBudget,
+        server: &mut SpinBudget,
+        rounds: usize,
+        tail: usize,
+        idle: bool,
+    ) -> (usize, usize) {
+        let (rtt, wake, turn) = (10 * US, 40 * US, US);
+        let mut client_spun = true;
+        let mut found = (0, 0);
+        for r in 0..rounds {
+            let t = if idle {
+                10 * MS
+            } else if client_spun {
+                rtt
+            } else {
+                rtt + 2 * wake
+            };
+            let server_spun = toy_wait(server, turn, t, wake);
+            let t = if server_spun { rtt } else { rtt + 2 * wake };
+            let away = if idle { 10 * MS } else { turn };
+            client_spun = toy_wait(client, away, t, wake);
+            if r >= rounds - tail {
+                found.0 += usize::from(client_spun);
+                found.1 += usize::from(server_spun);
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn two_peers_in_a_ping_pong_that_both_blocked_spin_again() {
+        // Both blocked, each waiting for the other's wake-ups (90 µs).
+        let (mut client, mut server) = (SpinBudget::default(), SpinBudget::default());
+        for b in [&mut client, &mut server] {
+            for _ in 0..16 {
+                b.away(US);
+                b.blocked(Duration::ZERO, 90 * US, Some(40 * US));
+            }
+        }
+        assert_eq!(
+            ping_pong(&mut client, &mut server, 200, 100, false),
+            (100, 100),
+            "both spin"
+        );
+    }
+
+    #[test]
+    fn in_the_idle_phase_both_sides_block_at_once() {
+        let (mut client, mut server) = (SpinBudget::default(), SpinBudget::default());
+        let rounds = 200;
+        let (client_spun, server_spun) =
+            ping_pong(&mut client, &mut server, rounds, rounds - 8, true);
+        assert_eq!(server_spun, 0, "10 ms gaps: the server never spins");
+        assert_eq!(
+            client_spun, 0,
+            "replies take 90 µs whatever the client does: it blocks at once"
+        );
+        assert_eq!(client.next_spin(), Duration::ZERO);
+        assert!(!client.spin().is_zero(), "where spinning is the default");
     }
 
     #[test]

@@ -14,11 +14,14 @@
 //! (firing to running) are recorded too, and the spin is never shorter than one:
 //! spin-then-block's classic bound, a wait that outlasts the spin costs at most
 //! twice what blocking at once would have. So a saturated stream spins (as busy
-//! polling does), a sparse one spins about one wake-up and then blocks (a few % of
-//! a core at 100 requests/s), the middle ground — gaps of 0.1–1 ms — spins,
-//! paying CPU for latency, and where wake-ups are slow (a busy engine beside a
-//! large transfer) it spins up to the 1 ms cap (docs/results/study.md, "The
-//! adaptive run").
+//! polling does), and where wake-ups are slow (a busy engine beside a large
+//! transfer) it spins up to the 1 ms cap (docs/results/study.md, "The adaptive
+//! run"). When most recent waits outlasted the spin — a sparse stream, or replies
+//! that come after the peer's own wake-ups — spinning would cost more than the
+//! wake-ups it saves, and the waiter blocks at once: a wait within the spin saves a
+//! wake-up less its length, one beyond it wastes the whole spin
+//! ([`SpinBudget::next_spin`]). Blocked waits keep recording their gaps, so the
+//! spin comes back when they shorten.
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +61,9 @@ pub struct WaitStats {
     pub spun: u64,
     /// Of those, ended after blocking on the channel.
     pub blocked: u64,
+    /// Of the waits, blocked at once without spinning (an adaptive waiter whose
+    /// recent waits outlasted any spin worth making; a blocking one always).
+    pub at_once: u64,
 }
 
 /// Waits for completions on one queue in a [`WaitMode`].
@@ -66,6 +72,9 @@ pub struct Waiter {
     mode: WaitMode,
     learn: SpinBudget,
     stats: WaitStats,
+    /// When the last wait (one that found the queue empty) ended: the time the
+    /// application is away between waits is learned from it.
+    last_end: Option<Instant>,
 }
 
 impl Waiter {
@@ -92,6 +101,7 @@ impl Waiter {
             mode,
             learn: SpinBudget::new(cap),
             stats: WaitStats::default(),
+            last_end: None,
         }
     }
 
@@ -116,9 +126,11 @@ impl Waiter {
     /// (four times their 75th percentile), at most the
     /// cap. Wake-ups measured [`Waiter::ASSUMED_WAKE`] on a quiet machine and
     /// milliseconds beside CPU hogs or a busy engine: there the waiter keeps
-    /// spinning, which is what kept the latency in those runs.
+    /// spinning, which is what kept the latency in those runs. None at all when,
+    /// on the recent waits, blocking at once would have cost less
+    /// ([`SpinBudget::next_spin`]).
     fn adaptive_spin(&self) -> Duration {
-        self.learn.spin()
+        self.learn.next_spin()
     }
 
     /// Append up to `max` completions of `cq` to `out`, waiting up to `timeout` for at
@@ -143,6 +155,30 @@ impl Waiter {
             (_, ch) => ch,
         };
         let start = Instant::now();
+        if self.mode == WaitMode::Adaptive {
+            if let Some(end) = self.last_end {
+                self.learn.away(start.saturating_duration_since(end));
+            }
+        }
+        let r = self.wait_empty(cq, channel, out, max, timeout, start);
+        if self.mode == WaitMode::Adaptive {
+            // A clock read per wait only where it is used: busy polling's one-way
+            // latency over shm is 0.6 µs.
+            self.last_end = Some(Instant::now());
+        }
+        r
+    }
+
+    /// [`Waiter::wait`] once the first poll found the queue empty, from `start`.
+    fn wait_empty(
+        &mut self,
+        cq: &mut CompletionQueue,
+        channel: Option<&CompletionChannel>,
+        out: &mut Vec<Completion>,
+        max: usize,
+        timeout: Duration,
+        start: Instant,
+    ) -> Result<usize, Error> {
         let deadline = crate::deadline_after(timeout);
         let spin = match self.mode {
             WaitMode::Poll => timeout,
@@ -150,6 +186,9 @@ impl Waiter {
             WaitMode::Adaptive => self.adaptive_spin(),
         };
         self.stats.waits += 1;
+        if spin.is_zero() {
+            self.stats.at_once += 1;
+        }
         // Spin (not at all when blocking at once: a completion that came since the
         // first poll is found by the poll after arming).
         let spin_end = if spin >= timeout {
