@@ -1,7 +1,11 @@
 #!/bin/bash
-# usage: cgl2.sh BIN TAG [which...]: callgrind with the last level simulated as a 2 MiB L2
+# usage: [LL=size,assoc,line] cgl2.sh BIN TAG [which...]: callgrind cache-sim pairs of
+# msg_rate runs, printing per-message differences; the last level is simulated as a
+# 2 MiB L2 (LL=2097152,16,64, the default) or as given (LL= : callgrind's own choice,
+# this machine's L3, as the older runs of verbs.md had it)
 BIN=$1; TAG=$2; shift 2; OUT=/tmp/h13/cgl2-$TAG; mkdir -p $OUT
-run() { valgrind --tool=callgrind --cache-sim=yes --LL=2097152,16,64 --callgrind-out-file=$OUT/$1-$2.out $BIN shm 64 600 $2 $3 $4 $5 > $OUT/$1-$2.log 2>&1; }
+LL=${LL-2097152,16,64}
+run() { valgrind --tool=callgrind --cache-sim=yes ${LL:+--LL=$LL} --callgrind-out-file=$OUT/$1-$2.out $BIN shm 64 600 $2 $3 $4 $5 > $OUT/$1-$2.log 2>&1; }
 pair() {
   run $1 $2 $4 $5 $6; run $1 $3 $4 $5 $6
   python3 - "$OUT/$1-$2.out" "$OUT/$1-$3.out" $2 $3 $1 <<'PY'
