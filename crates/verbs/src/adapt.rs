@@ -180,7 +180,7 @@ impl GapHistory {
 ///   cost less on them: a wait within the spin saves a wake-up less its length,
 ///   one beyond it wastes the whole spin (`GapHistory::block_pays`) — *and* the
 ///   application is paced by its own work: between waits it is away for at least
-///   [`PACED`] times as long as it waits (the medians; a client that pauses 10 ms
+///   `PACED` (4) times as long as it waits (the medians; a client that pauses 10 ms
 ///   between requests whose replies take 120 µs). A paced application's rate is
 ///   set by its own work, so a wake-up's latency does not slow it and only CPU
 ///   counts, where a spin costs its whole length and a wake-up a context switch.
@@ -272,7 +272,7 @@ impl SpinBudget {
     /// The spin of the next idle period, zero to block at once (see
     /// [`SpinBudget`]): [`SpinBudget::spin`], unless nearly all recent gaps outlast
     /// the cap, or blocking at once would have cost less on them and the application is
-    /// paced by its own work ([`PACED`]).
+    /// paced by its own work (`PACED`).
     pub fn next_spin(&self) -> Duration {
         let spin = self.spin();
         let wake = self.wake_cost();
