@@ -654,8 +654,9 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             Access::NONE
         };
         // An inline payload is gathered now (on the stack when it is small), and the
-        // requester keeps it in its inline ring.
-        let mut small = [0u8; 256];
+        // requester keeps it in its inline ring. The stack buffer is filled only on
+        // that path: an ordinary post does not pay for zeroing it.
+        let mut small: [u8; 256];
         let mut large = Vec::new();
         let mut inline = inline_src;
         if pre_fault.is_none() && inline_src.is_none() {
@@ -663,7 +664,8 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 pre_fault = Some(local_status(e));
             } else if wr.inline {
                 let n = len as usize;
-                let out = if n <= small.len() {
+                let out = if n <= 256 {
+                    small = [0u8; 256];
                     &mut small[..n]
                 } else {
                     large.resize(n, 0);
