@@ -763,6 +763,17 @@ fn delayed_acks_cover_every_unasked_message_within_the_bound() {
     }
 }
 
+/// A pair connected with `o`, and one unsignaled 64 B SEND posted on A (not sent yet).
+fn one_unsignaled_send(config: Config, o: &ConnectOptions) -> Pair {
+    let mut p = pair(config);
+    let c = p.connect(QpType::Rc, o);
+    let (ra, _) = big_regions(&mut p, MEM);
+    let mut s = send(1, vec![sge(&ra, ra.addr, 64)]);
+    s.signaled = false;
+    p.a.post_send(c.qpn_a, s).unwrap();
+    p
+}
+
 /// Where the delayed ACK is not allowed, every message still asks: a local ACK timeout
 /// shorter than the margin, a send queue at least half full, a peer whose responder
 /// does not delay (`ack_delay_us` 0), or a peer that never announced its bound (Linux
@@ -770,18 +781,13 @@ fn delayed_acks_cover_every_unasked_message_within_the_bound() {
 #[test]
 fn messages_ask_for_their_ack_unless_the_delay_is_safe() {
     let asked = |config: Config, timeout: u8, depth: usize, announce_ack_delay: bool| {
-        let mut p = pair(config);
         let o = ConnectOptions {
             timeout,
             depth,
             announce_ack_delay,
             ..ConnectOptions::default()
         };
-        let c = p.connect(QpType::Rc, &o);
-        let (ra, _) = big_regions(&mut p, MEM);
-        let mut s = send(1, vec![sge(&ra, ra.addr, 64)]);
-        s.signaled = false;
-        p.a.post_send(c.qpn_a, s).unwrap();
+        let mut p = one_unsignaled_send(config, &o);
         let out = transmit_opcodes(&mut p, Side::A);
         assert_eq!(out.len(), 1);
         bth(&out[0].2).1
@@ -819,17 +825,12 @@ fn messages_ask_for_their_ack_unless_the_delay_is_safe() {
 /// timeout expires, the resent packet asks.
 #[test]
 fn a_resent_message_always_asks_for_its_ack() {
-    let mut p = pair(Config::default());
     let o = ConnectOptions {
         timeout: 14,
         depth: 64,
         ..ConnectOptions::default()
     };
-    let c = p.connect(QpType::Rc, &o);
-    let (ra, _) = big_regions(&mut p, MEM);
-    let mut s = send(1, vec![sge(&ra, ra.addr, 64)]);
-    s.signaled = false;
-    p.a.post_send(c.qpn_a, s).unwrap();
+    let mut p = one_unsignaled_send(Config::default(), &o);
     let mut buf = vec![0u8; 8192];
     let t = p.a.poll_transmit(p.now, &mut buf).expect("the SEND");
     let (_, asked, psn) = bth(&buf[..t.len]);
