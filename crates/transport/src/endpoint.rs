@@ -269,14 +269,27 @@ struct Qp {
     /// A plain ACK of this QP let a request packet go ahead of it; the next packet of
     /// the QP is the ACK (see [`Qp::poll_transmit`]).
     ack_yielded: bool,
+    /// True while the QP is in the endpoint's queue of owed ACKs and NAKs.
+    ack_queued: bool,
 }
 
-/// What the endpoint schedules QPs by: armed timers ordered by deadline, and the QPs
-/// that may have a packet to send, in deficit-round-robin order.
+/// What the endpoint schedules QPs by: armed timers ordered by deadline, the QPs
+/// that may have a packet to send, in deficit-round-robin order, and the QPs whose
+/// responder owes an ACK or NAK.
+///
+/// Owed ACKs and NAKs go out ahead of the round robin. They carry no payload, so
+/// they cost the link next to nothing, and a peer's retransmission timer runs
+/// while one waits. Behind another QP's turn an ACK could wait without bound: with
+/// a quantum no QP uses up (FIFO), a bulk transfer whose window keeps opening holds
+/// the turn for as long as it has data, and the peer's requester retransmits until
+/// its retry count is spent (`RetryExcErr`, seen in the study's Fig. 5 FIFO point).
+/// An RNIC's responder likewise answers from its own pipeline, not from the send
+/// scheduler's queues.
 #[derive(Debug, Default)]
 struct Sched {
     timers: BTreeSet<(Instant, u32)>,
     ready: VecDeque<u32>,
+    acks: VecDeque<u32>,
 }
 
 impl Sched {
@@ -288,6 +301,10 @@ impl Sched {
         if !qp.queued && (!qp.req.is_empty() || qp.resp.has_output()) {
             qp.queued = true;
             self.ready.push_back(qp.common.qpn);
+        }
+        if !qp.ack_queued && qp.resp.ack_first() {
+            qp.ack_queued = true;
+            self.acks.push_back(qp.common.qpn);
         }
     }
 
@@ -449,6 +466,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 armed: None,
                 queued: false,
                 ack_yielded: false,
+                ack_queued: false,
             },
         );
         Ok(qpn)
@@ -483,6 +501,9 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         }
         if qp.queued {
             self.sched.ready.retain(|&q| q != qpn);
+        }
+        if qp.ack_queued {
+            self.sched.acks.retain(|&q| q != qpn);
         }
         true
     }
@@ -784,15 +805,21 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// False when [`Endpoint::poll_transmit`] would return `None` without looking at
     /// any QP (the transmit queue is empty): a driver can skip reading its clock.
     pub fn may_transmit(&self) -> bool {
-        !self.sched.ready.is_empty()
+        !self.sched.ready.is_empty() || !self.sched.acks.is_empty()
     }
 
     /// Write the next packet to send into `buf` (at least `path_mtu + MAX_OVERHEAD`
-    /// bytes). QPs take turns by deficit round robin over bytes, so a long transfer
-    /// cannot starve small messages on other QPs. Only QPs in the transmit queue take
-    /// a turn: a QP leaves it when it has nothing to send, and an input that touches
-    /// it (a post, a packet, a timer, a state change) puts it back.
+    /// bytes). Owed ACKs and NAKs go first (see [`Sched`]); then QPs take turns by
+    /// deficit round robin over bytes, so a long transfer cannot starve small messages
+    /// on other QPs. Only QPs in the transmit queue take a turn: a QP leaves it when
+    /// it has nothing to send, and an input that touches it (a post, a packet, a
+    /// timer, a state change) puts it back.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.sched.acks.is_empty() {
+            if let Some(t) = self.transmit_ack(now, buf) {
+                return Some(t);
+            }
+        }
         let quantum = i64::from(self.config.drr_quantum.max(1));
         // Each turn that sends nothing takes its QP out of the queue (or, for a buffer
         // too small for its MTU or a QP still in debt, moves it to the back), so this
@@ -841,6 +868,45 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                     qp.queued = false;
                     sched.ready.pop_front();
                 }
+            }
+        }
+        None
+    }
+
+    /// The next owed ACK or NAK, out of the round robin's turn. A QP whose plain ACK
+    /// lets one request packet go first ([`Qp::poll_transmit`]) sends that packet
+    /// here and stays at the front, so its ACK is the next packet; a QP whose ACK
+    /// already went out on its own turn is dropped from the queue.
+    fn transmit_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let (mut ctx, qps, sched) = self.split(now);
+        while let Some(&qpn) = sched.acks.front() {
+            let Some(qp) = qps.get_mut(&qpn) else {
+                sched.acks.pop_front();
+                continue;
+            };
+            let sent = if qp.resp.ack_first() {
+                ctx.stats.qp_visits += 1;
+                qp.poll_transmit(&mut ctx, buf)
+            } else {
+                None
+            };
+            sched.sync_timer(qp);
+            // Sent the ACK (or nothing could be sent): off the queue. Sent a request
+            // packet ahead of the ACK (`ack_yielded`): the ACK is this QP's next packet.
+            if sent.is_none() || !qp.ack_yielded || !qp.resp.ack_first() {
+                qp.ack_queued = false;
+                sched.acks.pop_front();
+            }
+            if let Some((len, path, moves)) = sent {
+                qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
+                ctx.stats.tx_packets += 1;
+                ctx.stats.tx_bytes += len as u64;
+                return Some(Transmit {
+                    len,
+                    path,
+                    qpn,
+                    moves,
+                });
             }
         }
         None

@@ -193,6 +193,12 @@ impl Responder {
         !self.queue.is_empty()
     }
 
+    /// True when the responder's next packet is an ACK or NAK (no payload): what the
+    /// endpoint sends ahead of the round robin's turns.
+    pub fn ack_first(&self) -> bool {
+        matches!(self.queue.front(), Some(Response::Ack { .. }))
+    }
+
     /// True when all the responder has to send is one positive ACK (no NAK, no SACK,
     /// no READ or atomic response): the response that may wait behind one request
     /// packet of its QP (see `Qp::poll_transmit` in the endpoint).

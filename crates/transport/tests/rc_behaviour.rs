@@ -406,6 +406,81 @@ fn small_messages_are_not_starved_by_a_bulk_transfer() {
     );
 }
 
+/// With a quantum no QP uses up (the study's FIFO scheduler), a bulk WRITE whose
+/// window keeps opening holds the round robin's turn for as long as it has data. The
+/// ACKs its endpoint owes for another QP's incoming SENDs must not wait behind it:
+/// they go ahead of the turns, so the peer's SENDs complete long before the bulk
+/// transfer, and the peer's requester never times out (a wait past its retry count
+/// ended the study's Fig. 5 FIFO point with `RetryExcErr`).
+#[test]
+fn acks_do_not_wait_behind_another_qps_turn() {
+    let fifo = Config {
+        drr_quantum: u32::MAX,
+        ..Config::default()
+    };
+    let mut p = pair(fifo);
+    let o = ConnectOptions {
+        mtu: Mtu::M4096,
+        max_inflight: 1024,
+        ..ConnectOptions::default()
+    };
+    let bulk = p.connect(QpType::Rc, &o);
+    let small = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    for i in 0..20 {
+        p.a.post_recv(
+            small.qpn_a,
+            recv(200 + i, vec![sge(&ra, ra.addr + (3 << 20) + i * 64, 64)]),
+        )
+        .unwrap();
+    }
+    p.a.post_send(
+        bulk.qpn_a,
+        SendWr::new(
+            1,
+            WrOp::Write {
+                remote: remote(&rb, rb.addr),
+                imm: None,
+            },
+            vec![sge(&ra, ra.addr, 3 << 20)],
+        ),
+    )
+    .unwrap();
+    // Let the bulk transfer take the turn first, then B sends to A's other QP.
+    p.step();
+    for i in 0..20 {
+        p.b.post_send(
+            small.qpn_b,
+            send(100 + i, vec![sge(&rb, rb.addr + (3 << 20), 64)]),
+        )
+        .unwrap();
+    }
+    let (mut small_done, mut bulk_done) = (None, None);
+    let deadline = weft_transport::Instant(p.now.micros() + 1_000_000);
+    p.drive(deadline, |p| {
+        while let Some(c) = p.a.poll_completion() {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+            if c.wr_id == 1 {
+                bulk_done = Some(p.now);
+            }
+        }
+        while let Some(c) = p.b.poll_completion() {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+            if c.wr_id == 119 {
+                small_done = Some(p.now);
+            }
+        }
+        small_done.is_some() && bulk_done.is_some()
+    });
+    let (s, b) = (small_done.unwrap(), bulk_done.unwrap());
+    assert!(
+        s.micros() * 10 < b.micros(),
+        "B's SENDs completed at {s:?}, A's bulk WRITE at {b:?}"
+    );
+    assert_eq!(p.b.stats().timeouts, 0);
+    assert_eq!(p.b.stats().retransmitted_packets, 0);
+}
+
 #[test]
 fn sqd_finishes_what_started_and_starts_nothing_new() {
     use weft_transport::{QpAttr, QpState};
