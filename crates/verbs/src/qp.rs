@@ -209,14 +209,17 @@ impl QueuePair {
             return Ok(());
         }
         let mut index = 0usize;
-        // The doorbell path (inline progress, nobody else in the engine, nothing of
-        // this QP waiting in its ring): each request goes straight into the transport,
-        // with no ring hop (a copy of the descriptor and its inline bytes in and one
-        // out). The next pass puts it on the link; with inline progress that is the
-        // caller's next poll, or the pass below every 16 posts. What the transport has
-        // no room for yet takes the ring below, behind it, so order is kept.
+        // The doorbell path (nobody else in the engine, nothing of this QP waiting in
+        // its ring): each request goes straight into the transport, with no ring hop
+        // (a copy of the descriptor and its inline bytes in and one out). The next
+        // pass puts it on the link: with inline progress the caller's next poll, or
+        // the pass below every 16 posts; with an engine thread the same while the
+        // thread stands by for a polling application (its polls run the passes), or
+        // the thread's next pass. A thread in a pass, or asleep holding the engine,
+        // makes this a ring post and a kick. What the transport has no room for yet
+        // takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
-        if shared.progress == crate::engine::Progress::Inline && self.sq.is_drained() {
+        if self.sq.is_drained() {
             if let Some(mut e) = shared.try_engine() {
                 let mut room = e.sq_room(self.qpn);
                 while room > 0 {
