@@ -660,6 +660,21 @@ fn queues(ctx: &Context, a: &Args, rx_depth: usize) -> anyhow::Result<(Side, Que
     ))
 }
 
+/// The peer hung up before the run ended: the local work was flushed. The client
+/// reports it as an error; the server of a `--local` run (`--quiet`) says nothing,
+/// since a client that stops at its time limit (`--time-limit`) hangs up early by
+/// design and reports the rounds it measured itself.
+#[derive(Debug)]
+pub(crate) struct PeerHungUp;
+
+impl std::fmt::Display for PeerHungUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the peer hung up before the run ended (work flushed)")
+    }
+}
+
+impl std::error::Error for PeerHungUp {}
+
 impl Side {
     /// Completions, waiting for at least one in the `--wait` mode.
     fn wait(&mut self) -> anyhow::Result<&[Completion]> {
@@ -672,7 +687,7 @@ impl Side {
         }
         if let Some(bad) = self.out.iter().find(|c| c.status != WcStatus::Success) {
             if bad.status == WcStatus::WrFlushErr {
-                bail!("the peer hung up before the run ended (work flushed)");
+                return Err(PeerHungUp.into());
             }
             bail!("completion error: {:?} (wr {})", bad.status, bad.wr_id);
         }
@@ -774,12 +789,13 @@ fn serve(a: &Args) -> anyhow::Result<()> {
                 continue;
             }
         };
-        if let Err(e) = serve_run(a, &plan, &mut side, &mut qp, &mr) {
-            eprintln!(
+        match serve_run(a, &plan, &mut side, &mut qp, &mr) {
+            Err(e) if !(a.quiet && e.is::<PeerHungUp>()) => eprintln!(
                 "weft perf server: {} size {}: {e:#}",
                 plan.test.name(),
                 plan.size
-            );
+            ),
+            _ => {}
         }
         drop(conn);
         background.clear();

@@ -302,7 +302,7 @@ impl Window<'_> {
         self.side.cq.poll(&mut self.side.out, 64);
         if let Some(bad) = self.side.out.iter().find(|c| c.status != WcStatus::Success) {
             if bad.status == WcStatus::WrFlushErr {
-                bail!("the peer hung up before the run ended (work flushed)");
+                return Err(super::PeerHungUp.into());
             }
             bail!("completion error: {:?} (wr {})", bad.status, bad.wr_id);
         }
