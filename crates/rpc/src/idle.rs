@@ -77,7 +77,7 @@ pub(crate) struct IdleLoop {
     /// When the last idle period ended (learned spin only): the loop's time busy
     /// between periods is the learner's time away.
     last_end: Option<Instant>,
-    /// Its spin.
+    /// Its spin (before the first, the spin of the first).
     budget: Duration,
     /// How long it spun before it first blocked.
     spun_for: Duration,
@@ -101,7 +101,7 @@ impl IdleLoop {
             IdleSpin::Adaptive { cap } => cap,
             IdleSpin::Fixed(d) => d,
         };
-        IdleLoop {
+        let mut l = IdleLoop {
             spin,
             learn: SpinBudget::new(cap),
             since: None,
@@ -114,11 +114,21 @@ impl IdleLoop {
             channel,
             spins: 0,
             counts: IdleCounts::default(),
-        }
+        };
+        l.budget = l.next_budget();
+        l
     }
 
-    /// The spin of the next idle period (zero: block at once).
+    /// The spin of the current or last idle period (zero: it blocked at once), for
+    /// the stats: read on every event, so it is not computed again (the learner's
+    /// rule sorts its histories; on the head's path to a request that arrived).
     pub(crate) fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// The spin of the next idle period (zero: block at once): computed once per
+    /// period, as it begins.
+    fn next_budget(&self) -> Duration {
         match self.spin {
             IdleSpin::Adaptive { .. } => self.learn.next_spin(),
             IdleSpin::Fixed(d) => d,
@@ -162,7 +172,7 @@ impl IdleLoop {
                 if let Some(end) = self.last_end.take() {
                     self.learn.away(now.saturating_duration_since(end));
                 }
-                self.budget = self.budget();
+                self.budget = self.next_budget();
                 self.first_block_us = 0;
                 self.armed = false;
                 self.since = Some(now);
@@ -244,13 +254,13 @@ mod tests {
     #[test]
     fn a_fixed_spin_is_its_value_and_the_default_learns() {
         assert_eq!(
-            IdleLoop::new(IdleSpin::FIXED_BEFORE, true).budget(),
+            IdleLoop::new(IdleSpin::FIXED_BEFORE, true).next_budget(),
             50 * Duration::from_micros(1)
         );
         let cap = Duration::from_micros(300);
         // Nothing learned yet: the cap.
         assert_eq!(
-            IdleLoop::new(IdleSpin::Adaptive { cap }, true).budget(),
+            IdleLoop::new(IdleSpin::Adaptive { cap }, true).next_budget(),
             cap
         );
     }
@@ -338,7 +348,7 @@ mod tests {
         // An idle server: a request every 10 ms, the head straight back after each.
         let mut l = learned(4, 16, 2 * US, 10 * MS);
         assert_eq!(l.learn.spin(), WAKE, "the old rule spun a wake-up");
-        assert_eq!(l.budget(), Duration::ZERO);
+        assert_eq!(l.next_budget(), Duration::ZERO);
         assert_eq!(starts_by(&mut l), Next::Arm, "no spin: arm at once");
         // Without a channel (inline progress) it goes straight to block.
         let mut nc = learned(4, 16, 2 * US, 10 * MS);
@@ -347,7 +357,7 @@ mod tests {
         // A fixed spin keeps its value whatever its learner saw.
         let mut f = learned(4, 16, 2 * US, 10 * MS);
         f.spin = IdleSpin::FIXED_BEFORE;
-        assert_eq!(f.budget(), 50 * US);
+        assert_eq!(f.next_budget(), 50 * US);
         assert_eq!(starts_by(&mut f), Next::Spin);
     }
 
@@ -358,24 +368,24 @@ mod tests {
         // calls): paced, block at once.
         let mut paced = learned(4, 16, 10 * MS, 120 * US);
         assert_eq!(paced.learn.spin(), 480 * US);
-        assert_eq!(paced.budget(), Duration::ZERO);
+        assert_eq!(paced.next_budget(), Duration::ZERO);
         assert_eq!(starts_by(&mut paced), Next::Arm);
         // The same gaps, the loop straight back (a server head under a client that
         // pauses 120 µs: the head cannot tell its client's pauses from a slow
         // peer's): it spins.
         let mut head = learned(4, 16, 2 * US, 120 * US);
-        assert_eq!(head.budget(), 480 * US);
+        assert_eq!(head.next_budget(), 480 * US);
         assert_eq!(starts_by(&mut head), Next::Spin);
         // Back to back: gaps of a few µs, found while spinning.
         let mut b2b = learned(16, 0, 2 * US, 3 * US);
-        assert_eq!(b2b.budget(), WAKE);
+        assert_eq!(b2b.next_budget(), WAKE);
         assert_eq!(starts_by(&mut b2b), Next::Spin);
         // An idle loop whose requests come back to back again spins within a
         // few periods (blocked periods record when the event fired, not the
         // loop's own wake-up).
         let mut l = learned(4, 16, 2 * US, 10 * MS);
         let mut n = 0;
-        while l.budget().is_zero() {
+        while l.next_budget().is_zero() {
             l.learn.away(2 * US);
             l.learn.blocked(Duration::ZERO, 5 * US, Some(WAKE));
             n += 1;
@@ -387,7 +397,7 @@ mod tests {
     #[test]
     fn the_loop_feeds_its_learner_time_away_and_blocked_at_once_periods() {
         let mut l = learned(4, 16, 2 * US, 10 * MS);
-        assert!(l.budget().is_zero());
+        assert!(l.next_budget().is_zero());
         // Real periods of this loop: blocked at once, their event there before
         // the loop slept (fired long ago): the blocked count grows, and an
         // at-once period records no spin.
@@ -418,6 +428,6 @@ mod tests {
             l.event(None);
         }
         // Gaps of microseconds: the spin is about a wake-up, far below the cap.
-        assert!(l.budget() < Duration::from_millis(10), "{:?}", l.budget());
+        assert!(l.next_budget() < Duration::from_millis(10), "{:?}", l.next_budget());
     }
 }
