@@ -428,6 +428,10 @@ mod tests {
             l.event(None);
         }
         // Gaps of microseconds: the spin is about a wake-up, far below the cap.
-        assert!(l.next_budget() < Duration::from_millis(10), "{:?}", l.next_budget());
+        assert!(
+            l.next_budget() < Duration::from_millis(10),
+            "{:?}",
+            l.next_budget()
+        );
     }
 }
