@@ -148,7 +148,8 @@ pub struct ClientStats {
     pub idle_spun: u64,
     /// Idle periods of the dispatcher that ended with a completion after it blocked.
     pub idle_blocked: u64,
-    /// The dispatcher's spin for its next idle period ([`ClientConfig::idle_spin`];
+    /// The dispatcher's spin for its current or last idle period, zero when it blocked
+    /// at once ([`ClientConfig::idle_spin`];
     /// zero in direct mode).
     pub spin_budget: Duration,
     /// Requests up to this many bytes go inline.

@@ -2,7 +2,13 @@
 //! next event: spin, then block on its completion channel (or park, with inline
 //! progress). The spin is learned by default ([`IdleSpin::Adaptive`]) from the
 //! loop's own recent gaps between events and its measured wake-ups, by the learner
-//! weft-verbs' adaptive completion wait uses ([`weft_verbs::SpinBudget`]).
+//! weft-verbs' adaptive completion wait uses ([`weft_verbs::SpinBudget`]), and fed
+//! as that wait feeds it: every idle period that ends in an event is recorded as
+//! spun (its length) or blocked (what it spun, the time until the event fired, the
+//! wake-up), and the time the loop was busy between two idle periods as its time
+//! away. The spin is [`SpinBudget::next_spin`]'s: none at all when, on the recent
+//! periods, blocking at once would have cost less (nearly all of them outlast the
+//! cap, as an idle server's do).
 
 use std::time::{Duration, Instant};
 use weft_verbs::SpinBudget;
@@ -11,10 +17,10 @@ use weft_verbs::SpinBudget;
 /// before it blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IdleSpin {
-    /// Learned ([`weft_verbs::SpinBudget`]): at least one measured wake-up, four
-    /// times the recent short gaps between events, at most `cap`. Back-to-back
-    /// requests keep the loop spinning; sparse ones (gaps beyond the cap) make it
-    /// spin about one wake-up and block.
+    /// Learned ([`weft_verbs::SpinBudget::next_spin`]): at least one measured
+    /// wake-up, four times the recent short gaps between events, at most `cap`; none
+    /// where blocking at once pays. Back-to-back requests keep the loop spinning;
+    /// sparse ones (nearly all gaps beyond the cap) make it block at once.
     Adaptive {
         /// The longest spin.
         cap: Duration,
@@ -68,7 +74,10 @@ pub(crate) struct IdleLoop {
     learn: SpinBudget,
     /// The current idle period: when it began.
     since: Option<Instant>,
-    /// Its spin.
+    /// When the last idle period ended (learned spin only): the loop's time busy
+    /// between periods is the learner's time away.
+    last_end: Option<Instant>,
+    /// Its spin (before the first, the spin of the first).
     budget: Duration,
     /// How long it spun before it first blocked.
     spun_for: Duration,
@@ -92,10 +101,11 @@ impl IdleLoop {
             IdleSpin::Adaptive { cap } => cap,
             IdleSpin::Fixed(d) => d,
         };
-        IdleLoop {
+        let mut l = IdleLoop {
             spin,
             learn: SpinBudget::new(cap),
             since: None,
+            last_end: None,
             budget: Duration::ZERO,
             spun_for: Duration::ZERO,
             first_block_us: 0,
@@ -104,15 +114,29 @@ impl IdleLoop {
             channel,
             spins: 0,
             counts: IdleCounts::default(),
+        };
+        l.budget = l.next_budget();
+        l
+    }
+
+    /// The spin of the current or last idle period (zero: it blocked at once), for
+    /// the stats: read on every event, so it is not computed again (the learner's
+    /// rule sorts its histories; on the head's path to a request that arrived).
+    pub(crate) fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// The spin of the next idle period (zero: block at once): computed once per
+    /// period, as it begins.
+    fn next_budget(&self) -> Duration {
+        match self.spin {
+            IdleSpin::Adaptive { .. } => self.learn.next_spin(),
+            IdleSpin::Fixed(d) => d,
         }
     }
 
-    /// The spin of the next idle period.
-    pub(crate) fn budget(&self) -> Duration {
-        match self.spin {
-            IdleSpin::Adaptive { .. } => self.learn.spin(),
-            IdleSpin::Fixed(d) => d,
-        }
+    fn adaptive(&self) -> bool {
+        matches!(self.spin, IdleSpin::Adaptive { .. })
     }
 
     pub(crate) fn counts(&self) -> IdleCounts {
@@ -132,7 +156,7 @@ impl IdleLoop {
     /// spins as before.
     pub(crate) fn pause(&mut self) {
         self.spins = self.spins.wrapping_add(1);
-        if matches!(self.spin, IdleSpin::Adaptive { .. }) && self.spins % POLITE_EVERY == 0 {
+        if self.adaptive() && self.spins % POLITE_EVERY == 0 {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
@@ -144,10 +168,13 @@ impl IdleLoop {
         let since = match self.since {
             Some(s) => s,
             None => {
-                self.budget = self.budget();
+                let now = Instant::now();
+                if let Some(end) = self.last_end.take() {
+                    self.learn.away(now.saturating_duration_since(end));
+                }
+                self.budget = self.next_budget();
                 self.first_block_us = 0;
                 self.armed = false;
-                let now = Instant::now();
                 self.since = Some(now);
                 now
             }
@@ -179,9 +206,14 @@ impl IdleLoop {
             return false;
         };
         self.armed = false;
+        let adaptive = self.adaptive();
         if self.first_block_us == 0 {
             self.counts.spun += 1;
-            self.learn.spun(since.elapsed());
+            let now = Instant::now();
+            self.learn.spun(now.saturating_duration_since(since));
+            if adaptive {
+                self.last_end = Some(now);
+            }
             return true;
         }
         self.counts.blocked += 1;
@@ -199,9 +231,18 @@ impl IdleLoop {
             // found the work, an upper bound.
             None => (now_us.saturating_sub(self.first_block_us), None),
         };
-        self.learn
-            .blocked(self.spun_for, Duration::from_micros(slept), wake);
+        // A period that blocked at once spun nothing: the learner's record of
+        // what its spins found takes only real spins.
+        let spun = if self.budget.is_zero() {
+            Duration::ZERO
+        } else {
+            self.spun_for
+        };
+        self.learn.blocked(spun, Duration::from_micros(slept), wake);
         self.first_block_us = 0;
+        if adaptive {
+            self.last_end = Some(Instant::now());
+        }
         true
     }
 }
@@ -213,13 +254,13 @@ mod tests {
     #[test]
     fn a_fixed_spin_is_its_value_and_the_default_learns() {
         assert_eq!(
-            IdleLoop::new(IdleSpin::FIXED_BEFORE, true).budget(),
+            IdleLoop::new(IdleSpin::FIXED_BEFORE, true).next_budget(),
             50 * Duration::from_micros(1)
         );
         let cap = Duration::from_micros(300);
         // Nothing learned yet: the cap.
         assert_eq!(
-            IdleLoop::new(IdleSpin::Adaptive { cap }, true).budget(),
+            IdleLoop::new(IdleSpin::Adaptive { cap }, true).next_budget(),
             cap
         );
     }
@@ -270,6 +311,114 @@ mod tests {
         );
     }
 
+    const US: Duration = Duration::from_micros(1);
+    const MS: Duration = Duration::from_millis(1);
+    const WAKE: Duration = Duration::from_micros(40);
+
+    /// An adaptive loop (default cap) whose learner saw `first` idle periods spin
+    /// (found their event `gap` after they began, or, `gap` beyond the cap, spun a
+    /// wake-up and blocked), then `periods` that blocked at once; each began `away`
+    /// after the last one ended, its event `gap` after it began.
+    fn learned(first: usize, periods: usize, away: Duration, gap: Duration) -> IdleLoop {
+        let mut l = IdleLoop::new(IdleSpin::default(), true);
+        for _ in 0..first {
+            l.learn.away(away);
+            if gap <= SpinBudget::DEFAULT_CAP {
+                l.learn.spun(gap);
+            } else {
+                l.learn.blocked(WAKE, gap - WAKE, Some(WAKE));
+            }
+        }
+        for _ in 0..periods {
+            l.learn.away(away);
+            l.learn.blocked(Duration::ZERO, gap, Some(WAKE));
+        }
+        l
+    }
+
+    /// The first empty poll of an idle period: spin, or arm at once (no spin).
+    fn starts_by(l: &mut IdleLoop) -> Next {
+        let n = l.empty();
+        l.since = None;
+        n
+    }
+
+    #[test]
+    fn an_idle_loop_blocks_at_once_where_the_old_rule_spun_a_wake_up() {
+        // An idle server: a request every 10 ms, the head straight back after each.
+        let mut l = learned(4, 16, 2 * US, 10 * MS);
+        assert_eq!(l.learn.spin(), WAKE, "the old rule spun a wake-up");
+        assert_eq!(l.next_budget(), Duration::ZERO);
+        assert_eq!(starts_by(&mut l), Next::Arm, "no spin: arm at once");
+        // Without a channel (inline progress) it goes straight to block.
+        let mut nc = learned(4, 16, 2 * US, 10 * MS);
+        nc.channel = false;
+        assert_eq!(starts_by(&mut nc), Next::Block);
+        // A fixed spin keeps its value whatever its learner saw.
+        let mut f = learned(4, 16, 2 * US, 10 * MS);
+        f.spin = IdleSpin::FIXED_BEFORE;
+        assert_eq!(f.next_budget(), 50 * US);
+        assert_eq!(starts_by(&mut f), Next::Spin);
+    }
+
+    #[test]
+    fn a_paced_dispatcher_blocks_at_once_a_ping_pong_spins() {
+        // Replies 120 µs after the request (three wake-ups of spin each), and the
+        // loop away 10 ms between them (a dispatcher whose caller works between
+        // calls): paced, block at once.
+        let mut paced = learned(4, 16, 10 * MS, 120 * US);
+        assert_eq!(paced.learn.spin(), 480 * US);
+        assert_eq!(paced.next_budget(), Duration::ZERO);
+        assert_eq!(starts_by(&mut paced), Next::Arm);
+        // The same gaps, the loop straight back (a server head under a client that
+        // pauses 120 µs: the head cannot tell its client's pauses from a slow
+        // peer's): it spins.
+        let mut head = learned(4, 16, 2 * US, 120 * US);
+        assert_eq!(head.next_budget(), 480 * US);
+        assert_eq!(starts_by(&mut head), Next::Spin);
+        // Back to back: gaps of a few µs, found while spinning.
+        let mut b2b = learned(16, 0, 2 * US, 3 * US);
+        assert_eq!(b2b.next_budget(), WAKE);
+        assert_eq!(starts_by(&mut b2b), Next::Spin);
+        // An idle loop whose requests come back to back again spins within a
+        // few periods (blocked periods record when the event fired, not the
+        // loop's own wake-up).
+        let mut l = learned(4, 16, 2 * US, 10 * MS);
+        let mut n = 0;
+        while l.next_budget().is_zero() {
+            l.learn.away(2 * US);
+            l.learn.blocked(Duration::ZERO, 5 * US, Some(WAKE));
+            n += 1;
+            assert!(n <= 16, "never spun again");
+        }
+        assert_eq!(starts_by(&mut l), Next::Spin);
+    }
+
+    #[test]
+    fn the_loop_feeds_its_learner_time_away_and_blocked_at_once_periods() {
+        let mut l = learned(4, 16, 2 * US, 10 * MS);
+        assert!(l.next_budget().is_zero());
+        // Real periods of this loop: blocked at once, their event there before
+        // the loop slept (fired long ago): the blocked count grows, and an
+        // at-once period records no spin.
+        for _ in 0..2 {
+            assert_eq!(l.empty(), Next::Arm);
+            assert_eq!(l.empty(), Next::Block);
+            assert!(l.event(Some(0)));
+            assert!(l.last_end.is_some(), "the end of a period is kept");
+        }
+        assert_eq!(l.counts().blocked, 2);
+        // The next period takes the time away from the last one's end.
+        l.empty();
+        assert!(l.last_end.is_none());
+        assert!(l.since.is_some());
+        // A fixed spin keeps no end (no clock read for it).
+        let mut f = IdleLoop::new(IdleSpin::FIXED_BEFORE, true);
+        f.empty();
+        f.event(None);
+        assert!(f.last_end.is_none());
+    }
+
     #[test]
     fn events_found_at_once_shrink_the_learned_spin_below_the_cap() {
         let cap = Duration::from_secs(1);
@@ -279,6 +428,10 @@ mod tests {
             l.event(None);
         }
         // Gaps of microseconds: the spin is about a wake-up, far below the cap.
-        assert!(l.budget() < Duration::from_millis(10), "{:?}", l.budget());
+        assert!(
+            l.next_budget() < Duration::from_millis(10),
+            "{:?}",
+            l.next_budget()
+        );
     }
 }

@@ -188,7 +188,8 @@ pub struct ClusterStats {
     pub idle_spun: u64,
     /// Idle periods of the head that ended with work after it blocked.
     pub idle_blocked: u64,
-    /// The head's spin for its next idle period ([`ServerConfig::idle_spin`]).
+    /// The head's spin for its current or last idle period, zero when it blocked at
+    /// once ([`ServerConfig::idle_spin`]).
     pub spin_budget: Duration,
 }
 

@@ -1,6 +1,7 @@
 //! The idle loops' learned spin (issue 16): a server head and a client dispatcher
-//! that see sparse requests stop spinning (their idle periods end blocked), and
-//! back-to-back requests keep them spinning. Counts, not times, are asserted.
+//! that see sparse requests stop spinning (their idle periods end blocked, and
+//! they block at once), and back-to-back requests keep them spinning. Counts, not
+//! times, are asserted.
 
 mod common;
 
@@ -57,6 +58,19 @@ fn sparse_then_back_to_back(kind: LinkKind) {
     assert!(
         db >= SPARSE - 2 && ds <= 2,
         "sparse: the dispatcher spun {ds} and blocked {db} idle periods"
+    );
+    // Nearly all their gaps outlast the cap: blocking at once pays, and the loops'
+    // last idle periods did not spin at all (`SpinBudget::next_spin`; the old rule
+    // spun a wake-up first).
+    assert_eq!(
+        s.stats().clusters[0].spin_budget,
+        Duration::ZERO,
+        "sparse: the head blocks at once"
+    );
+    assert_eq!(
+        c.stats().spin_budget,
+        Duration::ZERO,
+        "sparse: the dispatcher blocks at once"
     );
 
     // Back to back: 8 calls always in flight. The head's gaps are the client's

@@ -263,10 +263,12 @@ impl SpinBudget {
 
     /// How long to spin in the next idle period before blocking.
     pub fn spin(&self) -> Duration {
-        self.gaps
-            .spin_budget(self.cap)
-            .max(self.wake_cost())
-            .min(self.cap)
+        self.spin_with(self.wake_cost())
+    }
+
+    /// [`SpinBudget::spin`] with the wake-up cost known (each is a sort of a history).
+    fn spin_with(&self, wake: Duration) -> Duration {
+        self.gaps.spin_budget(self.cap).max(wake).min(self.cap)
     }
 
     /// The spin of the next idle period, zero to block at once (see
@@ -274,8 +276,8 @@ impl SpinBudget {
     /// the cap, or blocking at once would have cost less on them and the application is
     /// paced by its own work (`PACED`).
     pub fn next_spin(&self) -> Duration {
-        let spin = self.spin();
         let wake = self.wake_cost();
+        let spin = self.spin_with(wake);
         if !self.gaps.block_pays(spin, wake) || !self.spins.block_pays(spin, wake) {
             return spin;
         }
