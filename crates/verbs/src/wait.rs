@@ -215,7 +215,15 @@ impl Waiter {
         };
         // The same clock as the engine's firing time, read only on the way to block.
         let blocked_at = weft_link::monotonic_micros();
-        let spun = start.elapsed();
+        // What the spin took: nothing when it blocked at once. Its first poll and
+        // the arming are not a spin, and `SpinBudget::blocked` counts any spin here
+        // as one that failed (the history that keeps a waiter spinning beside CPU
+        // hogs once its own blocking has lengthened its gaps).
+        let spun = if spin.is_zero() {
+            Duration::ZERO
+        } else {
+            start.elapsed()
+        };
         // Block: arm, look once more (a completion that raced with arming fires no
         // event), sleep on the channel.
         loop {
