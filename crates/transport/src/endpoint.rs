@@ -332,6 +332,23 @@ impl Sched {
     }
 }
 
+/// A packet `qp` wrote (`len`, `path`, `moves`): charged to its deficit and counted.
+fn charge(
+    qp: &mut Qp,
+    stats: &mut Stats,
+    (len, path, moves): (usize, IcrcPath, usize),
+) -> Transmit {
+    qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
+    stats.tx_packets += 1;
+    stats.tx_bytes += len as u64;
+    Transmit {
+        len,
+        path,
+        qpn: qp.common.qpn,
+        moves,
+    }
+}
+
 /// The QP table. QPNs are drawn by this endpoint, never chosen by a peer, so a
 /// multiply-shift hash serves ([`crate::fastmap`]); a hash map keeps each lookup
 /// (several per message) independent of the number of QPs, where a B-tree's grew
@@ -849,19 +866,12 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             let sent = qp.poll_transmit(&mut ctx, buf);
             sched.sync_timer(qp);
             match sent {
-                Some((len, path, moves)) => {
-                    qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
+                Some(packet) => {
+                    let t = charge(qp, ctx.stats, packet);
                     if qp.deficit <= 0 {
                         sched.ready.rotate_left(1);
                     }
-                    ctx.stats.tx_packets += 1;
-                    ctx.stats.tx_bytes += len as u64;
-                    return Some(Transmit {
-                        len,
-                        path,
-                        qpn,
-                        moves,
-                    });
+                    return Some(t);
                 }
                 None => {
                     qp.deficit = 0;
@@ -897,16 +907,8 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 qp.ack_queued = false;
                 sched.acks.pop_front();
             }
-            if let Some((len, path, moves)) = sent {
-                qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
-                ctx.stats.tx_packets += 1;
-                ctx.stats.tx_bytes += len as u64;
-                return Some(Transmit {
-                    len,
-                    path,
-                    qpn,
-                    moves,
-                });
+            if let Some(packet) = sent {
+                return Some(charge(qp, ctx.stats, packet));
             }
         }
         None

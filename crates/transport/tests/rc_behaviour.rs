@@ -356,31 +356,13 @@ fn small_messages_are_not_starved_by_a_bulk_transfer() {
     let small = p.connect(QpType::Rc, &o);
     let (ra, rb) = big_regions(&mut p, MEM);
     // 2 MiB WRITE first, then 20 small WRITEs on another QP.
-    p.a.post_send(
-        bulk.qpn_a,
-        SendWr::new(
-            1,
-            WrOp::Write {
-                remote: remote(&rb, rb.addr),
-                imm: None,
-            },
-            vec![sge(&ra, ra.addr, 2 << 20)],
-        ),
-    )
-    .unwrap();
-    for i in 0..20 {
-        p.a.post_send(
-            small.qpn_a,
-            SendWr::new(
-                100 + i,
-                WrOp::Write {
-                    remote: remote(&rb, rb.addr + (3 << 20) + i * 64),
-                    imm: None,
-                },
-                vec![sge(&ra, ra.addr, 64)],
-            ),
-        )
+    let to = remote(&rb, rb.addr);
+    p.a.post_send(bulk.qpn_a, write(1, to, vec![sge(&ra, ra.addr, 2 << 20)]))
         .unwrap();
+    for i in 0..20 {
+        let to = remote(&rb, rb.addr + (3 << 20) + i * 64);
+        p.a.post_send(small.qpn_a, write(100 + i, to, vec![sge(&ra, ra.addr, 64)]))
+            .unwrap();
     }
     let mut small_done = None;
     let mut bulk_done = None;
@@ -434,18 +416,9 @@ fn acks_do_not_wait_behind_another_qps_turn() {
         )
         .unwrap();
     }
-    p.a.post_send(
-        bulk.qpn_a,
-        SendWr::new(
-            1,
-            WrOp::Write {
-                remote: remote(&rb, rb.addr),
-                imm: None,
-            },
-            vec![sge(&ra, ra.addr, 3 << 20)],
-        ),
-    )
-    .unwrap();
+    let to = remote(&rb, rb.addr);
+    p.a.post_send(bulk.qpn_a, write(1, to, vec![sge(&ra, ra.addr, 3 << 20)]))
+        .unwrap();
     // Let the bulk transfer take the turn first, then B sends to A's other QP.
     p.step();
     for i in 0..20 {

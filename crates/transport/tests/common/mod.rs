@@ -45,6 +45,18 @@ pub fn send(wr_id: u64, sges: Vec<Sge>) -> SendWr {
     SendWr::new(wr_id, WrOp::Send { imm: None }, sges)
 }
 
+/// A WRITE (no immediate) of `sges` to `to`.
+pub fn write(wr_id: u64, to: RemoteAddr, sges: Vec<Sge>) -> SendWr {
+    SendWr::new(
+        wr_id,
+        WrOp::Write {
+            remote: to,
+            imm: None,
+        },
+        sges,
+    )
+}
+
 pub fn recv(wr_id: u64, sges: Vec<Sge>) -> RecvWr {
     RecvWr {
         wr_id,
