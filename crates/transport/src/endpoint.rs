@@ -826,7 +826,9 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     }
 
     /// Write the next packet to send into `buf` (at least `path_mtu + MAX_OVERHEAD`
-    /// bytes). Owed ACKs and NAKs go first (see [`Sched`]); then QPs take turns by
+    /// bytes). Owed ACKs and NAKs go first (the endpoint keeps them a queue of their own,
+    /// ahead of the turns: an ACK carries no payload and the peer's retransmission
+    /// timer runs while it waits); then QPs take turns by
     /// deficit round robin over bytes, so a long transfer cannot starve small messages
     /// on other QPs. Only QPs in the transmit queue take a turn: a QP leaves it when
     /// it has nothing to send, and an input that touches it (a post, a packet, a
