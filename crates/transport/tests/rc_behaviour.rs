@@ -344,6 +344,34 @@ fn message_length_limit_is_configurable() {
     assert_eq!(ca[0].status, WcStatus::LocLenErr);
 }
 
+/// Drive `p` (for at most one simulated second) until each `(side, wr_id)` of `want`
+/// completed; when each did. Every completion of either side must succeed.
+fn completed_at<const N: usize>(
+    p: &mut Pair,
+    want: [(Side, u64); N],
+) -> [weft_transport::Instant; N] {
+    let mut at = [None; N];
+    let deadline = weft_transport::Instant(p.now.micros() + 1_000_000);
+    p.drive(deadline, |p| {
+        for side in [Side::A, Side::B] {
+            let ep = match side {
+                Side::A => &mut p.a,
+                Side::B => &mut p.b,
+            };
+            while let Some(c) = ep.poll_completion() {
+                assert_eq!(c.status, WcStatus::Success, "{side:?}: {c:?}");
+                for (i, w) in want.iter().enumerate() {
+                    if *w == (side, c.wr_id) {
+                        at[i] = Some(p.now);
+                    }
+                }
+            }
+        }
+        at.iter().all(Option::is_some)
+    });
+    at.map(|t| t.expect("completed within a simulated second"))
+}
+
 #[test]
 fn small_messages_are_not_starved_by_a_bulk_transfer() {
     let mut p = pair(Config::default());
@@ -364,22 +392,7 @@ fn small_messages_are_not_starved_by_a_bulk_transfer() {
         p.a.post_send(small.qpn_a, write(100 + i, to, vec![sge(&ra, ra.addr, 64)]))
             .unwrap();
     }
-    let mut small_done = None;
-    let mut bulk_done = None;
-    let deadline = weft_transport::Instant(p.now.micros() + 1_000_000);
-    p.drive(deadline, |p| {
-        while let Some(c) = p.a.poll_completion() {
-            assert_eq!(c.status, WcStatus::Success);
-            if c.wr_id == 119 {
-                small_done = Some(p.now);
-            }
-            if c.wr_id == 1 {
-                bulk_done = Some(p.now);
-            }
-        }
-        small_done.is_some() && bulk_done.is_some()
-    });
-    let (s, b) = (small_done.unwrap(), bulk_done.unwrap());
+    let [s, b] = completed_at(&mut p, [(Side::A, 119), (Side::A, 1)]);
     // The bulk transfer takes ≈ 1.7 ms at 10 Gbit/s; the small ones finish within a
     // small fraction of it.
     assert!(
@@ -428,24 +441,7 @@ fn acks_do_not_wait_behind_another_qps_turn() {
         )
         .unwrap();
     }
-    let (mut small_done, mut bulk_done) = (None, None);
-    let deadline = weft_transport::Instant(p.now.micros() + 1_000_000);
-    p.drive(deadline, |p| {
-        while let Some(c) = p.a.poll_completion() {
-            assert_eq!(c.status, WcStatus::Success, "{c:?}");
-            if c.wr_id == 1 {
-                bulk_done = Some(p.now);
-            }
-        }
-        while let Some(c) = p.b.poll_completion() {
-            assert_eq!(c.status, WcStatus::Success, "{c:?}");
-            if c.wr_id == 119 {
-                small_done = Some(p.now);
-            }
-        }
-        small_done.is_some() && bulk_done.is_some()
-    });
-    let (s, b) = (small_done.unwrap(), bulk_done.unwrap());
+    let [s, b] = completed_at(&mut p, [(Side::B, 119), (Side::A, 1)]);
     assert!(
         s.micros() * 10 < b.micros(),
         "B's SENDs completed at {s:?}, A's bulk WRITE at {b:?}"
