@@ -165,6 +165,9 @@ pub struct EngineStats {
     pub tx_no_buffer: u64,
     /// Bursts handed to the link (one system call each on udp).
     pub tx_bursts: u64,
+    /// Posts that the posting thread put on the link itself, because they followed a
+    /// wait on a QP with room in its window (docs/verbs.md, "The doorbell path").
+    pub post_flushes: u64,
     /// QPs whose rings a pass looked at: those that posted since the pass before (a
     /// work counter; idle QPs add nothing).
     pub qp_rings_drained: u64,
@@ -721,6 +724,16 @@ impl Engine {
         if let Err(c) = post_to(&mut self.ep, qpn, wr, inline) {
             self.refused(c);
             self.complete();
+        }
+    }
+
+    /// Put what the transport has ready on the link now: the doorbell path's flush of
+    /// a post that followed a wait (`QueuePair::post_send`).
+    pub(crate) fn flush(&mut self) {
+        if !self.tx.is_empty() || self.ep.may_transmit() {
+            self.stats.post_flushes += 1;
+            let mut now = None;
+            self.transmit(&mut now);
         }
     }
 

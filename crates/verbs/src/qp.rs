@@ -53,6 +53,9 @@ pub struct QueuePair {
     recv_cq: u32,
     /// Posts since this QP last ran a progress pass (inline progress).
     unprogressed: u32,
+    /// The engine's pass count at this QP's last post on the doorbell path: a post
+    /// two or more passes later follows a wait (see `post_send`).
+    last_post_pass: u64,
     /// Where the doorbell path gathers an inline payload (kept, so a post does not
     /// zero 256 bytes of stack each time).
     inline_buf: Box<[u8; MAX_INLINE]>,
@@ -118,6 +121,7 @@ impl ProtectionDomain {
             send_cq: send_cq.id(),
             recv_cq: recv_cq.id(),
             unprogressed: 0,
+            last_post_pass: 0,
             inline_buf: Box::new([0u8; MAX_INLINE]),
             listed,
         })
@@ -211,17 +215,31 @@ impl QueuePair {
         let mut index = 0usize;
         // The doorbell path (nobody else in the engine, nothing of this QP waiting in
         // its ring): each request goes straight into the transport, with no ring hop
-        // (a copy of the descriptor and its inline bytes in and one out). The next
-        // pass puts it on the link: with inline progress the caller's next poll, or
-        // the pass below every 16 posts; with an engine thread the same while the
-        // thread stands by for a polling application (its polls run the passes), or
-        // the thread's next pass. A thread in a pass, or asleep holding the engine,
+        // (a copy of the descriptor and its inline bytes in and one out). A post
+        // that followed a wait goes onto the link at once (below); otherwise the next
+        // pass puts it there: with inline progress the caller's next poll, or the
+        // pass below every 16 posts; with an engine thread the same while the thread
+        // stands by for a polling application (its polls run the passes), or the
+        // thread's next pass. A thread in a pass, or asleep holding the engine,
         // makes this a ring post and a kick. What the transport has no room for yet
         // takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
         if self.sq.is_drained() {
             if let Some(mut e) = shared.try_engine() {
                 let mut room = e.sq_room(self.qpn);
+                // A post that follows a wait on a QP with less than half its window in
+                // use is latency-bound (a request after its reply, a reply after its
+                // request): it goes onto the link now, from this thread, with no
+                // wait for the next pass (a NIC's doorbell). "Followed a wait": the
+                // engine ran two or more passes since this QP's last post, i.e. the
+                // application polled its queues in between. A stream of posts (a
+                // bandwidth loop, or a window refilled after a reap) leaves them to
+                // the next pass, one link burst for many; so does a QP whose window
+                // is half full (the transport's own rule for leaving ACKs unasked).
+                let depth = self.init.max_send_wr.max(1);
+                let flush = (depth - room.min(depth)) * 2 < depth
+                    && e.stats.passes >= self.last_post_pass.saturating_add(2);
+                self.last_post_pass = e.stats.passes;
                 while room > 0 {
                     let Some(wr) = first.take().or_else(|| wrs.next()) else {
                         break;
@@ -240,6 +258,9 @@ impl QueuePair {
                     posted += 1;
                     index += 1;
                     room -= 1;
+                }
+                if flush && posted > 0 {
+                    e.flush();
                 }
             }
         }

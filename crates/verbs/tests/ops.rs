@@ -382,3 +382,95 @@ fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
         ok_driving(&mut b.cq, 2, &[&a.ctx]);
     }
 }
+
+/// Poll `cq` (inline progress: each empty poll is a pass of its own device only) up
+/// to `polls` times for one completion.
+fn one_without_driving(cq: &mut weft_verbs::CompletionQueue, polls: usize) -> Option<u64> {
+    let mut out = Vec::new();
+    (0..polls).find_map(|_| (cq.poll(&mut out, 1) > 0).then(|| out[0].wr_id))
+}
+
+/// With inline progress, a post that follows a wait (its application polled since the
+/// QP's last post) on a QP with less than half its window in use goes onto the link
+/// from `post_send` itself: the peer receives it while the sender runs no pass. Posts
+/// back to back wait for the next pass (one burst for many), and so does a post on a
+/// QP whose window is half full, waited or not.
+#[test]
+fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
+    let mut a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
+    init.max_send_wr = 8;
+    a.qp = a.pd.create_qp(&a.cq, &a.cq, None, init).expect("create qp");
+    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    b.qp.post_recv((0..32u64).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
+    }))
+    .unwrap();
+    let wr = |i: u64| {
+        let mut s = SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(0, 16)]);
+        s.inline = true;
+        s
+    };
+    let flushes = |a: &Side| a.ctx.stats().engine.post_flushes;
+    let mut none = Vec::new();
+    // One message both ways first: the shm link connects on first use.
+    a.qp.post_send([wr(0)]).unwrap();
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+    ok_driving(&mut b.cq, 1, &[&a.ctx]);
+
+    // The application waits (two empty polls), then posts: the post leaves at once.
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    let before = flushes(&a);
+    a.qp.post_send([wr(1)]).unwrap();
+    assert_eq!(flushes(&a), before + 1, "a post after a wait is flushed");
+    assert_eq!(
+        one_without_driving(&mut b.cq, 10_000),
+        Some(1),
+        "the peer receives it with no pass of the sender's"
+    );
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+
+    // Three posts back to back, after a wait: the first leaves at once, the other two
+    // wait for the sender's next pass.
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    let before = flushes(&a);
+    for i in 2..5 {
+        a.qp.post_send([wr(i)]).unwrap();
+    }
+    assert_eq!(
+        flushes(&a),
+        before + 1,
+        "posts back to back are not flushed"
+    );
+    assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(2));
+    assert_eq!(
+        one_without_driving(&mut b.cq, 1_000),
+        None,
+        "the stream's rest waits for the sender's pass"
+    );
+    let cb = ok_driving(&mut b.cq, 2, &[&a.ctx]);
+    assert_eq!(cb.iter().map(|c| c.wr_id).collect::<Vec<_>>(), vec![3, 4]);
+    ok_driving(&mut a.cq, 3, &[&b.ctx]);
+
+    // A half-full window: four requests out (the peer runs no pass, so none is
+    // acknowledged), the sender waits, and its next post is left to the pass.
+    for i in 5..9 {
+        a.qp.post_send([wr(i)]).unwrap();
+    }
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    let before = flushes(&a);
+    a.qp.post_send([wr(9)]).unwrap();
+    assert_eq!(flushes(&a), before, "a half-full window is not flushed");
+    // Everything arrives, in order, and completes.
+    let cb = ok_driving(&mut b.cq, 5, &[&a.ctx]);
+    assert_eq!(
+        cb.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        vec![5, 6, 7, 8, 9]
+    );
+    ok_driving(&mut a.cq, 5, &[&b.ctx]);
+}
