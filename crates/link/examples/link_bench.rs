@@ -192,6 +192,96 @@ fn row(name: &str, size: usize, r: Run, base: Option<f64>) {
     );
 }
 
+/// One-way latency (round trip / 2) of one datagram bounced between two threads, each
+/// spinning on its own link: the floor the link puts under a verbs ping-pong. The raw
+/// baseline bounces the same bytes through one shared line pair with a sequence word
+/// (the shape of UCX posix's FIFO element), so the difference is the link's own cost.
+fn latency(size: usize, iters: usize) {
+    use std::sync::atomic::AtomicU64;
+    fn pct(mut v: Vec<f64>) -> (f64, f64) {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[v.len() * 99 / 100])
+    }
+    // Raw: two mailboxes of 4 lines each, seq word in the first.
+    let boxes: Arc<Vec<AtomicU64>> = Arc::new((0..64).map(|_| AtomicU64::new(0)).collect());
+    let words = size.div_ceil(8).min(31);
+    let b2 = Arc::clone(&boxes);
+    let echo = std::thread::spawn(move || {
+        for i in 1..=iters as u64 {
+            while b2[0].load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+            for w in 1..=words {
+                b2[32 + w].store(b2[w].load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            b2[32].store(i, Ordering::Release);
+        }
+    });
+    let mut raw = Vec::with_capacity(iters);
+    for i in 1..=iters as u64 {
+        let t = Instant::now();
+        for w in 1..=words {
+            boxes[w].store(i, Ordering::Relaxed);
+        }
+        boxes[0].store(i, Ordering::Release);
+        while boxes[32].load(Ordering::Acquire) != i {
+            std::hint::spin_loop();
+        }
+        raw.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    echo.join().expect("echo");
+    let (r50, r99) = pct(raw);
+    println!("raw shared lines, {size} B: one-way p50 {r50:.0} ns, p99 {r99:.0} ns");
+
+    let pid = std::process::id();
+    let port = (pid % 50_000) as u16 + 10_000;
+    let na = SocketAddr::new([127, 0, 9, 101].into(), port);
+    let nb = SocketAddr::new([127, 0, 9, 102].into(), port);
+    let mut a = ShmLink::bind(na, ShmOptions::default()).expect("shm");
+    let mut b = ShmLink::bind(nb, ShmOptions::default()).expect("shm");
+    let back = path_between(nb, na).expect("path");
+    let echo = std::thread::spawn(move || {
+        let mut v = Vec::with_capacity(4);
+        let mut n = 0;
+        while n < iters + 100 {
+            v.clear();
+            if b.recv_burst(&mut v, 4).expect("recv") == 0 {
+                continue;
+            }
+            n += v.len();
+            for d in &mut v {
+                d.path = back;
+            }
+            while !v.is_empty() {
+                b.send_burst(&mut v).expect("send");
+            }
+        }
+        b
+    });
+    let mut v = Vec::with_capacity(4);
+    let mut got = Vec::with_capacity(4);
+    let mut lat = Vec::with_capacity(iters);
+    for i in 0..iters + 100 {
+        fill(&a, nb, size, 1, &mut v);
+        let t = Instant::now();
+        while !v.is_empty() {
+            a.send_burst(&mut v).expect("send");
+        }
+        loop {
+            got.clear();
+            if a.recv_burst(&mut got, 4).expect("recv") > 0 {
+                break;
+            }
+        }
+        if i >= 100 {
+            lat.push(t.elapsed().as_nanos() as f64 / 2.0);
+        }
+    }
+    let _b = echo.join().expect("echo");
+    let (s50, s99) = pct(lat);
+    println!("weft shm link, {size} B: one-way p50 {s50:.0} ns, p99 {s99:.0} ns");
+}
+
 fn main() {
     let secs: f64 = std::env::args()
         .nth(1)
@@ -199,6 +289,10 @@ fn main() {
         .unwrap_or(2.0);
     let dur = Duration::from_secs_f64(secs);
     let only = std::env::args().nth(2).unwrap_or_default();
+    if only == "lat" {
+        latency(88, 200_000);
+        return;
+    }
     let pid = std::process::id();
     println!(
         "| link | datagram bytes | received datagrams/s | Gbit/s | loss | vs std UdpSocket \
