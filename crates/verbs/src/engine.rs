@@ -714,6 +714,18 @@ impl Engine {
         self.ep.sq_room(qpn).unwrap_or(0)
     }
 
+    /// Room in a QP's receive queue in the transport (0 for a QP on an SRQ).
+    pub(crate) fn rq_room(&self, qpn: u32) -> usize {
+        self.ep.rq_room(qpn).unwrap_or(0)
+    }
+
+    /// The doorbell path of a receive: straight from the posting thread into the
+    /// transport's receive queue. The caller checked [`Engine::rq_room`] and that the
+    /// QP's receive ring is empty (so order is kept).
+    pub(crate) fn post_recv_now(&mut self, qpn: u32, wr: RecvWr) -> Result<(), PostError> {
+        self.ep.post_recv(qpn, wr)
+    }
+
     /// The doorbell path (inline progress): a send work request straight from the
     /// posting thread into the transport, without the ring. The caller checked
     /// [`Engine::sq_room`] and that the QP's ring is empty (so order is kept);

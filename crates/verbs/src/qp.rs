@@ -321,11 +321,40 @@ impl QueuePair {
         let Some(rq) = &mut self.rq else {
             return Err(Error::Post(PostError::UsesSrq));
         };
-        let r = push_recvs(rq, self.state, self.init.max_sge, wrs);
-        rq.doorbell();
         let shared = self.ctx.shared();
-        shared.posted.mark(self.qpn, &self.listed);
-        shared.kick();
+        let mut wrs = wrs.into_iter();
+        let mut index = 0;
+        // The doorbell path, as for sends: with nobody else in the engine and nothing
+        // of this QP waiting in its receive ring, each receive goes straight into the
+        // transport's queue. No ring hop, no listing of the QP for the next pass, no
+        // kick: a server that re-posts its receive before it answers does not pay the
+        // list's lock and fences ahead of its reply. What does not fit takes the
+        // ring, behind it.
+        if self.state != QpState::Reset && rq.is_drained() {
+            if let Some(mut e) = shared.try_engine() {
+                let max_sge = self.init.max_sge.min(MAX_SGE);
+                for _ in 0..e.rq_room(self.qpn) {
+                    let Some(wr) = wrs.next() else {
+                        return Ok(());
+                    };
+                    let posted = if wr.sg_list.len() > max_sge {
+                        Err(PostError::TooManySge)
+                    } else {
+                        e.post_recv_now(self.qpn, wr)
+                    };
+                    if let Err(error) = posted {
+                        return Err(Error::PostList { index, error });
+                    }
+                    index += 1;
+                }
+            }
+        }
+        let (pushed, r) = push_recvs(rq, self.state, self.init.max_sge, index, wrs);
+        if pushed > 0 {
+            rq.doorbell();
+            shared.posted.mark(self.qpn, &self.listed);
+            shared.kick();
+        }
         r
     }
 }
@@ -387,29 +416,28 @@ fn push_recvs(
     rq: &mut Producer<RecvWr>,
     state: QpState,
     max_sge: usize,
+    first_index: usize,
     wrs: impl IntoIterator<Item = RecvWr>,
-) -> Result<(), Error> {
+) -> (usize, Result<(), Error>) {
     if state == QpState::Reset {
-        return Err(Error::PostList {
-            index: 0,
-            error: PostError::InvalidState(state),
-        });
+        let error = PostError::InvalidState(state);
+        let index = first_index;
+        return (0, Err(Error::PostList { index, error }));
     }
-    for (index, wr) in wrs.into_iter().enumerate() {
+    let mut pushed = 0;
+    for (i, wr) in wrs.into_iter().enumerate() {
+        let index = first_index + i;
         if wr.sg_list.len() > max_sge.min(MAX_SGE) {
-            return Err(Error::PostList {
-                index,
-                error: PostError::TooManySge,
-            });
+            let error = PostError::TooManySge;
+            return (pushed, Err(Error::PostList { index, error }));
         }
         if rq.push(wr).is_err() {
-            return Err(Error::PostList {
-                index,
-                error: PostError::QueueFull,
-            });
+            let error = PostError::QueueFull;
+            return (pushed, Err(Error::PostList { index, error }));
         }
+        pushed += 1;
     }
-    Ok(())
+    (pushed, Ok(()))
 }
 
 impl Drop for QueuePair {
@@ -438,7 +466,7 @@ pub struct SharedReceiveQueue {
 impl SharedReceiveQueue {
     /// Post receive work requests (`ibv_post_srq_recv`).
     pub fn post_recv(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<(), Error> {
-        let r = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, wrs);
+        let (_, r) = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, 0, wrs);
         self.rq.doorbell();
         self.ctx.shared().kick();
         r

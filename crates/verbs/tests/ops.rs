@@ -474,3 +474,59 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     );
     ok_driving(&mut a.cq, 5, &[&b.ctx]);
 }
+
+/// With nobody else in the engine and nothing in its receive ring, `post_recv` puts
+/// each receive straight into the transport (no ring, no listing of the QP for the
+/// next pass). What the transport has no room for takes the ring, behind it: the
+/// receives are consumed in posting order either way.
+#[test]
+fn receives_go_straight_to_the_transport_and_keep_their_order_through_the_ring() {
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let mut b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
+    init.max_recv_wr = 4;
+    b.qp = b.pd.create_qp(&b.cq, &b.cq, None, init).expect("create qp");
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    let recv = |i: u64| RecvWr {
+        wr_id: 100 + i,
+        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
+    };
+    // One receive on an idle QP: the transport has it, the next pass drains no ring.
+    b.qp.post_recv([recv(0)]).unwrap();
+    let drained = b.ctx.stats().engine.qp_rings_drained;
+    b.ctx.progress();
+    assert_eq!(
+        b.ctx.stats().engine.qp_rings_drained,
+        drained,
+        "no ring to drain"
+    );
+    // Seven more: three fill the transport's queue of four, four take the ring.
+    b.qp.post_recv((1..8).map(recv)).unwrap();
+    for i in 0..8u64 {
+        a.mr.write(i as usize * 16, &[i as u8 + 1; 16]).unwrap();
+    }
+    for i in 0..8u64 {
+        let s = SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(i as usize * 16, 16)]);
+        a.qp.post_send([s]).unwrap();
+    }
+    let cb = ok_driving(&mut b.cq, 8, &[&a.ctx]);
+    assert_eq!(
+        cb.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        (100..108).collect::<Vec<_>>(),
+        "receives consumed in posting order"
+    );
+    assert!(
+        b.ctx.stats().engine.qp_rings_drained > drained,
+        "the rest came through the ring"
+    );
+    for i in 0..8usize {
+        let mut got = [0u8; 16];
+        b.mr.read(i * 64, &mut got).unwrap();
+        assert_eq!(
+            got,
+            [i as u8 + 1; 16],
+            "message {i} in receive {i}'s buffer"
+        );
+    }
+    ok_driving(&mut a.cq, 8, &[&b.ctx]);
+}
