@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::AsFd;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use weft_link::datagram::path_ends;
@@ -1220,6 +1220,15 @@ impl Shared {
     /// The engine, for a control operation: wakes a sleeping engine thread first and
     /// tells it someone is waiting, so it lets go between passes.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
+        // Free (inline progress, or an engine thread between passes): nobody to wake,
+        // so no doorbell write. Every control call (`QueuePair::query`, `modify`, the
+        // context's statistics) paid that system call; a loop that looks at its QP's
+        // state between polls paid it on every look.
+        match self.engine.try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
+        }
         self.waiters.fetch_add(1, Ordering::SeqCst);
         self.doorbell.notify();
         let g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
