@@ -17,24 +17,26 @@
 # UCX_TLS (UCX's own choice); tcp = UCX_TLS=tcp over lo. weft's udp link uses UDP
 # GSO/GRO (the default; weft perf --no-gso turns it off). shm runs use --no-icrc.
 #
-# Output in OUT_DIR: rounds.jsonl (every record, tagged with round and variant),
-# summary.md (medians, the target table), env.txt, raw/ (UCX's own output).
+# Output in OUT_DIR: rounds.jsonl (every record, tagged with round, variant and the
+# probes around it), probes.jsonl, summary.md (medians, the target tables), env.txt,
+# raw/ (UCX's own output; not committed).
 # CPU per operation: weft measures both processes over the measured phase; for UCX the
 # script adds user+system time of both processes over their whole run (set-up
 # included), from /usr/bin/time.
 #
-# Machine state: the 2-vCPU VM flips within seconds between a fast state (a cache line
-# crosses between the two CPUs in about 50-60 ns one-way) and a slow one (about
-# 200-250 ns), and UCX posix latency and message rate follow it. So every sample (every
+# Machine state: the 2-vCPU VM flips, every few seconds to minutes, between a fast state
+# (a cache line crosses between the two CPUs in 20-55 ns one-way) and a slow one
+# (190-270 ns; nothing between in docs/results/verbs-perf-20261128-probe), and UCX posix latency and message rate follow it. So every sample (every
 # weft, UCX and kernel run) is bracketed by `weft probe --json` (about 20-100 ms each),
 # its one-way ns recorded with the sample as core_ns_before / core_ns_after and the
 # sample labelled fast (both below CORE_SLOW_NS, default 120 ns: between the two modes,
 # twice the fast one and half the slow one), slow (both at or above) or mixed. Every
-# probe is also kept in raw/probes.jsonl. summary.md adds the targets from the fast
-# samples only and from the slow ones only; the all-rounds table stays the headline.
+# probe is also kept in probes.jsonl (a failed one with its error). summary.md adds
+# the targets from the fast samples only and from the slow ones only; the all-rounds
+# table stays the headline.
 #
-# --quick: 3 rounds, fewer iterations (about 4 minutes on the 2-core machine: process
-# start-up dominates). Every run is bounded.
+# --quick: 3 rounds, fewer iterations (70 s on the 2-core machine on 2026-11-28,
+# probes included: process start-up dominates). Every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -44,7 +46,7 @@ while (($#)); do
   case "$1" in
     --quick) quick=1; rounds=3 ;;
     --rounds) rounds="$2"; shift ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) out="$1" ;;
   esac
   shift
@@ -70,16 +72,20 @@ jsonl="$out/rounds.jsonl"
 rounds_jsonl=$jsonl
 cell_jsonl="$out/raw/.cell.jsonl"
 : >"$jsonl"
-: >"$out/raw/probes.jsonl"
+: >"$out/probes.jsonl"
 
 # One core-to-core probe: prints its one-way ns (nothing when it failed) and keeps its
-# JSON line, tagged with the round, the variant and before/after, in raw/probes.jsonl.
+# JSON line (or its error), tagged with the round, the variant and before/after, in
+# probes.jsonl.
 probe() { # variant, before|after
   local line
-  line=$(timeout 10 "$weft" probe --json 2>>"$out/raw/probe-stderr.txt") || line=""
-  [[ -n $line ]] || return 0
-  echo "$line" | $tag --round "$round" --variant "$1" | sed "s/}\$/, \"when\": \"$2\"}/" >>"$out/raw/probes.jsonl"
-  echo "$line" | python3 -c 'import json, sys; print(json.load(sys.stdin)["one_way_ns"])'
+  if line=$(RUST_BACKTRACE=0 timeout 10 "$weft" probe --json 2>"$out/raw/.probe-err"); then
+    echo "$line" | $tag --round "$round" --variant "$1" | sed "s/}\$/, \"when\": \"$2\"}/" >>"$out/probes.jsonl"
+    echo "$line" | python3 -c 'import json, sys; print(json.load(sys.stdin)["one_way_ns"])'
+  else
+    python3 -c 'import json, sys; print(json.dumps({"probe": "core-to-core", "error": sys.argv[1], "round": int(sys.argv[2]), "variant": sys.argv[3], "when": sys.argv[4]}))' \
+      "$(tr '\n' ' ' <"$out/raw/.probe-err")" "$round" "$1" "$2" >>"$out/probes.jsonl"
+  fi
 }
 
 # One sample between two probes: `cell RUNNER VARIANT ARGS...` runs the runner (wrun,
@@ -149,6 +155,6 @@ for ((round = 1; round <= rounds; round++)); do
   cell krun kernel-tcp-busypoll baseline tcp-bw --busy-poll --size 65536 -n "$bw64k_n"
 done
 { echo "probe at end: $("$weft" probe 2>&1)"; echo "load after: $(cat /proc/loadavg)"; } >>"$out/env.txt"
-rm -f "$cell_jsonl"
+rm -f "$cell_jsonl" "$out/raw/.probe-err"
 python3 scripts/verbs_medians.py summary "$jsonl" >"$out/summary.md"
 echo "verbs-perf: $(wc -l <"$jsonl") records in $jsonl; summary in $out/summary.md" >&2
