@@ -35,8 +35,8 @@
 # the targets from the fast samples only and from the slow ones only; the all-rounds
 # table stays the headline.
 #
-# --quick: 3 rounds, fewer iterations (70 s on the 2-core machine on 2026-11-28,
-# probes included: process start-up dominates). Every run is bounded.
+# --quick: 3 rounds, fewer iterations (68 s with the probes on a quiet 2-core machine,
+# 2026-11-28 21:46; 206 s under load earlier: process start-up dominates). Every run is bounded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=5
@@ -75,16 +75,16 @@ cell_jsonl="$out/raw/.cell.jsonl"
 : >"$out/probes.jsonl"
 
 # One core-to-core probe: prints its one-way ns (nothing when it failed) and keeps its
-# JSON line (or its error), tagged with the round, the variant and before/after, in
-# probes.jsonl.
+# JSON line (or its error), tagged with the round, the variant, before/after and the
+# wall-clock time ("at", Unix seconds), in probes.jsonl.
 probe() { # variant, before|after
   local line
   if line=$(RUST_BACKTRACE=0 timeout 10 "$weft" probe --json 2>"$out/raw/.probe-err"); then
-    echo "$line" | $tag --round "$round" --variant "$1" | sed "s/}\$/, \"when\": \"$2\"}/" >>"$out/probes.jsonl"
+    echo "$line" | $tag --round "$round" --variant "$1" | sed "s/}\$/, \"when\": \"$2\", \"at\": $(date +%s.%3N)}/" >>"$out/probes.jsonl"
     echo "$line" | python3 -c 'import json, sys; print(json.load(sys.stdin)["one_way_ns"])'
   else
-    python3 -c 'import json, sys; print(json.dumps({"probe": "core-to-core", "error": sys.argv[1], "round": int(sys.argv[2]), "variant": sys.argv[3], "when": sys.argv[4]}))' \
-      "$(tr '\n' ' ' <"$out/raw/.probe-err")" "$round" "$1" "$2" >>"$out/probes.jsonl"
+    python3 -c 'import json, sys; print(json.dumps({"probe": "core-to-core", "error": sys.argv[1], "round": int(sys.argv[2]), "variant": sys.argv[3], "when": sys.argv[4], "at": float(sys.argv[5])}))' \
+      "$(tr '\n' ' ' <"$out/raw/.probe-err")" "$round" "$1" "$2" "$(date +%s.%3N)" >>"$out/probes.jsonl"
   fi
 }
 
