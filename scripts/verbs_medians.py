@@ -9,10 +9,21 @@ Used by scripts/verbs-perf.sh; tested by crates/bench/tests/verbs_medians.rs.
         client and server processes, whole runs including set-up) and --ops (the
         operations those processes ran, warm-up included) add "cpu_us_per_op_total"
         and "ops_per_cpu_s", marked "cpu_scope": "whole process".
+    verbs_medians.py core --before NS --after NS --threshold-ns T < records.jsonl
+        adds the machine state around a sample to each record: "core_ns_before" and
+        "core_ns_after" (`weft probe`'s one-way cache-line latency between the two CPUs,
+        run just before and just after the sample; empty when a probe failed),
+        "core_threshold_ns", and "core_state": "fast" when both probes are below T,
+        "slow" when both are at or above it, "mixed" when they differ, "unknown"
+        when a probe is missing.
     verbs_medians.py summary rounds.jsonl
         prints markdown: per variant, test and size, the median of every round with
         its min-max; then the issue's targets, each weft median against its peer's
-        median from the same rounds, the ratio, and whether the target is met.
+        median from the same rounds, the ratio, and whether the target is met. When
+        the records carry "core_state", also the same targets from only the "fast"
+        samples of both sides and from only the "slow" ones (with the sample counts),
+        the disagreements between the two, and the probes' own distribution. The
+        all-rounds table stays the headline: no sample is left out of it.
 
 A "variant" names one configuration: weft-shm-inline, weft-shm-thread, weft-udp-inline,
 ucx-posix, ucx-sm, ucx-default, ucx-tcp, kernel-tcp, kernel-tcp-busypoll, ... Latency
@@ -133,6 +144,96 @@ def targets(groups):
     return rows
 
 
+def state_of(before, after, threshold):
+    """The machine state around a sample from the probes before and after it."""
+    if before is None or after is None:
+        return "unknown"
+    b, a = before < threshold, after < threshold
+    if b and a:
+        return "fast"
+    if not b and not a:
+        return "slow"
+    return "mixed"
+
+
+STATES = ("fast", "slow")
+
+
+def state_rows(groups):
+    """Per target row of targets(): (name, weft variant, peer variant, {state: (weft
+    median, n weft, peer median, n peer, ratio, met)}), the peer being the one the
+    all-rounds row chose, each side's median over only its samples in that state."""
+    by_name = {t[0]: t for t in TARGETS}
+    out = []
+    for name, v, _s, pv, _ps, _ratio, _met in targets(groups):
+        if pv is None:
+            continue
+        _, _, wt, _, pt, size, field, better, factor = by_name[name]
+        per = {}
+        for st in STATES:
+            w = [r for r in groups.get((v, wt, size), []) if r.get("core_state") == st]
+            p = [r for r in groups.get((pv, pt, size), []) if r.get("core_state") == st]
+            ws, ps = stat(w, field), stat(p, field)
+            ratio = met = None
+            if ws is not None and ps is not None and ps[0]:
+                ratio = ws[0] / ps[0]
+                met = ws[0] <= factor * ps[0] if better == "lower" else ws[0] >= factor * ps[0]
+            per[st] = (ws and ws[0], len(w), ps and ps[0], len(p), ratio, met)
+        out.append((name, v, pv, per))
+    return out
+
+
+def state_section(records, groups):
+    """The state-split target table, its disagreements and the probes' distribution;
+    empty when no record carries a probe."""
+    probed = [r for r in records if "core_state" in r]
+    if not probed:
+        return []
+    thr = probed[0].get("core_threshold_ns")
+    out = [f"## Targets by machine state (core-to-core probe, threshold {fmt(thr)} ns)\n",
+           "Each sample is labelled from `weft probe` run just before and just after it: "
+           f"fast (both < {fmt(thr)} ns one-way), slow (both ≥), mixed (one of each). Below, "
+           "each side's median over only its fast samples, then only its slow ones (n = "
+           "samples used; weft and peer samples are separate runs, not paired by round). "
+           "Mixed and unknown samples are only in the all-rounds table above.\n",
+           "| target | weft (variant) | peer | fast: weft (n) | fast: peer (n) | fast: weft / peer | fast: met? "
+           "| slow: weft (n) | slow: peer (n) | slow: weft / peer | slow: met? |",
+           "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
+    disagree = []
+    rows = state_rows(groups)
+    for name, v, pv, per in rows:
+        cells = []
+        for st in STATES:
+            wm, nw, pm, np_, ratio, met = per[st]
+            m = "–" if met is None else ("yes" if met else "**no**")
+            cells += [f"{fmt(wm)} ({nw})", f"{fmt(pm)} ({np_})", fmt(ratio), m]
+        out.append(f"| {name} | {v} | {pv} | " + " | ".join(cells) + " |")
+        f, sl = per["fast"][5], per["slow"][5]
+        if f is not None and sl is not None and f != sl:
+            disagree.append(f"- **The states disagree** on {name}, {v}: fast says "
+                            f"{'met' if f else 'not met'} ({fmt(per['fast'][4])}), slow says "
+                            f"{'met' if sl else 'not met'} ({fmt(per['slow'][4])}).")
+    out.append("")
+    if disagree:
+        out += disagree
+    elif rows:
+        out.append("The fast and the slow samples agree on every \"met?\" they both have "
+                   "(a state with no samples on one side gives –).")
+    out.append("")
+    probes = [x for r in probed for x in (r.get("core_ns_before"), r.get("core_ns_after")) if x is not None]
+    states = {}
+    for r in probed:
+        states[r["core_state"]] = states.get(r["core_state"], 0) + 1
+    fast = median_spread([x for x in probes if x < thr])
+    slow = median_spread([x for x in probes if x >= thr])
+    out.append(f"Probes: {len(probes)} (two per sample). Below the threshold: "
+               f"{sum(1 for x in probes if x < thr)}, one-way {cell(fast)} ns; at or above: "
+               f"{sum(1 for x in probes if x >= thr)}, {cell(slow)} ns. Samples: "
+               + ", ".join(f"{k} {states[k]}" for k in ("fast", "slow", "mixed", "unknown") if k in states)
+               + ".\n")
+    return out
+
+
 def summary(records):
     out = []
     good = [r for r in records if not r.get("error")]
@@ -150,6 +251,7 @@ def summary(records):
         m = "–" if met is None else ("yes" if met else "**no**")
         out.append(f"| {name} | {v} | {cell(s)} | {pv or '–'} | {cell(ps)} | {fmt(ratio)} | {m} |")
     out.append("")
+    out += state_section(good, groups)
     for k, title in (("lat", "Latency (one-way, rtt/2)"), ("bw", "Bandwidth and message rate")):
         rows = [(key, rs) for key, rs in groups.items() if kind(rs[0]) == k]
         if not rows:
@@ -180,6 +282,10 @@ def main():
     t.add_argument("--variant", required=True)
     t.add_argument("--cpu-s", type=float)
     t.add_argument("--ops", type=int)
+    c = sub.add_parser("core")
+    c.add_argument("--before", default="")
+    c.add_argument("--after", default="")
+    c.add_argument("--threshold-ns", type=float, required=True)
     s = sub.add_parser("summary")
     s.add_argument("file")
     a = p.parse_args()
@@ -195,6 +301,23 @@ def main():
                 r["cpu_us_per_op_total"] = a.cpu_s * 1e6 / a.ops
                 r["ops_per_cpu_s"] = a.ops / a.cpu_s if a.cpu_s > 0 else None
                 r["cpu_scope"] = "whole process"
+            print(json.dumps(r))
+    elif a.cmd == "core":
+        def ns(x):
+            try:
+                return float(x)
+            except ValueError:
+                return None
+        before, after = ns(a.before), ns(a.after)
+        for line in sys.stdin:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            r = json.loads(line)
+            r["core_ns_before"] = before
+            r["core_ns_after"] = after
+            r["core_threshold_ns"] = a.threshold_ns
+            r["core_state"] = state_of(before, after, a.threshold_ns)
             print(json.dumps(r))
     else:
         with open(a.file) as f:

@@ -17,6 +17,8 @@
 //!   `weft perf` children;
 //! - [`incast_cmd`] (`weft incast`): many sender processes into one receiver, the
 //!   congestion-control measurement (`scripts/incast.sh`);
+//! - [`probe`] (`weft probe`): the one-way cache-line latency between two CPUs, the
+//!   machine state the shared-memory comparisons are labelled with;
 //! - [`demo`] (`weft demo`), which runs the others;
 //! - [`alloc_count`], the counting allocator that memory measurements switch on.
 //!
@@ -42,6 +44,7 @@ pub mod namenode;
 pub mod perf;
 pub mod perf_cmd;
 pub mod plots;
+pub mod probe;
 pub mod report;
 pub mod router;
 pub mod rpc_bench;

@@ -98,3 +98,89 @@ fn summary_takes_medians_per_variant_and_compares_medians_of_the_same_rounds() {
         "{md}"
     );
 }
+
+#[test]
+fn core_labels_a_sample_by_the_probes_around_it() {
+    let rec = lat("ucx-posix", "ucx-posix", "tag_lat", 1, 0.1).to_string();
+    let state = |before: &str, after: &str| {
+        let out = run(
+            &[
+                "core",
+                "--before",
+                before,
+                "--after",
+                after,
+                "--threshold-ns",
+                "120",
+            ],
+            &rec,
+        );
+        let v: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["core_threshold_ns"], 120.0);
+        v["core_state"].as_str().unwrap().to_string()
+    };
+    assert_eq!(state("50.5", "119.9"), "fast");
+    assert_eq!(state("120", "250"), "slow");
+    assert_eq!(state("50", "250"), "mixed");
+    // A failed probe leaves its value empty: the state is unknown, never guessed.
+    assert_eq!(state("50", ""), "unknown");
+}
+
+#[test]
+fn summary_splits_the_targets_by_machine_state_and_names_a_disagreement() {
+    // Weft 0.6 fast / 0.9 slow; UCX 0.1 fast / 0.5 slow, so the headline mixes states
+    // and the split shows 6x fast and 1.8x slow: both not met, no disagreement. The
+    // message rate target disagrees: weft 3 M/s in both, UCX 20 fast and 2 slow.
+    let mut lines = Vec::new();
+    let tagged = |mut r: Value, slow: bool| {
+        let ns = if slow { 250.0 } else { 50.0 };
+        r["core_ns_before"] = json!(ns);
+        r["core_ns_after"] = json!(ns);
+        r["core_threshold_ns"] = json!(120.0);
+        r["core_state"] = json!(if slow { "slow" } else { "fast" });
+        r.to_string()
+    };
+    let bw = |variant: &str, test: &str, round: u64, mmsg: f64| {
+        json!({"system": variant, "test": test, "link": "shm", "qp": "rc", "size": 64,
+               "mb_per_s": mmsg * 64.0, "mmsg_per_s": mmsg, "round": round, "variant": variant})
+    };
+    for (round, slow) in [(1, false), (2, false), (3, true)] {
+        let (w, u) = if slow { (0.9, 0.5) } else { (0.6, 0.1) };
+        lines.push(tagged(
+            lat("weft-shm-inline", "weft", "send-lat", round, w),
+            slow,
+        ));
+        lines.push(tagged(
+            lat("ucx-posix", "ucx-posix", "tag_lat", round, u),
+            slow,
+        ));
+        let u = if slow { 2.0 } else { 20.0 };
+        lines.push(tagged(bw("weft-shm-inline", "send-bw", round, 3.0), slow));
+        lines.push(tagged(bw("ucx-posix", "tag_bw", round, u), slow));
+    }
+    let dir = std::env::temp_dir().join(format!("verbs-medians-core-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("rounds.jsonl");
+    std::fs::write(&f, lines.join("\n")).unwrap();
+    let md = run(&["summary", f.to_str().unwrap()], "");
+    let _ = std::fs::remove_dir_all(&dir);
+    // The headline keeps every sample.
+    assert!(
+        md.contains("| shm 64 B SEND one-way p50 ≤ UCX posix tag_lat | weft-shm-inline | 0.600 [0.600–0.900] | ucx-posix | 0.100 [0.100–0.500] | 6.00 | **no** |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| shm 64 B SEND one-way p50 ≤ UCX posix tag_lat | weft-shm-inline | ucx-posix | 0.600 (2) | 0.100 (2) | 6.00 | **no** | 0.900 (1) | 0.500 (1) | 1.80 | **no** |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| shm 64 B SEND message rate ≥ UCX posix tag_bw 64 B | weft-shm-inline | ucx-posix | 3.00 (2) | 20.0 (2) | 0.150 | **no** | 3.00 (1) | 2.00 (1) | 1.50 | yes |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("**The states disagree** on shm 64 B SEND message rate ≥ UCX posix tag_bw 64 B, weft-shm-inline: fast says not met (0.150), slow says met (1.50)."),
+        "{md}"
+    );
+    assert!(!md.contains("disagree** on shm 64 B SEND one-way"), "{md}");
+    assert!(md.contains("Samples: fast 8, slow 4."), "{md}");
+}

@@ -76,6 +76,10 @@ enum Command {
     /// Kernel TCP and UDP latency and bandwidth, the baseline for perf, in its format.
     #[cfg(feature = "bench")]
     Baseline(weft_bench::baseline::Args),
+    /// One-way latency of a cache line between two CPUs (the machine state
+    /// scripts/verbs-perf.sh records beside every shared-memory sample).
+    #[cfg(feature = "bench")]
+    Probe(weft_bench::probe::Args),
     /// weft-rpc throughput and latency (null RPC, namenode mix), beside gRPC (tonic).
     #[cfg(feature = "bench")]
     RpcBench(weft_bench::rpc_bench::Args),
@@ -140,6 +144,8 @@ fn main() -> anyhow::Result<()> {
         Command::Study(args) => weft_bench::study::run(args),
         #[cfg(feature = "bench")]
         Command::Baseline(args) => weft_bench::baseline::run(args),
+        #[cfg(feature = "bench")]
+        Command::Probe(args) => weft_bench::probe::run(args),
         #[cfg(feature = "bench")]
         Command::RpcBench(args) => weft_bench::rpc_bench::run(args),
         #[cfg(feature = "bench")]

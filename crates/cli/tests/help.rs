@@ -18,6 +18,7 @@ fn expected() -> BTreeSet<&'static str> {
             "lpm-bench",
             "report",
             "study",
+            "probe",
         ]);
     }
     c
