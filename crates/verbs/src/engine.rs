@@ -1220,20 +1220,38 @@ impl Shared {
     /// The engine, for a control operation: wakes a sleeping engine thread first and
     /// tells it someone is waiting, so it lets go between passes.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
-        // Free (inline progress, or an engine thread between passes): nobody to wake,
-        // so no doorbell write. Every control call (`QueuePair::query`, `modify`, the
-        // context's statistics) paid that system call; a loop that looks at its QP's
-        // state between polls paid it on every look.
-        match self.engine.try_lock() {
-            Ok(g) => return g,
-            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
-            Err(TryLockError::WouldBlock) => {}
+        // With inline progress there is no engine thread to wake: a free engine is
+        // taken without the doorbell write. Every control call (`QueuePair::query`,
+        // `modify`, the context's statistics) paid that system call; a loop that
+        // looks at its QP's state between polls paid it on every look. With an engine
+        // thread the write stays: it also wakes a thread standing by, and without it
+        // an adaptive ping-pong beside CPU hogs had more slow runs (not proven either
+        // way in 10 runs; docs/results/verbs.md, "Beside CPU hogs").
+        if self.progress == Progress::Inline {
+            match self.engine.try_lock() {
+                Ok(g) => return g,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) => {}
+            }
         }
         self.waiters.fetch_add(1, Ordering::SeqCst);
         self.doorbell.notify();
         let g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         g
+    }
+
+    /// True with inline progress: the application's own polls run every pass. Only
+    /// then does the posting thread do more than hand a send to the transport on the
+    /// doorbell path (put the post on the link; take a receive without the ring).
+    /// With an engine thread, holding the engine longer in the application's thread
+    /// (a `sendmmsg` under the mutex on udp) risks a preemption with the mutex held:
+    /// an adaptive ping-pong beside two CPU hogs had slow runs (14–540 µs p50
+    /// against 4.5 µs) in most of its runs with the flush and the receive path on
+    /// under thread progress, also when limited to an engine thread standing by
+    /// (docs/results/verbs.md, "Beside CPU hogs").
+    pub(crate) fn app_drives(&self) -> bool {
+        self.progress == Progress::Inline
     }
 
     /// The engine, if no other thread holds it (the doorbell path of inline progress).

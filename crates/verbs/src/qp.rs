@@ -238,7 +238,8 @@ impl QueuePair {
                 // is half full (the transport's own rule for leaving ACKs unasked).
                 let depth = self.init.max_send_wr.max(1);
                 let flush = (depth - room.min(depth)) * 2 < depth
-                    && e.stats.passes >= self.last_post_pass.saturating_add(2);
+                    && e.stats.passes >= self.last_post_pass.saturating_add(2)
+                    && shared.app_drives();
                 self.last_post_pass = e.stats.passes;
                 while room > 0 {
                     let Some(wr) = first.take().or_else(|| wrs.next()) else {
@@ -330,7 +331,7 @@ impl QueuePair {
         // kick: a server that re-posts its receive before it answers does not pay the
         // list's lock and fences ahead of its reply. What does not fit takes the
         // ring, behind it.
-        if self.state != QpState::Reset && rq.is_drained() {
+        if self.state != QpState::Reset && rq.is_drained() && shared.app_drives() {
             if let Some(mut e) = shared.try_engine() {
                 let max_sge = self.init.max_sge.min(MAX_SGE);
                 for _ in 0..e.rq_room(self.qpn) {
