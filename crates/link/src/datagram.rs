@@ -59,6 +59,14 @@ pub trait DatagramLink: Send {
         true
     }
 
+    /// True when a send is a write into memory the peer maps, not a system call (the
+    /// shm link). The verbs engine lets an application's thread send on such a link
+    /// itself even beside an engine thread; a system call under the engine's lock
+    /// risks a preemption with the lock held. The default answers false.
+    fn sends_in_memory(&self) -> bool {
+        false
+    }
+
     /// The pool receive buffers come from; senders allocate from it too.
     fn pool(&self) -> &BufferPool;
 
@@ -192,6 +200,9 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn icrc(&self) -> bool {
         (**self).icrc()
+    }
+    fn sends_in_memory(&self) -> bool {
+        (**self).sends_in_memory()
     }
     fn pool(&self) -> &BufferPool {
         (**self).pool()

@@ -263,6 +263,10 @@ impl DatagramLink for ShmLink {
         self.ep.params().icrc
     }
 
+    fn sends_in_memory(&self) -> bool {
+        true
+    }
+
     fn pool(&self) -> &BufferPool {
         &self.pool
     }

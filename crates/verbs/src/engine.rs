@@ -1031,6 +1031,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     waiters: AtomicUsize,
     pub(crate) progress: Progress,
+    /// Whether the posting thread may send itself (see [`Shared::app_drives`]).
+    app_sends: bool,
     pub(crate) idle_spin: Duration,
     pub(crate) local_addr: std::net::SocketAddr,
     /// The engine's list of QPs that posted (the posting side marks its QP there).
@@ -1120,6 +1122,7 @@ impl Shared {
         idle_spin: Duration,
     ) -> std::io::Result<Shared> {
         let local_addr = engine.link.local_addr();
+        let app_sends = progress == Progress::Inline || engine.link.sends_in_memory();
         let posted = Arc::clone(&engine.posted);
         let link_fd = engine.link_readiness_fd();
         Ok(Shared {
@@ -1130,6 +1133,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             progress,
+            app_sends,
             idle_spin,
             local_addr,
             posted,
@@ -1241,17 +1245,17 @@ impl Shared {
         g
     }
 
-    /// True with inline progress: the application's own polls run every pass. Only
-    /// then does the posting thread do more than hand a send to the transport on the
-    /// doorbell path (put the post on the link; take a receive without the ring).
-    /// With an engine thread, holding the engine longer in the application's thread
-    /// (a `sendmmsg` under the mutex on udp) risks a preemption with the mutex held:
-    /// an adaptive ping-pong beside two CPU hogs had slow runs (14–540 µs p50
-    /// against 4.5 µs) in most of its runs with the flush and the receive path on
-    /// under thread progress, also when limited to an engine thread standing by
-    /// (docs/results/verbs.md, "Beside CPU hogs").
+    /// True when the posting thread may do more than hand a send to the transport on
+    /// the doorbell path (put the post on the link; take a receive without the
+    /// ring): with inline progress, and with an engine thread on a link whose sends
+    /// are memory writes (shm). With an engine thread on udp, holding the engine
+    /// longer in the application's thread (a `sendmmsg` under the mutex) risks a
+    /// preemption with the mutex held: an adaptive ping-pong beside two CPU hogs had
+    /// slow runs (10–540 µs p50 against 4.5 µs) in 10 of 12 runs with them on, also
+    /// when limited to an engine thread standing by, against about one in five
+    /// without (docs/results/verbs.md, "Beside CPU hogs").
     pub(crate) fn app_drives(&self) -> bool {
-        self.progress == Progress::Inline
+        self.app_sends
     }
 
     /// The engine, if no other thread holds it (the doorbell path of inline progress).
