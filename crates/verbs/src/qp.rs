@@ -338,11 +338,8 @@ impl QueuePair {
                     let Some(wr) = wrs.next() else {
                         return Ok(());
                     };
-                    let posted = if wr.sg_list.len() > max_sge {
-                        Err(PostError::TooManySge)
-                    } else {
-                        e.post_recv_now(self.qpn, wr)
-                    };
+                    let posted =
+                        check_recv(&wr, max_sge).and_then(|()| e.post_recv_now(self.qpn, wr));
                     if let Err(error) = posted {
                         return Err(Error::PostList { index, error });
                     }
@@ -413,6 +410,15 @@ fn gather_in(e: &Engine, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize, 
     gather_inline(e.ep.mem().lkeys(), pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
+/// The check ibverbs makes synchronously on a receive (`max_sge` already capped at
+/// [`MAX_SGE`]): the doorbell path and the ring path share it.
+fn check_recv(wr: &RecvWr, max_sge: usize) -> Result<(), PostError> {
+    if wr.sg_list.len() > max_sge {
+        return Err(PostError::TooManySge);
+    }
+    Ok(())
+}
+
 fn push_recvs(
     rq: &mut Producer<RecvWr>,
     state: QpState,
@@ -428,8 +434,7 @@ fn push_recvs(
     let mut pushed = 0;
     for (i, wr) in wrs.into_iter().enumerate() {
         let index = first_index + i;
-        if wr.sg_list.len() > max_sge.min(MAX_SGE) {
-            let error = PostError::TooManySge;
+        if let Err(error) = check_recv(&wr, max_sge.min(MAX_SGE)) {
             return (pushed, Err(Error::PostList { index, error }));
         }
         if rq.push(wr).is_err() {
