@@ -37,6 +37,7 @@
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use weft_testkit::capture::Capture;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/rxe-guest.sh");
 const HOST4: &str = "198.18.0.1";
@@ -341,7 +342,7 @@ fn stop(child: &mut Child) {
 /// The namespace, the capture and the guest; all stopped and removed on drop.
 struct Session {
     ns: String,
-    capture: Option<Child>,
+    capture: Option<Capture>,
     guest: Option<Child>,
 }
 
@@ -350,10 +351,7 @@ impl Drop for Session {
         if let Some(mut c) = self.guest.take() {
             stop(&mut c);
         }
-        if let Some(mut c) = self.capture.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.capture = None;
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
@@ -373,19 +371,7 @@ fn run_boot(boot: &Boot) -> Result<String, String> {
         .status()
         .expect("rxe-guest.sh netns");
     assert!(st.success(), "making namespace {ns}");
-    let _ = std::fs::remove_file(&pcap);
-    s.capture = Some(
-        Command::new("ip")
-            .args(["netns", "exec", &ns, "dumpcap", "-q", "-i", "wrxe0"])
-            .args(["-f", "udp port 4791", "-w"])
-            .arg(&pcap)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dumpcap"),
-    );
-    std::thread::sleep(Duration::from_millis(500));
+    s.capture = Some(Capture::start(&ns, "wrxe0", "udp port 4791", &pcap));
     let limit = STEP_LIMIT as usize * boot.steps.len() + 120;
     s.guest = Some(
         Command::new(SCRIPT)
@@ -428,16 +414,8 @@ fn run_boot(boot: &Boot) -> Result<String, String> {
         }
     };
     s.guest = None;
-    if let Some(mut c) = s.capture.take() {
-        let _ = Command::new("kill")
-            .args(["-INT", &c.id().to_string()])
-            .status();
-        let end = Instant::now() + Duration::from_secs(10);
-        while c.try_wait().ok().flatten().is_none() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = c.kill();
-        let _ = c.wait();
+    if let Some(c) = s.capture.take() {
+        c.stop(Duration::from_secs(5));
     }
     let out = std::fs::read_to_string(&guest_out).unwrap_or_default();
     let mut report = format!(

@@ -10,7 +10,8 @@
 //! why.
 //!
 //! It also holds [`process`]: the workspace's examples built on demand, child runs
-//! bounded in time, and children reaped when a test fails.
+//! bounded in time, and children reaped when a test fails; and [`capture`]: dumpcap
+//! in a namespace, stopped only once every packet it saw is in its file.
 //!
 //! Must not touch: anything but the process environment, that log file and the
 //! children it starts.
@@ -19,6 +20,7 @@
 use std::fmt::Display;
 use std::io::Write;
 
+pub mod capture;
 pub mod process;
 
 /// The environment variable naming the file skips are appended to.

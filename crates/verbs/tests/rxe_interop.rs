@@ -29,6 +29,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use weft_testkit::capture::Capture;
 use weft_verbs::{
     Access, Bringup, Completion, CompletionQueue, Context, DeviceConfig, LinkKind, MemoryRegion,
     Mtu, QpInitAttr, QpType, QueuePair, Recovery, RecvWr, SendWr, UdDest, WcOpcode, WcStatus, WrOp,
@@ -168,7 +169,7 @@ struct Guest {
     ns: String,
     child: Option<Child>,
     /// dumpcap on the tap, host side (`<case>.pcapng`).
-    capture: Option<Child>,
+    capture: Option<Capture>,
     pcap: PathBuf,
     v6: bool,
     stdout: PathBuf,
@@ -195,19 +196,7 @@ impl Guest {
             stderr: out_dir().join(format!("{name}.console")),
         };
         assert!(st.success(), "making namespace {}", g.ns);
-        let _ = std::fs::remove_file(&g.pcap);
-        let capture = Command::new("ip")
-            .args(["netns", "exec", &g.ns, "dumpcap", "-q", "-i", "wrxe0"])
-            .args(["-f", "udp port 4791", "-w"])
-            .arg(&g.pcap)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dumpcap");
-        g.capture = Some(capture);
-        // dumpcap needs a moment before it captures; the guest takes longer to boot.
-        std::thread::sleep(Duration::from_millis(500));
+        g.capture = Some(Capture::start(&g.ns, "wrxe0", "udp port 4791", &g.pcap));
         // Loss, both ways, made in the guest: this host's kernel has no netem. Its
         // egress gets a netem qdisc; its ingress is redirected through an ifb
         // device with another.
@@ -273,16 +262,8 @@ impl Guest {
     /// Stop the capture and decode it: every RoCEv2 packet with its ICRC checked
     /// over the real IP header (`weft decode`'s check).
     fn decode(&mut self) -> Result<String, String> {
-        if let Some(mut c) = self.capture.take() {
-            let _ = Command::new("kill")
-                .args(["-INT", &c.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.capture.take() {
+            c.stop(Duration::from_secs(5));
         }
         let bytes = std::fs::read(&self.pcap).map_err(|e| format!("the capture: {e}"))?;
         let r = weft_pcap::decode::decode_capture(&bytes).map_err(|e| e.to_string())?;
@@ -312,10 +293,7 @@ impl Guest {
     }
 
     fn stop(&mut self) {
-        if let Some(mut c) = self.capture.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.capture = None;
         if let Some(mut c) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
@@ -1182,23 +1160,10 @@ fn stock_ibv_pingpong_tools_in_the_guest_talk_to_weft() {
     ensure_image();
     let mut failures = Vec::new();
     for s in stock_cases() {
-        let mut result = run_stock(&s);
-        // The capture of a case can come out empty — only dumpcap's header, 0 packets
-        // — though both ends exchanged every message (seen once in CI on pp-ud4,
-        // whose whole exchange takes 30 ms). That is the capture failing, not either
-        // RDMA end: such a case runs once more and must then pass with its packets
-        // decoded. Any other failure counts at once.
-        if let Err(report) = &result {
-            if report.contains("0 RoCEv2 packets (0 from rxe, 0 from weft)")
-                && report.contains("--- weft side: Ok(")
-            {
-                eprintln!(
-                    "{}: empty capture, running the case once more\n{report}",
-                    s.name
-                );
-                result = run_stock(&s);
-            }
-        }
+        // A case's whole exchange can take 30 ms (pp-ud4): its packets may sit in
+        // one kernel ring block of dumpcap's, which `Capture::stop` waits for (an
+        // empty capture here was that block lost, twice in one CI run).
+        let result = run_stock(&s);
         match result {
             Ok(report) => eprintln!("{report}"),
             Err(report) => {
