@@ -38,6 +38,37 @@ pub struct Args {
     pub role: Role,
 }
 
+/// Congestion control of a process's RC QPs, as `--cc` names it (`weft incast`,
+/// `weft perf`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CcArg {
+    /// A fixed window: `max_inflight` PSNs per RC QP (the transport's default).
+    Off,
+    /// weft-transport's delay-based window (`weft_transport::cc`, after Swift).
+    Delay,
+}
+
+impl CcArg {
+    /// The name `--cc` takes and the JSON rows carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            CcArg::Off => "off",
+            CcArg::Delay => "delay",
+        }
+    }
+
+    /// The transport's setting; `target_us` is the delay controller's target RTT.
+    pub fn control(self, target_us: u64) -> CongestionControl {
+        match self {
+            CcArg::Off => CongestionControl::Off,
+            CcArg::Delay => CongestionControl::Delay(DelayControl {
+                target_delay_us: target_us,
+                ..DelayControl::default()
+            }),
+        }
+    }
+}
+
 #[derive(Debug, clap::Subcommand)]
 pub enum Role {
     /// The receiver: accepts the senders' connections and serves their WRITEs.
@@ -53,8 +84,8 @@ pub struct Common {
     #[arg(long, default_value = "udp")]
     pub dev: String,
     /// Congestion control of this process's RC QPs: off or delay.
-    #[arg(long, default_value = "off")]
-    pub cc: String,
+    #[arg(long, value_enum, default_value_t = CcArg::Off)]
+    pub cc: CcArg,
     /// The delay controller's target round-trip time, µs.
     #[arg(long, default_value_t = DelayControl::default().target_delay_us)]
     pub target_us: u64,
@@ -123,14 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn device(c: &Common) -> anyhow::Result<Context> {
     let mut cfg = DeviceConfig::parse(&c.dev).map_err(|e| anyhow!("device {}: {e}", c.dev))?;
-    cfg.transport.congestion = match c.cc.as_str() {
-        "off" => CongestionControl::Off,
-        "delay" => CongestionControl::Delay(DelayControl {
-            target_delay_us: c.target_us,
-            ..DelayControl::default()
-        }),
-        other => bail!("--cc {other:?}: off or delay"),
-    };
+    cfg.transport.congestion = c.cc.control(c.target_us);
     Context::open_with(cfg).map_err(|e| anyhow!("opening {}: {e}", c.dev))
 }
 
@@ -187,7 +211,7 @@ fn server(a: ServerArgs) -> anyhow::Result<()> {
         "{}",
         json!({
             "role": "server",
-            "cc": a.common.cc,
+            "cc": a.common.cc.name(),
             "rx_packets": st.transport.rx_packets,
             "duplicate_requests": st.transport.duplicate_requests,
             "out_of_sequence": st.transport.out_of_sequence,
@@ -331,7 +355,7 @@ fn client(a: ClientArgs) -> anyhow::Result<()> {
         json!({
             "role": a.role,
             "label": a.label,
-            "cc": a.common.cc,
+            "cc": a.common.cc.name(),
             "target_us": a.common.target_us,
             "size": a.size,
             "depth": depth,

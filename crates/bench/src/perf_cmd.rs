@@ -32,6 +32,7 @@ use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::incast_cmd::CcArg;
 use crate::perf::local::{announce_ready, LocalServer};
 use crate::perf::record::Meta;
 use crate::perf::run::{self, LoopOpts, Progress as Prog, Round};
@@ -342,6 +343,14 @@ pub struct Args {
     /// shared_pass`; default 16). Both processes.
     #[arg(long)]
     pub shared_pass_us: Option<u64>,
+    /// Congestion control of the RC QPs: off (a fixed window of the connection's
+    /// `max_inflight` PSNs) or delay (weft-transport's delay-based window). Both
+    /// processes.
+    #[arg(long, value_enum, default_value_t = CcArg::Off)]
+    pub cc: CcArg,
+    /// --cc delay: the round-trip time (µs) the window steers to. Both processes.
+    #[arg(long, default_value_t = weft_verbs::DelayControl::default().target_delay_us)]
+    pub cc_target_us: u64,
     /// send-lat: one-way latency by the symmetric timestamp method.
     #[arg(long)]
     pub symmetric: bool,
@@ -469,6 +478,12 @@ fn local(a: &Args) -> anyhow::Result<()> {
         sargs.push("--shared-pass-us".into());
         sargs.push(us.to_string());
     }
+    sargs.extend([
+        "--cc".into(),
+        a.cc.name().into(),
+        "--cc-target-us".into(),
+        a.cc_target_us.to_string(),
+    ]);
     if let Some(w) = a.wait {
         sargs.push("--wait".into());
         sargs.push(w.name().into());
@@ -596,6 +611,7 @@ fn device(a: &Args) -> anyhow::Result<Context> {
         cfg.transport.by_reference_min = m;
     }
     cfg.transport.drr_quantum = a.scheduler.quantum();
+    cfg.transport.congestion = a.cc.control(a.cc_target_us);
     if let Some(us) = a.shared_pass_us {
         cfg.shared_pass = Duration::from_micros(us);
     }
