@@ -363,7 +363,8 @@ pub struct Args {
     /// No progress lines on stderr.
     #[arg(short, long)]
     pub quiet: bool,
-    /// Print the engine's, transport's and link's counters after each size (stderr).
+    /// Print the engine's, transport's and link's counters after each size (stderr);
+    /// a server prints its own after each run it serves.
     #[arg(long)]
     pub stats: bool,
     /// Server: give up when no client connects within this many seconds.
@@ -454,6 +455,9 @@ fn local(a: &Args) -> anyhow::Result<()> {
         "30".into(),
         "--quiet".into(),
     ];
+    if a.stats {
+        sargs.push("--stats".into());
+    }
     if a.no_icrc {
         sargs.push("--no-icrc".into());
     }
@@ -812,6 +816,12 @@ fn serve(a: &Args) -> anyhow::Result<()> {
                 plan.size
             ),
             _ => {}
+        }
+        if a.stats {
+            // The device's counters so far (they add up over the runs it served).
+            eprintln!("server, after {} size {}:", plan.test.name(), plan.size);
+            eprintln!("{:#?}", ctx.stats());
+            eprintln!("waits: {:?}", side.waiter.stats());
         }
         drop(conn);
         background.clear();

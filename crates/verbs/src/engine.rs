@@ -1048,6 +1048,11 @@ pub(crate) struct Shared {
     /// since: it went off to act on them (perftest's `ib_write_lat` then spins on
     /// memory). An application that polls empty and is away is only preempted.
     app_left: AtomicBool,
+    /// The application posted (a send or a receive) since the engine thread last
+    /// looked (thread progress): it is in its loop, driving its own work, even when
+    /// its polls take completions and so do not count as polling
+    /// ([`Shared::note_app_post`]).
+    app_posted: AtomicBool,
     origin: std::time::Instant,
     /// The engine thread stands by for a spinning application (see [`Shared::run`]).
     standing_by: AtomicBool,
@@ -1141,6 +1146,7 @@ impl Shared {
             app_polls: AtomicU64::new(0),
             app_last_poll: AtomicU64::new(0),
             app_left: AtomicBool::new(false),
+            app_posted: AtomicBool::new(false),
             origin: std::time::Instant::now(),
             standing_by: AtomicBool::new(false),
             app_blocking: AtomicBool::new(false),
@@ -1190,6 +1196,22 @@ impl Shared {
                 }
                 false
             }
+        }
+    }
+
+    /// The application posted work (thread progress): a standing-by engine thread does
+    /// not take over while posts keep coming, and a post right after a takeover means
+    /// the application came back, not that the engine served it ([`Shared::stand_by`],
+    /// [`Shared::run`]). A bandwidth loop whose polls mostly take completions (so
+    /// they do not count as polling) was otherwise taken over every quiet gap, and
+    /// each post the engine thread then found counted as work served, which halved
+    /// the gap to its 10 µs floor: two busy threads per process and half the shm
+    /// message rate of inline progress (docs/results/verbs.md, "Posts count as the
+    /// application's activity"). A store only when the flag is clear: no locked
+    /// instruction on the post path.
+    pub(crate) fn note_app_post(&self) {
+        if self.progress == Progress::Thread && !self.app_posted.load(Ordering::Relaxed) {
+            self.app_posted.store(true, Ordering::Relaxed);
         }
     }
 
@@ -1311,15 +1333,22 @@ impl Shared {
         self.standbys.fetch_add(1, Ordering::Relaxed);
         self.standing_by.store(true, Ordering::SeqCst);
         let mut seen = self.app_polls.load(Ordering::Relaxed);
+        // Posts seen while standing by count as activity from when they were seen.
+        self.app_posted.store(false, Ordering::Relaxed);
+        let mut posted_at = 0;
         let took_over = loop {
             if self.stop.load(Ordering::Acquire) || self.app_blocking.load(Ordering::SeqCst) {
                 break false;
             }
             let gap = quiet.get();
-            let since = self
-                .clock()
-                .saturating_sub(self.app_last_poll.load(Ordering::Relaxed));
-            let since = Duration::from_nanos(since);
+            let now = self.clock();
+            if self.app_posted.load(Ordering::Relaxed) {
+                self.app_posted.store(false, Ordering::Relaxed);
+                posted_at = now;
+                quiet.app_still_polling();
+            }
+            let active = self.app_last_poll.load(Ordering::Relaxed).max(posted_at);
+            let since = Duration::from_nanos(now.saturating_sub(active));
             let limit = if quiet.watch_link() && self.link_fd.is_some() {
                 QuietGap::MAX
             } else {
@@ -1372,6 +1401,8 @@ impl Shared {
             }
         };
         self.standing_by.store(false, Ordering::SeqCst);
+        // A post from here on is the application coming back after a takeover.
+        self.app_posted.store(false, Ordering::Relaxed);
         self.quiet_gap_ns
             .store(quiet.get().as_nanos() as u64, Ordering::Relaxed);
         took_over
@@ -1445,6 +1476,12 @@ impl Shared {
                     seen_polls = self.app_polls.load(Ordering::Relaxed);
                     continue;
                 }
+            }
+            if takeover_pending && self.app_posted.load(Ordering::Relaxed) {
+                // The application posted before the engine found work of its own: it
+                // came back (its post is the work a pass would find next).
+                quiet.takeover_idle();
+                takeover_pending = false;
             }
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {

@@ -293,6 +293,9 @@ impl QueuePair {
     /// count.
     fn posted(&mut self, n: u32, result: Result<(), Error>) -> Result<(), Error> {
         let shared = self.ctx.shared();
+        if n > 0 {
+            shared.note_app_post();
+        }
         if n > 0 && shared.progress == crate::engine::Progress::Inline {
             self.unprogressed += 1;
             if self.unprogressed >= 16 {
@@ -336,6 +339,7 @@ impl QueuePair {
                 let max_sge = self.init.max_sge.min(MAX_SGE);
                 for _ in 0..e.rq_room(self.qpn) {
                     let Some(wr) = wrs.next() else {
+                        shared.note_app_post();
                         return Ok(());
                     };
                     let posted =
@@ -348,6 +352,9 @@ impl QueuePair {
             }
         }
         let (pushed, r) = push_recvs(rq, self.state, self.init.max_sge, index, wrs);
+        if index + pushed > 0 {
+            shared.note_app_post();
+        }
         if pushed > 0 {
             rq.doorbell();
             shared.posted.mark(self.qpn, &self.listed);
