@@ -325,7 +325,7 @@ impl Context {
 
     /// Counters of the engine, the transport and the link.
     pub fn stats(&self) -> ContextStats {
-        let e = self.inner.shared.lock();
+        let e = self.inner.shared.lock_to_look();
         ContextStats {
             engine: EngineStats {
                 standbys: self.inner.shared.standbys.load(Ordering::Relaxed),

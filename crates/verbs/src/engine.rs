@@ -1250,16 +1250,39 @@ impl Shared {
         // taken without the doorbell write. Every control call (`QueuePair::query`,
         // `modify`, the context's statistics) paid that system call; a loop that
         // looks at its QP's state between polls paid it on every look. With an engine
-        // thread the write stays: it also wakes a thread standing by, and without it
-        // an adaptive ping-pong beside CPU hogs had more slow runs (not proven either
-        // way in 10 runs; docs/results/verbs.md, "Beside CPU hogs").
+        // thread the write stays for calls that change something: it also wakes a
+        // thread standing by, and without it an adaptive ping-pong beside CPU hogs had
+        // more slow runs (not proven either way in 10 runs; docs/results/verbs.md,
+        // "Beside CPU hogs"). Looks take [`Shared::lock_to_look`].
         if self.progress == Progress::Inline {
-            match self.engine.try_lock() {
-                Ok(g) => return g,
-                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(TryLockError::WouldBlock) => {}
+            if let Some(g) = self.try_free() {
+                return g;
             }
         }
+        self.lock_waking()
+    }
+
+    /// The engine, for a look that gives it no work (`QueuePair::query`, the
+    /// context's statistics): a free engine is taken at once under either progress,
+    /// with no doorbell write. Under thread progress that write woke the standing-by
+    /// engine thread on every look: `weft perf`'s send-bw server, which looks at its
+    /// QP between polls, spent a fifth of its time in the write and the wake-ups
+    /// (docs/results/verbs.md, "Posts count as the application's activity").
+    pub(crate) fn lock_to_look(&self) -> MutexGuard<'_, Engine> {
+        self.try_free().unwrap_or_else(|| self.lock_waking())
+    }
+
+    /// The engine if no thread holds it (a poisoned lock is taken as it is).
+    fn try_free(&self) -> Option<MutexGuard<'_, Engine>> {
+        match self.engine.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The engine, waking its thread first (see [`Shared::lock`]).
+    fn lock_waking(&self) -> MutexGuard<'_, Engine> {
         self.waiters.fetch_add(1, Ordering::SeqCst);
         self.doorbell.notify();
         let g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);

@@ -182,7 +182,7 @@ impl QueuePair {
     /// The QP's current state (it may have moved to ERR on its own) and attributes
     /// (`ibv_query_qp`).
     pub fn query(&self) -> Option<(QpState, QpAttrs)> {
-        let e = self.ctx.shared().lock();
+        let e = self.ctx.shared().lock_to_look();
         Some((e.ep.qp_state(self.qpn)?, e.ep.qp_attrs(self.qpn)?))
     }
 
@@ -190,7 +190,7 @@ impl QueuePair {
     /// [`DeviceConfig::transport`](crate::DeviceConfig::transport)`.congestion` turns
     /// it on). `None` once the QP is gone.
     pub fn congestion(&self) -> Option<weft_transport::CongestionState> {
-        self.ctx.shared().lock().ep.congestion(self.qpn)
+        self.ctx.shared().lock_to_look().ep.congestion(self.qpn)
     }
 
     /// Post a list of send work requests (`ibv_post_send`). Checks that ibverbs makes
