@@ -1695,4 +1695,41 @@ mod tests {
         assert!(recv_rx.pop().is_none());
         assert_eq!(e.stats().cq_orphans, 2);
     }
+
+    /// A look at a free engine writes no doorbell under thread progress (the write
+    /// woke a standing-by engine thread on every `QueuePair::query`); a control call
+    /// that changes state still writes it, and a look at a busy engine falls back to
+    /// the waking lock. No engine thread runs here: the doorbell's counter is read
+    /// directly.
+    #[test]
+    fn a_look_at_a_free_engine_rings_no_doorbell_and_a_change_still_does() {
+        let shared = Shared::new(engine(), Progress::Thread, Duration::from_micros(50)).unwrap();
+        for _ in 0..10 {
+            drop(shared.lock_to_look());
+        }
+        assert_eq!(shared.doorbell.drain(), 0, "looks rang the doorbell");
+        drop(shared.lock());
+        assert_eq!(shared.doorbell.drain(), 1, "a control call must ring it");
+        // Held elsewhere (an engine thread in a pass, or asleep holding it): the look
+        // rings, so that the holder lets go.
+        let held = shared.engine.lock().unwrap();
+        std::thread::scope(|s| {
+            let look = s.spawn(|| drop(shared.lock_to_look()));
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while shared.waiters.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the look never waited"
+                );
+                std::thread::yield_now();
+            }
+            drop(held);
+            look.join().unwrap();
+        });
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "a look at a held engine must ring"
+        );
+    }
 }
