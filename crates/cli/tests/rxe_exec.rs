@@ -328,15 +328,7 @@ fn guest_part<'a>(out: &'a str, name: &str) -> (Option<i32>, &'a str) {
 }
 
 fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    weft_testkit::process::stop_with(child, "TERM", Duration::from_secs(15));
 }
 
 /// The namespace, the capture and the guest; all stopped and removed on drop.

@@ -82,15 +82,7 @@ impl Capture {
             }
         }
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-INT", &c.id().to_string()])
-                .status();
-            let end = Instant::now() + Duration::from_secs(10);
-            while c.try_wait().ok().flatten().is_none() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            crate::process::stop_with(&mut c, "INT", Duration::from_secs(10));
         }
     }
 }

@@ -122,3 +122,17 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// Asks `child` to end with `signal` (a `kill -SIGNAL` name: "INT", "TERM"), waits up to
+/// `grace` for it to exit, then kills it; reaped either way.
+pub fn stop_with(child: &mut Child, signal: &str, grace: Duration) {
+    let _ = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + grace;
+    while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_testkit::capture::Capture;
+use weft_testkit::process::stop_with;
 use weft_verbs::{
     Access, Bringup, Completion, CompletionQueue, Context, DeviceConfig, LinkKind, MemoryRegion,
     Mtu, QpInitAttr, QpType, QueuePair, Recovery, RecvWr, SendWr, UdDest, WcOpcode, WcStatus, WrOp,
@@ -295,15 +296,7 @@ impl Guest {
     fn stop(&mut self) {
         self.capture = None;
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            stop_with(&mut c, "TERM", Duration::from_secs(15));
         }
     }
 }
