@@ -148,13 +148,15 @@ pub const SHM_MAX_FRAME: usize = 1514;
 /// The router's zero-loss rate on a shared core is set by the longest time its port
 /// thread does not run (stalls of 0.3-3.7 ms on this sandbox's core 1; docs/results/
 /// router.md §3.3e), and what arrives meanwhile waits in the receive ring: 2 048
-/// slots are 5 ms at 400 kpps. Measured 2026-11-29 (§3.3f, 64 B, generic XDP, the
-/// generator's 10-s flat-out rate of 398-435 kpps): 2 048 slots lost 6 601 and 1 503
-/// frames at the AF_XDP socket in two trials, 8 192 and 16 384 none in two each; in
-/// 1-s RFC 2544 rounds (64/512/1518 B) weft delivered the generator's flat-out rate
-/// whole in 5 of 6 size-rounds with 8 192 against 3 of 6 with 2 048, and p99 at the
-/// kernel's rate was no worse. 16 384 showed nothing more and doubles the UMEM.
-/// Cost: 8 192 × 2 KiB = 16 MiB of UMEM per receive queue (locked memory).
+/// slots are 5 ms at 400 kpps. Measured 2026-11-29 (§3.3f, generic XDP over veth):
+/// in 10-s flat-out trials at 64 B (398-435 kpps) 2 048 slots lost 6 601 and 1 503
+/// frames at the AF_XDP socket, 8 192 and 16 384 none in two trials each; in three
+/// 1-s RFC 2544 rounds per depth (64/512/1518 B) the socket dropped 374-10 627
+/// frames per run with 2 048, and 0 in two of three runs with 8 192 (the third met a
+/// ~160 ms stall). weft's 1-s zero-loss kpps did not change (it is at the
+/// generator's rate), nor did p50/p99 at the kernel's rate beyond noise (the ring
+/// never held 2 048 frames at that rate). 16 384 showed nothing more and doubles
+/// the UMEM. Cost: 8 192 × 2 KiB = 16 MiB of UMEM per receive queue (locked memory).
 pub const XDP_RX_FRAMES_DEFAULT: u32 = 8192;
 
 /// Smallest `xdp_rx_frames`.
