@@ -138,6 +138,10 @@ config() {
     if [[ $backend != afpacket ]]; then
       printf 'backend = "%s"\n' "$backend"
       if [[ -n $mode ]]; then printf 'xdp_mode = "%s"\n' "$mode"; fi
+      # XDP_RX_FRAMES: the AF_XDP receive (and fill) ring depth, `xdp_rx_frames`
+      if [[ $backend == afxdp && -n ${XDP_RX_FRAMES:-} ]]; then
+        printf 'xdp_rx_frames = %s\n' "$XDP_RX_FRAMES"
+      fi
     fi
     printf 'addresses = ["198.18.%s.1/24", "2001:2:0:%s::1/64"]\n\n' "$3" "$3"
   }

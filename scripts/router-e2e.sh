@@ -6,7 +6,7 @@
 # backend in each architecture. Always tears the namespaces down.
 #
 # usage: [BACKENDS="afpacket afxdp"] [ARCHS="push pull central"] [KERNEL=1] [ROUNDS=3] \
-#        [OUT=dir] [NICE=-10] [SINK=1] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
+#        [OUT=dir] [NICE=-10] [SINK=1] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] [XDP_RX_FRAMES=n] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
 #
 # BACKENDS: afpacket (AF_PACKET with TPACKET_V2 rings, the default), afpacket-v3
 # (TPACKET_V3 block rings, `ring = "v3"`), afxdp (AF_XDP, generic XDP) and
@@ -14,7 +14,8 @@
 # RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
 # generator's core does not forward too (see GEN_CPU below).
 # afxdp-native (AF_XDP with veth's native XDP hook). KERNEL=0 skips the
-# kernel-forwarding rows. BUSY_POLL_US sets the router's `busy_poll_us`.
+# kernel-forwarding rows. BUSY_POLL_US sets the router's `busy_poll_us`; XDP_RX_FRAMES
+# the AF_XDP ports' receive ring depth, `xdp_rx_frames` (scripts/netns-router.sh config).
 # ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
 # forwarder, and measures each weft forwarder's latency at the kernel's zero-loss rate
 # of that round too (`--latency-at-rows`).

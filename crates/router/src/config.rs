@@ -16,6 +16,7 @@
 //! #                              # or "v3" (blocks; up to 1-5 ms late when traffic is light)
 //! # backend = "afxdp"            # AF_XDP instead of AF_PACKET,
 //! # xdp_mode = "generic"         # with the XDP program in generic (default) or native mode
+//! # xdp_rx_frames = 8192         # afxdp: receive ring depth (a power of two, 64-32768)
 //!
 //! [[port]]                       # a port to another weft process on this host
 //! name = "to-r2"
@@ -44,7 +45,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use weft_link::afpacket::{AfPacket, RingConfig, RingVersion};
-use weft_link::afxdp::{AfXdpLink, XdpConfig, XdpMode};
+use weft_link::afxdp::{AfXdpLink, XdpConfig};
 use weft_link::shm::{mac_for_name, ShmFrameLink, ShmOptions};
 use weft_link::{BufferPool, Link};
 
@@ -101,6 +102,12 @@ pub struct PortConfig {
     /// For `afxdp`: `generic` (default) or `native`.
     #[serde(default)]
     pub xdp_mode: Option<String>,
+    /// For `afxdp`: the depth of each queue's receive ring, which is also its fill
+    /// ring's depth and its receive chunks in the UMEM (a power of two,
+    /// [`XDP_RX_FRAMES_MIN`]..=[`XDP_RX_FRAMES_MAX`]; default
+    /// [`XDP_RX_FRAMES_DEFAULT`]).
+    #[serde(default)]
+    pub xdp_rx_frames: Option<u32>,
     /// For `afpacket`: the ring layout, `v2` (default) or `v3`.
     #[serde(default)]
     pub ring: Option<String>,
@@ -121,8 +128,8 @@ pub struct PortConfig {
 pub enum Backend {
     /// `AF_PACKET` with rings of this layout.
     AfPacket(RingVersion),
-    /// `AF_XDP` with the redirect program in this XDP mode.
-    AfXdp(XdpMode),
+    /// `AF_XDP` with these ring sizes and the redirect program in this XDP mode.
+    AfXdp(XdpConfig),
     /// Shared-memory rings to the port named `peer` of another weft process on this
     /// host; the port's `interface` is its own name.
     Shm {
@@ -134,6 +141,29 @@ pub enum Backend {
 /// Largest frame on an shm port: Ethernet's 1514, so routers on either side agree on
 /// the MTU whatever their buffer sizes.
 pub const SHM_MAX_FRAME: usize = 1514;
+
+/// `xdp_rx_frames` when the port does not say: 8 192, four times the link's own
+/// default ([`XdpConfig::default`], 2 048).
+///
+/// The router's zero-loss rate on a shared core is set by the longest time its port
+/// thread does not run (stalls of 0.3-3.7 ms on this sandbox's core 1; docs/results/
+/// router.md §3.3e), and what arrives meanwhile waits in the receive ring: 2 048
+/// slots are 5 ms at 400 kpps. Measured 2026-11-29 (§3.3f, generic XDP over veth):
+/// in 10-s flat-out trials at 64 B (398-435 kpps) 2 048 slots lost 6 601 and 1 503
+/// frames at the AF_XDP socket, 8 192 and 16 384 none in two trials each; in three
+/// 1-s RFC 2544 rounds per depth (64/512/1518 B) the socket dropped 374-10 627
+/// frames per run with 2 048, and 0 in two of three runs with 8 192 (the third met a
+/// ~160 ms stall). weft's 1-s zero-loss kpps did not change (it is at the
+/// generator's rate), nor did p50/p99 at the kernel's rate beyond noise (the ring
+/// never held 2 048 frames at that rate). 16 384 showed nothing more and doubles
+/// the UMEM. Cost: 8 192 × 2 KiB = 16 MiB of UMEM per receive queue (locked memory).
+pub const XDP_RX_FRAMES_DEFAULT: u32 = 8192;
+
+/// Smallest `xdp_rx_frames`.
+pub const XDP_RX_FRAMES_MIN: u32 = 64;
+
+/// Largest `xdp_rx_frames`: 32 768 chunks of 2 KiB are 64 MiB of UMEM per queue.
+pub const XDP_RX_FRAMES_MAX: u32 = 32_768;
 
 /// Ring slots per direction of an shm port.
 pub const SHM_SLOTS: usize = 1024;
@@ -149,14 +179,7 @@ impl Backend {
                 };
                 Box::new(AfPacket::with_config(interface, pool, cfg)?)
             }
-            Backend::AfXdp(mode) => Box::new(AfXdpLink::with_config(
-                interface,
-                pool,
-                XdpConfig {
-                    mode,
-                    ..XdpConfig::default()
-                },
-            )?),
+            Backend::AfXdp(cfg) => Box::new(AfXdpLink::with_config(interface, pool, cfg)?),
             Backend::Shm { peer } => {
                 let local: SocketAddr = interface.parse().map_err(|_| {
                     io::Error::new(
@@ -194,6 +217,9 @@ impl PortConfig {
         if self.ring.is_some() && backend != "afpacket" {
             return Err(only_for("ring", "afpacket"));
         }
+        if self.xdp_rx_frames.is_some() && backend != "afxdp" {
+            return Err(only_for("xdp_rx_frames", "afxdp"));
+        }
         match backend {
             "shm" => {
                 if mode.is_some() {
@@ -226,11 +252,21 @@ impl PortConfig {
             "afpacket" => Err(only_for("xdp_mode", "afxdp")),
             "afxdp" => {
                 let mode = mode.unwrap_or("generic");
-                Ok(Backend::AfXdp(mode.parse().map_err(|_| {
+                let mode = mode.parse().map_err(|_| {
                     bad(PortProblem::UnknownXdpMode {
                         value: mode.to_string(),
                     })
-                })?))
+                })?;
+                let n = self.xdp_rx_frames.unwrap_or(XDP_RX_FRAMES_DEFAULT);
+                // The kernel takes only powers of two for ring sizes.
+                if !n.is_power_of_two() || !(XDP_RX_FRAMES_MIN..=XDP_RX_FRAMES_MAX).contains(&n) {
+                    return Err(bad(PortProblem::BadXdpRxFrames { value: n }));
+                }
+                Ok(Backend::AfXdp(XdpConfig {
+                    mode,
+                    rx_frames: n,
+                    ..XdpConfig::default()
+                }))
             }
             b => Err(bad(PortProblem::UnknownBackend {
                 value: b.to_string(),
@@ -355,6 +391,12 @@ pub enum PortProblem {
         /// The value given.
         value: String,
     },
+    /// `xdp_rx_frames` is not a power of two in
+    /// [`XDP_RX_FRAMES_MIN`]..=[`XDP_RX_FRAMES_MAX`].
+    BadXdpRxFrames {
+        /// The value given.
+        value: u32,
+    },
     /// `ring` is not v2 or v3.
     UnknownRing {
         /// The value given.
@@ -446,6 +488,11 @@ impl std::fmt::Display for PortProblem {
             PortProblem::UnknownXdpMode { value } => {
                 write!(f, "unknown xdp_mode {value:?} (generic, native)")
             }
+            PortProblem::BadXdpRxFrames { value } => write!(
+                f,
+                "xdp_rx_frames {value} is not a power of two from \
+                 {XDP_RX_FRAMES_MIN} to {XDP_RX_FRAMES_MAX}"
+            ),
             PortProblem::UnknownRing { value } => {
                 write!(f, "unknown ring {value:?} (v2, v3)")
             }
@@ -750,6 +797,7 @@ pub fn parse_route_file(
 mod tests {
     use super::*;
     use crate::pipeline::RouterConfig;
+    use weft_link::afxdp::XdpMode;
 
     const EXAMPLE: &str = r#"
 [[port]]
@@ -787,6 +835,71 @@ via = "198.18.2.2"
     }
 
     #[test]
+    fn xdp_rx_frames_sets_the_receive_depth_and_refuses_what_the_kernel_would() {
+        let port = |extra: &str| {
+            EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
+        };
+        let c = Config::parse(&port("backend = \"afxdp\"\nxdp_rx_frames = 2048")).expect("2048");
+        assert_eq!(
+            c.ports[0].backend(),
+            Ok(Backend::AfXdp(XdpConfig {
+                rx_frames: 2048,
+                ..XdpConfig::default()
+            }))
+        );
+        let c = Config::parse(&port("backend = \"afxdp\"")).expect("default");
+        assert_eq!(
+            c.ports[0].backend(),
+            Ok(Backend::AfXdp(XdpConfig {
+                rx_frames: XDP_RX_FRAMES_DEFAULT,
+                ..XdpConfig::default()
+            })),
+            "no key: the router's default depth"
+        );
+        assert_ne!(XDP_RX_FRAMES_DEFAULT, XdpConfig::default().rx_frames);
+        for (v, why) in [
+            ("3000", "not a power of two"),
+            ("0", "zero"),
+            ("32", "below the minimum"),
+            ("65536", "above the maximum"),
+        ] {
+            let err = Config::parse(&port(&format!("backend = \"afxdp\"\nxdp_rx_frames = {v}")))
+                .expect_err(why);
+            assert!(
+                matches!(
+                    &err,
+                    ConfigError::Port {
+                        problem: PortProblem::BadXdpRxFrames { .. },
+                        ..
+                    }
+                ),
+                "{v}: {err:?}"
+            );
+            assert!(err.to_string().contains("xdp_rx_frames"), "{err}");
+        }
+        for v in ["-1", "4294967296", "\"8192\"", "8192.0"] {
+            assert!(
+                Config::parse(&port(&format!("backend = \"afxdp\"\nxdp_rx_frames = {v}"))).is_err(),
+                "{v}: not a u32"
+            );
+        }
+        let err = Config::parse(&port("xdp_rx_frames = 4096")).expect_err("afpacket port");
+        assert!(
+            matches!(
+                &err,
+                ConfigError::Port {
+                    problem: PortProblem::OnlyFor {
+                        key: "xdp_rx_frames",
+                        backend: "afxdp"
+                    },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
     fn mistakes_are_reported_not_ignored() {
         assert!(Config::parse("").is_err());
         assert!(Config::parse(&EXAMPLE.replace("interface", "iface")).is_err());
@@ -796,10 +909,22 @@ via = "198.18.2.2"
             EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
         };
         let c = Config::parse(&xdp("backend = \"afxdp\"")).expect("afxdp");
-        assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(XdpMode::Generic)));
+        let generic = XdpConfig {
+            rx_frames: XDP_RX_FRAMES_DEFAULT,
+            ..XdpConfig::default()
+        };
+        assert_eq!(generic.mode, XdpMode::Generic);
+        assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(generic)));
         assert_eq!(c.ports[1].backend(), Ok(Backend::AfPacket(RingVersion::V2)));
         let c = Config::parse(&xdp("backend = \"afxdp\"\nxdp_mode = \"native\"")).expect("native");
-        assert_eq!(c.ports[0].backend(), Ok(Backend::AfXdp(XdpMode::Native)));
+        assert_eq!(
+            c.ports[0].backend(),
+            Ok(Backend::AfXdp(XdpConfig {
+                mode: XdpMode::Native,
+                rx_frames: XDP_RX_FRAMES_DEFAULT,
+                ..XdpConfig::default()
+            }))
+        );
         let c = Config::parse(&xdp("ring = \"v3\"")).expect("v3");
         assert_eq!(c.ports[0].backend(), Ok(Backend::AfPacket(RingVersion::V3)));
         let c = Config::parse(&xdp("backend = \"afpacket\"\nring = \"v2\"")).expect("v2");
@@ -909,6 +1034,11 @@ via = "198.18.2.2"
                     value: "dpdk".into(),
                 }),
                 "port left: unknown backend \"dpdk\" (afpacket, afxdp, shm)",
+            ),
+            (
+                port("backend = \"afxdp\"\nxdp_rx_frames = 3000"),
+                left(PortProblem::BadXdpRxFrames { value: 3000 }),
+                "port left: xdp_rx_frames 3000 is not a power of two from 64 to 32768",
             ),
             (
                 port("xdp_mode = \"native\""),
