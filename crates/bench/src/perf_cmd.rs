@@ -687,9 +687,12 @@ fn queues(ctx: &Context, a: &Args, rx_depth: usize) -> anyhow::Result<(Side, Que
 #[derive(Debug)]
 pub(crate) struct PeerHungUp;
 
+/// The words of [`PeerHungUp`] a driver of `weft perf` children looks for.
+pub(crate) const PEER_HUNG_UP: &str = "peer hung up before the run ended";
+
 impl std::fmt::Display for PeerHungUp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the peer hung up before the run ended (work flushed)")
+        write!(f, "the {PEER_HUNG_UP} (work flushed)")
     }
 }
 

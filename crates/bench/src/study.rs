@@ -430,7 +430,32 @@ fn perf(s: &Setup, p: &Point) -> Vec<Record> {
     }
     args.extend(p.flags.iter().cloned());
     let budget = s.budget(p.sizes.len());
-    match run_child(&args, budget) {
+    let recs = perf_child(p, &args, budget);
+    // A known harness flake (about one `weft study --quick` in five or ten, before and
+    // after 2026-11-29, seen with an engine thread beside the background flow): the
+    // server ends the run while the client still waits, and the client's queue pair
+    // is flushed. Its cause is not found (docs/results/study.md, "What was not
+    // done"); the point runs once more and says so, rather than failing the study.
+    use crate::perf_cmd::PEER_HUNG_UP;
+    let hung_up = |r: &Record| r.error.as_deref().is_some_and(|e| e.contains(PEER_HUNG_UP));
+    if !recs.iter().any(hung_up) {
+        return recs;
+    }
+    let mut again = perf_child(p, &args, budget);
+    for r in &mut again {
+        let n = format!("run once more: the first run's {PEER_HUNG_UP}");
+        r.note = Some(match r.note.take() {
+            Some(x) => format!("{x}; {n}"),
+            None => n,
+        });
+    }
+    again
+}
+
+/// One `weft perf` child for `p`: its records, a failed one for every size it did not
+/// report.
+fn perf_child(p: &Point, args: &[String], budget: Duration) -> Vec<Record> {
+    match run_child(args, budget) {
         Ok(out) => {
             let mut recs: Vec<Record> = out
                 .lines()
