@@ -647,11 +647,7 @@ pub(crate) fn buffer(
 /// Say in a record's note that its buffers were shared with the peer.
 pub(crate) fn note_buffers(a: &Args, r: &mut crate::perf::record::Record) {
     if shared_buffers(a) && r.error.is_none() {
-        let n = "buffers: shared memfd (peer maps them)";
-        r.note = Some(match r.note.take() {
-            Some(o) => format!("{o}; {n}"),
-            None => n.to_string(),
-        });
+        r.add_note("buffers: shared memfd (peer maps them)");
     }
 }
 

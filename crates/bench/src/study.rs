@@ -443,11 +443,7 @@ fn perf(s: &Setup, p: &Point) -> Vec<Record> {
     }
     let mut again = perf_child(p, &args, budget);
     for r in &mut again {
-        let n = format!("run once more: the first run's {PEER_HUNG_UP}");
-        r.note = Some(match r.note.take() {
-            Some(x) => format!("{x}; {n}"),
-            None => n,
-        });
+        r.add_note(format!("run once more: the first run's {PEER_HUNG_UP}"));
     }
     again
 }

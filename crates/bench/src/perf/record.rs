@@ -107,6 +107,15 @@ pub struct Record {
 }
 
 impl Record {
+    /// Appends `n` to the note ("old; n"), or makes it the note.
+    pub fn add_note(&mut self, n: impl Into<String>) {
+        let n = n.into();
+        self.note = Some(match self.note.take() {
+            Some(o) => format!("{o}; {n}"),
+            None => n,
+        });
+    }
+
     /// A latency record from measured statistics.
     pub fn latency(meta: &Meta, size: u64, method: Method, s: &LatencyStats) -> Record {
         Record {

@@ -194,10 +194,7 @@ pub(super) fn client_run(
             "beside {} B WRITEs ({} in flight, scheduler {}): {:.1} MB/s",
             b.bulk_size, a.bulk_depth, b.scheduler, b.bulk_mb_per_s
         );
-        r.note = Some(match r.note.take() {
-            Some(x) => format!("{x}; {n}"),
-            None => n,
-        });
+        r.add_note(n);
         r.background = Some(b);
     }
     let what = match (a.test, a.poll_memory, a.may_block()) {
