@@ -339,7 +339,9 @@ impl QueuePair {
                 let max_sge = self.init.max_sge.min(MAX_SGE);
                 for _ in 0..e.rq_room(self.qpn) {
                     let Some(wr) = wrs.next() else {
-                        shared.note_app_post();
+                        if index > 0 {
+                            shared.note_app_post();
+                        }
                         return Ok(());
                     };
                     let posted =
