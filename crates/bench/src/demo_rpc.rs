@@ -11,7 +11,8 @@ pub struct RpcRow {
     pub link: String,
     pub clients: u64,
     pub outstanding: u64,
-    pub batching: bool,
+    /// The client's batching policy (the default, adaptive).
+    pub batch: String,
     pub weft_ops_per_s: f64,
     pub weft_p50_us: f64,
     pub grpc_ops_per_s: f64,
@@ -42,7 +43,7 @@ pub fn rpc_step(seconds: f64) -> anyhow::Result<Vec<RpcRow>> {
             "--size",
             "32",
             "--batch",
-            "on",
+            "adaptive",
             "--seconds",
             &secs,
         ])
@@ -71,7 +72,7 @@ pub fn rpc_step(seconds: f64) -> anyhow::Result<Vec<RpcRow>> {
             link: w["link"].as_str().unwrap_or_default().to_string(),
             clients: w["clients"].as_u64().unwrap_or(0),
             outstanding: w["outstanding"].as_u64().unwrap_or(0),
-            batching: w["batching"].as_bool().unwrap_or(false),
+            batch: w["batch"].as_str().unwrap_or("-").to_string(),
             weft_ops_per_s: num(w, "ops_per_s"),
             weft_p50_us: num(w, "p50_us"),
             grpc_ops_per_s: num(g, "ops_per_s"),

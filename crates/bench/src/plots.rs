@@ -47,8 +47,22 @@ pub struct RpcRow {
     pub size: usize,
     pub clusters: usize,
     pub batching: bool,
+    /// The batching policy (off, adaptive, on); older rows carry only `batching`.
+    #[serde(default)]
+    pub batch: Option<String>,
     pub ops_per_s: f64,
     pub p50_us: f64,
+}
+
+impl RpcRow {
+    /// The row's batching policy: its `batch`, or for older rows `on`/`off`.
+    pub fn batch(&self) -> &str {
+        match &self.batch {
+            Some(b) => b,
+            None if self.batching => "on",
+            None => "off",
+        }
+    }
 }
 
 /// One row of an RFC 2544 table (`weft router rfc2544`, `scripts/router-e2e.sh`).
@@ -549,13 +563,17 @@ pub fn rpc(
         ),
     ];
     for link in ["udp", "shm"] {
-        for batched in [false, true] {
+        for (batch, label) in [
+            ("off", ""),
+            ("adaptive", " adaptive batching"),
+            ("on", " batched"),
+        ] {
             series.push((
-                format!("weft {link}{}", if batched { " batched" } else { "" }),
+                format!("weft {link}{label}"),
                 Box::new(move |r| {
                     r.system == "weft"
                         && r.link == link
-                        && r.batching == batched
+                        && r.batch() == batch
                         && r.clusters == clusters
                 }),
             ));

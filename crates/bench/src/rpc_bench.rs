@@ -36,8 +36,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_rpc::{
-    CallContext, Client, ClientConfig, Exec, IdleSpin, LinkKind, Method, Mode, Progress, Server,
-    ServerConfig, Service, Status,
+    Batching, CallContext, Client, ClientConfig, Exec, IdleSpin, LinkKind, Method, Mode, Progress,
+    Server, ServerConfig, Service, Status,
 };
 
 /// The null method's id.
@@ -79,8 +79,10 @@ pub struct Args {
     /// weft server clusters.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub clusters: Vec<usize>,
-    /// weft client batching: off, on.
-    #[arg(long, value_delimiter = ',', default_value = "off")]
+    /// weft client batching: off (a message per call), adaptive (the default: calls
+    /// leave at once while nothing is unanswered and share messages while something
+    /// is), on (calls always wait for a full batch or a waiting caller).
+    #[arg(long, value_delimiter = ',', default_value = "adaptive")]
     pub batch: Vec<String>,
     /// weft client completion processing (DaRPC §4.3): direct, dispatched.
     #[arg(long, value_delimiter = ',', default_value = "direct")]
@@ -204,6 +206,9 @@ pub struct Row {
     pub outstanding: usize,
     pub size: usize,
     pub clusters: usize,
+    /// weft: the client's batching policy (off, adaptive, on); gRPC: "-".
+    pub batch: &'static str,
+    /// Whether calls may share a message (older rows carry only this: on or off).
     pub batching: bool,
     /// weft: direct or dispatched completion processing; gRPC: "-".
     pub mode: String,
@@ -489,7 +494,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     outstanding,
                     size,
                     1,
-                    false,
+                    None,
                     r,
                 );
                 row.round = round;
@@ -499,7 +504,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for (link, kind, clusters, addr, pid) in &weft_servers {
                 for b in &args.batch {
                     for mode in &args.mode {
-                        let batching = b == "on";
+                        let batching: Batching = b.parse().map_err(anyhow::Error::msg)?;
                         let dispatched = match mode.as_str() {
                             "direct" => false,
                             "dispatched" => true,
@@ -526,7 +531,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                             outstanding,
                             size,
                             *clusters,
-                            batching,
+                            Some(batching),
                             r,
                         );
                         row.mode = mode.clone();
@@ -675,7 +680,7 @@ type ConfigKey = (
     usize,
     usize,
     usize,
-    bool,
+    &'static str,
     String,
 );
 
@@ -688,7 +693,7 @@ fn config_key(r: &Row) -> ConfigKey {
         r.outstanding,
         r.size,
         r.clusters,
-        r.batching,
+        r.batch,
         r.mode.clone(),
     )
 }
@@ -763,7 +768,7 @@ fn medians(rows: &[Row]) -> Vec<Summary> {
 /// What a row measured, in words: system, link, mix, load, size, batching, mode.
 fn variant(r: &Row) -> String {
     format!(
-        "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<3} {:<10}",
+        "{:>5} {:>4} {:>8} clients {:>2} outstanding {:>3} size {:>3} clusters {} batch {:<8} {:<10}",
         r.system,
         r.link,
         r.mix,
@@ -771,7 +776,7 @@ fn variant(r: &Row) -> String {
         r.outstanding,
         r.size,
         r.clusters,
-        if r.batching { "on" } else { "off" },
+        r.batch,
         r.mode,
     )
 }
@@ -819,7 +824,7 @@ fn row(
     outstanding: usize,
     size: usize,
     clusters: usize,
-    batching: bool,
+    batching: Option<Batching>,
     mut m: Measured,
 ) -> Row {
     m.lat_ns.sort_by(f64::total_cmp);
@@ -840,7 +845,8 @@ fn row(
         outstanding,
         size,
         clusters,
-        batching,
+        batch: batching.map_or("-", Batching::name),
+        batching: batching.is_some_and(|b| b != Batching::Off),
         mode: if system == "weft" { "direct" } else { "-" }.to_string(),
         calls: m.calls,
         seconds: m.seconds,
@@ -872,7 +878,7 @@ fn ratios(med: &[Summary]) {
         }
         eprintln!("\nweft against gRPC (tonic) over {glink}, same workload and concurrency, same run, medians:");
         eprintln!(
-            "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14} {:>14}",
+            "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>8} {:<10} {:>14} {:>14}",
             "link",
             "mix",
             "clients",
@@ -887,14 +893,14 @@ fn ratios(med: &[Summary]) {
         for r in rows.iter().filter(|r| r.system == "weft") {
             if let Some(g) = grpc.get(&(r.mix.clone(), r.clients, r.outstanding, r.size)) {
                 eprintln!(
-                    "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>5} {:<10} {:>14.1} {:>14.3}",
+                    "{:<4} {:<8} {:>7} {:>11} {:>4} {:>8} {:>8} {:<10} {:>14.1} {:>14.3}",
                     r.link,
                     r.mix,
                     r.clients,
                     r.outstanding,
                     r.size,
                     r.clusters,
-                    if r.batching { "on" } else { "off" },
+                    r.batch,
                     r.mode,
                     r.ops_per_s / g.ops_per_s.max(1e-9),
                     r.p50_us / g.p50_us.max(1e-9)
@@ -961,7 +967,7 @@ fn weft_run(
     addr: SocketAddr,
     mix: &str,
     (clients, outstanding, size): (usize, usize, usize),
-    (batching, dispatched): (bool, bool),
+    (batching, dispatched): (Batching, bool),
     knobs: Knobs,
     warm: Duration,
     secs: Duration,
@@ -1381,7 +1387,7 @@ mod tests {
             1,
             32,
             1,
-            false,
+            (system == "weft").then_some(Batching::Adaptive),
             Measured::default(),
         );
         row.round = round;

@@ -14,8 +14,12 @@
 //!   and streams: callers sleep, many threads share a connection without contending
 //!   for the queue.
 //! - **Credits.** At most `credits` messages are unanswered (see `conn.rs`); calls
-//!   beyond that wait in a send queue and leave as answers return credits. With
-//!   batching on, queued calls leave together, many frames to a message (DaRPC §6.1).
+//!   beyond that wait in a send queue and leave as answers return credits.
+//! - **Batching** ([`Batching`], DaRPC §6.1): queued calls leave together, many frames
+//!   to a message. By default it follows the load: a call leaves at once while nothing
+//!   is unanswered, and waits for the next flush (a waiting caller, an answer) while
+//!   something is, so a lone call pays no batching delay and calls issued under load
+//!   share messages.
 //! - **Deadlines** travel with each request (as a budget) and are enforced at both
 //!   ends. **Keepalive:** while calls wait and the server has been silent for
 //!   `keepalive`, a PING goes out; no answer within `keepalive_timeout` and the
@@ -58,6 +62,67 @@ pub enum Mode {
     Dispatched,
 }
 
+/// When a client's calls leave together in one message (many request frames to a
+/// SEND; the server answers a message with one message). What batching saves is a
+/// message's fixed cost at both ends (a SEND, its completion, a receive re-posted, on
+/// udp a datagram through the kernel each way); what it costs is the wait of a call
+/// held for company.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Batching {
+    /// Every call leaves in a message of its own, at once while credits last.
+    Off,
+    /// Batching that follows the load (Nagle's rule for messages): a call leaves at
+    /// once while nothing is unanswered on the connection; while something is, it
+    /// waits in the send queue and leaves with the calls queued beside it at the
+    /// next flush: when a caller waits, when an answer comes back (a credit), or when
+    /// `max_batch` frames are queued. A lone call (one outstanding) never waits; calls
+    /// issued faster than answers come back share messages, the more the busier the
+    /// connection.
+    #[default]
+    Adaptive,
+    /// Calls always wait for company: they leave when `max_batch` frames are queued
+    /// or a caller waits (DaRPC §6.1's batching). A lone call pays for the queue.
+    Always,
+}
+
+impl Batching {
+    /// Whether a call waits in the send queue when the connection has `unanswered`
+    /// messages out.
+    fn holds(self, unanswered: usize) -> bool {
+        match self {
+            Batching::Off => false,
+            Batching::Adaptive => unanswered > 0,
+            Batching::Always => true,
+        }
+    }
+
+    /// Whether queued calls may share a message.
+    fn packs(self) -> bool {
+        self != Batching::Off
+    }
+
+    /// The policy's name: `off`, `adaptive` or `on` (what [`str::parse`] takes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Batching::Off => "off",
+            Batching::Adaptive => "adaptive",
+            Batching::Always => "on",
+        }
+    }
+}
+
+impl std::str::FromStr for Batching {
+    type Err = String;
+
+    /// `off`, `adaptive` or `on` (static batching, [`Batching::Always`]).
+    fn from_str(s: &str) -> Result<Batching, String> {
+        [Batching::Off, Batching::Adaptive, Batching::Always]
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| format!("unknown batching {s:?} (off, adaptive or on)"))
+    }
+}
+
 /// How a client is set up.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -70,9 +135,9 @@ pub struct ClientConfig {
     pub ring: usize,
     /// Bytes per receive buffer; larger answers come by rendezvous.
     pub buffer_size: usize,
-    /// Send queued calls together, up to `max_batch` frames a message.
-    pub batching: bool,
-    /// Frames per message with batching.
+    /// When calls leave together, up to `max_batch` frames a message.
+    pub batching: Batching,
+    /// Frames per message when calls leave together.
     pub max_batch: usize,
     /// Ping a server that has been silent this long while calls wait.
     pub keepalive: Duration,
@@ -96,15 +161,16 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// Defaults for `link`: direct mode, engine thread, 32 × 4 KiB buffers, no
-    /// batching, keepalive after 1 s of silence, dead after 3 s more.
+    /// Defaults for `link`: direct mode, engine thread, 32 × 4 KiB buffers, batching
+    /// that follows the load ([`Batching::Adaptive`]), keepalive after 1 s of silence,
+    /// dead after 3 s more.
     pub fn new(link: LinkKind) -> ClientConfig {
         ClientConfig {
             device: DeviceOptions::new(link),
             mode: Mode::Direct,
             ring: 32,
             buffer_size: 4096,
-            batching: false,
+            batching: Batching::Adaptive,
             max_batch: 16,
             keepalive: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(3),
@@ -125,6 +191,9 @@ pub struct ClientStats {
     pub messages_sent: u64,
     /// Request frames sent.
     pub requests_sent: u64,
+    /// Calls the batching policy held in the send queue for company
+    /// ([`ClientConfig::batching`]).
+    pub held: u64,
     /// Answers received.
     pub messages_received: u64,
     /// CANCELs sent.
@@ -604,10 +673,14 @@ impl Inner {
 }
 
 impl Conn {
-    /// Queue one frame; send what credits allow (with batching, only once a batch
-    /// is full — waiting callers flush the rest).
+    /// Queue one frame; send what credits allow, unless the batching policy holds it
+    /// for company (then a waiting caller, an answer or a full batch flushes it).
     fn enqueue(&mut self, inner: &Inner, frame: &[u8], call: Option<u64>) {
-        if !inner.cfg.batching
+        let hold = inner
+            .cfg
+            .batching
+            .holds(self.max_credits.saturating_sub(self.credits));
+        if !hold
             && self.backlog.is_empty()
             && self.credits > 0
             && frame.len() <= self.bufs.eager_max()
@@ -627,14 +700,17 @@ impl Conn {
             bytes: frame.to_vec(),
             call,
         });
-        if !inner.cfg.batching || self.backlog.len() >= inner.cfg.max_batch {
+        if hold {
+            self.stats.held += 1;
+        }
+        if !hold || self.backlog.len() >= inner.cfg.max_batch {
             self.flush(inner);
         }
     }
 
     /// Send queued frames while credits last.
     fn flush(&mut self, inner: &Inner) {
-        let max_frames = if inner.cfg.batching {
+        let max_frames = if inner.cfg.batching.packs() {
             inner.cfg.max_batch
         } else {
             1
@@ -1158,7 +1234,7 @@ impl Future for Call {
                 c.flush(&inner);
                 c.drive(&inner);
             }
-        } else if inner.cfg.batching {
+        } else if inner.cfg.batching.packs() {
             // Queued calls leave when someone waits.
             c.flush(&inner);
         }
@@ -1299,7 +1375,7 @@ impl CallStream {
         let inner = &self.client.inner;
         let yield_now = {
             let mut c = lock(&inner.conn);
-            if inner.cfg.batching {
+            if inner.cfg.batching.packs() {
                 c.flush(inner);
             }
             inner.cfg.mode == Mode::Direct && {

@@ -50,7 +50,7 @@ mod server;
 mod service;
 mod status;
 
-pub use client::{Call, CallStream, Client, ClientConfig, ClientStats, Mode, TypedCall};
+pub use client::{Batching, Call, CallStream, Client, ClientConfig, ClientStats, Mode, TypedCall};
 pub use conn::{DeviceOptions, HelloError, MIN_BUFFER};
 pub use idle::IdleSpin;
 pub use server::{ClusterStats, Server, ServerConfig, ServerStats};

@@ -118,6 +118,7 @@ struct Counters {
     cancelled: AtomicU64,
     stolen: AtomicU64,
     pooled: AtomicU64,
+    split: AtomicU64,
     rendezvous_in: AtomicU64,
     rendezvous_out: AtomicU64,
     pings: AtomicU64,
@@ -148,10 +149,14 @@ pub struct ServerStats {
     pub deadline_exceeded: u64,
     /// Requests cancelled before they ran.
     pub cancelled: u64,
-    /// Messages run by a head other than their connection's.
+    /// Messages, or parts of split ones, run by a head other than their
+    /// connection's.
     pub stolen: u64,
     /// Messages run on the worker pool.
     pub pooled: u64,
+    /// Messages of many requests (a batching client's) run in parts on several
+    /// threads, the pool's workers or the heads, and answered as one.
+    pub split: u64,
     /// Messages received by RDMA READ (larger than a receive buffer).
     pub rendezvous_in: u64,
     /// Replies sent by rendezvous.
@@ -215,13 +220,79 @@ struct Tx {
     bufs: Buffers,
 }
 
-/// A message to run off its head.
+/// A message, or a part of one, to run off its head.
 #[derive(Debug)]
 struct Job {
     conn: Arc<ConnShared>,
     msg: Vec<u8>,
     arrived: Instant,
     requests: usize,
+    /// A part of a message split across threads: whose replies to join, and which
+    /// part this is.
+    part: Option<(Arc<Gather>, usize)>,
+}
+
+/// The replies of a message whose requests run in parts on several threads (a
+/// batched message's requests on the worker pool or shared between heads): the
+/// protocol answers a message with one message, so that answer leaves when the
+/// last part is done, with the parts' replies in the message's order.
+#[derive(Debug)]
+struct Gather {
+    /// Each part's reply frames, and the parts still running.
+    parts: Mutex<(Vec<Vec<u8>>, usize)>,
+}
+
+impl Gather {
+    fn new(parts: usize) -> Arc<Gather> {
+        Arc::new(Gather {
+            parts: Mutex::new((vec![Vec::new(); parts], parts)),
+        })
+    }
+
+    /// Part `i` is done with `reply`: the whole answer when it was the last.
+    fn done(&self, i: usize, reply: &[u8]) -> Option<Vec<u8>> {
+        let mut g = lock(&self.parts);
+        let (replies, left) = &mut *g;
+        if let Some(r) = replies.get_mut(i) {
+            r.extend_from_slice(reply);
+        }
+        *left = left.saturating_sub(1);
+        if *left > 0 {
+            return None;
+        }
+        let mut all = replies.concat();
+        finish_reply(&mut all);
+        Some(all)
+    }
+}
+
+/// The frames of `msg` in at most `parts` runs of consecutive frames with about
+/// equal numbers of requests, each run with its request count. Every run holds a
+/// request (frames of other kinds travel with the run before them, or the first).
+/// Malformed frames are left out: callers split only messages that surveyed clean.
+fn split(msg: &[u8], parts: usize) -> Vec<(Vec<u8>, usize)> {
+    let requests = frames(msg)
+        .flatten()
+        .filter(|f| f.header.kind == Kind::REQUEST)
+        .count();
+    let per = requests.div_ceil(parts.max(1)).max(1);
+    let mut runs: Vec<(Vec<u8>, usize)> = vec![(Vec::with_capacity(msg.len()), 0)];
+    let mut seen = 0;
+    for f in frames(msg).flatten() {
+        let is_request = f.header.kind == Kind::REQUEST;
+        let full = runs.last().is_some_and(|r| r.1 >= per);
+        if is_request && full && seen < requests {
+            runs.push((Vec::new(), 0));
+        }
+        if let Some(run) = runs.last_mut() {
+            f.header.emit(f.payload, &mut run.0);
+            if is_request {
+                run.1 += 1;
+                seen += 1;
+            }
+        }
+    }
+    runs
 }
 
 #[derive(Debug)]
@@ -441,6 +512,7 @@ impl Server {
             cancelled: g(&c.cancelled),
             stolen: g(&c.stolen),
             pooled: g(&c.pooled),
+            split: g(&c.split),
             rendezvous_in: g(&c.rendezvous_in),
             rendezvous_out: g(&c.rendezvous_out),
             pings: g(&c.pings),
@@ -1150,6 +1222,11 @@ fn on_message(
     s.counters
         .requests
         .fetch_add(v.requests as u64, Ordering::Relaxed);
+    // A batched message with a backlog's worth of requests is shared between the
+    // heads like a backlog of messages: batching must not cost the server its
+    // parallelism.
+    let stealing = s.cfg.work_stealing && s.clusters.len() > 1;
+    let give_away = give_away || (stealing && v.requests >= STEAL_BACKLOG);
     let off_head = v.blocking || give_away;
     if off_head && v.requests > 0 {
         if s.in_flight.load(Ordering::Relaxed) + v.requests > s.cfg.max_in_flight {
@@ -1165,19 +1242,49 @@ fn on_message(
                 }
             }
         }
-        let job = Job {
-            conn: Arc::clone(c),
-            msg: msg.to_vec(),
-            arrived,
-            requests: v.requests,
+        // Many requests in one message (the client batched them) run in parts, one
+        // per thread that can take them: the pool's workers, or the heads.
+        let threads = if v.blocking {
+            s.cfg.workers
+        } else {
+            s.clusters.len()
         };
+        let parts = threads.min(v.requests).max(1);
+        let jobs: Vec<Job> = if parts > 1 {
+            s.counters.split.fetch_add(1, Ordering::Relaxed);
+            let runs = split(msg, parts);
+            let gather = Gather::new(runs.len());
+            runs.into_iter()
+                .enumerate()
+                .map(|(i, (bytes, requests))| Job {
+                    conn: Arc::clone(c),
+                    msg: bytes,
+                    arrived,
+                    requests,
+                    part: Some((Arc::clone(&gather), i)),
+                })
+                .collect()
+        } else {
+            vec![Job {
+                conn: Arc::clone(c),
+                msg: msg.to_vec(),
+                arrived,
+                requests: v.requests,
+                part: None,
+            }]
+        };
+        let n = jobs.len();
         if v.blocking {
             s.counters.pooled.fetch_add(1, Ordering::Relaxed);
-            lock(&s.pool).push_back(job);
-            s.pool_cv.notify_one();
+            lock(&s.pool).extend(jobs);
+            if n > 1 {
+                s.pool_cv.notify_all();
+            } else {
+                s.pool_cv.notify_one();
+            }
         } else {
-            lock(&s.steal).push_back(job);
-            s.steal_len.fetch_add(1, Ordering::Relaxed);
+            lock(&s.steal).extend(jobs);
+            s.steal_len.fetch_add(n, Ordering::Relaxed);
             for (i, other) in s.clusters.iter().enumerate() {
                 if i != ci {
                     if let Some(t) = lock(&other.thread).as_ref() {
@@ -1189,6 +1296,7 @@ fn on_message(
         return None;
     }
     execute(s, c, ci, msg, arrived, scratch, false);
+    finish_reply(&mut scratch.reply);
     send_reply(s, c, &scratch.reply, true);
     None
 }
@@ -1242,7 +1350,8 @@ fn finish_reply(reply: &mut Vec<u8>) {
     }
 }
 
-/// Run every frame of `msg`, leaving the one reply message in `scratch.reply`.
+/// Run every frame of `msg`, leaving their reply frames in `scratch.reply` (the
+/// caller completes the reply with [`finish_reply`]).
 fn execute(
     s: &Shared,
     c: &ConnShared,
@@ -1320,7 +1429,6 @@ fn execute(
             }
         }
     }
-    finish_reply(reply);
 }
 
 /// Post the one reply to a message; a reply larger than the client's buffer goes by
@@ -1385,7 +1493,18 @@ fn run_job(s: &Shared, job: Job, head: Option<usize>, scratch: &mut Scratch) {
         }
     }
     s.in_flight.fetch_sub(job.requests, Ordering::Relaxed);
-    send_reply(s, &job.conn, &scratch.reply, head == Some(job.conn.cluster));
+    let on_head = head == Some(job.conn.cluster);
+    match &job.part {
+        None => {
+            finish_reply(&mut scratch.reply);
+            send_reply(s, &job.conn, &scratch.reply, on_head);
+        }
+        Some((gather, i)) => {
+            if let Some(all) = gather.done(*i, &scratch.reply) {
+                send_reply(s, &job.conn, &all, on_head);
+            }
+        }
+    }
 }
 
 fn worker(s: &Arc<Shared>) {
@@ -1433,5 +1552,69 @@ mod tests {
         mixed.extend(frame(Kind::REQUEST, 1));
         let v = survey(&mixed, false, |_| false);
         assert_eq!((v.pings, v.frames, v.requests), (1, 2, 1));
+    }
+
+    fn request(id: u64, payload: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        let mut h = Header::new(Kind::REQUEST, id);
+        h.code = 7;
+        h.emit(payload, &mut b);
+        b
+    }
+
+    /// The requests' ids of a run, in order.
+    fn ids(run: &[u8]) -> Vec<u64> {
+        frames(run)
+            .flatten()
+            .filter(|f| f.header.kind == Kind::REQUEST)
+            .map(|f| f.header.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_split_keeps_every_frame_once_in_order_in_runs_of_equal_requests() {
+        // Seven requests with a CANCEL among them, payloads of several lengths.
+        let mut msg = Vec::new();
+        for id in 1..=7u64 {
+            msg.extend(request(id, &vec![id as u8; id as usize * 3]));
+            if id == 3 {
+                msg.extend(frame(Kind::CANCEL, 99));
+            }
+        }
+        for parts in 1..=9 {
+            let runs = split(&msg, parts);
+            let per = 7usize.div_ceil(parts);
+            assert_eq!(runs.len(), 7usize.div_ceil(per), "{parts} parts");
+            assert!(runs.len() <= parts);
+            // Nothing lost, nothing reordered: the runs put together are the message.
+            assert_eq!(
+                runs.iter()
+                    .map(|r| r.0.clone())
+                    .collect::<Vec<_>>()
+                    .concat(),
+                msg
+            );
+            let per = 7usize.div_ceil(parts);
+            for (bytes, n) in &runs {
+                assert_eq!(ids(bytes).len(), *n);
+                assert!(*n >= 1 && *n <= per, "{parts} parts: a run of {n}");
+            }
+        }
+        assert_eq!(ids(&split(&msg, 3)[1].0), vec![4, 5, 6]);
+    }
+
+    #[test]
+    fn gathered_parts_answer_once_in_the_messages_order() {
+        let g = Gather::new(3);
+        assert_eq!(g.done(2, &request(3, b"c")), None);
+        assert_eq!(g.done(0, &request(1, b"a")), None);
+        let all = g.done(1, &request(2, b"b")).expect("the last part answers");
+        assert_eq!(ids(&all), vec![1, 2, 3]);
+        // Parts that replied nothing (every call cancelled) still make a message.
+        let g = Gather::new(2);
+        assert_eq!(g.done(0, &[]), None);
+        let all = g.done(1, &[]).expect("answered");
+        let f: Vec<_> = frames(&all).flatten().map(|f| f.header.kind).collect();
+        assert_eq!(f, vec![Kind::ACK]);
     }
 }

@@ -11,7 +11,7 @@ mod namenode;
 use common::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use weft_rpc::{block_on, Code, LinkKind, Mode, Progress};
+use weft_rpc::{block_on, Batching, Code, LinkKind, Mode, Progress};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -142,7 +142,7 @@ fn per_connection_ordering_shm() {
 /// (some of them large too, moved by READ the other way), in the order they were
 /// sent. A large request used to run only when its READ finished, after the small
 /// requests behind it had run and been answered.
-fn large_and_small_in_order(kind: LinkKind, mode: Mode, batching: bool, progress: Progress) {
+fn large_and_small_in_order(kind: LinkKind, mode: Mode, batching: Batching, progress: Progress) {
     let (s, probe) = server_with(kind, |c| {
         c.buffer_size = 1024;
         c.device.progress = progress;
@@ -198,17 +198,27 @@ fn large_and_small_in_order(kind: LinkKind, mode: Mode, batching: bool, progress
 
 #[test]
 fn large_requests_keep_their_place_in_order_udp() {
-    large_and_small_in_order(LinkKind::Udp, Mode::Direct, false, Progress::Thread);
+    large_and_small_in_order(
+        LinkKind::Udp,
+        Mode::Direct,
+        Batching::Adaptive,
+        Progress::Thread,
+    );
 }
 
 #[test]
 fn large_requests_keep_their_place_in_order_shm() {
-    large_and_small_in_order(LinkKind::Shm, Mode::Direct, false, Progress::Thread);
+    large_and_small_in_order(LinkKind::Shm, Mode::Direct, Batching::Off, Progress::Thread);
 }
 
 #[test]
 fn large_requests_keep_their_place_in_order_batched_dispatched_shm_inline_progress() {
-    large_and_small_in_order(LinkKind::Shm, Mode::Dispatched, true, Progress::Inline);
+    large_and_small_in_order(
+        LinkKind::Shm,
+        Mode::Dispatched,
+        Batching::Always,
+        Progress::Inline,
+    );
 }
 
 fn deadlines(kind: LinkKind) {
@@ -489,7 +499,7 @@ fn batching_packs_many_calls_into_one_message() {
     let kind = LinkKind::Shm;
     let (s, _) = server(kind);
     let c = client_with(kind, s.local_addr(), |c| {
-        c.batching = true;
+        c.batching = Batching::Always;
         c.max_batch = 16;
     });
     let mut st = c.stream();
@@ -508,6 +518,89 @@ fn batching_packs_many_calls_into_one_message() {
     assert!(s.stats().messages <= 32);
     // A future alone is sent when it is waited on.
     assert_eq!(c.call(ECHO, b"solo").wait().unwrap(), b"solo");
+}
+
+/// The default batching follows the load: a lone call leaves at once in a message of
+/// its own (it never waits for company), while calls issued back to back with answers
+/// outstanding share messages; with batching off every call is a message.
+#[test]
+fn adaptive_batching_sends_lone_calls_at_once_and_packs_calls_under_load() {
+    let kind = LinkKind::Shm;
+    let (s, _) = server(kind);
+    let c = client_with(kind, s.local_addr(), |c| {
+        assert_eq!(c.batching, Batching::Adaptive, "the default");
+        c.max_batch = 16;
+    });
+    for i in 0..50u64 {
+        assert_eq!(
+            c.call(ECHO, &i.to_le_bytes()).wait().unwrap(),
+            i.to_le_bytes()
+        );
+    }
+    let lone = c.stats();
+    assert_eq!(
+        (lone.messages_sent, lone.requests_sent, lone.held),
+        (50, 50, 0)
+    );
+    // Direct mode: answers are taken only when the caller waits, so after the
+    // first call leaves, something stays unanswered while the rest are issued.
+    let mut st = c.stream();
+    for i in 0..256u64 {
+        st.call(ECHO, &i.to_le_bytes()).unwrap();
+    }
+    let mut got = 0;
+    while let Some((_, r)) = st.take() {
+        r.unwrap();
+        got += 1;
+    }
+    assert_eq!(got, 256);
+    let cs = c.stats();
+    assert_eq!(cs.requests_sent - lone.requests_sent, 256);
+    assert_eq!(cs.held - lone.held, 255, "{cs:?}");
+    assert!(cs.messages_sent - lone.messages_sent <= 1 + 16, "{cs:?}");
+
+    let off = client_with(kind, s.local_addr(), |c| c.batching = Batching::Off);
+    let mut st = off.stream();
+    for i in 0..256u64 {
+        st.call(ECHO, &i.to_le_bytes()).unwrap();
+    }
+    while let Some((_, r)) = st.take() {
+        r.unwrap();
+    }
+    let os = off.stats();
+    assert_eq!((os.messages_sent, os.requests_sent, os.held), (256, 256, 0));
+}
+
+/// Batching must not cost the server its parallelism: a message of many blocking
+/// calls runs in parts on the pool's workers and is still answered as one message.
+#[test]
+fn a_batched_message_of_blocking_calls_runs_on_every_worker() {
+    let kind = LinkKind::Shm;
+    let (s, probe) = server_with(kind, |c| c.workers = 2);
+    let c = client_with(kind, s.local_addr(), |c| c.batching = Batching::Always);
+    let mut st = c.stream();
+    for i in 0..8u64 {
+        st.call(SLEEP, &(20 + i).to_le_bytes()).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some((_, r)) = st.take() {
+        got.push(u64_of(&r.unwrap()));
+    }
+    got.sort_unstable();
+    assert_eq!(got, (20..28).collect::<Vec<u64>>());
+    let (cs, ss) = (c.stats(), s.stats());
+    assert_eq!((cs.requests_sent, cs.messages_sent), (8, 1), "{cs:?}");
+    assert_eq!(
+        (ss.split, ss.pooled, cs.messages_received),
+        (1, 1, 1),
+        "{ss:?}"
+    );
+    assert_eq!(probe.slept.load(Ordering::SeqCst), 8);
+    assert_eq!(
+        probe.most_sleeping.load(Ordering::SeqCst),
+        2,
+        "both workers ran"
+    );
 }
 
 #[test]

@@ -28,6 +28,9 @@ pub const SEQ_SHORT: u32 = 7;
 pub struct Probe {
     pub seq: Mutex<Vec<(u64, u64)>>,
     pub slept: AtomicU64,
+    /// `SLEEP` handlers running now, and the most that ever ran at once.
+    pub sleeping: AtomicU64,
+    pub most_sleeping: AtomicU64,
 }
 
 pub fn u64_of(b: &[u8]) -> u64 {
@@ -65,10 +68,13 @@ pub fn test_service(probe: &Arc<Probe>) -> Arc<dyn Service> {
             )
             .add(SLEEP, "sleep", Exec::Blocking, move |cx, req, resp| {
                 let ms = u64_of(req);
+                let now = p2.sleeping.fetch_add(1, Ordering::SeqCst) + 1;
+                p2.most_sleeping.fetch_max(now, Ordering::SeqCst);
                 let t = std::time::Instant::now();
                 while t.elapsed() < Duration::from_millis(ms) && !cx.is_cancelled() {
                     std::thread::sleep(Duration::from_millis(1));
                 }
+                p2.sleeping.fetch_sub(1, Ordering::SeqCst);
                 p2.slept.fetch_add(1, Ordering::SeqCst);
                 resp.extend_from_slice(req);
                 Ok(())
