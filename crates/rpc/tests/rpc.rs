@@ -494,6 +494,20 @@ fn clusters_take_connections_by_load_and_steal_work() {
     assert!(st.stolen >= 1, "{st:?}");
 }
 
+/// Issue `n` ECHO calls back to back on one stream, then take every answer.
+fn echo_stream(c: &weft_rpc::Client, n: u64) {
+    let mut st = c.stream();
+    for i in 0..n {
+        st.call(ECHO, &i.to_le_bytes()).unwrap();
+    }
+    let mut got = 0u64;
+    while let Some((_, r)) = st.take() {
+        assert_eq!(r.unwrap(), got.to_le_bytes(), "answers in order");
+        got += 1;
+    }
+    assert_eq!(got, n);
+}
+
 #[test]
 fn batching_packs_many_calls_into_one_message() {
     let kind = LinkKind::Shm;
@@ -502,16 +516,7 @@ fn batching_packs_many_calls_into_one_message() {
         c.batching = Batching::Always;
         c.max_batch = 16;
     });
-    let mut st = c.stream();
-    for i in 0..256u64 {
-        st.call(ECHO, &i.to_le_bytes()).unwrap();
-    }
-    let mut got = 0;
-    while let Some((_, r)) = st.take() {
-        r.unwrap();
-        got += 1;
-    }
-    assert_eq!(got, 256);
+    echo_stream(&c, 256);
     let cs = c.stats();
     assert_eq!(cs.requests_sent, 256);
     assert!(cs.messages_sent <= 32, "{cs:?}");
@@ -544,29 +549,14 @@ fn adaptive_batching_sends_lone_calls_at_once_and_packs_calls_under_load() {
     );
     // Direct mode: answers are taken only when the caller waits, so after the
     // first call leaves, something stays unanswered while the rest are issued.
-    let mut st = c.stream();
-    for i in 0..256u64 {
-        st.call(ECHO, &i.to_le_bytes()).unwrap();
-    }
-    let mut got = 0;
-    while let Some((_, r)) = st.take() {
-        r.unwrap();
-        got += 1;
-    }
-    assert_eq!(got, 256);
+    echo_stream(&c, 256);
     let cs = c.stats();
     assert_eq!(cs.requests_sent - lone.requests_sent, 256);
     assert_eq!(cs.held - lone.held, 255, "{cs:?}");
     assert!(cs.messages_sent - lone.messages_sent <= 1 + 16, "{cs:?}");
 
     let off = client_with(kind, s.local_addr(), |c| c.batching = Batching::Off);
-    let mut st = off.stream();
-    for i in 0..256u64 {
-        st.call(ECHO, &i.to_le_bytes()).unwrap();
-    }
-    while let Some((_, r)) = st.take() {
-        r.unwrap();
-    }
+    echo_stream(&off, 256);
     let os = off.stats();
     assert_eq!((os.messages_sent, os.requests_sent, os.held), (256, 256, 0));
 }
