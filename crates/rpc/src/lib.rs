@@ -15,7 +15,8 @@
 //! - [`Client`]: calls are futures ([`Call`]) for any executor; dropping one cancels
 //!   the call at the server; deadlines travel on the wire and are enforced at both
 //!   ends; [`CallStream`] keeps many calls outstanding (DaRPC's take/poll); direct
-//!   and dispatched completion processing ([`Mode`]); optional batching; keepalive.
+//!   and dispatched completion processing ([`Mode`]); batching that follows the load
+//!   ([`Batching`]); keepalive.
 //! - Services: the byte API ([`Service`], [`Handlers`]) or a typed trait from the
 //!   [`service!`] macro with the serde [`codec`].
 //! - Errors: [`Status`] with a typed [`Code`], an `std::error::Error`.
