@@ -3,8 +3,8 @@
 
 Runs `weft perf send-lat` (thread progress, --stats) N times per binary, binaries
 alternating run by run (A B A B ...), the server and the client as separate
-processes so that their --stats do not interleave on one stderr. Each run holds the
-exclusive quiet lock for itself only. One JSON row per run on stdout:
+processes so that their --stats do not interleave on one stderr. The lock is held
+for --hold rounds at a time (default 5). One JSON row per run on stdout:
 
   binary, run, link, p50/p90/p99 (one-way µs as weft perf prints them), the
   client's CPU per round trip from its report (measured rounds), both processes'
@@ -13,8 +13,10 @@ exclusive quiet lock for itself only. One JSON row per run on stdout:
   client's and the server's engine counters (standbys, takeovers, link_takeovers,
   quiet_gap_ns, watches, plus any *_why counters a binary prints).
 
-A run is classified bad when p90 > 2 x the median p90 of all runs of the same link
-(the good mode's p90 is about 4.3 us on udp; the bad mode's 13-18 us).
+A run is classified two ways: "slow" when p90 > 2 x the median p90 of all runs of
+the same link (the symptom: the good mode's p90 is about 4 us on udp, the bad
+mode's 13-20 us), and "watch" when either side counted at least 100 link takeovers
+(the mechanism; good runs count 0).
 
 usage: watchruns.py --link udp --runs 40 NAME=BINARY [NAME=BINARY ...] > rows.jsonl
        watchruns.py --summary rows.jsonl
@@ -109,18 +111,19 @@ def one_run(binary, link, iters, progress):
 
 def run(args):
     bins = [b.split("=", 1) for b in args.binaries]
+    lock = None
     for r in range(args.runs):
-        for name, path in bins:
-            # Hold the quiet lock for this one run only.
-            lock = open(LOCK)
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                row = one_run(path, args.link, args.iters, args.progress)
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            finally:
+        # Hold the quiet lock for --hold rounds at a time (each run is about a second).
+        if r % args.hold == 0:
+            if lock:
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 lock.close()
+            lock = open(LOCK)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        for name, path in bins:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            row = one_run(path, args.link, args.iters, args.progress)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # Both processes (the server is reaped too), whole lives.
             both_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             row["both_cpu_us_rtt_all"] = round(both_cpu * 1e6 / (args.iters + WARMUP), 3)
@@ -128,6 +131,9 @@ def run(args):
                        t=time.strftime("%H:%M:%S", time.gmtime()))
             print(json.dumps(row), flush=True)
             time.sleep(args.pause)
+    if lock:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
 
 
 def q(v, p):
@@ -143,10 +149,11 @@ def summary(path):
     for link, rs in by_link.items():
         ok = [r for r in rs if "p90" in r]
         med90 = statistics.median(r["p90"] for r in ok)
-        print(f"## {link}: {len(rs)} runs, bad = p90 > {2 * med90:.2f} us (2 x median p90)")
-        print("| binary | runs | bad | p50 med [min-max] | p90 med [min-max] | p99 med [min-max]"
-              " | CPU us/rtt client (report) | CPU us/rtt both (all) | client link_takeovers med [max] |")
-        print("| --- | ---: | ---: | --- | --- | --- | ---: | ---: | --- |")
+        print(f"## {link}: {len(rs)} runs, slow = p90 > {2 * med90:.2f} us (2 x median p90),"
+              " watch = >= 100 link takeovers on a side")
+        print("| binary | runs | slow | watch | p50 med [min-max] | p90 med [min-max] | p99 med [min-max]"
+              " | CPU us/rtt client (report) | CPU us/rtt both (all) | link takeovers, busier side, med [max] |")
+        print("| --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | --- |")
         names = []
         for r in rs:
             if r["binary"] not in names:
@@ -158,18 +165,23 @@ def summary(path):
                 v = [r[k] for r in b]
                 return f"{statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}]"
             both = [r["both_cpu_us_rtt_all"] for r in b]
-            lt = [r["cli"].get("link_takeovers", 0) for r in b]
-            print(f"| {n} | {len(b)} | {len(bad)} | {s('p50')} | {s('p90')} | {s('p99')} | "
+            lt = [max(r["cli"].get("link_takeovers", 0), r["srv"].get("link_takeovers", 0))
+                  for r in b]
+            watch = [x for x in lt if x >= 100]
+            print(f"| {n} | {len(b)} | {len(bad)} | {len(watch)} | {s('p50')} | {s('p90')} | {s('p99')} | "
                   f"{statistics.median(r['cli_cpu_us_rtt'] for r in b):.2f} | "
                   f"{statistics.median(both):.2f} | {statistics.median(lt):.0f} [{max(lt)}] |")
         print()
         for n in names:
             for r in ok:
-                if r["binary"] == n and r["p90"] > 2 * med90:
-                    c = r["cli"]
-                    print(f"bad {n} run {r['run']}: p50 {r['p50']} p90 {r['p90']} p99 {r['p99']}"
-                          f" cli takeovers {c.get('takeovers')} link {c.get('link_takeovers')}"
-                          f" gap {c.get('quiet_gap_ns')} | {json.dumps(c)}")
+                lk = max(r["cli"].get("link_takeovers", 0), r["srv"].get("link_takeovers", 0))
+                if r["binary"] == n and (r["p90"] > 2 * med90 or lk >= 100):
+                    def brief(c):
+                        return (f"takeovers {c.get('takeovers')} link {c.get('link_takeovers')}"
+                                f" arms {c.get('watch_arms', '-')} rearms {c.get('watch_rearms', '-')}"
+                                f" gap {c.get('quiet_gap_ns')}")
+                    print(f"- {n} run {r['run']}: p50 {r['p50']} p90 {r['p90']} p99 {r['p99']};"
+                          f" client {brief(r['cli'])}; server {brief(r['srv'])}")
         print()
 
 
@@ -180,6 +192,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--progress", default="thread")
     ap.add_argument("--pause", type=float, default=0.2)
+    ap.add_argument("--hold", type=int, default=5, help="rounds per hold of the lock")
     ap.add_argument("--summary")
     ap.add_argument("binaries", nargs="*")
     a = ap.parse_args()
