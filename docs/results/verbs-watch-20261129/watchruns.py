@@ -63,10 +63,10 @@ def engine_counters(text):
     return out
 
 
-def one_run(binary, link, iters, progress):
+def one_run(binary, link, iters, progress, test="send-lat"):
     common = ["--link", link, "--size", "64", "--progress", progress, "--stats"]
     srv = subprocess.Popen(
-        [binary, "perf", "send-lat", "--port", "0", "--idle-timeout", "20", *common],
+        [binary, "perf", test, "--port", "0", "--idle-timeout", "20", *common],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -83,7 +83,7 @@ def one_run(binary, link, iters, progress):
     t0 = time.time()
     cpu_srv0 = proc_cpu_s(srv.pid)
     cli = subprocess.run(
-        ["timeout", "60", binary, "perf", "send-lat", "127.0.0.1", "--port", port,
+        ["timeout", "60", binary, "perf", test, "127.0.0.1", "--port", port,
          "-n", str(iters), *common],
         capture_output=True,
         text=True,
@@ -122,12 +122,12 @@ def run(args):
             fcntl.flock(lock, fcntl.LOCK_EX)
         for name, path in bins:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            row = one_run(path, args.link, args.iters, args.progress)
+            row = one_run(path, args.link, args.iters, args.progress, args.test)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # Both processes (the server is reaped too), whole lives.
             both_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             row["both_cpu_us_rtt_all"] = round(both_cpu * 1e6 / (args.iters + WARMUP), 3)
-            row.update(binary=name, run=r, link=args.link, progress=args.progress,
+            row.update(binary=name, run=r, link=args.link, test=args.test, progress=args.progress,
                        t=time.strftime("%H:%M:%S", time.gmtime()))
             print(json.dumps(row), flush=True)
             time.sleep(args.pause)
@@ -188,6 +188,7 @@ def summary(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--link", default="udp")
+    ap.add_argument("--test", default="send-lat", help="any latency test of weft perf")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--progress", default="thread")
