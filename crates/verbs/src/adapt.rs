@@ -328,9 +328,10 @@ impl SpinBudget {
 ///   nothing: wait a quarter longer next time ([`QuietGap::app_still_polling`]);
 /// - a takeover after which the application came back before the engine found any
 ///   work: likewise ([`QuietGap::takeover_idle`]);
-/// - a takeover after which the engine found work before the application came back
-///   (the application waits on the engine, e.g. spinning on memory for a WRITE):
-///   halve it ([`QuietGap::takeover_served`]).
+/// - a takeover after which the engine found work before the application came back,
+///   and which found it gone off with its completions (it waits on the engine, e.g.
+///   spinning on memory for a WRITE): halve it ([`QuietGap::takeover_served`]; one
+///   that found it preempted in its polling loop leaves the gap as it is).
 ///
 /// So an application that polls for everything it waits for pushes the gap to
 /// [`QuietGap::MAX`] (a wake-up per millisecond at most), and one that stops polling
@@ -341,8 +342,10 @@ impl SpinBudget {
 /// (a gap of 100 µs was a 135 µs `ib_write_lat` over udp). So the quiet gap also
 /// learns whether to watch the link while standing by ([`QuietGap::watch_link`]):
 /// armed by a takeover that served the application, disarmed after a few arrivals
-/// that the application was polling for anyway ([`QuietGap::arrival_while_polling`]),
-/// so an application that polls for everything pays no wake-up per message.
+/// that the application was polling for anyway ([`QuietGap::arrival_while_polling`])
+/// or after which a served takeover found it preempted in its polling loop
+/// ([`QuietGap::takeover_served`]), so an application that polls for everything pays
+/// no wake-up per message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QuietGap {
     gap: Duration,
@@ -392,10 +395,28 @@ impl QuietGap {
     /// waits on the engine (arms the link watch); otherwise it was only preempted in
     /// its polling loop, and arming the watch then would let the watch's own
     /// wake-ups, preempting it, re-arm the watch.
+    ///
+    /// A served takeover that found the application preempted in its polling loop
+    /// also counts against an armed watch, as an arrival it polled for does: the
+    /// application polls for its arrivals, and only lost its core. On a machine with
+    /// no idle core, the watch's own wake-up for an arrival is what takes the core
+    /// from a spinning application (or its peer), so each such arrival then found it
+    /// not polling: counted as nothing, they kept the watch armed for a whole run
+    /// (1 000–3 000 link takeovers in 20 000 udp round trips, the p90 three to four
+    /// times the good runs'; docs/results/verbs.md, "The link watch that stayed
+    /// armed").
+    ///
+    /// Nor does such a takeover halve the gap: the application will poll again once
+    /// it has its core back, and on a machine with no idle core the thread's own
+    /// timed wake-ups are what take the core from it. Halving on them held the gap at
+    /// its 10 µs floor for whole runs once the watch was gone (1 200–1 700 takeovers
+    /// in 20 000 round trips, the same p90 as the armed watch's).
     pub(crate) fn takeover_served(&mut self, left: bool) {
-        self.gap = (self.gap / 2).max(QuietGap::MIN);
         if left {
+            self.gap = (self.gap / 2).max(QuietGap::MIN);
             self.watch = QuietGap::WATCH_ARRIVALS;
+        } else {
+            self.watch = self.watch.saturating_sub(1);
         }
     }
 
@@ -823,7 +844,7 @@ mod tests {
         q.arrival_while_polling();
         assert!(!q.watch_link());
         // A takeover that found the application preempted in its polling loop
-        // halves the gap but does not arm the watch.
+        // neither halves the gap nor arms the watch.
         let before = q.get();
         q.takeover_served(false);
         assert!(!q.watch_link());
@@ -834,6 +855,63 @@ mod tests {
         for _ in 0..100 {
             q.arrival_while_polling();
             q.takeover_served(true);
+            assert!(q.watch_link());
+        }
+    }
+
+    /// The bad mode of issues 13/16: two spinning ping-pong programs on two cores,
+    /// the watch armed once. Each arrival wakes the engine thread, whose wake-up takes
+    /// a core from a spinning application: the application has not polled for 3 µs,
+    /// so the arrival is a link takeover, served, and it found the application in
+    /// its polling loop (its last poll was empty). Such takeovers must disarm the
+    /// watch as polled arrivals do; counted as nothing, every arrival of the run was
+    /// a takeover.
+    #[test]
+    fn takeovers_that_found_the_application_preempted_in_its_loop_disarm_the_watch() {
+        let mut q = QuietGap::default();
+        q.takeover_served(true);
+        assert!(q.watch_link());
+        let mut takeovers = 0;
+        while q.watch_link() && takeovers < 1000 {
+            // An arrival the application was not polling for at that moment
+            // (preempted), served by the takeover.
+            q.takeover_served(false);
+            takeovers += 1;
+        }
+        assert_eq!(
+            takeovers,
+            usize::from(QuietGap::WATCH_ARRIVALS),
+            "the watch stayed armed through {takeovers} takeovers of a polling application"
+        );
+        // Nor do they pull the gap down: the thread's own wake-ups every gap would
+        // then preempt the application and confirm themselves.
+        for _ in 0..10 {
+            q.app_still_polling();
+        }
+        let before = q.get();
+        assert!(before > QuietGap::MIN);
+        for _ in 0..100 {
+            q.takeover_served(false);
+        }
+        assert_eq!(
+            q.get(),
+            before,
+            "takeovers of a preempted application halved the gap"
+        );
+        // Mixed with arrivals it polled for: disarmed sooner, never later.
+        let mut q = QuietGap::default();
+        q.takeover_served(true);
+        for _ in 0..QuietGap::WATCH_ARRIVALS / 2 {
+            q.arrival_while_polling();
+            q.takeover_served(false);
+        }
+        assert!(!q.watch_link());
+        // An application that waits on the engine (ib_write_lat) re-arms it with
+        // every WRITE it leaves to the engine, whatever else happens in the round.
+        let mut q = QuietGap::default();
+        for _ in 0..100 {
+            q.takeover_served(true);
+            q.takeover_served(false);
             assert!(q.watch_link());
         }
     }

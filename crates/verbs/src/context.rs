@@ -331,6 +331,23 @@ impl Context {
                 standbys: self.inner.shared.standbys.load(Ordering::Relaxed),
                 takeovers: self.inner.shared.takeovers.load(Ordering::Relaxed),
                 link_takeovers: self.inner.shared.link_takeovers.load(Ordering::Relaxed),
+                link_takeovers_stale: self
+                    .inner
+                    .shared
+                    .link_takeovers_stale
+                    .load(Ordering::Relaxed),
+                link_takeovers_left: self
+                    .inner
+                    .shared
+                    .link_takeovers_left
+                    .load(Ordering::Relaxed),
+                link_takeovers_posted: self
+                    .inner
+                    .shared
+                    .link_takeovers_posted
+                    .load(Ordering::Relaxed),
+                watch_arms: self.inner.shared.watch_arms.load(Ordering::Relaxed),
+                watch_rearms: self.inner.shared.watch_rearms.load(Ordering::Relaxed),
                 quiet_gap_ns: self.inner.shared.quiet_gap_ns.load(Ordering::Relaxed),
                 watches: self.inner.shared.watches.load(Ordering::Relaxed),
                 ..e.stats()

@@ -181,6 +181,22 @@ pub struct EngineStats {
     /// the application had stopped polling (a takeover had served it before:
     /// docs/verbs.md, "Progress").
     pub link_takeovers: u64,
+    /// Of the link takeovers, those whose arrival the application had already taken
+    /// when the thread looked (the socket no longer readable: its readiness was
+    /// stale by the thread's wake-up).
+    pub link_takeovers_stale: u64,
+    /// Of the link takeovers, those that found the application gone off with its
+    /// completions (not polled empty since it took them).
+    pub link_takeovers_left: u64,
+    /// Of the link takeovers, those that found the application's posts waiting for a
+    /// pass (work the takeover's pass then finds, though the application made it).
+    pub link_takeovers_posted: u64,
+    /// Takeovers that armed (or re-armed) the link watch: the engine found work
+    /// before the application came back, and the application had gone off with its
+    /// completions.
+    pub watch_arms: u64,
+    /// Of those, arms after a link takeover (an armed watch re-arming itself).
+    pub watch_rearms: u64,
     /// The learned quiet gap, in nanoseconds (docs/verbs.md, "Progress").
     pub quiet_gap_ns: u64,
     /// Waits of at most a quiet gap on the doorbell and the link (udp) that the idle
@@ -1069,6 +1085,16 @@ pub(crate) struct Shared {
     pub(crate) takeovers: AtomicU64,
     /// Takeovers for a packet on the link ([`EngineStats::link_takeovers`]).
     pub(crate) link_takeovers: AtomicU64,
+    /// [`EngineStats::link_takeovers_stale`].
+    pub(crate) link_takeovers_stale: AtomicU64,
+    /// [`EngineStats::link_takeovers_left`].
+    pub(crate) link_takeovers_left: AtomicU64,
+    /// [`EngineStats::link_takeovers_posted`].
+    pub(crate) link_takeovers_posted: AtomicU64,
+    /// [`EngineStats::watch_arms`].
+    pub(crate) watch_arms: AtomicU64,
+    /// [`EngineStats::watch_rearms`].
+    pub(crate) watch_rearms: AtomicU64,
     /// Waits on the doorbell and the link without the engine ([`EngineStats::watches`]).
     pub(crate) watches: AtomicU64,
     /// The learned quiet gap in ns ([`EngineStats::quiet_gap_ns`]).
@@ -1154,6 +1180,11 @@ impl Shared {
             standbys: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             link_takeovers: AtomicU64::new(0),
+            link_takeovers_stale: AtomicU64::new(0),
+            link_takeovers_left: AtomicU64::new(0),
+            link_takeovers_posted: AtomicU64::new(0),
+            watch_arms: AtomicU64::new(0),
+            watch_rearms: AtomicU64::new(0),
             watches: AtomicU64::new(0),
             quiet_gap_ns: AtomicU64::new(QuietGap::default().get().as_nanos() as u64),
             link_fd,
@@ -1352,8 +1383,9 @@ impl Shared {
     /// thread wakes about once per gap; [`QuietGap`] makes those wake-ups rare for an
     /// application that polls for everything and the gap short for one that leaves
     /// one-sided operations to the engine.
-    fn stand_by(&self, quiet: &mut QuietGap) -> bool {
+    fn stand_by(&self, quiet: &mut QuietGap, by_link: &mut bool) -> bool {
         self.standbys.fetch_add(1, Ordering::Relaxed);
+        *by_link = false;
         self.standing_by.store(true, Ordering::SeqCst);
         let mut seen = self.app_polls.load(Ordering::Relaxed);
         // Posts seen while standing by count as activity from when they were seen.
@@ -1409,6 +1441,21 @@ impl Shared {
                     .saturating_sub(self.app_last_poll.load(Ordering::Relaxed));
                 if Duration::from_nanos(away) >= ARRIVAL_GRACE {
                     self.link_takeovers.fetch_add(1, Ordering::Relaxed);
+                    if let Some(l) = self.link_fd.as_ref() {
+                        let still =
+                            weft_link::wake::poll_readable_precise(&[l.as_fd()], Duration::ZERO)
+                                .unwrap_or(0);
+                        if still & 1 == 0 {
+                            self.link_takeovers_stale.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    if self.app_left.load(Ordering::Relaxed) {
+                        self.link_takeovers_left.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if self.posted.any.load(Ordering::Relaxed) {
+                        self.link_takeovers_posted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    *by_link = true;
                     break true;
                 }
                 quiet.arrival_while_polling();
@@ -1462,6 +1509,8 @@ impl Shared {
         // Whether that takeover found the application gone off with its completions
         // (waiting on the engine) rather than preempted in its polling loop.
         let mut left = false;
+        // Whether that takeover was for an arrival on the link (counters only).
+        let mut by_link = false;
         // The current idle period: when it began, its spin budget, whether it spins
         // the whole cap to measure, and the claim on a core while it spins.
         let mut idle_since: Option<std::time::Instant> = None;
@@ -1491,7 +1540,7 @@ impl Shared {
                     spinner = None;
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
-                    if self.stand_by(&mut quiet) {
+                    if self.stand_by(&mut quiet, &mut by_link) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
                         takeover_pending = true;
                         left = self.app_left.load(Ordering::Relaxed);
@@ -1510,6 +1559,12 @@ impl Shared {
             if g.progress() {
                 if takeover_pending {
                     quiet.takeover_served(left);
+                    if left {
+                        self.watch_arms.fetch_add(1, Ordering::Relaxed);
+                        if by_link {
+                            self.watch_rearms.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                     takeover_pending = false;
                 }
                 if let Some(since) = idle_since.take() {
