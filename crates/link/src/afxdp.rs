@@ -864,6 +864,27 @@ impl AfXdpLink {
         }
     }
 
+    /// Let up to `bytes` of sent frames be in flight (`SO_SNDBUFFORCE`, else
+    /// `SO_SNDBUF`, capped by `wmem_max`). In copy mode each frame is an skb charged
+    /// to the socket until the receiver frees it; with the default buffer (~200 KiB,
+    /// a few hundred small frames) a receiver that queues frames (veth with RPS)
+    /// slows the sender down instead of dropping them, which a traffic generator
+    /// must not allow.
+    pub fn set_send_buffer(&mut self, bytes: i32) -> io::Result<()> {
+        let Some(q) = self.queues.first() else {
+            return Ok(());
+        };
+        let fd = q.fd.as_raw_fd();
+        sys::set_int(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            bytes,
+            "SO_SNDBUFFORCE",
+        )
+        .or_else(|_| sys::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, bytes, "SO_SNDBUF"))
+    }
+
     /// The XSKMAP's file descriptor (for inspection with bpftool in tests).
     pub fn xsk_map_fd(&self) -> libc::c_int {
         self.redirect.map.as_raw_fd()
