@@ -13,7 +13,10 @@
 # KERNEL_OWN_CORE=1 adds rows "linux kernel, own core": kernel forwarding moved by
 # RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
 # generator's core does not forward too (see GEN_CPU below).
-# afxdp-native (AF_XDP with veth's native XDP hook). KERNEL=0 skips the
+# afxdp-native (AF_XDP with veth's native XDP hook), afxdp-rps (afxdp with the same
+# RPS as the kernel's own-core row: without it, veth delivers each frame in the
+# sender's system call, so the ingress port's generic XDP and its copy into the
+# UMEM run on the generator's core, GEN_CPU; with it, on weft's). KERNEL=0 skips the
 # kernel-forwarding rows. BUSY_POLL_US sets the router's `busy_poll_us`; XDP_RX_FRAMES
 # the AF_XDP ports' receive ring depth, `xdp_rx_frames` (scripts/netns-router.sh config).
 # ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
@@ -114,11 +117,18 @@ for ((round = 1; round <= ROUNDS; round++)); do
       afpacket | afpacket-v3) args=(afpacket) ;;
       afxdp) args=(afxdp generic) ;;
       afxdp-native) args=(afxdp native) ;;
+      afxdp-rps) args=(afxdp generic) ;;
       *) echo "unknown backend $backend" >&2; exit 2 ;;
     esac
     for arch in $ARCHS; do
       bash $NETNS up weft
       if [[ $SINK == 1 ]]; then bash $NETNS sink weft; fi
+      if [[ $backend == afxdp-rps ]]; then
+        # As for "linux kernel, own core": RPS queues the ingress veth's frames to
+        # ROUTER_CPU, so their receive (generic XDP, the copy into the UMEM) runs on
+        # weft's core, not in the generator's send call on GEN_CPU.
+        printf '%x' $((1 << ROUTER_CPU)) | ip netns exec weft-r tee /sys/class/net/weft-ra/queues/rx-0/rps_cpus >/dev/null
+      fi
       cfg=$(mktemp)
       {
         if [[ -n ${BUSY_POLL_US:-} ]]; then printf '[router]\nbusy_poll_us = %s\n\n' "$BUSY_POLL_US"; fi

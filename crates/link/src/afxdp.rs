@@ -51,6 +51,7 @@ const XDP_UMEM_REG: libc::c_int = 4;
 const XDP_UMEM_FILL_RING: libc::c_int = 5;
 const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
 const XDP_STATISTICS: libc::c_int = 7;
+const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
@@ -845,6 +846,43 @@ impl AfXdpLink {
     /// Receive queues this link serves.
     pub fn queues(&self) -> usize {
         self.queues.len()
+    }
+
+    /// Let one transmit `sendto` hand up to `frames` frames to the device
+    /// (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17) instead of the copy mode's 32, so a
+    /// long burst costs one system call. `frames` must lie between 32 and the
+    /// transmit ring's size; older kernels answer `ENOPROTOOPT` and keep 32.
+    pub fn set_tx_budget(&mut self, frames: u32) -> io::Result<()> {
+        match self.queues.first() {
+            Some(q) => xdp_setsockopt(
+                &q.fd,
+                XDP_MAX_TX_SKB_BUDGET,
+                &frames,
+                "XDP_MAX_TX_SKB_BUDGET",
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Let up to `bytes` of sent frames be in flight (`SO_SNDBUFFORCE`, else
+    /// `SO_SNDBUF`, capped by `wmem_max`). In copy mode each frame is an skb charged
+    /// to the socket until the receiver frees it; with the default buffer (~200 KiB,
+    /// a few hundred small frames) a receiver that queues frames (veth with RPS)
+    /// slows the sender down instead of dropping them, which a traffic generator
+    /// must not allow.
+    pub fn set_send_buffer(&mut self, bytes: i32) -> io::Result<()> {
+        let Some(q) = self.queues.first() else {
+            return Ok(());
+        };
+        let fd = q.fd.as_raw_fd();
+        sys::set_int(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            bytes,
+            "SO_SNDBUFFORCE",
+        )
+        .or_else(|_| sys::set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, bytes, "SO_SNDBUF"))
     }
 
     /// The XSKMAP's file descriptor (for inspection with bpftool in tests).

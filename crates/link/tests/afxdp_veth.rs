@@ -134,6 +134,48 @@ fn both_ways(mode: XdpMode, ns_name: &'static str) {
     });
 }
 
+/// A transmit budget above the copy mode's 32 frames per `sendto`
+/// (`XDP_MAX_TX_SKB_BUDGET`, Linux 6.17+): a burst of 100 leaves whole and in
+/// order, and a budget outside 32..=ring size is refused. Older kernels refuse the
+/// option itself; the burst must cross either way.
+#[test]
+fn a_long_burst_under_a_raised_transmit_budget_leaves_whole_and_in_order() {
+    if weft_testkit::require("network namespaces", common::can_run()).is_none()
+        || weft_testkit::require("AF_XDP on this kernel", weft_link::afxdp::probe()).is_none()
+    {
+        return;
+    }
+    let ns = VethNs::new("weft-xdpbudget", "xb0", "xb1");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            ns.enter().expect("setns");
+            let pool = BufferPool::new(1024, 2048);
+            let mut wire = AfPacket::open("xb0", pool.clone()).expect("open AF_PACKET on xb0");
+            let mut xdp = AfXdpLink::open("xb1", pool.clone()).expect("open AF_XDP on xb1");
+            match xdp.set_tx_budget(256) {
+                Ok(()) => {
+                    assert!(xdp.set_tx_budget(16).is_err(), "a budget below 32 refused");
+                    assert!(
+                        xdp.set_tx_budget(1 << 20).is_err(),
+                        "a budget above the ring refused"
+                    );
+                }
+                Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOPROTOOPT), "{e}"),
+            }
+            let (wmac, xmac) = (wire.info().mac, xdp.info().mac);
+            let mut tx = frames(&pool, xmac, wmac, 100);
+            assert_eq!(
+                xdp.send_burst(&mut tx).expect("send"),
+                100,
+                "one call took all"
+            );
+            let seq = cross(&mut xdp, &mut wire, tx, 100);
+            assert_eq!(seq, (0..100).collect::<Vec<u8>>(), "every frame, in order");
+            assert_eq!(xdp.stats().tx_frames, 100);
+        });
+    });
+}
+
 #[test]
 fn frames_cross_into_and_out_of_af_xdp_in_generic_mode() {
     both_ways(XdpMode::Generic, "weft-xdptest");
