@@ -818,9 +818,8 @@ fn serve(a: &Args) -> anyhow::Result<()> {
         }
         if a.stats {
             // The device's counters so far (they add up over the runs it served).
-            eprintln!("server, after {} size {}:", plan.test.name(), plan.size);
-            eprintln!("{:#?}", ctx.stats());
-            eprintln!("waits: {:?}", side.waiter.stats());
+            let who = format!("server, after {} size {}", plan.test.name(), plan.size);
+            eprint!("{}", stats_block(&who, &side));
         }
         drop(conn);
         background.clear();
@@ -1016,6 +1015,18 @@ fn serve_run(
 }
 
 /// Wait for a send-side completion (the signaled last request of a run).
+/// `--stats`: a side's device and waiter counters as one block, labelled, written by
+/// the caller in one call. Under `--local` the server and the client share a
+/// terminal, and the pretty printer's many small writes to unbuffered stderr
+/// interleaved their dumps character by character.
+fn stats_block(who: &str, side: &Side) -> String {
+    format!(
+        "{who}:\n{:#?}\nwaits: {:?}\n",
+        side.ctx.stats(),
+        side.waiter.stats()
+    )
+}
+
 fn drain_sends(side: &mut Side) -> anyhow::Result<()> {
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
@@ -1355,8 +1366,7 @@ fn client_run(
         side.spin();
     }
     if a.stats {
-        eprintln!("{:#?}", ctx.stats());
-        eprintln!("waits: {:?}", side.waiter.stats());
+        eprint!("{}", stats_block("client", &side));
     }
     drop(conn);
     Ok(record)
