@@ -276,13 +276,15 @@ fn split(msg: &[u8], parts: usize) -> Vec<(Vec<u8>, usize)> {
         .filter(|f| f.header.kind == Kind::REQUEST)
         .count();
     let per = requests.div_ceil(parts.max(1)).max(1);
-    let mut runs: Vec<(Vec<u8>, usize)> = vec![(Vec::with_capacity(msg.len()), 0)];
+    // Each run takes about its share of the message's bytes.
+    let share = msg.len().div_ceil(requests.div_ceil(per).max(1));
+    let mut runs: Vec<(Vec<u8>, usize)> = vec![(Vec::with_capacity(share), 0)];
     let mut seen = 0;
     for f in frames(msg).flatten() {
         let is_request = f.header.kind == Kind::REQUEST;
         let full = runs.last().is_some_and(|r| r.1 >= per);
         if is_request && full && seen < requests {
-            runs.push((Vec::new(), 0));
+            runs.push((Vec::with_capacity(share), 0));
         }
         if let Some(run) = runs.last_mut() {
             f.header.emit(f.payload, &mut run.0);
@@ -336,6 +338,13 @@ struct Shared {
     steal_len: AtomicUsize,
     in_flight: AtomicUsize,
     next_conn: AtomicU64,
+}
+
+impl Shared {
+    /// Whether heads share work: asked for, and there is another head to take it.
+    fn stealing(&self) -> bool {
+        self.cfg.work_stealing && self.clusters.len() > 1
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -715,7 +724,7 @@ fn head(s: &Arc<Shared>, ci: usize) {
     let mut streak = 0u32;
     let (mut polls, mut busy) = (0u32, 0u32);
     let mut last_sweep = Instant::now();
-    let stealing = s.cfg.work_stealing && s.clusters.len() > 1;
+    let stealing = s.stealing();
     while !s.stop.load(Ordering::Relaxed) {
         adopt_incoming(cl, &mut conns);
         // Work other heads shared, before our own queue (DaRPC's work stealing).
@@ -1225,7 +1234,7 @@ fn on_message(
     // A batched message with a backlog's worth of requests is shared between the
     // heads like a backlog of messages: batching must not cost the server its
     // parallelism.
-    let stealing = s.cfg.work_stealing && s.clusters.len() > 1;
+    let stealing = s.stealing();
     let give_away = give_away || (stealing && v.requests >= STEAL_BACKLOG);
     let off_head = v.blocking || give_away;
     if off_head && v.requests > 0 {
