@@ -39,6 +39,17 @@ pub const SPAN_LEN: usize = 16;
 /// remainder, up to twice this): one `process_vm_readv` each on weft's shm link.
 pub const CHUNK: u64 = 64 * 1024;
 
+/// Chunks a QP may have in flight while it sends by reference (at most 320 KiB).
+///
+/// A chunk in flight is copy work queued at the receiver ahead of every packet that
+/// arrives after it on the link, whatever its QP: the receiver takes packets in the
+/// order they came. With the QP's whole window of chunks out (64 PSNs, a 4 MiB WRITE)
+/// a small SEND on another QP waited for ~40 chunk copies, 240 µs on shm (`weft study
+/// --parts fig5 --link shm`, docs/results/study.md). Four keep the receiver's copy
+/// pipeline full (a chunk's copy takes longer than its ACK's way back) and bound that
+/// wait to four copies.
+pub const WINDOW: u64 = 4;
+
 /// Chunks (PSNs) of a by-reference message of `len` bytes.
 pub(crate) fn chunks(len: u64) -> u64 {
     (len / CHUNK).max(1)

@@ -252,6 +252,7 @@ pub struct VecMemory {
     next_key: u32,
     log: Option<Vec<WriteRecord>>,
     writes: u64,
+    nameable: bool,
 }
 
 impl VecMemory {
@@ -267,7 +268,16 @@ impl VecMemory {
             next_key: key_seed | 1,
             log: Some(Vec::new()),
             writes: 0,
+            nameable: false,
         }
+    }
+
+    /// Let the requester name this memory's spans to a peer, so that large WRITEs go
+    /// by reference ([`Memory::pull_address`]: the span's own address). It still cannot
+    /// pull from anyone: this is for tests of the requester's side of
+    /// [`crate::byref`].
+    pub fn set_nameable(&mut self, on: bool) {
+        self.nameable = on;
     }
 
     /// Stop (or restart) logging individual writes; long runs keep only the count.
@@ -390,6 +400,11 @@ impl VecMemory {
 }
 
 impl Memory for VecMemory {
+    fn pull_address(&self, key: Key, pd: u32, addr: u64, len: u64) -> Option<u64> {
+        let named = self.nameable && self.resolve(key, pd, addr, len, Access::NONE).is_ok();
+        named.then_some(addr)
+    }
+
     fn check(
         &self,
         key: Key,

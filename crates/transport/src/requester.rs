@@ -403,14 +403,16 @@ impl Requester {
         }
         loop {
             if self.send_psn < self.next_psn {
-                if q.qp_type == QpType::Rc && self.send_psn >= self.una + cap {
-                    return Ok(None);
-                }
                 let Some(idx) = self.idx_of(self.send_psn) else {
                     // Cannot happen: started WQEs tile [una, next_psn). Resynchronise.
                     self.send_psn = self.next_psn;
                     continue;
                 };
+                if q.qp_type == QpType::Rc
+                    && self.send_psn >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref)
+                {
+                    return Ok(None);
+                }
                 let p = self.send_psn;
                 return self.emit(q, ctx, buf, idx, p, false).map(Some);
             }
@@ -692,7 +694,7 @@ impl Requester {
             && ((last && (resent || !self.may_leave_unasked(q, idx)))
                 || single
                 || p % interval == interval - 1
-                || p + consumed >= self.una + self.cap(q, ctx.config));
+                || p + consumed >= self.una + by_ref_cap(self.cap(q, ctx.config), w.by_ref));
 
         // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
@@ -1196,6 +1198,16 @@ impl Requester {
 /// WRITE from registered memory (not inline) longer than one MTU and at least
 /// [`Config::by_reference_min`](crate::Config::by_reference_min), and the memory can
 /// name every source span to the peer and wants to ([`Memory::may_pull`]).
+/// The PSNs a QP may have in flight when the next packet is `by_ref`'s: `cap`, or at
+/// most [`byref::WINDOW`] chunks.
+fn by_ref_cap(cap: u64, by_ref: bool) -> u64 {
+    if by_ref {
+        cap.min(byref::WINDOW)
+    } else {
+        cap
+    }
+}
+
 fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> bool {
     q.by_reference
         && q.qp_type != QpType::Ud

@@ -796,3 +796,67 @@ fn a_by_reference_write_that_cannot_be_pulled_is_nacked_and_writes_nothing() {
         assert_eq!(p.b.stats().by_reference_failed, failed);
     }
 }
+
+/// A by-reference WRITE keeps at most `byref::WINDOW` chunks in flight, though the
+/// QP's window (64 PSNs) would take the whole 4 MiB message: each chunk in flight is a
+/// copy queued at the receiver ahead of every other QP's packets on the link. As ACKs
+/// come back the rest follow, never more than the window out, and the WRITE completes.
+#[test]
+fn a_by_reference_write_keeps_at_most_its_window_of_chunks_in_flight() {
+    const LEN: u64 = 4 << 20;
+    let config = Config {
+        by_reference_min: 0,
+        ..Config::default()
+    };
+    let mut p = Pair::new(
+        config,
+        2 * LEN as usize,
+        LinkConfig::clean(5),
+        LinkConfig::clean(5),
+        9,
+    );
+    let o = ConnectOptions::default();
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, 2 * LEN);
+    p.a.mem_mut().set_nameable(true);
+    assert!(p.a.set_by_reference(c.qpn_a, true));
+    p.a.post_send(
+        c.qpn_a,
+        write(1, remote(&rb, rb.addr), vec![sge(&ra, ra.addr, LEN as u32)]),
+    )
+    .unwrap();
+    let chunks = LEN / weft_transport::byref::CHUNK;
+    assert!(chunks > u64::from(o.max_inflight) / 2);
+    let from_b = Pair::path(Side::B, c.qpn_b);
+    let mut buf = vec![0u8; 8192];
+    let (mut sent, mut acked, mut most) = (0u64, 0u64, 0u64);
+    while acked < chunks {
+        while let Some(t) = p.a.poll_transmit(p.now, &mut buf) {
+            let r = IbPacketRepr::parse(&IbPacket::new_checked(&buf[..t.len]).unwrap()).unwrap();
+            assert_eq!(r.bth.opcode, Opcode::RC_WRITE_ONLY);
+            assert!(r.reth.unwrap().dma_len > 1024, "a chunk goes by reference");
+            assert_eq!(r.bth.psn, Psn::new(o.psn_a).add(sent as u32));
+            sent += 1;
+        }
+        most = most.max(sent - acked);
+        if acked == 0 {
+            assert_eq!(sent, weft_transport::byref::WINDOW, "the first burst");
+        }
+        assert!(sent > acked, "nothing in flight, nothing sent");
+        // B acknowledges the oldest chunk in flight.
+        let ack = answer_from_b(
+            &c,
+            Psn::new(o.psn_a).add(acked as u32),
+            &from_b,
+            Syndrome::Ack { credit_code: 31 },
+        );
+        p.a.handle_packet(p.now, &from_b, &ack);
+        acked += 1;
+    }
+    assert_eq!(sent, chunks);
+    assert_eq!(most, weft_transport::byref::WINDOW);
+    let got = completions(&mut p, Side::A);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].status, WcStatus::Success);
+    assert_eq!(p.a.stats().by_reference_sent, 1);
+}
