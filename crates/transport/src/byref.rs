@@ -39,16 +39,18 @@ pub const SPAN_LEN: usize = 16;
 /// remainder, up to twice this): one `process_vm_readv` each on weft's shm link.
 pub const CHUNK: u64 = 64 * 1024;
 
-/// Chunks a QP may have in flight while it sends by reference (at most 320 KiB).
+/// Chunks a QP may have in flight while it sends by reference (at most 640 KiB).
 ///
 /// A chunk in flight is copy work queued at the receiver ahead of every packet that
 /// arrives after it on the link, whatever its QP: the receiver takes packets in the
 /// order they came. With the QP's whole window of chunks out (64 PSNs, a 4 MiB WRITE)
 /// a small SEND on another QP waited for ~40 chunk copies, 240 µs on shm (`weft study
-/// --parts fig5 --link shm`, docs/results/study.md). Four keep the receiver's copy
-/// pipeline full (a chunk's copy takes longer than its ACK's way back) and bound that
-/// wait to four copies.
-pub const WINDOW: u64 = 4;
+/// --parts fig5 --link shm`, docs/results/study.md, "Fig. 5 over shm"). The window
+/// trades that wait against the bulk flow's pipeline: 4 chunks measured a 30 µs wait
+/// and a 35–41 % loss of the 4 MB flow's rate beside the small operations, 8 chunks
+/// 49 µs and 20–22 %, 16 chunks 90 µs and 11–16 %. Eight also leave a stream of
+/// single-chunk WRITEs (64 KiB) room for the ACKs' way back.
+pub const WINDOW: u64 = 8;
 
 /// Chunks (PSNs) of a by-reference message of `len` bytes.
 pub(crate) fn chunks(len: u64) -> u64 {
