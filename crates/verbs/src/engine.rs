@@ -24,6 +24,7 @@
 //! as the application's next message (docs/verbs.md, "The engine").
 
 use crate::adapt::{GapHistory, QuietGap};
+use crate::cq_ring::CqProducer;
 use crate::mr::{MrEntry, MrTable, PullErrors, Pulls};
 use std::collections::VecDeque;
 use std::fmt;
@@ -33,7 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use weft_link::datagram::path_ends;
-use weft_link::spsc::{Consumer, Producer};
+use weft_link::spsc::Consumer;
 use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
@@ -95,7 +96,7 @@ struct CqSlot {
     /// The queue's id ([`CqNotify::id`]): a QP's [`CqRef`] names its slot by index and
     /// id, so a slot reused by a later queue is never mistaken for a destroyed one.
     id: u32,
-    ring: Producer<Completion>,
+    ring: CqProducer,
     overflow: VecDeque<Completion>,
     notify: Arc<CqNotify>,
     touched: bool,
@@ -463,7 +464,7 @@ impl Engine {
 
     pub(crate) fn add_cq(
         &mut self,
-        ring: Producer<Completion>,
+        ring: CqProducer,
         channel: Option<Arc<ChannelInner>>,
     ) -> Arc<CqNotify> {
         let r = self.ep.sink_mut();
@@ -1696,6 +1697,7 @@ pub struct ContextStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cq_ring::ring as cq_ring;
     use weft_link::dgram_sim::DgramFabric;
     use weft_link::spsc::ring;
     use weft_link::BufferPool;
@@ -1718,8 +1720,8 @@ mod tests {
     #[test]
     fn completions_go_to_their_qps_queues_and_never_to_a_queue_that_reused_a_slot() {
         let mut e = engine();
-        let (send_tx, mut send_rx) = ring(8);
-        let (recv_tx, mut recv_rx) = ring(8);
+        let (send_tx, mut send_rx) = cq_ring(8);
+        let (recv_tx, mut recv_rx) = cq_ring(8);
         let send = e.add_cq(send_tx, None).id;
         let recv = e.add_cq(recv_tx, None).id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
@@ -1733,7 +1735,7 @@ mod tests {
         // The send queue goes away and a new queue takes its slot: the QP's send
         // completions are orphans, not the new queue's.
         e.remove_cq(send);
-        let (other_tx, mut other_rx) = ring(8);
+        let (other_tx, mut other_rx) = cq_ring(8);
         let other = e.add_cq(other_tx, None).id;
         assert_ne!(other, send);
         e.ep.sink_mut().route(done(3, WcOpcode::Send, 7));
