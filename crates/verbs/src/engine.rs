@@ -350,6 +350,8 @@ impl CqRouter {
 /// sink), the link, and the QPs' rings.
 pub(crate) struct Engine {
     pub(crate) ep: Endpoint<MrTable, CqRouter>,
+    /// Where the doorbell path gathers an inline payload ([`MAX_INLINE`] bytes).
+    pub(crate) inline_scratch: Vec<u8>,
     link: Box<dyn DatagramLink>,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
@@ -421,6 +423,7 @@ impl Engine {
         Engine {
             quantum,
             ep,
+            inline_scratch: vec![0; MAX_INLINE],
             link,
             qps: FastMap::default(),
             srqs: FastMap::default(),
