@@ -114,7 +114,9 @@ struct CqRef {
 /// transport's queue has room for, so nothing waits anywhere but in the ring.
 #[derive(Debug)]
 struct QpSlot {
-    sq: Consumer<SqItem>,
+    /// The send ring, from the QP's first post that could not take the doorbell path
+    /// (`QueuePair::post_send`): a QP whose posts all take it never allocates one.
+    sq: Option<Consumer<SqItem>>,
     rq: Option<Consumer<RecvWr>>,
     /// True while the QP is in [`Posted`]'s list or the engine's drain list.
     listed: Arc<AtomicBool>,
@@ -514,10 +516,17 @@ impl Engine {
         }
     }
 
+    /// Give QP `qpn` its send ring (see [`QpSlot`]'s `sq`).
+    pub(crate) fn attach_sq(&mut self, qpn: u32, sq: Consumer<SqItem>) {
+        if let Some(slot) = self.qps.get_mut(&qpn) {
+            slot.sq = Some(sq);
+        }
+    }
+
     pub(crate) fn add_qp(
         &mut self,
         qpn: u32,
-        sq: Consumer<SqItem>,
+        sq: Option<Consumer<SqItem>>,
         rq: Option<Consumer<RecvWr>>,
         send_cq: u32,
         recv_cq: u32,
@@ -674,26 +683,28 @@ impl Engine {
             slot.listed.store(false, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             // An empty ring (one atomic load) skips the transport's queue lookup.
-            let room = if slot.sq.is_empty() {
-                0
-            } else {
+            let room = if slot.sq.as_mut().is_some_and(|sq| !sq.is_empty()) {
                 ep.sq_room(qpn).unwrap_or(0).min(BURST)
+            } else {
+                0
             };
             // Straight from the ring slot: a descriptor with its inline bytes is a few
             // hundred bytes, not worth a copy into a scratch vector.
             work |= room > 0
-                && slot.sq.pop_burst_with(room, |item| {
-                    let SqItem {
-                        wr,
-                        inline_len,
-                        inline,
-                    } = item;
-                    let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
-                    allow_by_reference(ep, &**link, qpn, &wr);
-                    if let Err(c) = post_to(ep, qpn, wr, data) {
-                        refused.push(c);
-                    }
-                }) > 0;
+                && slot.sq.as_mut().is_some_and(|sq| {
+                    sq.pop_burst_with(room, |item| {
+                        let SqItem {
+                            wr,
+                            inline_len,
+                            inline,
+                        } = item;
+                        let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
+                        allow_by_reference(ep, &**link, qpn, &wr);
+                        if let Err(c) = post_to(ep, qpn, wr, data) {
+                            refused.push(c);
+                        }
+                    }) > 0
+                });
             if let Some(rq) = &mut slot.rq {
                 if !rq.is_empty() {
                     let room = ep.rq_room(qpn).unwrap_or(0);
@@ -701,7 +712,8 @@ impl Engine {
                 }
             }
             // Requests the transport had no room for yet: look again next pass.
-            let left = !slot.sq.is_empty() || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
+            let left = slot.sq.as_mut().is_some_and(|s| !s.is_empty())
+                || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
             if left && !slot.listed.swap(true, Ordering::SeqCst) {
                 carry.push(qpn);
             }
@@ -1728,7 +1740,14 @@ mod tests {
         let send = e.add_cq(send_tx, None).id;
         let recv = e.add_cq(recv_tx, None).id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
-        e.add_qp(7, sq, None, send, recv, Arc::new(AtomicBool::new(false)));
+        e.add_qp(
+            7,
+            Some(sq),
+            None,
+            send,
+            recv,
+            Arc::new(AtomicBool::new(false)),
+        );
         e.ep.sink_mut().route(done(1, WcOpcode::Send, 7));
         e.ep.sink_mut().route(done(2, WcOpcode::Recv, 7));
         e.complete();
