@@ -1,6 +1,7 @@
 //! Completion queues and completion channels (`ibv_cq`, `ibv_comp_channel`).
 
 use crate::context::Context;
+use crate::cq_ring::{self, CqConsumer};
 use crate::engine::{ChannelInner, CqNotify, Progress};
 use crate::Error;
 use std::collections::VecDeque;
@@ -8,7 +9,6 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use weft_link::spsc::{self, Consumer};
 use weft_link::wake::{poll_readable, EventFd};
 use weft_transport::Completion;
 
@@ -88,20 +88,23 @@ impl AsFd for CompletionChannel {
 #[derive(Debug)]
 pub struct CompletionQueue {
     ctx: Context,
-    ring: Consumer<Completion>,
+    ring: CqConsumer,
     notify: Arc<CqNotify>,
     scratch: Vec<Completion>,
     acked: u64,
 }
 
 impl CompletionQueue {
-    /// A queue for at least `depth` completions, optionally tied to a channel.
+    /// A queue for at least `depth` completions, optionally tied to a channel. weft
+    /// never drops a completion for want of room: the queue's ring takes up to
+    /// `depth` of them (at most 1024, so that a deep queue's ring stays in the cache),
+    /// and any more wait in the engine in order until polling makes room.
     pub fn new(
         ctx: &Context,
         depth: usize,
         channel: Option<&CompletionChannel>,
     ) -> CompletionQueue {
-        let (tx, rx) = spsc::ring(depth.max(2));
+        let (tx, rx) = cq_ring::ring(depth);
         let notify = ctx
             .shared()
             .lock()

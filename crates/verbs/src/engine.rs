@@ -24,6 +24,7 @@
 //! as the application's next message (docs/verbs.md, "The engine").
 
 use crate::adapt::{GapHistory, QuietGap};
+use crate::cq_ring::CqProducer;
 use crate::mr::{MrEntry, MrTable, PullErrors, Pulls};
 use std::collections::VecDeque;
 use std::fmt;
@@ -33,7 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use weft_link::datagram::path_ends;
-use weft_link::spsc::{Consumer, Producer};
+use weft_link::spsc::Consumer;
 use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
@@ -95,7 +96,7 @@ struct CqSlot {
     /// The queue's id ([`CqNotify::id`]): a QP's [`CqRef`] names its slot by index and
     /// id, so a slot reused by a later queue is never mistaken for a destroyed one.
     id: u32,
-    ring: Producer<Completion>,
+    ring: CqProducer,
     overflow: VecDeque<Completion>,
     notify: Arc<CqNotify>,
     touched: bool,
@@ -113,7 +114,9 @@ struct CqRef {
 /// transport's queue has room for, so nothing waits anywhere but in the ring.
 #[derive(Debug)]
 struct QpSlot {
-    sq: Consumer<SqItem>,
+    /// The send ring, from the QP's first post that could not take the doorbell path
+    /// (`QueuePair::post_send`): a QP whose posts all take it never allocates one.
+    sq: Option<Consumer<SqItem>>,
     rq: Option<Consumer<RecvWr>>,
     /// True while the QP is in [`Posted`]'s list or the engine's drain list.
     listed: Arc<AtomicBool>,
@@ -349,6 +352,8 @@ impl CqRouter {
 /// sink), the link, and the QPs' rings.
 pub(crate) struct Engine {
     pub(crate) ep: Endpoint<MrTable, CqRouter>,
+    /// Where the doorbell path gathers an inline payload ([`MAX_INLINE`] bytes).
+    pub(crate) inline_scratch: Vec<u8>,
     link: Box<dyn DatagramLink>,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
@@ -420,6 +425,7 @@ impl Engine {
         Engine {
             quantum,
             ep,
+            inline_scratch: vec![0; MAX_INLINE],
             link,
             qps: FastMap::default(),
             srqs: FastMap::default(),
@@ -463,7 +469,7 @@ impl Engine {
 
     pub(crate) fn add_cq(
         &mut self,
-        ring: Producer<Completion>,
+        ring: CqProducer,
         channel: Option<Arc<ChannelInner>>,
     ) -> Arc<CqNotify> {
         let r = self.ep.sink_mut();
@@ -510,10 +516,17 @@ impl Engine {
         }
     }
 
+    /// Give QP `qpn` its send ring (see [`QpSlot`]'s `sq`).
+    pub(crate) fn attach_sq(&mut self, qpn: u32, sq: Consumer<SqItem>) {
+        if let Some(slot) = self.qps.get_mut(&qpn) {
+            slot.sq = Some(sq);
+        }
+    }
+
     pub(crate) fn add_qp(
         &mut self,
         qpn: u32,
-        sq: Consumer<SqItem>,
+        sq: Option<Consumer<SqItem>>,
         rq: Option<Consumer<RecvWr>>,
         send_cq: u32,
         recv_cq: u32,
@@ -670,26 +683,28 @@ impl Engine {
             slot.listed.store(false, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             // An empty ring (one atomic load) skips the transport's queue lookup.
-            let room = if slot.sq.is_empty() {
-                0
-            } else {
+            let room = if slot.sq.as_mut().is_some_and(|sq| !sq.is_empty()) {
                 ep.sq_room(qpn).unwrap_or(0).min(BURST)
+            } else {
+                0
             };
             // Straight from the ring slot: a descriptor with its inline bytes is a few
             // hundred bytes, not worth a copy into a scratch vector.
             work |= room > 0
-                && slot.sq.pop_burst_with(room, |item| {
-                    let SqItem {
-                        wr,
-                        inline_len,
-                        inline,
-                    } = item;
-                    let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
-                    allow_by_reference(ep, &**link, qpn, &wr);
-                    if let Err(c) = post_to(ep, qpn, wr, data) {
-                        refused.push(c);
-                    }
-                }) > 0;
+                && slot.sq.as_mut().is_some_and(|sq| {
+                    sq.pop_burst_with(room, |item| {
+                        let SqItem {
+                            wr,
+                            inline_len,
+                            inline,
+                        } = item;
+                        let data = wr.inline.then(|| &inline[..usize::from(inline_len)]);
+                        allow_by_reference(ep, &**link, qpn, &wr);
+                        if let Err(c) = post_to(ep, qpn, wr, data) {
+                            refused.push(c);
+                        }
+                    }) > 0
+                });
             if let Some(rq) = &mut slot.rq {
                 if !rq.is_empty() {
                     let room = ep.rq_room(qpn).unwrap_or(0);
@@ -697,7 +712,8 @@ impl Engine {
                 }
             }
             // Requests the transport had no room for yet: look again next pass.
-            let left = !slot.sq.is_empty() || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
+            let left = slot.sq.as_mut().is_some_and(|s| !s.is_empty())
+                || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
             if left && !slot.listed.swap(true, Ordering::SeqCst) {
                 carry.push(qpn);
             }
@@ -1696,6 +1712,7 @@ pub struct ContextStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cq_ring::ring as cq_ring;
     use weft_link::dgram_sim::DgramFabric;
     use weft_link::spsc::ring;
     use weft_link::BufferPool;
@@ -1718,12 +1735,19 @@ mod tests {
     #[test]
     fn completions_go_to_their_qps_queues_and_never_to_a_queue_that_reused_a_slot() {
         let mut e = engine();
-        let (send_tx, mut send_rx) = ring(8);
-        let (recv_tx, mut recv_rx) = ring(8);
+        let (send_tx, mut send_rx) = cq_ring(8);
+        let (recv_tx, mut recv_rx) = cq_ring(8);
         let send = e.add_cq(send_tx, None).id;
         let recv = e.add_cq(recv_tx, None).id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
-        e.add_qp(7, sq, None, send, recv, Arc::new(AtomicBool::new(false)));
+        e.add_qp(
+            7,
+            Some(sq),
+            None,
+            send,
+            recv,
+            Arc::new(AtomicBool::new(false)),
+        );
         e.ep.sink_mut().route(done(1, WcOpcode::Send, 7));
         e.ep.sink_mut().route(done(2, WcOpcode::Recv, 7));
         e.complete();
@@ -1733,7 +1757,7 @@ mod tests {
         // The send queue goes away and a new queue takes its slot: the QP's send
         // completions are orphans, not the new queue's.
         e.remove_cq(send);
-        let (other_tx, mut other_rx) = ring(8);
+        let (other_tx, mut other_rx) = cq_ring(8);
         let other = e.add_cq(other_tx, None).id;
         assert_ne!(other, send);
         e.ep.sink_mut().route(done(3, WcOpcode::Send, 7));

@@ -33,6 +33,7 @@ mod adapt;
 pub mod cm;
 mod context;
 mod cq;
+mod cq_ring;
 pub mod engine;
 mod error;
 mod links;

@@ -46,7 +46,11 @@ pub struct QueuePair {
     pd: ProtectionDomain,
     qpn: u32,
     init: QpInitAttr,
-    sq: Producer<SqItem>,
+    /// The send ring to the engine, made by the first post that cannot take the
+    /// doorbell path ([`QueuePair::post_send`]). Until then a QP has none: its slots
+    /// (a few hundred bytes each, `max_send_wr` of them) were most of a QP's memory
+    /// with thousands of QPs, and a post with inline progress never touched them.
+    sq: Option<Producer<SqItem>>,
     rq: Option<Producer<RecvWr>>,
     state: QpState,
     send_cq: u32,
@@ -56,9 +60,6 @@ pub struct QueuePair {
     /// The engine's pass count at this QP's last post on the doorbell path: a post
     /// two or more passes later follows a wait (see `post_send`).
     last_post_pass: u64,
-    /// Where the doorbell path gathers an inline payload (kept, so a post does not
-    /// zero 256 bytes of stack each time).
-    inline_buf: Box<[u8; MAX_INLINE]>,
     /// Set while the engine has this QP on its list of QPs that posted.
     listed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -84,7 +85,6 @@ impl ProtectionDomain {
                 return Err(Error::WrongContext);
             }
         }
-        let (sq_tx, sq_rx) = spsc::ring(init.max_send_wr.max(1));
         let (rq_tx, rq_rx) = match srq {
             Some(_) => (None, None),
             None => {
@@ -103,7 +103,7 @@ impl ProtectionDomain {
         let listed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         e.add_qp(
             qpn,
-            sq_rx,
+            None,
             rq_rx,
             send_cq.id(),
             recv_cq.id(),
@@ -115,14 +115,13 @@ impl ProtectionDomain {
             pd: self.clone(),
             qpn,
             init,
-            sq: sq_tx,
+            sq: None,
             rq: rq_tx,
             state: QpState::Reset,
             send_cq: send_cq.id(),
             recv_cq: recv_cq.id(),
             unprogressed: 0,
             last_post_pass: 0,
-            inline_buf: Box::new([0u8; MAX_INLINE]),
             listed,
         })
     }
@@ -224,7 +223,7 @@ impl QueuePair {
         // makes this a ring post and a kick. What the transport has no room for yet
         // takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
-        if self.sq.is_drained() {
+        if self.sq.as_mut().is_none_or(Producer::is_drained) {
             if let Some(mut e) = shared.try_engine() {
                 let mut room = e.sq_room(self.qpn);
                 // A post that follows a wait on a QP with less than half its window in
@@ -241,12 +240,16 @@ impl QueuePair {
                     && e.stats.passes >= self.last_post_pass.saturating_add(2)
                     && shared.app_drives();
                 self.last_post_pass = e.stats.passes;
+                // Inline payloads are gathered into the engine's buffer, one for all
+                // QPs: a buffer per QP was one more cold cache line per post when
+                // thousands of QPs take turns.
+                let mut buf = std::mem::take(&mut e.inline_scratch);
                 while room > 0 {
                     let Some(wr) = first.take().or_else(|| wrs.next()) else {
                         break;
                     };
                     let checked = check_send(&self.init, self.state, &wr)
-                        .and_then(|()| gather_in(&e, self.pd.pd, &wr, &mut self.inline_buf[..]));
+                        .and_then(|()| gather_in(&e, self.pd.pd, &wr, &mut buf[..]));
                     let len = match checked {
                         Ok(len) => len,
                         Err(error) => {
@@ -254,12 +257,13 @@ impl QueuePair {
                             break;
                         }
                     };
-                    let data = wr.inline.then(|| &self.inline_buf[..len]);
+                    let data = wr.inline.then(|| &buf[..len]);
                     e.post_now(self.qpn, wr, data);
                     posted += 1;
                     index += 1;
                     room -= 1;
                 }
+                e.inline_scratch = buf;
                 if flush && posted > 0 {
                     e.flush();
                 }
@@ -277,8 +281,8 @@ impl QueuePair {
             pushed += 1;
             index += 1;
         }
-        if pushed > 0 {
-            self.sq.doorbell();
+        if let Some(sq) = self.sq.as_mut().filter(|_| pushed > 0) {
+            sq.doorbell();
             let shared = self.ctx.shared();
             shared.posted.mark(self.qpn, &self.listed);
             shared.kick();
@@ -315,9 +319,20 @@ impl QueuePair {
         };
         let n = gather(self.ctx.shared(), self.pd.pd, &item.wr, &mut item.inline)?;
         item.inline_len = n as u16;
-        self.sq
+        self.send_ring()
             .push(item)
             .map_err(|_| Error::Post(PostError::QueueFull))
+    }
+
+    /// The send ring, made now if this QP has none yet (one engine lock, once).
+    fn send_ring(&mut self) -> &mut Producer<SqItem> {
+        let (ctx, qpn) = (&self.ctx, self.qpn);
+        let depth = self.init.max_send_wr.max(1);
+        self.sq.get_or_insert_with(|| {
+            let (tx, rx) = spsc::ring(depth);
+            ctx.shared().lock().attach_sq(qpn, rx);
+            tx
+        })
     }
 
     /// Post a list of receive work requests (`ibv_post_recv`).
