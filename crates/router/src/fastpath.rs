@@ -1,0 +1,206 @@
+//! Keeps the XDP forwarding fast path's maps ([`weft_link::xdp_fwd`]) in step with
+//! the router: its IPv4 routes and the resolved neighbours their next hops need.
+//!
+//! The FIB and the neighbour table stay the router's; the maps are a copy that
+//! [`FastPathSync::sync`] rewrites where they differ, called by the daemon every
+//! 50 ms (so a `ctl route add`/`del`, a neighbour learned or expired, reaches the
+//! fast path within that; until then packets of a new route take the slow path, or
+//! a removed route's packets follow it at most that long). What the copy holds:
+//!
+//! - every IPv4 route via a neighbour on a port with a kernel interface: its slot in
+//!   the next-hop map, filled with the neighbour's MAC once resolved (reachable or
+//!   stale), zero (the slow path) until then;
+//! - slot 0 (the slow path) for connected routes (the destination's own neighbour
+//!   would need a slot each: not done, so traffic to directly attached hosts takes
+//!   weft's pipeline), routes to ports without a kernel interface (shm, another
+//!   cluster node's), the router's own addresses and each connected network's
+//!   directed broadcast, 0/8, 127/8, 224/4 and 255.255.255.255.
+//!
+//! IPv6 is not on the fast path (its frames all reach the pipeline).
+
+use crate::fib::{IpPrefix, NextHop, PortId};
+use crate::pipeline::Router;
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Instant;
+use weft_link::xdp_fwd::{FastPath, Hop, COUNTER_NAMES};
+
+/// Routes the fast path's trie holds at most.
+pub const MAX_ROUTES: u32 = 1 << 20;
+/// Next-hop slots (slot 0 is the slow path).
+pub const MAX_HOPS: u32 = 4096;
+
+/// The maps and what was last written into them.
+#[derive(Debug)]
+pub struct FastPathSync {
+    fast: FastPath,
+    /// Per port: the interface index when the port is a kernel interface here.
+    ifindex: Vec<Option<u32>>,
+    /// Slot of each (port, neighbour) next hop, kept while some route uses it.
+    slots: HashMap<(PortId, Ipv4Addr), u32>,
+    free: Vec<u32>,
+    routes: HashMap<(Ipv4Addr, u8), u32>,
+    hops: HashMap<u32, Option<Hop>>,
+}
+
+impl FastPathSync {
+    /// Maps for a router whose port `i` is the kernel interface `ifindex[i]` (None:
+    /// no kernel interface, never an egress of the fast path).
+    pub fn new(ifindex: Vec<Option<u32>>) -> io::Result<FastPathSync> {
+        let fast = FastPath::new(MAX_ROUTES, MAX_HOPS)?;
+        let free = (1..fast.max_hops()).rev().collect();
+        Ok(FastPathSync {
+            fast,
+            ifindex,
+            slots: HashMap::new(),
+            free,
+            routes: HashMap::new(),
+            hops: HashMap::new(),
+        })
+    }
+
+    /// The maps, for the ports' programs.
+    pub fn fast_path(&self) -> &FastPath {
+        &self.fast
+    }
+
+    /// Rewrite the maps where they differ from the router's routes and neighbours.
+    /// Returns how many map entries changed.
+    pub fn sync(&mut self, router: &Router, now: Instant) -> io::Result<usize> {
+        let ports: Vec<_> = router.ports().cloned().collect();
+        let neighbors = router.neighbors(now);
+        let resolved = |port: PortId, ip: Ipv4Addr| {
+            neighbors
+                .iter()
+                .find(|n| n.port == port && n.ip == IpAddr::V4(ip) && n.state != "incomplete")
+                .and_then(|n| n.mac)
+        };
+        // What the maps should hold.
+        let mut want_routes: HashMap<(Ipv4Addr, u8), u32> = HashMap::new();
+        let mut want_slots: HashMap<(PortId, Ipv4Addr), Option<Hop>> = HashMap::new();
+        let mut routed: Vec<(IpPrefix, NextHop)> = router.routes(usize::MAX);
+        routed.retain(|(p, _)| p.addr().is_ipv4());
+        for (prefix, nh) in &routed {
+            let IpAddr::V4(addr) = prefix.addr() else {
+                continue;
+            };
+            let key = (addr, prefix.len());
+            let egress = self.ifindex.get(nh.port).copied().flatten();
+            let port = ports.get(nh.port);
+            match (nh.via, egress, port) {
+                (Some(IpAddr::V4(gw)), Some(ifindex), Some(spec)) if !router.is_remote(nh.port) => {
+                    let hop = resolved(nh.port, gw).map(|mac| Hop {
+                        ifindex,
+                        mtu: spec.max_frame.saturating_sub(14) as u32,
+                        dst_mac: mac.0,
+                        src_mac: spec.mac.0,
+                    });
+                    want_slots.insert((nh.port, gw), hop);
+                    want_routes.insert(key, u32::MAX); // the slot, filled below
+                }
+                _ => {
+                    want_routes.insert(key, 0);
+                }
+            }
+        }
+        // Slots: keep the ones still used, free the rest, give new ones.
+        let mut changed = 0;
+        let gone: Vec<_> = self
+            .slots
+            .keys()
+            .filter(|k| !want_slots.contains_key(k))
+            .copied()
+            .collect();
+        let mut freed = Vec::new();
+        for k in gone {
+            if let Some(s) = self.slots.remove(&k) {
+                freed.push(s);
+            }
+        }
+        for (k, hop) in &want_slots {
+            let slot = match self.slots.get(k) {
+                Some(&s) => s,
+                None => {
+                    let Some(s) = self.free.pop() else {
+                        continue; // full: its routes stay on the slow path
+                    };
+                    self.slots.insert(*k, s);
+                    s
+                }
+            };
+            if self.hops.get(&slot) != Some(hop) {
+                self.fast.set_hop(slot, *hop)?;
+                self.hops.insert(slot, *hop);
+                changed += 1;
+            }
+        }
+        for (prefix, nh) in &routed {
+            let IpAddr::V4(addr) = prefix.addr() else {
+                continue;
+            };
+            if let (Some(IpAddr::V4(gw)), Some(v)) =
+                (nh.via, want_routes.get_mut(&(addr, prefix.len())))
+            {
+                if *v == u32::MAX {
+                    *v = self.slots.get(&(nh.port, gw)).copied().unwrap_or(0);
+                }
+            }
+        }
+        // The router's own and the special destinations, after the routes (a /32
+        // route cannot take the router's own address onto the fast path).
+        let special = [
+            (Ipv4Addr::new(0, 0, 0, 0), 8),
+            (Ipv4Addr::new(127, 0, 0, 0), 8),
+            (Ipv4Addr::new(224, 0, 0, 0), 4),
+            (Ipv4Addr::BROADCAST, 32),
+        ];
+        for k in special {
+            want_routes.insert(k, 0);
+        }
+        for spec in &ports {
+            for &(a, l) in &spec.v4 {
+                want_routes.insert((a, 32), 0);
+                if l < 31 {
+                    let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> l));
+                    want_routes.insert((bcast, 32), 0);
+                }
+            }
+        }
+        // Removed routes first, then new and changed ones.
+        let stale: Vec<_> = self
+            .routes
+            .keys()
+            .filter(|k| !want_routes.contains_key(k))
+            .copied()
+            .collect();
+        for (a, l) in stale {
+            self.fast.delete_route(a, l)?;
+            self.routes.remove(&(a, l));
+            changed += 1;
+        }
+        for (&(a, l), &v) in &want_routes {
+            if self.routes.get(&(a, l)) != Some(&v) {
+                self.fast.set_route(a, l, v)?;
+                self.routes.insert((a, l), v);
+                changed += 1;
+            }
+        }
+        // Slots no route uses any more: unresolved, then free for reuse.
+        for s in freed {
+            if self.hops.get(&s) != Some(&None) {
+                self.fast.set_hop(s, None)?;
+                self.hops.insert(s, None);
+                changed += 1;
+            }
+            self.free.push(s);
+        }
+        Ok(changed)
+    }
+
+    /// The fast path's counters by name ([`COUNTER_NAMES`]).
+    pub fn counters(&self) -> io::Result<Vec<(&'static str, u64)>> {
+        let c = self.fast.counters()?;
+        Ok(COUNTER_NAMES.iter().copied().zip(c).collect())
+    }
+}
