@@ -34,7 +34,7 @@
 //! Counters: a per-CPU array, one slot per [`COUNTER_NAMES`] entry, read with
 //! [`FastPath::counters`].
 //!
-//! The instructions are assembled here with [`Asm`], a small builder with jump
+//! The instructions are assembled here with `Asm`, a small builder with jump
 //! labels (eBPF encoding: Documentation/bpf/standardization/instruction-set.rst).
 //! Every byte of the frame is hostile: the program reads nothing it has not first
 //! bounds-checked against `data_end` (the verifier refuses it otherwise), and a

@@ -10,11 +10,14 @@
 //! - every IPv4 route via a neighbour on a port with a kernel interface: its slot in
 //!   the next-hop map, filled with the neighbour's MAC once resolved (reachable or
 //!   stale), zero (the slow path) until then;
-//! - slot 0 (the slow path) for connected routes (the destination's own neighbour
-//!   would need a slot each: not done, so traffic to directly attached hosts takes
-//!   weft's pipeline), routes to ports without a kernel interface (shm, another
-//!   cluster node's), the router's own addresses and each connected network's
-//!   directed broadcast, 0/8, 127/8, 224/4 and 255.255.255.255.
+//! - a /32 for every resolved neighbour on a connected network of a port with a
+//!   kernel interface (unless a configured /32 route exists for it), with its own
+//!   slot: so traffic to directly attached hosts is forwarded too once weft has
+//!   resolved them; until then, and when the entry expires, their connected route
+//!   sends it to the pipeline, which resolves them again;
+//! - slot 0 (the slow path) for connected routes, routes to ports without a kernel
+//!   interface (shm, another cluster node's), the router's own addresses and each
+//!   connected network's directed broadcast, 0/8, 127/8, 224/4 and 255.255.255.255.
 //!
 //! IPv6 is not on the fast path (its frames all reach the pipeline).
 
@@ -79,6 +82,7 @@ impl FastPathSync {
         // What the maps should hold.
         let mut want_routes: HashMap<(Ipv4Addr, u8), u32> = HashMap::new();
         let mut want_slots: HashMap<(PortId, Ipv4Addr), Option<Hop>> = HashMap::new();
+        let mut neighbor_routes: Vec<(Ipv4Addr, PortId)> = Vec::new();
         let mut routed: Vec<(IpPrefix, NextHop)> = router.routes(usize::MAX);
         routed.retain(|(p, _)| p.addr().is_ipv4());
         for (prefix, nh) in &routed {
@@ -103,6 +107,40 @@ impl FastPathSync {
                     want_routes.insert(key, 0);
                 }
             }
+        }
+        // Hosts on connected networks: a /32 per resolved neighbour (its own slot),
+        // unless a configured /32 route says otherwise.
+        for n in &neighbors {
+            let (IpAddr::V4(ip), Some(mac)) = (n.ip, n.mac) else {
+                continue;
+            };
+            let (Some(ifindex), Some(spec)) = (
+                self.ifindex.get(n.port).copied().flatten(),
+                ports.get(n.port),
+            ) else {
+                continue;
+            };
+            let on_link = spec.v4.iter().any(|&(a, l)| {
+                IpPrefix::new(IpAddr::V4(a), l).is_some_and(|p| p.contains(IpAddr::V4(ip)))
+            });
+            if n.state == "incomplete"
+                || !on_link
+                || router.is_remote(n.port)
+                || want_routes.contains_key(&(ip, 32))
+            {
+                continue;
+            }
+            want_slots.insert(
+                (n.port, ip),
+                Some(Hop {
+                    ifindex,
+                    mtu: spec.max_frame.saturating_sub(14) as u32,
+                    dst_mac: mac.0,
+                    src_mac: spec.mac.0,
+                }),
+            );
+            want_routes.insert((ip, 32), u32::MAX);
+            neighbor_routes.push((ip, n.port));
         }
         // Slots: keep the ones still used, free the rest, give new ones.
         let mut changed = 0;
@@ -145,6 +183,18 @@ impl FastPathSync {
                 if *v == u32::MAX {
                     *v = self.slots.get(&(nh.port, gw)).copied().unwrap_or(0);
                 }
+            }
+        }
+        for (ip, port) in &neighbor_routes {
+            if let Some(v) = want_routes.get_mut(&(*ip, 32)) {
+                if *v == u32::MAX {
+                    *v = self.slots.get(&(*port, *ip)).copied().unwrap_or(0);
+                }
+            }
+        }
+        for v in want_routes.values_mut() {
+            if *v == u32::MAX {
+                *v = 0; // no slot was free: the slow path
             }
         }
         // The router's own and the special destinations, after the routes (a /32
