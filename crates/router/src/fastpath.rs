@@ -19,6 +19,10 @@
 //!   interface (shm, another cluster node's), the router's own addresses and each
 //!   connected network's directed broadcast, 0/8, 127/8, 224/4 and 255.255.255.255.
 //!
+//! Neighbours behind fast-path next hops are refreshed by the neighbour table's
+//! timer once they expire ([`crate::neighbor::NeighborTable::keep_fresh`]): their
+//! packets never reach the pipeline's lookup, which is what refreshes the others.
+//!
 //! IPv6 is not on the fast path (its frames all reach the pipeline).
 
 use crate::fib::{IpPrefix, NextHop, PortId};
@@ -142,6 +146,14 @@ impl FastPathSync {
             want_routes.insert((ip, 32), u32::MAX);
             neighbor_routes.push((ip, n.port));
         }
+        // weft's pipeline refreshes a neighbour when a lookup finds it expired; the
+        // fast path's packets never look, so the table refreshes these itself.
+        router.keep_neighbors_fresh(
+            want_slots
+                .keys()
+                .map(|&(p, ip)| (p, IpAddr::V4(ip)))
+                .collect(),
+        );
         // Slots: keep the ones still used, free the rest, give new ones.
         let mut changed = 0;
         let gone: Vec<_> = self

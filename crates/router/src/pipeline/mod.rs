@@ -407,6 +407,12 @@ impl Router {
             .collect()
     }
 
+    /// Neighbours to refresh without lookups (those the XDP fast path forwards to;
+    /// see [`crate::neighbor::NeighborTable::keep_fresh`]).
+    pub fn keep_neighbors_fresh(&self, set: Vec<(PortId, IpAddr)>) {
+        lock(&self.neighbors).keep_fresh(set);
+    }
+
     /// Forget every neighbour.
     pub fn flush_neighbors(&self) {
         let mut n = lock(&self.neighbors);
