@@ -938,10 +938,10 @@ fn xdp_counter(r: &RouterProc, name: &str) -> u64 {
     r.counter(name)
 }
 
-/// The XDP fast path (`xdp_forward = true`): routed IPv4 transit crosses in the
-/// kernel (its counter rises), while TTL expiry still gets weft's time exceeded
-/// (traceroute shows the router), the router's own addresses, connected hosts and
-/// IPv6 still work through weft's pipeline, and a route changed with `ctl` moves the
+/// The XDP fast path (`xdp_forward = true`): routed IPv4 and IPv6 transit crosses
+/// in the kernel (its counter rises), while TTL expiry still gets weft's time exceeded
+/// (traceroute shows the router), the router's own addresses still work through
+/// weft's pipeline, and a route changed with `ctl` moves the
 /// fast path's traffic too.
 #[test]
 fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
@@ -990,8 +990,28 @@ fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
         ping_ok("weft-ha", &[dst]);
     }
     assert!(xdp_counter(&r, "xdp_slow_local_or_connected") - local >= 3);
+    // IPv6 transit: the fast path too, once 2001:2:0:2::2 is resolved.
     ping_ok("weft-ha", &["-6", "2001:2:0:100::1"]);
-    assert!(xdp_counter(&r, "xdp_slow_not_ipv4") >= 3);
+    std::thread::sleep(Duration::from_millis(300));
+    let before6 = xdp_counter(&r, "xdp_forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &[
+            "ping",
+            "-6",
+            "-c",
+            "10",
+            "-i",
+            "0.05",
+            "-W",
+            "2",
+            "2001:2:0:100::1",
+        ],
+    );
+    assert!(text(&o).contains(" 0% packet loss"), "{}", text(&o));
+    assert!(xdp_counter(&r, "xdp_forwarded") - before6 >= 10);
+    assert!(xdp_counter(&r, "xdp_slow_not_ip") >= 1, "ARP reaches weft");
     // No route: weft's unreachable (ping reports it).
     let o = ns(
         "weft-ha",

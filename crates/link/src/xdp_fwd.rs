@@ -1,7 +1,7 @@
-//! An IPv4 forwarding fast path in the ingress port's XDP hook: the common case of a
+//! An IPv4 and IPv6 forwarding fast path in the ingress port's XDP hook: the common case of a
 //! router's pipeline compiled to eBPF by weft, so a plain transit packet never leaves
 //! the kernel, and everything else goes on to the port's `AF_XDP` socket, where
-//! weft's user-space pipeline stays the one place for ICMP, ARP, IPv6, options,
+//! weft's user-space pipeline stays the one place for ICMP, ARP/ND, options,
 //! fragments and local delivery (the slow path).
 //!
 //! Why (docs/results/router.md §3.3h): over veth, with the router on its own core,
@@ -31,6 +31,12 @@
 //! 5. TTL − 1 with the checksum updated incrementally (RFC 1624: adding 0x0100 in
 //!    one's complement), both MACs rewritten, `bpf_redirect(ifindex, 0)`.
 //!
+//! IPv6 the same way, with its own trie: version 6, payload length equal to the
+//! frame, next header TCP, UDP or ICMPv6 (extension headers: slow), a source that is
+//! not multicast, link-local or ::/32-prefixed, hop limit above 1, the destination's
+//! match (the router's own addresses, fe80::/10 and ff00::/8 are slot 0), the same
+//! next-hop table and MTU test; the hop limit − 1 (no header checksum).
+//!
 //! Counters: a per-CPU array, one slot per [`COUNTER_NAMES`] entry, read with
 //! [`FastPath::counters`].
 //!
@@ -42,7 +48,7 @@
 
 use crate::sys::bpf::{self, Insn, Map};
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
@@ -65,7 +71,7 @@ pub const XDP_REDIRECT: u32 = 4;
 /// reason a frame went to the slow path.
 pub const COUNTER_NAMES: [&str; 12] = [
     "xdp_forwarded",
-    "xdp_slow_not_ipv4",
+    "xdp_slow_not_ip",
     "xdp_slow_not_our_mac",
     "xdp_slow_header",
     "xdp_slow_fragment",
@@ -84,19 +90,22 @@ pub const COUNTER_NAMES: [&str; 12] = [
 pub enum Reason {
     /// Forwarded on the fast path.
     Forwarded = 0,
-    /// Shorter than Ethernet + 20 bytes, or not IPv4 (ARP, IPv6, VLAN tags...).
-    NotIpv4,
+    /// Shorter than Ethernet + 20 bytes, or neither IPv4 nor IPv6 (ARP, VLAN tags...).
+    NotIp,
     /// The destination MAC is not the port's (broadcast, multicast, another host).
     NotOurMac,
-    /// Not version 4 with IHL 5 (options), or a total length unlike the frame's.
+    /// IPv4: not version 4 with IHL 5 (options), or a total length unlike the
+    /// frame's; IPv6: shorter than its 40-byte header, not version 6, a payload
+    /// length unlike the frame's, or a next header other than TCP, UDP, ICMPv6.
     Header,
     /// A fragment (MF set or a fragment offset).
     Fragment,
-    /// Source in 0/8, 127/8 or 224/3.
+    /// IPv4 source in 0/8, 127/8 or 224/3; IPv6 source multicast, link-local or
+    /// starting with 32 zero bits (::, ::1, IPv4-mapped).
     MartianSource,
-    /// TTL 0 or 1.
+    /// TTL or hop limit 0 or 1.
     Ttl,
-    /// The header checksum does not verify.
+    /// The IPv4 header checksum does not verify.
     BadChecksum,
     /// No route.
     NoRoute,
@@ -387,6 +396,7 @@ impl Hop {
 #[derive(Debug)]
 pub struct FastPath {
     routes: Map,
+    routes6: Map,
     hops: Map,
     counters: Map,
     max_hops: u32,
@@ -434,6 +444,16 @@ impl FastPath {
             b"weft_fwd_routes",
         )
         .map_err(ctx("LPM_TRIE"))?;
+        let routes6 = Map::create(
+            BPF_MAP_TYPE_LPM_TRIE,
+            20,
+            4,
+            max_routes.max(1),
+            bpf::BPF_F_NO_PREALLOC,
+            1,
+            b"weft_fwd_route6",
+        )
+        .map_err(ctx("LPM_TRIE"))?;
         let max_hops = max_hops.max(2);
         let hops = Map::create(
             BPF_MAP_TYPE_ARRAY,
@@ -458,6 +478,7 @@ impl FastPath {
         .map_err(ctx("PERCPU_ARRAY"))?;
         Ok(FastPath {
             routes,
+            routes6,
             hops,
             counters,
             max_hops,
@@ -484,6 +505,34 @@ impl FastPath {
     /// Remove the route for `prefix/len` (a missing one is not an error).
     pub fn delete_route(&self, prefix: Ipv4Addr, len: u8) -> io::Result<()> {
         match self.routes.delete(&Self::route_key(prefix, len)) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            r => r,
+        }
+    }
+
+    fn route6_key(prefix: Ipv6Addr, len: u8) -> [u8; 20] {
+        let len = len.min(128);
+        let mask = if len == 0 {
+            0
+        } else {
+            u128::MAX << (128 - len)
+        };
+        let addr = u128::from(prefix) & mask;
+        let mut k = [0u8; 20];
+        k[0..4].copy_from_slice(&u32::from(len).to_ne_bytes());
+        k[4..20].copy_from_slice(&addr.to_be_bytes());
+        k
+    }
+
+    /// Route the IPv6 `prefix/len` to next-hop slot `hop` (0: the slow path).
+    pub fn set_route6(&self, prefix: Ipv6Addr, len: u8, hop: u32) -> io::Result<()> {
+        self.routes6
+            .update(&Self::route6_key(prefix, len), &hop.to_ne_bytes())
+    }
+
+    /// Remove the IPv6 route for `prefix/len` (a missing one is not an error).
+    pub fn delete_route6(&self, prefix: Ipv6Addr, len: u8) -> io::Result<()> {
+        match self.routes6.delete(&Self::route6_key(prefix, len)) {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             r => r,
         }
@@ -540,19 +589,25 @@ impl FastPath {
         a.mov(6, 1);
         a.load(4, 7, 6, 0); // ctx->data
         a.load(4, 8, 6, 4); // ctx->data_end
-        reason(&mut a, Reason::NotIpv4);
+        let v6 = a.label();
+        let next_hop = a.label();
+        let mac_check = |a: &mut Asm| {
+            a.mov_imm(9, Reason::NotOurMac as i32);
+            a.load(4, 2, 7, 0).jmp_imm(
+                Jmp::Ne32,
+                2,
+                ne32([port_mac[0], port_mac[1], port_mac[2], port_mac[3]]),
+                slow,
+            );
+            a.load(2, 2, 7, 4)
+                .jmp_imm(Jmp::Ne, 2, ne16([port_mac[4], port_mac[5]]), slow);
+        };
+        reason(&mut a, Reason::NotIp);
         a.mov(2, 7).add_imm(2, 34).jmp_reg(Jmp::Gt, 2, 8, slow);
-        a.load(2, 2, 7, 12)
-            .jmp_imm(Jmp::Ne, 2, ne16([0x08, 0x00]), slow);
-        reason(&mut a, Reason::NotOurMac);
-        a.load(4, 2, 7, 0).jmp_imm(
-            Jmp::Ne32,
-            2,
-            ne32([port_mac[0], port_mac[1], port_mac[2], port_mac[3]]),
-            slow,
-        );
-        a.load(2, 2, 7, 4)
-            .jmp_imm(Jmp::Ne, 2, ne16([port_mac[4], port_mac[5]]), slow);
+        a.load(2, 2, 7, 12);
+        a.jmp_imm(Jmp::Eq, 2, ne16([0x86, 0xdd]), v6);
+        a.jmp_imm(Jmp::Ne, 2, ne16([0x08, 0x00]), slow);
+        mac_check(&mut a);
         reason(&mut a, Reason::Header);
         a.load(1, 2, 7, 14).jmp_imm(Jmp::Ne, 2, 0x45, slow);
         // Total length == the frame's IPv4 bytes.
@@ -591,27 +646,90 @@ impl FastPath {
         reason(&mut a, Reason::LocalOrConnected);
         a.load(4, 2, 0, 0).jmp_imm(Jmp::Eq, 2, 0, slow);
         a.store(4, 10, -16, 2);
+        // Shared by both families from here: r2 the next-hop slot (also at fp-16).
+        a.bind(next_hop);
         reason(&mut a, Reason::Unresolved);
         a.ld_map(1, self.hops.fd());
         a.mov(2, 10).add_imm(2, -16).call(BPF_FUNC_MAP_LOOKUP_ELEM);
         a.jmp_imm(Jmp::Eq, 0, 0, slow);
         a.load(4, 2, 0, 0).jmp_imm(Jmp::Eq, 2, 0, slow);
         reason(&mut a, Reason::TooBig);
+        // The IP packet's length: the frame's after Ethernet (both families checked
+        // their length field against it).
         a.load(4, 3, 0, 4);
-        a.load(2, 4, 7, 16).be16(4).jmp_reg(Jmp::Gt, 4, 3, slow);
+        a.mov(4, 8)
+            .sub(4, 7)
+            .sub_imm(4, 14)
+            .jmp_reg(Jmp::Gt, 4, 3, slow);
         // Forward: from here on nothing goes slow, so r6 (ctx) may hold the ifindex.
         a.mov(6, 2);
         for off in [0i16, 4, 8] {
             a.load(4, 3, 0, 8 + off).store(4, 7, off, 3);
         }
+        let v6_hop_limit = a.label();
+        let send = a.label();
+        a.load(2, 2, 7, 12)
+            .jmp_imm(Jmp::Eq, 2, ne16([0x86, 0xdd]), v6_hop_limit);
         a.load(1, 3, 7, 22).sub_imm(3, 1).store(1, 7, 22, 3);
         // RFC 1624: HC' = HC + 0x0100 (one's complement; the TTL is the high byte
         // of its 16-bit word), with the end-around carry.
         a.load(2, 3, 7, 24).add_imm(3, ne16([0x01, 0x00]));
         a.mov(4, 3).rsh_imm(4, 16).add(3, 4).store(2, 7, 24, 3);
+        a.jmp_imm(Jmp::Ne, 7, 0, send); // always taken: r7 is the packet pointer
+                                        // IPv6: the hop limit, no header checksum.
+        a.bind(v6_hop_limit);
+        a.load(1, 3, 7, 21).sub_imm(3, 1).store(1, 7, 21, 3);
+        a.bind(send);
         Self::count(&mut a, &self.counters, Some(Reason::Forwarded));
         a.mov(1, 6).mov_imm(2, 0).call(BPF_FUNC_REDIRECT).exit();
-        // The slow path: count why, then the port's AF_XDP socket (see afxdp.rs).
+        // IPv6 (RFC 8200): a 40-byte header, no options in it; extension headers,
+        // link-local and multicast go slow.
+        a.bind(v6);
+        reason(&mut a, Reason::Header);
+        a.mov(2, 7).add_imm(2, 54).jmp_reg(Jmp::Gt, 2, 8, slow);
+        mac_check(&mut a);
+        reason(&mut a, Reason::Header);
+        a.load(1, 2, 7, 14)
+            .and_imm(2, 0xf0)
+            .jmp_imm(Jmp::Ne, 2, 0x60, slow);
+        // Payload length == the frame's bytes after the fixed header.
+        a.load(2, 3, 7, 18).be16(3);
+        a.mov(4, 8).sub(4, 7).sub_imm(4, 54);
+        a.jmp_reg(Jmp::Ne, 3, 4, slow);
+        // Next header: only TCP, UDP and ICMPv6 here (extension headers go slow).
+        let upper_ok = a.label();
+        a.load(1, 2, 7, 20);
+        a.jmp_imm(Jmp::Eq, 2, 6, upper_ok)
+            .jmp_imm(Jmp::Eq, 2, 17, upper_ok)
+            .jmp_imm(Jmp::Ne, 2, 58, slow);
+        a.bind(upper_ok);
+        // Source: not multicast (ff), not link-local (fe80::/10), not starting with
+        // 32 zero bits (::, ::1, mapped and compatible addresses: the pipeline's).
+        reason(&mut a, Reason::MartianSource);
+        a.load(1, 2, 7, 22).jmp_imm(Jmp::Eq, 2, 0xff, slow);
+        a.load(2, 2, 7, 22).and_imm(2, ne16([0xff, 0xc0])).jmp_imm(
+            Jmp::Eq,
+            2,
+            ne16([0xfe, 0x80]),
+            slow,
+        );
+        a.load(4, 2, 7, 22).jmp_imm(Jmp::Eq, 2, 0, slow);
+        reason(&mut a, Reason::Ttl);
+        a.load(1, 2, 7, 21).jmp_imm(Jmp::Le, 2, 1, slow);
+        // Route lookup: key {128, destination} at fp-40.
+        reason(&mut a, Reason::NoRoute);
+        a.store_imm32(10, -40, 128);
+        for i in 0..4i16 {
+            a.load(4, 2, 7, 38 + 4 * i).store(4, 10, -36 + 4 * i, 2);
+        }
+        a.ld_map(1, self.routes6.fd());
+        a.mov(2, 10).add_imm(2, -40).call(BPF_FUNC_MAP_LOOKUP_ELEM);
+        a.jmp_imm(Jmp::Eq, 0, 0, slow);
+        reason(&mut a, Reason::LocalOrConnected);
+        a.load(4, 2, 0, 0).jmp_imm(Jmp::Eq, 2, 0, slow);
+        a.store(4, 10, -16, 2);
+        a.jmp_imm(Jmp::Ne, 2, 0, next_hop); // always taken: the slot is not 0
+                                            // The slow path: count why, then the port's AF_XDP socket (see afxdp.rs).
         a.bind(slow);
         Self::count(&mut a, &self.counters, None);
         let pass = a.label();

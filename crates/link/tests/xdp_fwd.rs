@@ -3,7 +3,7 @@
 //! verdicts and rewrites are the kernel's, not a model's). Needs root (`CAP_BPF`,
 //! `CAP_NET_ADMIN`); prints `skipped: …` otherwise.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use weft_link::xdp_fwd::{FastPath, Hop, COUNTER_NAMES, XDP_PASS, XDP_REDIRECT};
 use weft_wire::ipv4::Ipv4Packet;
 
@@ -36,6 +36,11 @@ fn fast_path() -> Option<FastPath> {
     )
     .expect("hop");
     f.set_hop(2, None).expect("hop");
+    f.set_route6(FAR6, 56, 1).expect("route6");
+    f.set_route6(Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 0), 64, 0)
+        .expect("route6");
+    f.set_route6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8, 0)
+        .expect("route6");
     // The program must load (the verifier's verdict) before anything else is tested.
     weft_testkit::require(
         "BPF_PROG_TEST_RUN",
@@ -157,10 +162,10 @@ fn everything_but_plain_transit_goes_to_the_slow_path_unchanged() {
     cases.push(("xdp_slow_header", opts));
     let mut v6 = base.clone();
     v6[12..14].copy_from_slice(&[0x86, 0xdd]);
-    cases.push(("xdp_slow_not_ipv4", v6));
+    cases.push(("xdp_slow_header", v6));
     let mut arp = base.clone();
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
-    cases.push(("xdp_slow_not_ipv4", arp));
+    cases.push(("xdp_slow_not_ip", arp));
     let mut bcast = base.clone();
     bcast[0..6].copy_from_slice(&[0xff; 6]);
     cases.push(("xdp_slow_not_our_mac", bcast));
@@ -205,7 +210,7 @@ fn everything_but_plain_transit_goes_to_the_slow_path_unchanged() {
     cases.push(("xdp_slow_header", short_len));
     // Shorter than Ethernet + a 20-byte header (the kernel refuses < 14 bytes).
     for n in [14usize, 20, 33] {
-        cases.push(("xdp_slow_not_ipv4", base[..n].to_vec()));
+        cases.push(("xdp_slow_not_ip", base[..n].to_vec()));
     }
     for (want, input) in &cases {
         let before = f.counters().expect("counters");
@@ -238,35 +243,47 @@ fn garbage_frames_are_never_forwarded() {
         (x >> 33) as u8
     };
     let base = frame(FAR, 64, 64);
+    let base6 = frame6(Ipv6Addr::new(0x2001, 2, 0, 0x100, 0, 0, 0, 1), 64, 17, 64);
     let mut forwarded = 0;
-    for i in 0..3000 {
+    for i in 0..4500 {
         let len = 14 + usize::from(next()) % 80;
         let mut g: Vec<u8> = (0..len).map(|_| next()).collect();
-        if i % 2 == 0 {
-            // Half keep a valid-looking Ethernet + IPv4 start, so the later checks run.
-            let n = len.min(34);
-            g[..n].copy_from_slice(&base[..n]);
-            if len > 34 {
-                g[34..].iter_mut().for_each(|b| *b = next());
-            }
-        }
+        // A third keep a valid-looking Ethernet + IPv4 start, a third IPv6, so the
+        // later checks run too.
+        let prefix = match i % 3 {
+            0 => &base[..34],
+            1 => &base6[..54],
+            _ => &[][..],
+        };
+        let n = len.min(prefix.len());
+        g[..n].copy_from_slice(&prefix[..n]);
         let (verdict, out) = f.test_run(PORT_MAC, &g).expect("run");
         if verdict == XDP_REDIRECT {
             // Only a frame that is a valid transit packet may be forwarded.
             forwarded += 1;
-            assert_eq!(
-                g.len(),
-                14 + usize::from(u16::from_be_bytes([g[16], g[17]]))
-            );
-            let ip = Ipv4Packet::new_checked(&out[14..]).expect("ipv4");
-            assert!(ip.verify_checksum());
+            if g[12..14] == [0x08, 0x00] {
+                assert_eq!(
+                    g.len(),
+                    14 + usize::from(u16::from_be_bytes([g[16], g[17]]))
+                );
+                let ip = Ipv4Packet::new_checked(&out[14..]).expect("ipv4");
+                assert!(ip.verify_checksum());
+            } else {
+                assert_eq!(g[12..14], [0x86, 0xdd]);
+                assert_eq!(
+                    g.len(),
+                    54 + usize::from(u16::from_be_bytes([g[18], g[19]]))
+                );
+                assert!([6, 17, 58].contains(&g[20]));
+                assert!(g[21] > 1 && out[21] == g[21] - 1);
+            }
         } else {
             assert_eq!(verdict, XDP_PASS);
             assert_eq!(out, g);
         }
     }
     // With random tails, a few of the well-formed halves are valid transit frames.
-    assert!(forwarded < 3000);
+    assert!(forwarded < 4500);
 }
 
 #[test]
@@ -276,4 +293,100 @@ fn counters_sum_over_cpus_and_start_at_zero() {
     // fast_path() ran one probe frame: one forwarded, nothing else.
     assert_eq!(c[0], 1);
     assert_eq!(c[1..].iter().sum::<u64>(), 0);
+}
+
+const FAR6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0x100, 0, 0, 0, 0);
+
+/// An Ethernet + IPv6 + UDP frame of `len` bytes from 2001:2:0:1::2 to `dst`.
+fn frame6(dst: Ipv6Addr, hop_limit: u8, next: u8, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&PORT_MAC);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xaa]);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..20].copy_from_slice(&((len - 54) as u16).to_be_bytes());
+    f[20] = next;
+    f[21] = hop_limit;
+    f[22..38].copy_from_slice(&Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 2).octets());
+    f[38..54].copy_from_slice(&dst.octets());
+    for (i, b) in f[54..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    f
+}
+
+#[test]
+fn a_routed_ipv6_frame_leaves_with_hop_limit_less_one_and_new_macs() {
+    let Some(f) = fast_path() else { return };
+    let dst = Ipv6Addr::new(0x2001, 2, 0, 0x100, 0, 0, 0, 1);
+    for (next, len) in [(17u8, 64usize), (6, 512), (58, 1514)] {
+        let input = frame6(dst, 64, next, len);
+        let (verdict, out) = f.test_run(PORT_MAC, &input).expect("run");
+        assert_eq!(verdict, XDP_REDIRECT, "next header {next}");
+        assert_eq!(&out[0..6], &NEIGHBOR_MAC);
+        assert_eq!(&out[6..12], &EGRESS_MAC);
+        assert_eq!(out[21], 63);
+        assert_eq!(&out[12..21], &input[12..21]);
+        assert_eq!(&out[22..], &input[22..]);
+    }
+}
+
+#[test]
+fn ipv6_that_is_not_plain_transit_goes_to_the_slow_path_unchanged() {
+    let Some(f) = fast_path() else { return };
+    let far = Ipv6Addr::new(0x2001, 2, 0, 0x100, 0, 0, 0, 1);
+    let base = frame6(far, 64, 17, 64);
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("xdp_slow_ttl", frame6(far, 1, 17, 64)),
+        (
+            "xdp_slow_no_route",
+            frame6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 64, 17, 64),
+        ),
+        (
+            "xdp_slow_local_or_connected",
+            frame6(Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 1), 64, 17, 64),
+        ),
+        (
+            "xdp_slow_local_or_connected",
+            frame6(Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1), 64, 58, 64),
+        ),
+        ("xdp_slow_header", frame6(far, 64, 0, 64)), // hop-by-hop options
+        ("xdp_slow_header", frame6(far, 64, 44, 64)), // a fragment header
+        ("xdp_slow_header", frame6(far, 64, 43, 64)), // a routing header
+        ("xdp_slow_too_big", frame6(far, 64, 17, 1515)),
+        ("xdp_slow_header", base[..53].to_vec()),
+    ];
+    let mut padded = base.clone();
+    padded.push(0);
+    cases.push(("xdp_slow_header", padded));
+    let mut v4 = base.clone();
+    v4[14] = 0x45;
+    cases.push(("xdp_slow_header", v4));
+    for src in [
+        Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1),
+        Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1),
+        Ipv6Addr::LOCALHOST,
+        Ipv6Addr::UNSPECIFIED,
+    ] {
+        let mut m = base.clone();
+        m[22..38].copy_from_slice(&src.octets());
+        cases.push(("xdp_slow_martian_source", m));
+    }
+    let mut bcast = base.clone();
+    bcast[0..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    cases.push(("xdp_slow_not_our_mac", bcast));
+    for (want, input) in &cases {
+        let before = f.counters().expect("counters");
+        let (verdict, out) = f.test_run(PORT_MAC, input).expect("run");
+        let after = f.counters().expect("counters");
+        assert_eq!(verdict, XDP_PASS, "{want}: {input:02x?}");
+        assert_eq!(&out, input, "{want}");
+        let moved: Vec<&str> = COUNTER_NAMES
+            .iter()
+            .zip(before.iter().zip(after.iter()))
+            .filter(|(_, (b, a))| a != b)
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(moved, vec![*want], "{input:02x?}");
+    }
 }

@@ -1,5 +1,5 @@
 //! Keeps the XDP forwarding fast path's maps ([`weft_link::xdp_fwd`]) in step with
-//! the router: its IPv4 routes and the resolved neighbours their next hops need.
+//! the router: its routes and the resolved neighbours their next hops need.
 //!
 //! The FIB and the neighbour table stay the router's; the maps are a copy that
 //! [`FastPathSync::sync`] rewrites where they differ, called by the daemon every
@@ -7,10 +7,10 @@
 //! fast path within that; until then packets of a new route take the slow path, or
 //! a removed route's packets follow it at most that long). What the copy holds:
 //!
-//! - every IPv4 route via a neighbour on a port with a kernel interface: its slot in
+//! - every route via a neighbour on a port with a kernel interface: its slot in
 //!   the next-hop map, filled with the neighbour's MAC once resolved (reachable or
 //!   stale), zero (the slow path) until then;
-//! - a /32 for every resolved neighbour on a connected network of a port with a
+//! - a /32 (IPv6: /128) for every resolved neighbour on a connected network of a port with a
 //!   kernel interface (unless a configured /32 route exists for it), with its own
 //!   slot: so traffic to directly attached hosts is forwarded too once weft has
 //!   resolved them; until then, and when the entry expires, their connected route
@@ -23,13 +23,15 @@
 //! timer once they expire ([`crate::neighbor::NeighborTable::keep_fresh`]): their
 //! packets never reach the pipeline's lookup, which is what refreshes the others.
 //!
-//! IPv6 is not on the fast path (its frames all reach the pipeline).
+//! IPv6 the same way, in its own trie: routes via a neighbour, /128 host entries
+//! for resolved neighbours on connected prefixes, slot 0 for the router's own
+//! addresses, ::, ::1, fe80::/10 and ff00::/8.
 
 use crate::fib::{IpPrefix, NextHop, PortId};
 use crate::pipeline::Router;
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 use weft_link::xdp_fwd::{FastPath, Hop, COUNTER_NAMES};
 
@@ -45,9 +47,9 @@ pub struct FastPathSync {
     /// Per port: the interface index when the port is a kernel interface here.
     ifindex: Vec<Option<u32>>,
     /// Slot of each (port, neighbour) next hop, kept while some route uses it.
-    slots: HashMap<(PortId, Ipv4Addr), u32>,
+    slots: HashMap<(PortId, IpAddr), u32>,
     free: Vec<u32>,
-    routes: HashMap<(Ipv4Addr, u8), u32>,
+    routes: HashMap<(IpAddr, u8), u32>,
     hops: HashMap<u32, Option<Hop>>,
 }
 
@@ -77,27 +79,23 @@ impl FastPathSync {
     pub fn sync(&mut self, router: &Router, now: Instant) -> io::Result<usize> {
         let ports: Vec<_> = router.ports().cloned().collect();
         let neighbors = router.neighbors(now);
-        let resolved = |port: PortId, ip: Ipv4Addr| {
+        let resolved = |port: PortId, ip: IpAddr| {
             neighbors
                 .iter()
-                .find(|n| n.port == port && n.ip == IpAddr::V4(ip) && n.state != "incomplete")
+                .find(|n| n.port == port && n.ip == ip && n.state != "incomplete")
                 .and_then(|n| n.mac)
         };
         // What the maps should hold.
-        let mut want_routes: HashMap<(Ipv4Addr, u8), u32> = HashMap::new();
-        let mut want_slots: HashMap<(PortId, Ipv4Addr), Option<Hop>> = HashMap::new();
-        let mut neighbor_routes: Vec<(Ipv4Addr, PortId)> = Vec::new();
-        let mut routed: Vec<(IpPrefix, NextHop)> = router.routes(usize::MAX);
-        routed.retain(|(p, _)| p.addr().is_ipv4());
+        let mut want_routes: HashMap<(IpAddr, u8), u32> = HashMap::new();
+        let mut want_slots: HashMap<(PortId, IpAddr), Option<Hop>> = HashMap::new();
+        let mut neighbor_routes: Vec<(IpAddr, PortId)> = Vec::new();
+        let routed: Vec<(IpPrefix, NextHop)> = router.routes(usize::MAX);
         for (prefix, nh) in &routed {
-            let IpAddr::V4(addr) = prefix.addr() else {
-                continue;
-            };
-            let key = (addr, prefix.len());
+            let key = (prefix.addr(), prefix.len());
             let egress = self.ifindex.get(nh.port).copied().flatten();
             let port = ports.get(nh.port);
             match (nh.via, egress, port) {
-                (Some(IpAddr::V4(gw)), Some(ifindex), Some(spec)) if !router.is_remote(nh.port) => {
+                (Some(gw), Some(ifindex), Some(spec)) if !router.is_remote(nh.port) => {
                     let hop = resolved(nh.port, gw).map(|mac| Hop {
                         ifindex,
                         mtu: spec.max_frame.saturating_sub(14) as u32,
@@ -115,22 +113,26 @@ impl FastPathSync {
         // Hosts on connected networks: a /32 per resolved neighbour (its own slot),
         // unless a configured /32 route says otherwise.
         for n in &neighbors {
-            let (IpAddr::V4(ip), Some(mac)) = (n.ip, n.mac) else {
+            let (ip, Some(mac)) = (n.ip, n.mac) else {
                 continue;
             };
+            let host = if ip.is_ipv4() { 32 } else { 128 };
             let (Some(ifindex), Some(spec)) = (
                 self.ifindex.get(n.port).copied().flatten(),
                 ports.get(n.port),
             ) else {
                 continue;
             };
-            let on_link = spec.v4.iter().any(|&(a, l)| {
-                IpPrefix::new(IpAddr::V4(a), l).is_some_and(|p| p.contains(IpAddr::V4(ip)))
-            });
+            let on_link = spec
+                .v4
+                .iter()
+                .map(|&(a, l)| (IpAddr::V4(a), l))
+                .chain(spec.v6.iter().map(|&(a, l)| (IpAddr::V6(a), l)))
+                .any(|(a, l)| IpPrefix::new(a, l).is_some_and(|p| p.contains(ip)));
             if n.state == "incomplete"
                 || !on_link
                 || router.is_remote(n.port)
-                || want_routes.contains_key(&(ip, 32))
+                || want_routes.contains_key(&(ip, host))
             {
                 continue;
             }
@@ -143,17 +145,12 @@ impl FastPathSync {
                     src_mac: spec.mac.0,
                 }),
             );
-            want_routes.insert((ip, 32), u32::MAX);
+            want_routes.insert((ip, host), u32::MAX);
             neighbor_routes.push((ip, n.port));
         }
         // weft's pipeline refreshes a neighbour when a lookup finds it expired; the
         // fast path's packets never look, so the table refreshes these itself.
-        router.keep_neighbors_fresh(
-            want_slots
-                .keys()
-                .map(|&(p, ip)| (p, IpAddr::V4(ip)))
-                .collect(),
-        );
+        router.keep_neighbors_fresh(want_slots.keys().copied().collect());
         // Slots: keep the ones still used, free the rest, give new ones.
         let mut changed = 0;
         let gone: Vec<_> = self
@@ -186,11 +183,8 @@ impl FastPathSync {
             }
         }
         for (prefix, nh) in &routed {
-            let IpAddr::V4(addr) = prefix.addr() else {
-                continue;
-            };
-            if let (Some(IpAddr::V4(gw)), Some(v)) =
-                (nh.via, want_routes.get_mut(&(addr, prefix.len())))
+            if let (Some(gw), Some(v)) =
+                (nh.via, want_routes.get_mut(&(prefix.addr(), prefix.len())))
             {
                 if *v == u32::MAX {
                     *v = self.slots.get(&(nh.port, gw)).copied().unwrap_or(0);
@@ -198,7 +192,8 @@ impl FastPathSync {
             }
         }
         for (ip, port) in &neighbor_routes {
-            if let Some(v) = want_routes.get_mut(&(*ip, 32)) {
+            let host = if ip.is_ipv4() { 32 } else { 128 };
+            if let Some(v) = want_routes.get_mut(&(*ip, host)) {
                 if *v == u32::MAX {
                     *v = self.slots.get(&(*port, *ip)).copied().unwrap_or(0);
                 }
@@ -212,21 +207,28 @@ impl FastPathSync {
         // The router's own and the special destinations, after the routes (a /32
         // route cannot take the router's own address onto the fast path).
         let special = [
-            (Ipv4Addr::new(0, 0, 0, 0), 8),
-            (Ipv4Addr::new(127, 0, 0, 0), 8),
-            (Ipv4Addr::new(224, 0, 0, 0), 4),
-            (Ipv4Addr::BROADCAST, 32),
+            (IpAddr::V4(Ipv4Addr::new(0, 0, 0, 0)), 8),
+            (IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), 8),
+            (IpAddr::V4(Ipv4Addr::new(224, 0, 0, 0)), 4),
+            (IpAddr::V4(Ipv4Addr::BROADCAST), 32),
+            (IpAddr::V6(Ipv6Addr::UNSPECIFIED), 128),
+            (IpAddr::V6(Ipv6Addr::LOCALHOST), 128),
+            (IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)), 10),
+            (IpAddr::V6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0)), 8),
         ];
         for k in special {
             want_routes.insert(k, 0);
         }
         for spec in &ports {
             for &(a, l) in &spec.v4 {
-                want_routes.insert((a, 32), 0);
+                want_routes.insert((IpAddr::V4(a), 32), 0);
                 if l < 31 {
                     let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> l));
-                    want_routes.insert((bcast, 32), 0);
+                    want_routes.insert((IpAddr::V4(bcast), 32), 0);
                 }
+            }
+            for &(a, _) in &spec.v6 {
+                want_routes.insert((IpAddr::V6(a), 128), 0);
             }
         }
         // Removed routes first, then new and changed ones.
@@ -237,13 +239,19 @@ impl FastPathSync {
             .copied()
             .collect();
         for (a, l) in stale {
-            self.fast.delete_route(a, l)?;
+            match a {
+                IpAddr::V4(a4) => self.fast.delete_route(a4, l)?,
+                IpAddr::V6(a6) => self.fast.delete_route6(a6, l)?,
+            }
             self.routes.remove(&(a, l));
             changed += 1;
         }
         for (&(a, l), &v) in &want_routes {
             if self.routes.get(&(a, l)) != Some(&v) {
-                self.fast.set_route(a, l, v)?;
+                match a {
+                    IpAddr::V4(a4) => self.fast.set_route(a4, l, v)?,
+                    IpAddr::V6(a6) => self.fast.set_route6(a6, l, v)?,
+                }
                 self.routes.insert((a, l), v);
                 changed += 1;
             }
