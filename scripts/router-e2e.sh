@@ -16,7 +16,10 @@
 # afxdp-native (AF_XDP with veth's native XDP hook), afxdp-rps (afxdp with the same
 # RPS as the kernel's own-core row: without it, veth delivers each frame in the
 # sender's system call, so the ingress port's generic XDP and its copy into the
-# UMEM run on the generator's core, GEN_CPU; with it, on weft's). KERNEL=0 skips the
+# UMEM run on the generator's core, GEN_CPU; with it, on weft's), afxdp-fwd (afxdp-rps
+# with `xdp_forward = true` on the ports: weft's IPv4 fast path in the ingress XDP
+# hook forwards plain transit in the kernel, the rest reaches weft's pipeline through
+# the AF_XDP socket; same RPS, so all of it runs on weft's core). KERNEL=0 skips the
 # kernel-forwarding rows. BUSY_POLL_US sets the router's `busy_poll_us`; XDP_RX_FRAMES
 # the AF_XDP ports' receive ring depth, `xdp_rx_frames` (scripts/netns-router.sh config).
 # ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
@@ -117,13 +120,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
       afpacket | afpacket-v3) args=(afpacket) ;;
       afxdp) args=(afxdp generic) ;;
       afxdp-native) args=(afxdp native) ;;
-      afxdp-rps) args=(afxdp generic) ;;
+      afxdp-rps | afxdp-fwd) args=(afxdp generic) ;;
       *) echo "unknown backend $backend" >&2; exit 2 ;;
     esac
     for arch in $ARCHS; do
       bash $NETNS up weft
       if [[ $SINK == 1 ]]; then bash $NETNS sink weft; fi
-      if [[ $backend == afxdp-rps ]]; then
+      if [[ $backend == afxdp-rps || $backend == afxdp-fwd ]]; then
         # As for "linux kernel, own core": RPS queues the ingress veth's frames to
         # ROUTER_CPU, so their receive (generic XDP, the copy into the UMEM) runs on
         # weft's core, not in the generator's send call on GEN_CPU.
@@ -134,7 +137,9 @@ for ((round = 1; round <= ROUNDS; round++)); do
         if [[ -n ${BUSY_POLL_US:-} ]]; then printf '[router]\nbusy_poll_us = %s\n\n' "$BUSY_POLL_US"; fi
         # two ports: no idle third worker on two cores
         bash $NETNS config 2 "${args[@]}" |
-          if [[ $backend == afpacket-v3 ]]; then sed 's/^interface = .*/&\nring = "v3"/'; else cat; fi
+          if [[ $backend == afpacket-v3 ]]; then sed 's/^interface = .*/&\nring = "v3"/'
+          elif [[ $backend == afxdp-fwd ]]; then sed 's/^backend = "afxdp"$/&\nxdp_forward = true/'
+          else cat; fi
       } > "$cfg"
       taskset -c "$ROUTER_CPU" ip netns exec weft-r nice -n "$NICE" "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" \
         2> >(sed "s/^/[weft $backend $arch, round $round] /" >>"$OUT/router-stderr.txt") &

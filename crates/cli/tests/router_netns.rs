@@ -903,3 +903,141 @@ fn two_router_processes_joined_by_an_shm_port_carry_pings_and_stop_on_signals() 
     assert!(r1.stop("INT"), "router 1 exits cleanly on SIGINT");
     assert!(r2.stop("TERM"), "router 2 exits cleanly on SIGTERM");
 }
+
+/// `netns-router.sh config 3 afxdp` with `xdp_forward = true` on every port.
+fn xdp_forward_config() -> String {
+    let cfg = Command::new("bash")
+        .arg(script())
+        .args(["config", "3", "afxdp"])
+        .output()
+        .expect("config");
+    String::from_utf8_lossy(&cfg.stdout).replace(
+        "backend = \"afxdp\"\n",
+        "backend = \"afxdp\"\nxdp_forward = true\n",
+    )
+}
+
+fn rx_packets(ns_name: &str, dev: &str) -> u64 {
+    text(&ns(
+        ns_name,
+        5,
+        &[
+            "cat",
+            &format!("/sys/class/net/{dev}/statistics/rx_packets"),
+        ],
+    ))
+    .trim()
+    .parse()
+    .unwrap_or(0)
+}
+
+/// A fast-path counter: the daemon publishes them every 50 ms, so wait for one
+/// publication after the traffic that should have moved it.
+fn xdp_counter(r: &RouterProc, name: &str) -> u64 {
+    std::thread::sleep(Duration::from_millis(150));
+    r.counter(name)
+}
+
+/// The XDP fast path (`xdp_forward = true`): routed IPv4 and IPv6 transit crosses
+/// in the kernel (its counter rises), while TTL expiry still gets weft's time exceeded
+/// (traceroute shows the router), the router's own addresses still work through
+/// weft's pipeline, and a route changed with `ctl` moves the
+/// fast path's traffic too.
+#[test]
+fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
+    require!("traceroute");
+    require_af_xdp!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _topo = Topology::up("weft");
+    let r = RouterProc::start_config("router", &xdp_forward_config(), "left");
+    let xdp = text(&ns("weft-r", 5, &["ip", "link", "show", "weft-ra"]));
+    assert!(xdp.contains("xdpgeneric"), "{xdp}");
+    // The first packets resolve 198.18.2.2 through weft; the daemon then fills the
+    // next hop (every 50 ms).
+    ping_ok("weft-ha", &["198.19.0.1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = xdp_counter(&r, "xdp_forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &["ping", "-c", "20", "-i", "0.02", "-W", "2", "198.19.0.1"],
+    );
+    let t = text(&o);
+    assert!(t.contains(" 0% packet loss"), "{t}");
+    let fast = xdp_counter(&r, "xdp_forwarded") - before;
+    // Host A → 198.19.0.1 is routed via 198.18.2.2: the fast path; the replies to
+    // host A, a resolved neighbour on a connected network, too.
+    assert!(
+        fast >= 20,
+        "xdp_forwarded +{fast}: {}",
+        r.ctl("show counters")
+    );
+    // TTL 1 goes to the slow path, and weft answers it.
+    let (t, hops) = traceroute_from_host_a("198.19.0.1");
+    assert!(
+        hops.first().is_some_and(|l| l.contains("198.18.1.1")),
+        "hop 1 is the router: {t}"
+    );
+    assert!(
+        hops.get(1).is_some_and(|l| l.contains("198.19.0.1")),
+        "hop 2 is the destination: {t}"
+    );
+    assert!(xdp_counter(&r, "xdp_slow_ttl") >= 1);
+    assert!(r.counter("icmp_time_exceeded_sent") >= 1);
+    // The router itself and IPv6: the pipeline; a connected host: either.
+    let local = xdp_counter(&r, "xdp_slow_local_or_connected");
+    for dst in ["198.18.1.1", "198.18.2.2"] {
+        ping_ok("weft-ha", &[dst]);
+    }
+    assert!(xdp_counter(&r, "xdp_slow_local_or_connected") - local >= 3);
+    // IPv6 transit: the fast path too, once 2001:2:0:2::2 is resolved.
+    ping_ok("weft-ha", &["-6", "2001:2:0:100::1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let before6 = xdp_counter(&r, "xdp_forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &[
+            "ping",
+            "-6",
+            "-c",
+            "10",
+            "-i",
+            "0.05",
+            "-W",
+            "2",
+            "2001:2:0:100::1",
+        ],
+    );
+    assert!(text(&o).contains(" 0% packet loss"), "{}", text(&o));
+    assert!(xdp_counter(&r, "xdp_forwarded") - before6 >= 10);
+    assert!(xdp_counter(&r, "xdp_slow_not_ip") >= 1, "ARP reaches weft");
+    // No route: weft's unreachable (ping reports it).
+    let o = ns(
+        "weft-ha",
+        10,
+        &["ping", "-c", "1", "-W", "2", "203.0.113.1"],
+    );
+    assert!(!o.status.success());
+    assert!(xdp_counter(&r, "xdp_slow_no_route") >= 1);
+    // Move the far network to host C: the fast path follows within its sync period.
+    let c_before = rx_packets("weft-hc", "weft-c0");
+    let moved = r.ctl("route add 198.19.0.0/16 via 198.18.3.2");
+    assert!(moved.starts_with("ok"), "{moved}");
+    ping_ok("weft-ha", &["198.19.0.1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let b_before = rx_packets("weft-hb", "weft-b0");
+    let fast_before = xdp_counter(&r, "xdp_forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &["ping", "-c", "20", "-i", "0.02", "-W", "2", "198.19.0.1"],
+    );
+    assert!(text(&o).contains(" 0% packet loss"), "{}", text(&o));
+    assert!(xdp_counter(&r, "xdp_forwarded") - fast_before >= 20);
+    assert!(rx_packets("weft-hc", "weft-c0") - c_before >= 20);
+    assert!(
+        rx_packets("weft-hb", "weft-b0") - b_before <= 2,
+        "host B no longer gets the far network's traffic"
+    );
+}

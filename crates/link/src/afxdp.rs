@@ -34,6 +34,7 @@
 use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig, RingVersion};
 use crate::sys::bpf::Insn;
 use crate::sys::{self, Mmap};
+use crate::xdp_fwd::FastPath;
 use crate::{Armed, BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -63,7 +64,6 @@ const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
 const XDP_PACKET_HEADROOM: usize = 256;
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
@@ -612,38 +612,19 @@ struct Redirect {
 }
 
 impl Redirect {
-    /// Create the map and load the program (not attached yet).
-    fn load(entries: u32, room: u32) -> io::Result<(Fd, Fd)> {
+    /// Create the map and load the program (not attached yet): the plain redirect,
+    /// or with `fast` the forwarding fast path of [`crate::xdp_fwd`] for a port
+    /// with MAC `mac`, whose slow path is the same redirect.
+    fn load(entries: u32, room: u32, fast: Option<(&FastPath, [u8; 6])>) -> io::Result<(Fd, Fd)> {
         let map = sys::bpf::map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, entries, b"weft_xsks")
             .map_err(|e| io::Error::new(e.kind(), format!("bpf(BPF_MAP_CREATE, XSKMAP): {e}")))?;
-        let insns = redirect_program(map.as_raw_fd(), room);
-        let license = c"Dual MIT/GPL";
-        let load = |log: Option<&mut [u8]>| {
-            sys::bpf::prog_load(
-                BPF_PROG_TYPE_XDP,
-                BPF_XDP,
-                &insns,
-                license,
-                b"weft_xsks",
-                log,
-            )
-        };
-        match load(None) {
-            Ok(prog) => Ok((map, prog)),
-            Err(e) => {
-                // Load again with the verifier's log, so the error says why.
-                let mut log = vec![0u8; 4096];
-                let _ = load(Some(&mut log));
-                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "bpf(BPF_PROG_LOAD, XDP redirect): {e}; verifier: {}",
-                        String::from_utf8_lossy(&log[..end]).trim()
-                    ),
-                ))
+        let prog = match fast {
+            Some((f, mac)) => f.load(mac, map.as_fd(), room)?,
+            None => {
+                crate::xdp_fwd::load_xdp(&redirect_program(map.as_raw_fd(), room), b"weft_xsks")?
             }
-        }
+        };
+        Ok((map, prog))
     }
 
     fn attach(map: Fd, prog: Fd, ifindex: u32, mode: XdpMode) -> io::Result<Redirect> {
@@ -700,7 +681,7 @@ pub fn probe() -> io::Result<()> {
         0,
         "socket(AF_XDP)",
     )?;
-    Redirect::load(1, 1792).map(drop)
+    Redirect::load(1, 1792, None).map(drop)
 }
 
 /// Rings of the `AF_PACKET` socket that takes frames too long for a UMEM chunk: a
@@ -750,6 +731,18 @@ impl AfXdpLink {
 
     /// Open `interface` with the given sizes and mode.
     pub fn with_config(interface: &str, pool: BufferPool, cfg: XdpConfig) -> io::Result<AfXdpLink> {
+        AfXdpLink::with_fast_path(interface, pool, cfg, None)
+    }
+
+    /// [`AfXdpLink::with_config`], with `fast`: the interface's XDP program is the
+    /// forwarding fast path ([`crate::xdp_fwd`]) over `fast`'s maps, and only what it
+    /// does not forward reaches this link.
+    pub fn with_fast_path(
+        interface: &str,
+        pool: BufferPool,
+        cfg: XdpConfig,
+        fast: Option<&FastPath>,
+    ) -> io::Result<AfXdpLink> {
         let pow2 = |v: u32| v.is_power_of_two();
         if !(cfg.frame_size == 2048 || cfg.frame_size == 4096)
             || !pow2(cfg.rx_frames)
@@ -773,7 +766,7 @@ impl AfXdpLink {
             ));
         }
         let nq = rx_queue_count(interface)?;
-        let (map, prog) = Redirect::load(nq, room as u32)?;
+        let (map, prog) = Redirect::load(nq, room as u32, fast.map(|f| (f, mac)))?;
         let mut queues = Vec::with_capacity(nq as usize);
         for q in 0..nq {
             let queue = Queue::open(ifindex, q, &cfg)

@@ -52,6 +52,7 @@ pub mod spsc;
 mod sys;
 pub mod udp;
 pub mod wake;
+pub mod xdp_fwd;
 
 pub use datagram::{BurstMaps, Datagram, DatagramLink};
 pub use pool::{BufferPool, PacketBuf};

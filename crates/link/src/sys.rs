@@ -1253,12 +1253,17 @@ pub(crate) mod bpf {
     use super::owned_fd;
     use std::ffi::CStr;
     use std::io;
-    use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
     const BPF_MAP_CREATE: libc::c_int = 0;
+    const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
     const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+    const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
     const BPF_PROG_LOAD: libc::c_int = 5;
+    const BPF_PROG_TEST_RUN: libc::c_int = 10;
     const BPF_LINK_CREATE: libc::c_int = 28;
+    /// `map_flags` of an LPM trie: it allocates per insertion (the kernel insists).
+    pub(crate) const BPF_F_NO_PREALLOC: u32 = 1;
 
     /// `union bpf_attr` for `BPF_MAP_CREATE`.
     #[repr(C)]
@@ -1301,6 +1306,26 @@ pub(crate) mod bpf {
         prog_name: [u8; 16],
         prog_ifindex: u32,
         expected_attach_type: u32,
+    }
+
+    /// `union bpf_attr` for `BPF_PROG_TEST_RUN`, up to `cpu`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    struct TestRunAttr {
+        prog_fd: u32,
+        retval: u32,
+        data_size_in: u32,
+        data_size_out: u32,
+        data_in: u64,
+        data_out: u64,
+        repeat: u32,
+        duration: u32,
+        ctx_size_in: u32,
+        ctx_size_out: u32,
+        ctx_in: u64,
+        ctx_out: u64,
+        flags: u32,
+        cpu: u32,
     }
 
     /// `union bpf_attr` for `BPF_LINK_CREATE`, the part XDP uses.
@@ -1371,11 +1396,24 @@ pub(crate) mod bpf {
         max_entries: u32,
         name: &[u8],
     ) -> io::Result<OwnedFd> {
+        map_create_flags(map_type, key_size, value_size, max_entries, 0, name)
+    }
+
+    /// `BPF_MAP_CREATE` with `map_flags`.
+    pub(crate) fn map_create_flags(
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        map_flags: u32,
+        name: &[u8],
+    ) -> io::Result<OwnedFd> {
         let mut a = MapCreateAttr {
             map_type,
             key_size,
             value_size,
             max_entries,
+            map_flags,
             map_name: name16(name),
             ..MapCreateAttr::default()
         };
@@ -1462,6 +1500,121 @@ pub(crate) mod bpf {
         }
     }
 
+    /// A BPF map whose key and value sizes are known here, so every element call
+    /// can check that the buffers it hands the kernel are exactly as long as the
+    /// kernel will read or write (`values` is the number of values a lookup returns:
+    /// one, or one per possible CPU for a per-CPU map).
+    #[derive(Debug)]
+    pub(crate) struct Map {
+        fd: OwnedFd,
+        key_size: usize,
+        value_size: usize,
+        values: usize,
+    }
+
+    impl Map {
+        /// Create a map (see [`map_create_flags`]); `values` as in the type's doc.
+        pub(crate) fn create(
+            map_type: u32,
+            key_size: u32,
+            value_size: u32,
+            max_entries: u32,
+            map_flags: u32,
+            values: usize,
+            name: &[u8],
+        ) -> io::Result<Map> {
+            let fd =
+                map_create_flags(map_type, key_size, value_size, max_entries, map_flags, name)?;
+            Ok(Map {
+                fd,
+                key_size: key_size as usize,
+                value_size: value_size as usize,
+                values: values.max(1),
+            })
+        }
+
+        /// The map's descriptor (for a program's `ld_imm64` map reference).
+        pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+            self.fd.as_fd()
+        }
+
+        fn check(&self, key: &[u8], value: Option<(usize, usize)>) -> io::Result<()> {
+            let bad = key.len() != self.key_size || value.is_some_and(|(got, want)| got != want);
+            if bad {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "bpf map element of the wrong size",
+                ));
+            }
+            Ok(())
+        }
+
+        fn elem(&self, cmd: libc::c_int, key: &[u8], value: u64) -> io::Result<()> {
+            let mut a = MapUpdateAttr {
+                map_fd: self.fd.as_raw_fd() as u32,
+                key: key.as_ptr() as u64,
+                value,
+                ..MapUpdateAttr::default()
+            };
+            // SAFETY: callers checked that `key` is `key_size` bytes and that `value`
+            // (when not 0) points at a live buffer of the size the kernel reads or
+            // writes for `cmd`; both outlive the call.
+            let r = unsafe { bpf(cmd, &mut a) };
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        }
+
+        /// `BPF_MAP_UPDATE_ELEM` (`BPF_ANY`): `key` and `value` exactly the map's sizes.
+        pub(crate) fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
+            self.check(key, Some((value.len(), self.value_size * self.values)))?;
+            self.elem(BPF_MAP_UPDATE_ELEM, key, value.as_ptr() as u64)
+        }
+
+        /// `BPF_MAP_LOOKUP_ELEM` into `value`: the map's value size times `values`
+        /// (a per-CPU map's values are each padded to 8 bytes by the kernel, so
+        /// such maps here have 8-byte values).
+        pub(crate) fn lookup(&self, key: &[u8], value: &mut [u8]) -> io::Result<()> {
+            self.check(key, Some((value.len(), self.value_size * self.values)))?;
+            self.elem(BPF_MAP_LOOKUP_ELEM, key, value.as_mut_ptr() as u64)
+        }
+
+        /// `BPF_MAP_DELETE_ELEM`.
+        pub(crate) fn delete(&self, key: &[u8]) -> io::Result<()> {
+            self.check(key, None)?;
+            self.elem(BPF_MAP_DELETE_ELEM, key, 0)
+        }
+    }
+
+    /// `BPF_PROG_TEST_RUN` of an XDP program on `data` (at least 14 bytes): its
+    /// return value and the frame as the program left it (`out`'s first bytes; the
+    /// returned length may exceed `out` when the program grew the frame).
+    pub(crate) fn prog_test_run(
+        prog: BorrowedFd<'_>,
+        data: &[u8],
+        out: &mut [u8],
+    ) -> io::Result<(u32, usize)> {
+        let mut a = TestRunAttr {
+            prog_fd: prog.as_raw_fd() as u32,
+            data_size_in: data.len() as u32,
+            data_size_out: out.len() as u32,
+            data_in: data.as_ptr() as u64,
+            data_out: out.as_mut_ptr() as u64,
+            repeat: 1,
+            ..TestRunAttr::default()
+        };
+        // SAFETY: `data` and `out` are live borrowed buffers of the lengths passed;
+        // the kernel reads the first and writes at most `data_size_out` bytes into
+        // the second; no context buffers are passed.
+        let r = unsafe { bpf(BPF_PROG_TEST_RUN, &mut a) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((a.retval, a.data_size_out as usize))
+    }
+
     #[cfg(test)]
     mod tests {
         use super::*;
@@ -1471,6 +1624,7 @@ pub(crate) mod bpf {
             assert_eq!(size_of::<ProgLoadAttr>(), 72);
             assert_eq!(size_of::<MapUpdateAttr>(), 32);
             assert_eq!(size_of::<LinkCreateAttr>(), 16);
+            assert_eq!(size_of::<TestRunAttr>(), 72);
             assert_eq!(size_of::<Insn>(), 8);
             assert_eq!(&name16(b"weft_xsks")[..10], b"weft_xsks\0");
             assert_eq!(name16(&[b'x'; 40])[15], 0);

@@ -17,6 +17,8 @@
 //! # backend = "afxdp"            # AF_XDP instead of AF_PACKET,
 //! # xdp_mode = "generic"         # with the XDP program in generic (default) or native mode
 //! # xdp_rx_frames = 8192         # afxdp: receive ring depth (a power of two, 64-32768)
+//! # xdp_forward = true           # afxdp: plain IPv4 transit forwarded in the XDP hook
+//! #                              # (weft_link::xdp_fwd); the rest reaches the pipeline
 //!
 //! [[port]]                       # a port to another weft process on this host
 //! name = "to-r2"
@@ -47,6 +49,7 @@ use std::path::{Path, PathBuf};
 use weft_link::afpacket::{AfPacket, RingConfig, RingVersion};
 use weft_link::afxdp::{AfXdpLink, XdpConfig};
 use weft_link::shm::{mac_for_name, ShmFrameLink, ShmOptions};
+use weft_link::xdp_fwd::FastPath;
 use weft_link::{BufferPool, Link};
 
 /// The whole file.
@@ -102,6 +105,12 @@ pub struct PortConfig {
     /// For `afxdp`: `generic` (default) or `native`.
     #[serde(default)]
     pub xdp_mode: Option<String>,
+    /// For `afxdp`: run the IPv4 forwarding fast path in this port's XDP hook
+    /// ([`weft_link::xdp_fwd`]): plain transit packets are forwarded there, in the
+    /// kernel, from weft's routes and resolved neighbours; everything else reaches
+    /// the pipeline as before. Off by default.
+    #[serde(default)]
+    pub xdp_forward: Option<bool>,
     /// For `afxdp`: the depth of each queue's receive ring, which is also its fill
     /// ring's depth and its receive chunks in the UMEM (a power of two,
     /// [`XDP_RX_FRAMES_MIN`]..=[`XDP_RX_FRAMES_MAX`]; default
@@ -171,6 +180,17 @@ pub const SHM_SLOTS: usize = 1024;
 impl Backend {
     /// Open `interface` with this backend, receiving into `pool`.
     pub fn open(self, interface: &str, pool: BufferPool) -> io::Result<Box<dyn Link>> {
+        self.open_with_fast_path(interface, pool, None)
+    }
+
+    /// [`Backend::open`]; an `afxdp` port given `fast` runs the XDP forwarding fast
+    /// path over its maps (other backends ignore it).
+    pub fn open_with_fast_path(
+        self,
+        interface: &str,
+        pool: BufferPool,
+        fast: Option<&FastPath>,
+    ) -> io::Result<Box<dyn Link>> {
         Ok(match self {
             Backend::AfPacket(version) => {
                 let cfg = match version {
@@ -179,7 +199,7 @@ impl Backend {
                 };
                 Box::new(AfPacket::with_config(interface, pool, cfg)?)
             }
-            Backend::AfXdp(cfg) => Box::new(AfXdpLink::with_config(interface, pool, cfg)?),
+            Backend::AfXdp(cfg) => Box::new(AfXdpLink::with_fast_path(interface, pool, cfg, fast)?),
             Backend::Shm { peer } => {
                 let local: SocketAddr = interface.parse().map_err(|_| {
                     io::Error::new(
@@ -219,6 +239,9 @@ impl PortConfig {
         }
         if self.xdp_rx_frames.is_some() && backend != "afxdp" {
             return Err(only_for("xdp_rx_frames", "afxdp"));
+        }
+        if self.xdp_forward.is_some() && backend != "afxdp" {
+            return Err(only_for("xdp_forward", "afxdp"));
         }
         match backend {
             "shm" => {
@@ -272,6 +295,12 @@ impl PortConfig {
                 value: b.to_string(),
             })),
         }
+    }
+
+    /// Whether this port runs the XDP forwarding fast path (`xdp_forward = true`,
+    /// afxdp ports only; [`PortConfig::backend`] refuses it elsewhere).
+    pub fn xdp_forward(&self) -> bool {
+        self.xdp_forward == Some(true)
     }
 
     fn error(&self, problem: PortProblem) -> ConfigError {
@@ -832,6 +861,41 @@ via = "198.18.2.2"
                 via: Some("198.18.2.2".parse().expect("a"))
             })
         );
+    }
+
+    #[test]
+    fn xdp_forward_is_off_by_default_and_only_for_afxdp_ports() {
+        let port = |extra: &str| {
+            EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
+        };
+        let c = Config::parse(&port("backend = \"afxdp\"")).expect("afxdp");
+        assert!(!c.ports[0].xdp_forward());
+        let c = Config::parse(&port("backend = \"afxdp\"\nxdp_forward = true")).expect("on");
+        assert!(c.ports[0].xdp_forward());
+        assert!(c.ports[0].backend().is_ok());
+        assert!(!c.ports[1].xdp_forward());
+        let c = Config::parse(&port("backend = \"afxdp\"\nxdp_forward = false")).expect("off");
+        assert!(!c.ports[0].xdp_forward());
+        assert!(Config::parse(&port("backend = \"afxdp\"\nxdp_forward = \"yes\"")).is_err());
+        for extra in [
+            "xdp_forward = true",
+            "backend = \"afpacket\"\nxdp_forward = false",
+        ] {
+            let err = Config::parse(&port(extra)).expect_err("afpacket port");
+            assert!(
+                matches!(
+                    &err,
+                    ConfigError::Port {
+                        problem: PortProblem::OnlyFor {
+                            key: "xdp_forward",
+                            backend: "afxdp"
+                        },
+                        ..
+                    }
+                ),
+                "{extra}: {err:?}"
+            );
+        }
     }
 
     #[test]

@@ -75,6 +75,12 @@ pub fn execute(router: &Router, line: &str) -> String {
                     let _ = writeln!(s, "{} {v}", c.name());
                 }
             }
+            // The XDP fast path's, beside the pipeline's (ports with xdp_forward).
+            for (name, v) in router.fast_path_counters() {
+                if all || v != 0 {
+                    let _ = writeln!(s, "{name} {v}");
+                }
+            }
             s
         }
         ["show", "neighbors" | "neighbours"] => {

@@ -16,8 +16,9 @@ use weft_link::{BufferPool, Link};
 use crate::cluster::config::ClusterPlan;
 use crate::cluster::fabric::VerbsFabric;
 use crate::cluster::node::Interconnect;
-use crate::config::{Config, ConfigError};
+use crate::config::{Backend, Config, ConfigError};
 use crate::ctl::{self, ControlServer};
+use crate::fastpath::FastPathSync;
 use crate::instance;
 use crate::{Architecture, Dataplane, Options, Router, RouterConfig};
 
@@ -102,6 +103,29 @@ fn run_router(
     instance::free_control_socket(&socket)?;
     let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
     let pool = BufferPool::new(32768, 2048);
+    // The XDP forwarding fast path (weft_link::xdp_fwd), when a port asks for it:
+    // one set of maps for every such port; egress may be any kernel interface.
+    let mut fast = if cfg
+        .ports
+        .iter()
+        .enumerate()
+        .any(|(i, p)| local(i) && p.xdp_forward())
+    {
+        let ifindex = cfg
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match p.backend() {
+                Ok(Backend::AfXdp(_) | Backend::AfPacket(_)) if local(i) => {
+                    weft_link::xdp_fwd::interface_index(&p.interface).ok()
+                }
+                _ => None,
+            })
+            .collect();
+        Some(FastPathSync::new(ifindex).context("XDP fast path maps")?)
+    } else {
+        None
+    };
     let mut links: Vec<Option<Box<dyn Link>>> = Vec::new();
     let mut info = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
@@ -127,8 +151,12 @@ fn run_router(
             links.push(None);
             continue;
         }
+        let with_fast = fast
+            .as_ref()
+            .filter(|_| p.xdp_forward())
+            .map(FastPathSync::fast_path);
         let l = backend
-            .open(&p.interface, pool.clone())
+            .open_with_fast_path(&p.interface, pool.clone(), with_fast)
             .with_context(|| format!("port {}: interface {} ({backend:?})", p.name, p.interface))?;
         info.push((l.info().mac, l.info().max_frame));
         links.push(Some(l));
@@ -194,8 +222,22 @@ fn run_router(
         workers,
         socket.display()
     );
+    let mut fast_error = false;
     while !stop.load(Ordering::SeqCst) && dp.is_running() {
         std::thread::sleep(Duration::from_millis(50));
+        if let Some(f) = fast.as_mut() {
+            let r = f
+                .sync(&router, std::time::Instant::now())
+                .and_then(|_| f.counters());
+            match r {
+                Ok(rows) => router.publish_fast_path_counters(rows),
+                Err(e) if !fast_error => {
+                    fast_error = true;
+                    eprintln!("weft router: XDP fast path maps: {e} (reported once)");
+                }
+                Err(_) => {}
+            }
+        }
     }
     let result = dp.stop();
     drop(ctl);
@@ -203,6 +245,15 @@ fn run_router(
     for (c, v) in router.counters() {
         if v != 0 {
             eprintln!("  {} {v}", c.name());
+        }
+    }
+    for (name, v) in fast
+        .as_ref()
+        .and_then(|f| f.counters().ok())
+        .unwrap_or_default()
+    {
+        if v != 0 {
+            eprintln!("  {name} {v}");
         }
     }
     result.context("data plane")

@@ -8,8 +8,10 @@
 //! rewrite), the [`fib`], the [`neighbor`] table, [`counters`] for every drop reason,
 //! the [`dataplane`] threads in three architectures (push = P2PNIC-Wr, pull =
 //! P2PNIC-Rd, central = the CPU-driven baseline), the TOML [`config`], the [`ctl`]
-//! control socket, the one-router-per-interface [`instance`] lock, and the [`daemon`]
-//! that `weft router` runs (configuration, ports, signals).
+//! control socket, the one-router-per-interface [`instance`] lock, the [`daemon`]
+//! that `weft router` runs (configuration, ports, signals), and [`fastpath`], which
+//! keeps the XDP forwarding fast path's maps (weft-link's `xdp_fwd`) in step with the
+//! FIB and the neighbours.
 //!
 //! Its benchmarks (the in-memory pipeline and architecture rates, the RFC 2544 load
 //! generator) are weft-bench's: nothing here exists only to be measured.
@@ -23,6 +25,7 @@ pub mod counters;
 pub mod ctl;
 pub mod daemon;
 pub mod dataplane;
+pub mod fastpath;
 pub mod fib;
 pub mod instance;
 pub mod neighbor;

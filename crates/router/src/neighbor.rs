@@ -127,6 +127,10 @@ pub struct NeighborTable {
     /// Bumped whenever a MAC is learned, changed or removed, so per-worker caches
     /// know to drop their copies.
     generation: u64,
+    /// Neighbours whose traffic this table never sees (the XDP fast path forwards
+    /// it): refreshed by [`NeighborTable::tick`] once they expire, instead of by a
+    /// lookup that never comes.
+    kept_fresh: std::collections::HashSet<(PortId, IpAddr)>,
 }
 
 impl NeighborTable {
@@ -136,12 +140,20 @@ impl NeighborTable {
             cfg,
             entries: HashMap::new(),
             generation: 0,
+            kept_fresh: std::collections::HashSet::new(),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &NeighborConfig {
         &self.cfg
+    }
+
+    /// Replace the set of neighbours to keep fresh without lookups: once one
+    /// expires, [`NeighborTable::tick`] asks for it again every `retransmit` during
+    /// its stale grace (its MAC stays in use meanwhile), as a lookup would.
+    pub fn keep_fresh(&mut self, set: impl IntoIterator<Item = (PortId, IpAddr)>) {
+        self.kept_fresh = set.into_iter().collect();
     }
 
     /// Changes so far (see the field).
@@ -279,6 +291,7 @@ impl NeighborTable {
         let cfg = self.cfg;
         let mut out = TickOutput::default();
         let mut removed = false;
+        let kept_fresh = &self.kept_fresh;
         self.entries.retain(|&(port, ip), st| match st {
             State::Incomplete {
                 requests,
@@ -298,9 +311,21 @@ impl NeighborTable {
                 out.requests.push((port, ip));
                 true
             }
-            State::Reachable { expires, .. } => {
+            State::Reachable {
+                expires,
+                refresh_sent,
+                ..
+            } => {
                 let keep = now < *expires + cfg.stale_grace;
                 removed |= !keep;
+                if keep
+                    && now >= *expires
+                    && kept_fresh.contains(&(port, ip))
+                    && refresh_sent.is_none_or(|t| now >= t + cfg.retransmit)
+                {
+                    *refresh_sent = Some(now);
+                    out.requests.push((port, ip));
+                }
                 keep
             }
         });
@@ -361,6 +386,30 @@ mod tests {
         s.parse().expect("ip")
     }
     const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 9]);
+
+    #[test]
+    fn a_neighbour_kept_fresh_is_asked_for_again_once_it_expires() {
+        let t0 = Instant::now();
+        let cfg = NeighborConfig::default();
+        let mut n = NeighborTable::new(cfg);
+        let (a, b) = (ip("198.18.2.2"), ip("198.18.2.3"));
+        n.learn(1, a, MAC, true, t0);
+        n.learn(1, b, MAC, true, t0);
+        n.keep_fresh([(1, a)]);
+        assert!(n.tick(t0 + cfg.reachable / 2).requests.is_empty());
+        let t1 = t0 + cfg.reachable + Duration::from_millis(1);
+        assert_eq!(n.tick(t1).requests, vec![(1, a)], "only the kept one");
+        assert!(
+            n.tick(t1 + cfg.retransmit / 2).requests.is_empty(),
+            "not again before retransmit"
+        );
+        assert_eq!(n.tick(t1 + cfg.retransmit).requests, vec![(1, a)]);
+        // The answer comes: reachable again, no more requests.
+        let t2 = t1 + cfg.retransmit + Duration::from_millis(5);
+        n.learn(1, a, MAC, false, t2);
+        assert!(n.tick(t2 + cfg.retransmit).requests.is_empty());
+        assert!(matches!(n.lookup(1, a, t2), Lookup::Known { .. }));
+    }
 
     #[test]
     fn queue_then_learn_releases_in_order_and_caps_the_queue() {

@@ -178,6 +178,8 @@ pub struct Router {
     remote: Vec<bool>,
     /// The interconnect's counters per peer, as its thread last published them.
     interconnect: Mutex<Vec<PeerRows>>,
+    /// The XDP fast path's counters, as the daemon last read them (empty without one).
+    fast_path: Mutex<Vec<(&'static str, u64)>>,
     cfg: RouterConfig,
 }
 
@@ -231,6 +233,7 @@ impl Router {
             link_stats: Mutex::new(Vec::new()),
             remote,
             interconnect: Mutex::new(Vec::new()),
+            fast_path: Mutex::new(Vec::new()),
             cfg,
         })
     }
@@ -253,6 +256,17 @@ impl Router {
     /// The interconnect's counters per peer as last published (empty on a single box).
     pub fn interconnect_stats(&self) -> Vec<PeerRows> {
         lock(&self.interconnect).clone()
+    }
+
+    /// Record the XDP fast path's counters (the daemon does, every 50 ms).
+    pub fn publish_fast_path_counters(&self, rows: Vec<(&'static str, u64)>) {
+        *lock(&self.fast_path) = rows;
+    }
+
+    /// The XDP fast path's counters as last published: `xdp_forwarded` and the
+    /// frames it sent to this pipeline, by reason (empty when no port runs it).
+    pub fn fast_path_counters(&self) -> Vec<(&'static str, u64)> {
+        lock(&self.fast_path).clone()
     }
 
     /// The ports, in id order.
@@ -391,6 +405,12 @@ impl Router {
             .enumerate()
             .map(|(i, p)| (p.spec.name.clone(), v.get(i).copied().unwrap_or_default()))
             .collect()
+    }
+
+    /// Neighbours to refresh without lookups (those the XDP fast path forwards to;
+    /// see [`crate::neighbor::NeighborTable::keep_fresh`]).
+    pub fn keep_neighbors_fresh(&self, set: Vec<(PortId, IpAddr)>) {
+        lock(&self.neighbors).keep_fresh(set);
     }
 
     /// Forget every neighbour.
