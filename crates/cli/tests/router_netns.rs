@@ -249,6 +249,20 @@ fn traceroute_from_host_a(to: &str) -> (String, Vec<String>) {
     (t, hops)
 }
 
+/// A traceroute from host A to `to` shows the router (198.18.1.1) as hop 1 and `to`
+/// as hop 2: weft answered the TTL-1 probe with time exceeded and forwarded the rest.
+fn traceroute_shows_router_then(to: &str) {
+    let (t, hops) = traceroute_from_host_a(to);
+    assert!(
+        hops.first().is_some_and(|l| l.contains("198.18.1.1")),
+        "hop 1 is the router: {t}"
+    );
+    assert!(
+        hops.get(1).is_some_and(|l| l.contains(to)),
+        "hop 2 is the destination: {t}"
+    );
+}
+
 fn ping_ok(from: &str, args: &[&str]) -> String {
     let mut a = vec!["ping", "-c", "3", "-i", "0.2", "-W", "2"];
     a.extend_from_slice(args);
@@ -323,16 +337,7 @@ fn traceroute_shows_the_router_hop() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
-    let (t, hops) = traceroute_from_host_a("198.19.0.1");
-    let hops: Vec<&str> = hops.iter().map(String::as_str).collect();
-    assert!(
-        hops.first().is_some_and(|l| l.contains("198.18.1.1")),
-        "hop 1 is the router: {t}"
-    );
-    assert!(
-        hops.get(1).is_some_and(|l| l.contains("198.19.0.1")),
-        "hop 2 is the destination: {t}"
-    );
+    traceroute_shows_router_then("198.19.0.1");
     let o = ns(
         "weft-ha",
         30,
@@ -973,15 +978,7 @@ fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
         r.ctl("show counters")
     );
     // TTL 1 goes to the slow path, and weft answers it.
-    let (t, hops) = traceroute_from_host_a("198.19.0.1");
-    assert!(
-        hops.first().is_some_and(|l| l.contains("198.18.1.1")),
-        "hop 1 is the router: {t}"
-    );
-    assert!(
-        hops.get(1).is_some_and(|l| l.contains("198.19.0.1")),
-        "hop 2 is the destination: {t}"
-    );
+    traceroute_shows_router_then("198.19.0.1");
     assert!(xdp_counter(&r, "xdp_slow_ttl") >= 1);
     assert!(r.counter("icmp_time_exceeded_sent") >= 1);
     // The router itself and IPv6: the pipeline; a connected host: either.

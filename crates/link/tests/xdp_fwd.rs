@@ -80,6 +80,26 @@ fn refill(f: &mut [u8]) {
 
 const FAR: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 
+/// `input` goes to the slow path (`XDP_PASS`) exactly as it came, and of the
+/// counters only `want` moved.
+fn assert_goes_slow(f: &FastPath, want: &str, input: &[u8]) {
+    let before = f.counters().expect("counters");
+    let (verdict, out) = f.test_run(PORT_MAC, input).expect("run");
+    let after = f.counters().expect("counters");
+    assert_eq!(verdict, XDP_PASS, "{want}: {input:02x?}");
+    assert_eq!(
+        out, input,
+        "{want}: the slow path gets the frame as it came"
+    );
+    let moved: Vec<&str> = COUNTER_NAMES
+        .iter()
+        .zip(before.iter().zip(after.iter()))
+        .filter(|(_, (b, a))| a != b)
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(moved, vec![want], "{input:02x?}");
+}
+
 #[test]
 fn a_routed_frame_leaves_with_ttl_less_one_a_valid_checksum_and_new_macs() {
     let Some(f) = fast_path() else { return };
@@ -213,21 +233,7 @@ fn everything_but_plain_transit_goes_to_the_slow_path_unchanged() {
         cases.push(("xdp_slow_not_ip", base[..n].to_vec()));
     }
     for (want, input) in &cases {
-        let before = f.counters().expect("counters");
-        let (verdict, out) = f.test_run(PORT_MAC, input).expect("run");
-        let after = f.counters().expect("counters");
-        assert_eq!(verdict, XDP_PASS, "{want}: {input:02x?}");
-        assert_eq!(
-            &out, input,
-            "{want}: the slow path gets the frame as it came"
-        );
-        let moved: Vec<&str> = COUNTER_NAMES
-            .iter()
-            .zip(before.iter().zip(after.iter()))
-            .filter(|(_, (b, a))| a != b)
-            .map(|(n, _)| *n)
-            .collect();
-        assert_eq!(moved, vec![*want], "{input:02x?}");
+        assert_goes_slow(&f, want, input);
     }
 }
 
@@ -376,17 +382,6 @@ fn ipv6_that_is_not_plain_transit_goes_to_the_slow_path_unchanged() {
     bcast[0..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
     cases.push(("xdp_slow_not_our_mac", bcast));
     for (want, input) in &cases {
-        let before = f.counters().expect("counters");
-        let (verdict, out) = f.test_run(PORT_MAC, input).expect("run");
-        let after = f.counters().expect("counters");
-        assert_eq!(verdict, XDP_PASS, "{want}: {input:02x?}");
-        assert_eq!(&out, input, "{want}");
-        let moved: Vec<&str> = COUNTER_NAMES
-            .iter()
-            .zip(before.iter().zip(after.iter()))
-            .filter(|(_, (b, a))| a != b)
-            .map(|(n, _)| *n)
-            .collect();
-        assert_eq!(moved, vec![*want], "{input:02x?}");
+        assert_goes_slow(&f, want, input);
     }
 }
