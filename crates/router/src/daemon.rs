@@ -22,6 +22,10 @@ use crate::fastpath::FastPathSync;
 use crate::instance;
 use crate::{Architecture, Dataplane, Options, Router, RouterConfig};
 
+/// How often the XDP fast path's maps are rebuilt even when neither the FIB nor the
+/// neighbour table changed (a neighbour's state also moves with time).
+const FAST_PATH_RESYNC: Duration = Duration::from_secs(1);
+
 /// The control socket when neither `--socket` nor the configuration names one.
 pub const DEFAULT_SOCKET: &str = "/run/weft-router.sock";
 
@@ -223,12 +227,23 @@ fn run_router(
         socket.display()
     );
     let mut fast_error = false;
+    // The maps are rebuilt from the FIB and the neighbours when either changed, and
+    // at least every FAST_PATH_RESYNC (neighbour states also age with time); a
+    // full-table FIB is not copied 20 times a second.
+    let mut synced: Option<((u64, u64), std::time::Instant)> = None;
     while !stop.load(Ordering::SeqCst) && dp.is_running() {
         std::thread::sleep(Duration::from_millis(50));
         if let Some(f) = fast.as_mut() {
-            let r = f
-                .sync(&router, std::time::Instant::now())
-                .and_then(|_| f.counters());
+            let now = std::time::Instant::now();
+            let gens = (router.route_generation(), router.neighbor_generation());
+            let due = synced
+                .is_none_or(|(g, at)| g != gens || now.duration_since(at) >= FAST_PATH_RESYNC);
+            let r = if due {
+                f.sync(&router, now).map(|_| synced = Some((gens, now)))
+            } else {
+                Ok(())
+            }
+            .and_then(|_| f.counters());
             match r {
                 Ok(rows) => router.publish_fast_path_counters(rows),
                 Err(e) if !fast_error => {

@@ -2,10 +2,13 @@
 //! the router: its routes and the resolved neighbours their next hops need.
 //!
 //! The FIB and the neighbour table stay the router's; the maps are a copy that
-//! [`FastPathSync::sync`] rewrites where they differ, called by the daemon every
-//! 50 ms (so a `ctl route add`/`del`, a neighbour learned or expired, reaches the
-//! fast path within that; until then packets of a new route take the slow path, or
-//! a removed route's packets follow it at most that long). What the copy holds:
+//! [`FastPathSync::sync`] rewrites where they differ. The daemon looks every 50 ms
+//! and syncs when the FIB or the neighbour table changed since the last sync
+//! ([`Router::route_generation`], [`Router::neighbor_generation`]), and once a second
+//! regardless (so a `ctl route add`/`del`, a neighbour learned or expired, reaches the
+//! fast path within 50 ms; until then packets of a new route take the slow path, or
+//! a removed route's packets follow it at most that long; a full-table FIB is not
+//! copied twenty times a second). What the copy holds:
 //!
 //! - every route via a neighbour on a port with a kernel interface: its slot in
 //!   the next-hop map, filled with the neighbour's MAC once resolved (reachable or

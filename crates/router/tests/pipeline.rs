@@ -1692,3 +1692,26 @@ fn ipv6_unknown_next_header_to_the_router_gets_parameter_problem_code_1_at_the_f
     ));
     assert_eq!(h.c(Counter::DropLocalProtocol), 3);
 }
+
+/// Every change of the FIB moves `route_generation` (what the XDP fast path's sync
+/// watches to skip rebuilding its maps), and a lookup does not.
+#[test]
+fn the_route_generation_moves_with_every_fib_change_and_only_then() {
+    let h = Harness::new();
+    let g0 = h.router.route_generation();
+    let _ = h.router.fib();
+    let _ = h.router.routes(10);
+    assert_eq!(h.router.route_generation(), g0, "looking changes nothing");
+    let prefix: weft_router::IpPrefix = "198.20.0.0/16".parse().expect("prefix");
+    h.router
+        .add_route(prefix, "198.18.2.2".parse().expect("ip"))
+        .expect("route");
+    let g1 = h.router.route_generation();
+    assert_ne!(g1, g0, "an added route");
+    assert!(h.router.remove_route(prefix).is_some());
+    let g2 = h.router.route_generation();
+    assert_ne!(g2, g1, "a removed route");
+    let nh = h.router.routes(usize::MAX)[0].1;
+    h.router.bulk_insert([(prefix, nh)]).expect("bulk");
+    assert_ne!(h.router.route_generation(), g2, "a bulk insert");
+}

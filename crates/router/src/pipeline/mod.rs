@@ -166,6 +166,8 @@ pub struct Router {
     fib: weft_lpm::FibReader<NextHop>,
     /// The FIB's single writer; only the control path takes this lock.
     fib_writer: Mutex<FibWriter>,
+    /// Bumped by every change of the FIB ([`Router::route_generation`]).
+    route_gen: AtomicU64,
     neighbors: Mutex<NeighborTable>,
     /// Mirror of the neighbour table's generation, read without the lock.
     neighbor_gen: AtomicU64,
@@ -226,6 +228,7 @@ impl Router {
                 .collect(),
             fib: fib.reader(),
             fib_writer: Mutex::new(fib),
+            route_gen: AtomicU64::new(0),
             neighbors: Mutex::new(NeighborTable::new(cfg.neighbor)),
             neighbor_gen: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
@@ -330,6 +333,7 @@ impl Router {
         let mut w = lock(&self.fib_writer);
         let old = w.insert(prefix, nh).map_err(RouteError::Fib)?;
         w.flush();
+        self.route_gen.fetch_add(1, Ordering::Release);
         Ok(old)
     }
 
@@ -338,6 +342,7 @@ impl Router {
         let mut w = lock(&self.fib_writer);
         let old = w.remove(prefix);
         w.flush();
+        self.route_gen.fetch_add(1, Ordering::Release);
         old
     }
 
@@ -351,10 +356,23 @@ impl Router {
             .into_iter()
             .map(|(p, nh)| weft_lpm::Update::Insert(p, nh))
             .collect();
-        lock(&self.fib_writer)
-            .apply(&updates)
-            .map_err(RouteError::Fib)?;
+        let applied = lock(&self.fib_writer).apply(&updates);
+        self.route_gen.fetch_add(1, Ordering::Release);
+        applied.map_err(RouteError::Fib)?;
         Ok(updates.len())
+    }
+
+    /// A number that changes whenever the FIB does (a route added, replaced or
+    /// removed): a copy of the routes (the XDP fast path's maps) need not be
+    /// rebuilt while it stays the same.
+    pub fn route_generation(&self) -> u64 {
+        self.route_gen.load(Ordering::Acquire)
+    }
+
+    /// A number that changes whenever the neighbour table does (an entry learned,
+    /// changed, expired or flushed).
+    pub fn neighbor_generation(&self) -> u64 {
+        self.neighbor_gen.load(Ordering::Acquire)
     }
 
     /// A new worker with its own counters, neighbour cache and ICMP budget.
