@@ -21,6 +21,11 @@ pub(crate) struct Srq {
 /// The per-call context handed down from the endpoint.
 pub(crate) struct Ctx<'a, M> {
     pub now: Instant,
+    /// Another QP of the endpoint had packets to send within the last millisecond:
+    /// a by-reference WRITE then keeps to [`crate::byref::WINDOW`] chunks in flight,
+    /// since each chunk is a copy queued at the receiver ahead of the other QPs'
+    /// packets; alone, it may use its QP's whole window.
+    pub sharing: bool,
     pub mem: &'a mut M,
     pub cq: &'a mut dyn CompletionSink,
     pub stats: &'a mut Stats,

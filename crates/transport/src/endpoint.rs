@@ -363,6 +363,10 @@ pub struct Endpoint<M, S = VecDeque<Completion>> {
     mem: M,
     qps: QpMap,
     sched: Sched,
+    /// When a transmit last found another QP waiting to send beside the one it
+    /// served: while that is recent, by-reference WRITEs keep to
+    /// [`crate::byref::WINDOW`] chunks in flight ([`Ctx::sharing`]).
+    shared_at: Option<Instant>,
     srqs: BTreeMap<u32, Srq>,
     next_srq: u32,
     qpn_state: u64,
@@ -383,6 +387,10 @@ fn splitmix(x: &mut u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+/// How long (µs) after a transmit last found another QP waiting beside the one it
+/// served the endpoint counts as shared ([`Ctx::sharing`]).
+const SHARING_HORIZON_US: u64 = 1_000;
 
 impl<M: Memory> Endpoint<M> {
     /// An endpoint over the caller's memory; completions wait in its queue
@@ -407,6 +415,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             mem,
             qps: QpMap::default(),
             sched: Sched::default(),
+            shared_at: None,
             srqs: BTreeMap::new(),
             next_srq: 1,
             qpn_state,
@@ -580,9 +589,13 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     }
 
     fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut QpMap, &mut Sched) {
+        let sharing = self
+            .shared_at
+            .is_some_and(|t| now.0.saturating_sub(t.0) < SHARING_HORIZON_US);
         (
             Ctx {
                 now,
+                sharing,
                 mem: &mut self.mem,
                 cq: &mut self.cq,
                 stats: &mut self.stats,
@@ -844,6 +857,9 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             if let Some(t) = self.transmit_ack(now, buf) {
                 return Some(t);
             }
+        }
+        if self.sched.ready.len() > 1 {
+            self.shared_at = Some(now);
         }
         let quantum = i64::from(self.config.drr_quantum.max(1));
         // Each turn that sends nothing takes its QP out of the queue (or, for a buffer

@@ -409,7 +409,8 @@ impl Requester {
                     continue;
                 };
                 if q.qp_type == QpType::Rc
-                    && self.send_psn >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref)
+                    && self.send_psn
+                        >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref && ctx.sharing)
                 {
                     return Ok(None);
                 }
@@ -694,7 +695,8 @@ impl Requester {
             && ((last && (resent || !self.may_leave_unasked(q, idx)))
                 || single
                 || p % interval == interval - 1
-                || p + consumed >= self.una + by_ref_cap(self.cap(q, ctx.config), w.by_ref));
+                || p + consumed
+                    >= self.una + by_ref_cap(self.cap(q, ctx.config), w.by_ref && ctx.sharing));
 
         // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
@@ -1198,8 +1200,9 @@ impl Requester {
 /// WRITE from registered memory (not inline) longer than one MTU and at least
 /// [`Config::by_reference_min`](crate::Config::by_reference_min), and the memory can
 /// name every source span to the peer and wants to ([`Memory::may_pull`]).
-/// The PSNs a QP may have in flight when the next packet is `by_ref`'s: `cap`, or at
-/// most [`byref::WINDOW`] chunks.
+/// The PSNs a QP may have in flight when the next packet is a by-reference chunk sent
+/// while other QPs share the endpoint (`by_ref`): `cap`, or at most
+/// [`byref::WINDOW`] chunks.
 fn by_ref_cap(cap: u64, by_ref: bool) -> u64 {
     if by_ref {
         cap.min(byref::WINDOW)
