@@ -32,7 +32,8 @@
 //! `AF_PACKET` socket of the link that splits it (see [`AfXdpLink`]).
 
 use crate::afpacket::{interface_mac_mtu, AfPacket, RingConfig, RingVersion};
-use crate::sys::bpf::Insn;
+use crate::bpf_asm::{self, Asm};
+use crate::sys::bpf::{Insn, BPF_MAP_TYPE_XSKMAP, BPF_XDP, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE};
 use crate::sys::{self, Mmap};
 use crate::xdp_fwd::FastPath;
 use crate::{Armed, BufferPool, Link, LinkInfo, LinkStats, PacketBuf};
@@ -62,14 +63,6 @@ const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
 const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
 /// Bytes the kernel keeps in front of a received frame in its UMEM chunk.
 const XDP_PACKET_HEADROOM: usize = 256;
-
-const BPF_MAP_TYPE_XSKMAP: u32 = 17;
-const BPF_XDP: u32 = 37;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-const XDP_PASS: i32 = 2;
-const BPF_FUNC_REDIRECT_MAP: i32 = 51;
-const BPF_PSEUDO_MAP_FD: u8 = 1;
 
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 
@@ -149,50 +142,15 @@ struct EthtoolChannels {
     combined_count: u32,
 }
 
-/// The redirect program for the XSKMAP open at `map_fd` (eBPF, Documentation/bpf/
-/// standardization/instruction-set.rst). Frames longer than `room` (what a UMEM
-/// chunk holds) go to the stack instead, where the link's `AF_PACKET` socket takes
-/// them (the super-frames of a sender with TSO on; see [`AfXdpLink`]):
-///
-/// ```text
-/// r2 = *(u32 *)(r1 + 0)     ; ctx->data
-/// r3 = *(u32 *)(r1 + 4)     ; ctx->data_end
-/// r3 -= r2                  ; the frame's length
-/// if r3 > room goto pass
-/// r2 = *(u32 *)(r1 + 16)    ; ctx->rx_queue_index (struct xdp_md)
-/// r1 = map_fd ll            ; ld_imm64, src = BPF_PSEUDO_MAP_FD: the kernel swaps in the map
-/// r3 = XDP_PASS             ; no socket on this queue: the frame goes to the stack
-/// call bpf_redirect_map
-/// exit                      ; r0 = XDP_REDIRECT, or XDP_PASS
-/// pass: r0 = XDP_PASS
-/// exit
-/// ```
-fn redirect_program(map_fd: libc::c_int, room: u32) -> [Insn; 12] {
-    const LDX_MEM_W: u8 = 0x61; // BPF_LDX | BPF_MEM | BPF_W
-    const LD_IMM_DW: u8 = 0x18; // BPF_LD | BPF_IMM | BPF_DW
-    const MOV64_K: u8 = 0xb7; // BPF_ALU64 | BPF_MOV | BPF_K
-    const SUB64_X: u8 = 0x1f; // BPF_ALU64 | BPF_SUB | BPF_X
-    const JGT_K: u8 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
-    const CALL: u8 = 0x85; // BPF_JMP | BPF_CALL
-    const EXIT: u8 = 0x95; // BPF_JMP | BPF_EXIT
-    const XDP_MD_DATA: i16 = 0;
-    const XDP_MD_DATA_END: i16 = 4;
-    const XDP_MD_RX_QUEUE_INDEX: i16 = 16;
-    [
-        Insn::new(LDX_MEM_W, 2, 1, XDP_MD_DATA, 0),
-        Insn::new(LDX_MEM_W, 3, 1, XDP_MD_DATA_END, 0),
-        Insn::new(SUB64_X, 3, 2, 0, 0),
-        // To `pass`, 6 instructions on (the 64-bit immediate takes two slots).
-        Insn::new(JGT_K, 3, 0, 6, room as i32),
-        Insn::new(LDX_MEM_W, 2, 1, XDP_MD_RX_QUEUE_INDEX, 0),
-        Insn::new(LD_IMM_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),
-        Insn::new(0, 0, 0, 0, 0), // upper 32 bits of the 64-bit immediate
-        Insn::new(MOV64_K, 3, 0, 0, XDP_PASS),
-        Insn::new(CALL, 0, 0, 0, BPF_FUNC_REDIRECT_MAP),
-        Insn::new(EXIT, 0, 0, 0, 0),
-        Insn::new(MOV64_K, 0, 0, 0, XDP_PASS),
-        Insn::new(EXIT, 0, 0, 0, 0),
-    ]
+/// The redirect program for the XSKMAP `map`: [`bpf_asm::redirect_to_xsk`] with the
+/// context in r1. Frames longer than `room` (what a UMEM chunk holds) go to the stack
+/// instead, where the link's `AF_PACKET` socket takes them (the super-frames of a
+/// sender with TSO on; see [`AfXdpLink`]).
+fn redirect_program(map: BorrowedFd<'_>, room: u32) -> io::Result<Vec<Insn>> {
+    let mut a = Asm::new();
+    bpf_asm::redirect_to_xsk(&mut a, 1, map, room);
+    a.finish()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
 }
 
 /// Which XDP hook runs the redirect program.
@@ -620,9 +578,7 @@ impl Redirect {
             .map_err(|e| io::Error::new(e.kind(), format!("bpf(BPF_MAP_CREATE, XSKMAP): {e}")))?;
         let prog = match fast {
             Some((f, mac)) => f.load(mac, map.as_fd(), room)?,
-            None => {
-                crate::xdp_fwd::load_xdp(&redirect_program(map.as_raw_fd(), room), b"weft_xsks")?
-            }
+            None => crate::xdp_fwd::load_xdp(&redirect_program(map.as_fd(), room)?, b"weft_xsks")?,
         };
         Ok((map, prog))
     }
@@ -1031,7 +987,10 @@ mod tests {
 
     #[test]
     fn the_program_encodes_as_the_kernel_expects() {
-        let p = redirect_program(7, 1792);
+        // Any open descriptor stands in for the map: the encoding carries its number.
+        let stand_in = std::fs::File::open("/dev/null").expect("/dev/null");
+        let fd = stand_in.as_raw_fd();
+        let p = redirect_program(stand_in.as_fd(), 1792).expect("assembles");
         let bytes: Vec<[u8; 8]> = p
             .iter()
             .map(|i| {
@@ -1066,7 +1025,9 @@ mod tests {
             [0x61, 0x12, 0x10, 0, 0, 0, 0, 0],
             "r2 = *(u32 *)(r1 + 16)"
         );
-        assert_eq!(bytes[5], [0x18, 0x11, 0, 0, 7, 0, 0, 0], "r1 = map fd 7");
+        let mut ld = [0x18, 0x11, 0, 0, 0, 0, 0, 0];
+        ld[4..8].copy_from_slice(&fd.to_le_bytes());
+        assert_eq!(bytes[5], ld, "r1 = the map's fd");
         assert_eq!(bytes[6], [0; 8]);
         assert_eq!(bytes[7], [0xb7, 0x03, 0, 0, 2, 0, 0, 0], "r3 = 2");
         assert_eq!(bytes[8], [0x85, 0, 0, 0, 51, 0, 0, 0], "call 51");

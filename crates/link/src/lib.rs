@@ -28,6 +28,7 @@
 
 pub mod afpacket;
 pub mod afxdp;
+mod bpf_asm;
 // Cross-memory attach: a raw destination pointer (into registered memory) handed to
 // `process_vm_readv`.
 #[allow(unsafe_code)]

@@ -1264,6 +1264,24 @@ pub(crate) mod bpf {
     const BPF_LINK_CREATE: libc::c_int = 28;
     /// `map_flags` of an LPM trie: it allocates per insertion (the kernel insists).
     pub(crate) const BPF_F_NO_PREALLOC: u32 = 1;
+    /// `enum bpf_map_type` values weft uses.
+    pub(crate) const BPF_MAP_TYPE_ARRAY: u32 = 2;
+    pub(crate) const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+    pub(crate) const BPF_MAP_TYPE_LPM_TRIE: u32 = 11;
+    pub(crate) const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+    /// `enum bpf_prog_type`: XDP.
+    pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
+    /// `enum bpf_attach_type`: the XDP hook.
+    pub(crate) const BPF_XDP: u32 = 37;
+    /// `XDP_FLAGS_*` of a link: generic (skb) or the driver's hook.
+    pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+    pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+    /// The source register of an `ld_imm64` whose immediate is a map's fd.
+    pub(crate) const BPF_PSEUDO_MAP_FD: u8 = 1;
+    /// Helper function ids (`enum bpf_func_id`).
+    pub(crate) const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+    pub(crate) const BPF_FUNC_REDIRECT: i32 = 23;
+    pub(crate) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 
     /// `union bpf_attr` for `BPF_MAP_CREATE`.
     #[repr(C)]
