@@ -82,12 +82,14 @@ impl FastPathSync {
     pub fn sync(&mut self, router: &Router, now: Instant) -> io::Result<usize> {
         let ports: Vec<_> = router.ports().cloned().collect();
         let neighbors = router.neighbors(now);
-        let resolved = |port: PortId, ip: IpAddr| {
-            neighbors
-                .iter()
-                .find(|n| n.port == port && n.ip == ip && n.state != "incomplete")
-                .and_then(|n| n.mac)
-        };
+        // One map of the resolved neighbours, so a full table's routes cost a
+        // lookup each rather than a walk of the neighbour table each.
+        let macs: HashMap<(PortId, IpAddr), _> = neighbors
+            .iter()
+            .filter(|n| n.state != "incomplete")
+            .filter_map(|n| Some(((n.port, n.ip), n.mac?)))
+            .collect();
+        let resolved = |port: PortId, ip: IpAddr| macs.get(&(port, ip)).copied();
         // What the maps should hold.
         let mut want_routes: HashMap<(IpAddr, u8), u32> = HashMap::new();
         let mut want_slots: HashMap<(PortId, IpAddr), Option<Hop>> = HashMap::new();
