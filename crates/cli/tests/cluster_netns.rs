@@ -6,15 +6,15 @@
 //!
 //! Needs root, iproute2, iputils-ping, traceroute and iperf3; without them a test
 //! fails under CI and is a counted skip elsewhere (weft-testkit). Tests run one at a
-//! time (one topology), every command is bounded by `timeout`, and the namespaces and
+//! time, across processes too (one topology; `weft_testkit::netns_turn`), every command is bounded by `timeout`, and the namespaces and
 //! the router processes are removed by Drop guards even on failure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// How long a test waits for its turn at the namespaces (another run may hold it).
+const TURN_WAIT: Duration = Duration::from_secs(900);
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-cluster.sh")
@@ -322,7 +322,7 @@ fn one_router_checks(c: &Cluster) {
 #[test]
 fn two_nodes_over_udp_act_as_one_router() {
     require!("traceroute");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up(2, "udp");
     let c = Cluster::start(2, "udp", "direct");
     one_router_checks(&c);
@@ -331,7 +331,7 @@ fn two_nodes_over_udp_act_as_one_router() {
 #[test]
 fn two_nodes_over_shm_act_as_one_router() {
     require!("traceroute");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up(2, "shm");
     let c = Cluster::start(2, "shm", "direct");
     one_router_checks(&c);
@@ -341,7 +341,7 @@ fn two_nodes_over_shm_act_as_one_router() {
 #[test]
 fn two_nodes_over_udp_with_rc_queue_pairs() {
     require!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up(2, "udp");
     let c = Cluster::start_with(2, "udp", "direct", "rc");
     ping_ok("wcl-h1", &["198.18.2.2"]);
@@ -354,7 +354,7 @@ fn two_nodes_over_udp_with_rc_queue_pairs() {
 #[test]
 fn three_nodes_carry_tcp_and_survive_a_node_killed_mid_flow() {
     require!("iperf3");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up(3, "udp");
     let mut c = Cluster::start(3, "udp", "direct");
     ping_ok("wcl-h1", &["198.18.3.2"]);
@@ -417,7 +417,7 @@ fn three_nodes_carry_tcp_and_survive_a_node_killed_mid_flow() {
 #[test]
 fn three_nodes_with_vlb_relay_through_the_third() {
     require!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up(3, "udp");
     let c = Cluster::start(3, "udp", "vlb");
     ping_ok("wcl-h1", &["198.18.2.2"]);

@@ -5,16 +5,16 @@
 //!
 //! Needs root, iproute2, iputils-ping, and per test traceroute, iperf3 or Debian's
 //! python3-scapy; without them a test fails under CI and is a counted skip elsewhere
-//! (weft-testkit). Tests run
-//! one at a time (one topology), every command is bounded by `timeout`, and the
+//! (weft-testkit). Tests run one at a time, across processes too (one topology;
+//! `weft_testkit::netns_turn`), every command is bounded by `timeout`, and the
 //! namespaces and the router process are removed by Drop guards even on failure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+/// How long a test waits for its turn at the namespaces (another run may hold it).
+const TURN_WAIT: Duration = Duration::from_secs(900);
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/netns-router.sh")
@@ -278,7 +278,7 @@ fn ping_ok(from: &str, args: &[&str]) -> String {
 #[test]
 fn ping_across_and_to_the_router_over_ipv4_and_ipv6() {
     require!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
     pings_across(&r);
@@ -288,7 +288,7 @@ fn ping_across_and_to_the_router_over_ipv4_and_ipv6() {
 fn afxdp_ports_ping_across_over_ipv4_and_ipv6() {
     require!();
     require_af_xdp!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start_on(&["3", "afxdp"], "");
     let xdp = text(&ns("weft-r", 5, &["ip", "link", "show", "weft-ra"]));
@@ -334,7 +334,7 @@ fn pings_across(r: &RouterProc) {
 #[test]
 fn traceroute_shows_the_router_hop() {
     require!("traceroute");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
     traceroute_shows_router_then("198.19.0.1");
@@ -425,7 +425,7 @@ fn malformed_packets_are_dropped_or_answered_and_counted() {
         );
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
     // Let the router learn host A and B first (so the ICMP reply need not wait).
@@ -488,7 +488,7 @@ fn malformed_packets_are_dropped_or_answered_and_counted() {
 #[test]
 fn iperf3_tcp_across_the_router() {
     require!("iperf3");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
     iperf3_across(&r, "AF_PACKET");
@@ -498,7 +498,7 @@ fn iperf3_tcp_across_the_router() {
 fn afxdp_ports_carry_iperf3_tcp() {
     require!("iperf3");
     require_af_xdp!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start_on(&["3", "afxdp"], "");
     iperf3_across(&r, "AF_XDP");
@@ -609,7 +609,7 @@ fn tcp_with_default_offloads(r: &RouterProc, ports: &str) {
 #[test]
 fn iperf3_tcp_across_the_router_with_default_veth_offloads() {
     require!("iperf3", "ethtool");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up_with("weft", "default");
     let r = RouterProc::start("");
     tcp_with_default_offloads(&r, "AF_PACKET");
@@ -619,7 +619,7 @@ fn iperf3_tcp_across_the_router_with_default_veth_offloads() {
 fn afxdp_ports_carry_iperf3_tcp_with_default_veth_offloads() {
     require!("iperf3", "ethtool");
     require_af_xdp!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up_with("weft", "default");
     let r = RouterProc::start_on(&["3", "afxdp"], "");
     tcp_with_default_offloads(&r, "AF_XDP (generic)");
@@ -653,7 +653,7 @@ fn second_router(config: &Path, socket: &Path) -> (Option<i32>, String) {
 #[test]
 fn a_second_router_on_the_same_interfaces_or_socket_refuses_to_start() {
     require!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     // Ports to hosts A and B only: host C's interface stays free for the second.
     let r = RouterProc::start_on(&["2"], "");
@@ -696,7 +696,7 @@ fn a_second_router_on_the_same_interfaces_or_socket_refuses_to_start() {
 #[test]
 fn a_route_changed_mid_flow_moves_the_traffic() {
     require!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start("");
     let rx = |host: &str, dev: &str| -> u64 {
@@ -783,7 +783,7 @@ fn too_big_from_host_a(args: &[&str]) {
 #[test]
 fn a_smaller_mtu_towards_host_b_fragments_or_answers_too_big() {
     require!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     set_b_mtu(1400);
     let r = RouterProc::start("");
@@ -876,7 +876,7 @@ via = "2001:2:0:9::1"
 #[test]
 fn two_router_processes_joined_by_an_shm_port_carry_pings_and_stop_on_signals() {
     require!("traceroute");
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let mut r1 = RouterProc::start_config("r1", R1_CONFIG, "to-r2");
     let mut r2 = RouterProc::start_config("r2", R2_CONFIG, "to-r1");
@@ -952,7 +952,7 @@ fn xdp_counter(r: &RouterProc, name: &str) -> u64 {
 fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
     require!("traceroute");
     require_af_xdp!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
     let _topo = Topology::up("weft");
     let r = RouterProc::start_config("router", &xdp_forward_config(), "left");
     let xdp = text(&ns("weft-r", 5, &["ip", "link", "show", "weft-ra"]));

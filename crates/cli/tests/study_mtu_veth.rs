@@ -26,6 +26,8 @@ fn one_round_gives_every_point_with_both_windows_and_the_study_rows() {
             return;
         }
     }
+    // The script's namespaces have fixed names: one run on the machine at a time.
+    let _turn = weft_testkit::netns_turn(Duration::from_secs(900));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = std::env::temp_dir().join(format!("weft-mtu-veth-{}", std::process::id()));
     let run = output_within(

@@ -23,6 +23,43 @@ use std::io::Write;
 pub mod capture;
 pub mod process;
 
+/// A turn at the machine's fixed-name network namespaces; see [`netns_turn`].
+#[derive(Debug)]
+pub struct NetnsTurn(#[allow(dead_code)] std::fs::File);
+
+/// Wait for a turn at the fixed-name network namespaces (`weft-r`, `weft-ha`, `wcl-*`,
+/// `wmtu-*`, `wfi-*`: the topology scripts' names) and hold it until the returned value
+/// is dropped. The turn is an exclusive lock on one file in `/run/lock`, so two test
+/// processes on one machine (a CI run and a developer's run, or two test binaries)
+/// take turns instead of tearing down each other's namespaces; threads of one process
+/// take turns too (each call opens the file anew, and such a lock belongs to the open
+/// file). Bounded: after `wait` without a turn it panics, naming the lock file.
+pub fn netns_turn(wait: std::time::Duration) -> NetnsTurn {
+    turn_at("/run/lock/weft-netns-tests.lock", wait)
+}
+
+fn turn_at(path: &str, wait: std::time::Duration) -> NetnsTurn {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("open {path}: {e}"));
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        use rustix::fs::{flock, FlockOperation};
+        match flock(&f, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return NetnsTurn(f),
+            Err(e)
+                if e == rustix::io::Errno::WOULDBLOCK && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(e) => panic!("no turn at the network namespaces within {wait:?} ({path}): {e}"),
+        }
+    }
+}
+
 /// The environment variable naming the file skips are appended to.
 pub const SKIP_LOG: &str = "WEFT_SKIP_LOG";
 
@@ -211,5 +248,30 @@ mod tests {
         assert!(tool("sh").is_ok());
         let e = tool("weft-no-such-tool-xyz").unwrap_err();
         assert!(e.contains("weft-no-such-tool-xyz"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod netns_turn_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_second_turn_waits_for_the_first_and_gives_up_at_its_bound() {
+        // Its own file: a netns test elsewhere on the machine may hold the real one.
+        let path = format!("/tmp/weft-turn-test-{}.lock", std::process::id());
+        let first = turn_at(&path, Duration::from_secs(5));
+        let p = path.clone();
+        let second = std::thread::spawn(move || {
+            std::panic::catch_unwind(|| turn_at(&p, Duration::from_millis(300))).is_err()
+        });
+        assert!(
+            second.join().expect("thread"),
+            "a second turn was given while the first was held"
+        );
+        drop(first);
+        let again = turn_at(&path, Duration::from_secs(5));
+        drop(again);
+        let _ = std::fs::remove_file(&path);
     }
 }
