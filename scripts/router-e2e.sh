@@ -36,7 +36,9 @@
 # of that round too (`--latency-at-rows`).
 # Output: by default the medians table `weft report` prints (kept in
 # OUT/router-e2e.md) and its plot (OUT/router-e2e.png); with --json, the JSON rows (one per forwarder, frame
-# size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …). The rows
+# size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …, and CPU
+# per delivered frame: cpu_ns_per_pkt_all, all cores' busy time from /proc/stat, the
+# generator's included, and cpu_ns_per_pkt_router_core, ROUTER_CPU's alone). The rows
 # are kept in OUT/router-e2e.jsonl either way (OUT defaults to a temporary directory),
 # and each weft run's `show links` and `show counters` in OUT/stages.txt, its stderr (the
 # "N port workers" line, warnings) in OUT/router-stderr.txt, each line prefixed by the run.
@@ -108,7 +110,7 @@ run() {
   fi
   echo "round $round/$ROUNDS: $label" >&2
   taskset -c "$GEN_CPU" nice -n "$NICE" "$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" \
-    --round "$round" --json "${at[@]}" "${EXTRA[@]}" >>"$ROWS"
+    --round "$round" --router-cpu "$ROUTER_CPU" --json "${at[@]}" "${EXTRA[@]}" >>"$ROWS"
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do
