@@ -664,7 +664,10 @@ pub struct Rfc2544Row {
     /// softirq) of **all cores, the generator's included** (its sender, receiver and
     /// host B's receive path as well as the forwarder), over the trial, divided by
     /// the frames that crossed. Resolution: 10 ms ticks (about 1 % of a 1-s trial
-    /// on two cores).
+    /// on two cores). The kernel samples these at its timer tick: without
+    /// `CONFIG_IRQ_TIME_ACCOUNTING` (this project's VM) softirq work that a core
+    /// otherwise idle runs with its tick stopped (`NO_HZ_IDLE`), e.g. RPS backlog
+    /// work on a forwarder's core that nothing else keeps awake, is under-counted.
     #[serde(default)]
     pub cpu_ns_per_pkt_all: Option<f64>,
     /// The same for the forwarder's core alone (`--router-cpu`; work there that is
