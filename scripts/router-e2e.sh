@@ -20,12 +20,12 @@
 # weft's core, ROUTER_CPU), afxdp-fwd-local (afxdp with the fast path, no RPS: generic
 # XDP runs in the sender's system call on GEN_CPU, where the default "linux kernel"
 # row forwards: that row's like-for-like partner) and afxdp-fwd-native (the fast path
-# in veth's native XDP hook, `xdp_mode = "native"`: no generic XDP headroom copy; its
-# redirect into weft-rb needs NAPI on host B's weft-b0, so GRO is turned on there, as
-# veth enables NAPI for GRO; veth runs the hook in NAPI on the core that sent, GEN_CPU).
-# In every afxdp-* row other than afxdp-fwd*, and with `xdp_forward = false` there,
-# the fast path is off (it is on by default on afxdp ports), so those rows keep
-# measuring the pipeline alone.
+# in veth's native XDP hook, `xdp_mode = "native"`: not generic XDP's new skb head,
+# but veth's own conversions, docs/results/router.md §3.3i; its redirect into weft-rb
+# needs NAPI on host B's weft-b0, so GRO is turned on there, as veth enables NAPI for
+# GRO; veth runs the hook in NAPI on the core that sent, GEN_CPU). The other afxdp
+# rows (afxdp, afxdp-native, afxdp-rps) set `xdp_forward = false`: the fast path is on
+# by default on afxdp ports in generic mode, and these rows measure the pipeline alone.
 # KERNEL_OWN_CORE=1 adds rows "linux kernel, own core": kernel forwarding moved by
 # RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
 # generator's core does not forward too (see GEN_CPU below). KERNEL=0 skips the
