@@ -9,17 +9,26 @@
 #        [OUT=dir] [NICE=-10] [SINK=1] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] [XDP_RX_FRAMES=n] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
 #
 # BACKENDS: afpacket (AF_PACKET with TPACKET_V2 rings, the default), afpacket-v3
-# (TPACKET_V3 block rings, `ring = "v3"`), afxdp (AF_XDP, generic XDP) and
-# KERNEL_OWN_CORE=1 adds rows "linux kernel, own core": kernel forwarding moved by
-# RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
-# generator's core does not forward too (see GEN_CPU below).
+# (TPACKET_V3 block rings, `ring = "v3"`), afxdp (AF_XDP, generic XDP),
 # afxdp-native (AF_XDP with veth's native XDP hook), afxdp-rps (afxdp with the same
 # RPS as the kernel's own-core row: without it, veth delivers each frame in the
 # sender's system call, so the ingress port's generic XDP and its copy into the
-# UMEM run on the generator's core, GEN_CPU; with it, on weft's), afxdp-fwd (afxdp-rps
-# with `xdp_forward = true` on the ports: weft's IPv4 fast path in the ingress XDP
-# hook forwards plain transit in the kernel, the rest reaches weft's pipeline through
-# the AF_XDP socket; same RPS, so all of it runs on weft's core). KERNEL=0 skips the
+# UMEM run on the generator's core, GEN_CPU; with it, on weft's). The XDP fast path
+# (`xdp_forward = true`: weft's IPv4 fast path in the ingress XDP hook forwards plain
+# transit in the kernel, the rest reaches weft's pipeline through the AF_XDP
+# socket) in three places: afxdp-fwd (afxdp-rps with the fast path: all of it runs on
+# weft's core, ROUTER_CPU), afxdp-fwd-local (afxdp with the fast path, no RPS: generic
+# XDP runs in the sender's system call on GEN_CPU, where the default "linux kernel"
+# row forwards: that row's like-for-like partner) and afxdp-fwd-native (the fast path
+# in veth's native XDP hook, `xdp_mode = "native"`: not generic XDP's new skb head,
+# but veth's own conversions, docs/results/router.md §3.3i; its redirect into weft-rb
+# needs NAPI on host B's weft-b0, so GRO is turned on there, as veth enables NAPI for
+# GRO; veth runs the hook in NAPI on the core that sent, GEN_CPU). The other afxdp
+# rows (afxdp, afxdp-native, afxdp-rps) set `xdp_forward = false`: the fast path is on
+# by default on afxdp ports in generic mode, and these rows measure the pipeline alone.
+# KERNEL_OWN_CORE=1 adds rows "linux kernel, own core": kernel forwarding moved by
+# RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
+# generator's core does not forward too (see GEN_CPU below). KERNEL=0 skips the
 # kernel-forwarding rows. BUSY_POLL_US sets the router's `busy_poll_us`; XDP_RX_FRAMES
 # the AF_XDP ports' receive ring depth, `xdp_rx_frames` (scripts/netns-router.sh config).
 # ROUNDS: alternating rounds (ABAB): each round runs the kernel, then every weft
@@ -27,7 +36,9 @@
 # of that round too (`--latency-at-rows`).
 # Output: by default the medians table `weft report` prints (kept in
 # OUT/router-e2e.md) and its plot (OUT/router-e2e.png); with --json, the JSON rows (one per forwarder, frame
-# size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …). The rows
+# size and round: forwarder, frame, zero_loss_kpps, p50_us, p99_us, at_* …, and CPU
+# per delivered frame: cpu_ns_per_pkt_all, all cores' busy time from /proc/stat, the
+# generator's included, and cpu_ns_per_pkt_router_core, ROUTER_CPU's alone). The rows
 # are kept in OUT/router-e2e.jsonl either way (OUT defaults to a temporary directory),
 # and each weft run's `show links` and `show counters` in OUT/stages.txt, its stderr (the
 # "N port workers" line, warnings) in OUT/router-stderr.txt, each line prefixed by the run.
@@ -99,7 +110,7 @@ run() {
   fi
   echo "round $round/$ROUNDS: $label" >&2
   taskset -c "$GEN_CPU" nice -n "$NICE" "$WEFT" router rfc2544 --dst-mac "$(router_mac)" --label "$label" \
-    --round "$round" --json "${at[@]}" "${EXTRA[@]}" >>"$ROWS"
+    --round "$round" --router-cpu "$ROUTER_CPU" --json "${at[@]}" "${EXTRA[@]}" >>"$ROWS"
 }
 
 for ((round = 1; round <= ROUNDS; round++)); do
@@ -119,8 +130,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
     case "$backend" in
       afpacket | afpacket-v3) args=(afpacket) ;;
       afxdp) args=(afxdp generic) ;;
-      afxdp-native) args=(afxdp native) ;;
-      afxdp-rps | afxdp-fwd) args=(afxdp generic) ;;
+      afxdp-native | afxdp-fwd-native) args=(afxdp native) ;;
+      afxdp-rps | afxdp-fwd | afxdp-fwd-local) args=(afxdp generic) ;;
       *) echo "unknown backend $backend" >&2; exit 2 ;;
     esac
     for arch in $ARCHS; do
@@ -132,13 +143,25 @@ for ((round = 1; round <= ROUNDS; round++)); do
         # weft's core, not in the generator's send call on GEN_CPU.
         printf '%x' $((1 << ROUTER_CPU)) | ip netns exec weft-r tee /sys/class/net/weft-ra/queues/rx-0/rps_cpus >/dev/null
       fi
+      if [[ $backend == afxdp-fwd-native ]]; then
+        # A native XDP_REDIRECT into weft-rb queues an xdp_frame on its peer's
+        # (weft-b0's) receive queue, which exists only while that veth runs NAPI:
+        # with an XDP program of its own or with GRO on. Without, every redirected
+        # frame is dropped (veth_xdp_xmit: no NAPI, -ENXIO).
+        ip netns exec weft-hb ethtool -K weft-b0 gro on >/dev/null
+      fi
+      case "$backend" in
+        afxdp-fwd*) fwd=true ;;
+        afxdp*) fwd=false ;;
+        *) fwd= ;;
+      esac
       cfg=$(mktemp)
       {
         if [[ -n ${BUSY_POLL_US:-} ]]; then printf '[router]\nbusy_poll_us = %s\n\n' "$BUSY_POLL_US"; fi
         # two ports: no idle third worker on two cores
         bash $NETNS config 2 "${args[@]}" |
           if [[ $backend == afpacket-v3 ]]; then sed 's/^interface = .*/&\nring = "v3"/'
-          elif [[ $backend == afxdp-fwd ]]; then sed 's/^backend = "afxdp"$/&\nxdp_forward = true/'
+          elif [[ -n $fwd ]]; then sed "s/^backend = \"afxdp\"\$/&\nxdp_forward = $fwd/"
           else cat; fi
       } > "$cfg"
       taskset -c "$ROUTER_CPU" ip netns exec weft-r nice -n "$NICE" "$WEFT" router --config "$cfg" --arch "$arch" --socket "/tmp/weft-e2e-$$.sock" \

@@ -83,6 +83,14 @@ pub struct RouterRow {
     pub at_p99_us: Option<f64>,
     /// Frames lost in the trial at `at_kpps`.
     pub at_lost: Option<u64>,
+    /// CPU time per delivered frame at the zero-loss rate, ns: all cores (the
+    /// generator's included) and the forwarder's core alone (JSON rows only; see
+    /// [`crate::router::Rfc2544Row::cpu_ns_per_pkt_all`]).
+    pub cpu_ns_per_pkt_all: Option<f64>,
+    pub cpu_ns_per_pkt_router_core: Option<f64>,
+    /// The same in the trial at `at_kpps`.
+    pub at_cpu_ns_per_pkt_all: Option<f64>,
+    pub at_cpu_ns_per_pkt_router_core: Option<f64>,
 }
 
 impl From<crate::router::Rfc2544Row> for RouterRow {
@@ -98,6 +106,10 @@ impl From<crate::router::Rfc2544Row> for RouterRow {
             at_p50_us: r.at_p50_us,
             at_p99_us: r.at_p99_us,
             at_lost: r.at_lost,
+            cpu_ns_per_pkt_all: r.cpu_ns_per_pkt_all,
+            cpu_ns_per_pkt_router_core: r.cpu_ns_per_pkt_router_core,
+            at_cpu_ns_per_pkt_all: r.at_cpu_ns_per_pkt_all,
+            at_cpu_ns_per_pkt_router_core: r.at_cpu_ns_per_pkt_router_core,
         }
     }
 }
@@ -130,6 +142,10 @@ pub fn parse_router_tables(text: &str) -> Vec<RouterRow> {
                 at_p50_us: None,
                 at_p99_us: None,
                 at_lost: None,
+                cpu_ns_per_pkt_all: None,
+                cpu_ns_per_pkt_router_core: None,
+                at_cpu_ns_per_pkt_all: None,
+                at_cpu_ns_per_pkt_router_core: None,
             })
         })
         .collect()
@@ -713,6 +729,10 @@ mod tests {
                     at_p50_us: None,
                     at_p99_us: None,
                     at_lost: None,
+                    cpu_ns_per_pkt_all: None,
+                    cpu_ns_per_pkt_router_core: None,
+                    at_cpu_ns_per_pkt_all: None,
+                    at_cpu_ns_per_pkt_router_core: None,
                 },
                 RouterRow {
                     forwarder: "weft push".into(),
@@ -725,6 +745,10 @@ mod tests {
                     at_p50_us: None,
                     at_p99_us: None,
                     at_lost: None,
+                    cpu_ns_per_pkt_all: None,
+                    cpu_ns_per_pkt_router_core: None,
+                    at_cpu_ns_per_pkt_all: None,
+                    at_cpu_ns_per_pkt_router_core: None,
                 },
             ]
         );

@@ -803,15 +803,18 @@ pub fn router_summary(rows: &[plots::RouterRow], reference: &str) -> String {
          [min–max]. Ratios are of medians, against `{reference}` at the same frame size. \
          Latency is one-way, µs: at each forwarder's own zero-loss rate, and at \
          `{reference}`'s zero-loss rate of the same round (where the rows carry it; lost \
-         frames at that rate are counted in the last column).\n"
+         frames at that rate are counted in the lost column). CPU: ns of busy time per \
+         delivered frame, medians, of all cores (the generator's included) / of the \
+         forwarder's core alone, in the latency trial at the forwarder's zero-loss rate \
+         and in the one at the reference's rate.\n"
     );
     let _ = writeln!(
         out,
-        "| frame (B) | forwarder | n | zero-loss kpps | vs ref (≥ 1.0) | p50 µs | p99 µs | p50 at ref rate | vs ref (≤ 2) | p99 at ref rate | vs ref (≤ 5) | lost at ref rate |"
+        "| frame (B) | forwarder | n | zero-loss kpps | vs ref (≥ 1.0) | p50 µs | p99 µs | p50 at ref rate | vs ref (≤ 2) | p99 at ref rate | vs ref (≤ 5) | lost at ref rate | CPU ns/pkt all / router core | at ref rate |"
     );
     let _ = writeln!(
         out,
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for &frame in &frames {
         let base = rounds(reference, frame);
@@ -837,9 +840,24 @@ pub fn router_summary(rows: &[plots::RouterRow], reference: &str) -> String {
             } else {
                 "–".to_owned()
             };
+            // "all / router core", medians; "–" for a figure no row has.
+            let cpu = |all: fn(&plots::RouterRow) -> Option<f64>,
+                       core: fn(&plots::RouterRow) -> Option<f64>| {
+                let m = |f| med(&v, f).map_or("–".to_owned(), |s| format!("{:.0}", s.0));
+                if med(&v, all).is_none() && med(&v, core).is_none() {
+                    "–".to_owned()
+                } else {
+                    format!("{} / {}", m(all), m(core))
+                }
+            };
+            let cpu_own = cpu(|r| r.cpu_ns_per_pkt_all, |r| r.cpu_ns_per_pkt_router_core);
+            let cpu_at = cpu(
+                |r| r.at_cpu_ns_per_pkt_all,
+                |r| r.at_cpu_ns_per_pkt_router_core,
+            );
             let _ = writeln!(
                 out,
-                "| {frame} | {who} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {lost} |",
+                "| {frame} | {who} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {lost} | {cpu_own} | {cpu_at} |",
                 v.len(),
                 spread_cell(rate),
                 ratio(rate, base_rate),
@@ -883,6 +901,11 @@ mod tests {
             at_within_100us_pct: None,
             trial_secs: 1.0,
             round: Some(round),
+            // CPU figures: 10 ns per kpps of rate (all cores), 4 at the forwarder's,
+            // at the reference's rate only where the row has one.
+            cpu_ns_per_pkt_all: Some(kpps * 10.0),
+            cpu_ns_per_pkt_router_core: Some(kpps * 4.0),
+            at_cpu_ns_per_pkt_all: at.map(|a| a.0 * 10.0),
             ..Default::default()
         };
         serde_json::to_string(&row).unwrap()
@@ -958,6 +981,10 @@ mod tests {
         assert_eq!(cells[5], "600.0 [500.0–700.0]");
         assert_eq!(cells[7], "40.0 [30.0–50.0]");
         assert_eq!(cells[8], "2.00", "40 / the kernel's own p50 median 20");
+        // CPU per packet: medians of 800/600/990 and 320/240/396; at the kernel's
+        // rate only the all-cores figure (400 of 300/400/500), none for its core.
+        assert_eq!(cells[12], "800 / 320");
+        assert_eq!(cells[13], "400 / –");
         assert_eq!(cells[10], "1.67", "100 / the kernel's p99 median 60");
         assert_eq!(cells[11], "3");
         let kernel = md

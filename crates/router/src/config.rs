@@ -17,8 +17,10 @@
 //! # backend = "afxdp"            # AF_XDP instead of AF_PACKET,
 //! # xdp_mode = "generic"         # with the XDP program in generic (default) or native mode
 //! # xdp_rx_frames = 8192         # afxdp: receive ring depth (a power of two, 64-32768)
-//! # xdp_forward = true           # afxdp: plain IPv4 transit forwarded in the XDP hook
-//! #                              # (weft_link::xdp_fwd); the rest reaches the pipeline
+//! # xdp_forward = false          # afxdp, generic mode: plain IPv4/IPv6 transit is
+//! #                              # forwarded in the XDP hook (weft_link::xdp_fwd) unless
+//! #                              # false; the rest reaches the pipeline. Native mode:
+//! #                              # off unless true (see PortConfig::xdp_forward)
 //!
 //! [[port]]                       # a port to another weft process on this host
 //! name = "to-r2"
@@ -105,10 +107,12 @@ pub struct PortConfig {
     /// For `afxdp`: `generic` (default) or `native`.
     #[serde(default)]
     pub xdp_mode: Option<String>,
-    /// For `afxdp`: run the IPv4 forwarding fast path in this port's XDP hook
+    /// For `afxdp`: run the forwarding fast path in this port's XDP hook
     /// ([`weft_link::xdp_fwd`]): plain transit packets are forwarded there, in the
     /// kernel, from weft's routes and resolved neighbours; everything else reaches
-    /// the pipeline as before. Off by default.
+    /// the pipeline as before. Unset: on in generic XDP mode (falling back to the
+    /// pipeline alone, with a warning, when the program cannot be loaded), off in
+    /// native mode; see [`PortConfig::xdp_forward`].
     #[serde(default)]
     pub xdp_forward: Option<bool>,
     /// For `afxdp`: the depth of each queue's receive ring, which is also its fill
@@ -297,10 +301,31 @@ impl PortConfig {
         }
     }
 
-    /// Whether this port runs the XDP forwarding fast path (`xdp_forward = true`,
-    /// afxdp ports only; [`PortConfig::backend`] refuses it elsewhere).
+    /// Whether this port runs the XDP forwarding fast path: `xdp_forward` when given
+    /// (afxdp ports only; [`PortConfig::backend`] refuses it elsewhere), and when not,
+    /// on for afxdp ports in generic XDP mode (the default mode) and off otherwise.
+    ///
+    /// Not by default in native mode: a native `XDP_REDIRECT` hands the frame to the
+    /// egress driver's `ndo_xdp_xmit`, and a device that cannot take it drops it
+    /// after the program counted it forwarded — a veth whose peer runs no NAPI (no
+    /// XDP program, GRO off) delivered 0 of 417 k redirected frames
+    /// (docs/results/router.md §3.3i). Generic mode transmits through the egress
+    /// device's ordinary path, which every device has.
     pub fn xdp_forward(&self) -> bool {
-        self.xdp_forward == Some(true)
+        match self.xdp_forward {
+            Some(on) => on,
+            None => {
+                self.backend.as_deref() == Some("afxdp")
+                    && self.xdp_mode.as_deref().is_none_or(|m| m == "generic")
+            }
+        }
+    }
+
+    /// Whether the config said `xdp_forward = …` for this port: then a fast path
+    /// that cannot be loaded is an error, where the default falls back to the
+    /// pipeline alone with a warning.
+    pub fn xdp_forward_explicit(&self) -> bool {
+        self.xdp_forward.is_some()
     }
 
     fn error(&self, problem: PortProblem) -> ConfigError {
@@ -864,18 +889,36 @@ via = "198.18.2.2"
     }
 
     #[test]
-    fn xdp_forward_is_off_by_default_and_only_for_afxdp_ports() {
+    fn xdp_forward_is_on_by_default_for_generic_afxdp_ports_and_only_for_afxdp_ports() {
         let port = |extra: &str| {
             EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
         };
-        let c = Config::parse(&port("backend = \"afxdp\"")).expect("afxdp");
-        assert!(!c.ports[0].xdp_forward());
+        // Default: on for an afxdp port in generic mode (given or defaulted), not
+        // asked for explicitly; off for afpacket ports and for native mode.
+        for extra in [
+            "backend = \"afxdp\"",
+            "backend = \"afxdp\"\nxdp_mode = \"generic\"",
+        ] {
+            let c = Config::parse(&port(extra)).expect("afxdp");
+            assert!(c.ports[0].xdp_forward(), "{extra}");
+            assert!(!c.ports[0].xdp_forward_explicit(), "{extra}");
+            assert!(!c.ports[1].xdp_forward(), "the afpacket port");
+        }
+        let c = Config::parse(&port("backend = \"afxdp\"\nxdp_mode = \"native\"")).expect("native");
+        assert!(!c.ports[0].xdp_forward(), "native mode: off unless asked");
+        let c = Config::parse(&port(
+            "backend = \"afxdp\"\nxdp_mode = \"native\"\nxdp_forward = true",
+        ))
+        .expect("native, asked");
+        assert!(c.ports[0].xdp_forward());
         let c = Config::parse(&port("backend = \"afxdp\"\nxdp_forward = true")).expect("on");
         assert!(c.ports[0].xdp_forward());
+        assert!(c.ports[0].xdp_forward_explicit());
         assert!(c.ports[0].backend().is_ok());
         assert!(!c.ports[1].xdp_forward());
         let c = Config::parse(&port("backend = \"afxdp\"\nxdp_forward = false")).expect("off");
-        assert!(!c.ports[0].xdp_forward());
+        assert!(!c.ports[0].xdp_forward(), "false turns it off");
+        assert!(c.ports[0].xdp_forward_explicit());
         assert!(Config::parse(&port("backend = \"afxdp\"\nxdp_forward = \"yes\"")).is_err());
         for extra in [
             "xdp_forward = true",

@@ -107,14 +107,13 @@ fn run_router(
     instance::free_control_socket(&socket)?;
     let stop = weft_link::signal::stop_on_termination().context("signal handlers")?;
     let pool = BufferPool::new(32768, 2048);
-    // The XDP forwarding fast path (weft_link::xdp_fwd), when a port asks for it:
-    // one set of maps for every such port; egress may be any kernel interface.
-    let mut fast = if cfg
-        .ports
-        .iter()
-        .enumerate()
-        .any(|(i, p)| local(i) && p.xdp_forward())
-    {
+    // The XDP forwarding fast path (weft_link::xdp_fwd), on the ports that run it (by
+    // default every afxdp port in generic mode): one set of maps for every such port;
+    // egress may be any kernel interface. Where it was only defaulted, a fast path
+    // that cannot be set up leaves the port on the pipeline alone, with a warning;
+    // where the config asked for it, that is an error.
+    let wants_fast = |i: usize, p: &crate::config::PortConfig| local(i) && p.xdp_forward();
+    let mut fast = if cfg.ports.iter().enumerate().any(|(i, p)| wants_fast(i, p)) {
         let ifindex = cfg
             .ports
             .iter()
@@ -126,10 +125,26 @@ fn run_router(
                 _ => None,
             })
             .collect();
-        Some(FastPathSync::new(ifindex).context("XDP fast path maps")?)
+        let explicit = cfg
+            .ports
+            .iter()
+            .enumerate()
+            .any(|(i, p)| wants_fast(i, p) && p.xdp_forward_explicit());
+        match FastPathSync::new(ifindex) {
+            Ok(f) => Some(f),
+            Err(e) if !explicit => {
+                eprintln!(
+                    "weft router: warning: XDP fast path off, its maps could not be created ({e}); \
+                     afxdp ports forward through the pipeline alone (xdp_forward = false silences this)"
+                );
+                None
+            }
+            Err(e) => return Err(e).context("XDP fast path maps"),
+        }
     } else {
         None
     };
+    let mut fast_ports = 0;
     let mut links: Vec<Option<Box<dyn Link>>> = Vec::new();
     let mut info = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
@@ -159,11 +174,31 @@ fn run_router(
             .as_ref()
             .filter(|_| p.xdp_forward())
             .map(FastPathSync::fast_path);
-        let l = backend
-            .open_with_fast_path(&p.interface, pool.clone(), with_fast)
-            .with_context(|| format!("port {}: interface {} ({backend:?})", p.name, p.interface))?;
+        let what = || format!("port {}: interface {} ({backend:?})", p.name, p.interface);
+        let l = match backend.open_with_fast_path(&p.interface, pool.clone(), with_fast) {
+            Ok(l) => {
+                fast_ports += usize::from(with_fast.is_some());
+                l
+            }
+            Err(e) if with_fast.is_some() && !p.xdp_forward_explicit() => {
+                eprintln!(
+                    "weft router: warning: port {}: XDP fast path off, its program could not be \
+                     loaded ({e}); the port forwards through the pipeline alone \
+                     (xdp_forward = false silences this)",
+                    p.name
+                );
+                backend
+                    .open_with_fast_path(&p.interface, pool.clone(), None)
+                    .with_context(what)?
+            }
+            Err(e) => return Err(e).with_context(what),
+        };
         info.push((l.info().mac, l.info().max_frame));
         links.push(Some(l));
+    }
+    if fast_ports == 0 {
+        // No port runs the fast path: no maps to keep in step.
+        fast = None;
     }
     let specs = cfg.port_specs(&info)?;
     let router = match &plan {

@@ -138,6 +138,11 @@ pub struct Trial {
     /// The same frames to the moment the receiver thread read them (the figure
     /// weft reported before: arrival plus the reader's wake-up and its ring).
     pub read_latency_ns: Vec<u64>,
+    /// Busy time of each core (index = CPU number) over the trial, nanoseconds:
+    /// `/proc/stat`'s user + nice + system + irq + softirq from the sender's first
+    /// frame to 20 ms after its last. Every process on the machine counts, the
+    /// generator's sender and receiver too (empty when `/proc/stat` was unreadable).
+    pub cpu_busy_ns: Vec<u64>,
 }
 
 impl Trial {
@@ -172,6 +177,70 @@ impl Trial {
     pub fn read_latency_us(&self, p: f64) -> f64 {
         percentile_us(&self.read_latency_ns, p)
     }
+
+    /// CPU time per frame that crossed the forwarder, nanoseconds: the busy time of
+    /// core `core`, or of every core with `None`, over the trial ([`Trial::cpu_busy_ns`])
+    /// divided by the frames delivered. `None` without CPU figures, without that core,
+    /// or when nothing crossed.
+    pub fn cpu_ns_per_pkt(&self, core: Option<usize>) -> Option<f64> {
+        let delivered = self.received + self.receiver_dropped;
+        if delivered == 0 || self.cpu_busy_ns.is_empty() {
+            return None;
+        }
+        let busy: u64 = match core {
+            Some(c) => *self.cpu_busy_ns.get(c)?,
+            None => self.cpu_busy_ns.iter().sum(),
+        };
+        Some(busy as f64 / delivered as f64)
+    }
+}
+
+/// Nanoseconds per `/proc/stat` tick: `USER_HZ`, which the kernel fixes at 100 in its
+/// user-space ABI on every architecture this runs on (x86, arm64).
+const NS_PER_TICK: u64 = 10_000_000;
+
+/// Busy ticks per core from `/proc/stat`'s text: for each `cpuN` line (not the `cpu`
+/// total), user + nice + system + irq + softirq (fields 1, 2, 3, 6, 7; idle, iowait,
+/// steal and guest time are not busy time of this machine's work), at index N.
+/// Lines that do not parse are skipped; a core without a line reads 0.
+pub fn proc_stat_busy_ticks(text: &str) -> Vec<u64> {
+    let mut busy = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_ascii_whitespace();
+        let Some(n) = f
+            .next()
+            .and_then(|name| name.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let v: Vec<u64> = f.take(7).map_while(|x| x.parse().ok()).collect();
+        if v.len() < 7 || n >= 4096 {
+            continue;
+        }
+        if busy.len() <= n {
+            busy.resize(n + 1, 0);
+        }
+        busy[n] = v[0] + v[1] + v[2] + v[5] + v[6];
+    }
+    busy
+}
+
+/// Busy nanoseconds per core between two [`proc_stat_busy_ticks`] readings (a core
+/// missing in either reads 0; counters never go back, a smaller one gives 0).
+pub fn busy_ns_between(before: &[u64], after: &[u64]) -> Vec<u64> {
+    after
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| a.saturating_sub(before.get(i).copied().unwrap_or(a)) * NS_PER_TICK)
+        .collect()
+}
+
+/// The busy ticks of every core now (empty when `/proc/stat` cannot be read).
+fn busy_ticks_now() -> Vec<u64> {
+    std::fs::read_to_string("/proc/stat")
+        .map(|t| proc_stat_busy_ticks(&t))
+        .unwrap_or_default()
 }
 
 /// Percentile `p` (0..=100) of nanosecond samples, in microseconds (NaN when none).
@@ -323,7 +392,7 @@ pub fn trial(
         let ep = ep.clone();
         let ready = Arc::clone(&ready);
         let done = Arc::clone(&done);
-        std::thread::spawn(move || -> io::Result<(u64, f64)> {
+        std::thread::spawn(move || -> io::Result<(u64, f64, Vec<u64>)> {
             enter(&ep.tx_ns)?;
             let pool = BufferPool::new(4096, 2048);
             let mut link: Box<dyn Link> = match ep.tx_link {
@@ -354,6 +423,7 @@ pub fn trial(
             while !ready.load(Ordering::Acquire) && wait_ready.elapsed() < Duration::from_secs(5) {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            let cpu_before = busy_ticks_now();
             let start = Instant::now();
             let mut sent = 0u64;
             let mut tx: Vec<PacketBuf> = Vec::with_capacity(FLAT_OUT_BURST);
@@ -403,8 +473,9 @@ pub fn trial(
             let secs = start.elapsed().as_secs_f64();
             // Let the ring empty before closing the socket.
             std::thread::sleep(Duration::from_millis(20));
+            let cpu = busy_ns_between(&cpu_before, &busy_ticks_now());
             done.store(true, Ordering::Release);
-            Ok((sent, sent as f64 / secs))
+            Ok((sent, sent as f64 / secs, cpu))
         })
     };
     let tx = tx_thread
@@ -414,7 +485,7 @@ pub fn trial(
     let rx = rx_thread
         .join()
         .map_err(|_| io::Error::other("receiver panicked"))?;
-    let (sent, tx_pps) = tx?;
+    let (sent, tx_pps, cpu_busy_ns) = tx?;
     let (received, receiver_dropped, latency_ns, read_latency_ns) = rx?;
     Ok(Trial {
         sent,
@@ -423,6 +494,7 @@ pub fn trial(
         tx_pps,
         latency_ns,
         read_latency_ns,
+        cpu_busy_ns,
     })
 }
 
@@ -526,6 +598,10 @@ pub struct Rfc2544Args {
     /// The forwarder whose rows `--latency-at-rows` takes.
     #[arg(long, default_value = "linux kernel")]
     reference: String,
+    /// The forwarder's core (CPU number), for the rows' `*_cpu_ns_per_pkt_router_core`:
+    /// that core's busy time per delivered frame (scripts/router-e2e.sh: ROUTER_CPU).
+    #[arg(long)]
+    router_cpu: Option<usize>,
     /// Round number written into the JSON rows (scripts/router-e2e.sh alternates
     /// forwarders round by round).
     #[arg(long)]
@@ -583,6 +659,32 @@ pub struct Rfc2544Row {
     pub sent_kpps: Option<f64>,
     #[serde(default)]
     pub at_sent_kpps: Option<f64>,
+    /// CPU time per delivered frame, nanoseconds, in the latency trial at the
+    /// zero-loss rate: the busy time (`/proc/stat`: user + nice + system + irq +
+    /// softirq) of **all cores, the generator's included** (its sender, receiver and
+    /// host B's receive path as well as the forwarder), over the trial, divided by
+    /// the frames that crossed. Resolution: 10 ms ticks (about 1 % of a 1-s trial
+    /// on two cores). The kernel samples these at its timer tick: without
+    /// `CONFIG_IRQ_TIME_ACCOUNTING` (this project's VM) softirq work that a core
+    /// otherwise idle runs with its tick stopped (`NO_HZ_IDLE`), e.g. RPS backlog
+    /// work on a forwarder's core that nothing else keeps awake, is under-counted.
+    #[serde(default)]
+    pub cpu_ns_per_pkt_all: Option<f64>,
+    /// The same for the forwarder's core alone (`--router-cpu`; work there that is
+    /// not forwarding, e.g. host B's receive when the forwarder's transmit runs it,
+    /// counts too).
+    #[serde(default)]
+    pub cpu_ns_per_pkt_router_core: Option<f64>,
+    /// `cpu_ns_per_pkt_all` and `_router_core` in the flat-out trial.
+    #[serde(default)]
+    pub flat_out_cpu_ns_per_pkt_all: Option<f64>,
+    #[serde(default)]
+    pub flat_out_cpu_ns_per_pkt_router_core: Option<f64>,
+    /// `cpu_ns_per_pkt_all` and `_router_core` in the trial at `at_kpps`.
+    #[serde(default)]
+    pub at_cpu_ns_per_pkt_all: Option<f64>,
+    #[serde(default)]
+    pub at_cpu_ns_per_pkt_router_core: Option<f64>,
     /// Seconds per trial.
     pub trial_secs: f64,
     /// `--round`.
@@ -701,6 +803,17 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
                 .and_then(|t| finite(t.read_latency_us(99.0))),
             sent_kpps: (lat.sent > 0).then(|| lat.tx_pps / 1e3),
             at_sent_kpps: at_trial.as_ref().map(|t| t.tx_pps / 1e3),
+            cpu_ns_per_pkt_all: lat.cpu_ns_per_pkt(None),
+            cpu_ns_per_pkt_router_core: a.router_cpu.and_then(|c| lat.cpu_ns_per_pkt(Some(c))),
+            flat_out_cpu_ns_per_pkt_all: flat.cpu_ns_per_pkt(None),
+            flat_out_cpu_ns_per_pkt_router_core: a
+                .router_cpu
+                .and_then(|c| flat.cpu_ns_per_pkt(Some(c))),
+            at_cpu_ns_per_pkt_all: at_trial.as_ref().and_then(|t| t.cpu_ns_per_pkt(None)),
+            at_cpu_ns_per_pkt_router_core: at_trial
+                .as_ref()
+                .zip(a.router_cpu)
+                .and_then(|(t, c)| t.cpu_ns_per_pkt(Some(c))),
             trial_secs: len.as_secs_f64(),
             round: a.round,
         };
@@ -746,6 +859,52 @@ mod tests {
             ..Default::default()
         })
         .unwrap()
+    }
+
+    #[test]
+    fn proc_stat_busy_time_is_user_nice_system_irq_softirq_per_core() {
+        let text = "cpu  10 20 30 4000 50 60 70 80 0 0\n\
+                    cpu0 1 2 3 1000 5 6 7 8 0 0\n\
+                    cpu1 10 0 20 2000 0 30 40 99 0 0\n\
+                    cpu3 1 1 1 1 1 1 1\n\
+                    cpu2 short 1\n\
+                    intr 12345 1 2\n\
+                    ctxt 999\n";
+        // cpu0: 1+2+3+6+7, not idle (1000), iowait (5) or steal (8); cpu1: 10+20+30+40;
+        // cpu2 does not parse (0); cpu3 has exactly the seven fields needed.
+        assert_eq!(proc_stat_busy_ticks(text), vec![19, 100, 0, 5]);
+        assert!(proc_stat_busy_ticks("intr 1\n").is_empty());
+    }
+
+    #[test]
+    fn cpu_per_packet_is_busy_time_over_frames_delivered() {
+        // 1 s trial: core 0 busy 30 ticks more, core 1 70 more; a third core appeared.
+        let ns = busy_ns_between(&[100, 200], &[130, 270, 5]);
+        assert_eq!(ns, vec![300_000_000, 700_000_000, 0]);
+        // Counters never go back; if one seems to, it counts 0, not a wrap.
+        assert_eq!(busy_ns_between(&[10], &[9]), vec![0]);
+        let t = Trial {
+            sent: 600_000,
+            received: 400_000,
+            receiver_dropped: 100_000,
+            cpu_busy_ns: ns,
+            ..Trial::default()
+        };
+        // 1 s of busy time over 500 000 delivered frames (the receiver's own drops
+        // crossed the forwarder): 2 000 ns; core 1 alone: 1 400 ns.
+        assert_eq!(t.cpu_ns_per_pkt(None), Some(2000.0));
+        assert_eq!(t.cpu_ns_per_pkt(Some(1)), Some(1400.0));
+        assert_eq!(t.cpu_ns_per_pkt(Some(7)), None, "no such core");
+        let none = Trial {
+            cpu_busy_ns: vec![1, 2],
+            ..Trial::default()
+        };
+        assert_eq!(none.cpu_ns_per_pkt(None), None, "nothing crossed");
+        let no_cpu = Trial {
+            received: 5,
+            ..Trial::default()
+        };
+        assert_eq!(no_cpu.cpu_ns_per_pkt(None), None, "no /proc/stat");
     }
 
     #[test]
