@@ -75,6 +75,15 @@ ROWS=$OUT/router-e2e.jsonl
 : >"$ROWS"
 KERNEL_LABEL="linux kernel"
 NETNS=scripts/netns-router.sh
+# The topology's namespaces have fixed names (weft-r, weft-ha, …), shared with the
+# netns tests: take the machine's turn at them, as the tests do (weft_testkit::
+# netns_turn, docs/testing.md), so that a run beside a test run waits instead of
+# tearing the other's topology down. Held until the script exits.
+exec 9>/run/lock/weft-netns-tests.lock
+if ! flock -w 900 9; then
+  echo "router-e2e.sh: another run held the namespaces (/run/lock/weft-netns-tests.lock) for 15 min" >&2
+  exit 1
+fi
 # Two cores: the generator (sender and receiver threads) on one, weft's workers on
 # the other. Kernel forwarding runs in softirq on whichever core sends, i.e. the
 # generator's: it gets no core of its own and needs none.
