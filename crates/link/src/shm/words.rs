@@ -3,7 +3,8 @@
 //!
 //! The rings touch their control words (`tail`, `head`, `sleeping`) and a slot's
 //! length word several times per burst; a bounds check and an `Option` per touch were
-//! about 190 instructions of a ping-pong round (callgrind, docs/results/verbs.md).
+//! about 150 instructions of a ping-pong round and 17 of a streamed SEND (callgrind,
+//! docs/results/verbs.md, "Passes per round and the shm ring's words").
 //! Here [`Segment::new`] checks once that both rings' control blocks and slot arrays,
 //! and the segment header, lie inside the mapping, 4-aligned. The accessors then
 //! compute offsets that stay inside what was checked by construction: a control word
