@@ -15,15 +15,17 @@
 //! splitting a TSO super-frame), which the frame links do on receive because a veth
 //! has no NIC to do it.
 //!
-//! `unsafe` is denied in this crate except in four modules, allowed it below with the
+//! `unsafe` is denied in this crate except in six modules, allowed it below with the
 //! reason: `sys`, the system-call wrappers (descriptors, socket options, one mapping
 //! owner, ioctls, polls, `sendmmsg`/`recvmmsg`, `process_vm_readv`, `bpf(2)`, signal
 //! handlers) that take checked safe values and hand the kernel raw pointers; `spsc`,
 //! the ring-index code; `pool`, whose buffers are slots of one arena (so it can be
-//! registered once for zero-copy sends); and `cma`, cross-memory attach into a raw
-//! destination (a registered memory region). Every block carries a `// SAFETY:`
-//! comment; the links themselves (udp, shm, afpacket, afxdp) have no `unsafe` of their
-//! own.
+//! registered once for zero-copy sends); `cma`, cross-memory attach into a raw
+//! destination (a registered memory region); `shmem`, raw copies out of a peer's
+//! mapped region; and `shm::words`, the atomic words of an shm segment's rings,
+//! bounds-checked once when the segment is mapped rather than on every access. Every
+//! block carries a `// SAFETY:` comment; the links themselves (udp, shm, afpacket,
+//! afxdp) have no `unsafe` of their own.
 #![deny(unsafe_code)]
 
 pub mod afpacket;

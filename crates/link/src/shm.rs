@@ -59,6 +59,10 @@
 
 mod endpoint;
 mod ring;
+// The ring words, checked once when the segment is mapped: raw word references into
+// the mapping.
+#[allow(unsafe_code)]
+mod words;
 
 use crate::datagram::{path_between, path_ends, pool_buf_size, BurstMaps, DEFAULT_MAX_DATAGRAM};
 use crate::shmem::{PeerMaps, SharedMemory};

@@ -171,6 +171,9 @@ pub struct EngineStats {
     /// Posts that the posting thread put on the link itself, because they followed a
     /// wait on a QP with room in its window (docs/verbs.md, "The doorbell path").
     pub post_flushes: u64,
+    /// Passes that transmitted again after receiving, on a link whose sends are memory
+    /// writes: what the received packets made owed left in the same pass.
+    pub tx_after_rx: u64,
     /// QPs whose rings a pass looked at: those that posted since the pass before (a
     /// work counter; idle QPs add nothing).
     pub qp_rings_drained: u64,
@@ -384,6 +387,9 @@ pub(crate) struct Engine {
     /// How long a pass may keep transmitting, beyond its round of the scheduler,
     /// while several QPs are active (see [`Engine::transmit`]); microseconds.
     shared_pass_us: u64,
+    /// The link's sends are memory writes ([`DatagramLink::sends_in_memory`]): what a
+    /// pass's receive made owed leaves in the same pass (see [`Engine::progress`]).
+    send_after_receive: bool,
     pub(crate) stats: EngineStats,
 }
 
@@ -422,6 +428,7 @@ const RX_BYTES_PER_PASS: usize = 64 << 10;
 impl Engine {
     pub(crate) fn new(ep: Endpoint<MrTable, CqRouter>, link: Box<dyn DatagramLink>) -> Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
+        let send_after_receive = link.sends_in_memory();
         Engine {
             quantum,
             ep,
@@ -442,6 +449,7 @@ impl Engine {
             recent: FastMap::default(),
             recent_oldest: 0,
             shared_pass_us: SHARED_PASS_DEFAULT.as_micros() as u64,
+            send_after_receive,
             stats: EngineStats::default(),
         }
     }
@@ -615,7 +623,20 @@ impl Engine {
         } else {
             self.pass += 1;
         }
-        work |= self.receive(&mut now);
+        if self.receive(&mut now) {
+            work = true;
+            // On a link whose sends are memory writes (shm), what the packets just
+            // received made owed (an ACK that a request asked for, a READ response)
+            // leaves in this pass, not with the next one: the peer has it a pass
+            // sooner, and a round of signaled SENDs costs one pass per side fewer.
+            // A send there costs a ring push, not a system call between the receive
+            // and the application's completion, and a reply posted after the
+            // completion still leaves with `post_send`'s flush.
+            if self.send_after_receive && self.ep.may_transmit() {
+                self.stats.tx_after_rx += 1;
+                self.transmit(&mut now);
+            }
+        }
         if let Some(t) = self.ep.poll_timeout() {
             let woke = std::mem::take(&mut self.woke);
             if work || woke || now.is_some() || self.stats.passes % IDLE_TIMER_CHECK == 0 {

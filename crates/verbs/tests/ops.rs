@@ -475,6 +475,49 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     ok_driving(&mut a.cq, 5, &[&b.ctx]);
 }
 
+/// Over shm (a link whose sends are memory writes), the ACK that a received request
+/// asks for leaves in the pass that received it: the receiver runs that one pass,
+/// and the sender's next pass already finds the ACK and completes its signaled SEND.
+#[test]
+fn over_shm_the_ack_a_request_asks_for_leaves_in_the_pass_that_received_it() {
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    b.qp.post_recv((0..8u64).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
+    }))
+    .unwrap();
+    let wr = |i: u64| {
+        let mut s = SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(0, 16)]);
+        s.inline = true;
+        assert!(s.signaled, "a signaled SEND asks for its ACK");
+        s
+    };
+    let mut none = Vec::new();
+    // One message both ways first: the shm link connects on first use.
+    a.qp.post_send([wr(0)]).unwrap();
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+    ok_driving(&mut b.cq, 1, &[&a.ctx]);
+    for i in 1..4 {
+        // The sender waits, so its post leaves from `post_send` (no pass of its own).
+        assert_eq!(a.cq.poll(&mut none, 1), 0);
+        assert_eq!(a.cq.poll(&mut none, 1), 0);
+        a.qp.post_send([wr(i)]).unwrap();
+        let before = b.ctx.stats().engine.tx_after_rx;
+        // The receiver's passes until the one that received the SEND (it publishes
+        // the receive's completion, so the loop stops right after it).
+        assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(i));
+        // One pass of the sender's: the ACK is there.
+        assert_eq!(
+            one_without_driving(&mut a.cq, 1),
+            Some(i),
+            "the ACK left with the receiving pass"
+        );
+        assert_eq!(b.ctx.stats().engine.tx_after_rx, before + 1);
+    }
+}
+
 /// With nobody else in the engine and nothing in its receive ring, `post_recv` puts
 /// each receive straight into the transport (no ring, no listing of the QP for the
 /// next pass). What the transport has no room for takes the ring, behind it: the

@@ -114,7 +114,7 @@ enum Status {
 
 /// How a hello was received and judged.
 enum Judged {
-    Accept(Conn),
+    Accept(Box<Conn>),
     Refuse(Status),
     /// Nothing to answer (closed, garbage, no descriptors).
     Drop,
@@ -553,7 +553,7 @@ impl Endpoint {
         let probed = probe(self.params.cma, pid, peer_seg, &region, 0);
         self.count_probe(probed);
         let pulls = probed == Some(true);
-        Some(Judged::Accept(Conn {
+        Some(Judged::Accept(Box::new(Conn {
             peer,
             ctl,
             pid,
@@ -568,7 +568,7 @@ impl Endpoint {
             closing: false,
             maps: Arc::default(),
             revokes_seen: 0,
-        }))
+        })))
     }
 
     fn count_probe(&mut self, probed: Option<bool>) {
@@ -600,7 +600,7 @@ impl Endpoint {
                 // After our offers: the connector reads them before our datagrams.
                 conn.region.bump_revokes(conn.tx_ring);
                 self.shm.accepts += 1;
-                let idx = self.insert(conn);
+                let idx = self.insert(*conn);
                 // The connector's offers were sent right behind its hello: map them
                 // before any of its datagrams is delivered.
                 self.on_ctl(idx, 0);

@@ -36,6 +36,7 @@
 //! and `sleeping` is written only around a blocking wait, so while both sides are busy
 //! the producer's per-burst read of it hits a line that stays shared in its cache.
 
+use super::words::{Ctrl, RingGeometry, Segment};
 use crate::sys::{self, Mmap};
 use crate::PacketBuf;
 use std::io;
@@ -49,9 +50,10 @@ const HEADER: usize = 128;
 const PULLS: [usize; 2] = [16, 20];
 /// The control counter of ring 0 and of ring 1, in the segment header.
 const REVOKES: [usize; 2] = [24, 28];
-const TAIL: usize = 0;
-const HEAD: usize = 128;
-const SLEEPING: usize = 256;
+#[cfg(test)]
+const TAIL: usize = Ctrl::Tail as usize;
+#[cfg(test)]
+const HEAD: usize = Ctrl::Head as usize;
 const RING_CTRL: usize = 384;
 /// Length and a reserved word in front of every slot's bytes.
 const SLOT_HDR: usize = 8;
@@ -102,12 +104,23 @@ impl Layout {
     fn slot_off(&self, ring: usize, index: u32) -> usize {
         ring + RING_CTRL + (index & (self.slots - 1)) as usize * self.stride()
     }
+
+    /// Where ring `r` (0 or 1) and its slots lie, for [`Segment`]'s one check.
+    fn geometry(&self, r: usize) -> RingGeometry {
+        RingGeometry {
+            ctrl: self.ring_off(r),
+            slots: self.ring_off(r) + RING_CTRL,
+            count: self.slots,
+            stride: self.stride(),
+        }
+    }
 }
 
-/// A shared mapping of a sealed memfd, unmapped on drop.
+/// A shared mapping of a sealed memfd, unmapped on drop. Its ring words were checked
+/// against the mapping once, when it was mapped ([`Segment`]).
 #[derive(Debug)]
 pub(crate) struct Region {
-    map: Mmap,
+    seg: Segment,
 }
 
 impl Region {
@@ -118,7 +131,7 @@ impl Region {
         let len = layout.total();
         let fd = sys::sealed_memfd(c"weft-shm", len)
             .map_err(|e| io::Error::new(e.kind(), format!("shm: {e}")))?;
-        let region = Region::map_fd(&fd, len)?;
+        let region = Region::map_fd(&fd, layout)?;
         region.u32_at(8).store(layout.slots, Ordering::Relaxed);
         region.u32_at(12).store(layout.slot_data, Ordering::Relaxed);
         region.u32_at(0).store(MAGIC as u32, Ordering::Relaxed);
@@ -141,7 +154,7 @@ impl Region {
         if size < layout.total() as u64 {
             return Err(bad("segment smaller than its layout"));
         }
-        let r = Region::map_fd(fd, layout.total())?;
+        let r = Region::map_fd(fd, layout)?;
         let magic = u64::from(r.u32_at(0).load(Ordering::Relaxed))
             | u64::from(r.u32_at(4).load(Ordering::Relaxed)) << 32;
         if magic != MAGIC {
@@ -150,15 +163,23 @@ impl Region {
         Ok(r)
     }
 
-    fn map_fd(fd: &OwnedFd, len: usize) -> io::Result<Region> {
-        let map = Mmap::shared(fd.as_raw_fd(), len, 0, libc::MAP_POPULATE, "shm: mmap")?;
-        Ok(Region { map })
+    fn map_fd(fd: &OwnedFd, layout: Layout) -> io::Result<Region> {
+        let map = Mmap::shared(
+            fd.as_raw_fd(),
+            layout.total(),
+            0,
+            libc::MAP_POPULATE,
+            "shm: mmap",
+        )?;
+        let seg = Segment::new(map, [layout.geometry(0), layout.geometry(1)])
+            .ok_or_else(|| io::Error::other("shm: layout outside its mapping"))?;
+        Ok(Region { seg })
     }
 
     /// Where the segment is mapped in this process (what a peer that reads our memory
     /// by cross-memory attach compares against its own mapping).
     pub fn addr(&self) -> u64 {
-        self.map.addr() as u64
+        self.seg.map().addr() as u64
     }
 
     /// The first 16 bytes of the segment (magic and geometry): what a cross-memory
@@ -195,30 +216,44 @@ impl Region {
         self.u32_at(REVOKES[ring & 1]).load(Ordering::Acquire)
     }
 
-    /// The atomic word at `off`. Panics on a misaligned or out-of-range offset, which
-    /// only a bug in this module can produce (offsets come from [`Layout`]).
+    /// The header word at byte `off` (below 32, a multiple of 4: the constants above).
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        self.map
-            .atomic_u32(off)
-            .unwrap_or_else(|| panic!("shm offset {off}"))
+        debug_assert!(off < 32 && off % 4 == 0, "shm header offset {off}");
+        self.seg.header_word(off / 4)
+    }
+
+    /// Control word `w` of ring `ring`.
+    #[inline]
+    fn ctrl(&self, ring: usize, w: Ctrl) -> &AtomicU32 {
+        self.seg.ctrl(ring, w)
+    }
+
+    /// The length word of the slot that index `index` of ring `ring` falls on.
+    #[inline]
+    fn slot_len(&self, ring: usize, index: u32) -> &AtomicU32 {
+        self.seg.slot_len(ring, index)
     }
 
     /// Copy `src` into the segment at `off` (a raw copy: the peer may read it
     /// concurrently). Panics out of range, which only a bug here can produce.
     fn write(&self, off: usize, src: &[u8]) {
-        assert!(self.map.copy_in(off, src), "shm write out of range");
+        assert!(self.seg.map().copy_in(off, src), "shm write out of range");
     }
 
     /// Copy from the segment at `off` into `dst` (a raw copy: a hostile peer writing
     /// concurrently can only change which bytes we copy, never where).
     fn read(&self, off: usize, dst: &mut [u8]) {
-        assert!(self.map.copy_out(off, dst), "shm read out of range");
+        assert!(self.seg.map().copy_out(off, dst), "shm read out of range");
     }
 
     /// Raw write access for tests that play a hostile peer.
     #[cfg(test)]
     pub fn poke_u32(&self, off: usize, v: u32) {
-        self.u32_at(off).store(v, Ordering::Release);
+        self.seg
+            .map()
+            .atomic_u32(off)
+            .expect("test offset")
+            .store(v, Ordering::Release);
     }
 }
 
@@ -230,6 +265,8 @@ pub(crate) struct Corrupt;
 #[derive(Debug)]
 pub(crate) struct TxRing {
     layout: Layout,
+    /// Which of the segment's two rings (0 or 1).
+    ring: usize,
     base: usize,
     /// Next index to write (ours alone).
     next: u32,
@@ -251,6 +288,7 @@ impl TxRing {
     pub fn new(layout: Layout, ring: usize) -> TxRing {
         TxRing {
             layout,
+            ring,
             base: layout.ring_off(ring),
             next: 0,
             published: 0,
@@ -270,7 +308,7 @@ impl TxRing {
         }
         if self.next.wrapping_sub(self.head_cache) >= self.layout.slots {
             // Acquire: the consumer's reads of the slots it released happened before.
-            let head = r.u32_at(self.base + HEAD).load(Ordering::Acquire);
+            let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
             // A head ahead of what we wrote, or further back than a full ring, is a
             // lie: the peer is broken.
             if self.next.wrapping_sub(head) > self.layout.slots {
@@ -282,7 +320,8 @@ impl TxRing {
             }
         }
         let slot = self.layout.slot_off(self.base, self.next);
-        r.u32_at(slot).store(bytes.len() as u32, Ordering::Relaxed);
+        r.slot_len(self.ring, self.next)
+            .store(bytes.len() as u32, Ordering::Relaxed);
         r.write(slot + SLOT_HDR, bytes);
         self.next = self.next.wrapping_add(1);
         Ok(Push::Written)
@@ -294,7 +333,7 @@ impl TxRing {
         if self.next == self.published {
             return false;
         }
-        r.u32_at(self.base + TAIL)
+        r.ctrl(self.ring, Ctrl::Tail)
             .store(self.next, Ordering::Release);
         self.published = self.next;
         // Store-load ordering between our `tail` store and our `sleeping` load (the
@@ -305,12 +344,12 @@ impl TxRing {
         // fences both loads could read stale values (the store-buffer litmus test) and
         // the consumer would sleep on a non-empty ring.
         fence(Ordering::SeqCst);
-        r.u32_at(self.base + SLEEPING).load(Ordering::Relaxed) != 0
+        r.ctrl(self.ring, Ctrl::Sleeping).load(Ordering::Relaxed) != 0
     }
 
     /// Published items the consumer has not taken yet (what a teardown loses).
     pub fn in_flight(&self, r: &Region) -> u32 {
-        let head = r.u32_at(self.base + HEAD).load(Ordering::Acquire);
+        let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
         self.next.wrapping_sub(head).min(self.layout.slots)
     }
 }
@@ -319,6 +358,8 @@ impl TxRing {
 #[derive(Debug)]
 pub(crate) struct RxRing {
     layout: Layout,
+    /// Which of the segment's two rings (0 or 1).
+    ring: usize,
     base: usize,
     /// Next index to read (ours alone).
     next: u32,
@@ -339,6 +380,7 @@ impl RxRing {
     pub fn new(layout: Layout, ring: usize) -> RxRing {
         RxRing {
             layout,
+            ring,
             base: layout.ring_off(ring),
             next: 0,
             released: 0,
@@ -349,7 +391,7 @@ impl RxRing {
     pub fn available(&self, r: &Region) -> Result<u32, Corrupt> {
         // Acquire: pairs with the producer's Release store of `tail`, so the slot
         // bytes written before it are visible to our reads below.
-        let tail = r.u32_at(self.base + TAIL).load(Ordering::Acquire);
+        let tail = r.ctrl(self.ring, Ctrl::Tail).load(Ordering::Acquire);
         let n = tail.wrapping_sub(self.next);
         if n > self.layout.slots {
             return Err(Corrupt);
@@ -361,9 +403,9 @@ impl RxRing {
     /// The slot is consumed either way; released by [`RxRing::release`].
     pub fn pop_into(&mut self, r: &Region, buf: &mut PacketBuf) -> Pop {
         let slot = self.layout.slot_off(self.base, self.next);
-        self.next = self.next.wrapping_add(1);
         // Read the length once: the value we check is the value we use.
-        let len = r.u32_at(slot).load(Ordering::Relaxed) as usize;
+        let len = r.slot_len(self.ring, self.next).load(Ordering::Relaxed) as usize;
+        self.next = self.next.wrapping_add(1);
         buf.reset();
         if len > self.layout.slot_data as usize || !buf.set_len(len) {
             return Pop::BadLength;
@@ -376,7 +418,7 @@ impl RxRing {
     pub fn release(&mut self, r: &Region) {
         if self.next != self.released {
             // Release: our reads of the slots happen before the producer reuses them.
-            r.u32_at(self.base + HEAD)
+            r.ctrl(self.ring, Ctrl::Head)
                 .store(self.next, Ordering::Release);
             self.released = self.next;
         }
@@ -385,7 +427,8 @@ impl RxRing {
     /// Before blocking: announce it, then look again. Returns true when items are
     /// waiting (do not block; [`RxRing::wake_up`] clears the flag either way).
     pub fn prepare_sleep(&self, r: &Region) -> bool {
-        r.u32_at(self.base + SLEEPING).store(1, Ordering::Relaxed);
+        r.ctrl(self.ring, Ctrl::Sleeping)
+            .store(1, Ordering::Relaxed);
         // The consumer half of the Dekker pattern explained in `TxRing::publish`: our
         // `sleeping` store must be visible before we read `tail`.
         fence(Ordering::SeqCst);
@@ -394,7 +437,8 @@ impl RxRing {
 
     /// After a wait: busy again, no notifications needed.
     pub fn wake_up(&self, r: &Region) {
-        r.u32_at(self.base + SLEEPING).store(0, Ordering::Relaxed);
+        r.ctrl(self.ring, Ctrl::Sleeping)
+            .store(0, Ordering::Relaxed);
     }
 
     /// The slot offset of index `i` (tests write garbage there).

@@ -1,0 +1,17 @@
+#!/bin/bash
+# usage: abab.sh ROUNDS OUT NAME=BIN...   (run under flock -x /work/notes/quiet.lock)
+R=$1; OUT=$2; shift 2
+BINS=("$@")
+for r in $(seq 1 $R); do
+  for nb in "${BINS[@]}"; do
+    v=${nb%%=*}; bin=${nb#*=}
+    for t in "send-lat inline" "send-bw inline" "send-lat thread" "send-bw thread" "send-lat block"; do
+      test=${t% *}; prog=${t#* }
+      if [ $test = send-lat ]; then extra="-n 20000"; else extra="--tx-depth 512 -n 1000000"; fi
+      if [ $prog = block ]; then prog=thread; extra="-n 5000 --wait block"; fi
+      line=$(timeout 60 $bin perf $test --local --link shm --no-icrc --progress $prog --size 64 $extra --json 2>/dev/null | grep '^{' | tail -1)
+      [ -n "$line" ] || line='{"test":"failed"}'
+      echo "{\"round\":$r,\"variant\":\"$v\",\"bin\":\"$bin\",\"progress\":\"$prog$([ "${t#* }" = block ] && echo -block)\",\"time\":\"$(date -u +%T)\",\"load\":\"$(cut -d' ' -f1 /proc/loadavg)\",\"r\":$line}" >> $OUT
+    done
+  done
+done
