@@ -124,7 +124,11 @@ for d in rows:
     if "p50_us" not in d:
         continue
     cells.setdefault((d["cc"], d["veth_mtu"], d["path_mtu"], d["beside"]), []).append(d)
-med = lambda ds, k: statistics.median(x[k] for x in ds if k in x) if any(k in x for x in ds) else float("nan")
+# A point cut short by its time limit has no p99 (null): medians skip missing values.
+def med(ds, k):
+    v = [x[k] for x in ds if x.get(k) is not None]
+    return statistics.median(v) if v else float("nan")
+fin = lambda x: None if x != x else x  # NaN (no value) as JSON null, not the invalid NaN
 print(f"rate {rows[0]['rate']}, queue {rows[0]['limit']}, delay target {rows[0]['cc_target_us']} µs; medians over rounds (n)", file=out)
 print("cc | veth MTU | path MTU | p50 alone | p99 alone | p50 beside | p99 beside | p99 beside/alone | flow MB/s", file=out)
 for (cc, vm, pm) in sorted({k[:3] for k in cells}, key=lambda k: (k[0] != "off", k[1], k[2])):
@@ -144,11 +148,11 @@ for cc in sorted({k[0] for k in cells}):
                 "study": "weft", "figure": "mtu", "verb": "SEND/SEND-Poll", "size": 64,
                 "link": f"udp ({d0['rate']} veth wire, veth MTU 9000, cc {cc})",
                 "outstanding": 1, "hogs": 0, "mtu": pm, "scheduler": d0.get("scheduler", "drr"),
-                "iters": int(med(b, "iters")), "p50_us": med(b, "p50_us"), "p90_us": med(b, "p90_us"),
-                "p99_us": med(b, "p99_us"), "ops_per_s": med(b, "rtt_per_s"), "mb_per_s": None,
-                "bulk_size": 4194304, "bulk_mb_per_s": med(b, "bulk_mb_per_s"),
-                "isolated_p50_us": med(a, "p50_us"), "isolated_p99_us": med(a, "p99_us"),
-                "p99_ratio": med(b, "p99_us") / med(a, "p99_us"),
+                "iters": int(med(b, "iters")), "p50_us": fin(med(b, "p50_us")), "p90_us": fin(med(b, "p90_us")),
+                "p99_us": fin(med(b, "p99_us")), "ops_per_s": fin(med(b, "rtt_per_s")), "mb_per_s": None,
+                "bulk_size": 4194304, "bulk_mb_per_s": fin(med(b, "bulk_mb_per_s")),
+                "isolated_p50_us": fin(med(a, "p50_us")), "isolated_p99_us": fin(med(a, "p99_us")),
+                "p99_ratio": fin(med(b, "p99_us") / med(a, "p99_us")),
                 "note": f"medians of {len(b)} rounds (scripts/study-mtu-veth.sh)"}), file=f)
 EOF
 ((JSON)) && cat "$ROWS"
