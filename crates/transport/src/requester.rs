@@ -320,6 +320,15 @@ impl Requester {
         self.wqes.is_empty()
     }
 
+    /// True when [`Requester::poll_transmit`] would certainly return nothing until an
+    /// input (a post, a packet, a timer) changes the requester: no hole to repeat,
+    /// every started PSN sent, and no WQE left to start. False means only "maybe":
+    /// the window or the ordering rules may still hold the next packet back.
+    #[inline]
+    pub fn nothing_to_send(&self) -> bool {
+        self.holes.is_empty() && self.send_psn >= self.next_psn && self.started >= self.wqes.len()
+    }
+
     #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
         match (self.timer, self.rnr_until) {

@@ -149,6 +149,12 @@ impl CqConsumer {
         })
     }
 
+    /// True when no published completion waits (reads the producer's tail).
+    #[inline]
+    pub(crate) fn is_empty(&mut self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// One completion, if any.
     #[cfg(test)]
     pub(crate) fn pop(&mut self) -> Option<Completion> {

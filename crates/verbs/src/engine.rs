@@ -961,6 +961,11 @@ impl Engine {
                     break;
                 }
             }
+            // The transport takes a QP out of its queue with its last sendable packet:
+            // an empty queue ends the pass without another buffer and call.
+            if !self.ep.may_transmit() {
+                break;
+            }
         }
         self.flush_tx();
         if shared && sent > 0 {
