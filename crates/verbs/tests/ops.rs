@@ -286,11 +286,7 @@ fn sends_keep_their_order_when_the_doorbell_path_falls_back_to_the_ring() {
     let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 32);
     let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
     const N: u64 = 24;
-    b.qp.post_recv((0..N).map(|i| RecvWr {
-        wr_id: i,
-        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
-    }))
-    .unwrap();
+    b.qp.post_recv(slot_recvs(&b.mr, N)).unwrap();
     // Request i carries 16 bytes of value i; every third one is not inline (read from
     // the region when it is sent, so its bytes stay put).
     let wr = |i: u64| {
@@ -364,11 +360,7 @@ impl<I: Iterator> Iterator for WrongHint<I> {
 fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
     for progress in [Progress::Inline, Progress::Thread] {
         let (mut a, mut b) = pair(LinkKind::Shm, progress, QpType::Rc, 4096);
-        b.qp.post_recv((0..2u64).map(|i| RecvWr {
-            wr_id: i,
-            sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
-        }))
-        .unwrap();
+        b.qp.post_recv(slot_recvs(&b.mr, 2)).unwrap();
         a.qp.post_send(std::iter::empty()).unwrap();
         let wrs =
             (0..2u64).map(|i| SendWr::new(10 + i, WrOp::Send { imm: None }, [a.mr.sge(0, 64)]));
@@ -381,6 +373,21 @@ fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
         );
         ok_driving(&mut b.cq, 2, &[&a.ctx]);
     }
+}
+
+/// Receives 0..n, each into its own 64-byte slot of `mr`.
+fn slot_recvs(mr: &weft_verbs::MemoryRegion, n: u64) -> impl Iterator<Item = RecvWr> + '_ {
+    (0..n).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: [mr.sge(i as usize * 64, 64)].into(),
+    })
+}
+
+/// An inline 16-byte SEND of the first bytes of `mr`.
+fn inline_send(mr: &weft_verbs::MemoryRegion, wr_id: u64) -> SendWr {
+    let mut w = SendWr::new(wr_id, WrOp::Send { imm: None }, [mr.sge(0, 16)]);
+    w.inline = true;
+    w
 }
 
 /// Poll `cq` (inline progress: each empty poll is a pass of its own device only) up
@@ -403,16 +410,8 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     a.qp = a.pd.create_qp(&a.cq, &a.cq, None, init).expect("create qp");
     let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
     let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
-    b.qp.post_recv((0..32u64).map(|i| RecvWr {
-        wr_id: i,
-        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
-    }))
-    .unwrap();
-    let wr = |i: u64| {
-        let mut s = SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(0, 16)]);
-        s.inline = true;
-        s
-    };
+    b.qp.post_recv(slot_recvs(&b.mr, 32)).unwrap();
+    let wr = |i: u64| inline_send(&a.mr, i);
     let flushes = |a: &Side| a.ctx.stats().engine.post_flushes;
     let mut none = Vec::new();
     // One message both ways first: the shm link connects on first use.
@@ -483,14 +482,9 @@ fn over_shm_the_ack_a_request_asks_for_leaves_in_the_pass_that_received_it() {
     let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
     let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
     let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
-    b.qp.post_recv((0..8u64).map(|i| RecvWr {
-        wr_id: i,
-        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
-    }))
-    .unwrap();
+    b.qp.post_recv(slot_recvs(&b.mr, 8)).unwrap();
     let wr = |i: u64| {
-        let mut s = SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(0, 16)]);
-        s.inline = true;
+        let s = inline_send(&a.mr, i);
         assert!(s.signaled, "a signaled SEND asks for its ACK");
         s
     };
