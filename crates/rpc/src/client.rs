@@ -26,6 +26,7 @@
 //!   connection is declared dead — every call fails with `Unavailable`, as it does
 //!   when the server process exits or is killed (the side channel closes).
 
+use crate::batch::{Rule, RulePicker};
 use crate::conn::{Buffers, DeviceOptions, Hello};
 use crate::frame::{frames, Header, Kind, Rendezvous, HEADER_LEN};
 use crate::idle::{IdleLoop, IdleSpin, Next};
@@ -71,13 +72,17 @@ pub enum Mode {
 pub enum Batching {
     /// Every call leaves in a message of its own, at once while credits last.
     Off,
-    /// Batching that follows the load (Nagle's rule for messages): a call leaves at
-    /// once while nothing is unanswered on the connection; while something is, it
-    /// waits in the send queue and leaves with the calls queued beside it at the
-    /// next flush: when a caller waits, when an answer comes back (a credit), or when
-    /// `max_batch` frames are queued. A lone call (one outstanding) never waits; calls
-    /// issued faster than answers come back share messages, the more the busier the
-    /// connection.
+    /// Batching that follows the load. By default Nagle's rule for messages: a call
+    /// leaves at once while nothing is unanswered on the connection; while something
+    /// is, it waits in the send queue and leaves with the calls queued beside it at
+    /// the next flush: when a caller waits, when an answer comes back (a credit), or
+    /// when `max_batch` frames are queued. A lone call (one outstanding) never waits;
+    /// calls issued faster than answers come back share messages, the more the busier
+    /// the connection. Where the calls' measured latency says so (several calls
+    /// pending, messages that cost more than the wait), the first call waits for
+    /// company too, as with [`Batching::Always`]; the connection tries the other rule
+    /// now and then and keeps the one whose calls finish sooner
+    /// (`ClientStats::batch_tries`, `batch_switches`).
     #[default]
     Adaptive,
     /// Calls always wait for company: they leave when `max_batch` frames are queued
@@ -87,11 +92,11 @@ pub enum Batching {
 
 impl Batching {
     /// Whether a call waits in the send queue when the connection has `unanswered`
-    /// messages out.
-    fn holds(self, unanswered: usize) -> bool {
+    /// messages out, `rule` being the adaptive policy's current rule.
+    fn holds(self, unanswered: usize, rule: Rule) -> bool {
         match self {
             Batching::Off => false,
-            Batching::Adaptive => unanswered > 0,
+            Batching::Adaptive => rule == Rule::Gather || unanswered > 0,
             Batching::Always => true,
         }
     }
@@ -206,6 +211,11 @@ pub struct ClientStats {
     pub pings: u64,
     /// Server messages that did not parse.
     pub malformed: u64,
+    /// [`Batching::Adaptive`]: epochs of calls run under the batching rule not in
+    /// force, to measure it.
+    pub batch_tries: u64,
+    /// [`Batching::Adaptive`]: tries that changed the rule in force.
+    pub batch_switches: u64,
     /// Requests sent by rendezvous.
     pub rendezvous_out: u64,
     /// Answers received by rendezvous.
@@ -313,6 +323,8 @@ struct Conn {
     polls: u32,
     /// The last measured cost of a completion to the poller (ns).
     completion_ns: Option<f64>,
+    /// The adaptive batching's rule, chosen from the calls' latency.
+    batch_rule: RulePicker,
     stats: ClientStats,
 }
 
@@ -431,6 +443,7 @@ impl Client {
             idle_polls: 0,
             polls: 0,
             completion_ns: None,
+            batch_rule: RulePicker::default(),
             stats: ClientStats::default(),
         };
         let inner = Arc::new(Inner {
@@ -540,6 +553,9 @@ impl Client {
         s.inline_max = c.bufs.policy.inline_max() as u64;
         s.eager_max = c.bufs.eager_max() as u64;
         s.threshold_changes = c.bufs.policy.changes;
+        let b = c.batch_rule.stats();
+        s.batch_tries = b.tries;
+        s.batch_switches = b.switches;
         let i = &self.inner;
         s.idle_spun = i.idle_spun.load(Ordering::Relaxed);
         s.idle_blocked = i.idle_blocked.load(Ordering::Relaxed);
@@ -636,6 +652,10 @@ impl Inner {
             },
         );
         c.stats.requests_sent += 1;
+        if self.cfg.batching == Batching::Adaptive {
+            let pending = c.pending.len();
+            c.batch_rule.started(pending);
+        }
         c.enqueue(self, &frame, Some(id));
         c.frame = frame;
         drop(c);
@@ -676,10 +696,10 @@ impl Conn {
     /// Queue one frame; send what credits allow, unless the batching policy holds it
     /// for company (then a waiting caller, an answer or a full batch flushes it).
     fn enqueue(&mut self, inner: &Inner, frame: &[u8], call: Option<u64>) {
-        let hold = inner
-            .cfg
-            .batching
-            .holds(self.max_credits.saturating_sub(self.credits));
+        let hold = inner.cfg.batching.holds(
+            self.max_credits.saturating_sub(self.credits),
+            self.batch_rule.rule(),
+        );
         if !hold
             && self.backlog.is_empty()
             && self.credits > 0
@@ -1063,13 +1083,14 @@ impl Conn {
             self.stats.deadline_exceeded += 1;
             r = Err(Status::deadline_exceeded("deadline passed at the client"));
         }
+        let took = p.started.elapsed();
         inner
             .metrics
             .method(p.method, || format!("method {}", p.method))
-            .record(
-                r.as_ref().map(|_| ()).map_err(|e| e.code()),
-                p.started.elapsed(),
-            );
+            .record(r.as_ref().map(|_| ()).map_err(|e| e.code()), took);
+        if r.is_ok() && inner.cfg.batching == Batching::Adaptive {
+            self.batch_rule.finished(took.as_nanos() as f64);
+        }
         if p.deadline.is_some() {
             self.deadlines -= 1;
             p.deadline = None;

@@ -38,6 +38,7 @@
 #![forbid(unsafe_code)]
 
 mod adapt;
+mod batch;
 mod client;
 pub mod codec;
 mod conn;

@@ -547,6 +547,8 @@ fn adaptive_batching_sends_lone_calls_at_once_and_packs_calls_under_load() {
         (lone.messages_sent, lone.requests_sent, lone.held),
         (50, 50, 0)
     );
+    // Lone calls: the rule that would hold the first call too is never tried.
+    assert_eq!((lone.batch_tries, lone.batch_switches), (0, 0));
     // Direct mode: answers are taken only when the caller waits, so after the
     // first call leaves, something stays unanswered while the rest are issued.
     echo_stream(&c, 256);
