@@ -22,8 +22,9 @@
 //! rate is that number over the mean latency (Little's law), so the lower mean is
 //! the higher rate; with calls paced from outside it is the latency itself. The
 //! picker runs the rule in force, and every `interval` epochs tries the other for one
-//! epoch; it switches when that epoch's mean undercuts the recent mean of the rule in
-//! force by [`MARGIN`]. A try that loses doubles the interval (up to
+//! epoch; it switches when that epoch's mean, and then the next one's, undercut the
+//! recent mean of the rule in force by [`MARGIN`] (a call counts as at most [`CLIP`]
+//! times that mean, so a preemption does not decide). A try that loses doubles the interval (up to
 //! [`MAX_INTERVAL`] epochs, so a lost try costs at most 1/[`MAX_INTERVAL`] of the
 //! calls); a switch, or a change in the load (the mean number of calls pending at a
 //! call's start moved by more than [`LOAD_CHANGE`]x), brings it back to
@@ -47,6 +48,9 @@ pub(crate) const CROWD: f64 = 1.5;
 pub(crate) const LOAD_CHANGE: f64 = 1.5;
 /// Weight of the newest epoch in the rule in force's mean.
 const ALPHA: f64 = 0.25;
+/// A call's latency counts as at most this many times the rule in force's mean: one
+/// preemption (milliseconds against microseconds) must not decide an epoch.
+const CLIP: f64 = 4.0;
 /// Weight of the newest call in the load's mean.
 const LOAD_ALPHA: f64 = 1.0 / 32.0;
 
@@ -84,6 +88,8 @@ pub(crate) struct RulePicker {
     rule: Rule,
     /// This epoch runs the other rule.
     trying: bool,
+    /// The last epoch was a try that won: this one tries again before the switch.
+    confirming: bool,
     /// Calls finished in this epoch, and the measured ones' latency sum (ns).
     calls: u32,
     measured: u32,
@@ -104,6 +110,7 @@ impl Default for RulePicker {
         RulePicker {
             rule: Rule::Nagle,
             trying: false,
+            confirming: false,
             calls: 0,
             measured: 0,
             sum_ns: 0.0,
@@ -151,7 +158,7 @@ impl RulePicker {
         self.calls += 1;
         if self.calls > SETTLE {
             self.measured += 1;
-            self.sum_ns += ns;
+            self.sum_ns += self.mean_ns.map_or(ns, |m| ns.min(CLIP * m));
         }
         if self.calls >= EPOCH {
             self.end_epoch();
@@ -167,17 +174,28 @@ impl RulePicker {
             return;
         };
         if self.trying {
-            self.trying = false;
             self.since = 0;
             self.stats.tries += 1;
             match self.mean_ns {
                 Some(cur) if mean < cur * (1.0 - MARGIN) => {
-                    self.rule = self.rule.other();
-                    self.mean_ns = Some(mean);
-                    self.interval = MIN_INTERVAL;
-                    self.stats.switches += 1;
+                    if self.confirming {
+                        self.trying = false;
+                        self.confirming = false;
+                        self.rule = self.rule.other();
+                        self.mean_ns = Some(mean);
+                        self.interval = MIN_INTERVAL;
+                        self.stats.switches += 1;
+                    } else {
+                        // Won once: one more epoch of it before the switch, so a
+                        // lucky epoch alone does not move the rule.
+                        self.confirming = true;
+                    }
                 }
-                _ => self.interval = (self.interval * 2).min(MAX_INTERVAL),
+                _ => {
+                    self.trying = false;
+                    self.confirming = false;
+                    self.interval = (self.interval * 2).min(MAX_INTERVAL);
+                }
             }
             return;
         }
@@ -236,6 +254,10 @@ mod tests {
         run(&mut p, 40, 2, 10_900.0, 9_100.0);
         assert_eq!(p.in_force(), Rule::Gather);
         assert_eq!(p.stats().switches, 1);
+        assert!(
+            p.stats().tries >= 2,
+            "a switch is confirmed by a second try"
+        );
         // The link changes (shm): pairs now lose the overlap.
         run(&mut p, 600, 2, 3_000.0, 3_800.0);
         assert_eq!(p.in_force(), Rule::Nagle);
@@ -265,6 +287,35 @@ mod tests {
         // The load grows to 32 outstanding, where gathering pays.
         run(&mut p, 40, 32, 40_000.0, 30_000.0);
         assert_eq!(p.in_force(), Rule::Gather);
+    }
+
+    #[test]
+    fn one_lucky_epoch_does_not_switch_and_a_preemption_does_not_decide() {
+        let mut p = RulePicker::default();
+        run(&mut p, 4, 2, 3_000.0, 3_800.0);
+        // The first try (epoch 5) runs Gather; make its epoch look fast by luck.
+        assert_eq!(p.rule(), Rule::Gather);
+        for _ in 0..EPOCH {
+            p.started(2);
+            p.finished(1_000.0);
+        }
+        // Won once: tried again, not switched.
+        assert_eq!((p.in_force(), p.rule()), (Rule::Nagle, Rule::Gather));
+        run(&mut p, 1, 2, 3_000.0, 3_800.0);
+        assert_eq!((p.in_force(), p.rule()), (Rule::Nagle, Rule::Nagle));
+        assert_eq!(p.stats().switches, 0);
+        // A preempted call (10 ms) in an epoch of the rule in force counts as 4x the
+        // mean, not as 10 ms: the next try of the dearer rule still loses.
+        let mut p = RulePicker::default();
+        run(&mut p, 4, 2, 3_000.0, 3_800.0);
+        assert_eq!(p.rule(), Rule::Gather);
+        run(&mut p, 1, 2, 3_000.0, 3_800.0); // the try, lost
+        for i in 0..EPOCH {
+            p.started(2);
+            p.finished(if i == EPOCH - 1 { 1e7 } else { 3_000.0 });
+        }
+        run(&mut p, 40, 2, 3_000.0, 3_800.0);
+        assert_eq!(p.stats().switches, 0);
     }
 
     #[test]

@@ -811,7 +811,9 @@ impl Conn {
             self.on_completion(inner, wc);
         }
         self.wcs = wcs;
-        if n > 0 {
+        // Answers return credits and end Nagle's wait: flush. Under the Gather rule
+        // (direct mode), the caller's answers first: a poll that finds nothing flushes.
+        if if self.gathers(inner) { n == 0 } else { n > 0 } {
             self.flush(inner);
         }
         let now = Instant::now();
@@ -823,6 +825,29 @@ impl Conn {
             self.expire(inner, now);
         }
         n > 0
+    }
+
+    /// Whether held calls wait for the caller's empty poll: the adaptive batching's
+    /// [`Rule::Gather`] in direct mode. A message's several answers are then all taken,
+    /// and the calls the caller issues in reply to them leave together, before the
+    /// queue is flushed; a flush at each answer would send the first reply alone.
+    fn gathers(&self, inner: &Inner) -> bool {
+        inner.cfg.mode == Mode::Direct
+            && inner.cfg.batching == Batching::Adaptive
+            && self.batch_rule.rule() == Rule::Gather
+    }
+
+    /// A waiting caller's turn in direct mode: send the queued calls, take what
+    /// completed. Under [`Rule::Gather`] a lone queued call waits through the turn
+    /// (the drive flushes it if nothing came): answers already on their way are taken
+    /// first, so the call the caller issues in reply to the next one leaves with it —
+    /// how a connection that sends one call a message moves to pairs. Two or more
+    /// queued calls leave first, as with static batching.
+    fn wait_round(&mut self, inner: &Inner) {
+        if inner.cfg.batching.packs() && (!self.gathers(inner) || self.backlog.len() >= 2) {
+            self.flush(inner);
+        }
+        self.drive(inner);
     }
 
     fn wants_yield(&self) -> bool {
@@ -1252,8 +1277,7 @@ impl Future for Call {
         };
         if direct {
             if !is_done(&c) {
-                c.flush(&inner);
-                c.drive(&inner);
+                c.wait_round(&inner);
             }
         } else if inner.cfg.batching.packs() {
             // Queued calls leave when someone waits.
@@ -1396,12 +1420,14 @@ impl CallStream {
         let inner = &self.client.inner;
         let yield_now = {
             let mut c = lock(&inner.conn);
-            if inner.cfg.batching.packs() {
-                c.flush(inner);
-            }
-            inner.cfg.mode == Mode::Direct && {
-                c.drive(inner);
+            if inner.cfg.mode == Mode::Direct {
+                c.wait_round(inner);
                 c.wants_yield()
+            } else {
+                if inner.cfg.batching.packs() {
+                    c.flush(inner);
+                }
+                false
             }
         };
         let r = self.pop();
