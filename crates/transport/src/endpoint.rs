@@ -308,6 +308,18 @@ impl Sched {
         }
     }
 
+    /// After a post to `qp`'s send queue (not in error): the QP joins the transmit
+    /// queue. A post moves no timer (the requester arms its timer when it transmits)
+    /// and gives the responder nothing to send, so the rest of
+    /// [`Sched::touched`] would find nothing to do.
+    #[inline]
+    fn posted(&mut self, qp: &mut Qp) {
+        if !qp.queued {
+            qp.queued = true;
+            self.ready.push_back(qp.common.qpn);
+        }
+    }
+
     /// File `qp` under its requester's deadline if that is earlier than its entry (or
     /// it has none). A later deadline, or none, leaves the entry: it fires early and
     /// [`Endpoint::handle_timeout`] re-files the QP then.
@@ -733,8 +745,10 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         qp.req.push(wr, inline, ud, len, pre_fault);
         if matches!(q.state, QpState::Err | QpState::Sqe) {
             qp.flush_sends(&mut ctx);
+            sched.touched(qp);
+        } else {
+            sched.posted(qp);
         }
-        sched.touched(qp);
         Ok(())
     }
 
@@ -760,6 +774,47 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             qp.flush_recvs(&mut ctx);
         }
         Ok(())
+    }
+
+    /// Post receive work requests from `wrs` on a QP without an SRQ while its receive
+    /// queue has room, with one QP lookup for the lot (a poster's doorbell path). A
+    /// request is taken from `wrs` only when there is room for it, so what is left
+    /// there did not fit. `max_sge` caps the SGEs per request below [`MAX_SGE`] (a
+    /// QP's own limit). Returns how many were posted. `Err((n, e))`: `n` were posted
+    /// and `e` refused the next; for [`PostError::TooManySge`] that request was taken
+    /// from `wrs`, while the QP's own refusals ([`PostError::UnknownQp`],
+    /// [`PostError::UsesSrq`], [`PostError::InvalidState`]) come with `n` = 0 and take
+    /// nothing.
+    pub fn post_recvs(
+        &mut self,
+        qpn: u32,
+        max_sge: usize,
+        wrs: &mut impl Iterator<Item = RecvWr>,
+    ) -> Result<usize, (usize, PostError)> {
+        let (mut ctx, qps, _) = self.split(Instant::ZERO);
+        let qp = qps.get_mut(&qpn).ok_or((0, PostError::UnknownQp(qpn)))?;
+        if qp.common.srq.is_some() {
+            return Err((0, PostError::UsesSrq));
+        }
+        if qp.common.state == QpState::Reset {
+            return Err((0, PostError::InvalidState(QpState::Reset)));
+        }
+        let max_sge = max_sge.min(MAX_SGE);
+        let mut n = 0;
+        while qp.rq.len() < qp.init.max_recv_wr {
+            let Some(wr) = wrs.next() else {
+                break;
+            };
+            if wr.sg_list.len() > max_sge {
+                return Err((n, PostError::TooManySge));
+            }
+            qp.rq.push_back(wr);
+            n += 1;
+            if qp.common.state == QpState::Err {
+                qp.flush_recvs(&mut ctx);
+            }
+        }
+        Ok(n)
     }
 
     /// Post a receive work request on a shared receive queue.

@@ -767,16 +767,17 @@ impl Engine {
         self.ep.sq_room(qpn).unwrap_or(0)
     }
 
-    /// Room in a QP's receive queue in the transport (0 for a QP on an SRQ).
-    pub(crate) fn rq_room(&self, qpn: u32) -> usize {
-        self.ep.rq_room(qpn).unwrap_or(0)
-    }
-
-    /// The doorbell path of a receive: straight from the posting thread into the
-    /// transport's receive queue. The caller checked [`Engine::rq_room`] and that the
-    /// QP's receive ring is empty (so order is kept).
-    pub(crate) fn post_recv_now(&mut self, qpn: u32, wr: RecvWr) -> Result<(), PostError> {
-        self.ep.post_recv(qpn, wr)
+    /// The doorbell path of receives: straight from the posting thread into the
+    /// transport's receive queue, as many of `wrs` as it has room for (see
+    /// `Endpoint::post_recvs`). The caller checked that the QP's receive ring is
+    /// empty (so order is kept).
+    pub(crate) fn post_recvs_now(
+        &mut self,
+        qpn: u32,
+        max_sge: usize,
+        wrs: &mut impl Iterator<Item = RecvWr>,
+    ) -> Result<usize, (usize, PostError)> {
+        self.ep.post_recvs(qpn, max_sge, wrs)
     }
 
     /// The doorbell path (inline progress): a send work request straight from the

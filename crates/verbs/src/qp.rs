@@ -350,30 +350,54 @@ impl QueuePair {
         // list's lock and fences ahead of its reply. What does not fit takes the
         // ring, behind it.
         if self.state != QpState::Reset && rq.is_drained() && shared.app_drives() {
-            if let Some(mut e) = shared.try_engine() {
-                let max_sge = self.init.max_sge.min(MAX_SGE);
-                for _ in 0..e.rq_room(self.qpn) {
-                    let Some(wr) = wrs.next() else {
-                        if index > 0 {
-                            shared.note_app_post();
-                        }
-                        return Ok(());
-                    };
-                    let posted =
-                        check_recv(&wr, max_sge).and_then(|()| e.post_recv_now(self.qpn, wr));
-                    if let Err(error) = posted {
-                        return Err(Error::PostList { index, error });
+            // One call into the transport for the lot: it takes requests while the
+            // QP's queue has room (one QP lookup), and leaves the rest in `wrs`.
+            let (qpn, max_sge) = (self.qpn, self.init.max_sge);
+            let posted = shared
+                .try_engine()
+                .map(|mut e| e.post_recvs_now(qpn, max_sge, &mut wrs));
+            match posted {
+                Some(Ok(n)) => index = n,
+                Some(Err((n, error @ PostError::TooManySge))) => {
+                    if n > 0 {
+                        shared.note_app_post();
                     }
-                    index += 1;
+                    return Err(Error::PostList { index: n, error });
                 }
+                // The QP's own refusals take nothing: the ring path below decides, as
+                // it did when the transport had no room for it.
+                Some(Err(_)) | None => {}
+            }
+            if index > 0 {
+                let mut rest = wrs.by_ref().peekable();
+                if rest.peek().is_none() {
+                    shared.note_app_post();
+                    return Ok(());
+                }
+                let (pushed, r) = push_recvs(rq, self.state, self.init.max_sge, index, rest);
+                return self.pushed_recvs(index, pushed, r);
             }
         }
         let (pushed, r) = push_recvs(rq, self.state, self.init.max_sge, index, wrs);
-        if index + pushed > 0 {
+        self.pushed_recvs(index, pushed, r)
+    }
+
+    /// After a receive post: `posted` requests went straight into the transport and
+    /// `pushed` into the receive ring (published now).
+    fn pushed_recvs(
+        &mut self,
+        posted: usize,
+        pushed: usize,
+        r: Result<(), Error>,
+    ) -> Result<(), Error> {
+        let shared = self.ctx.shared();
+        if posted + pushed > 0 {
             shared.note_app_post();
         }
         if pushed > 0 {
-            rq.doorbell();
+            if let Some(rq) = &mut self.rq {
+                rq.doorbell();
+            }
             shared.posted.mark(self.qpn, &self.listed);
             shared.kick();
         }
