@@ -404,3 +404,45 @@ fn post_recvs_on_a_qp_with_an_srq_takes_nothing() {
     );
     assert_eq!(wrs.count(), 1);
 }
+
+/// A borrowed send queue posts like `post_send`: its room counts down, the requests
+/// arrive in posting order, and a post over the queue's depth is refused; an unknown
+/// QP lends none.
+#[test]
+fn a_borrowed_send_queue_posts_in_order_and_keeps_the_depth() {
+    let mut p = pair();
+    let o = ConnectOptions {
+        depth: 4,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    for i in 0..4u64 {
+        p.b.post_recv(c.qpn_b, recv(i, vec![sge(&rb, rb.addr + i * 64, 64)]))
+            .unwrap();
+    }
+    assert!(p.a.send_queue(0xdead).is_none());
+    {
+        let mut sq = p.a.send_queue(c.qpn_a).unwrap();
+        assert_eq!(sq.room(), 4);
+        for i in 0..3u64 {
+            sq.post(send(10 + i, vec![sge(&ra, ra.addr, 64)])).unwrap();
+        }
+        sq.post_inline(send(13, vec![]), &[7u8; 16]).unwrap();
+        assert_eq!(sq.room(), 0);
+        assert_eq!(
+            sq.post(send(14, vec![sge(&ra, ra.addr, 64)])),
+            Err(PostError::QueueFull)
+        );
+    }
+    settle(&mut p, 100_000);
+    let sent: Vec<u64> = completions(&mut p, Side::A)
+        .iter()
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(sent, [10, 11, 12, 13]);
+    let got = completions(&mut p, Side::B);
+    let lens: Vec<(u64, u32)> = got.iter().map(|c| (c.wr_id, c.byte_len)).collect();
+    assert_eq!(lens, [(0, 64), (1, 64), (2, 64), (3, 16)]);
+    assert_eq!(read_mem(p.b.mem(), rb.addr + 3 * 64, 16), [7u8; 16]);
+}

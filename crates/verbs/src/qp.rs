@@ -2,7 +2,7 @@
 
 use crate::context::{Context, ProtectionDomain};
 use crate::cq::CompletionQueue;
-use crate::engine::{Engine, Shared, SqItem, MAX_INLINE};
+use crate::engine::{Shared, SqItem, MAX_INLINE};
 use crate::mr::gather_inline;
 use crate::Error;
 use std::sync::PoisonError;
@@ -225,7 +225,15 @@ impl QueuePair {
         let shared = self.ctx.shared();
         if self.sq.as_mut().is_none_or(Producer::is_drained) {
             if let Some(mut e) = shared.try_engine() {
-                let mut room = e.sq_room(self.qpn);
+                let pass = e.stats.passes;
+                let (init, state) = (self.init, self.state);
+                let p = e.post_list_now(
+                    self.qpn,
+                    self.pd.pd,
+                    |wr| check_send(&init, state, wr),
+                    &mut first,
+                    &mut wrs,
+                );
                 // A post that follows a wait on a QP with less than half its window in
                 // use is latency-bound (a request after its reply, a reply after its
                 // request): it goes onto the link now, from this thread, with no
@@ -235,35 +243,19 @@ impl QueuePair {
                 // bandwidth loop, or a window refilled after a reap) leaves them to
                 // the next pass, one link burst for many; so does a QP whose window
                 // is half full (the transport's own rule for leaving ACKs unasked).
-                let depth = self.init.max_send_wr.max(1);
-                let flush = (depth - room.min(depth)) * 2 < depth
-                    && e.stats.passes >= self.last_post_pass.saturating_add(2)
-                    && shared.app_drives();
-                self.last_post_pass = e.stats.passes;
                 // Inline payloads are gathered into the engine's buffer, one for all
                 // QPs: a buffer per QP was one more cold cache line per post when
                 // thousands of QPs take turns.
-                let mut buf = std::mem::take(&mut e.inline_scratch);
-                while room > 0 {
-                    let Some(wr) = first.take().or_else(|| wrs.next()) else {
-                        break;
-                    };
-                    let checked = check_send(&self.init, self.state, &wr)
-                        .and_then(|()| gather_in(&e, self.pd.pd, &wr, &mut buf[..]));
-                    let len = match checked {
-                        Ok(len) => len,
-                        Err(error) => {
-                            result = Err(list_error(index, error));
-                            break;
-                        }
-                    };
-                    let data = wr.inline.then(|| &buf[..len]);
-                    e.post_now(self.qpn, wr, data);
-                    posted += 1;
-                    index += 1;
-                    room -= 1;
+                let depth = self.init.max_send_wr.max(1);
+                let flush = (depth - p.room.min(depth)) * 2 < depth
+                    && pass >= self.last_post_pass.saturating_add(2)
+                    && shared.app_drives();
+                self.last_post_pass = pass;
+                posted = p.posted as u32;
+                index = p.posted;
+                if let Some(error) = p.error {
+                    result = Err(list_error(index, error));
                 }
-                e.inline_scratch = buf;
                 if flush && posted > 0 {
                     e.flush();
                 }
@@ -446,16 +438,6 @@ fn gather(shared: &Shared, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize
         .read()
         .unwrap_or_else(PoisonError::into_inner);
     gather_inline(&keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
-}
-
-/// [`gather`] for a caller that holds the engine: the engine's key table holds the
-/// same regions, and a region leaves it (under the engine lock) before its memory
-/// goes, so no read lock of the inline keys is needed.
-fn gather_in(e: &Engine, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize, Error> {
-    if !wr.inline {
-        return Ok(0);
-    }
-    gather_inline(e.ep.mem().lkeys(), pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
 /// The check ibverbs makes synchronously on a receive (`max_sge` already capped at
