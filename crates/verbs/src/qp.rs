@@ -398,6 +398,7 @@ impl QueuePair {
 }
 
 /// The checks ibverbs makes synchronously in `ibv_post_send`.
+#[inline]
 fn check_send(init: &QpInitAttr, state: QpState, wr: &SendWr) -> Result<(), Error> {
     if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(Error::Post(PostError::InvalidState(state)));
