@@ -204,6 +204,9 @@ impl Outgoing for Datagram {
         let (src, dst) = path_ends(&self.path);
         (src == local).then_some(dst)
     }
+    fn same_dst(&self, prev: &Self) -> bool {
+        self.path == prev.path
+    }
 }
 
 impl Outgoing for PacketBuf {
@@ -212,6 +215,9 @@ impl Outgoing for PacketBuf {
     }
     fn dst(&self, _: SocketAddr, peer: Option<SocketAddr>) -> Option<SocketAddr> {
         peer
+    }
+    fn same_dst(&self, _: &Self) -> bool {
+        true
     }
 }
 
@@ -529,6 +535,42 @@ mod tests {
         assert_eq!(a.stats().tx_frames, 200);
         assert_eq!(b.stats().rx_frames, 200);
         assert!(a.icrc() && a.max_datagram() >= 4096 + 64 + 4);
+    }
+
+    /// One burst to two peers in runs (a run resolves its peer once): each peer gets
+    /// exactly its own datagrams, in order, and every ring written is published.
+    #[test]
+    fn a_burst_to_two_peers_in_runs_reaches_each_in_order() {
+        let (na, nb, nc) = (name(50), name(51), name(52));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let mut c = ShmLink::bind(nc, opts()).unwrap();
+        // Peers per datagram: runs of one, two and three, both ways round.
+        let to = [nb, nb, nc, nb, nc, nc, nc, nb, nb, nb, nc, nb];
+        let mut v: Vec<_> = to
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| dgram(&a, p, &[i as u8; 40]))
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (mut gb, mut gc) = (Vec::new(), Vec::new());
+        while (!v.is_empty() || gb.len() + gc.len() < to.len()) && Instant::now() < deadline {
+            a.send_burst(&mut v).unwrap();
+            b.recv_burst(&mut gb, 64).unwrap();
+            c.recv_burst(&mut gc, 64).unwrap();
+        }
+        let firsts = |g: &[Datagram]| g.iter().map(|d| d.buf[0]).collect::<Vec<_>>();
+        let want = |p| {
+            (0..to.len())
+                .filter(|&i| to[i] == p)
+                .map(|i| i as u8)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(firsts(&gb), want(nb));
+        assert_eq!(firsts(&gc), want(nc));
+        assert!(gb.iter().all(|d| path_ends(&d.path) == (na, nb)));
+        assert!(gc.iter().all(|d| path_ends(&d.path) == (na, nc)));
+        assert_eq!(a.stats().tx_frames, to.len() as u64);
     }
 
     /// A caller that keeps its buffers moves packets without the pool: a sent

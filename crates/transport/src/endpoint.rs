@@ -292,6 +292,162 @@ struct Sched {
     acks: VecDeque<u32>,
 }
 
+/// Post send work request `wr` on `qp` (the body of [`Endpoint::post_send`] and
+/// [`SendQueue::post`]): the checks `ibv_post_send` makes, the inline gather, the push
+/// onto the requester's queue and the QP's place in the transmit queue.
+#[inline]
+fn post_one<M: Memory>(
+    ctx: &mut Ctx<'_, M>,
+    qp: &mut Qp,
+    sched: &mut Sched,
+    mut wr: SendWr,
+    inline_src: Option<&[u8]>,
+) -> Result<(), PostError> {
+    if inline_src.is_some() {
+        wr.inline = true;
+        wr.sg_list.clear();
+    }
+    let q = &qp.common;
+    if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
+        return Err(PostError::InvalidState(q.state));
+    }
+    if wr.sg_list.len() > MAX_SGE {
+        return Err(PostError::TooManySge);
+    }
+    if qp.req.wqes.len() >= qp.init.max_send_wr {
+        return Err(PostError::QueueFull);
+    }
+    let supported = match q.qp_type {
+        QpType::Rc => true,
+        QpType::Uc => matches!(wr.op, WrOp::Send { .. } | WrOp::Write { .. }),
+        QpType::Ud => matches!(wr.op, WrOp::Send { .. }),
+    };
+    if !supported {
+        return Err(PostError::UnsupportedOp);
+    }
+    if q.qp_type == QpType::Ud && wr.ud.is_none() {
+        return Err(PostError::MissingUdDest);
+    }
+    let len = match inline_src {
+        Some(d) => d.len() as u64,
+        None if wr.op.is_atomic() => 8,
+        None => wr.sg_len(),
+    };
+    if wr.inline && (wr.op.is_read_or_atomic() || len > ctx.config.max_inline as u64) {
+        return Err(PostError::InlineTooLarge);
+    }
+    // Checks a NIC makes when it processes the WQE; reported as completions.
+    let mut pre_fault = None;
+    if len > ctx.config.max_msg_len || (wr.op.is_atomic() && wr.sg_len() != 8) {
+        pre_fault = Some(WcStatus::LocLenErr);
+    }
+    let need = if wr.op.is_read_or_atomic() {
+        Access::LOCAL_WRITE
+    } else {
+        Access::NONE
+    };
+    // An inline payload is gathered now (on the stack when it is small), and the
+    // requester keeps it in its inline ring. The stack buffer is filled only on
+    // that path: an ordinary post does not pay for zeroing it.
+    let mut small: [u8; 256];
+    let mut large = Vec::new();
+    let mut inline = inline_src;
+    if pre_fault.is_none() && inline_src.is_none() {
+        if let Err(e) = check_sges(&*ctx.mem, q.pd, &wr.sg_list, need) {
+            pre_fault = Some(local_status(e));
+        } else if wr.inline {
+            let n = len as usize;
+            let out = if n <= 256 {
+                small = [0u8; 256];
+                &mut small[..n]
+            } else {
+                large.resize(n, 0);
+                &mut large[..]
+            };
+            match gather(&*ctx.mem, q.pd, &wr.sg_list, 0, out) {
+                Ok(()) => inline = Some(out),
+                Err(e) => pre_fault = Some(local_status(e)),
+            }
+        }
+    }
+    let ud = if q.qp_type == QpType::Ud { wr.ud } else { None };
+    qp.req.push(wr, inline, ud, len, pre_fault);
+    if matches!(q.state, QpState::Err | QpState::Sqe) {
+        qp.flush_sends(ctx);
+        sched.touched(qp);
+    } else {
+        sched.posted(qp);
+    }
+    Ok(())
+}
+
+/// A QP's send queue, borrowed from its [`Endpoint`] for a batch of posts
+/// ([`Endpoint::send_queue`]): each [`SendQueue::post`] is what
+/// [`Endpoint::post_send`] does, without the QP lookup. A poster with many requests
+/// for one QP (the doorbell path of `ibv_post_send` with a list) pays the lookup once.
+pub struct SendQueue<'a, M: Memory> {
+    ctx: Ctx<'a, M>,
+    qp: &'a mut Qp,
+    sched: &'a mut Sched,
+}
+
+impl<M: Memory> std::fmt::Debug for SendQueue<'_, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendQueue")
+            .field("qpn", &self.qp.common.qpn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Memory> SendQueue<'_, M> {
+    /// Free slots in the send queue ([`Endpoint::sq_room`]).
+    pub fn room(&self) -> usize {
+        self.qp
+            .init
+            .max_send_wr
+            .saturating_sub(self.qp.req.wqes.len())
+    }
+
+    /// The endpoint's memory (an inline payload's gather reads it).
+    pub fn mem(&self) -> &M {
+        self.ctx.mem
+    }
+
+    /// The endpoint's configuration.
+    pub fn config(&self) -> &Config {
+        self.ctx.config
+    }
+
+    /// The QP's attributes ([`Endpoint::qp_attrs`]).
+    pub fn attrs(&self) -> &QpAttrs {
+        &self.qp.common.attrs
+    }
+
+    /// Whether the QP may send large WRITEs by reference ([`Endpoint::by_reference`]).
+    pub fn by_reference(&self) -> bool {
+        self.qp.common.by_reference
+    }
+
+    /// Let the QP send large WRITEs by reference, or not
+    /// ([`Endpoint::set_by_reference`]).
+    pub fn set_by_reference(&mut self, on: bool) {
+        self.qp.common.by_reference = on;
+    }
+
+    /// Post a send work request ([`Endpoint::post_send`]).
+    #[inline]
+    pub fn post(&mut self, wr: SendWr) -> Result<(), PostError> {
+        post_one(&mut self.ctx, self.qp, self.sched, wr, None)
+    }
+
+    /// Post an inline send whose payload the caller gathered
+    /// ([`Endpoint::post_send_inline`]).
+    #[inline]
+    pub fn post_inline(&mut self, wr: SendWr, data: &[u8]) -> Result<(), PostError> {
+        post_one(&mut self.ctx, self.qp, self.sched, wr, Some(data))
+    }
+}
+
 impl Sched {
     /// After an input touched `qp`: its timer entry follows its requester's deadline,
     /// and it joins the transmit queue if it may have a packet to send (a work request
@@ -305,6 +461,18 @@ impl Sched {
         if !qp.ack_queued && qp.resp.ack_first() {
             qp.ack_queued = true;
             self.acks.push_back(qp.common.qpn);
+        }
+    }
+
+    /// After a post to `qp`'s send queue (not in error): the QP joins the transmit
+    /// queue. A post moves no timer (the requester arms its timer when it transmits)
+    /// and gives the responder nothing to send, so the rest of
+    /// [`Sched::touched`] would find nothing to do.
+    #[inline]
+    fn posted(&mut self, qp: &mut Qp) {
+        if !qp.queued {
+            qp.queued = true;
+            self.ready.push_back(qp.common.qpn);
         }
     }
 
@@ -657,85 +825,20 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     fn post_send_with(
         &mut self,
         qpn: u32,
-        mut wr: SendWr,
+        wr: SendWr,
         inline_src: Option<&[u8]>,
     ) -> Result<(), PostError> {
-        if inline_src.is_some() {
-            wr.inline = true;
-            wr.sg_list.clear();
-        }
         let (mut ctx, qps, sched) = self.split(Instant::ZERO);
         let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
-        let q = &qp.common;
-        if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
-            return Err(PostError::InvalidState(q.state));
-        }
-        if wr.sg_list.len() > MAX_SGE {
-            return Err(PostError::TooManySge);
-        }
-        if qp.req.wqes.len() >= qp.init.max_send_wr {
-            return Err(PostError::QueueFull);
-        }
-        let supported = match q.qp_type {
-            QpType::Rc => true,
-            QpType::Uc => matches!(wr.op, WrOp::Send { .. } | WrOp::Write { .. }),
-            QpType::Ud => matches!(wr.op, WrOp::Send { .. }),
-        };
-        if !supported {
-            return Err(PostError::UnsupportedOp);
-        }
-        if q.qp_type == QpType::Ud && wr.ud.is_none() {
-            return Err(PostError::MissingUdDest);
-        }
-        let len = match inline_src {
-            Some(d) => d.len() as u64,
-            None if wr.op.is_atomic() => 8,
-            None => wr.sg_len(),
-        };
-        if wr.inline && (wr.op.is_read_or_atomic() || len > ctx.config.max_inline as u64) {
-            return Err(PostError::InlineTooLarge);
-        }
-        // Checks a NIC makes when it processes the WQE; reported as completions.
-        let mut pre_fault = None;
-        if len > ctx.config.max_msg_len || (wr.op.is_atomic() && wr.sg_len() != 8) {
-            pre_fault = Some(WcStatus::LocLenErr);
-        }
-        let need = if wr.op.is_read_or_atomic() {
-            Access::LOCAL_WRITE
-        } else {
-            Access::NONE
-        };
-        // An inline payload is gathered now (on the stack when it is small), and the
-        // requester keeps it in its inline ring. The stack buffer is filled only on
-        // that path: an ordinary post does not pay for zeroing it.
-        let mut small: [u8; 256];
-        let mut large = Vec::new();
-        let mut inline = inline_src;
-        if pre_fault.is_none() && inline_src.is_none() {
-            if let Err(e) = check_sges(&*ctx.mem, q.pd, &wr.sg_list, need) {
-                pre_fault = Some(local_status(e));
-            } else if wr.inline {
-                let n = len as usize;
-                let out = if n <= 256 {
-                    small = [0u8; 256];
-                    &mut small[..n]
-                } else {
-                    large.resize(n, 0);
-                    &mut large[..]
-                };
-                match gather(&*ctx.mem, q.pd, &wr.sg_list, 0, out) {
-                    Ok(()) => inline = Some(out),
-                    Err(e) => pre_fault = Some(local_status(e)),
-                }
-            }
-        }
-        let ud = if q.qp_type == QpType::Ud { wr.ud } else { None };
-        qp.req.push(wr, inline, ud, len, pre_fault);
-        if matches!(q.state, QpState::Err | QpState::Sqe) {
-            qp.flush_sends(&mut ctx);
-        }
-        sched.touched(qp);
-        Ok(())
+        post_one(&mut ctx, qp, sched, wr, inline_src)
+    }
+
+    /// QP `qpn`'s send queue, borrowed for a batch of posts: one QP lookup for the
+    /// lot ([`SendQueue`]). `None` for an unknown QP.
+    pub fn send_queue(&mut self, qpn: u32) -> Option<SendQueue<'_, M>> {
+        let (ctx, qps, sched) = self.split(Instant::ZERO);
+        let qp = qps.get_mut(&qpn)?;
+        Some(SendQueue { ctx, qp, sched })
     }
 
     /// Post a receive work request on a QP without an SRQ.
@@ -760,6 +863,47 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             qp.flush_recvs(&mut ctx);
         }
         Ok(())
+    }
+
+    /// Post receive work requests from `wrs` on a QP without an SRQ while its receive
+    /// queue has room, with one QP lookup for the lot (a poster's doorbell path). A
+    /// request is taken from `wrs` only when there is room for it, so what is left
+    /// there did not fit. `max_sge` caps the SGEs per request below [`MAX_SGE`] (a
+    /// QP's own limit). Returns how many were posted. `Err((n, e))`: `n` were posted
+    /// and `e` refused the next; for [`PostError::TooManySge`] that request was taken
+    /// from `wrs`, while the QP's own refusals ([`PostError::UnknownQp`],
+    /// [`PostError::UsesSrq`], [`PostError::InvalidState`]) come with `n` = 0 and take
+    /// nothing.
+    pub fn post_recvs(
+        &mut self,
+        qpn: u32,
+        max_sge: usize,
+        wrs: &mut impl Iterator<Item = RecvWr>,
+    ) -> Result<usize, (usize, PostError)> {
+        let (mut ctx, qps, _) = self.split(Instant::ZERO);
+        let qp = qps.get_mut(&qpn).ok_or((0, PostError::UnknownQp(qpn)))?;
+        if qp.common.srq.is_some() {
+            return Err((0, PostError::UsesSrq));
+        }
+        if qp.common.state == QpState::Reset {
+            return Err((0, PostError::InvalidState(QpState::Reset)));
+        }
+        let max_sge = max_sge.min(MAX_SGE);
+        let mut n = 0;
+        while qp.rq.len() < qp.init.max_recv_wr {
+            let Some(wr) = wrs.next() else {
+                break;
+            };
+            if wr.sg_list.len() > max_sge {
+                return Err((n, PostError::TooManySge));
+            }
+            qp.rq.push_back(wr);
+            n += 1;
+            if qp.common.state == QpState::Err {
+                qp.flush_recvs(&mut ctx);
+            }
+        }
+        Ok(n)
     }
 
     /// Post a receive work request on a shared receive queue.

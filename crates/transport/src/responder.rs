@@ -715,6 +715,33 @@ impl Responder {
             return Err(RespError::InvalidRequest("payload length").into());
         }
         match info.operation {
+            Operation::Send if pos == Position::Only => {
+                // A whole message in one packet (most small SENDs): the receive goes
+                // from the queue to its completion without a stop in `cur`. A failing
+                // receive waits there as on the long path, for `fail_current`.
+                let (recv, from_srq) = take_recv(q, rq, ctx).ok_or(Refusal::Rnr)?;
+                let placed = if plen > recv.capacity() {
+                    Err(RespError::RecvTooSmall)
+                } else {
+                    scatter(ctx.mem, q.pd, &recv.sg_list, 0, payload)
+                        .map_err(RespError::RecvProtection)
+                };
+                if let Err(e) = placed {
+                    self.cur = Some(InMsg::Send {
+                        recv,
+                        from_srq,
+                        offset: 0,
+                    });
+                    return Err(e.into());
+                }
+                let mut c = Completion::new(recv.wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
+                c.byte_len = plen as u32;
+                c.imm = repr.imm;
+                c.from_srq = from_srq;
+                ctx.cq.complete(c);
+                self.msn = self.msn.wrapping_add(1);
+                Ok(1)
+            }
             Operation::Send => {
                 if pos.starts_message() {
                     let (recv, from_srq) = take_recv(q, rq, ctx).ok_or(Refusal::Rnr)?;

@@ -333,3 +333,116 @@ fn lost_atomic_ack_is_replayed_not_executed_twice() {
         "executed twice"
     );
 }
+
+/// `post_recvs` takes requests only while the receive queue has room and leaves the
+/// rest with the caller; a request over the SGE cap is taken and refused with the
+/// count of those before it; a QP on an SRQ takes nothing. The posted receives are
+/// used in posting order.
+#[test]
+fn post_recvs_takes_what_fits_and_leaves_the_rest() {
+    let mut p = pair();
+    let o = ConnectOptions {
+        depth: 4,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    let mut wrs = (0..6u64).map(|i| recv(10 + i, vec![sge(&rb, rb.addr + i * 64, 64)]));
+    assert_eq!(p.b.post_recvs(c.qpn_b, 32, &mut wrs), Ok(4));
+    assert_eq!(p.b.rq_room(c.qpn_b), Some(0));
+    // The two that did not fit are still in the iterator, and a full queue takes none.
+    assert_eq!(p.b.post_recvs(c.qpn_b, 32, &mut wrs), Ok(0));
+    assert_eq!(wrs.map(|w| w.wr_id).collect::<Vec<_>>(), [14, 15]);
+    for i in 0..2u64 {
+        p.a.post_send(c.qpn_a, send(i, vec![sge(&ra, ra.addr, 64)]))
+            .unwrap();
+    }
+    settle(&mut p, 100_000);
+    let got: Vec<u64> = completions(&mut p, Side::B)
+        .iter()
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(got, [10, 11]);
+    // Two slots free: the first request has too many SGEs for a cap of 1, after one
+    // posted.
+    let two = vec![sge(&rb, rb.addr, 8), sge(&rb, rb.addr + 8, 8)];
+    let mut wrs = [
+        recv(20, vec![sge(&rb, rb.addr, 64)]),
+        recv(21, two),
+        recv(22, vec![sge(&rb, rb.addr, 64)]),
+    ]
+    .into_iter();
+    assert_eq!(
+        p.b.post_recvs(c.qpn_b, 1, &mut wrs),
+        Err((1, PostError::TooManySge))
+    );
+    assert_eq!(wrs.map(|w| w.wr_id).collect::<Vec<_>>(), [22]);
+    assert_eq!(p.b.rq_room(c.qpn_b), Some(1));
+    // An unknown QP takes nothing.
+    let mut wrs = [recv(30, vec![sge(&rb, rb.addr, 64)])].into_iter();
+    assert_eq!(
+        p.b.post_recvs(0xdead, 32, &mut wrs),
+        Err((0, PostError::UnknownQp(0xdead)))
+    );
+    assert_eq!(wrs.count(), 1);
+}
+
+/// A QP on an SRQ takes no receives through `post_recvs`.
+#[test]
+fn post_recvs_on_a_qp_with_an_srq_takes_nothing() {
+    let mut p = pair();
+    let o = ConnectOptions {
+        srq_b: true,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let (_, rb) = big_regions(&mut p, MEM);
+    let mut wrs = [recv(1, vec![sge(&rb, rb.addr, 64)])].into_iter();
+    assert_eq!(
+        p.b.post_recvs(c.qpn_b, 32, &mut wrs),
+        Err((0, PostError::UsesSrq))
+    );
+    assert_eq!(wrs.count(), 1);
+}
+
+/// A borrowed send queue posts like `post_send`: its room counts down, the requests
+/// arrive in posting order, and a post over the queue's depth is refused; an unknown
+/// QP lends none.
+#[test]
+fn a_borrowed_send_queue_posts_in_order_and_keeps_the_depth() {
+    let mut p = pair();
+    let o = ConnectOptions {
+        depth: 4,
+        ..ConnectOptions::default()
+    };
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    for i in 0..4u64 {
+        p.b.post_recv(c.qpn_b, recv(i, vec![sge(&rb, rb.addr + i * 64, 64)]))
+            .unwrap();
+    }
+    assert!(p.a.send_queue(0xdead).is_none());
+    {
+        let mut sq = p.a.send_queue(c.qpn_a).unwrap();
+        assert_eq!(sq.room(), 4);
+        for i in 0..3u64 {
+            sq.post(send(10 + i, vec![sge(&ra, ra.addr, 64)])).unwrap();
+        }
+        sq.post_inline(send(13, vec![]), &[7u8; 16]).unwrap();
+        assert_eq!(sq.room(), 0);
+        assert_eq!(
+            sq.post(send(14, vec![sge(&ra, ra.addr, 64)])),
+            Err(PostError::QueueFull)
+        );
+    }
+    settle(&mut p, 100_000);
+    let sent: Vec<u64> = completions(&mut p, Side::A)
+        .iter()
+        .map(|c| c.wr_id)
+        .collect();
+    assert_eq!(sent, [10, 11, 12, 13]);
+    let got = completions(&mut p, Side::B);
+    let lens: Vec<(u64, u32)> = got.iter().map(|c| (c.wr_id, c.byte_len)).collect();
+    assert_eq!(lens, [(0, 64), (1, 64), (2, 64), (3, 16)]);
+    assert_eq!(read_mem(p.b.mem(), rb.addr + 3 * 64, 16), [7u8; 16]);
+}

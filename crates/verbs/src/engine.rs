@@ -5,7 +5,7 @@
 //! lock-free SPSC rings (one per send queue, receive queue and shared receive queue)
 //! and ring a doorbell; completions come back through one SPSC ring per completion
 //! queue. With inline progress, a send posted while no other thread is in the engine
-//! and the QP's ring is empty skips the ring (`Engine::post_now`). The engine's state sits behind one mutex that only control operations
+//! and the QP's ring is empty skips the ring (`Engine::post_list_now`). The engine's state sits behind one mutex that only control operations
 //! (create, modify, register) and the progress loop take:
 //!
 //! - [`Progress::Thread`]: a dedicated thread runs the engine's progress pass in a loop, so
@@ -39,7 +39,8 @@ use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{
-    Completion, CompletionSink, Endpoint, Instant, PostError, RecvWr, SendWr, Stats, WcStatus, WrOp,
+    Completion, CompletionSink, Endpoint, Instant, PostError, RecvWr, SendQueue, SendWr, Stats,
+    WcStatus, WrOp,
 };
 
 /// Who drives the engine.
@@ -762,34 +763,91 @@ impl Engine {
         self.ep.sink_mut().route(c);
     }
 
-    /// Room in a QP's send queue in the transport.
-    pub(crate) fn sq_room(&self, qpn: u32) -> usize {
-        self.ep.sq_room(qpn).unwrap_or(0)
+    /// The doorbell path of receives: straight from the posting thread into the
+    /// transport's receive queue, as many of `wrs` as it has room for (see
+    /// `Endpoint::post_recvs`). The caller checked that the QP's receive ring is
+    /// empty (so order is kept).
+    pub(crate) fn post_recvs_now(
+        &mut self,
+        qpn: u32,
+        max_sge: usize,
+        wrs: &mut impl Iterator<Item = RecvWr>,
+    ) -> Result<usize, (usize, PostError)> {
+        self.ep.post_recvs(qpn, max_sge, wrs)
     }
 
-    /// Room in a QP's receive queue in the transport (0 for a QP on an SRQ).
-    pub(crate) fn rq_room(&self, qpn: u32) -> usize {
-        self.ep.rq_room(qpn).unwrap_or(0)
-    }
-
-    /// The doorbell path of a receive: straight from the posting thread into the
-    /// transport's receive queue. The caller checked [`Engine::rq_room`] and that the
-    /// QP's receive ring is empty (so order is kept).
-    pub(crate) fn post_recv_now(&mut self, qpn: u32, wr: RecvWr) -> Result<(), PostError> {
-        self.ep.post_recv(qpn, wr)
-    }
-
-    /// The doorbell path (inline progress): a send work request straight from the
-    /// posting thread into the transport, without the ring. The caller checked
-    /// [`Engine::sq_room`] and that the QP's ring is empty (so order is kept);
-    /// `inline` holds the payload of an inline request, gathered by the caller. The
-    /// next pass transmits it; a refusal's error completion is published now.
-    pub(crate) fn post_now(&mut self, qpn: u32, wr: SendWr, inline: Option<&[u8]>) {
-        allow_by_reference(&mut self.ep, &*self.link, qpn, &wr);
-        if let Err(c) = post_to(&mut self.ep, qpn, wr, inline) {
-            self.refused(c);
+    /// The doorbell path (inline progress): send work requests from `wrs` straight
+    /// from the posting thread into QP `qpn`'s send queue in the transport, without
+    /// the ring, while it has room, through one borrow of the queue (one QP lookup
+    /// for the list). The caller checked that the QP's ring is empty (so order is
+    /// kept). `first`, if any, goes before `wrs`. Each request passes `check` (the
+    /// checks `ibv_post_send` makes) and has its inline payload gathered into the
+    /// engine's buffer first; the first that fails ends the list, taken but not
+    /// posted. The next pass transmits
+    /// them; a refusal's error completion is published now.
+    pub(crate) fn post_list_now(
+        &mut self,
+        qpn: u32,
+        pd: u32,
+        check: impl Fn(&SendWr) -> Result<(), crate::Error>,
+        first: &mut Option<SendWr>,
+        wrs: &mut impl Iterator<Item = SendWr>,
+    ) -> ListPost {
+        let Engine {
+            ep,
+            link,
+            inline_scratch,
+            ..
+        } = self;
+        let mut out = ListPost {
+            room: 0,
+            posted: 0,
+            error: None,
+        };
+        let mut refused = Vec::new();
+        if let Some(mut sq) = ep.send_queue(qpn) {
+            out.room = sq.room();
+            while out.posted < out.room {
+                let Some(wr) = first.take().or_else(|| wrs.next()) else {
+                    break;
+                };
+                let gathered = check(&wr).and_then(|()| {
+                    if !wr.inline {
+                        return Ok(0);
+                    }
+                    crate::mr::gather_inline(sq.mem().lkeys(), pd, &wr.sg_list, inline_scratch)
+                        .map_err(crate::Error::InlineAccess)
+                });
+                let len = match gathered {
+                    Ok(len) => len,
+                    Err(e) => {
+                        out.error = Some(e);
+                        break;
+                    }
+                };
+                if !wr.inline && matches!(wr.op, WrOp::Write { .. }) {
+                    allow_by_reference_sq(&mut sq, &**link, &wr);
+                }
+                let (wr_id, op) = (wr.wr_id, wr.op);
+                let r = if wr.inline {
+                    sq.post_inline(wr, &inline_scratch[..len])
+                } else {
+                    sq.post(wr)
+                };
+                if r.is_err() {
+                    let c = Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn);
+                    refused.push(c);
+                }
+                out.posted += 1;
+            }
+        }
+        if !refused.is_empty() {
+            for c in refused {
+                self.refused(c);
+            }
             self.complete();
         }
+        out
     }
 
     /// Put what the transport has ready on the link now: the doorbell path's flush of
@@ -1021,6 +1079,30 @@ fn allow_by_reference(
     let pulls = link.peer_pulls(path_ends(&path).1);
     if pulls != ep.by_reference(qpn) {
         ep.set_by_reference(qpn, pulls);
+    }
+}
+
+/// What [`Engine::post_list_now`] did: the send queue's room before it, how many
+/// requests it posted, and the error that ended the list early.
+#[derive(Debug)]
+pub(crate) struct ListPost {
+    pub(crate) room: usize,
+    pub(crate) posted: usize,
+    pub(crate) error: Option<crate::Error>,
+}
+
+/// [`allow_by_reference`] through a borrowed send queue, for a WRITE that is not
+/// inline.
+fn allow_by_reference_sq(sq: &mut SendQueue<'_, MrTable>, link: &dyn DatagramLink, wr: &SendWr) {
+    if wr.sg_len() < sq.config().by_reference_min {
+        return;
+    }
+    let Some(path) = sq.attrs().path else {
+        return;
+    };
+    let pulls = link.peer_pulls(path_ends(&path).1);
+    if pulls != sq.by_reference() {
+        sq.set_by_reference(pulls);
     }
 }
 

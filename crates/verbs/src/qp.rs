@@ -2,7 +2,7 @@
 
 use crate::context::{Context, ProtectionDomain};
 use crate::cq::CompletionQueue;
-use crate::engine::{Engine, Shared, SqItem, MAX_INLINE};
+use crate::engine::{Shared, SqItem, MAX_INLINE};
 use crate::mr::gather_inline;
 use crate::Error;
 use std::sync::PoisonError;
@@ -225,7 +225,15 @@ impl QueuePair {
         let shared = self.ctx.shared();
         if self.sq.as_mut().is_none_or(Producer::is_drained) {
             if let Some(mut e) = shared.try_engine() {
-                let mut room = e.sq_room(self.qpn);
+                let pass = e.stats.passes;
+                let (init, state) = (self.init, self.state);
+                let p = e.post_list_now(
+                    self.qpn,
+                    self.pd.pd,
+                    |wr| check_send(&init, state, wr),
+                    &mut first,
+                    &mut wrs,
+                );
                 // A post that follows a wait on a QP with less than half its window in
                 // use is latency-bound (a request after its reply, a reply after its
                 // request): it goes onto the link now, from this thread, with no
@@ -235,35 +243,19 @@ impl QueuePair {
                 // bandwidth loop, or a window refilled after a reap) leaves them to
                 // the next pass, one link burst for many; so does a QP whose window
                 // is half full (the transport's own rule for leaving ACKs unasked).
-                let depth = self.init.max_send_wr.max(1);
-                let flush = (depth - room.min(depth)) * 2 < depth
-                    && e.stats.passes >= self.last_post_pass.saturating_add(2)
-                    && shared.app_drives();
-                self.last_post_pass = e.stats.passes;
                 // Inline payloads are gathered into the engine's buffer, one for all
                 // QPs: a buffer per QP was one more cold cache line per post when
                 // thousands of QPs take turns.
-                let mut buf = std::mem::take(&mut e.inline_scratch);
-                while room > 0 {
-                    let Some(wr) = first.take().or_else(|| wrs.next()) else {
-                        break;
-                    };
-                    let checked = check_send(&self.init, self.state, &wr)
-                        .and_then(|()| gather_in(&e, self.pd.pd, &wr, &mut buf[..]));
-                    let len = match checked {
-                        Ok(len) => len,
-                        Err(error) => {
-                            result = Err(list_error(index, error));
-                            break;
-                        }
-                    };
-                    let data = wr.inline.then(|| &buf[..len]);
-                    e.post_now(self.qpn, wr, data);
-                    posted += 1;
-                    index += 1;
-                    room -= 1;
+                let depth = self.init.max_send_wr.max(1);
+                let flush = (depth - p.room.min(depth)) * 2 < depth
+                    && pass >= self.last_post_pass.saturating_add(2)
+                    && shared.app_drives();
+                self.last_post_pass = pass;
+                posted = p.posted as u32;
+                index = p.posted;
+                if let Some(error) = p.error {
+                    result = Err(list_error(index, error));
                 }
-                e.inline_scratch = buf;
                 if flush && posted > 0 {
                     e.flush();
                 }
@@ -350,30 +342,54 @@ impl QueuePair {
         // list's lock and fences ahead of its reply. What does not fit takes the
         // ring, behind it.
         if self.state != QpState::Reset && rq.is_drained() && shared.app_drives() {
-            if let Some(mut e) = shared.try_engine() {
-                let max_sge = self.init.max_sge.min(MAX_SGE);
-                for _ in 0..e.rq_room(self.qpn) {
-                    let Some(wr) = wrs.next() else {
-                        if index > 0 {
-                            shared.note_app_post();
-                        }
-                        return Ok(());
-                    };
-                    let posted =
-                        check_recv(&wr, max_sge).and_then(|()| e.post_recv_now(self.qpn, wr));
-                    if let Err(error) = posted {
-                        return Err(Error::PostList { index, error });
+            // One call into the transport for the lot: it takes requests while the
+            // QP's queue has room (one QP lookup), and leaves the rest in `wrs`.
+            let (qpn, max_sge) = (self.qpn, self.init.max_sge);
+            let posted = shared
+                .try_engine()
+                .map(|mut e| e.post_recvs_now(qpn, max_sge, &mut wrs));
+            match posted {
+                Some(Ok(n)) => index = n,
+                Some(Err((n, error @ PostError::TooManySge))) => {
+                    if n > 0 {
+                        shared.note_app_post();
                     }
-                    index += 1;
+                    return Err(Error::PostList { index: n, error });
                 }
+                // The QP's own refusals take nothing: the ring path below decides, as
+                // it did when the transport had no room for it.
+                Some(Err(_)) | None => {}
+            }
+            if index > 0 {
+                let mut rest = wrs.by_ref().peekable();
+                if rest.peek().is_none() {
+                    shared.note_app_post();
+                    return Ok(());
+                }
+                let (pushed, r) = push_recvs(rq, self.state, self.init.max_sge, index, rest);
+                return self.pushed_recvs(index, pushed, r);
             }
         }
         let (pushed, r) = push_recvs(rq, self.state, self.init.max_sge, index, wrs);
-        if index + pushed > 0 {
+        self.pushed_recvs(index, pushed, r)
+    }
+
+    /// After a receive post: `posted` requests went straight into the transport and
+    /// `pushed` into the receive ring (published now).
+    fn pushed_recvs(
+        &mut self,
+        posted: usize,
+        pushed: usize,
+        r: Result<(), Error>,
+    ) -> Result<(), Error> {
+        let shared = self.ctx.shared();
+        if posted + pushed > 0 {
             shared.note_app_post();
         }
         if pushed > 0 {
-            rq.doorbell();
+            if let Some(rq) = &mut self.rq {
+                rq.doorbell();
+            }
             shared.posted.mark(self.qpn, &self.listed);
             shared.kick();
         }
@@ -382,6 +398,7 @@ impl QueuePair {
 }
 
 /// The checks ibverbs makes synchronously in `ibv_post_send`.
+#[inline]
 fn check_send(init: &QpInitAttr, state: QpState, wr: &SendWr) -> Result<(), Error> {
     if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(Error::Post(PostError::InvalidState(state)));
@@ -422,16 +439,6 @@ fn gather(shared: &Shared, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize
         .read()
         .unwrap_or_else(PoisonError::into_inner);
     gather_inline(&keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
-}
-
-/// [`gather`] for a caller that holds the engine: the engine's key table holds the
-/// same regions, and a region leaves it (under the engine lock) before its memory
-/// goes, so no read lock of the inline keys is needed.
-fn gather_in(e: &Engine, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize, Error> {
-    if !wr.inline {
-        return Ok(0);
-    }
-    gather_inline(e.ep.mem().lkeys(), pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
 /// The check ibverbs makes synchronously on a receive (`max_sge` already capped at

@@ -567,3 +567,67 @@ fn receives_go_straight_to_the_transport_and_keep_their_order_through_the_ring()
     }
     ok_driving(&mut a.cq, 8, &[&b.ctx]);
 }
+
+/// A list with a request the synchronous checks refuse: the error names its index
+/// (ibverbs' `bad_wr`), the requests before it are posted and complete, and the ones
+/// after it are not posted. Sends and receives, on the doorbell path (inline
+/// progress) and through the rings (engine thread).
+#[test]
+fn a_refused_request_in_a_list_names_its_index_and_the_ones_before_it_are_posted() {
+    for progress in [Progress::Inline, Progress::Thread] {
+        let a = side(LinkKind::Shm, progress, QpType::Rc, 4096);
+        let mut b = side(LinkKind::Shm, progress, QpType::Rc, 4096);
+        let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
+        init.max_sge = 1;
+        b.qp = b.pd.create_qp(&b.cq, &b.cq, None, init).expect("create qp");
+        let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+        // Receives: the second has two SGEs against the QP's one.
+        let two = RecvWr {
+            wr_id: 99,
+            sg_list: [b.mr.sge(1024, 8), b.mr.sge(2048, 8)].into(),
+        };
+        let r = b.qp.post_recv(
+            slot_recvs(&b.mr, 1)
+                .chain([two])
+                .chain(slot_recvs(&b.mr, 3)),
+        );
+        assert!(
+            matches!(
+                r,
+                Err(weft_verbs::Error::PostList {
+                    index: 1,
+                    error: weft_transport::PostError::TooManySge
+                })
+            ),
+            "{progress:?}: {r:?}"
+        );
+        // Sends: the second is inline and longer than the QP's inline limit.
+        let mut long = SendWr::new(21, WrOp::Send { imm: None }, [a.mr.sge(0, 300)]);
+        long.inline = true;
+        let r =
+            a.qp.post_send([inline_send(&a.mr, 20), long, inline_send(&a.mr, 22)]);
+        assert!(
+            matches!(
+                r,
+                Err(weft_verbs::Error::PostList {
+                    index: 1,
+                    error: weft_transport::PostError::InlineTooLarge
+                })
+            ),
+            "{progress:?}: {r:?}"
+        );
+        // Only the first of each list was posted: one SEND, into receive 0.
+        let ca = ok_driving(&mut a.cq, 1, &[&b.ctx]);
+        assert_eq!(ca[0].wr_id, 20, "{progress:?}");
+        let cb = ok_driving(&mut b.cq, 1, &[&a.ctx]);
+        assert_eq!(cb[0].wr_id, 0, "{progress:?}");
+        // Nothing else is queued: a second SEND finds no receive (RNR), so the
+        // sender's queue holds it; one more receive lets it through.
+        a.qp.post_send([inline_send(&a.mr, 23)]).unwrap();
+        b.qp.post_recv(slot_recvs(&b.mr, 2).skip(1)).unwrap();
+        let ca = ok_driving(&mut a.cq, 1, &[&b.ctx]);
+        assert_eq!(ca[0].wr_id, 23, "{progress:?}");
+        let cb = ok_driving(&mut b.cq, 1, &[&a.ctx]);
+        assert_eq!(cb[0].wr_id, 1, "{progress:?}");
+    }
+}

@@ -208,6 +208,9 @@ pub(crate) trait Outgoing {
     fn bytes(&self) -> &[u8];
     /// The peer it goes to, `None` when it cannot go from `local` (then dropped).
     fn dst(&self, local: SocketAddr, fixed_peer: Option<SocketAddr>) -> Option<SocketAddr>;
+    /// True when `self` certainly goes where `prev` went (the same path): a burst to
+    /// one peer then resolves its destination once.
+    fn same_dst(&self, prev: &Self) -> bool;
 }
 
 /// The state of one shm endpoint.
@@ -978,6 +981,26 @@ impl Endpoint {
         // Bursts mostly go to one peer: skip the map lookup while the peer repeats.
         let mut last: Option<(SocketAddr, usize)> = None;
         while i < items.len() {
+            // The previous item's peer, resolved and written to: this one goes there
+            // too without another look (a connection torn down in this loop clears
+            // `last`).
+            let repeat = match last {
+                Some((_, idx)) if i > 0 && items[i].same_dst(&items[i - 1]) => Some(idx),
+                _ => None,
+            };
+            if let Some(idx) = repeat {
+                if let Some(c) = self.conns[idx].as_mut().filter(|c| c.live()) {
+                    // Anything but a write takes the full path below.
+                    if let Ok(Push::Written) = c.tx.push(&c.region, items[i].bytes()) {
+                        if !self.touched.contains(&idx) {
+                            self.touched.push(idx);
+                        }
+                        self.stats.tx_frames += 1;
+                        i += 1;
+                        continue;
+                    }
+                }
+            }
             let Some(dst) = items[i].dst(self.name, self.only_peer) else {
                 self.stats.tx_dropped += 1;
                 i += 1;
@@ -1032,7 +1055,10 @@ impl Endpoint {
                         break;
                     }
                 }
-                Err(Corrupt) => self.teardown(idx, End::Corrupt),
+                Err(Corrupt) => {
+                    last = None;
+                    self.teardown(idx, End::Corrupt);
+                }
             }
         }
         for &idx in &self.touched {
