@@ -53,7 +53,7 @@ use crate::sys::bpf::{
     BPF_XDP,
 };
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// XDP verdicts (`enum xdp_action`).
@@ -148,6 +148,19 @@ impl Hop {
         v[8..14].copy_from_slice(&self.dst_mac);
         v[14..20].copy_from_slice(&self.src_mac);
         v
+    }
+}
+
+/// An LPM trie key of either family ([`FastPath::route_key`]).
+#[derive(Debug, Clone, Copy)]
+struct RouteKey {
+    bytes: [u8; 20],
+    len: usize,
+}
+
+impl RouteKey {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -248,53 +261,54 @@ impl FastPath {
         })
     }
 
-    fn route_key(prefix: Ipv4Addr, len: u8) -> [u8; 8] {
-        let len = len.min(32);
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-        let addr = u32::from(prefix) & mask;
-        let mut k = [0u8; 8];
-        k[0..4].copy_from_slice(&u32::from(len).to_ne_bytes());
-        k[4..8].copy_from_slice(&addr.to_be_bytes());
+    /// The trie key of `prefix/len` for either family: the prefix length (native
+    /// order, capped at the address's bits), then the address in network order with
+    /// the bits past the prefix cleared; 8 bytes for IPv4, 20 for IPv6.
+    fn route_key(prefix: IpAddr, len: u8) -> RouteKey {
+        let (addr, n): ([u8; 16], usize) = match prefix {
+            IpAddr::V4(a) => {
+                let mut b = [0u8; 16];
+                b[..4].copy_from_slice(&a.octets());
+                (b, 4)
+            }
+            IpAddr::V6(a) => (a.octets(), 16),
+        };
+        let len = usize::from(len).min(8 * n);
+        let mut k = RouteKey {
+            bytes: [0u8; 20],
+            len: 4 + n,
+        };
+        k.bytes[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        for (i, (out, b)) in k.bytes[4..4 + n].iter_mut().zip(addr).enumerate() {
+            let bits = len.saturating_sub(8 * i).min(8);
+            let mask = if bits == 0 { 0 } else { 0xffu8 << (8 - bits) };
+            *out = b & mask;
+        }
         k
     }
 
-    /// Route `prefix/len` to next-hop slot `hop` (0: the slow path).
-    pub fn set_route(&self, prefix: Ipv4Addr, len: u8, hop: u32) -> io::Result<()> {
-        self.routes
-            .update(&Self::route_key(prefix, len), &hop.to_ne_bytes())
-    }
-
-    /// Remove the route for `prefix/len` (a missing one is not an error).
-    pub fn delete_route(&self, prefix: Ipv4Addr, len: u8) -> io::Result<()> {
-        match self.routes.delete(&Self::route_key(prefix, len)) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            r => r,
+    /// The trie of `prefix`'s family.
+    fn routes_of(&self, prefix: IpAddr) -> &Map {
+        match prefix {
+            IpAddr::V4(_) => &self.routes,
+            IpAddr::V6(_) => &self.routes6,
         }
     }
 
-    fn route6_key(prefix: Ipv6Addr, len: u8) -> [u8; 20] {
-        let len = len.min(128);
-        let mask = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - len)
-        };
-        let addr = u128::from(prefix) & mask;
-        let mut k = [0u8; 20];
-        k[0..4].copy_from_slice(&u32::from(len).to_ne_bytes());
-        k[4..20].copy_from_slice(&addr.to_be_bytes());
-        k
+    /// Route `prefix/len` (IPv4 or IPv6) to next-hop slot `hop` (0: the slow path).
+    pub fn set_route(&self, prefix: impl Into<IpAddr>, len: u8, hop: u32) -> io::Result<()> {
+        let prefix = prefix.into();
+        self.routes_of(prefix)
+            .update(Self::route_key(prefix, len).as_slice(), &hop.to_ne_bytes())
     }
 
-    /// Route the IPv6 `prefix/len` to next-hop slot `hop` (0: the slow path).
-    pub fn set_route6(&self, prefix: Ipv6Addr, len: u8, hop: u32) -> io::Result<()> {
-        self.routes6
-            .update(&Self::route6_key(prefix, len), &hop.to_ne_bytes())
-    }
-
-    /// Remove the IPv6 route for `prefix/len` (a missing one is not an error).
-    pub fn delete_route6(&self, prefix: Ipv6Addr, len: u8) -> io::Result<()> {
-        match self.routes6.delete(&Self::route6_key(prefix, len)) {
+    /// Remove the route for `prefix/len` (a missing one is not an error).
+    pub fn delete_route(&self, prefix: impl Into<IpAddr>, len: u8) -> io::Result<()> {
+        let prefix = prefix.into();
+        match self
+            .routes_of(prefix)
+            .delete(Self::route_key(prefix, len).as_slice())
+        {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             r => r,
         }
@@ -585,13 +599,24 @@ mod tests {
 
     #[test]
     fn route_keys_are_prefix_length_then_the_masked_address() {
-        let k = FastPath::route_key(Ipv4Addr::new(198, 19, 7, 9), 16);
-        assert_eq!(&k[0..4], &16u32.to_ne_bytes());
-        assert_eq!(&k[4..8], &[198, 19, 0, 0]);
+        let v4 = |a: [u8; 4], l| FastPath::route_key(IpAddr::from(a), l);
+        let k = v4([198, 19, 7, 9], 16);
+        assert_eq!(k.as_slice().len(), 8);
+        assert_eq!(&k.as_slice()[0..4], &16u32.to_ne_bytes());
+        assert_eq!(&k.as_slice()[4..8], &[198, 19, 0, 0]);
+        assert_eq!(&v4([1, 2, 3, 4], 0).as_slice()[4..], &[0; 4]);
         assert_eq!(
-            &FastPath::route_key(Ipv4Addr::new(1, 2, 3, 4), 0)[4..],
-            &[0; 4]
+            &v4([10, 255, 255, 255], 12).as_slice()[4..],
+            &[10, 240, 0, 0]
         );
+        // A length past the address's bits is capped at them.
+        assert_eq!(&v4([1, 2, 3, 4], 40).as_slice()[..4], &32u32.to_ne_bytes());
+        let v6: std::net::Ipv6Addr = "2001:2:0:1:ffff::1".parse().expect("v6");
+        let k = FastPath::route_key(IpAddr::V6(v6), 65);
+        assert_eq!(k.as_slice().len(), 20);
+        assert_eq!(&k.as_slice()[0..4], &65u32.to_ne_bytes());
+        let want: std::net::Ipv6Addr = "2001:2:0:1:8000::".parse().expect("v6");
+        assert_eq!(&k.as_slice()[4..], &want.octets());
     }
 
     #[test]

@@ -36,10 +36,10 @@ fn fast_path() -> Option<FastPath> {
     )
     .expect("hop");
     f.set_hop(2, None).expect("hop");
-    f.set_route6(FAR6, 56, 1).expect("route6");
-    f.set_route6(Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 0), 64, 0)
+    f.set_route(FAR6, 56, 1).expect("route6");
+    f.set_route(Ipv6Addr::new(0x2001, 2, 0, 1, 0, 0, 0, 0), 64, 0)
         .expect("route6");
-    f.set_route6(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8, 0)
+    f.set_route(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8, 0)
         .expect("route6");
     // The program must load (the verifier's verdict) before anything else is tested.
     weft_testkit::require(
