@@ -588,6 +588,43 @@ pub(crate) fn load_xdp(insns: &[Insn], name: &[u8]) -> io::Result<OwnedFd> {
     }
 }
 
+/// Why a port could not run the fast path: its maps' program was refused (the
+/// verifier, no `CAP_BPF`, a kernel without the helpers or map types it uses) or
+/// could not be attached in the hook the fast path needs. A link's open returns it
+/// inside its [`io::Error`] (see [`FastPathUnavailable::is`]), so a caller that only
+/// defaulted the fast path can open the port again without it, while any other
+/// failure (a missing interface, no rings, no socket) stays an error.
+#[derive(Debug)]
+pub struct FastPathUnavailable {
+    /// The loader's or attacher's error (with the verifier's log when it refused).
+    pub why: io::Error,
+}
+
+impl std::fmt::Display for FastPathUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "forwarding fast path unavailable: {}", self.why)
+    }
+}
+
+impl std::error::Error for FastPathUnavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.why)
+    }
+}
+
+impl FastPathUnavailable {
+    /// `why` as an [`io::Error`] of the same kind that carries this type.
+    pub fn wrap(why: io::Error) -> io::Error {
+        io::Error::new(why.kind(), FastPathUnavailable { why })
+    }
+
+    /// Whether `e` is (directly) a fast path that could not be set up.
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref()
+            .is_some_and(|inner| inner.is::<FastPathUnavailable>())
+    }
+}
+
 /// The interface index of `name` in this namespace.
 pub fn interface_index(name: &str) -> io::Result<u32> {
     crate::sys::if_nametoindex(name)

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use weft_link::xdp_fwd::FastPathUnavailable;
 use weft_link::{BufferPool, Link};
 
 use crate::cluster::config::ClusterPlan;
@@ -180,10 +181,9 @@ fn run_router(
                 fast_ports += usize::from(with_fast.is_some());
                 l
             }
-            Err(e) if with_fast.is_some() && !p.xdp_forward_explicit() => {
+            Err(e) if falls_back(with_fast.is_some(), p.xdp_forward_explicit(), &e) => {
                 eprintln!(
-                    "weft router: warning: port {}: XDP fast path off, its program could not be \
-                     loaded ({e}); the port forwards through the pipeline alone \
+                    "weft router: warning: port {}: XDP fast path off ({e}); the port forwards through the pipeline alone \
                      (xdp_forward = false silences this)",
                     p.name
                 );
@@ -307,4 +307,41 @@ fn run_router(
         }
     }
     result.context("data plane")
+}
+
+/// Whether a port whose open failed with `e` is opened again without the fast path:
+/// only when it was given one (`with_fast`) that the config did not ask for
+/// (`explicit`), and only when the failure is the fast path's own
+/// ([`FastPathUnavailable`]: its program refused or not attachable). Anything else —
+/// a missing interface, no rings, no socket — is the port's error either way.
+fn falls_back(with_fast: bool, explicit: bool, e: &std::io::Error) -> bool {
+    with_fast && !explicit && FastPathUnavailable::is(e)
+}
+
+#[cfg(test)]
+mod fallback_tests {
+    use super::falls_back;
+    use std::io;
+    use weft_link::xdp_fwd::FastPathUnavailable;
+
+    #[test]
+    fn only_a_defaulted_fast_path_that_failed_itself_falls_back() {
+        let refused = || {
+            FastPathUnavailable::wrap(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "bpf(BPF_PROG_LOAD, XDP): verifier said no",
+            ))
+        };
+        let missing = || io::Error::new(io::ErrorKind::NotFound, "if_nametoindex: no such device");
+        assert!(falls_back(true, false, &refused()));
+        // Asked for in the config: the failure is an error.
+        assert!(!falls_back(true, true, &refused()));
+        // Any other open error is the port's, not the fast path's.
+        assert!(!falls_back(true, false, &missing()));
+        assert!(!falls_back(true, false, &io::Error::other("no rings")));
+        // No fast path given: nothing to fall back from.
+        assert!(!falls_back(false, false, &refused()));
+        // The kind is kept for callers that look at it.
+        assert_eq!(refused().kind(), io::ErrorKind::PermissionDenied);
+    }
 }
