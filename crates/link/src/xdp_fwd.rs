@@ -37,6 +37,19 @@
 //! match (the router's own addresses, fe80::/10 and ff00::/8 are slot 0), the same
 //! next-hop table and MTU test; the hop limit − 1 (no header checksum).
 //!
+//! The same program is built for tc ingress too ([`FastPath::load_tc`], attached as
+//! tcx by [`crate::afpacket_tc`]): one body, assembled once per hook from the same
+//! code; only the prologue (the frame's bounds in `__sk_buff` instead of `xdp_md`; a
+//! frame whose 802.1Q tag the stack took out goes slow; a nonlinear skb is made
+//! linear with `bpf_skb_pull_data` first) and the slow path's ending (`TC_ACT_OK`,
+//! on to the protocol handlers, instead of the `AF_XDP` socket) differ;
+//! `bpf_redirect` returns each hook's redirect verdict. tc runs on the skb as it is,
+//! where generic XDP first copies an skb with less than 256 bytes of headroom into a
+//! new head. The incremental IPv4 checksum update leaves the header's one's
+//! complement sum unchanged, so an ingress `CHECKSUM_COMPLETE` value stays right;
+//! the IPv6 hop limit has no checksum, and such a value is then stale by 0x0100
+//! (veth's skbs carry none; a NIC driver's might).
+//!
 //! Counters: a per-CPU array, one slot per [`COUNTER_NAMES`] entry, read with
 //! [`FastPath::counters`].
 //!
@@ -46,11 +59,11 @@
 //! bounds-checked against `data_end` (the verifier refuses it otherwise), and a
 //! test ([`FastPath::test_run`]) feeds it short and garbage frames.
 
-use crate::bpf_asm::{self, Asm, AsmError, Jmp};
+use crate::bpf_asm::{self, Asm, AsmError, Jmp, Label};
 use crate::sys::bpf::{
-    self, Insn, Map, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT, BPF_MAP_TYPE_ARRAY,
-    BPF_MAP_TYPE_LPM_TRIE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_XSKMAP, BPF_PROG_TYPE_XDP,
-    BPF_XDP,
+    self, Insn, Map, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT, BPF_FUNC_SKB_PULL_DATA,
+    BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_LPM_TRIE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_XSKMAP,
+    BPF_PROG_TYPE_SCHED_CLS, BPF_PROG_TYPE_XDP, BPF_XDP,
 };
 use std::io;
 use std::net::IpAddr;
@@ -62,6 +75,37 @@ pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
 /// The frame was redirected (to another interface, or to an `AF_XDP` socket).
 pub const XDP_REDIRECT: u32 = 4;
+
+/// tc verdicts (`TC_ACT_*`): the frame goes on through the stack.
+pub const TC_ACT_OK: u32 = 0;
+/// tc: the frame was redirected (`bpf_redirect`'s return value in a tc program).
+pub const TC_ACT_REDIRECT: u32 = 7;
+
+/// `struct __sk_buff` offsets the tc program reads (include/uapi/linux/bpf.h).
+const SKB_LEN: i16 = 0;
+const SKB_VLAN_PRESENT: i16 = 20;
+const SKB_DATA: i16 = 76;
+const SKB_DATA_END: i16 = 80;
+
+/// The longest nonlinear frame the tc program makes linear to forward it (a jumbo
+/// frame's worth); longer ones are GSO super-frames, for the slow path.
+pub const TC_PULL_MAX: u32 = 9216;
+
+/// Which hook a fast-path program is built for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Hook<'a> {
+    /// The XDP hook (`xdp_md`); the slow path is the port's `AF_XDP` socket in
+    /// `xsks` (frames longer than `room`, a UMEM chunk, go to the stack).
+    Xdp {
+        /// The port's XSKMAP.
+        xsks: BorrowedFd<'a>,
+        /// What a UMEM chunk holds.
+        room: u32,
+    },
+    /// tc ingress (`__sk_buff`, attached as tcx); the slow path is `TC_ACT_OK`: on
+    /// to the protocol handlers, where the port's packet sockets are.
+    Tc,
+}
 
 /// The counters' names, by slot: `forwarded` (on the fast path), then one per
 /// reason a frame went to the slow path.
@@ -346,14 +390,11 @@ impl FastPath {
         Ok(out)
     }
 
-    /// The program for a port with MAC `port_mac` whose slow path is the XSKMAP
-    /// `xsks` (frames longer than `room`, what a UMEM chunk holds, go to the stack).
-    pub(crate) fn program(
-        &self,
-        port_mac: [u8; 6],
-        xsks: BorrowedFd<'_>,
-        room: u32,
-    ) -> Result<Vec<Insn>, AsmError> {
+    /// The program for a port with MAC `port_mac` in `hook`: one body for both
+    /// hooks (the header tests, the lookups, the rewrite and `bpf_redirect`, whose
+    /// return value is each hook's redirect verdict); only the prologue (where the
+    /// context keeps the frame's bounds) and the slow path's ending differ.
+    pub(crate) fn program(&self, port_mac: [u8; 6], hook: Hook<'_>) -> Result<Vec<Insn>, AsmError> {
         // Registers: r6 ctx (then, once forwarding, the egress ifindex), r7 data,
         // r8 data_end, r9 the counter slot; stack: fp-8 the LPM key (prefix length,
         // address), fp-12 a counter key, fp-16 a next-hop key.
@@ -363,8 +404,13 @@ impl FastPath {
             a.mov_imm(9, r as i32);
         };
         a.mov(6, 1);
-        a.load(4, 7, 6, 0); // ctx->data
-        a.load(4, 8, 6, 4); // ctx->data_end
+        match hook {
+            Hook::Xdp { .. } => {
+                a.load(4, 7, 6, 0); // xdp_md->data
+                a.load(4, 8, 6, 4); // xdp_md->data_end
+            }
+            Hook::Tc => Self::tc_prologue(&mut a, slow),
+        }
         let v6 = a.label();
         let next_hop = a.label();
         let mac_check = |a: &mut Asm| {
@@ -508,8 +554,43 @@ impl FastPath {
                                             // The slow path: count why, then the port's AF_XDP socket (see afxdp.rs).
         a.bind(slow);
         Self::count(&mut a, &self.counters, None);
-        bpf_asm::redirect_to_xsk(&mut a, 6, xsks, room);
+        match hook {
+            Hook::Xdp { xsks, room } => bpf_asm::redirect_to_xsk(&mut a, 6, xsks, room),
+            // On to the protocol handlers after tc: the port's packet sockets, bound
+            // to IPv4, IPv6 and ARP, see only what tc did not redirect.
+            Hook::Tc => {
+                a.mov_imm(0, TC_ACT_OK as i32).exit();
+            }
+        }
         a.finish()
+    }
+
+    /// The tc prologue: r7/r8 the frame's bounds in `__sk_buff` (tc ingress runs
+    /// with the Ethernet header pushed back, so they span the whole frame, as in
+    /// XDP). A frame with an 802.1Q tag the stack took out of it goes slow (its tag
+    /// is not in the bytes the program sees). A nonlinear skb (a sender's page
+    /// fragments: a TCP socket with scatter-gather) of at most [`TC_PULL_MAX`]
+    /// bytes is made linear with `bpf_skb_pull_data`, so the body's
+    /// "length == frame" tests see the whole frame; a longer one (a GSO
+    /// super-frame) goes slow, as it would in XDP (too big).
+    fn tc_prologue(a: &mut Asm, slow: Label) {
+        let linear = a.label();
+        a.mov_imm(9, Reason::NotIp as i32);
+        a.load(4, 2, 6, SKB_VLAN_PRESENT)
+            .jmp_imm(Jmp::Ne, 2, 0, slow);
+        a.load(4, 7, 6, SKB_DATA).load(4, 8, 6, SKB_DATA_END);
+        a.load(4, 2, 6, SKB_LEN);
+        a.mov(3, 8).sub(3, 7).jmp_reg(Jmp::Eq, 2, 3, linear);
+        a.mov_imm(9, Reason::TooBig as i32);
+        a.jmp_imm(Jmp::Gt, 2, TC_PULL_MAX as i32, slow);
+        a.mov(1, 6).call(BPF_FUNC_SKB_PULL_DATA);
+        a.mov_imm(9, Reason::Header as i32);
+        a.jmp_imm(Jmp::Ne, 0, 0, slow);
+        // The helper moved the data: the old pointers are void.
+        a.load(4, 7, 6, SKB_DATA).load(4, 8, 6, SKB_DATA_END);
+        a.load(4, 2, 6, SKB_LEN);
+        a.mov(3, 8).sub(3, 7).jmp_reg(Jmp::Ne, 2, 3, slow);
+        a.bind(linear);
     }
 
     /// `counters[slot] += 1` for this CPU, `slot` fixed or (None) r9's.
@@ -526,8 +607,9 @@ impl FastPath {
         a.bind(done);
     }
 
-    /// Load the program for a port (see [`FastPath::program`]); the error carries
-    /// the verifier's log.
+    /// Load the XDP program for a port whose slow path is the XSKMAP `xsks` (frames
+    /// longer than `room`, what a UMEM chunk holds, go to the stack; see
+    /// [`FastPath::program`]); the error carries the verifier's log.
     pub(crate) fn load(
         &self,
         port_mac: [u8; 6],
@@ -535,9 +617,28 @@ impl FastPath {
         room: u32,
     ) -> io::Result<OwnedFd> {
         let insns = self
-            .program(port_mac, xsks, room)
+            .program(port_mac, Hook::Xdp { xsks, room })
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         load_xdp(&insns, b"weft_fwd")
+    }
+
+    /// Load the tc program for a port with MAC `port_mac` (a `SCHED_CLS` program for
+    /// tc ingress, [`Hook::Tc`]); the error carries the verifier's log.
+    pub fn load_tc(&self, port_mac: [u8; 6]) -> io::Result<OwnedFd> {
+        let insns = self
+            .program(port_mac, Hook::Tc)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        load_with_log(BPF_PROG_TYPE_SCHED_CLS, 0, &insns, b"weft_fwd_tc")
+    }
+
+    /// [`FastPath::test_run`] of the tc program: `TC_ACT_OK` for the slow path,
+    /// `TC_ACT_REDIRECT` for a forwarded frame (the test run sends nothing).
+    pub fn test_run_tc(&self, port_mac: [u8; 6], frame: &[u8]) -> io::Result<(u32, Vec<u8>)> {
+        let prog = self.load_tc(port_mac)?;
+        let mut out = vec![0u8; frame.len() + 512];
+        let (verdict, len) = bpf::prog_test_run(prog.as_fd(), frame, &mut out)?;
+        out.truncate(len.min(out.len()));
+        Ok((verdict, out))
     }
 
     /// Run the program of a port with MAC `port_mac` once on `frame`
@@ -559,10 +660,20 @@ impl FastPath {
 /// `BPF_PROG_LOAD` of an XDP program; on failure, load again with the verifier's
 /// log so the error says why.
 pub(crate) fn load_xdp(insns: &[Insn], name: &[u8]) -> io::Result<OwnedFd> {
+    load_with_log(BPF_PROG_TYPE_XDP, BPF_XDP, insns, name)
+}
+
+/// `BPF_PROG_LOAD` of a program of `prog_type`; on failure, load again with the
+/// verifier's log so the error says why.
+fn load_with_log(
+    prog_type: u32,
+    attach_type: u32,
+    insns: &[Insn],
+    name: &[u8],
+) -> io::Result<OwnedFd> {
     let license = c"Dual MIT/GPL";
-    let load = |log: Option<&mut [u8]>| {
-        bpf::prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, insns, license, name, log)
-    };
+    let load =
+        |log: Option<&mut [u8]>| bpf::prog_load(prog_type, attach_type, insns, license, name, log);
     match load(None) {
         Ok(p) => Ok(p),
         Err(e) => {
@@ -582,7 +693,7 @@ pub(crate) fn load_xdp(insns: &[Insn], name: &[u8]) -> io::Result<OwnedFd> {
                 .join("\n");
             Err(io::Error::new(
                 e.kind(),
-                format!("bpf(BPF_PROG_LOAD, XDP): {e}; verifier: {tail}"),
+                format!("bpf(BPF_PROG_LOAD, type {prog_type}): {e}; verifier: {tail}"),
             ))
         }
     }

@@ -17,7 +17,7 @@ use weft_link::{BufferPool, Link};
 use crate::cluster::config::ClusterPlan;
 use crate::cluster::fabric::VerbsFabric;
 use crate::cluster::node::Interconnect;
-use crate::config::{Backend, Config, ConfigError};
+use crate::config::{Backend, Config, ConfigError, FastPathHook};
 use crate::ctl::{self, ControlServer};
 use crate::fastpath::FastPathSync;
 use crate::instance;
@@ -113,7 +113,8 @@ fn run_router(
     // egress may be any kernel interface. Where it was only defaulted, a fast path
     // that cannot be set up leaves the port on the pipeline alone, with a warning;
     // where the config asked for it, that is an error.
-    let wants_fast = |i: usize, p: &crate::config::PortConfig| local(i) && p.xdp_forward();
+    let wants_fast =
+        |i: usize, p: &crate::config::PortConfig| local(i) && p.fast_path() != FastPathHook::Off;
     let mut fast = if cfg.ports.iter().enumerate().any(|(i, p)| wants_fast(i, p)) {
         let ifindex = cfg
             .ports
@@ -173,7 +174,7 @@ fn run_router(
         }
         let with_fast = fast
             .as_ref()
-            .filter(|_| p.xdp_forward())
+            .filter(|_| p.fast_path() != FastPathHook::Off)
             .map(FastPathSync::fast_path);
         let what = || format!("port {}: interface {} ({backend:?})", p.name, p.interface);
         let l = match backend.open_with_fast_path(&p.interface, pool.clone(), with_fast) {
@@ -183,8 +184,8 @@ fn run_router(
             }
             Err(e) if falls_back(with_fast.is_some(), p.xdp_forward_explicit(), &e) => {
                 eprintln!(
-                    "weft router: warning: port {}: XDP fast path off ({e}); the port forwards through the pipeline alone \
-                     (xdp_forward = false silences this)",
+                    "weft router: warning: port {}: fast path off ({e}); the port forwards \
+                     through the pipeline alone (xdp_forward = false silences this)",
                     p.name
                 );
                 backend
