@@ -623,7 +623,7 @@ impl FastPath {
     }
 
     /// Load the tc program for a port with MAC `port_mac` (a `SCHED_CLS` program for
-    /// tc ingress, [`Hook::Tc`]); the error carries the verifier's log.
+    /// tc ingress: the module head says how it differs from the XDP one); the error carries the verifier's log.
     pub fn load_tc(&self, port_mac: [u8; 6]) -> io::Result<OwnedFd> {
         let insns = self
             .program(port_mac, Hook::Tc)
