@@ -26,6 +26,16 @@
 # GRO; veth runs the hook in NAPI on the core that sent, GEN_CPU). The other afxdp
 # rows (afxdp, afxdp-native, afxdp-rps) set `xdp_forward = false`: the fast path is on
 # by default on afxdp ports in generic mode, and these rows measure the pipeline alone.
+# The fast path at tc ingress on AF_PACKET ports (`fast_path = "tc"`,
+# weft_link::afpacket_tc: the same program built for tcx, the slow path to sockets
+# bound to IPv4/IPv6/ARP, so generic XDP's new skb head is not paid): afpacket-tc
+# (with RPS to ROUTER_CPU, like afxdp-fwd and the own-core kernel row) and
+# afpacket-tc-local (no RPS: tc runs in the sender's system call on GEN_CPU, the
+# default kernel row's partner). Their router namespace gets the hosts' sink only
+# (`netns-router.sh sink kernel`): its netdev ingress drop would run after tc and
+# before the protocol handlers, so it would drop the slow path (ARP) too; the
+# router namespace's stack sees only slow-path frames, and drops them (no addresses,
+# no forwarding).
 # KERNEL_OWN_CORE=1 adds rows "linux kernel, own core": kernel forwarding moved by
 # RPS on the router's ingress port to ROUTER_CPU, the core weft gets, so the
 # generator's core does not forward too (see GEN_CPU below). KERNEL=0 skips the
@@ -141,12 +151,18 @@ for ((round = 1; round <= ROUNDS; round++)); do
       afxdp) args=(afxdp generic) ;;
       afxdp-native | afxdp-fwd-native) args=(afxdp native) ;;
       afxdp-rps | afxdp-fwd | afxdp-fwd-local) args=(afxdp generic) ;;
+      afpacket-tc | afpacket-tc-local) args=(afpacket) ;;
       *) echo "unknown backend $backend" >&2; exit 2 ;;
     esac
     for arch in $ARCHS; do
       bash $NETNS up weft
-      if [[ $SINK == 1 ]]; then bash $NETNS sink weft; fi
-      if [[ $backend == afxdp-rps || $backend == afxdp-fwd ]]; then
+      if [[ $SINK == 1 ]]; then
+        case "$backend" in
+          afpacket-tc*) bash $NETNS sink kernel ;;
+          *) bash $NETNS sink weft ;;
+        esac
+      fi
+      if [[ $backend == afxdp-rps || $backend == afxdp-fwd || $backend == afpacket-tc ]]; then
         # As for "linux kernel, own core": RPS queues the ingress veth's frames to
         # ROUTER_CPU, so their receive (generic XDP, the copy into the UMEM) runs on
         # weft's core, not in the generator's send call on GEN_CPU.
@@ -170,6 +186,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
         # two ports: no idle third worker on two cores
         bash $NETNS config 2 "${args[@]}" |
           if [[ $backend == afpacket-v3 ]]; then sed 's/^interface = .*/&\nring = "v3"/'
+          elif [[ $backend == afpacket-tc* ]]; then sed 's/^interface = .*/&\nfast_path = "tc"/'
           elif [[ -n $fwd ]]; then sed "s/^backend = \"afxdp\"\$/&\nxdp_forward = $fwd/"
           else cat; fi
       } > "$cfg"

@@ -1068,3 +1068,104 @@ fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
         "host B no longer gets the far network's traffic"
     );
 }
+
+/// `netns-router.sh config 3` (AF_PACKET ports) with `fast_path = "tc"` on every port.
+fn tc_fast_path_config() -> String {
+    let cfg = Command::new("bash")
+        .arg(script())
+        .args(["config", "3"])
+        .output()
+        .expect("config");
+    let cfg = String::from_utf8_lossy(&cfg.stdout).into_owned();
+    let mut out = String::new();
+    for line in cfg.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("interface = ") {
+            out.push_str("fast_path = \"tc\"\n");
+        }
+    }
+    out
+}
+
+/// The fast path at tc ingress on AF_PACKET ports (`fast_path = "tc"`): routed IPv4
+/// and IPv6 transit crosses in the kernel (the fast path's counter rises, the
+/// pipeline's `forwarded` does not: the packet sockets, bound to IPv4, IPv6 and ARP,
+/// see only what tc let through), while ARP, the router's own addresses, TTL expiry
+/// and IPv6 to the router reach weft's pipeline, once each.
+#[test]
+fn tc_fast_path_on_afpacket_ports_forwards_in_the_kernel_and_leaves_the_rest_to_weft() {
+    require!("traceroute");
+    let _one = weft_testkit::netns_turn(TURN_WAIT);
+    let _topo = Topology::up("weft");
+    let cfg = tc_fast_path_config();
+    assert_eq!(cfg.matches("fast_path = \"tc\"").count(), 3, "{cfg}");
+    let r = RouterProc::start_config("router", &cfg, "left");
+    // The first packets resolve 198.18.2.2 through weft (ARP: the slow path); the
+    // daemon then fills the next hop (every 50 ms).
+    ping_ok("weft-ha", &["198.19.0.1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = xdp_counter(&r, "xdp_forwarded");
+    let piped = r.counter("forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &["ping", "-c", "20", "-i", "0.02", "-W", "2", "198.19.0.1"],
+    );
+    let t = text(&o);
+    assert!(t.contains(" 0% packet loss"), "{t}");
+    let fast = xdp_counter(&r, "xdp_forwarded") - before;
+    // 20 echoes out, 20 replies back, both routed: the fast path.
+    assert!(
+        fast >= 40,
+        "xdp_forwarded +{fast}: {}",
+        r.ctl("show counters")
+    );
+    // Not also the pipeline: a frame tc redirected never reaches the sockets.
+    let also = r.counter("forwarded") - piped;
+    assert!(
+        also <= 2,
+        "the pipeline forwarded {also} of them too: {}",
+        r.ctl("show counters")
+    );
+    // ARP reached weft (resolution above), through the slow path.
+    assert!(xdp_counter(&r, "xdp_slow_not_ip") >= 1);
+    // The router's addresses: the pipeline answers, exactly once per echo.
+    let replied = r.counter("echo_replied");
+    let o = ns(
+        "weft-ha",
+        10,
+        &["ping", "-c", "5", "-i", "0.05", "-W", "2", "198.18.1.1"],
+    );
+    assert!(text(&o).contains(" 0% packet loss"), "{}", text(&o));
+    assert!(!text(&o).contains("DUP!"), "{}", text(&o));
+    let answered = r.counter("echo_replied") - replied;
+    assert_eq!(answered, 5, "{}", r.ctl("show counters"));
+    ping_ok("weft-ha", &["-6", "2001:2:0:1::1"]);
+    // TTL 1: the slow path, and weft's time exceeded.
+    traceroute_shows_router_then("198.19.0.1");
+    assert!(xdp_counter(&r, "xdp_slow_ttl") >= 1);
+    assert!(r.counter("icmp_time_exceeded_sent") >= 1);
+    // IPv6 transit: the fast path too, once 2001:2:0:2::2 is resolved (ND: the
+    // IPv6 socket's slow path).
+    ping_ok("weft-ha", &["-6", "2001:2:0:100::1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let before6 = xdp_counter(&r, "xdp_forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &[
+            "ping",
+            "-6",
+            "-c",
+            "10",
+            "-i",
+            "0.05",
+            "-W",
+            "2",
+            "2001:2:0:100::1",
+        ],
+    );
+    assert!(text(&o).contains(" 0% packet loss"), "{}", text(&o));
+    assert!(xdp_counter(&r, "xdp_forwarded") - before6 >= 20);
+}

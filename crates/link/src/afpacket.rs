@@ -81,6 +81,9 @@ mod vnet {
     pub const F_NEEDS_CSUM: u8 = 1;
 }
 const PACKET_OUTGOING: u8 = 4;
+/// `sll_pkttype`: a frame for another host (or, once the stack cleared its 802.1Q
+/// tag, one of a VLAN this host does not have).
+const PACKET_OTHERHOST: u8 = 3;
 const ETH_P_ALL: u16 = 0x0003;
 
 /// `struct tpacket_req3` (V2 reads only its first four fields, `struct tpacket_req`).
@@ -324,6 +327,10 @@ enum RxFrame {
     Bad,
     /// Our own transmission looped back: skip.
     Outgoing,
+    /// A socket bound to one protocol got a frame for another host (or of a VLAN
+    /// the stack untagged): dropped and counted; `true` when it waits in the
+    /// socket's receive queue (V2, too long for its slot) and must be read off it.
+    OtherHost(bool),
 }
 
 fn read_u32(b: &[u8], at: usize) -> u32 {
@@ -467,6 +474,10 @@ pub struct AfPacket {
     /// With [`AfPacket::keep_arrivals`]: the kernel's arrival time of each frame the
     /// last receive burst returned, in order.
     arrivals: Option<Vec<Duration>>,
+    /// Bound to one protocol ([`AfPacket::with_protocol`]): frames the kernel marked
+    /// for another host (a VLAN tag it cleared, or another MAC) are skipped and
+    /// counted as dropped.
+    skip_other_host: bool,
 }
 
 fn setsockopt<T: Copy>(fd: &OwnedFd, opt: libc::c_int, val: &T, what: &str) -> io::Result<()> {
@@ -481,6 +492,24 @@ impl AfPacket {
 
     /// Open `interface` with the given ring layout and sizes.
     pub fn with_config(interface: &str, pool: BufferPool, cfg: RingConfig) -> io::Result<AfPacket> {
+        AfPacket::with_protocol(interface, pool, cfg, ETH_P_ALL)
+    }
+
+    /// [`AfPacket::with_config`], receiving only frames of EtherType `protocol`
+    /// (`ETH_P_ALL`, 3, for every frame). A socket bound to one protocol is a
+    /// protocol handler, not a packet tap: the kernel hands it a frame after tc
+    /// ingress, and only if tc did not redirect or drop it (`__netif_receive_skb_core`:
+    /// generic XDP, taps, tc, then the handlers of the frame's protocol). It sees
+    /// no outgoing frames. The stack has taken an 802.1Q tag out of the frame and
+    /// cleared it by then, marking a tagged frame (VLAN id not 0) as for another
+    /// host; such frames are not handed out (they would pass as untagged) but
+    /// counted in [`LinkStats::rx_dropped`], with frames for other hosts.
+    pub fn with_protocol(
+        interface: &str,
+        pool: BufferPool,
+        cfg: RingConfig,
+        protocol: u16,
+    ) -> io::Result<AfPacket> {
         let page = 4096u32;
         let bad = |why: &str| {
             Err(io::Error::new(
@@ -551,6 +580,7 @@ impl AfPacket {
             pending: VecDeque::new(),
             copy_buf: Vec::new(),
             arrivals: None,
+            skip_other_host: protocol != ETH_P_ALL,
         };
         // From here dropping `link` closes the fd (and unmaps once mapped) on error.
         let version = match cfg.version {
@@ -649,7 +679,7 @@ impl AfPacket {
         link.tx_base = rx_len;
         let sll = libc::sockaddr_ll {
             sll_family: libc::AF_PACKET as u16,
-            sll_protocol: ETH_P_ALL.to_be(),
+            sll_protocol: protocol.to_be(),
             sll_ifindex: ifindex as i32,
             sll_hatype: 0,
             sll_pkttype: 0,
@@ -750,6 +780,7 @@ impl AfPacket {
         if h[hdr.sll_pkttype()] == PACKET_OUTGOING {
             return (next, RxFrame::Outgoing);
         }
+
         // The receive path moves an 802.1Q tag out of the frame before packet taps
         // see it; a tag must not vanish (the frame would pass as untagged), so it is
         // handed back for re-insertion, as libpcap does.
@@ -766,7 +797,11 @@ impl AfPacket {
             };
             (tpid, tci)
         });
-        if self.version == RingVersion::V2 && status & TP_STATUS_COPY != 0 {
+        let queued = self.version == RingVersion::V2 && status & TP_STATUS_COPY != 0;
+        if self.skip_other_host && h[hdr.sll_pkttype()] == PACKET_OTHERHOST {
+            return (next, RxFrame::OtherHost(queued));
+        }
+        if queued {
             return (next, RxFrame::Queued(len, tag));
         }
         let start = off + mac;
@@ -857,6 +892,16 @@ impl AfPacket {
             }
             RxFrame::Bad => None,
             RxFrame::Outgoing => return 0,
+            RxFrame::OtherHost(queued) => {
+                if queued {
+                    // Keep the queue in step with the slots: read it off.
+                    if self.copy_buf.is_empty() {
+                        self.copy_buf = vec![0; COPY_BUF];
+                    }
+                    let _ = sys::recv_dontwait(self.fd.as_raw_fd(), &mut self.copy_buf);
+                }
+                None
+            }
         };
         match taken {
             Some(n) => n,

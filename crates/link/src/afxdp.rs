@@ -577,7 +577,9 @@ impl Redirect {
         let map = sys::bpf::map_create(BPF_MAP_TYPE_XSKMAP, 4, 4, entries, b"weft_xsks")
             .map_err(|e| io::Error::new(e.kind(), format!("bpf(BPF_MAP_CREATE, XSKMAP): {e}")))?;
         let prog = match fast {
-            Some((f, mac)) => f.load(mac, map.as_fd(), room)?,
+            Some((f, mac)) => f
+                .load(mac, map.as_fd(), room)
+                .map_err(crate::xdp_fwd::FastPathUnavailable::wrap)?,
             None => crate::xdp_fwd::load_xdp(&redirect_program(map.as_fd(), room)?, b"weft_xsks")?,
         };
         Ok((map, prog))

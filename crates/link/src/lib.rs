@@ -29,6 +29,7 @@
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+pub mod afpacket_tc;
 pub mod afxdp;
 mod bpf_asm;
 // Cross-memory attach: a raw destination pointer (into registered memory) handed to

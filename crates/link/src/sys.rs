@@ -1271,6 +1271,10 @@ pub(crate) mod bpf {
     pub(crate) const BPF_MAP_TYPE_XSKMAP: u32 = 17;
     /// `enum bpf_prog_type`: XDP.
     pub(crate) const BPF_PROG_TYPE_XDP: u32 = 6;
+    /// `enum bpf_prog_type`: a tc classifier (`SCHED_CLS`), run at tc ingress/egress.
+    pub(crate) const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
+    /// `enum bpf_attach_type`: tc ingress through a BPF link (tcx, Linux 6.6).
+    pub(crate) const BPF_TCX_INGRESS: u32 = 46;
     /// `enum bpf_attach_type`: the XDP hook.
     pub(crate) const BPF_XDP: u32 = 37;
     /// `XDP_FLAGS_*` of a link: generic (skb) or the driver's hook.
@@ -1282,6 +1286,7 @@ pub(crate) mod bpf {
     pub(crate) const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
     pub(crate) const BPF_FUNC_REDIRECT: i32 = 23;
     pub(crate) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+    pub(crate) const BPF_FUNC_SKB_PULL_DATA: i32 = 39;
 
     /// `union bpf_attr` for `BPF_MAP_CREATE`.
     #[repr(C)]

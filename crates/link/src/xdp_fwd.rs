@@ -37,6 +37,19 @@
 //! match (the router's own addresses, fe80::/10 and ff00::/8 are slot 0), the same
 //! next-hop table and MTU test; the hop limit − 1 (no header checksum).
 //!
+//! The same program is built for tc ingress too ([`FastPath::load_tc`], attached as
+//! tcx by [`crate::afpacket_tc`]): one body, assembled once per hook from the same
+//! code; only the prologue (the frame's bounds in `__sk_buff` instead of `xdp_md`; a
+//! frame whose 802.1Q tag the stack took out goes slow; a nonlinear skb is made
+//! linear with `bpf_skb_pull_data` first) and the slow path's ending (`TC_ACT_OK`,
+//! on to the protocol handlers, instead of the `AF_XDP` socket) differ;
+//! `bpf_redirect` returns each hook's redirect verdict. tc runs on the skb as it is,
+//! where generic XDP first copies an skb with less than 256 bytes of headroom into a
+//! new head. The incremental IPv4 checksum update leaves the header's one's
+//! complement sum unchanged, so an ingress `CHECKSUM_COMPLETE` value stays right;
+//! the IPv6 hop limit has no checksum, and such a value is then stale by 0x0100
+//! (veth's skbs carry none; a NIC driver's might).
+//!
 //! Counters: a per-CPU array, one slot per [`COUNTER_NAMES`] entry, read with
 //! [`FastPath::counters`].
 //!
@@ -46,14 +59,14 @@
 //! bounds-checked against `data_end` (the verifier refuses it otherwise), and a
 //! test ([`FastPath::test_run`]) feeds it short and garbage frames.
 
-use crate::bpf_asm::{self, Asm, AsmError, Jmp};
+use crate::bpf_asm::{self, Asm, AsmError, Jmp, Label};
 use crate::sys::bpf::{
-    self, Insn, Map, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT, BPF_MAP_TYPE_ARRAY,
-    BPF_MAP_TYPE_LPM_TRIE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_XSKMAP, BPF_PROG_TYPE_XDP,
-    BPF_XDP,
+    self, Insn, Map, BPF_FUNC_MAP_LOOKUP_ELEM, BPF_FUNC_REDIRECT, BPF_FUNC_SKB_PULL_DATA,
+    BPF_MAP_TYPE_ARRAY, BPF_MAP_TYPE_LPM_TRIE, BPF_MAP_TYPE_PERCPU_ARRAY, BPF_MAP_TYPE_XSKMAP,
+    BPF_PROG_TYPE_SCHED_CLS, BPF_PROG_TYPE_XDP, BPF_XDP,
 };
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// XDP verdicts (`enum xdp_action`).
@@ -62,6 +75,37 @@ pub const XDP_DROP: u32 = 1;
 pub const XDP_PASS: u32 = 2;
 /// The frame was redirected (to another interface, or to an `AF_XDP` socket).
 pub const XDP_REDIRECT: u32 = 4;
+
+/// tc verdicts (`TC_ACT_*`): the frame goes on through the stack.
+pub const TC_ACT_OK: u32 = 0;
+/// tc: the frame was redirected (`bpf_redirect`'s return value in a tc program).
+pub const TC_ACT_REDIRECT: u32 = 7;
+
+/// `struct __sk_buff` offsets the tc program reads (include/uapi/linux/bpf.h).
+const SKB_LEN: i16 = 0;
+const SKB_VLAN_PRESENT: i16 = 20;
+const SKB_DATA: i16 = 76;
+const SKB_DATA_END: i16 = 80;
+
+/// The longest nonlinear frame the tc program makes linear to forward it (a jumbo
+/// frame's worth); longer ones are GSO super-frames, for the slow path.
+pub const TC_PULL_MAX: u32 = 9216;
+
+/// Which hook a fast-path program is built for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Hook<'a> {
+    /// The XDP hook (`xdp_md`); the slow path is the port's `AF_XDP` socket in
+    /// `xsks` (frames longer than `room`, a UMEM chunk, go to the stack).
+    Xdp {
+        /// The port's XSKMAP.
+        xsks: BorrowedFd<'a>,
+        /// What a UMEM chunk holds.
+        room: u32,
+    },
+    /// tc ingress (`__sk_buff`, attached as tcx); the slow path is `TC_ACT_OK`: on
+    /// to the protocol handlers, where the port's packet sockets are.
+    Tc,
+}
 
 /// The counters' names, by slot: `forwarded` (on the fast path), then one per
 /// reason a frame went to the slow path.
@@ -148,6 +192,19 @@ impl Hop {
         v[8..14].copy_from_slice(&self.dst_mac);
         v[14..20].copy_from_slice(&self.src_mac);
         v
+    }
+}
+
+/// An LPM trie key of either family ([`FastPath::route_key`]).
+#[derive(Debug, Clone, Copy)]
+struct RouteKey {
+    bytes: [u8; 20],
+    len: usize,
+}
+
+impl RouteKey {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -248,53 +305,54 @@ impl FastPath {
         })
     }
 
-    fn route_key(prefix: Ipv4Addr, len: u8) -> [u8; 8] {
-        let len = len.min(32);
-        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-        let addr = u32::from(prefix) & mask;
-        let mut k = [0u8; 8];
-        k[0..4].copy_from_slice(&u32::from(len).to_ne_bytes());
-        k[4..8].copy_from_slice(&addr.to_be_bytes());
+    /// The trie key of `prefix/len` for either family: the prefix length (native
+    /// order, capped at the address's bits), then the address in network order with
+    /// the bits past the prefix cleared; 8 bytes for IPv4, 20 for IPv6.
+    fn route_key(prefix: IpAddr, len: u8) -> RouteKey {
+        let (addr, n): ([u8; 16], usize) = match prefix {
+            IpAddr::V4(a) => {
+                let mut b = [0u8; 16];
+                b[..4].copy_from_slice(&a.octets());
+                (b, 4)
+            }
+            IpAddr::V6(a) => (a.octets(), 16),
+        };
+        let len = usize::from(len).min(8 * n);
+        let mut k = RouteKey {
+            bytes: [0u8; 20],
+            len: 4 + n,
+        };
+        k.bytes[0..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        for (i, (out, b)) in k.bytes[4..4 + n].iter_mut().zip(addr).enumerate() {
+            let bits = len.saturating_sub(8 * i).min(8);
+            let mask = if bits == 0 { 0 } else { 0xffu8 << (8 - bits) };
+            *out = b & mask;
+        }
         k
     }
 
-    /// Route `prefix/len` to next-hop slot `hop` (0: the slow path).
-    pub fn set_route(&self, prefix: Ipv4Addr, len: u8, hop: u32) -> io::Result<()> {
-        self.routes
-            .update(&Self::route_key(prefix, len), &hop.to_ne_bytes())
-    }
-
-    /// Remove the route for `prefix/len` (a missing one is not an error).
-    pub fn delete_route(&self, prefix: Ipv4Addr, len: u8) -> io::Result<()> {
-        match self.routes.delete(&Self::route_key(prefix, len)) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            r => r,
+    /// The trie of `prefix`'s family.
+    fn routes_of(&self, prefix: IpAddr) -> &Map {
+        match prefix {
+            IpAddr::V4(_) => &self.routes,
+            IpAddr::V6(_) => &self.routes6,
         }
     }
 
-    fn route6_key(prefix: Ipv6Addr, len: u8) -> [u8; 20] {
-        let len = len.min(128);
-        let mask = if len == 0 {
-            0
-        } else {
-            u128::MAX << (128 - len)
-        };
-        let addr = u128::from(prefix) & mask;
-        let mut k = [0u8; 20];
-        k[0..4].copy_from_slice(&u32::from(len).to_ne_bytes());
-        k[4..20].copy_from_slice(&addr.to_be_bytes());
-        k
+    /// Route `prefix/len` (IPv4 or IPv6) to next-hop slot `hop` (0: the slow path).
+    pub fn set_route(&self, prefix: impl Into<IpAddr>, len: u8, hop: u32) -> io::Result<()> {
+        let prefix = prefix.into();
+        self.routes_of(prefix)
+            .update(Self::route_key(prefix, len).as_slice(), &hop.to_ne_bytes())
     }
 
-    /// Route the IPv6 `prefix/len` to next-hop slot `hop` (0: the slow path).
-    pub fn set_route6(&self, prefix: Ipv6Addr, len: u8, hop: u32) -> io::Result<()> {
-        self.routes6
-            .update(&Self::route6_key(prefix, len), &hop.to_ne_bytes())
-    }
-
-    /// Remove the IPv6 route for `prefix/len` (a missing one is not an error).
-    pub fn delete_route6(&self, prefix: Ipv6Addr, len: u8) -> io::Result<()> {
-        match self.routes6.delete(&Self::route6_key(prefix, len)) {
+    /// Remove the route for `prefix/len` (a missing one is not an error).
+    pub fn delete_route(&self, prefix: impl Into<IpAddr>, len: u8) -> io::Result<()> {
+        let prefix = prefix.into();
+        match self
+            .routes_of(prefix)
+            .delete(Self::route_key(prefix, len).as_slice())
+        {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             r => r,
         }
@@ -332,14 +390,11 @@ impl FastPath {
         Ok(out)
     }
 
-    /// The program for a port with MAC `port_mac` whose slow path is the XSKMAP
-    /// `xsks` (frames longer than `room`, what a UMEM chunk holds, go to the stack).
-    pub(crate) fn program(
-        &self,
-        port_mac: [u8; 6],
-        xsks: BorrowedFd<'_>,
-        room: u32,
-    ) -> Result<Vec<Insn>, AsmError> {
+    /// The program for a port with MAC `port_mac` in `hook`: one body for both
+    /// hooks (the header tests, the lookups, the rewrite and `bpf_redirect`, whose
+    /// return value is each hook's redirect verdict); only the prologue (where the
+    /// context keeps the frame's bounds) and the slow path's ending differ.
+    pub(crate) fn program(&self, port_mac: [u8; 6], hook: Hook<'_>) -> Result<Vec<Insn>, AsmError> {
         // Registers: r6 ctx (then, once forwarding, the egress ifindex), r7 data,
         // r8 data_end, r9 the counter slot; stack: fp-8 the LPM key (prefix length,
         // address), fp-12 a counter key, fp-16 a next-hop key.
@@ -349,8 +404,13 @@ impl FastPath {
             a.mov_imm(9, r as i32);
         };
         a.mov(6, 1);
-        a.load(4, 7, 6, 0); // ctx->data
-        a.load(4, 8, 6, 4); // ctx->data_end
+        match hook {
+            Hook::Xdp { .. } => {
+                a.load(4, 7, 6, 0); // xdp_md->data
+                a.load(4, 8, 6, 4); // xdp_md->data_end
+            }
+            Hook::Tc => Self::tc_prologue(&mut a, slow),
+        }
         let v6 = a.label();
         let next_hop = a.label();
         let mac_check = |a: &mut Asm| {
@@ -494,8 +554,43 @@ impl FastPath {
                                             // The slow path: count why, then the port's AF_XDP socket (see afxdp.rs).
         a.bind(slow);
         Self::count(&mut a, &self.counters, None);
-        bpf_asm::redirect_to_xsk(&mut a, 6, xsks, room);
+        match hook {
+            Hook::Xdp { xsks, room } => bpf_asm::redirect_to_xsk(&mut a, 6, xsks, room),
+            // On to the protocol handlers after tc: the port's packet sockets, bound
+            // to IPv4, IPv6 and ARP, see only what tc did not redirect.
+            Hook::Tc => {
+                a.mov_imm(0, TC_ACT_OK as i32).exit();
+            }
+        }
         a.finish()
+    }
+
+    /// The tc prologue: r7/r8 the frame's bounds in `__sk_buff` (tc ingress runs
+    /// with the Ethernet header pushed back, so they span the whole frame, as in
+    /// XDP). A frame with an 802.1Q tag the stack took out of it goes slow (its tag
+    /// is not in the bytes the program sees). A nonlinear skb (a sender's page
+    /// fragments: a TCP socket with scatter-gather) of at most [`TC_PULL_MAX`]
+    /// bytes is made linear with `bpf_skb_pull_data`, so the body's
+    /// "length == frame" tests see the whole frame; a longer one (a GSO
+    /// super-frame) goes slow, as it would in XDP (too big).
+    fn tc_prologue(a: &mut Asm, slow: Label) {
+        let linear = a.label();
+        a.mov_imm(9, Reason::NotIp as i32);
+        a.load(4, 2, 6, SKB_VLAN_PRESENT)
+            .jmp_imm(Jmp::Ne, 2, 0, slow);
+        a.load(4, 7, 6, SKB_DATA).load(4, 8, 6, SKB_DATA_END);
+        a.load(4, 2, 6, SKB_LEN);
+        a.mov(3, 8).sub(3, 7).jmp_reg(Jmp::Eq, 2, 3, linear);
+        a.mov_imm(9, Reason::TooBig as i32);
+        a.jmp_imm(Jmp::Gt, 2, TC_PULL_MAX as i32, slow);
+        a.mov(1, 6).call(BPF_FUNC_SKB_PULL_DATA);
+        a.mov_imm(9, Reason::Header as i32);
+        a.jmp_imm(Jmp::Ne, 0, 0, slow);
+        // The helper moved the data: the old pointers are void.
+        a.load(4, 7, 6, SKB_DATA).load(4, 8, 6, SKB_DATA_END);
+        a.load(4, 2, 6, SKB_LEN);
+        a.mov(3, 8).sub(3, 7).jmp_reg(Jmp::Ne, 2, 3, slow);
+        a.bind(linear);
     }
 
     /// `counters[slot] += 1` for this CPU, `slot` fixed or (None) r9's.
@@ -512,8 +607,9 @@ impl FastPath {
         a.bind(done);
     }
 
-    /// Load the program for a port (see [`FastPath::program`]); the error carries
-    /// the verifier's log.
+    /// Load the XDP program for a port whose slow path is the XSKMAP `xsks` (frames
+    /// longer than `room`, what a UMEM chunk holds, go to the stack; see
+    /// [`FastPath::program`]); the error carries the verifier's log.
     pub(crate) fn load(
         &self,
         port_mac: [u8; 6],
@@ -521,9 +617,28 @@ impl FastPath {
         room: u32,
     ) -> io::Result<OwnedFd> {
         let insns = self
-            .program(port_mac, xsks, room)
+            .program(port_mac, Hook::Xdp { xsks, room })
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         load_xdp(&insns, b"weft_fwd")
+    }
+
+    /// Load the tc program for a port with MAC `port_mac` (a `SCHED_CLS` program for
+    /// tc ingress: the module head says how it differs from the XDP one); the error carries the verifier's log.
+    pub fn load_tc(&self, port_mac: [u8; 6]) -> io::Result<OwnedFd> {
+        let insns = self
+            .program(port_mac, Hook::Tc)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        load_with_log(BPF_PROG_TYPE_SCHED_CLS, 0, &insns, b"weft_fwd_tc")
+    }
+
+    /// [`FastPath::test_run`] of the tc program: `TC_ACT_OK` for the slow path,
+    /// `TC_ACT_REDIRECT` for a forwarded frame (the test run sends nothing).
+    pub fn test_run_tc(&self, port_mac: [u8; 6], frame: &[u8]) -> io::Result<(u32, Vec<u8>)> {
+        let prog = self.load_tc(port_mac)?;
+        let mut out = vec![0u8; frame.len() + 512];
+        let (verdict, len) = bpf::prog_test_run(prog.as_fd(), frame, &mut out)?;
+        out.truncate(len.min(out.len()));
+        Ok((verdict, out))
     }
 
     /// Run the program of a port with MAC `port_mac` once on `frame`
@@ -545,10 +660,20 @@ impl FastPath {
 /// `BPF_PROG_LOAD` of an XDP program; on failure, load again with the verifier's
 /// log so the error says why.
 pub(crate) fn load_xdp(insns: &[Insn], name: &[u8]) -> io::Result<OwnedFd> {
+    load_with_log(BPF_PROG_TYPE_XDP, BPF_XDP, insns, name)
+}
+
+/// `BPF_PROG_LOAD` of a program of `prog_type`; on failure, load again with the
+/// verifier's log so the error says why.
+fn load_with_log(
+    prog_type: u32,
+    attach_type: u32,
+    insns: &[Insn],
+    name: &[u8],
+) -> io::Result<OwnedFd> {
     let license = c"Dual MIT/GPL";
-    let load = |log: Option<&mut [u8]>| {
-        bpf::prog_load(BPF_PROG_TYPE_XDP, BPF_XDP, insns, license, name, log)
-    };
+    let load =
+        |log: Option<&mut [u8]>| bpf::prog_load(prog_type, attach_type, insns, license, name, log);
     match load(None) {
         Ok(p) => Ok(p),
         Err(e) => {
@@ -568,9 +693,46 @@ pub(crate) fn load_xdp(insns: &[Insn], name: &[u8]) -> io::Result<OwnedFd> {
                 .join("\n");
             Err(io::Error::new(
                 e.kind(),
-                format!("bpf(BPF_PROG_LOAD, XDP): {e}; verifier: {tail}"),
+                format!("bpf(BPF_PROG_LOAD, type {prog_type}): {e}; verifier: {tail}"),
             ))
         }
+    }
+}
+
+/// Why a port could not run the fast path: its maps' program was refused (the
+/// verifier, no `CAP_BPF`, a kernel without the helpers or map types it uses) or
+/// could not be attached in the hook the fast path needs. A link's open returns it
+/// inside its [`io::Error`] (see [`FastPathUnavailable::is`]), so a caller that only
+/// defaulted the fast path can open the port again without it, while any other
+/// failure (a missing interface, no rings, no socket) stays an error.
+#[derive(Debug)]
+pub struct FastPathUnavailable {
+    /// The loader's or attacher's error (with the verifier's log when it refused).
+    pub why: io::Error,
+}
+
+impl std::fmt::Display for FastPathUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "forwarding fast path unavailable: {}", self.why)
+    }
+}
+
+impl std::error::Error for FastPathUnavailable {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.why)
+    }
+}
+
+impl FastPathUnavailable {
+    /// `why` as an [`io::Error`] of the same kind that carries this type.
+    pub fn wrap(why: io::Error) -> io::Error {
+        io::Error::new(why.kind(), FastPathUnavailable { why })
+    }
+
+    /// Whether `e` is (directly) a fast path that could not be set up.
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref()
+            .is_some_and(|inner| inner.is::<FastPathUnavailable>())
     }
 }
 
@@ -585,13 +747,24 @@ mod tests {
 
     #[test]
     fn route_keys_are_prefix_length_then_the_masked_address() {
-        let k = FastPath::route_key(Ipv4Addr::new(198, 19, 7, 9), 16);
-        assert_eq!(&k[0..4], &16u32.to_ne_bytes());
-        assert_eq!(&k[4..8], &[198, 19, 0, 0]);
+        let v4 = |a: [u8; 4], l| FastPath::route_key(IpAddr::from(a), l);
+        let k = v4([198, 19, 7, 9], 16);
+        assert_eq!(k.as_slice().len(), 8);
+        assert_eq!(&k.as_slice()[0..4], &16u32.to_ne_bytes());
+        assert_eq!(&k.as_slice()[4..8], &[198, 19, 0, 0]);
+        assert_eq!(&v4([1, 2, 3, 4], 0).as_slice()[4..], &[0; 4]);
         assert_eq!(
-            &FastPath::route_key(Ipv4Addr::new(1, 2, 3, 4), 0)[4..],
-            &[0; 4]
+            &v4([10, 255, 255, 255], 12).as_slice()[4..],
+            &[10, 240, 0, 0]
         );
+        // A length past the address's bits is capped at them.
+        assert_eq!(&v4([1, 2, 3, 4], 40).as_slice()[..4], &32u32.to_ne_bytes());
+        let v6: std::net::Ipv6Addr = "2001:2:0:1:ffff::1".parse().expect("v6");
+        let k = FastPath::route_key(IpAddr::V6(v6), 65);
+        assert_eq!(k.as_slice().len(), 20);
+        assert_eq!(&k.as_slice()[0..4], &65u32.to_ne_bytes());
+        let want: std::net::Ipv6Addr = "2001:2:0:1:8000::".parse().expect("v6");
+        assert_eq!(&k.as_slice()[4..], &want.octets());
     }
 
     #[test]

@@ -21,6 +21,11 @@
 //! #                              # forwarded in the XDP hook (weft_link::xdp_fwd) unless
 //! #                              # false; the rest reaches the pipeline. Native mode:
 //! #                              # off unless true (see PortConfig::xdp_forward)
+//! # fast_path = "tc"             # the forwarding fast path and its hook: "xdp" (afxdp
+//! #                              # ports; the same as xdp_forward = true), "tc" (afpacket
+//! #                              # ports: tc ingress, weft_link::afpacket_tc) or "off".
+//! #                              # Default: xdp on afxdp ports in generic mode, else off
+//! #                              # (see PortConfig::fast_path)
 //!
 //! [[port]]                       # a port to another weft process on this host
 //! name = "to-r2"
@@ -49,6 +54,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use weft_link::afpacket::{AfPacket, RingConfig, RingVersion};
+use weft_link::afpacket_tc::AfPacketTc;
 use weft_link::afxdp::{AfXdpLink, XdpConfig};
 use weft_link::shm::{mac_for_name, ShmFrameLink, ShmOptions};
 use weft_link::xdp_fwd::FastPath;
@@ -115,6 +121,13 @@ pub struct PortConfig {
     /// native mode; see [`PortConfig::xdp_forward`].
     #[serde(default)]
     pub xdp_forward: Option<bool>,
+    /// The forwarding fast path ([`weft_link::xdp_fwd`]) and its hook: `xdp` (afxdp
+    /// ports, the same as `xdp_forward = true`), `tc` (afpacket ports: the program at
+    /// tc ingress, [`weft_link::afpacket_tc`]) or `off`. Not together with
+    /// `xdp_forward`. Unset: as `xdp_forward` says, or its default; see
+    /// [`PortConfig::fast_path`].
+    #[serde(default)]
+    pub fast_path: Option<String>,
     /// For `afxdp`: the depth of each queue's receive ring, which is also its fill
     /// ring's depth and its receive chunks in the UMEM (a power of two,
     /// [`XDP_RX_FRAMES_MIN`]..=[`XDP_RX_FRAMES_MAX`]; default
@@ -149,6 +162,18 @@ pub enum Backend {
         /// The other end's port name.
         peer: SocketAddr,
     },
+}
+
+/// Where a port runs the forwarding fast path ([`PortConfig::fast_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FastPathHook {
+    /// Not at all: every frame reaches the pipeline.
+    Off,
+    /// In the XDP hook, slow path to the port's `AF_XDP` socket (afxdp ports).
+    Xdp,
+    /// At tc ingress, slow path to the port's per-protocol packet sockets
+    /// (afpacket ports; [`weft_link::afpacket_tc`]).
+    Tc,
 }
 
 /// Largest frame on an shm port: Ethernet's 1514, so routers on either side agree on
@@ -187,8 +212,9 @@ impl Backend {
         self.open_with_fast_path(interface, pool, None)
     }
 
-    /// [`Backend::open`]; an `afxdp` port given `fast` runs the XDP forwarding fast
-    /// path over its maps (other backends ignore it).
+    /// [`Backend::open`]; given `fast`, an `afxdp` port runs the forwarding fast path
+    /// over its maps in the XDP hook, an `afpacket` port at tc ingress
+    /// ([`weft_link::afpacket_tc`]); shm ports ignore it.
     pub fn open_with_fast_path(
         self,
         interface: &str,
@@ -201,7 +227,10 @@ impl Backend {
                     RingVersion::V2 => RingConfig::default(),
                     RingVersion::V3 => RingConfig::v3(),
                 };
-                Box::new(AfPacket::with_config(interface, pool, cfg)?)
+                match fast {
+                    Some(f) => Box::new(AfPacketTc::open(interface, pool, cfg, f)?),
+                    None => Box::new(AfPacket::with_config(interface, pool, cfg)?),
+                }
             }
             Backend::AfXdp(cfg) => Box::new(AfXdpLink::with_fast_path(interface, pool, cfg, fast)?),
             Backend::Shm { peer } => {
@@ -246,6 +275,25 @@ impl PortConfig {
         }
         if self.xdp_forward.is_some() && backend != "afxdp" {
             return Err(only_for("xdp_forward", "afxdp"));
+        }
+        match self.fast_path.as_deref() {
+            None => {}
+            Some(_) if self.xdp_forward.is_some() => {
+                return Err(bad(PortProblem::FastPathTwice));
+            }
+            Some("off") => {}
+            Some("xdp") if backend != "afxdp" => {
+                return Err(only_for("fast_path = \"xdp\"", "afxdp"))
+            }
+            Some("tc") if backend != "afpacket" => {
+                return Err(only_for("fast_path = \"tc\"", "afpacket"))
+            }
+            Some("xdp" | "tc") => {}
+            Some(v) => {
+                return Err(bad(PortProblem::UnknownFastPath {
+                    value: v.to_string(),
+                }))
+            }
         }
         match backend {
             "shm" => {
@@ -312,6 +360,9 @@ impl PortConfig {
     /// (docs/results/router.md §3.3i). Generic mode transmits through the egress
     /// device's ordinary path, which every device has.
     pub fn xdp_forward(&self) -> bool {
+        if let Some(hook) = self.fast_path.as_deref() {
+            return hook == "xdp";
+        }
         match self.xdp_forward {
             Some(on) => on,
             None => {
@@ -321,11 +372,26 @@ impl PortConfig {
         }
     }
 
-    /// Whether the config said `xdp_forward = …` for this port: then a fast path
-    /// that cannot be loaded is an error, where the default falls back to the
-    /// pipeline alone with a warning.
+    /// Whether the config said `xdp_forward = …` or `fast_path = …` for this port:
+    /// then a fast path that cannot be set up is an error, where the default falls
+    /// back to the pipeline alone with a warning.
     pub fn xdp_forward_explicit(&self) -> bool {
-        self.xdp_forward.is_some()
+        self.xdp_forward.is_some() || self.fast_path.is_some()
+    }
+
+    /// Where this port runs the fast path: `fast_path` when given (checked by
+    /// [`PortConfig::backend`]: `xdp` for afxdp ports, `tc` for afpacket ports);
+    /// else XDP where [`PortConfig::xdp_forward`] says so, and nowhere otherwise.
+    /// The tc hook is not the default for afpacket ports (docs/results/router.md
+    /// §3.3j).
+    pub fn fast_path(&self) -> FastPathHook {
+        match self.fast_path.as_deref() {
+            Some("tc") => FastPathHook::Tc,
+            Some("xdp") => FastPathHook::Xdp,
+            Some(_) => FastPathHook::Off,
+            None if self.xdp_forward() => FastPathHook::Xdp,
+            None => FastPathHook::Off,
+        }
     }
 
     fn error(&self, problem: PortProblem) -> ConfigError {
@@ -451,6 +517,13 @@ pub enum PortProblem {
         /// The value given.
         value: u32,
     },
+    /// `fast_path` is not xdp, tc or off.
+    UnknownFastPath {
+        /// The value given.
+        value: String,
+    },
+    /// Both `fast_path` and `xdp_forward`.
+    FastPathTwice,
     /// `ring` is not v2 or v3.
     UnknownRing {
         /// The value given.
@@ -547,6 +620,12 @@ impl std::fmt::Display for PortProblem {
                 "xdp_rx_frames {value} is not a power of two from \
                  {XDP_RX_FRAMES_MIN} to {XDP_RX_FRAMES_MAX}"
             ),
+            PortProblem::UnknownFastPath { value } => {
+                write!(f, "unknown fast_path {value:?} (xdp, tc, off)")
+            }
+            PortProblem::FastPathTwice => {
+                f.write_str("fast_path and xdp_forward both given: fast_path alone says it")
+            }
             PortProblem::UnknownRing { value } => {
                 write!(f, "unknown ring {value:?} (v2, v3)")
             }
@@ -885,6 +964,67 @@ via = "198.18.2.2"
                 port: 1,
                 via: Some("198.18.2.2".parse().expect("a"))
             })
+        );
+    }
+
+    #[test]
+    fn fast_path_names_the_hook_and_each_hook_its_backend() {
+        let port = |extra: &str| {
+            EXAMPLE.replacen("name = \"left\"", &format!("name = \"left\"\n{extra}"), 1)
+        };
+        let hook = |extra: &str| {
+            let c = Config::parse(&port(extra)).expect(extra);
+            (c.ports[0].fast_path(), c.ports[0].xdp_forward_explicit())
+        };
+        // Defaults: xdp on generic afxdp ports, off on afpacket ports.
+        assert_eq!(hook(""), (FastPathHook::Off, false));
+        assert_eq!(hook("backend = \"afxdp\""), (FastPathHook::Xdp, false));
+        assert_eq!(hook("fast_path = \"tc\""), (FastPathHook::Tc, true));
+        assert_eq!(
+            hook("backend = \"afpacket\"\nring = \"v3\"\nfast_path = \"tc\""),
+            (FastPathHook::Tc, true)
+        );
+        assert_eq!(hook("fast_path = \"off\""), (FastPathHook::Off, true));
+        assert_eq!(
+            hook("backend = \"afxdp\"\nfast_path = \"xdp\""),
+            (FastPathHook::Xdp, true)
+        );
+        assert_eq!(
+            hook("backend = \"afxdp\"\nfast_path = \"off\""),
+            (FastPathHook::Off, true)
+        );
+        // The old key keeps its meaning.
+        assert_eq!(
+            hook("backend = \"afxdp\"\nxdp_forward = false"),
+            (FastPathHook::Off, true)
+        );
+        let problem = |extra: &str| match Config::parse(&port(extra)) {
+            Err(ConfigError::Port { problem, .. }) => problem,
+            other => panic!("{extra}: {other:?}"),
+        };
+        assert_eq!(
+            problem("fast_path = \"xdp\""),
+            PortProblem::OnlyFor {
+                key: "fast_path = \"xdp\"",
+                backend: "afxdp"
+            }
+        );
+        assert_eq!(
+            problem("backend = \"afxdp\"\nfast_path = \"tc\""),
+            PortProblem::OnlyFor {
+                key: "fast_path = \"tc\"",
+                backend: "afpacket"
+            }
+        );
+        assert_eq!(
+            problem("fast_path = \"ebpf\""),
+            PortProblem::UnknownFastPath {
+                value: "ebpf".into()
+            }
+        );
+        assert_eq!(
+            problem("backend = \"afxdp\"\nxdp_forward = true\nfast_path = \"xdp\""),
+            PortProblem::FastPathTwice
         );
     }
 

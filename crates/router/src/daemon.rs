@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use weft_link::xdp_fwd::FastPathUnavailable;
 use weft_link::{BufferPool, Link};
 
 use crate::cluster::config::ClusterPlan;
 use crate::cluster::fabric::VerbsFabric;
 use crate::cluster::node::Interconnect;
-use crate::config::{Backend, Config, ConfigError};
+use crate::config::{Backend, Config, ConfigError, FastPathHook};
 use crate::ctl::{self, ControlServer};
 use crate::fastpath::FastPathSync;
 use crate::instance;
@@ -112,7 +113,8 @@ fn run_router(
     // egress may be any kernel interface. Where it was only defaulted, a fast path
     // that cannot be set up leaves the port on the pipeline alone, with a warning;
     // where the config asked for it, that is an error.
-    let wants_fast = |i: usize, p: &crate::config::PortConfig| local(i) && p.xdp_forward();
+    let wants_fast =
+        |i: usize, p: &crate::config::PortConfig| local(i) && p.fast_path() != FastPathHook::Off;
     let mut fast = if cfg.ports.iter().enumerate().any(|(i, p)| wants_fast(i, p)) {
         let ifindex = cfg
             .ports
@@ -172,7 +174,7 @@ fn run_router(
         }
         let with_fast = fast
             .as_ref()
-            .filter(|_| p.xdp_forward())
+            .filter(|_| p.fast_path() != FastPathHook::Off)
             .map(FastPathSync::fast_path);
         let what = || format!("port {}: interface {} ({backend:?})", p.name, p.interface);
         let l = match backend.open_with_fast_path(&p.interface, pool.clone(), with_fast) {
@@ -180,11 +182,10 @@ fn run_router(
                 fast_ports += usize::from(with_fast.is_some());
                 l
             }
-            Err(e) if with_fast.is_some() && !p.xdp_forward_explicit() => {
+            Err(e) if falls_back(with_fast.is_some(), p.xdp_forward_explicit(), &e) => {
                 eprintln!(
-                    "weft router: warning: port {}: XDP fast path off, its program could not be \
-                     loaded ({e}); the port forwards through the pipeline alone \
-                     (xdp_forward = false silences this)",
+                    "weft router: warning: port {}: fast path off ({e}); the port forwards \
+                     through the pipeline alone (xdp_forward = false silences this)",
                     p.name
                 );
                 backend
@@ -307,4 +308,41 @@ fn run_router(
         }
     }
     result.context("data plane")
+}
+
+/// Whether a port whose open failed with `e` is opened again without the fast path:
+/// only when it was given one (`with_fast`) that the config did not ask for
+/// (`explicit`), and only when the failure is the fast path's own
+/// ([`FastPathUnavailable`]: its program refused or not attachable). Anything else —
+/// a missing interface, no rings, no socket — is the port's error either way.
+fn falls_back(with_fast: bool, explicit: bool, e: &std::io::Error) -> bool {
+    with_fast && !explicit && FastPathUnavailable::is(e)
+}
+
+#[cfg(test)]
+mod fallback_tests {
+    use super::falls_back;
+    use std::io;
+    use weft_link::xdp_fwd::FastPathUnavailable;
+
+    #[test]
+    fn only_a_defaulted_fast_path_that_failed_itself_falls_back() {
+        let refused = || {
+            FastPathUnavailable::wrap(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "bpf(BPF_PROG_LOAD, XDP): verifier said no",
+            ))
+        };
+        let missing = || io::Error::new(io::ErrorKind::NotFound, "if_nametoindex: no such device");
+        assert!(falls_back(true, false, &refused()));
+        // Asked for in the config: the failure is an error.
+        assert!(!falls_back(true, true, &refused()));
+        // Any other open error is the port's, not the fast path's.
+        assert!(!falls_back(true, false, &missing()));
+        assert!(!falls_back(true, false, &io::Error::other("no rings")));
+        // No fast path given: nothing to fall back from.
+        assert!(!falls_back(false, false, &refused()));
+        // The kind is kept for callers that look at it.
+        assert_eq!(refused().kind(), io::ErrorKind::PermissionDenied);
+    }
 }

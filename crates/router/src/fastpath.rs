@@ -244,19 +244,13 @@ impl FastPathSync {
             .copied()
             .collect();
         for (a, l) in stale {
-            match a {
-                IpAddr::V4(a4) => self.fast.delete_route(a4, l)?,
-                IpAddr::V6(a6) => self.fast.delete_route6(a6, l)?,
-            }
+            self.fast.delete_route(a, l)?;
             self.routes.remove(&(a, l));
             changed += 1;
         }
         for (&(a, l), &v) in &want_routes {
             if self.routes.get(&(a, l)) != Some(&v) {
-                match a {
-                    IpAddr::V4(a4) => self.fast.set_route(a4, l, v)?,
-                    IpAddr::V6(a6) => self.fast.set_route6(a6, l, v)?,
-                }
+                self.fast.set_route(a, l, v)?;
                 self.routes.insert((a, l), v);
                 changed += 1;
             }
