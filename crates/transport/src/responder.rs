@@ -734,11 +734,7 @@ impl Responder {
                     });
                     return Err(e.into());
                 }
-                let mut c = Completion::new(recv.wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
-                c.byte_len = plen as u32;
-                c.imm = repr.imm;
-                c.from_srq = from_srq;
-                ctx.cq.complete(c);
+                complete_send(ctx, q, &recv, from_srq, plen, repr.imm);
                 self.msn = self.msn.wrapping_add(1);
                 Ok(1)
             }
@@ -767,12 +763,7 @@ impl Responder {
                         offset,
                     }) = self.cur.take()
                     {
-                        let mut c =
-                            Completion::new(recv.wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
-                        c.byte_len = offset as u32;
-                        c.imm = repr.imm;
-                        c.from_srq = from_srq;
-                        ctx.cq.complete(c);
+                        complete_send(ctx, q, &recv, from_srq, offset, repr.imm);
                     }
                     self.msn = self.msn.wrapping_add(1);
                 }
@@ -1133,6 +1124,24 @@ fn has_recv<M: Memory>(q: &QpCommon, rq: &VecDeque<RecvWr>, ctx: &Ctx<'_, M>) ->
         Some(s) => ctx.srqs.get(&s).is_some_and(|s| !s.queue.is_empty()),
         None => !rq.is_empty(),
     }
+}
+
+/// A SEND's message arrived whole: its receive completes with the bytes placed and the
+/// message's immediate (the one-packet path and the last packet of a longer one).
+#[inline]
+fn complete_send<M: Memory>(
+    ctx: &mut Ctx<'_, M>,
+    q: &QpCommon,
+    recv: &RecvWr,
+    from_srq: bool,
+    len: u64,
+    imm: Option<u32>,
+) {
+    let mut c = Completion::new(recv.wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
+    c.byte_len = len as u32;
+    c.imm = imm;
+    c.from_srq = from_srq;
+    ctx.cq.complete(c);
 }
 
 fn take_recv<M: Memory>(
