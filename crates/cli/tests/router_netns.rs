@@ -973,6 +973,28 @@ fn xdp_counter(r: &RouterProc, name: &str) -> u64 {
     r.counter(name)
 }
 
+/// Twenty IPv4 pings from host A across the router (198.19.0.1, routed via host B),
+/// once the next hop is resolved (the first ping's ARP goes through weft's slow path):
+/// none lost. Returns how much the fast path's `xdp_forwarded` and the pipeline's
+/// `forwarded` rose over the twenty.
+fn ipv4_transit_pings(r: &RouterProc) -> (u64, u64) {
+    ping_ok("weft-ha", &["198.19.0.1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let fast = xdp_counter(r, "xdp_forwarded");
+    let piped = r.counter("forwarded");
+    let o = ns(
+        "weft-ha",
+        20,
+        &["ping", "-c", "20", "-i", "0.02", "-W", "2", "198.19.0.1"],
+    );
+    let t = text(&o);
+    assert!(t.contains(" 0% packet loss"), "{t}");
+    (
+        xdp_counter(r, "xdp_forwarded") - fast,
+        r.counter("forwarded") - piped,
+    )
+}
+
 /// Ten IPv6 pings from host A across the router (2001:2:0:100::1, behind host B), once
 /// the next hop is resolved (the first ping's ND goes through weft's slow path): none
 /// lost, and the fast path's `xdp_forwarded` rose by at least `min` (requests, and
@@ -1016,17 +1038,7 @@ fn xdp_forward_ports_forward_in_the_kernel_and_leave_the_rest_to_weft() {
     assert!(xdp.contains("xdpgeneric"), "{xdp}");
     // The first packets resolve 198.18.2.2 through weft; the daemon then fills the
     // next hop (every 50 ms).
-    ping_ok("weft-ha", &["198.19.0.1"]);
-    std::thread::sleep(Duration::from_millis(300));
-    let before = xdp_counter(&r, "xdp_forwarded");
-    let o = ns(
-        "weft-ha",
-        20,
-        &["ping", "-c", "20", "-i", "0.02", "-W", "2", "198.19.0.1"],
-    );
-    let t = text(&o);
-    assert!(t.contains(" 0% packet loss"), "{t}");
-    let fast = xdp_counter(&r, "xdp_forwarded") - before;
+    let (fast, _) = ipv4_transit_pings(&r);
     // Host A → 198.19.0.1 is routed via 198.18.2.2: the fast path; the replies to
     // host A, a resolved neighbour on a connected network, too.
     assert!(
@@ -1111,18 +1123,7 @@ fn tc_fast_path_on_afpacket_ports_forwards_in_the_kernel_and_leaves_the_rest_to_
     let r = RouterProc::start_config("router", &cfg, "left");
     // The first packets resolve 198.18.2.2 through weft (ARP: the slow path); the
     // daemon then fills the next hop (every 50 ms).
-    ping_ok("weft-ha", &["198.19.0.1"]);
-    std::thread::sleep(Duration::from_millis(300));
-    let before = xdp_counter(&r, "xdp_forwarded");
-    let piped = r.counter("forwarded");
-    let o = ns(
-        "weft-ha",
-        20,
-        &["ping", "-c", "20", "-i", "0.02", "-W", "2", "198.19.0.1"],
-    );
-    let t = text(&o);
-    assert!(t.contains(" 0% packet loss"), "{t}");
-    let fast = xdp_counter(&r, "xdp_forwarded") - before;
+    let (fast, also) = ipv4_transit_pings(&r);
     // 20 echoes out, 20 replies back, both routed: the fast path.
     assert!(
         fast >= 40,
@@ -1130,7 +1131,6 @@ fn tc_fast_path_on_afpacket_ports_forwards_in_the_kernel_and_leaves_the_rest_to_
         r.ctl("show counters")
     );
     // Not also the pipeline: a frame tc redirected never reaches the sockets.
-    let also = r.counter("forwarded") - piped;
     assert!(
         also <= 2,
         "the pipeline forwarded {also} of them too: {}",
