@@ -294,6 +294,33 @@ impl SpinBudget {
         }
     }
 
+    /// [`SpinBudget::next_spin`] for an application's completion waits under thread
+    /// progress ([`crate::Waiter`]): the whole cap when the application comes
+    /// straight back to wait — its median time away between waits is shorter than a
+    /// wake-up (a saturated stream, a ping-pong) — unless nearly all recent gaps
+    /// outlast the cap.
+    ///
+    /// Such an application's rate is its waits' latency, and there a rare long gap
+    /// (its peer preempted for a moment) that outlasted the learned spin blocked it.
+    /// A blocked application costs more than its own wake-up: its engine thread takes
+    /// the link over and fires the channel, and its peer's next requests wait for both.
+    /// At 16 requests in flight over shm that was 100–300 blocked waits per 500 000
+    /// requests, a p99.9 of 0.2–1.2 ms and 10–20 % of the rate against busy polling
+    /// (docs/results/study.md, "An application that comes straight back spins the
+    /// cap"). The spin given up was mostly spun anyway: such an application waits
+    /// more than it is away. A loop that blocks only itself (weft-rpc's server heads
+    /// and dispatcher) keeps [`SpinBudget::next_spin`].
+    pub fn next_wait_spin(&self) -> Duration {
+        let straight_back = self
+            .aways
+            .quartiles()
+            .is_some_and(|(away, _)| u128::from(away) < self.wake_cost().as_nanos());
+        if straight_back && !self.gaps.nearly_all_beyond(self.cap) {
+            return self.cap;
+        }
+        self.next_spin()
+    }
+
     /// The application was away `away` between the end of its last wait and the
     /// start of this one.
     pub fn away(&mut self, away: Duration) {
@@ -650,6 +677,8 @@ mod tests {
             assert!(toy_wait(&mut b, US, 3 * US, wake));
         }
         assert_eq!(b.next_spin(), wake);
+        // An application's waiter spins the whole cap there: it comes straight back.
+        assert_eq!(b.next_wait_spin(), SpinBudget::DEFAULT_CAP);
         // Beside CPU hogs the peer is sometimes preempted (half the waits 5 ms), but
         // a wake-up costs milliseconds too: blocking at once does not pay.
         let mut b = SpinBudget::default();
@@ -737,6 +766,43 @@ mod tests {
             b.blocked(Duration::ZERO, 120 * US, Some(wake));
         }
         assert_eq!(b.next_spin(), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_application_that_comes_straight_back_spins_through_a_rare_long_gap() {
+        let wake = 40 * US;
+        // One wait of an application's waiter (`toy_wait` with `next_wait_spin`).
+        let wait = |b: &mut SpinBudget, away: Duration, t: Duration| {
+            b.away(away);
+            let spin = b.next_wait_spin();
+            if t <= spin {
+                b.spun(t);
+            } else {
+                b.blocked(spin, t - spin, Some(wake));
+            }
+        };
+        // A saturated stream: back to wait 1 µs after each wait, events within 5 µs,
+        // one wait in sixteen 600 µs (its peer preempted for a moment).
+        let mut b = SpinBudget::default();
+        for i in 0..64 {
+            let t = if i % 16 == 15 { 600 * US } else { 5 * US };
+            wait(&mut b, US, t);
+        }
+        assert_eq!(b.next_spin(), wake, "the learned spin would block on it");
+        assert_eq!(b.next_wait_spin(), SpinBudget::DEFAULT_CAP, "spun through");
+        // The same gaps, the application away 50 µs (more than a wake-up) between
+        // waits: the learned spin.
+        let mut p = b.clone();
+        for _ in 0..GAPS {
+            p.away(50 * US);
+        }
+        assert_eq!(p.next_wait_spin(), p.next_spin());
+        // Straight back, but nearly every wait outlasts the cap (an idle server):
+        // block at once.
+        for _ in 0..GAPS {
+            wait(&mut b, US, 10 * MS);
+        }
+        assert_eq!(b.next_wait_spin(), Duration::ZERO);
     }
 
     /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,

@@ -16,7 +16,9 @@
 //! twice what blocking at once would have. So a saturated stream spins (as busy
 //! polling does), and where wake-ups are slow (a busy engine beside a large
 //! transfer) it spins up to the 1 ms cap (docs/results/study.md, "The adaptive
-//! run"). When most recent waits outlasted the spin — a sparse stream, or replies
+//! run"). An application that comes straight back to wait (away less than a
+//! wake-up between waits) spins the whole cap, so a rare long wait does not block
+//! it ([`SpinBudget::next_wait_spin`]). When most recent waits outlasted the spin — a sparse stream, or replies
 //! that come after the peer's own wake-ups — spinning would cost more than the
 //! wake-ups it saves, and the waiter blocks at once: a wait within the spin saves a
 //! wake-up less its length, one beyond it wastes the whole spin
@@ -130,7 +132,7 @@ impl Waiter {
     /// on the recent waits, blocking at once would have cost less
     /// ([`SpinBudget::next_spin`]).
     fn adaptive_spin(&self) -> Duration {
-        self.learn.next_spin()
+        self.learn.next_wait_spin()
     }
 
     /// Append up to `max` completions of `cq` to `out`, waiting up to `timeout` for at
