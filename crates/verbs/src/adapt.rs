@@ -7,6 +7,7 @@
 //! - [`QuietGap`]: how long an application may leave its completion queues unpolled
 //!   before the engine thread, standing by for it, serves the link itself.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 /// Gaps remembered by [`GapHistory`].
@@ -217,7 +218,17 @@ pub struct SpinBudget {
     /// Of the recent gaps that outlasted the learned spin, those that ended within
     /// the cap less those that ended beyond it, within ±[`REACH_MAX`].
     reach: i8,
+    /// The learned spin as the last [`SpinBudget::next_wait_spin`] that did not
+    /// spin the cap found it (the cap before any).
+    learned: Cell<Duration>,
+    /// [`SpinBudget::next_wait_spin`]'s decision to spin the cap (but for `reach`),
+    /// and the waits left before it decides again.
+    extend: Cell<(u8, bool)>,
 }
+
+/// [`SpinBudget::next_wait_spin`] decides whether to spin the cap every this many
+/// waits.
+const EXTEND_EVERY: u8 = 8;
 
 /// The bound of [`SpinBudget`]'s `reach`: a few outliers of the other kind turn it.
 const REACH_MAX: i8 = 4;
@@ -254,6 +265,8 @@ impl SpinBudget {
             aways: GapHistory::default(),
             spins: GapHistory::default(),
             reach: 0,
+            learned: Cell::new(cap),
+            extend: Cell::new((0, false)),
         }
     }
 
@@ -320,33 +333,48 @@ impl SpinBudget {
     /// is spent only on the outliers, and only while spinning on finds them. A loop that blocks only itself (weft-rpc's server heads
     /// and dispatcher) keeps [`SpinBudget::next_spin`].
     pub fn next_wait_spin(&self) -> Duration {
-        let straight_back = self
-            .aways
-            .quartiles()
-            .is_some_and(|(away, _)| u128::from(away) < self.wake_cost().as_nanos());
-        // Long gaps must be the exception: three in four within a quarter of the cap
-        // (the learned spin covers them). A server whose every other wait is its
-        // client's 10 ms pause would spin the cap on each of those.
-        let rare_long = self
-            .gaps
-            .quartiles()
-            .is_some_and(|(_, p75)| u128::from(p75) * 4 <= self.cap.as_nanos());
-        // And spinning on through them must find them: of the recent gaps that
-        // outlasted the learned spin, no more ended beyond the cap than within it
-        // (`reach`). A server whose clients come in bursts with 20 ms between them
-        // would spin the cap at every pause and find nothing.
-        if straight_back && rare_long && self.reach >= 0 {
+        let (left, extend) = self.extend.get();
+        let extend = if left == 0 {
+            // The inputs are histories of 16 waits: deciding again every
+            // `EXTEND_EVERY` waits saves their sorts on the others (a ping-pong
+            // waits on every message; the sorts cost it ~0.1 µs a round trip).
+            let straight_back = self
+                .aways
+                .quartiles()
+                .is_some_and(|(away, _)| u128::from(away) < self.wake_cost().as_nanos());
+            // Long gaps must be the exception: three in four within a quarter of
+            // the cap (the learned spin covers them). A server whose every other
+            // wait is its client's 10 ms pause would spin the cap on each of those.
+            let rare_long = self
+                .gaps
+                .quartiles()
+                .is_some_and(|(_, p75)| u128::from(p75) * 4 <= self.cap.as_nanos());
+            // And spinning on through them must find them (`reach`).
+            let e = straight_back && rare_long;
+            self.extend.set((EXTEND_EVERY - 1, e));
+            e
+        } else {
+            self.extend.set((left - 1, extend));
+            extend
+        };
+        // Of the recent gaps that outlasted the learned spin, no more ended beyond
+        // the cap than within it: a server whose clients come in bursts with 20 ms
+        // between them would spin the cap at every pause and find nothing.
+        if extend && self.reach >= 0 {
             return self.cap;
         }
-        self.next_spin()
+        let spin = self.next_spin();
+        self.learned.set(spin);
+        spin
     }
 
     /// Keep `reach` (see [`SpinBudget::next_wait_spin`]) for a gap about to be
-    /// recorded: one that outlasted the learned spin counts up if it ended within the
-    /// cap, down if beyond. Gaps are rarely that long in a saturated stream, so this
+    /// recorded: one that outlasted the learned spin (as the last
+    /// [`SpinBudget::next_wait_spin`] that did not spin the cap found it) counts up
+    /// if it ended within the cap, down if beyond. Gaps are rarely that long in a saturated stream, so this
     /// remembers them longer than the history of [`GAPS`] does.
     fn reach_by(&mut self, gap: Duration) {
-        if gap > self.spin() {
+        if gap > self.learned.get() {
             self.reach = if gap <= self.cap {
                 (self.reach + 1).min(REACH_MAX)
             } else {
@@ -856,6 +884,7 @@ mod tests {
         let mut p = b.clone();
         for _ in 0..GAPS {
             p.away(50 * US);
+            p.next_wait_spin();
         }
         assert_eq!(p.next_wait_spin(), p.next_spin());
         // Straight back, every other wait 10 ms (a server whose client pauses, and
