@@ -877,6 +877,16 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn tx_inflight_takes_zero_or_a_ring_size() {
+        for ok in ["0", "32", "256", "2048"] {
+            assert_eq!(parse_inflight(ok), Ok(ok.parse().unwrap()), "{ok}");
+        }
+        for bad in ["16", "300", "4096", "-1", "x", ""] {
+            assert!(parse_inflight(bad).is_err(), "{bad}");
+        }
+    }
+
     fn row(who: &str, frame: u64, round: Option<u32>, kpps: f64) -> String {
         serde_json::to_string(&Rfc2544Row {
             forwarder: who.into(),
