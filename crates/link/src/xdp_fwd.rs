@@ -96,9 +96,8 @@ const SKB_DATA_END: i16 = 80;
 /// What the IPv6 hop limit's decrement does to a `CHECKSUM_COMPLETE` skb's `csum`,
 /// as `bpf_csum_update` adds it (one's complement, 32 bits): the hop limit is byte 7
 /// of the IPv6 header, and the kernel sums memory as native 16-bit words from the
-/// network header on (an even offset at tc ingress: the Ethernet header is 14
-/// bytes), so on a little-endian CPU the byte weighs 0x0100 and on a big-endian
-/// one 1; minus 1 of it is adding its complement.
+/// network header on (an odd offset from there), so on a little-endian CPU the byte
+/// weighs 0x0100 and on a big-endian one 1; minus 1 of it is adding its complement.
 const HOP_LIMIT_CSUM_DIFF: i32 = if cfg!(target_endian = "little") {
     !0x0100
 } else {

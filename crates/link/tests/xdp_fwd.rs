@@ -537,7 +537,7 @@ fn the_tc_build_keeps_a_checksum_complete_skb_csum_right() {
         cases.push(("ipv6, hop limit", frame6(v6, hop, 6, 200), TC_ACT_REDIRECT));
     }
     cases.push(("ipv6 odd length", frame6(v6, 64, 17, 65), TC_ACT_REDIRECT));
-    for (name, input, want) in &cases {
+    for (i, (name, input, want)) in cases.iter().enumerate() {
         match f.test_run_tc_checksum_complete(PORT_MAC, input) {
             Ok((verdict, out)) => {
                 assert_eq!(verdict, *want, "{name}");
@@ -545,7 +545,12 @@ fn the_tc_build_keeps_a_checksum_complete_skb_csum_right() {
                     assert_eq!(out[21], input[21] - 1, "{name}: hop limit");
                 }
             }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            // A kernel without the flag refuses the first run; under CI that fails.
+            Err(e)
+                if i == 0
+                    && e.raw_os_error() == Some(libc::EINVAL)
+                    && std::env::var_os("CI").is_none() =>
+            {
                 eprintln!("skipped: BPF_F_TEST_SKB_CHECKSUM_COMPLETE (Linux 6.11+): {e}");
                 return;
             }

@@ -601,7 +601,7 @@ pub struct Rfc2544Args {
     /// The AF_XDP sender's frames in flight, a power of two from 32 to 2048 (0: the
     /// old budget, a 2048-slot ring limited by the send buffer, so ~280 frames of
     /// 64 B but ~90 of 1518 B). N: transmit and completion rings of N slots and a
-    /// send buffer that never binds, so N frames at any size. Overrides
+    /// send buffer that never binds, so N frames at any size. Not with
     /// --tx-sndbuf-mib. Each frame's slot is freed where the kernel frees its skb,
     /// which differs between forwarders (docs/results/router.md §3.3k).
     #[arg(long, default_value_t = 0, value_parser = parse_inflight)]
@@ -763,6 +763,11 @@ fn finite(x: f64) -> Option<f64> {
 
 /// Runs `weft router rfc2544`.
 pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
+    if a.tx_inflight > 0 && a.tx_sndbuf_mib > 0 {
+        // One would silently override the other (scripts/router-e2e.sh passes
+        // --tx-inflight 256 unless TX_INFLIGHT=0).
+        bail!("--tx-inflight and --tx-sndbuf-mib set the same budget: give one of them (--tx-inflight 0 for the send buffer)");
+    }
     let mut mac = [0u8; 6];
     let parts: Vec<&str> = a.dst_mac.trim().split(':').collect();
     if parts.len() != 6 {
