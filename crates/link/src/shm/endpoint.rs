@@ -62,7 +62,6 @@ use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_wire::roce::IcrcPath;
 
 /// What an endpoint carries; both ends of a connection must agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,10 +211,6 @@ pub(crate) trait Outgoing {
     /// True when `self` certainly goes where `prev` went (the same path): a burst to
     /// one peer then resolves its destination once.
     fn same_dst(&self, prev: &Self) -> bool;
-    /// The path `self` goes by, when it names one: the endpoint remembers the last
-    /// one it resolved, so a burst that starts on that path (a ping-pong's every
-    /// burst) skips the resolution too.
-    fn path(&self) -> Option<IcrcPath>;
 }
 
 /// The state of one shm endpoint.
@@ -234,11 +229,6 @@ pub(crate) struct Endpoint {
     /// SipHash was a measurable share of a small message's cost. Cleared whenever
     /// `tx_for` changes.
     last_route: Option<(SocketAddr, usize)>,
-    /// The path of the last datagram written by the full resolution in
-    /// [`Endpoint::send_with`], its peer and connection: the next burst's first
-    /// datagram on that path goes there with no address built or compared. Cleared
-    /// with `last_route`.
-    tx_memo: Option<(IcrcPath, SocketAddr, usize)>,
     /// Peers that could not be reached, and until when not to try again.
     unreachable: HashMap<SocketAddr, Instant>,
     /// Accepted control sockets whose hello has not arrived yet.
@@ -332,7 +322,6 @@ impl Endpoint {
             conns: Vec::new(),
             tx_for: HashMap::new(),
             last_route: None,
-            tx_memo: None,
             unreachable: HashMap::new(),
             pending: Vec::new(),
             offers: Vec::new(),
@@ -395,7 +384,6 @@ impl Endpoint {
             }
         };
         self.last_route = None;
-        self.tx_memo = None;
         self.tx_for.entry(peer).or_insert(idx);
         self.unreachable.remove(&peer);
         idx
@@ -424,7 +412,6 @@ impl Endpoint {
         }
         if self.tx_for.get(&peer) == Some(&idx) {
             self.last_route = None;
-            self.tx_memo = None;
             self.tx_for.remove(&peer);
             let other = self
                 .conns
@@ -997,16 +984,8 @@ impl Endpoint {
             // The previous item's peer, resolved and written to: this one goes there
             // too without another look (a connection torn down in this loop clears
             // `last`).
-            // The burst's first datagram: the last burst's route, if on its path.
             let repeat = match last {
                 Some((_, idx)) if i > 0 && items[i].same_dst(&items[i - 1]) => Some(idx),
-                None if i == 0 => match self.tx_memo {
-                    Some((path, dst, idx)) if items[0].path() == Some(path) => {
-                        last = Some((dst, idx));
-                        Some(idx)
-                    }
-                    _ => None,
-                },
                 _ => None,
             };
             if let Some(idx) = repeat {
@@ -1048,7 +1027,6 @@ impl Endpoint {
             let Some(c) = self.conns[idx].as_mut() else {
                 // Torn down under us (cannot happen: route returns live ones).
                 self.last_route = None;
-                self.tx_memo = None;
                 self.tx_for.remove(&dst);
                 continue;
             };
@@ -1057,7 +1035,6 @@ impl Endpoint {
                     if !self.touched.contains(&idx) {
                         self.touched.push(idx);
                     }
-                    self.tx_memo = items[i].path().map(|p| (p, dst, idx));
                     self.stats.tx_frames += 1;
                     i += 1;
                 }
