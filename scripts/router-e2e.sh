@@ -6,7 +6,7 @@
 # backend in each architecture. Always tears the namespaces down.
 #
 # usage: [BACKENDS="afpacket afxdp"] [ARCHS="push pull central"] [KERNEL=1] [ROUNDS=3] \
-#        [OUT=dir] [NICE=-10] [SINK=1] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] [XDP_RX_FRAMES=n] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
+#        [OUT=dir] [NICE=-10] [SINK=1] [AT_KPPS=r,r,…] [BUSY_POLL_US=n] [XDP_RX_FRAMES=n] [TX_INFLIGHT=256] scripts/router-e2e.sh [--json] [--long] [WEFT_BIN] [-- extra rfc2544 args]
 #
 # BACKENDS: afpacket (AF_PACKET with TPACKET_V2 rings, the default), afpacket-v3
 # (TPACKET_V3 block rings, `ring = "v3"`), afxdp (AF_XDP, generic XDP),
@@ -62,6 +62,19 @@
 # measures latency at these rates instead of the kernel's zero-loss rates: a
 # low-rate probe, whose rows carry at_within_100us_pct. With `-- --steps 0` the
 # zero-loss search is skipped (one flat-out trial per size).
+# TX_INFLIGHT (default 256; 0: the old budget): the generator's frames in flight, the
+# same for every row (`rfc2544 --tx-inflight`). Its AF_XDP sender is flow-controlled:
+# each frame's skb is charged to it until the kernel frees it, and where that happens
+# depends on the forwarder (the kernel orphans it at the router's ip_rcv_core; tc or
+# XDP fast path, only at host B's sink, one more backlog later). The old budget was
+# the socket's default send buffer, in bytes: ~280 frames of 64 B but ~90 of 1518 B,
+# too few at 1518 B to keep a fast path's router core fed through the generator's
+# pauses, so that row measured the sender (docs/results/router.md §3.3j). 256 frames
+# at every size (flat-out sweep, §3.3k): with 256 neither the own-core kernel nor tc
+# was overrun at 64 or 1518 B (100 % delivered, 8 of 8 trials); 512 overran the
+# own-core kernel at 64 B (99.5 %), 1024 collapsed it (66 %). A wire-like sender (no
+# flow control, e.g. --tx-sndbuf-mib 64 with TX_INFLIGHT=0) overran both forwarders
+# in §3.3j (the backlog holds 1 000 frames; the router core stalls).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JSON=0
@@ -77,7 +90,8 @@ done
 WEFT=${1:-target/release/weft}
 shift || true
 [[ ${1:-} == -- ]] && shift
-EXTRA=("${TRIAL[@]}" "$@")
+TX_INFLIGHT=${TX_INFLIGHT:-256}
+EXTRA=(--tx-inflight "$TX_INFLIGHT" "${TRIAL[@]}" "$@")
 ROUNDS=${ROUNDS:-1}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"

@@ -1287,6 +1287,12 @@ pub(crate) mod bpf {
     pub(crate) const BPF_FUNC_REDIRECT: i32 = 23;
     pub(crate) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
     pub(crate) const BPF_FUNC_SKB_PULL_DATA: i32 = 39;
+    pub(crate) const BPF_FUNC_CSUM_UPDATE: i32 = 40;
+    /// `BPF_PROG_TEST_RUN` flag (Linux 6.11): the skb under test is
+    /// `CHECKSUM_COMPLETE`, its `csum` the sum from the network header on, and the
+    /// run fails with `EBADMSG` when the program leaves `csum` differing from the
+    /// sum of the bytes it leaves.
+    pub(crate) const BPF_F_TEST_SKB_CHECKSUM_COMPLETE: u32 = 1 << 2;
 
     /// `union bpf_attr` for `BPF_MAP_CREATE`.
     #[repr(C)]
@@ -1619,6 +1625,17 @@ pub(crate) mod bpf {
         data: &[u8],
         out: &mut [u8],
     ) -> io::Result<(u32, usize)> {
+        prog_test_run_flags(prog, data, out, 0)
+    }
+
+    /// [`prog_test_run`] with the run's `flags` (e.g.
+    /// [`BPF_F_TEST_SKB_CHECKSUM_COMPLETE`]).
+    pub(crate) fn prog_test_run_flags(
+        prog: BorrowedFd<'_>,
+        data: &[u8],
+        out: &mut [u8],
+        flags: u32,
+    ) -> io::Result<(u32, usize)> {
         let mut a = TestRunAttr {
             prog_fd: prog.as_raw_fd() as u32,
             data_size_in: data.len() as u32,
@@ -1626,6 +1643,7 @@ pub(crate) mod bpf {
             data_in: data.as_ptr() as u64,
             data_out: out.as_mut_ptr() as u64,
             repeat: 1,
+            flags,
             ..TestRunAttr::default()
         };
         // SAFETY: `data` and `out` are live borrowed buffers of the lengths passed;

@@ -90,6 +90,9 @@ pub struct CompletionQueue {
     ctx: Context,
     ring: CqConsumer,
     notify: Arc<CqNotify>,
+    /// The queue's slot in the engine's slab (with `notify.id`: what a poll's own
+    /// pass needs to put completions straight into the poll's vector).
+    slot: usize,
     scratch: Vec<Completion>,
     acked: u64,
 }
@@ -105,7 +108,7 @@ impl CompletionQueue {
         channel: Option<&CompletionChannel>,
     ) -> CompletionQueue {
         let (tx, rx) = cq_ring::ring(depth);
-        let notify = ctx
+        let (notify, slot) = ctx
             .shared()
             .lock()
             .add_cq(tx, channel.map(|c| Arc::clone(&c.inner)));
@@ -113,6 +116,7 @@ impl CompletionQueue {
             ctx: ctx.clone(),
             ring: rx,
             notify,
+            slot,
             scratch: Vec::new(),
             acked: 0,
         }
@@ -132,23 +136,22 @@ impl CompletionQueue {
     /// An empty queue runs a progress pass first: with inline progress always; with an
     /// engine thread when that thread is not in a pass. An application that spins on
     /// its queues so makes the progress itself, and the engine thread stands by rather
-    /// than spin beside it (see the crate's docs/verbs.md, "Progress").
+    /// than spin beside it (see the crate's docs/verbs.md, "Progress"). That pass puts
+    /// this queue's completions straight into `out` (up to `max`), not through the
+    /// ring: the ring was empty, so they come in order.
     pub fn poll(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
         let mut n = self.ring.pop_burst(out, max);
         if n == 0 {
-            match self.ctx.progress_mode() {
-                Progress::Inline => {
-                    self.ctx.progress();
-                }
-                Progress::Thread => {
-                    self.ctx.shared().assist();
-                }
-            }
+            let (slot, id) = (self.slot, self.notify.id);
+            n = match self.ctx.progress_mode() {
+                Progress::Inline => self.ctx.shared().try_progress_into(slot, id, out, max),
+                Progress::Thread => self.ctx.shared().assist(slot, id, out, max),
+            };
             // One look for a poll that stays empty: the ring's tail, read inline,
             // before paying for a second burst call (~17 instructions of entry and
-            // exit, callgrind).
-            if !self.ring.is_empty() {
-                n = self.ring.pop_burst(out, max);
+            // exit, callgrind). Ring entries of this pass came after those in `out`.
+            if n < max && !self.ring.is_empty() {
+                n += self.ring.pop_burst(out, max - n);
             }
         }
         if n > 0 && self.ctx.progress_mode() == Progress::Thread {

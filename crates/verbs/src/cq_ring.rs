@@ -119,6 +119,12 @@ impl CqProducer {
         self.entries.push(e).map_err(|_| c)
     }
 
+    /// True when the consumer has taken every entry written so far (published or not).
+    #[inline]
+    pub(crate) fn is_drained(&mut self) -> bool {
+        self.entries.is_drained()
+    }
+
     /// Publish what was written (paths first, so an entry never arrives before its
     /// path).
     pub(crate) fn doorbell(&mut self) {

@@ -160,6 +160,9 @@ pub struct EngineStats {
     pub sleeps: u64,
     /// Completions that found their queue's ring full and waited in the overflow list.
     pub cq_overflows: u64,
+    /// Completions that a poll's own pass put straight into the poll's vector, not
+    /// through the queue's ring (the queue's ring was empty and it had room).
+    pub cq_direct: u64,
     /// Completions for a queue that no longer exists.
     pub cq_orphans: u64,
     /// Work requests the transport refused when the engine posted them (reported as
@@ -247,9 +250,26 @@ pub(crate) struct CqRouter {
     /// A completion came since the last [`CqRouter::publish_touched`] (orphans
     /// included): the pass did work.
     routed: bool,
+    /// The queue whose `poll` runs this pass ([`Engine::progress_into`]): while
+    /// `direct_room` lasts, its completions go straight into `direct_out`, the
+    /// caller's vector, lent for the pass. [`NO_CQ`] between such passes.
+    direct_cq: CqRef,
+    direct_room: usize,
+    /// Whether the pass's first completion of `direct_cq` found its ring drained
+    /// (looked at only then, so a pass that completes nothing pays nothing).
+    direct_checked: bool,
+    direct_out: Vec<Completion>,
+    /// Completions that went straight into a polling caller's vector.
+    cq_direct: u64,
     cq_overflows: u64,
     cq_orphans: u64,
 }
+
+/// No queue: [`CqRouter`]'s `direct_cq` outside a poll's pass.
+const NO_CQ: CqRef = CqRef {
+    idx: usize::MAX,
+    id: 0,
+};
 
 impl Default for CqRouter {
     fn default() -> CqRouter {
@@ -263,6 +283,11 @@ impl Default for CqRouter {
             next_cq: 1,
             overflowed: false,
             routed: false,
+            direct_cq: NO_CQ,
+            direct_room: 0,
+            direct_checked: false,
+            direct_out: Vec::new(),
+            cq_direct: 0,
             cq_overflows: 0,
             cq_orphans: 0,
         }
@@ -294,6 +319,17 @@ impl CqRouter {
             },
         };
         let cq = if c.opcode.is_recv() { recv } else { send };
+        // The polling caller's own queue, while it has room: straight into its vector.
+        // Only if, at this pass's first completion for it, its ring held nothing the
+        // caller had not taken: these then come after everything before them. Once the
+        // room is spent (or the queue was armed, whose channel must fire) the rest
+        // take the ring, after them.
+        if cq == self.direct_cq && self.direct_room > 0 && self.direct_ok(cq) {
+            self.direct_room -= 1;
+            self.direct_out.push(c);
+            self.cq_direct += 1;
+            return;
+        }
         let Some(slot) = self
             .cqs
             .get_mut(cq.idx)
@@ -349,6 +385,27 @@ impl CqRouter {
     /// The slab slot of completion queue `id` (a control-path lookup).
     fn cq_ref(&self, id: u32) -> Option<CqRef> {
         self.cq_index.get(&id).map(|&idx| CqRef { idx, id })
+    }
+
+    /// Whether a completion of `cq`, the polled queue, may go straight into the
+    /// caller's vector: the first time in a pass, its ring and overflow list must hold
+    /// nothing the caller has not taken; every time, it must not be armed. A no ends
+    /// the direct way for the rest of the pass.
+    #[inline]
+    fn direct_ok(&mut self, cq: CqRef) -> bool {
+        let Some(s) = self.cqs.get_mut(cq.idx).and_then(Option::as_mut) else {
+            self.direct_room = 0;
+            return false;
+        };
+        let ok = s.id == cq.id
+            && !s.notify.armed.load(Ordering::Relaxed)
+            && (self.direct_checked
+                || (!s.touched && s.overflow.is_empty() && s.ring.is_drained()));
+        self.direct_checked = true;
+        if !ok {
+            self.direct_room = 0;
+        }
+        ok
     }
 }
 
@@ -480,7 +537,7 @@ impl Engine {
         &mut self,
         ring: CqProducer,
         channel: Option<Arc<ChannelInner>>,
-    ) -> Arc<CqNotify> {
+    ) -> (Arc<CqNotify>, usize) {
         let r = self.ep.sink_mut();
         // Ids are never 0 and never one a live queue holds, even after 2^32 queues:
         // a QP names its queues by slot and id, so an id must mean one queue.
@@ -513,7 +570,7 @@ impl Engine {
             }
         };
         r.cq_index.insert(id, idx);
-        notify
+        (notify, idx)
     }
 
     pub(crate) fn remove_cq(&mut self, id: u32) {
@@ -651,6 +708,33 @@ impl Engine {
         }
         work |= self.complete();
         work
+    }
+
+    /// A progress pass run by a poll of completion queue `cq` (slab index `idx`) that
+    /// found its ring empty: up to `max` of that queue's completions from this pass
+    /// go straight into `out` (appended), not through the ring, where the pass would
+    /// pack and publish them and the poll unpack them again. Returns the pass's work
+    /// flag and how many it appended. Other queues' completions, and this queue's
+    /// beyond `max`, take their rings as in [`Engine::progress`].
+    pub(crate) fn progress_into(
+        &mut self,
+        idx: usize,
+        id: u32,
+        out: &mut Vec<Completion>,
+        max: usize,
+    ) -> (bool, usize) {
+        let before = out.len();
+        let r = self.ep.sink_mut();
+        r.direct_cq = CqRef { idx, id };
+        r.direct_room = max;
+        r.direct_checked = false;
+        std::mem::swap(out, &mut r.direct_out);
+        let work = self.progress();
+        let r = self.ep.sink_mut();
+        r.direct_cq = NO_CQ;
+        r.direct_room = 0;
+        std::mem::swap(out, &mut r.direct_out);
+        (work, out.len() - before)
     }
 
     /// How long the engine may sleep: until the next transport timer, at most `cap`.
@@ -1037,18 +1121,20 @@ impl Engine {
     /// ring as it happened); true when anything completed.
     #[inline]
     fn complete(&mut self) -> bool {
-        let r = self.ep.sink();
-        // Nothing routed (so no ring touched) and nothing waiting for room.
-        if !r.routed && !r.overflowed {
-            return false;
+        let r = self.ep.sink_mut();
+        // No ring touched (nothing routed, or all of it straight into a polling
+        // caller's vector) and nothing waiting for room.
+        if r.cq_touched.is_empty() && !r.overflowed {
+            return std::mem::take(&mut r.routed);
         }
-        self.ep.sink_mut().publish_touched()
+        r.publish_touched()
     }
 
     /// Counters of the engine, with the completion queues'.
     pub(crate) fn stats(&self) -> EngineStats {
         let r = self.ep.sink();
         EngineStats {
+            cq_direct: r.cq_direct,
             cq_overflows: r.cq_overflows,
             cq_orphans: r.cq_orphans,
             ..self.stats
@@ -1326,15 +1412,23 @@ impl Shared {
     /// two spinning threads per process would be one more than the work needs, and on
     /// a machine with as many cores as processes they take turns on a core. If the
     /// engine thread is asleep on the link (it holds the engine then), the first such
-    /// poll rings its doorbell so that it lets go and stands by.
-    pub(crate) fn assist(&self) -> bool {
+    /// poll rings its doorbell so that it lets go and stands by. The pass's own
+    /// completions of the polled queue (`idx`, `id`) go straight into `out`, up to
+    /// `max` ([`Engine::progress_into`]); returns how many.
+    pub(crate) fn assist(
+        &self,
+        idx: usize,
+        id: u32,
+        out: &mut Vec<Completion>,
+        max: usize,
+    ) -> usize {
         self.app_polls.fetch_add(1, Ordering::Relaxed);
         self.app_last_poll.store(self.clock(), Ordering::Relaxed);
         if self.app_left.load(Ordering::Relaxed) {
             self.app_left.store(false, Ordering::Relaxed);
         }
         match self.engine.try_lock() {
-            Ok(mut g) => g.progress(),
+            Ok(mut g) => g.progress_into(idx, id, out, max).1,
             Err(_) => {
                 if self.sleeping.load(Ordering::Relaxed) {
                     if !self.nudged.swap(true, Ordering::Relaxed) {
@@ -1349,7 +1443,7 @@ impl Shared {
                     // core up; with nothing else to run this returns at once.
                     std::thread::yield_now();
                 }
-                false
+                0
             }
         }
     }
@@ -1461,6 +1555,21 @@ impl Shared {
     /// The engine, if no other thread holds it (the doorbell path of inline progress).
     pub(crate) fn try_engine(&self) -> Option<MutexGuard<'_, Engine>> {
         self.engine.try_lock().ok()
+    }
+
+    /// [`Engine::progress_into`] if nobody else is running a pass (inline progress);
+    /// how many completions it appended to `out`.
+    pub(crate) fn try_progress_into(
+        &self,
+        idx: usize,
+        id: u32,
+        out: &mut Vec<Completion>,
+        max: usize,
+    ) -> usize {
+        match self.engine.try_lock() {
+            Ok(mut g) => g.progress_into(idx, id, out, max).1,
+            Err(_) => 0,
+        }
     }
 
     /// A progress pass if nobody else is running one (inline progress).
@@ -1845,8 +1954,8 @@ mod tests {
         let mut e = engine();
         let (send_tx, mut send_rx) = cq_ring(8);
         let (recv_tx, mut recv_rx) = cq_ring(8);
-        let send = e.add_cq(send_tx, None).id;
-        let recv = e.add_cq(recv_tx, None).id;
+        let send = e.add_cq(send_tx, None).0.id;
+        let recv = e.add_cq(recv_tx, None).0.id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
         e.add_qp(
             7,
@@ -1866,7 +1975,7 @@ mod tests {
         // completions are orphans, not the new queue's.
         e.remove_cq(send);
         let (other_tx, mut other_rx) = cq_ring(8);
-        let other = e.add_cq(other_tx, None).id;
+        let other = e.add_cq(other_tx, None).0.id;
         assert_ne!(other, send);
         e.ep.sink_mut().route(done(3, WcOpcode::Send, 7));
         e.ep.sink_mut().route(done(4, WcOpcode::Recv, 7));

@@ -631,3 +631,77 @@ fn a_refused_request_in_a_list_names_its_index_and_the_ones_before_it_are_posted
         assert_eq!(cb[0].wr_id, 1, "{progress:?}");
     }
 }
+
+/// With inline progress a poll that finds its queue empty runs the pass, and that
+/// pass puts the queue's completions straight into the poll's vector while it has
+/// room; the rest take the ring. Polled three at a time, 40 receives still arrive
+/// once each and in order, some each way.
+#[test]
+fn a_polls_own_pass_hands_over_straight_and_the_ring_keeps_the_rest_in_order() {
+    let (mut a, mut b) = pair(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 16);
+    let n = 40u64;
+    b.qp.post_recv((0..n).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
+    }))
+    .unwrap();
+    a.qp.post_send((0..n).map(|i| {
+        let mut s = SendWr::new(i, WrOp::Send { imm: None }, vec![a.mr.sge(0, 8)]);
+        s.inline = true;
+        s
+    }))
+    .unwrap();
+    // All 40 on the link before b looks, so b's first pass receives them together.
+    a.ctx.progress();
+    let deadline = std::time::Instant::now() + T;
+    let mut got = Vec::new();
+    while (got.len() as u64) < n && std::time::Instant::now() < deadline {
+        let before = got.len();
+        let k = b.cq.poll(&mut got, 3);
+        assert!(
+            k <= 3 && got.len() == before + k,
+            "a poll takes at most its max"
+        );
+        a.ctx.progress();
+    }
+    let ids: Vec<u64> = got.iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, (0..n).collect::<Vec<_>>());
+    let direct = b.ctx.stats().engine.cq_direct;
+    assert!(
+        direct > 0 && direct < n,
+        "some straight, some through the ring: {direct}"
+    );
+    ok_driving(&mut a.cq, n as usize, &[&b.ctx]);
+}
+
+/// A queue armed on a channel still fires it when a poll's own pass completes into
+/// it: the completion then takes the ring (which publishes and fires), and the poll
+/// still returns it.
+#[test]
+fn an_armed_queue_fires_its_channel_when_its_own_poll_runs_the_pass() {
+    let ctx = device(LinkKind::Shm, Progress::Inline);
+    let ch = weft_verbs::CompletionChannel::new(&ctx).unwrap();
+    let cq = weft_verbs::CompletionQueue::new(&ctx, 64, Some(&ch));
+    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 12);
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 12);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    b.qp.post_recv([RecvWr {
+        wr_id: 5,
+        sg_list: [b.mr.sge(0, 64)].into(),
+    }])
+    .unwrap();
+    b.cq.req_notify();
+    let mut s = SendWr::new(1, WrOp::Send { imm: None }, vec![a.mr.sge(0, 8)]);
+    s.inline = true;
+    a.qp.post_send([s]).unwrap();
+    a.ctx.progress();
+    let got = collect(&mut b.cq, 1, &[&a.ctx]);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].wr_id, 5);
+    assert_eq!(
+        ch.get_cq_event(std::time::Duration::ZERO).ok(),
+        Some(b.cq.id()),
+        "the armed queue's channel fired"
+    );
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+}

@@ -82,6 +82,14 @@ pub struct Endpoints {
     /// one slows the sender when the forwarder falls behind (docs/results/router.md
     /// §3.3g).
     pub tx_sndbuf_mib: u32,
+    /// `AF_XDP` sender: its frames in flight (0: the old budget, a 2 048-slot
+    /// transmit ring and the send buffer of `tx_sndbuf_mib`). With N > 0 the
+    /// transmit and completion rings hold N slots and the send buffer is raised far
+    /// enough never to bind, so at most N frames are between the sender's call and
+    /// the kernel's freeing of their skbs, whatever the frame size: a send buffer in
+    /// bytes holds ~90 frames of 1 518 B but ~280 of 64 B (docs/results/router.md
+    /// §3.3k).
+    pub tx_inflight: u32,
 }
 
 /// The sender's socket type (`--tx-link`).
@@ -398,21 +406,32 @@ pub fn trial(
             let mut link: Box<dyn Link> = match ep.tx_link {
                 TxLink::AfPacket => Box::new(AfPacket::open(&ep.tx_dev, pool.clone())?),
                 TxLink::AfXdp => {
+                    let tx_frames = if ep.tx_inflight > 0 {
+                        ep.tx_inflight
+                    } else {
+                        2048
+                    };
                     let mut l = AfXdpLink::with_config(
                         &ep.tx_dev,
                         pool.clone(),
                         XdpConfig {
                             // Host A receives nothing of ours; a small receive side.
                             rx_frames: 64,
-                            tx_frames: 2048,
+                            tx_frames,
                             mode: XdpMode::Generic,
                             ..XdpConfig::default()
                         },
                     )?;
                     // A flat-out burst in one system call where the kernel allows
                     // it (6.17+); 32 per call otherwise.
-                    let _ = l.set_tx_budget(FLAT_OUT_BURST as u32);
-                    if ep.tx_sndbuf_mib > 0 {
+                    let _ = l.set_tx_budget((FLAT_OUT_BURST as u32).min(tx_frames));
+                    if ep.tx_inflight > 0 {
+                        // The completion ring is the budget: each frame holds a slot
+                        // from the send call until its skb is freed. 8 KiB a frame
+                        // (the kernel doubles it) is above any frame's skb truesize
+                        // up to 1 518 B, so the send buffer never binds first.
+                        l.set_send_buffer((ep.tx_inflight * 8192) as i32)?;
+                    } else if ep.tx_sndbuf_mib > 0 {
                         l.set_send_buffer((ep.tx_sndbuf_mib << 20) as i32)?;
                     }
                     Box::new(l)
@@ -534,6 +553,16 @@ pub fn zero_loss(
     Ok((rate, best, flat_out))
 }
 
+/// `--tx-inflight`: 0, or a power of two from 32 to 2048 (an `AF_XDP` ring size).
+fn parse_inflight(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    if n == 0 || (n.is_power_of_two() && (32..=2048).contains(&n)) {
+        Ok(n)
+    } else {
+        Err(format!("{n}: 0 or a power of two from 32 to 2048"))
+    }
+}
+
 /// Arguments of `weft router rfc2544`.
 #[derive(Debug, clap::Args)]
 pub struct Rfc2544Args {
@@ -569,6 +598,14 @@ pub struct Rfc2544Args {
     /// lets a forwarder that queues frames slow the sender down; 64 removes that).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     tx_sndbuf_mib: u32,
+    /// The AF_XDP sender's frames in flight, a power of two from 32 to 2048 (0: the
+    /// old budget, a 2048-slot ring limited by the send buffer, so ~280 frames of
+    /// 64 B but ~90 of 1518 B). N: transmit and completion rings of N slots and a
+    /// send buffer that never binds, so N frames at any size. Not with
+    /// --tx-sndbuf-mib. Each frame's slot is freed where the kernel frees its skb,
+    /// which differs between forwarders (docs/results/router.md §3.3k).
+    #[arg(long, default_value_t = 0, value_parser = parse_inflight)]
+    tx_inflight: u32,
     /// Frame sizes with FCS (RFC 2544 §9.1).
     #[arg(
         long,
@@ -726,6 +763,11 @@ fn finite(x: f64) -> Option<f64> {
 
 /// Runs `weft router rfc2544`.
 pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
+    if a.tx_inflight > 0 && a.tx_sndbuf_mib > 0 {
+        // One would silently override the other (scripts/router-e2e.sh passes
+        // --tx-inflight 256 unless TX_INFLIGHT=0).
+        bail!("--tx-inflight and --tx-sndbuf-mib set the same budget: give one of them (--tx-inflight 0 for the send buffer)");
+    }
     let mut mac = [0u8; 6];
     let parts: Vec<&str> = a.dst_mac.trim().split(':').collect();
     if parts.len() != 6 {
@@ -745,6 +787,7 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
         rx_ring: a.rx_ring,
         tx_link: a.tx_link,
         tx_sndbuf_mib: a.tx_sndbuf_mib,
+        tx_inflight: a.tx_inflight,
     };
     let len = Duration::from_secs_f64(a.trial_secs.max(0.1));
     if let Some(path) = &a.latency_at_rows {
@@ -838,6 +881,16 @@ pub fn run_rfc2544(mut a: Rfc2544Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tx_inflight_takes_zero_or_a_ring_size() {
+        for ok in ["0", "32", "256", "2048"] {
+            assert_eq!(parse_inflight(ok), Ok(ok.parse().unwrap()), "{ok}");
+        }
+        for bad in ["16", "300", "4096", "-1", "x", ""] {
+            assert!(parse_inflight(bad).is_err(), "{bad}");
+        }
+    }
 
     fn row(who: &str, frame: u64, round: Option<u32>, kpps: f64) -> String {
         serde_json::to_string(&Rfc2544Row {

@@ -77,7 +77,30 @@ impl ExtLayout {
     pub fn of_ref(headers: ExtHeaders) -> &'static ExtLayout {
         &LAYOUTS[headers.bits() as usize]
     }
+
+    /// The layout of a known opcode's headers ([`Opcode::info`]'s), by two loads from
+    /// tables built at compile time: [`ExtLayout::of_ref`] first packs the header set
+    /// into its index, which every packet sent and received paid for (some 30
+    /// instructions each, callgrind). An opcode weft does not speak gets the BTH-only
+    /// layout; callers look at [`Opcode::info`] first.
+    pub fn of_opcode(op: Opcode) -> &'static ExtLayout {
+        &LAYOUTS[OPCODE_LAYOUT[op.0 as usize] as usize]
+    }
 }
+
+/// Per opcode, the index of its header set in [`LAYOUTS`] ([`ExtHeaders::bits`]); 0
+/// (no extension header) for opcodes without a table entry.
+static OPCODE_LAYOUT: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some(info) = Opcode(i as u8).info() {
+            t[i] = info.headers.bits();
+        }
+        i += 1;
+    }
+    t
+};
 
 /// [`ExtLayout::of`] for every set of headers, indexed by [`ExtHeaders::bits`].
 static LAYOUTS: [ExtLayout; 256] = {
@@ -106,7 +129,11 @@ static LAYOUTS: [ExtLayout; 256] = {
 pub struct IbPacket<T: AsRef<[u8]>> {
     buffer: T,
     info: OpcodeInfo,
-    header_len: usize,
+    /// The opcode's header layout, looked up once by [`IbPacket::new_checked`]: the
+    /// header length, [`IbPacketRepr::parse`] and the header accessors all read it
+    /// (deriving it from the opcode's header set each time cost a receive some 60
+    /// instructions a packet, callgrind).
+    layout: &'static ExtLayout,
 }
 
 impl<T: AsRef<[u8]>> IbPacket<T> {
@@ -135,7 +162,8 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
                 value: u32::from(bth.tver()),
             });
         }
-        let header_len = len::BTH + info.headers.len();
+        let layout = ExtLayout::of_opcode(bth.opcode());
+        let header_len = layout.end;
         check_len(Header::Bth, b.len(), header_len + len::ICRC)?;
         let padded = b.len() - header_len - len::ICRC;
         if !info.has_payload && padded != 0 {
@@ -155,7 +183,7 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
         Ok(IbPacket {
             buffer,
             info,
-            header_len,
+            layout,
         })
     }
 
@@ -181,7 +209,7 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
 
     /// Bytes of BTH plus extension headers.
     pub fn header_len(&self) -> usize {
-        self.header_len
+        self.layout.end
     }
 
     /// Where each extension header is.
@@ -190,14 +218,14 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
     }
 
     fn layout_ref(&self) -> &'static ExtLayout {
-        ExtLayout::of_ref(self.info.headers)
+        self.layout
     }
 
     /// The payload, pad bytes excluded.
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         let end = b.len() - len::ICRC - usize::from(self.bth().pad_count());
-        &b[self.header_len..end]
+        &b[self.layout.end..end]
     }
 
     /// Everything the ICRC covers from the BTH on: the packet without its last 4 bytes.
@@ -263,7 +291,7 @@ impl<T: AsRef<[u8]>> IbPacket<T> {
 impl<T: AsRef<[u8]> + AsMut<[u8]>> IbPacket<T> {
     /// The payload, writable (pad excluded).
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        let start = self.header_len;
+        let start = self.layout.end;
         let pad = usize::from(self.bth().pad_count());
         let b = self.buffer.as_mut();
         let end = b.len() - len::ICRC - pad;
@@ -562,7 +590,7 @@ impl PacketTemplate {
                 value: payload_len,
             });
         }
-        let l = ExtLayout::of_ref(info.headers);
+        let l = ExtLayout::of_opcode(f.opcode);
         let pad = IbPacketRepr::pad_for(payload_len);
         let total = l.end + payload_len + pad + len::ICRC;
         check_len(Header::Bth, buf.len(), total)?;
@@ -614,6 +642,16 @@ mod tests {
             let h = ExtHeaders::from_bits(b);
             assert_eq!(h.bits(), b);
             assert_eq!(ExtLayout::of_ref(h), &ExtLayout::of(h), "headers {h:?}");
+        }
+        for v in 0..=255u8 {
+            let want = Opcode(v)
+                .info()
+                .map_or(ExtHeaders::default(), |i| i.headers);
+            assert_eq!(
+                ExtLayout::of_opcode(Opcode(v)),
+                ExtLayout::of_ref(want),
+                "opcode {v:#04x}"
+            );
         }
         // Every opcode's own set, as the packet paths look it up.
         for op in 0..=255u8 {
