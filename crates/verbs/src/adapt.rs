@@ -7,6 +7,7 @@
 //! - [`QuietGap`]: how long an application may leave its completion queues unpolled
 //!   before the engine thread, standing by for it, serves the link itself.
 
+use std::cell::Cell;
 use std::time::Duration;
 
 /// Gaps remembered by [`GapHistory`].
@@ -214,7 +215,23 @@ pub struct SpinBudget {
     /// thread's own blocking (its engine thread taking over, its peer waiting for
     /// its wake-up).
     spins: GapHistory,
+    /// Of the recent gaps that outlasted the learned spin, those that ended within
+    /// the cap less those that ended beyond it, within ±[`REACH_MAX`].
+    reach: i8,
+    /// The learned spin as the last [`SpinBudget::next_wait_spin`] that did not
+    /// spin the cap found it (the cap before any).
+    learned: Cell<Duration>,
+    /// [`SpinBudget::next_wait_spin`]'s decision to spin the cap (but for `reach`),
+    /// and the waits left before it decides again.
+    extend: Cell<(u8, bool)>,
 }
+
+/// [`SpinBudget::next_wait_spin`] decides whether to spin the cap every this many
+/// waits.
+const EXTEND_EVERY: u8 = 8;
+
+/// The bound of [`SpinBudget`]'s `reach`: a few outliers of the other kind turn it.
+const REACH_MAX: i8 = 4;
 
 /// An application away between its waits for at least this many times as long as
 /// it waits (the medians) is paced by its own work ([`SpinBudget::next_spin`]).
@@ -247,6 +264,9 @@ impl SpinBudget {
             wakes: GapHistory::default(),
             aways: GapHistory::default(),
             spins: GapHistory::default(),
+            reach: 0,
+            learned: Cell::new(cap),
+            extend: Cell::new((0, false)),
         }
     }
 
@@ -294,6 +314,88 @@ impl SpinBudget {
         }
     }
 
+    /// [`SpinBudget::next_spin`] for an application's completion waits under thread
+    /// progress ([`crate::Waiter`]): the whole cap when the application comes
+    /// straight back to wait — its median time away between waits is shorter than a
+    /// wake-up (a saturated stream, a ping-pong) — while long gaps are the exception
+    /// (the 75th percentile of the recent gaps within a quarter of the cap) and, of
+    /// the recent gaps that outlasted the learned spin, no more ended beyond the cap
+    /// than within it (a spin through them would have found them).
+    ///
+    /// Such an application's rate is its waits' latency, and there a rare long gap
+    /// (its peer preempted for a moment) that outlasted the learned spin blocked it.
+    /// A blocked application costs more than its own wake-up: its engine thread takes
+    /// the link over and fires the channel, and its peer's next requests wait for both.
+    /// At 16 requests in flight over shm that was 100–300 blocked waits per 500 000
+    /// requests, a p99.9 of 0.2–1.2 ms and 10–20 % of the rate against busy polling
+    /// (docs/results/study.md, "An application that comes straight back spins the
+    /// cap"). Such an application spins between its waits' events anyway; the cap
+    /// is spent only on the outliers, and only while spinning on finds them. A loop that blocks only itself (weft-rpc's server heads
+    /// and dispatcher) keeps [`SpinBudget::next_spin`].
+    pub fn next_wait_spin(&self) -> Duration {
+        let (left, extend) = self.extend.get();
+        let extend = if left == 0 {
+            // The inputs are histories of 16 waits: deciding again every
+            // `EXTEND_EVERY` waits saves their sorts on the others (a ping-pong
+            // waits on every message; the sorts cost it ~0.1 µs a round trip).
+            let straight_back = self
+                .aways
+                .quartiles()
+                .is_some_and(|(away, _)| u128::from(away) < self.wake_cost().as_nanos());
+            // Long gaps must be the exception: three in four within a quarter of
+            // the cap (the learned spin covers them). A server whose every other
+            // wait is its client's 10 ms pause would spin the cap on each of those.
+            let rare_long = self
+                .gaps
+                .quartiles()
+                .is_some_and(|(_, p75)| u128::from(p75) * 4 <= self.cap.as_nanos());
+            // And spinning on through them must find them (`reach`).
+            let e = straight_back && rare_long;
+            self.extend.set((EXTEND_EVERY - 1, e));
+            e
+        } else {
+            self.extend.set((left - 1, extend));
+            extend
+        };
+        // Of the recent gaps that outlasted the learned spin, no more ended beyond
+        // the cap than within it: a server whose clients come in bursts with 20 ms
+        // between them would spin the cap at every pause and find nothing.
+        if extend && self.reach >= 0 {
+            return self.cap;
+        }
+        let spin = self.next_spin();
+        self.learned.set(spin);
+        spin
+    }
+
+    /// Keep `reach` (see [`SpinBudget::next_wait_spin`]) for a gap about to be
+    /// recorded: one that outlasted the learned spin (as the last
+    /// [`SpinBudget::next_wait_spin`] that did not spin the cap found it) counts up
+    /// if it ended within the cap, down if beyond. Gaps are rarely that long in a saturated stream, so this
+    /// remembers them longer than the history of [`GAPS`] does.
+    fn reach_by(&mut self, gap: Duration) {
+        if gap > self.learned.get() {
+            self.reach = if gap <= self.cap {
+                (self.reach + 1).min(REACH_MAX)
+            } else {
+                (self.reach - 1).max(-REACH_MAX)
+            };
+        }
+    }
+
+    /// A wait ended without its event after `waited`, having spun `spun` of it: the
+    /// gap was at least that long, and a spin that ran found nothing. Without it a
+    /// loop of waits that time out would look like an application that comes
+    /// straight back with short gaps and spin the cap on every one
+    /// ([`SpinBudget::next_wait_spin`]).
+    pub fn timed_out(&mut self, spun: Duration, waited: Duration) {
+        if !spun.is_zero() {
+            self.spins.record_long();
+        }
+        self.reach_by(waited);
+        self.gaps.record(waited);
+    }
+
     /// The application was away `away` between the end of its last wait and the
     /// start of this one.
     pub fn away(&mut self, away: Duration) {
@@ -302,6 +404,7 @@ impl SpinBudget {
 
     /// An idle period ended with an event found while spinning, `gap` after it began.
     pub fn spun(&mut self, gap: Duration) {
+        self.reach_by(gap);
         self.gaps.record(gap);
         self.spins.record(gap);
     }
@@ -317,6 +420,7 @@ impl SpinBudget {
         if !spun.is_zero() {
             self.spins.record_long();
         }
+        self.reach_by(spun + slept);
         self.gaps.record(spun + slept);
     }
 }
@@ -650,6 +754,20 @@ mod tests {
             assert!(toy_wait(&mut b, US, 3 * US, wake));
         }
         assert_eq!(b.next_spin(), wake);
+        // An application's waiter would spin the whole cap there (it comes straight
+        // back), but its 10 ms waits above outlasted the cap: a spin through a long
+        // gap is not known to find it, so the learned spin.
+        assert_eq!(b.next_wait_spin(), wake);
+        // A gap found within the cap after all (spun through by a longer spin)
+        // turns it.
+        for _ in 0..=REACH_MAX {
+            b.away(US);
+            b.spun(600 * US);
+            for _ in 0..15 {
+                assert!(toy_wait(&mut b, US, 3 * US, wake));
+            }
+        }
+        assert_eq!(b.next_wait_spin(), SpinBudget::DEFAULT_CAP);
         // Beside CPU hogs the peer is sometimes preempted (half the waits 5 ms), but
         // a wake-up costs milliseconds too: blocking at once does not pay.
         let mut b = SpinBudget::default();
@@ -737,6 +855,78 @@ mod tests {
             b.blocked(Duration::ZERO, 120 * US, Some(wake));
         }
         assert_eq!(b.next_spin(), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_application_that_comes_straight_back_spins_through_a_rare_long_gap() {
+        let wake = 40 * US;
+        // One wait of an application's waiter (`toy_wait` with `next_wait_spin`).
+        let wait = |b: &mut SpinBudget, away: Duration, t: Duration| {
+            b.away(away);
+            let spin = b.next_wait_spin();
+            if t <= spin {
+                b.spun(t);
+            } else {
+                b.blocked(spin, t - spin, Some(wake));
+            }
+        };
+        // A saturated stream: back to wait 1 µs after each wait, events within 5 µs,
+        // one wait in sixteen 600 µs (its peer preempted for a moment).
+        let mut b = SpinBudget::default();
+        for i in 0..64 {
+            let t = if i % 16 == 15 { 600 * US } else { 5 * US };
+            wait(&mut b, US, t);
+        }
+        assert_eq!(b.next_spin(), wake, "the learned spin would block on it");
+        assert_eq!(b.next_wait_spin(), SpinBudget::DEFAULT_CAP, "spun through");
+        // The same gaps, the application away 50 µs (more than a wake-up) between
+        // waits: the learned spin.
+        let mut p = b.clone();
+        for _ in 0..GAPS {
+            p.away(50 * US);
+            p.next_wait_spin();
+        }
+        assert_eq!(p.next_wait_spin(), p.next_spin());
+        // Straight back, every other wait 10 ms (a server whose client pauses, and
+        // which also waits for its replies' completions): the learned spin, not the
+        // cap on each long wait.
+        let mut s = SpinBudget::default();
+        for i in 0..64 {
+            wait(&mut s, US, if i % 2 == 0 { 10 * MS } else { 5 * US });
+        }
+        assert_eq!(s.next_wait_spin(), s.next_spin());
+        assert!(s.next_wait_spin() <= wake);
+        // Straight back, bursts of eight quick waits and then a 20 ms pause (a
+        // server whose client works in bursts): a spin through the pauses would
+        // find nothing, so the learned spin.
+        let mut s = SpinBudget::default();
+        for i in 0..64 {
+            wait(&mut s, US, if i % 8 == 7 { 20 * MS } else { 5 * US });
+        }
+        assert_eq!(s.next_wait_spin(), s.next_spin());
+        // Waits that time out (a loop polling with a 10 ms timeout, nothing
+        // arriving) count as long gaps: after a few, the learned spin.
+        let mut s = b.clone();
+        let mut capped = 0;
+        for _ in 0..GAPS {
+            s.away(US);
+            let spin = s.next_wait_spin();
+            capped += usize::from(spin == SpinBudget::DEFAULT_CAP);
+            s.timed_out(spin, 10 * MS);
+        }
+        // As many as it had seen long gaps found within the cap (at most
+        // `REACH_MAX`), and the one that turns it.
+        assert!(
+            capped <= usize::from(REACH_MAX.unsigned_abs()) + 2,
+            "{capped} timed-out waits spun the cap"
+        );
+        assert_eq!(s.next_wait_spin(), s.next_spin());
+        // Straight back, nearly every wait outlasting the cap (an idle server):
+        // block at once.
+        for _ in 0..GAPS {
+            wait(&mut b, US, 10 * MS);
+        }
+        assert_eq!(b.next_wait_spin(), Duration::ZERO);
     }
 
     /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,

@@ -16,7 +16,10 @@
 //! twice what blocking at once would have. So a saturated stream spins (as busy
 //! polling does), and where wake-ups are slow (a busy engine beside a large
 //! transfer) it spins up to the 1 ms cap (docs/results/study.md, "The adaptive
-//! run"). When most recent waits outlasted the spin — a sparse stream, or replies
+//! run"). An application that comes straight back to wait (away less than a
+//! wake-up between waits) spins the whole cap while long waits are rare and spinning
+//! on through them finds them, so such a wait does not block it
+//! ([`SpinBudget::next_wait_spin`]). A wait that times out counts as a long one. When most recent waits outlasted the spin — a sparse stream, or replies
 //! that come after the peer's own wake-ups — spinning would cost more than the
 //! wake-ups it saves, and the waiter blocks at once: a wait within the spin saves a
 //! wake-up less its length, one beyond it wastes the whole spin
@@ -128,9 +131,11 @@ impl Waiter {
     /// milliseconds beside CPU hogs or a busy engine: there the waiter keeps
     /// spinning, which is what kept the latency in those runs. None at all when,
     /// on the recent waits, blocking at once would have cost less
-    /// ([`SpinBudget::next_spin`]).
+    /// ([`SpinBudget::next_spin`]). The whole cap when the application comes
+    /// straight back to wait, long waits are rare and spinning on through them has
+    /// found them ([`SpinBudget::next_wait_spin`]).
     fn adaptive_spin(&self) -> Duration {
-        self.learn.next_spin()
+        self.learn.next_wait_spin()
     }
 
     /// Append up to `max` completions of `cq` to `out`, waiting up to `timeout` for at
@@ -213,6 +218,13 @@ impl Waiter {
         let Some(channel) = channel else {
             return Ok(0);
         };
+        if spin_end >= deadline && Instant::now() >= deadline {
+            // The spin ran to the timeout.
+            if self.mode == WaitMode::Adaptive {
+                self.learn.timed_out(start.elapsed(), start.elapsed());
+            }
+            return Ok(0);
+        }
         // The same clock as the engine's firing time, read only on the way to block.
         let blocked_at = weft_link::monotonic_micros();
         // What the spin took: nothing when it blocked at once. Its first poll and
@@ -247,6 +259,9 @@ impl Waiter {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                if self.mode == WaitMode::Adaptive {
+                    self.learn.timed_out(spun, start.elapsed());
+                }
                 return Ok(0);
             }
             match channel.get_cq_event(left) {

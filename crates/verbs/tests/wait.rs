@@ -131,3 +131,23 @@ fn an_adaptive_wait_learns_to_block_when_gaps_outlast_its_spin() {
         "blocked in most waits: {s:?}"
     );
 }
+
+/// Waits that time out with nothing arriving count as long waits: an adaptive waiter
+/// polled in a loop with a short timeout comes to block at once instead of spinning
+/// its cap in every call (before, a timed-out wait recorded nothing, and every call
+/// spun the whole 1 ms cap: a third of a core at a 3 ms timeout).
+#[test]
+fn an_adaptive_wait_that_keeps_timing_out_comes_to_block_at_once() {
+    let (_a, mut b, ch) = channel_pair();
+    let mut w = Waiter::new(WaitMode::Adaptive);
+    let mut out = Vec::new();
+    for _ in 0..24 {
+        let n = w
+            .wait(&mut b.cq, Some(&ch), &mut out, 4, Duration::from_millis(3))
+            .expect("wait");
+        assert_eq!(n, 0, "nothing was sent");
+    }
+    let s = w.stats();
+    assert_eq!(s.waits, 24, "{s:?}");
+    assert!(s.at_once >= 4, "the last waits block at once: {s:?}");
+}
