@@ -209,6 +209,36 @@ pub struct Transmit {
     pub moves: usize,
 }
 
+/// The buffers a driver lends [`Endpoint::poll_transmit_burst`], one packet each.
+pub trait TxBuffers {
+    /// The buffer for the next packet (at least `path_mtu + MAX_OVERHEAD` bytes), or
+    /// `None` to end the burst. Until [`TxBuffers::written`] is called, a second call
+    /// must hand out the same buffer: a QP with nothing to send leaves it unwritten.
+    fn next_buffer(&mut self) -> Option<&mut [u8]>;
+
+    /// The packet just written at the start of the buffer last handed out; false
+    /// ends the burst.
+    fn written(&mut self, t: Transmit) -> bool;
+}
+
+/// One buffer, one packet: [`Endpoint::poll_transmit`] as a burst.
+struct OneBuffer<'a> {
+    buf: Option<&'a mut [u8]>,
+    sent: Option<Transmit>,
+}
+
+impl TxBuffers for OneBuffer<'_> {
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        self.buf.as_deref_mut()
+    }
+
+    fn written(&mut self, t: Transmit) -> bool {
+        self.buf = None;
+        self.sent = Some(t);
+        false
+    }
+}
+
 /// What a QP is created with (`ibv_qp_init_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInit {
@@ -994,48 +1024,86 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// it has nothing to send, and an input that touches it (a post, a packet, a
     /// timer, a state change) puts it back.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        // Only another QP in the transmit queue can hold an owed ACK back: with one
-        // QP (a ping-pong) its own turn sends the ACK, and the queue's upkeep would
-        // cost each round ~190 instructions (callgrind) for nothing.
-        if self.sched.ready.len() > 1 && !self.sched.acks.is_empty() {
-            if let Some(t) = self.transmit_ack(now, buf) {
-                return Some(t);
-            }
-        }
-        if self.sched.ready.len() > 1 {
-            self.shared_at = Some(now);
-        }
-        let quantum = i64::from(self.config.drr_quantum.max(1));
-        // Each turn that sends nothing takes its QP out of the queue (or, for a buffer
-        // too small for its MTU or a QP still in debt, moves it to the back), so this
-        // many turns visit every queued QP once, and once more the one that may be
-        // left alone by the others' leaving.
-        for _ in 0..=self.sched.ready.len() {
-            let (mut ctx, qps, sched) = self.split(now);
-            let qpn = *sched.ready.front()?;
-            ctx.stats.qp_visits += 1;
-            let Some(qp) = qps.get_mut(&qpn) else {
-                sched.ready.pop_front();
-                continue;
-            };
-            if buf.len() < qp.common.mtu() as usize + MAX_OVERHEAD {
-                sched.ready.rotate_left(1);
-                continue;
-            }
-            if qp.deficit <= 0 {
-                qp.deficit += quantum;
-                // Still in debt (a by-reference chunk moves many quanta' worth):
-                // another QP's turn, while there is another QP to take it.
-                if qp.deficit <= 0 && sched.ready.len() > 1 {
-                    sched.ready.rotate_left(1);
+        let mut one = OneBuffer {
+            buf: Some(buf),
+            sent: None,
+        };
+        self.poll_transmit_burst(now, &mut one);
+        one.sent
+    }
+
+    /// [`Endpoint::poll_transmit`] again and again, into the buffers `out` hands out,
+    /// until `out` says stop or nothing more may go now; returns the packets written.
+    /// The packets and their order are those of as many `poll_transmit` calls. What a
+    /// burst saves is the turn's upkeep: a QP that keeps the front of the queue (its
+    /// deficit not spent, no ACK owed elsewhere) writes its next packet without being
+    /// looked up again, and the driver without a call per packet.
+    pub fn poll_transmit_burst(&mut self, now: Instant, out: &mut impl TxBuffers) -> usize {
+        let mut n = 0;
+        'packets: loop {
+            // Only another QP in the transmit queue can hold an owed ACK back: with
+            // one QP (a ping-pong) its own turn sends the ACK, and the queue's upkeep
+            // would cost each round ~190 instructions (callgrind) for nothing.
+            if self.sched.ready.len() > 1 && !self.sched.acks.is_empty() {
+                let Some(buf) = out.next_buffer() else {
+                    return n;
+                };
+                if let Some(t) = self.transmit_ack(now, buf) {
+                    n += 1;
+                    if !out.written(t) {
+                        return n;
+                    }
                     continue;
                 }
             }
-            let sent = qp.poll_transmit(&mut ctx, buf);
-            sched.sync_timer(qp);
-            match sent {
-                Some(packet) => {
+            if self.sched.ready.len() > 1 {
+                self.shared_at = Some(now);
+            }
+            let quantum = i64::from(self.config.drr_quantum.max(1));
+            // Each turn that sends nothing takes its QP out of the queue (or, for a
+            // buffer too small for its MTU or a QP still in debt, moves it to the
+            // back), so this many turns visit every queued QP once, and once more the
+            // one that may be left alone by the others' leaving.
+            for _ in 0..=self.sched.ready.len() {
+                let (mut ctx, qps, sched) = self.split(now);
+                let Some(&qpn) = sched.ready.front() else {
+                    return n;
+                };
+                ctx.stats.qp_visits += 1;
+                let Some(qp) = qps.get_mut(&qpn) else {
+                    sched.ready.pop_front();
+                    continue;
+                };
+                let Some(buf) = out.next_buffer() else {
+                    return n;
+                };
+                if buf.len() < qp.common.mtu() as usize + MAX_OVERHEAD {
+                    sched.ready.rotate_left(1);
+                    continue;
+                }
+                if qp.deficit <= 0 {
+                    qp.deficit += quantum;
+                    // Still in debt (a by-reference chunk moves many quanta' worth):
+                    // another QP's turn, while there is another QP to take it.
+                    if qp.deficit <= 0 && sched.ready.len() > 1 {
+                        sched.ready.rotate_left(1);
+                        continue;
+                    }
+                }
+                // The QP's run: packets while it keeps the front of the queue.
+                let mut buf = buf;
+                loop {
+                    let sent = qp.poll_transmit(&mut ctx, buf);
+                    sched.sync_timer(qp);
+                    let Some(packet) = sent else {
+                        qp.deficit = 0;
+                        qp.queued = false;
+                        sched.ready.pop_front();
+                        break;
+                    };
                     let t = charge(qp, ctx.stats, packet);
+                    n += 1;
+                    let more = out.written(t);
                     if qp.nothing_to_send() {
                         // What the next turn would find, known now: the QP leaves the
                         // queue, and a driver that asks `may_transmit` first need not
@@ -1044,19 +1112,31 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                         qp.deficit = 0;
                         qp.queued = false;
                         sched.ready.pop_front();
+                        if sched.ready.is_empty() {
+                            return n;
+                        }
                     } else if qp.deficit <= 0 {
                         sched.ready.rotate_left(1);
+                    } else if more {
+                        // Still this QP's turn. No ACK owed elsewhere can go first:
+                        // `transmit_ack` emptied their queue before the turns, and
+                        // only an input (a packet, a post) fills it.
+                        debug_assert!(sched.ready.len() == 1 || sched.acks.is_empty());
+                        let Some(next) = out.next_buffer() else {
+                            return n;
+                        };
+                        ctx.stats.qp_visits += 1;
+                        buf = next;
+                        continue;
                     }
-                    return Some(t);
-                }
-                None => {
-                    qp.deficit = 0;
-                    qp.queued = false;
-                    sched.ready.pop_front();
+                    if !more {
+                        return n;
+                    }
+                    continue 'packets;
                 }
             }
+            return n;
         }
-        None
     }
 
     /// The next owed ACK or NAK, out of the round robin's turn. A QP whose plain ACK

@@ -36,7 +36,8 @@ pub mod wr;
 pub use byref::RemoteSpan;
 pub use cc::{CongestionControl, CongestionState, DelayControl};
 pub use endpoint::{
-    Config, Endpoint, PostError, QpInit, SendQueue, Stats, Transmit, ACK_DELAY_MARGIN, MAX_OVERHEAD,
+    Config, Endpoint, PostError, QpInit, SendQueue, Stats, Transmit, TxBuffers, ACK_DELAY_MARGIN,
+    MAX_OVERHEAD,
 };
 pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
 pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};

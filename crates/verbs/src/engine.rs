@@ -40,7 +40,7 @@ use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{
     Completion, CompletionSink, Endpoint, Instant, PostError, RecvWr, SendQueue, SendWr, Stats,
-    WcStatus, WrOp,
+    Transmit, TxBuffers, WcStatus, WrOp,
 };
 
 /// Who drives the engine.
@@ -995,28 +995,18 @@ impl Engine {
     }
 
     fn flush_tx(&mut self) {
-        if !self.tx.is_empty() {
-            self.stats.tx_bursts += 1;
-            // A send error leaves the datagrams queued; the next pass retries and the
-            // transport's timers recover anything that is finally lost. The buffers
-            // the link copied out come back for the next packets: no pool lock each.
-            let _ = self.link.send_burst_reuse(&mut self.tx, &mut self.spare);
-            self.trim_spare();
-        }
+        flush_tx(
+            &mut *self.link,
+            &mut self.tx,
+            &mut self.spare,
+            &mut self.stats,
+        );
     }
 
-    /// Spare buffers (received, sent, or taken from the pool) beyond
-    /// [`SPARE_MAX`] go back to the pool, down to [`BURST`], under one lock.
+    /// Spare buffers beyond [`SPARE_MAX`] go back to the pool ([`trim_spare`]).
     #[inline]
     fn trim_spare(&mut self) {
-        if self.spare.len() > SPARE_MAX {
-            self.free_spare();
-        }
-    }
-
-    #[cold]
-    fn free_spare(&mut self) {
-        self.link.pool().free_burst(self.spare.drain(BURST..));
+        trim_spare(&*self.link, &mut self.spare);
     }
 
     fn transmit(&mut self, now: &mut Option<Instant>) -> bool {
@@ -1062,53 +1052,45 @@ impl Engine {
         } else {
             0
         };
-        let flush_at = if shared { SHARED_FLUSH } else { BURST };
-        let (mut sent, mut bytes) = (0, 0usize);
-        let mut extended = false;
-        // The QP this pass last marked recent: a burst from one QP updates the map once.
-        let mut marked = None;
-        while sent < 4 * BURST && bytes < TX_BYTES_PER_PASS {
-            if bytes >= round {
-                if weft_link::monotonic_micros().saturating_sub(start) >= self.shared_pass_us {
-                    break;
-                }
-                extended = true;
-            }
-            if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
-                self.stats.tx_no_buffer += 1;
-                break;
-            }
-            let Some(mut buf) = self.spare.pop() else {
-                break;
-            };
-            buf.reset();
-            let Some(t) = self.ep.poll_transmit(now, buf.spare_mut()) else {
-                self.spare.push(buf);
-                break;
-            };
-            if buf.set_len(t.len) {
-                self.tx.push(Datagram { buf, path: t.path });
-            }
-            sent += 1;
-            bytes += t.moves;
-            if marked != Some(t.qpn) {
-                marked = Some(t.qpn);
-                if self.recent.insert(t.qpn, self.pass).is_none() && self.recent.len() == 1 {
-                    self.recent_oldest = self.pass;
-                }
-            }
-            if self.tx.len() >= flush_at {
-                self.flush_tx();
-                if !self.tx.is_empty() {
-                    break;
-                }
-            }
-            // The transport takes a QP out of its queue with its last sendable packet:
-            // an empty queue ends the pass without another buffer and call.
-            if !self.ep.may_transmit() {
-                break;
-            }
+        let Engine {
+            ep,
+            link,
+            tx,
+            spare,
+            stats,
+            recent,
+            recent_oldest,
+            pass,
+            shared_pass_us,
+            ..
+        } = self;
+        let mut run = TxRun {
+            link: &mut **link,
+            tx,
+            spare,
+            stats,
+            recent,
+            recent_oldest,
+            pass: *pass,
+            cur: None,
+            flush_at: if shared { SHARED_FLUSH } else { BURST },
+            round,
+            start,
+            shared_pass_us: *shared_pass_us,
+            sent: 0,
+            bytes: 0,
+            extended: false,
+            marked: None,
+            stop: false,
+        };
+        ep.poll_transmit_burst(now, &mut run);
+        if let Some(b) = run.cur.take() {
+            run.spare.push(b);
         }
+        if let Some(q) = run.marked {
+            run.mark(q);
+        }
+        let (sent, extended) = (run.sent, run.extended);
         self.flush_tx();
         if shared && sent > 0 {
             self.stats.shared_passes += 1;
@@ -1139,6 +1121,138 @@ impl Engine {
             cq_orphans: r.cq_orphans,
             ..self.stats
         }
+    }
+}
+
+/// Hand the queued datagrams to the link. A send error leaves them queued; the next
+/// pass retries and the transport's timers recover anything that is finally lost. The
+/// buffers the link copied out come back for the next packets: no pool lock each.
+fn flush_tx(
+    link: &mut dyn DatagramLink,
+    tx: &mut Vec<Datagram>,
+    spare: &mut Vec<PacketBuf>,
+    stats: &mut EngineStats,
+) {
+    if !tx.is_empty() {
+        stats.tx_bursts += 1;
+        let _ = link.send_burst_reuse(tx, spare);
+        trim_spare(link, spare);
+    }
+}
+
+/// Spare buffers (received, sent, or taken from the pool) beyond [`SPARE_MAX`] go
+/// back to the pool, down to [`BURST`], under one lock.
+#[inline]
+fn trim_spare(link: &dyn DatagramLink, spare: &mut Vec<PacketBuf>) {
+    if spare.len() > SPARE_MAX {
+        free_spare(link, spare);
+    }
+}
+
+#[cold]
+fn free_spare(link: &dyn DatagramLink, spare: &mut Vec<PacketBuf>) {
+    link.pool().free_burst(spare.drain(BURST..));
+}
+
+/// One pass's transmit as the transport's burst sees it ([`Engine::transmit`]): it
+/// lends spare buffers, queues each written packet for the link, flushes every
+/// `flush_at`, and ends the burst at the pass's budget.
+struct TxRun<'a> {
+    link: &'a mut dyn DatagramLink,
+    tx: &'a mut Vec<Datagram>,
+    spare: &'a mut Vec<PacketBuf>,
+    stats: &'a mut EngineStats,
+    recent: &'a mut FastMap<u32, u64>,
+    recent_oldest: &'a mut u64,
+    pass: u64,
+    /// The buffer lent and not yet written.
+    cur: Option<PacketBuf>,
+    flush_at: usize,
+    /// Bytes after which the time bound applies (see [`Engine::transmit`]).
+    round: usize,
+    /// The pass's start (microseconds; read only while QPs share the pass).
+    start: u64,
+    shared_pass_us: u64,
+    sent: usize,
+    bytes: usize,
+    extended: bool,
+    /// The QP whose packets the pass is writing, marked recent when its run ends: a
+    /// burst from one QP updates the map once.
+    marked: Option<u32>,
+    /// The link took less than a whole flush: the pass ends.
+    stop: bool,
+}
+
+impl TxRun<'_> {
+    /// QP `qpn` transmitted in this pass.
+    #[inline]
+    fn mark(&mut self, qpn: u32) {
+        match self.recent.get_mut(&qpn) {
+            Some(p) => *p = self.pass,
+            None => self.mark_new(qpn),
+        }
+    }
+
+    #[cold]
+    fn mark_new(&mut self, qpn: u32) {
+        self.recent.insert(qpn, self.pass);
+        if self.recent.len() == 1 {
+            *self.recent_oldest = self.pass;
+        }
+    }
+}
+
+impl TxBuffers for TxRun<'_> {
+    #[inline(always)]
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        if self.cur.is_none() {
+            if self.stop || self.sent >= 4 * BURST || self.bytes >= TX_BYTES_PER_PASS {
+                return None;
+            }
+            if self.bytes >= self.round {
+                if weft_link::monotonic_micros().saturating_sub(self.start) >= self.shared_pass_us {
+                    return None;
+                }
+                self.extended = true;
+            }
+            if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
+                self.stats.tx_no_buffer += 1;
+                return None;
+            }
+            let mut buf = self.spare.pop()?;
+            buf.reset();
+            self.cur = Some(buf);
+        }
+        self.cur.as_mut().map(PacketBuf::spare_mut)
+    }
+
+    #[inline(always)]
+    fn written(&mut self, t: Transmit) -> bool {
+        let Some(mut buf) = self.cur.take() else {
+            return false;
+        };
+        if buf.set_len(t.len) {
+            self.tx.push(Datagram { buf, path: t.path });
+        } else {
+            self.spare.push(buf);
+        }
+        self.sent += 1;
+        self.bytes += t.moves;
+        // The previous QP's run ended: mark it (the last one is marked after the
+        // burst, where the map's insert stays inline).
+        if self.marked != Some(t.qpn) {
+            if let Some(q) = self.marked.replace(t.qpn) {
+                self.mark(q);
+            }
+        }
+        if self.tx.len() >= self.flush_at {
+            flush_tx(self.link, self.tx, self.spare, self.stats);
+            if !self.tx.is_empty() {
+                self.stop = true;
+                return false;
+            }
+        }
+        true
     }
 }
 

@@ -5,7 +5,7 @@
 //! Nothing here reads a clock or an OS random source: a seed and the inputs decide
 //! every run, so any failure replays exactly.
 
-use crate::endpoint::{Config, Endpoint, QpInit, MAX_OVERHEAD};
+use crate::endpoint::{Config, Endpoint, QpInit, Transmit, MAX_OVERHEAD};
 use crate::memory::{Access, VecMemory};
 use crate::qp::{Bringup, Mtu, QpType, Recovery};
 use crate::time::Instant;
@@ -337,6 +337,47 @@ pub struct Pair {
     /// Virtual time.
     pub now: Instant,
     buf: Vec<u8>,
+    /// Transmit through [`Endpoint::poll_transmit_burst`], at most this many packets a
+    /// call ([`Pair::transmit_in_bursts`]); `None`: one `poll_transmit` a packet.
+    burst: Option<usize>,
+}
+
+/// [`Pair::step_with`]'s transmit as a burst: the pair's one buffer, lent while the
+/// side's link can send, each packet put on the link as it is written.
+struct SimTx<'a> {
+    link: &'a mut Link,
+    buf: &'a mut [u8],
+    seen: &'a mut dyn FnMut(Seen<'_>),
+    side: Side,
+    now: Instant,
+    left: usize,
+    blocked: &'a mut Option<Instant>,
+}
+
+impl crate::TxBuffers for SimTx<'_> {
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        if !self.link.can_send(self.now) {
+            let f = self.link.free_at();
+            *self.blocked = Some(self.blocked.map_or(f, |b| b.min(f)));
+            return None;
+        }
+        Some(&mut self.buf[..])
+    }
+
+    fn written(&mut self, t: Transmit) -> bool {
+        let bytes = &self.buf[..t.len];
+        (self.seen)(Seen::Sent {
+            from: self.side,
+            now: self.now,
+            bytes,
+        });
+        self.link.send(self.now, t.path, bytes);
+        self.left -= 1;
+        self.left > 0
+    }
 }
 
 /// Address of endpoint A.
@@ -433,7 +474,15 @@ impl Pair {
             ba: Link::new(ba, rng.next_u64()),
             now: Instant::ZERO,
             buf: vec![0; 4096 + MAX_OVERHEAD],
+            burst: None,
         }
+    }
+
+    /// Let both endpoints transmit in bursts of at most `k` packets a call
+    /// ([`Endpoint::poll_transmit_burst`]), or packet by packet (`None`, the default).
+    /// The packets must be the same either way; a test compares the two.
+    pub fn transmit_in_bursts(&mut self, k: Option<usize>) {
+        self.burst = k.map(|k| k.max(1));
     }
 
     /// The path from `side` to the other side.
@@ -517,6 +566,25 @@ impl Pair {
                 Side::A => (&mut self.a, &mut self.ab),
                 Side::B => (&mut self.b, &mut self.ba),
             };
+            if let Some(k) = self.burst {
+                loop {
+                    let mut out = SimTx {
+                        link: &mut *link,
+                        buf: &mut self.buf,
+                        seen: &mut *seen,
+                        side,
+                        now,
+                        left: k,
+                        blocked: &mut blocked,
+                    };
+                    let n = ep.poll_transmit_burst(now, &mut out);
+                    busy |= n > 0;
+                    if n < k {
+                        break;
+                    }
+                }
+                continue;
+            }
             loop {
                 if !link.can_send(now) {
                     let f = link.free_at();
