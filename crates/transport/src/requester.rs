@@ -494,7 +494,12 @@ impl Requester {
         w.npsn = npsn;
         w.by_ref = by_ref;
         self.next_psn += npsn;
-        self.board.extend(std::iter::repeat_n(flag, npsn as usize));
+        if npsn == 1 {
+            // Most messages are one packet: no iterator and reserve for one flag.
+            self.board.push_back(flag);
+        } else {
+            self.board.extend(std::iter::repeat_n(flag, npsn as usize));
+        }
         self.started += 1;
         if op.is_read_or_atomic() {
             self.rd_atomic += 1;
