@@ -1041,6 +1041,13 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     pub fn poll_transmit_burst(&mut self, now: Instant, out: &mut impl TxBuffers) -> usize {
         let mut n = 0;
         'packets: loop {
+            // Nothing queued, or no buffer: a single call would not have been made
+            // (a driver asks `may_transmit` and has its buffer first), so nothing
+            // below may run either, not even a turn's count of visits. The buffer
+            // asked for here is the one the packet below is written into.
+            if self.sched.ready.is_empty() || out.next_buffer().is_none() {
+                return n;
+            }
             // Only another QP in the transmit queue can hold an owed ACK back: with
             // one QP (a ping-pong) its own turn sends the ACK, and the queue's upkeep
             // would cost each round ~190 instructions (callgrind) for nothing.
@@ -1092,6 +1099,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 }
                 // The QP's run: packets while it keeps the front of the queue.
                 let mut buf = buf;
+                let mut first = true;
                 loop {
                     let sent = qp.poll_transmit(&mut ctx, buf);
                     sched.sync_timer(qp);
@@ -1099,8 +1107,14 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                         qp.deficit = 0;
                         qp.queued = false;
                         sched.ready.pop_front();
-                        break;
+                        if first {
+                            break;
+                        }
+                        // A later packet of the run: the single call that would have
+                        // asked counted its turns afresh.
+                        continue 'packets;
                     };
+                    first = false;
                     let t = charge(qp, ctx.stats, packet);
                     n += 1;
                     let more = out.written(t);
@@ -1125,6 +1139,12 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                         let Some(next) = out.next_buffer() else {
                             return n;
                         };
+                        if next.len() < qp.common.mtu() as usize + MAX_OVERHEAD {
+                            // Too small for this QP: the turns start afresh, where
+                            // the first one moves it to the back, as a single call
+                            // would.
+                            continue 'packets;
+                        }
                         ctx.stats.qp_visits += 1;
                         buf = next;
                         continue;

@@ -2,19 +2,22 @@
 //! calls would, in the same order: the same seeded run of several QPs each way (owed
 //! ACKs beside requests, deficit round robin, multi-packet messages, loss, reordering,
 //! duplication, corruption) is driven packet by packet and in bursts of several sizes,
-//! and every packet both endpoints send, with its time, must be identical.
+//! and every packet both endpoints send, with its time, must be identical, and so must
+//! every completion and every counter of both endpoints (the scheduler's visits too).
 mod common;
 use common::*;
 use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Seen, Side};
-use weft_transport::{Completion, Config, QpType, WcStatus};
+use weft_transport::{Completion, Config, QpType, Stats, WcStatus};
 
 const MEM: u64 = 4 << 20;
 const QPS: usize = 3;
 /// Messages each side posts on each QP.
 const MSGS: u64 = 24;
 
-fn faulty() -> LinkConfig {
+/// `rate`: bytes per µs; a slow link makes the driver stop a burst for want of room.
+fn faulty(rate: u64) -> LinkConfig {
     LinkConfig {
+        rate_bytes_per_us: rate,
         loss: 0.02,
         duplicate: 0.01,
         reorder: 0.02,
@@ -26,11 +29,23 @@ fn faulty() -> LinkConfig {
     }
 }
 
-/// Everything both sides sent (side, time in µs, bytes), and their completions.
-type Trace = (Vec<(u8, u64, Vec<u8>)>, Vec<Completion>, Vec<Completion>);
+/// Everything both sides sent (side, time in µs, bytes), their completions, and their
+/// counters.
+type Trace = (
+    Vec<(u8, u64, Vec<u8>)>,
+    Vec<Completion>,
+    Vec<Completion>,
+    (Stats, Stats),
+);
 
-fn run(seed: u64, burst: Option<usize>) -> Trace {
-    let mut p = Pair::new(Config::default(), MEM as usize, faulty(), faulty(), seed);
+fn run(seed: u64, rate: u64, burst: Option<usize>) -> Trace {
+    let mut p = Pair::new(
+        Config::default(),
+        MEM as usize,
+        faulty(rate),
+        faulty(rate),
+        seed,
+    );
     p.transmit_in_bursts(burst);
     let (ra, rb) = big_regions(&mut p, MEM);
     let o = ConnectOptions {
@@ -78,13 +93,16 @@ fn run(seed: u64, burst: Option<usize>) -> Trace {
             break;
         }
     }
-    (sent, ca, cb)
+    let stats = (p.a.stats().clone(), p.b.stats().clone());
+    (sent, ca, cb, stats)
 }
 
 #[test]
 fn bursts_send_the_packets_of_single_calls_in_the_same_order() {
-    for seed in [1, 7, 42] {
-        let (sent, ca, cb) = run(seed, None);
+    // 1250 B/µs is the simulator's 10 Gb/s; 100 B/µs keeps the link busy, so bursts
+    // end for want of room as often as for want of packets.
+    for (seed, rate) in [(1, 1250), (7, 1250), (42, 1250), (3, 100), (9, 100)] {
+        let (sent, ca, cb, stats) = run(seed, rate, None);
         // The run did what it is for: every message of both sides completed, over
         // lossy links (so retransmissions are in the trace too).
         let sends = QPS * MSGS as usize;
@@ -101,7 +119,7 @@ fn bursts_send_the_packets_of_single_calls_in_the_same_order() {
             sent.len()
         );
         for k in [1, 2, 5, 64] {
-            let (bsent, bca, bcb) = run(seed, Some(k));
+            let (bsent, bca, bcb, bstats) = run(seed, rate, Some(k));
             assert_eq!(
                 bsent.len(),
                 sent.len(),
@@ -117,6 +135,14 @@ fn bursts_send_the_packets_of_single_calls_in_the_same_order() {
             }
             assert_eq!(bca, ca, "seed {seed}, bursts of {k}: A's completions");
             assert_eq!(bcb, cb, "seed {seed}, bursts of {k}: B's completions");
+            assert_eq!(
+                bstats.0, stats.0,
+                "seed {seed}, bursts of {k}: A's counters"
+            );
+            assert_eq!(
+                bstats.1, stats.1,
+                "seed {seed}, bursts of {k}: B's counters"
+            );
         }
     }
 }

@@ -1235,6 +1235,8 @@ impl TxBuffers for TxRun<'_> {
     #[inline(always)]
     fn written(&mut self, t: Transmit) -> bool {
         let Some(mut buf) = self.cur.take() else {
+            // The transport writes only into a buffer it was lent.
+            debug_assert!(false, "a packet written without a lent buffer");
             return false;
         };
         if buf.set_len(t.len) {
