@@ -197,6 +197,10 @@ pub struct Row {
     pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
+    /// Phased trace, hogs phase: the window of the round (each a `weft perf` child of
+    /// its own, so each draws its own placement beside the hogs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
     /// Cores both processes kept busy over the run (CPU per operation × rate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_cores: Option<f64>,
@@ -381,6 +385,8 @@ struct Point {
     scheduler: &'static str,
     bulk: Option<u64>,
     iters: u64,
+    /// `--time-limit` of this child when not the study's (`--time-limit`).
+    time_limit: Option<f64>,
 }
 
 /// Runs `weft perf` for `p` and returns its records (a child that failed as a
@@ -401,7 +407,7 @@ fn perf(s: &Setup, p: &Point) -> Vec<Record> {
         "--iters".into(),
         p.iters.to_string(),
         "--time-limit".into(),
-        s.time_limit.to_string(),
+        p.time_limit.unwrap_or(s.time_limit).to_string(),
         "--sizes".into(),
         p.sizes
             .iter()
@@ -726,7 +732,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         + usize::from(has(Part::Figs34)) * n_figs * s.fig_rounds
         + usize::from(has(Part::Fig5)) * 2 * (2 * s.fig5_verbs.len() + 1)
         + usize::from(has(Part::Mtu)) * s.mtus.len() * 3
-        + usize::from(has(Part::Phased)) * s.rounds * phased::PHASES.len() * phased::CONFIGS.len();
+        + usize::from(has(Part::Phased))
+            * s.rounds
+            * phased::CONFIGS.len()
+            * phased::PHASES.iter().map(|p| p.windows()).sum::<usize>();
     let mut steps = Steps {
         on: !a.quiet,
         k: 0,
@@ -772,6 +781,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                         scheduler: "drr",
                         bulk: None,
                         iters: s.iters,
+                        time_limit: None,
                     };
                     for r in perf(&s, &p) {
                         let mut row = to_row(&s, figure, v.label, &p, hogs, &r);
@@ -852,6 +862,7 @@ fn bulk_alone(s: &Setup, mtu: usize, sched: &'static str) -> Option<f64> {
         scheduler: sched,
         bulk: None,
         iters: s.bulk_iters,
+        time_limit: None,
     };
     perf(s, &p)
         .first()
@@ -884,6 +895,7 @@ fn beside(
         // point would last milliseconds, too short for the 4 MB flow beside it to
         // complete a countable number of WRITEs. The time limit still bounds it.
         iters: s.iters * BESIDE_ITERS,
+        time_limit: None,
     };
     steps.step(&format!(
         "{figure}: {} alone, {w} in flight, mtu {mtu}, {sched}",

@@ -59,7 +59,9 @@ pub(super) enum Phase {
     Idle,
     /// 16 operations in flight back to back: operations per second, higher is better.
     Saturated,
-    /// One operation at a time beside a busy loop per core: p50, lower is better.
+    /// One operation at a time beside a busy loop per core: the mean round trip
+    /// (the phase's time over its round trips, pooled over its windows), lower is
+    /// better.
     Hogs,
     /// 16 in flight beside a flow of large WRITEs on the same device: the small
     /// operations' p99, lower is better.
@@ -77,6 +79,12 @@ pub(super) const PHASES: [Phase; 4] = [
 const IDLE_PAUSE_US: u64 = 10_000;
 /// Operations of the saturated and background phases per `--iters`.
 const LONG: u64 = 250;
+/// Windows of the hogs phase per configuration and round: `weft perf` children of
+/// their own, each with this share of the phase's round trips and time limit. Beside
+/// busy loops the scheduler's placement of the two processes (on one core or two,
+/// time slices in step or not) holds for a child's whole run and decides it, so a
+/// round is several draws of it, pooled.
+pub(super) const HOGS_WINDOWS: usize = 4;
 
 impl Phase {
     pub fn name(self) -> &'static str {
@@ -93,7 +101,7 @@ impl Phase {
         match self {
             Phase::Idle => ("cpu_cores", false),
             Phase::Saturated => ("ops_per_s", true),
-            Phase::Hogs => ("p50_us", false),
+            Phase::Hogs => ("rtt_mean_us", false),
             Phase::Background => ("p99_us", false),
         }
     }
@@ -103,9 +111,35 @@ impl Phase {
         match self {
             Phase::Idle => r.cpu_cores,
             Phase::Saturated => r.ops_per_s,
-            Phase::Hogs => r.p50_us,
+            Phase::Hogs => r.ops_per_s.filter(|x| *x > 0.0).map(|x| 1e6 / x),
             Phase::Background => r.p99_us,
         }
+    }
+
+    /// `weft perf` children per configuration and round.
+    pub fn windows(self) -> usize {
+        if self == Phase::Hogs {
+            HOGS_WINDOWS
+        } else {
+            1
+        }
+    }
+
+    /// The figure of one round from its rows (one per window). The hogs phase pools
+    /// its windows: their time over their round trips, as one run of the same length
+    /// would have measured (a window the hogs stalled counts for its time, not as a
+    /// figure of its own). Other phases have one row a round.
+    fn round_value(self, rows: &[&Row]) -> Option<f64> {
+        if self != Phase::Hogs {
+            return rows.first().and_then(|r| self.value(r));
+        }
+        let (mut secs, mut n) = (0.0, 0u64);
+        for r in rows {
+            let rate = r.ops_per_s.filter(|x| *x > 0.0 && x.is_finite())?;
+            secs += r.iters as f64 / rate;
+            n += r.iters;
+        }
+        (n > 0).then(|| secs * 1e6 / n as f64)
     }
 
     fn hogs(self, s: &Setup) -> usize {
@@ -134,7 +168,11 @@ impl Phase {
             // see the hogs or the flow for a handful of scheduler slices); the time
             // limit ends it sooner on a slow configuration.
             Phase::Saturated => (Some(super::SATURATED), None, s.iters * LONG),
-            Phase::Hogs => (None, None, s.iters * BESIDE_ITERS),
+            Phase::Hogs => (
+                None,
+                None,
+                (s.iters * BESIDE_ITERS / HOGS_WINDOWS as u64).max(1),
+            ),
             Phase::Background => (Some(super::SATURATED), Some(s.bulk_size), s.iters * LONG),
         };
         Point {
@@ -146,6 +184,7 @@ impl Phase {
             scheduler: "drr",
             bulk,
             iters,
+            time_limit: (self == Phase::Hogs).then(|| s.time_limit / HOGS_WINDOWS as f64),
         }
     }
 }
@@ -187,20 +226,30 @@ pub(super) fn run(
     for round in 0..rounds {
         for phase in PHASES {
             let hogs = phase.hogs(s);
-            let budget = s.budget(1) * CONFIGS.len() as u32;
+            let budget = s.budget(1) * (CONFIGS.len() * phase.windows()) as u32;
             let _hogs = (hogs > 0).then(|| Hogs::start(hogs, budget));
-            for c in super::alternating(&CONFIGS, round) {
-                steps.step(&format!(
-                    "phased round {}/{rounds}: {} with {}",
-                    round + 1,
-                    phase.name(),
-                    c.label
-                ));
-                let p = phase.point(s, c);
-                for r in perf(s, &p) {
-                    let row = phase_row(s, phase, c, &p, hogs, round, &r);
-                    rows.push(row.clone());
-                    emit(row)?;
+            // Windows (the hogs phase's) take the configurations in turn, in an
+            // order that alternates from window to window as from round to round.
+            for w in 0..phase.windows() {
+                for c in super::alternating(&CONFIGS, round + w) {
+                    steps.step(&format!(
+                        "phased round {}/{rounds}: {} with {}{}",
+                        round + 1,
+                        phase.name(),
+                        c.label,
+                        if phase.windows() > 1 {
+                            format!(", window {}/{}", w + 1, phase.windows())
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    let p = phase.point(s, c);
+                    for r in perf(s, &p) {
+                        let mut row = phase_row(s, phase, c, &p, hogs, round, &r);
+                        row.window = (phase.windows() > 1).then_some(w as u32 + 1);
+                        rows.push(row.clone());
+                        emit(row)?;
+                    }
                 }
             }
         }
@@ -250,7 +299,18 @@ pub(super) fn summarize(link: &str, rows: &[Row]) -> Vec<Summary> {
                             && r.error.is_none()
                     })
                     .collect();
-                let vals: Vec<f64> = mine.iter().filter_map(|r| phase.value(r)).collect();
+                // One figure a round (the hogs phase pools its windows).
+                let mut by_round: Vec<(Option<u32>, Vec<&Row>)> = Vec::new();
+                for r in &mine {
+                    match by_round.iter_mut().find(|(k, _)| *k == r.round) {
+                        Some((_, v)) => v.push(r),
+                        None => by_round.push((r.round, vec![r])),
+                    }
+                }
+                let vals: Vec<f64> = by_round
+                    .iter()
+                    .filter_map(|(_, v)| phase.round_value(v))
+                    .collect();
                 let cpu: Vec<f64> = mine.iter().filter_map(|r| r.cpu_us_per_op).collect();
                 let ms = median_spread(&vals);
                 Summary {
@@ -374,10 +434,65 @@ mod tests {
         match phase {
             Phase::Idle => r.cpu_cores = Some(v),
             Phase::Saturated => r.ops_per_s = Some(v),
-            Phase::Hogs => r.p50_us = Some(v),
+            Phase::Hogs => {
+                r.ops_per_s = Some(1e6 / v);
+                r.iters = 1000;
+            }
             Phase::Background => r.p99_us = Some(v),
         }
         r
+    }
+
+    /// A window of the hogs phase: `iters` round trips of `rtt_us` each.
+    fn window(config: &str, round: u32, window: u32, iters: u64, rtt_us: f64) -> Row {
+        Row {
+            figure: "phased".into(),
+            verb: config.into(),
+            phase: Some("hogs".into()),
+            round: Some(round),
+            window: Some(window),
+            iters,
+            ops_per_s: Some(1e6 / rtt_us),
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn the_hogs_phase_pools_its_windows_per_round_and_takes_the_median_of_rounds() {
+        let mut rows = Vec::new();
+        for c in CONFIGS {
+            for round in 1..=3 {
+                for w in 1..=4 {
+                    rows.push(window(c.label, round, w, 10_000, 10.0));
+                }
+            }
+        }
+        // Adaptive, round 1: three quick windows and one the hogs stalled (500 round
+        // trips of 4 ms): the round's figure is its time over its round trips, not
+        // the stalled window's 4 ms nor the others' 10 µs.
+        rows.retain(|r| !(r.verb == "adaptive" && r.round == Some(1) && r.window == Some(4)));
+        rows.push(window("adaptive", 1, 4, 500, 4000.0));
+        // Round 2: every window stalled.
+        rows.retain(|r| !(r.verb == "adaptive" && r.round == Some(2)));
+        for w in 1..=4 {
+            rows.push(window("adaptive", 2, w, 500, 4000.0));
+        }
+        let s = summarize("shm", &rows);
+        let a = s
+            .iter()
+            .find(|x| x.phase == "hogs" && x.config == "adaptive")
+            .expect("summary");
+        assert_eq!(a.metric, "rtt_mean_us");
+        assert_eq!(a.rounds, 3, "one figure a round, not one a window");
+        let round1 = (3.0 * 10_000.0 * 10.0 + 500.0 * 4000.0) / 30_500.0;
+        assert!((a.median.unwrap() - round1).abs() < 1e-6, "{a:?}");
+        assert!((a.min.unwrap() - 10.0).abs() < 1e-9, "{a:?}");
+        assert!((a.max.unwrap() - 4000.0).abs() < 1e-6, "{a:?}");
+        assert!((a.vs_oracle.unwrap() - round1 / 10.0).abs() < 1e-6, "{a:?}");
+        // A window without a rate leaves its round without a figure.
+        let mut r = window("poll-inline", 1, 1, 0, 10.0);
+        r.ops_per_s = None;
+        assert_eq!(Phase::Hogs.round_value(&[&r]), None);
     }
 
     #[test]
