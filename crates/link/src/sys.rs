@@ -1002,8 +1002,8 @@ pub(crate) const UDP_GRO: libc::c_int = 104;
 /// See [`SOL_UDP`]: accept IPv6 UDP datagrams whose checksum is 0 (RFC 6936).
 pub(crate) const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
-/// The header arrays of `sendmmsg`/`recvmmsg`. A received message has one iovec (or
-/// several, [`Mmsg::recv_split`]); a sent one has one per segment (several when the kernel segments it, UDP GSO). The
+/// The header arrays of `sendmmsg`/`recvmmsg`. A received message has one iovec; a
+/// sent one has one per segment (several when the kernel segments it, UDP GSO). The
 /// raw pointers inside are written by [`Mmsg::send`]/[`Mmsg::recv`] from borrowed
 /// slices just before the call and are stale (never read) afterwards; only the
 /// lengths, names, flags and control bytes the kernel wrote are read back.
@@ -1171,37 +1171,15 @@ impl Mmsg {
         fd: RawFd,
         bufs: impl IntoIterator<Item = &'a mut [u8]>,
     ) -> Result<usize, i32> {
-        self.recv_split(fd, bufs, 1)
-    }
-
-    /// [`Mmsg::recv`] with `per_msg` consecutive slices of `bufs` per message (a
-    /// scattered receive: the kernel fills a message's slices in order, the next
-    /// slice where the last one ends). Messages get only whole sets of slices; a
-    /// remainder is not used.
-    pub(crate) fn recv_split<'a>(
-        &mut self,
-        fd: RawFd,
-        bufs: impl IntoIterator<Item = &'a mut [u8]>,
-        per_msg: usize,
-    ) -> Result<usize, i32> {
-        let per_msg = per_msg.max(1);
-        let namelen = size_of::<libc::sockaddr_storage>() as u32;
-        let (mut n, mut iov, mut filled) = (0, 0, 0);
-        for b in bufs {
-            if n >= self.hdrs.len() || iov >= self.iovs.len() {
-                break;
-            }
-            self.iovs[iov] = libc::iovec {
+        let mut n = 0;
+        for b in bufs.into_iter().take(self.hdrs.len()) {
+            let namelen = size_of::<libc::sockaddr_storage>() as u32;
+            self.iovs[n] = libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
                 iov_len: b.len(),
             };
-            iov += 1;
-            filled += 1;
-            if filled == per_msg {
-                self.prepare(n, iov - per_msg, per_msg, namelen, MMSG_CTRL);
-                n += 1;
-                filled = 0;
-            }
+            self.prepare(n, n, 1, namelen, MMSG_CTRL);
+            n += 1;
         }
         if n == 0 {
             return Ok(0);

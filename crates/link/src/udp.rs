@@ -76,15 +76,6 @@ const GRO_BURST: usize = 16;
 /// A coalesced receive's buffer: the largest UDP payload.
 const GRO_BUF: usize = 65_536;
 
-/// Coalesced receives per `recvmmsg` when they are scattered straight into pool
-/// buffers ([`UdpLink::recv_scattered`]): each takes `GRO_BUF / stride` buffers
-/// (16 for 4 KiB packets), so 8 of them hold 128 of the pool's buffers in the link.
-const SCATTER_BURST: usize = 8;
-
-/// Smallest segment size the link scatters coalesced receives by. Below it a
-/// message would need too many buffers and iovecs, and its copy is short anyway.
-const SCATTER_MIN_STRIDE: usize = 1024;
-
 /// How a [`UdpLink`] is set up.
 #[derive(Debug, Clone)]
 pub struct UdpOptions {
@@ -142,13 +133,6 @@ pub struct UdpLink {
     deltas: [Option<Ipv4IdDeltas>; 2],
     /// Coalesced-receive buffers (with `gro`; empty until the first receive).
     gro_bufs: Vec<Box<[u8]>>,
-    /// The segment size of the last coalesced receive of at least
-    /// [`SCATTER_MIN_STRIDE`] bytes, or 0: while non-zero, coalesced receives are
-    /// scattered straight into pool buffers of this many bytes each.
-    stride: usize,
-    /// The pool buffers of the messages a scattered receive filled, between the
-    /// system call and their hand-over (kept to reuse its allocation).
-    filled: Vec<PacketBuf>,
     /// Segments of a coalesced receive beyond what the caller asked for.
     pending: Vec<Datagram>,
     /// The last receive found nothing: the next asks the kernel for one message, not
@@ -257,8 +241,6 @@ impl UdpLink {
             msgs: Vec::with_capacity(BURST),
             deltas: [None; 2],
             gro_bufs: Vec::new(),
-            stride: 0,
-            filled: Vec::new(),
             pending: Vec::new(),
             rx_idle: false,
         })
@@ -426,12 +408,9 @@ impl UdpLink {
     }
 
     /// [`DatagramLink::recv_burst`] with `UDP_GRO`: each message may hold several
-    /// datagrams of one sender. Once a coalesced receive of large segments has been
-    /// seen, messages are scattered straight into pool buffers
-    /// ([`UdpLink::recv_scattered`]); otherwise they arrive in a large buffer and are
-    /// cut here into pool buffers (one copy each, which the kernel trips it saves pay
-    /// for many times over). Segments beyond `max` wait in `pending` for the next
-    /// call.
+    /// datagrams of one sender, cut here into pool buffers (one copy each, which the
+    /// kernel trips it saves pay for many times over). Segments beyond `max` wait in
+    /// `pending` for the next call.
     fn recv_coalesced(&mut self, out: &mut Vec<Datagram>, max: usize) -> io::Result<usize> {
         let mut delivered = 0;
         let take = self.pending.len().min(max);
@@ -442,11 +421,6 @@ impl UdpLink {
         if delivered == max {
             self.stats.rx_frames += delivered as u64;
             return Ok(delivered);
-        }
-        if self.stride > 0 {
-            if let Some(r) = self.recv_scattered(out, max, delivered) {
-                return r;
-            }
         }
         if self.gro_bufs.is_empty() {
             self.gro_bufs = (0..GRO_BURST)
@@ -474,205 +448,38 @@ impl UdpLink {
                 self.own_rx_drops += 1;
                 continue;
             };
-            let len = r.len.min(GRO_BUF);
-            if len == 0 {
+            let data = &self.gro_bufs[i][..r.len.min(GRO_BUF)];
+            if data.is_empty() {
                 // An empty datagram carries no packet (chunks() would yield none).
                 self.own_rx_drops += 1;
                 continue;
             }
-            let seg = r.gro.unwrap_or(len).max(1);
-            self.learn_stride(r.gro);
-            self.cut(i, len, seg, path, out, max, &mut delivered);
+            let seg = r.gro.unwrap_or(data.len()).max(1);
+            for chunk in data.chunks(seg) {
+                if self.spare.is_empty() {
+                    self.pool.alloc_burst(BURST, &mut self.spare);
+                }
+                let Some(mut b) = self.spare.pop() else {
+                    self.own_rx_drops += 1;
+                    continue;
+                };
+                b.reset();
+                if chunk.len() > self.max_datagram || !b.copy_from(chunk) {
+                    self.own_rx_drops += 1;
+                    continue;
+                }
+                let d = Datagram { buf: b, path };
+                if delivered < max {
+                    out.push(d);
+                    delivered += 1;
+                } else {
+                    self.pending.push(d);
+                }
+            }
         }
         self.stats.rx_frames += delivered as u64;
         self.stats.rx_dropped = self.own_rx_drops + u64::from(self.kernel_drops);
         Ok(delivered)
-    }
-
-    /// Remember a coalesced receive's segment size for the next receives: a size
-    /// from [`SCATTER_MIN_STRIDE`] to `max_datagram` turns scattered receives on (or
-    /// retunes them); smaller sizes and single datagrams change nothing.
-    fn learn_stride(&mut self, gro: Option<usize>) {
-        if let Some(g) = gro {
-            if (SCATTER_MIN_STRIDE..=self.max_datagram).contains(&g) {
-                self.stride = g;
-            }
-        }
-    }
-
-    /// Cut the first `len` bytes of coalesced-receive buffer `idx` into datagrams of
-    /// `seg` bytes (the last may be shorter), each copied into a pool buffer, into
-    /// `out` up to `max` and the rest into `pending`. A segment longer than
-    /// `max_datagram`, or one with no free buffer, is a counted drop.
-    #[allow(clippy::too_many_arguments)]
-    fn cut(
-        &mut self,
-        idx: usize,
-        len: usize,
-        seg: usize,
-        path: weft_wire::roce::IcrcPath,
-        out: &mut Vec<Datagram>,
-        max: usize,
-        delivered: &mut usize,
-    ) {
-        let bufs = std::mem::take(&mut self.gro_bufs);
-        let data = &bufs[idx][..len.min(GRO_BUF)];
-        for chunk in data.chunks(seg.max(1)) {
-            if self.spare.is_empty() {
-                self.pool.alloc_burst(BURST, &mut self.spare);
-            }
-            let Some(mut b) = self.spare.pop() else {
-                self.own_rx_drops += 1;
-                continue;
-            };
-            b.reset();
-            if chunk.len() > self.max_datagram || !b.copy_from(chunk) {
-                self.own_rx_drops += 1;
-                self.spare.push(b);
-                continue;
-            }
-            self.deliver(Datagram { buf: b, path }, out, max, delivered);
-        }
-        self.gro_bufs = bufs;
-    }
-
-    /// Hand a received datagram to `out` while fewer than `max` went there, else keep
-    /// it in `pending`.
-    fn deliver(&mut self, d: Datagram, out: &mut Vec<Datagram>, max: usize, delivered: &mut usize) {
-        if *delivered < max {
-            out.push(d);
-            *delivered += 1;
-        } else {
-            self.pending.push(d);
-        }
-    }
-
-    /// A coalesced receive with no copy of its own: each message's iovecs are
-    /// `GRO_BUF / stride` pool buffers of `stride` bytes (the last coalesced
-    /// segment size), so when the message's segments are `stride` bytes each lands
-    /// whole in a buffer of its own and is handed over as it lies. A message of one
-    /// datagram lands at the start of its first buffer (a longer one spills into the
-    /// next, and its few bytes are moved back). A message cut at another size is
-    /// gathered into a coalesced-receive buffer and cut from there (two copies, once
-    /// per change of size), and the new size is used from the next call. `None` when
-    /// the pool has no buffers for even one message: the caller receives the
-    /// copying way.
-    fn recv_scattered(
-        &mut self,
-        out: &mut Vec<Datagram>,
-        max: usize,
-        mut delivered: usize,
-    ) -> Option<io::Result<usize>> {
-        let stride = self.stride;
-        let k = GRO_BUF.div_ceil(stride);
-        let want = if self.rx_idle { 1 } else { SCATTER_BURST }.min(max - delivered);
-        if self.spare.len() < want * k {
-            let need = want * k - self.spare.len();
-            self.pool.alloc_burst(need, &mut self.spare);
-        }
-        let n = want.min(self.spare.len() / k);
-        if n == 0 {
-            return None;
-        }
-        let bufs = self.spare[..n * k].iter_mut().map(|b| {
-            b.reset();
-            &mut b.spare_mut()[..stride]
-        });
-        let got = match self.mmsg.recv_split(self.fd.as_raw_fd(), bufs, k) {
-            Ok(got) => got,
-            Err(e) => {
-                self.rx_idle = true;
-                self.stats.rx_frames += delivered as u64;
-                return Some(recv_error(e).map(|_| delivered));
-            }
-        };
-        self.rx_idle = got == 0;
-        let mut filled = std::mem::take(&mut self.filled);
-        filled.extend(self.spare.drain(..got * k));
-        let mut pieces = filled.drain(..);
-        for i in 0..got {
-            let r = self.mmsg.received(i);
-            if let Some(d) = r.rxq_ovfl {
-                self.kernel_drops = d;
-            }
-            let path = r.from.and_then(|p| path_between(p, self.local));
-            let len = r.len.min(k * stride);
-            let seg = r.gro.unwrap_or(len).max(1);
-            let mut bufs = pieces.by_ref().take(k);
-            let (Some(path), false, true) = (path, r.truncated, len > 0) else {
-                // Empty, truncated or from an unknown family: a counted drop.
-                self.own_rx_drops += 1;
-                self.spare.extend(bufs);
-                continue;
-            };
-            if seg == stride || (r.gro.is_none() && len <= stride) {
-                // Aligned: segment j is buffer j.
-                let mut left = len;
-                for mut b in bufs.by_ref() {
-                    if left == 0 {
-                        self.spare.push(b);
-                        continue;
-                    }
-                    let l = left.min(stride);
-                    left -= l;
-                    // `stride` is at most `max_datagram` and within the buffer.
-                    if b.set_len(l) {
-                        self.deliver(Datagram { buf: b, path }, out, max, &mut delivered);
-                    } else {
-                        self.own_rx_drops += 1;
-                        self.spare.push(b);
-                    }
-                }
-            } else if r.gro.is_none() && len <= self.max_datagram {
-                // One datagram longer than a piece: move its tail back behind the
-                // first piece (a few bytes: the header a first packet carries more).
-                let Some(mut first) = bufs.next() else {
-                    continue;
-                };
-                let mut at = stride;
-                let mut whole = true;
-                for mut b in bufs.by_ref() {
-                    if at < len {
-                        let l = (len - at).min(stride);
-                        let room = first.spare_mut();
-                        match room.get_mut(at..at + l) {
-                            Some(dst) => dst.copy_from_slice(&b.spare_mut()[..l]),
-                            None => whole = false,
-                        }
-                        at += l;
-                    }
-                    self.spare.push(b);
-                }
-                if whole && first.set_len(len) {
-                    self.deliver(Datagram { buf: first, path }, out, max, &mut delivered);
-                } else {
-                    self.own_rx_drops += 1;
-                    self.spare.push(first);
-                }
-            } else {
-                // Cut at another size: gather the pieces into a coalesced-receive
-                // buffer and cut from there.
-                if self.gro_bufs.is_empty() {
-                    self.gro_bufs.push(vec![0u8; GRO_BUF].into_boxed_slice());
-                }
-                let mut at = 0;
-                for mut b in bufs.by_ref() {
-                    if at < len {
-                        let l = (len - at).min(stride);
-                        self.gro_bufs[0][at..at + l].copy_from_slice(&b.spare_mut()[..l]);
-                        at += l;
-                    }
-                    self.spare.push(b);
-                }
-                self.cut(0, len, seg, path, out, max, &mut delivered);
-            }
-            self.learn_stride(r.gro);
-        }
-        drop(pieces);
-        self.filled = filled;
-        self.stats.rx_frames += delivered as u64;
-        self.stats.rx_dropped = self.own_rx_drops + u64::from(self.kernel_drops);
-        Some(Ok(delivered))
     }
 }
 
@@ -953,105 +760,6 @@ mod tests {
                 .is_some());
         }
         assert_eq!(b.stats().rx_frames, 76);
-    }
-
-    /// Send datagrams of `lens` bytes from `a` to `to` (each a distinct byte pattern
-    /// with its ICRC), all accepted; their bytes.
-    fn send_lens(a: &mut UdpLink, to: SocketAddr, lens: &[usize], tag: u8) -> Vec<Vec<u8>> {
-        let path = path_between(a.local_addr(), to).unwrap();
-        let mut tx = Vec::new();
-        let mut sent = Vec::new();
-        for (i, &len) in lens.iter().enumerate() {
-            let mut bytes: Vec<u8> = (0..len).map(|j| (i * 7 + j) as u8 ^ tag).collect();
-            path.fill(&mut bytes).unwrap();
-            sent.push(bytes.clone());
-            tx.push(dgram(a, to, &bytes));
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut n = 0;
-        while !tx.is_empty() && Instant::now() < deadline {
-            n += a.send_burst(&mut tx).unwrap();
-        }
-        assert_eq!(n, lens.len());
-        sent
-    }
-
-    /// Received datagrams equal what was sent (up to the ICRC, which the sender
-    /// rewrites per GSO segment) and carry a findable ICRC, in order.
-    fn assert_intact(got: &[Datagram], sent: &[Vec<u8>]) {
-        assert_eq!(got.len(), sent.len());
-        let mut cache = None;
-        for (k, (d, want)) in got.iter().zip(sent).enumerate() {
-            let n = want.len() - 4;
-            assert_eq!(d.buf.len(), want.len(), "datagram {k}: length");
-            assert_eq!(d.buf[..n], want[..n], "datagram {k}: bytes");
-            assert!(d
-                .path
-                .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
-                .is_some());
-        }
-    }
-
-    /// Once a coalesced receive of 4112-byte segments has been seen, receives are
-    /// scattered into pool buffers of that size: a WRITE's middle packets land whole,
-    /// a longer first packet alone spills and is put back together, a run at another
-    /// size is cut the copying way (and retunes the size), a short datagram lands in
-    /// its first buffer. Every datagram arrives intact, in order, none dropped.
-    #[test]
-    fn scattered_receives_deliver_every_datagram_intact_at_any_segment_size() {
-        let (mut a, mut b) = offload_pair();
-        let to = b.local_addr();
-        let mut total = 0;
-        let mut rounds: Vec<(Vec<usize>, usize)> = vec![
-            (vec![4112; 16], 4112),
-            (std::iter::once(4128).chain([4112; 15]).collect(), 4112),
-            (vec![4112; 16], 4112),
-            (vec![2000; 5], 2000),
-            (vec![40], 2000),
-            (vec![2000, 2000, 2000, 2000, 1200], 2000),
-            (vec![4112; 3], 4112),
-        ];
-        for (tag, (lens, stride)) in rounds.drain(..).enumerate() {
-            let sent = send_lens(&mut a, to, &lens, tag as u8);
-            let got = recv_n(&mut b, lens.len());
-            assert_intact(&got, &sent);
-            assert_eq!(b.stride, stride, "round {tag}");
-            total += lens.len() as u64;
-        }
-        assert_eq!(b.stats().rx_frames, total);
-        assert_eq!(b.stats().rx_dropped, 0);
-    }
-
-    /// Segments longer than the receiver's largest datagram (a sender with a larger
-    /// one, segmenting at 5000 bytes) are counted drops, whether the receive copies
-    /// or scatters, and what follows them arrives.
-    #[test]
-    fn coalesced_segments_longer_than_the_largest_datagram_are_counted_drops() {
-        let mut big = UdpLink::bind(
-            "127.0.0.1:0".parse().unwrap(),
-            UdpOptions {
-                roce_offload: true,
-                pool_buffers: 64,
-                max_datagram: 9000,
-                pool: Some(BufferPool::new(64, pool_buf_size(9000))),
-                ..UdpOptions::default()
-            },
-        )
-        .unwrap();
-        for scatter_first in [false, true] {
-            let (mut a, mut b) = offload_pair();
-            let to = b.local_addr();
-            if scatter_first {
-                let sent = send_lens(&mut a, to, &[4112; 4], 1);
-                assert_intact(&recv_n(&mut b, 4), &sent);
-                assert_eq!(b.stride, 4112);
-            }
-            send_lens(&mut big, to, &[5000; 3], 2);
-            let sent = send_lens(&mut a, to, &[300], 3);
-            let got = recv_n(&mut b, 1);
-            assert_intact(&got, &sent);
-            assert_eq!(b.stats().rx_dropped, 3, "scattering: {scatter_first}");
-        }
     }
 
     /// A reply and an ACK (two datagrams to one peer, the second shorter) go as two
