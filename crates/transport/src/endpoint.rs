@@ -1045,16 +1045,16 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             // (a driver asks `may_transmit` and has its buffer first), so nothing
             // below may run either, not even a turn's count of visits. The buffer
             // asked for here is the one the packet below is written into.
-            if self.sched.ready.is_empty() || out.next_buffer().is_none() {
+            if self.sched.ready.is_empty() {
                 return n;
             }
+            let Some(mut buf) = out.next_buffer() else {
+                return n;
+            };
             // Only another QP in the transmit queue can hold an owed ACK back: with
             // one QP (a ping-pong) its own turn sends the ACK, and the queue's upkeep
             // would cost each round ~190 instructions (callgrind) for nothing.
             if self.sched.ready.len() > 1 && !self.sched.acks.is_empty() {
-                let Some(buf) = out.next_buffer() else {
-                    return n;
-                };
                 if let Some(t) = self.transmit_ack(now, buf) {
                     n += 1;
                     if !out.written(t) {
@@ -1081,9 +1081,6 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                     sched.ready.pop_front();
                     continue;
                 };
-                let Some(buf) = out.next_buffer() else {
-                    return n;
-                };
                 if buf.len() < qp.common.mtu() as usize + MAX_OVERHEAD {
                     sched.ready.rotate_left(1);
                     continue;
@@ -1098,7 +1095,6 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                     }
                 }
                 // The QP's run: packets while it keeps the front of the queue.
-                let mut buf = buf;
                 let mut first = true;
                 loop {
                     let sent = qp.poll_transmit(&mut ctx, buf);
