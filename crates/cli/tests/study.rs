@@ -140,8 +140,9 @@ fn quick_study_rows_have_every_figure_and_sane_numbers() {
 const PHASES: [&str; 4] = ["idle", "saturated", "hogs", "background"];
 const CONFIGS: [&str; 4] = ["poll-inline", "poll-thread", "block", "adaptive"];
 
-/// The phased trace: a row per phase and configuration (one round), each with the
-/// CPU it used; a summary per phase and configuration in which the phase's oracle
+/// The phased trace: a row per phase and configuration (one round; the hogs phase a row
+/// per window of the round, numbered 1..=4), each with the CPU it used; a summary per
+/// phase and configuration in which the phase's oracle
 /// (a static configuration) stands at 1.0 and nothing beats it by more than the
 /// adaptive one may; and a trace score per configuration.
 fn check_phased(rows: &[serde_json::Value], sums: &[serde_json::Value]) {
@@ -151,15 +152,24 @@ fn check_phased(rows: &[serde_json::Value], sums: &[serde_json::Value]) {
                 .iter()
                 .filter(|r| r["figure"] == "phased" && r["phase"] == phase && r["verb"] == config)
                 .collect();
-            assert_eq!(r.len(), 1, "{phase} {config}: one round, one row");
-            assert_eq!(r[0]["round"], 1, "{:?}", r[0]);
-            assert!(
-                num(r[0], "cpu_cores").is_some_and(|c| c > 0.0),
-                "{:?}",
-                r[0]
-            );
-            let hogs = r[0]["hogs"].as_u64().unwrap_or(0);
-            assert_eq!(hogs >= 1, phase == "hogs", "{:?}", r[0]);
+            let mut windows: Vec<u64> = r.iter().filter_map(|r| r["window"].as_u64()).collect();
+            windows.sort_unstable();
+            if phase == "hogs" {
+                assert_eq!(
+                    windows,
+                    [1, 2, 3, 4],
+                    "{phase} {config}: one round, 4 windows"
+                );
+            } else {
+                assert_eq!(r.len(), 1, "{phase} {config}: one round, one row");
+                assert!(windows.is_empty(), "{:?}", r[0]);
+            }
+            for r in &r {
+                assert_eq!(r["round"], 1, "{r:?}");
+                assert!(num(r, "cpu_cores").is_some_and(|c| c > 0.0), "{r:?}");
+                let hogs = r["hogs"].as_u64().unwrap_or(0);
+                assert_eq!(hogs >= 1, phase == "hogs", "{r:?}");
+            }
             let s: Vec<_> = sums
                 .iter()
                 .filter(|s| s["phase"] == phase && s["config"] == config)
