@@ -1212,11 +1212,7 @@ pub fn study(
                 "hogs",
                 "one at a time beside CPU hogs",
                 "mean round trip [µs] (log; one point per window)",
-                |r| {
-                    r.ops_per_s
-                        .filter(|x| *x > 0.0)
-                        .map_or(f64::NAN, |x| 1e6 / x)
-                },
+                |r| r.rtt_mean_us().unwrap_or(f64::NAN),
             ),
             (
                 "background",

@@ -249,6 +249,16 @@ pub struct Row {
     pub note: Option<String>,
 }
 
+impl Row {
+    /// The mean round trip in µs of one-at-a-time operations, from their rate (the
+    /// figure of the phased trace's hogs phase and of its plot).
+    pub fn rtt_mean_us(&self) -> Option<f64> {
+        self.ops_per_s
+            .filter(|x| *x > 0.0 && x.is_finite())
+            .map(|x| 1e6 / x)
+    }
+}
+
 /// Jain's fairness index of `x`: (Σx)² / (n·Σx²).
 pub fn jain(x: &[f64]) -> Option<f64> {
     let sq: f64 = x.iter().map(|v| v * v).sum();

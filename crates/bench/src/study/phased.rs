@@ -9,6 +9,7 @@
 //! figure is the median of its rounds.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 use super::{perf, Hogs, Point, Row, Setup, Steps, BESIDE_ITERS, DEFAULT_MTU};
 use crate::perf::record::Record;
@@ -111,7 +112,7 @@ impl Phase {
         match self {
             Phase::Idle => r.cpu_cores,
             Phase::Saturated => r.ops_per_s,
-            Phase::Hogs => r.ops_per_s.filter(|x| *x > 0.0).map(|x| 1e6 / x),
+            Phase::Hogs => r.rtt_mean_us(),
             Phase::Background => r.p99_us,
         }
     }
@@ -133,13 +134,12 @@ impl Phase {
         if self != Phase::Hogs {
             return rows.first().and_then(|r| self.value(r));
         }
-        let (mut secs, mut n) = (0.0, 0u64);
+        let (mut us, mut n) = (0.0, 0u64);
         for r in rows {
-            let rate = r.ops_per_s.filter(|x| *x > 0.0 && x.is_finite())?;
-            secs += r.iters as f64 / rate;
+            us += r.iters as f64 * r.rtt_mean_us()?;
             n += r.iters;
         }
-        (n > 0).then(|| secs * 1e6 / n as f64)
+        (n > 0).then(|| us / n as f64)
     }
 
     fn hogs(self, s: &Setup) -> usize {
@@ -300,16 +300,13 @@ pub(super) fn summarize(link: &str, rows: &[Row]) -> Vec<Summary> {
                     })
                     .collect();
                 // One figure a round (the hogs phase pools its windows).
-                let mut by_round: Vec<(Option<u32>, Vec<&Row>)> = Vec::new();
+                let mut by_round: BTreeMap<Option<u32>, Vec<&Row>> = BTreeMap::new();
                 for r in &mine {
-                    match by_round.iter_mut().find(|(k, _)| *k == r.round) {
-                        Some((_, v)) => v.push(r),
-                        None => by_round.push((r.round, vec![r])),
-                    }
+                    by_round.entry(r.round).or_default().push(r);
                 }
                 let vals: Vec<f64> = by_round
-                    .iter()
-                    .filter_map(|(_, v)| phase.round_value(v))
+                    .values()
+                    .filter_map(|v| phase.round_value(v))
                     .collect();
                 let cpu: Vec<f64> = mine.iter().filter_map(|r| r.cpu_us_per_op).collect();
                 let ms = median_spread(&vals);
