@@ -1246,8 +1246,8 @@ impl TxBuffers for TxRun<'_> {
         }
         self.sent += 1;
         self.bytes += t.moves;
-        // The previous QP's run ended: mark it (the last one is marked after the
-        // burst, where the map's insert stays inline).
+        // The previous QP's run ended: mark it (the last QP's run is marked by
+        // `Engine::transmit` after the burst).
         if self.marked != Some(t.qpn) {
             if let Some(q) = self.marked.replace(t.qpn) {
                 self.mark(q);
