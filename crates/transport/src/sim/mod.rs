@@ -5,7 +5,7 @@
 //! Nothing here reads a clock or an OS random source: a seed and the inputs decide
 //! every run, so any failure replays exactly.
 
-use crate::endpoint::{Config, Endpoint, QpInit, Transmit, MAX_OVERHEAD};
+use crate::endpoint::{Config, Endpoint, QpInit, Transmit, TxBuffers, MAX_OVERHEAD};
 use crate::memory::{Access, VecMemory};
 use crate::qp::{Bringup, Mtu, QpType, Recovery};
 use crate::time::Instant;
@@ -342,8 +342,9 @@ pub struct Pair {
     burst: Option<usize>,
 }
 
-/// [`Pair::step_with`]'s transmit as a burst: the pair's one buffer, lent while the
-/// side's link can send, each packet put on the link as it is written.
+/// [`Pair::step_with`]'s transmit, packet by packet or in bursts: the pair's one
+/// buffer, lent while the side's link can send, each packet put on the link as it is
+/// written.
 struct SimTx<'a> {
     link: &'a mut Link,
     buf: &'a mut [u8],
@@ -354,7 +355,7 @@ struct SimTx<'a> {
     blocked: &'a mut Option<Instant>,
 }
 
-impl crate::TxBuffers for SimTx<'_> {
+impl TxBuffers for SimTx<'_> {
     fn next_buffer(&mut self) -> Option<&mut [u8]> {
         if self.left == 0 {
             return None;
@@ -566,43 +567,34 @@ impl Pair {
                 Side::A => (&mut self.a, &mut self.ab),
                 Side::B => (&mut self.b, &mut self.ba),
             };
-            if let Some(k) = self.burst {
-                loop {
-                    let mut out = SimTx {
-                        link: &mut *link,
-                        buf: &mut self.buf,
-                        seen: &mut *seen,
-                        side,
-                        now,
-                        left: k,
-                        blocked: &mut blocked,
-                    };
+            let mut out = SimTx {
+                link: &mut *link,
+                buf: &mut self.buf,
+                seen: &mut *seen,
+                side,
+                now,
+                left: self.burst.unwrap_or(usize::MAX),
+                blocked: &mut blocked,
+            };
+            match self.burst {
+                // Bursts of at most k packets while each comes back full.
+                Some(k) => loop {
+                    out.left = k;
                     let n = ep.poll_transmit_burst(now, &mut out);
                     busy |= n > 0;
                     if n < k {
                         break;
                     }
-                }
-                continue;
-            }
-            loop {
-                if !link.can_send(now) {
-                    let f = link.free_at();
-                    blocked = Some(blocked.map_or(f, |b: Instant| b.min(f)));
-                    break;
-                }
-                match ep.poll_transmit(now, &mut self.buf) {
-                    Some(t) => {
-                        let bytes = &self.buf[..t.len];
-                        seen(Seen::Sent {
-                            from: side,
-                            now,
-                            bytes,
-                        });
-                        link.send(now, t.path, bytes);
+                },
+                // One `poll_transmit` a packet, into the same buffer and bookkeeping.
+                None => {
+                    while let Some(buf) = out.next_buffer() {
+                        let Some(t) = ep.poll_transmit(now, buf) else {
+                            break;
+                        };
+                        out.written(t);
                         busy = true;
                     }
-                    None => break,
                 }
             }
         }
