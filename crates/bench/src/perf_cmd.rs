@@ -884,11 +884,16 @@ fn serve_run(
             // Requests that arrived and wait for their reply: with several in flight
             // (`--outstanding`) one poll may return more than one.
             let mut arrived = std::collections::VecDeque::new();
+            // The turnaround's clock reads only where it is reported (`--symmetric`):
+            // two reads (some 30 ns each here) between a request and its reply are the
+            // benchmark's cost, not the stack's, and would add 30 ns to every one-way
+            // figure, which no peer's server pays.
+            let clock = |on: bool| on.then(|| origin.elapsed().as_nanos() as u64);
             for seq in 0..p.count {
                 let t2;
                 let src = loop {
                     if let Some(c) = arrived.pop_front() {
-                        t2 = origin.elapsed().as_nanos() as u64;
+                        t2 = clock(p.symmetric);
                         break c;
                     }
                     let cs = side.wait()?;
@@ -913,9 +918,9 @@ fn serve_run(
                 // The last reply is signaled: the run ends when it has left (with
                 // inline progress nothing would send it after this loop).
                 wr.signaled = seq + 1 == p.count;
-                let t3 = origin.elapsed().as_nanos() as u64;
+                let t3 = clock(p.symmetric);
                 qp.post_send([wr])?;
-                if p.symmetric {
+                if let (Some(t2), Some(t3)) = (t2, t3) {
                     turnarounds.push((seq, t3 - t2));
                 }
             }

@@ -10,6 +10,12 @@
 //! DEPTH (default 256) bounds the SENDs in flight; DEPTH 1 is a ping-pong's cost: one
 //! message per progress pass, so the fixed cost of a pass shows.
 //!
+//! DEPTH `lat` is `weft perf send-lat`'s round instead, on the first QP: an unsignaled
+//! SEND from a to b, b's poll for it and its receive reposted, an unsignaled SEND back,
+//! a's poll and repost. One thread runs both sides, so every poll finds its message
+//! and the instructions counted are those of the round's critical path (no spinning),
+//! ACKs included where the delayed-ACK rule sends them (one per 16 messages).
+//!
 //! QPS (default 1) RC queue pairs connect the two devices; the first one through the
 //! connection manager, the others by moving them to RTS directly (no side channel,
 //! so no thread per QP). Messages go round-robin over the first ACTIVE of them
@@ -35,6 +41,8 @@ struct Opts {
     secs: f64,
     count: u64,
     depth: usize,
+    /// `weft perf send-lat`'s round (DEPTH `lat`).
+    lat: bool,
     qps: usize,
     active: usize,
 }
@@ -50,6 +58,7 @@ fn main() -> ExitCode {
         secs: 3.0,
         count: u64::MAX,
         depth: 256,
+        lat: false,
         qps: 1,
         active: 0,
     };
@@ -61,6 +70,7 @@ fn main() -> ExitCode {
             1 => o.size = a.parse().unwrap_or_else(|_| bad(&cli)),
             2 => o.secs = a.parse().unwrap_or_else(|_| bad(&cli)),
             3 => o.count = a.parse().unwrap_or_else(|_| bad(&cli)),
+            4 if a == "lat" => (o.depth, o.lat) = (1, true),
             4 => o.depth = a.parse().unwrap_or_else(|_| bad(&cli)),
             5 => o.qps = a.parse().unwrap_or_else(|_| bad(&cli)),
             6 => o.active = a.parse().unwrap_or_else(|_| bad(&cli)),
@@ -84,6 +94,7 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         secs,
         count,
         depth,
+        lat,
         qps,
         active,
     } = *o;
@@ -188,6 +199,51 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         q.post_recv((0..rx as u64).map(recv))?;
     }
     let (mut inflight, mut done, mut out, mut outb) = (0usize, 0u64, Vec::new(), Vec::new());
+    if lat {
+        // The replies land in a region of a's own, receives posted as on b.
+        let back = pa.alloc_mr(size as usize * rx, Access::ALL);
+        let recv_back = |slot: u64| RecvWr {
+            wr_id: slot,
+            sg_list: [back.sge(slot as usize * size as usize, size)].into(),
+        };
+        qa[0].post_recv((0..rx as u64).map(recv_back))?;
+        let unsignaled = |mr: &weft_verbs::MemoryRegion| {
+            let mut w = wr(mr, size);
+            w.signaled = false;
+            w
+        };
+        // Each side's wait starts with a poll that finds nothing (in two processes,
+        // the first of many while the message is on its way): it is counted, one a
+        // side per round, and it is what makes the next post "follow a wait" (two
+        // passes since the last), which sends it from `post_send`.
+        let mut empty_poll = |cq: &mut CompletionQueue| {
+            out.clear();
+            cq.poll(&mut out, 64)
+        };
+        for _ in 0..2 {
+            empty_poll(&mut cqa);
+            empty_poll(&mut cqb);
+        }
+        let t = Instant::now();
+        while done < count && (done % 64 != 0 || t.elapsed().as_secs_f64() < secs) {
+            qa[0].post_send([unsignaled(&src)])?;
+            empty_poll(&mut cqa);
+            let slot = first_receive(&mut cqb, &mut outb).map_err(|e| format!("b: {e}"))?;
+            qb[0].post_recv([recv(slot)])?;
+            qb[0].post_send([unsignaled(&dst)])?;
+            empty_poll(&mut cqb);
+            let slot = first_receive(&mut cqa, &mut outb)?;
+            qa[0].post_recv([recv_back(slot)])?;
+            done += 1;
+        }
+        let el = t.elapsed().as_secs_f64();
+        println!(
+            "{link} {size} B send-lat rounds: {done} in {el:.2} s, one-way {:.3} us",
+            el / done.max(1) as f64 / 2.0 * 1e6
+        );
+        print_stats(&a, &b);
+        return Ok(());
+    }
     let mut qp_inflight = vec![0usize; active];
     let mut next = 0usize;
     // One batch vector for the whole run: a new one per round cost the driver a
@@ -246,6 +302,30 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         done as f64 / el,
         done as f64 * f64::from(size) / el / 1e6
     );
+    print_stats(&a, &b);
+    Ok(())
+}
+
+/// The wr_id of the first receive completion `cq` gives (one thread drives both
+/// devices, so it is there at the first poll; the bound only keeps a bug from hanging).
+fn first_receive(
+    cq: &mut CompletionQueue,
+    out: &mut Vec<weft_verbs::Completion>,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    for _ in 0..1_000_000 {
+        out.clear();
+        cq.poll(out, 64);
+        if let Some(c) = out.iter().find(|c| c.opcode.is_recv()) {
+            if c.status != weft_verbs::WcStatus::Success {
+                return Err(format!("completion {:?} on QP {}", c.status, c.qpn).into());
+            }
+            return Ok(c.wr_id);
+        }
+    }
+    Err(format!("no receive completion after a million polls ({} other completions)", out.len()).into())
+}
+
+fn print_stats(a: &Context, b: &Context) {
     let s = a.stats();
     println!(
         "a: passes {} sleeps {} tx {} rx {} acks_sent {}",
@@ -260,7 +340,6 @@ fn run(o: &Opts) -> Result<(), Box<dyn std::error::Error>> {
         "b: passes {} tx {} rx {} acks_sent {}",
         s.engine.passes, s.transport.tx_packets, s.transport.rx_packets, s.transport.acks_sent
     );
-    Ok(())
 }
 
 fn wr(src: &weft_verbs::MemoryRegion, size: u32) -> SendWr {
