@@ -322,7 +322,11 @@ fn first_receive(
             return Ok(c.wr_id);
         }
     }
-    Err(format!("no receive completion after a million polls ({} other completions)", out.len()).into())
+    Err(format!(
+        "no receive completion after a million polls ({} other completions)",
+        out.len()
+    )
+    .into())
 }
 
 fn print_stats(a: &Context, b: &Context) {
