@@ -480,11 +480,17 @@ impl<M: Memory> SendQueue<'_, M> {
 
 impl Sched {
     /// After an input touched `qp`: its timer entry follows its requester's deadline,
-    /// and it joins the transmit queue if it may have a packet to send (a work request
-    /// or a response queued; `poll_transmit` finds out which).
+    /// and it joins the transmit queue if it may have a packet to send (a response
+    /// queued, or a request packet the requester may send; `poll_transmit` finds out
+    /// which). Work requests that are all sent and only wait for their ACK do not
+    /// queue it: every packet of a ping-pong touched a QP whose last message was still
+    /// unacknowledged, and the turn that followed, before the pass's completions, found
+    /// nothing (~500 instructions a one-way; callgrind, `msg_rate … lat`). Whatever
+    /// lets it send again is an input that comes back here (an ACK that opens the
+    /// window, a NAK, a timer, a post).
     fn touched(&mut self, qp: &mut Qp) {
         self.sync_timer(qp);
-        if !qp.queued && (!qp.req.is_empty() || qp.resp.has_output()) {
+        if !qp.queued && !qp.nothing_to_send() {
             qp.queued = true;
             self.ready.push_back(qp.common.qpn);
         }
