@@ -90,7 +90,7 @@ fn summary_takes_medians_per_variant_and_compares_medians_of_the_same_rounds() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(md.contains("Rounds: 3."), "{md}");
     assert!(
-        md.contains("| shm 64 B SEND one-way p50 ≤ UCX posix tag_lat | weft-shm-inline | 1.50 [0.900–2.00] | ucx-posix | 0.250 [0.200–0.300] | 6.00 | **no** |"),
+        md.contains("| shm 64 B SEND one-way p50 ≤ 2 × UCX posix tag_lat | weft-shm-inline | 1.50 [0.900–2.00] | ucx-posix | 0.250 [0.200–0.300] | 6.00 | **no** |"),
         "{md}"
     );
     assert!(
@@ -128,8 +128,8 @@ fn core_labels_a_sample_by_the_probes_around_it() {
 
 #[test]
 fn summary_splits_the_targets_by_machine_state_and_names_a_disagreement() {
-    // Weft 0.6 fast / 0.9 slow; UCX 0.1 fast / 0.5 slow, so the headline mixes states
-    // and the split shows 6x fast and 1.8x slow: both not met, no disagreement. The
+    // Weft 0.6 fast / 1.1 slow; UCX 0.1 fast / 0.5 slow, so the headline mixes states
+    // and the split shows 6x fast and 2.2x slow: both miss the 2x target, no disagreement. The
     // message rate target disagrees: weft 3 M/s in both, UCX 20 fast and 2 slow.
     let mut lines = Vec::new();
     let tagged = |mut r: Value, slow: bool| {
@@ -145,7 +145,7 @@ fn summary_splits_the_targets_by_machine_state_and_names_a_disagreement() {
                "mb_per_s": mmsg * 64.0, "mmsg_per_s": mmsg, "round": round, "variant": variant})
     };
     for (round, slow) in [(1, false), (2, false), (3, true)] {
-        let (w, u) = if slow { (0.9, 0.5) } else { (0.6, 0.1) };
+        let (w, u) = if slow { (1.1, 0.5) } else { (0.6, 0.1) };
         lines.push(tagged(
             lat("weft-shm-inline", "weft", "send-lat", round, w),
             slow,
@@ -166,19 +166,19 @@ fn summary_splits_the_targets_by_machine_state_and_names_a_disagreement() {
     let _ = std::fs::remove_dir_all(&dir);
     // The headline keeps every sample.
     assert!(
-        md.contains("| shm 64 B SEND one-way p50 ≤ UCX posix tag_lat | weft-shm-inline | 0.600 [0.600–0.900] | ucx-posix | 0.100 [0.100–0.500] | 6.00 | **no** |"),
+        md.contains("| shm 64 B SEND one-way p50 ≤ 2 × UCX posix tag_lat | weft-shm-inline | 0.600 [0.600–1.10] | ucx-posix | 0.100 [0.100–0.500] | 6.00 | **no** |"),
         "{md}"
     );
     assert!(
-        md.contains("| shm 64 B SEND one-way p50 ≤ UCX posix tag_lat | weft-shm-inline | ucx-posix | 0.600 (2) | 0.100 (2) | 6.00 | **no** | 0.900 (1) | 0.500 (1) | 1.80 | **no** |"),
+        md.contains("| shm 64 B SEND one-way p50 ≤ 2 × UCX posix tag_lat | weft-shm-inline | ucx-posix | 0.600 (2) | 0.100 (2) | 6.00 | **no** | 1.10 (1) | 0.500 (1) | 2.20 | **no** |"),
         "{md}"
     );
     assert!(
-        md.contains("| shm 64 B SEND message rate ≥ UCX posix tag_bw 64 B | weft-shm-inline | ucx-posix | 3.00 (2) | 20.0 (2) | 0.150 | **no** | 3.00 (1) | 2.00 (1) | 1.50 | yes |"),
+        md.contains("| shm 64 B SEND message rate ≥ 0.5 × UCX posix tag_bw 64 B | weft-shm-inline | ucx-posix | 3.00 (2) | 20.0 (2) | 0.150 | **no** | 3.00 (1) | 2.00 (1) | 1.50 | yes |"),
         "{md}"
     );
     assert!(
-        md.contains("**The states disagree** on shm 64 B SEND message rate ≥ UCX posix tag_bw 64 B, weft-shm-inline: fast says not met (0.150), slow says met (1.50)."),
+        md.contains("**The states disagree** on shm 64 B SEND message rate ≥ 0.5 × UCX posix tag_bw 64 B, weft-shm-inline: fast says not met (0.150), slow says met (1.50)."),
         "{md}"
     );
     assert!(!md.contains("disagree** on shm 64 B SEND one-way"), "{md}");
