@@ -38,6 +38,13 @@ impl QpInitAttr {
     }
 }
 
+/// Posts between two passes that inline progress runs from `post_send` itself. 64
+/// rather than 16: a stream's passes then send bursts four times longer, and the
+/// pass's own costs (the link's receive, the timers, the completions) are paid a
+/// quarter as often — shm 64 B send-bw 1.08x and 1.11x in two 10-round ABABs, latency
+/// unchanged (a lone post is followed by a poll).
+const POSTS_PER_PASS: u32 = 64;
+
 /// A queue pair. Posting needs `&mut self` (one producer per queue, no lock); wrap it
 /// in a `Mutex` to share it between threads.
 #[derive(Debug)]
@@ -217,7 +224,7 @@ impl QueuePair {
         // (a copy of the descriptor and its inline bytes in and one out). A post
         // that followed a wait goes onto the link at once (below); otherwise the next
         // pass puts it there: with inline progress the caller's next poll, or the
-        // pass below every 16 posts; with an engine thread the same while the thread
+        // pass below every `POSTS_PER_PASS` posts; with an engine thread the same while the thread
         // stands by for a polling application (its polls run the passes), or the
         // thread's next pass. A thread in a pass, or asleep holding the engine,
         // makes this a ring post and a kick. What the transport has no room for yet
@@ -282,11 +289,11 @@ impl QueuePair {
         self.posted(posted + pushed, result)
     }
 
-    /// After a post of `n` requests: inline progress runs a pass every 16 posts, so a
-    /// stream of posts without polls (a bandwidth loop filling its window) does not
-    /// wait for the next poll (unless another thread is running one). A lone post is
-    /// followed by a poll anyway, which runs the pass. A post of nothing does not
-    /// count.
+    /// After a post of `n` requests: inline progress runs a pass every
+    /// [`POSTS_PER_PASS`] posts, so a stream of posts without polls (a bandwidth loop
+    /// filling its window) does not wait for the next poll (unless another thread is
+    /// running one). A lone post is followed by a poll anyway, which runs the pass. A
+    /// post of nothing does not count.
     fn posted(&mut self, n: u32, result: Result<(), Error>) -> Result<(), Error> {
         let shared = self.ctx.shared();
         if n > 0 {
@@ -294,7 +301,7 @@ impl QueuePair {
         }
         if n > 0 && shared.progress == crate::engine::Progress::Inline {
             self.unprogressed += 1;
-            if self.unprogressed >= 16 {
+            if self.unprogressed >= POSTS_PER_PASS {
                 self.unprogressed = 0;
                 shared.try_progress();
             }
