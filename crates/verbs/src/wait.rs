@@ -37,6 +37,26 @@ use crate::Error;
 /// Polls between two looks at the clock in a busy-polling wait ([`WaitMode::Poll`]).
 const POLLS_PER_CLOCK: u32 = 16;
 
+/// A step between two polls of a spin longer than this was time the thread spent
+/// off its core (preempted), not spinning: far above a poll of an empty queue (well
+/// under a µs) and below a time slice (milliseconds).
+const PREEMPTED: Duration = Duration::from_micros(50);
+
+/// The end of a spin after a step from one poll (`last`) to the next (`now`): a step
+/// longer than [`PREEMPTED`] moves it on by the step, never past `deadline`. The
+/// spin's budget is time spent spinning: beside CPU hogs a spin that was preempted
+/// for a time slice otherwise ran out while off its core and blocked at its first
+/// poll back, though its peer had the same slice to run in and was about to answer
+/// — so every preemption cost a blocked wait too (its engine thread's takeover, its
+/// peer's wait for its wake-up).
+fn spin_end_after(end: Instant, last: Instant, now: Instant, deadline: Instant) -> Instant {
+    let step = now.saturating_duration_since(last);
+    if step <= PREEMPTED || end >= deadline {
+        return end;
+    }
+    end.checked_add(step).map_or(deadline, |e| e.min(deadline))
+}
+
 /// How [`Waiter::wait`] waits when the queue is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum WaitMode {
@@ -199,7 +219,7 @@ impl Waiter {
         }
         // Spin (not at all when blocking at once: a completion that came since the
         // first poll is found by the poll after arming).
-        let spin_end = if spin >= timeout {
+        let mut spin_end = if spin >= timeout {
             deadline
         } else {
             start + spin
@@ -217,6 +237,7 @@ impl Waiter {
             1
         };
         let mut polls = 0u32;
+        let mut last = start;
         while !spin.is_zero() {
             let n = cq.poll(out, max);
             if n > 0 {
@@ -230,7 +251,12 @@ impl Waiter {
             if polls % every != 0 {
                 continue;
             }
-            if Instant::now() >= spin_end {
+            let now = Instant::now();
+            if self.mode == WaitMode::Adaptive {
+                spin_end = spin_end_after(spin_end, last, now, deadline);
+                last = now;
+            }
+            if now >= spin_end {
                 break;
             }
             std::hint::spin_loop();
@@ -290,5 +316,33 @@ impl Waiter {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    #[test]
+    fn a_spin_preempted_for_a_time_slice_spins_on_for_as_long_after_it() {
+        let t0 = Instant::now();
+        let end = t0 + 1000 * US;
+        let far = t0 + 1_000_000 * US;
+        // Polls a fraction of a µs apart, or a slow one of 50 µs: spinning, the end
+        // stays.
+        assert_eq!(spin_end_after(end, t0, t0 + US, far), end);
+        assert_eq!(spin_end_after(end, t0, t0 + 50 * US, far), end);
+        // Off the core for a 3 ms slice from 200 µs into the spin: the end moves on
+        // by the 3 ms, so 800 µs of spinning are left after it.
+        let back = t0 + 3200 * US;
+        let moved = spin_end_after(end, t0 + 200 * US, back, far);
+        assert_eq!(moved, end + 3000 * US);
+        assert_eq!(moved - back, 800 * US);
+        // Never past the wait's deadline.
+        let deadline = t0 + 2000 * US;
+        assert_eq!(spin_end_after(end, t0 + 200 * US, back, deadline), deadline);
+        assert_eq!(spin_end_after(deadline, t0, back, deadline), deadline);
     }
 }
