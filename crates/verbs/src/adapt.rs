@@ -221,14 +221,19 @@ pub struct SpinBudget {
     /// The learned spin as the last [`SpinBudget::next_wait_spin`] that did not
     /// spin the cap found it (the cap before any).
     learned: Cell<Duration>,
-    /// [`SpinBudget::next_wait_spin`]'s decision to spin the cap (but for `reach`),
-    /// and the waits left before it decides again.
-    extend: Cell<(u8, bool)>,
+    /// [`SpinBudget::next_wait_spin`]'s decision to spin longer than learned (but
+    /// for `reach`): the cap, or a wake-up longer than the cap; and the waits left
+    /// before it decides again.
+    extend: Cell<(u8, Option<Duration>)>,
 }
 
 /// [`SpinBudget::next_wait_spin`] decides whether to spin the cap every this many
 /// waits.
 const EXTEND_EVERY: u8 = 8;
+
+/// [`SpinBudget::next_wait_spin`]'s longest spin, in caps, where wake-ups cost more
+/// than the cap.
+const WAKE_SPIN_CAPS: u32 = 4;
 
 /// The bound of [`SpinBudget`]'s `reach`: a few outliers of the other kind turn it.
 const REACH_MAX: i8 = 4;
@@ -266,7 +271,7 @@ impl SpinBudget {
             spins: GapHistory::default(),
             reach: 0,
             learned: Cell::new(cap),
-            extend: Cell::new((0, false)),
+            extend: Cell::new((0, None)),
         }
     }
 
@@ -350,7 +355,19 @@ impl SpinBudget {
                 .quartiles()
                 .is_some_and(|(_, p75)| u128::from(p75) * 4 <= self.cap.as_nanos());
             // And spinning on through them must find them (`reach`).
-            let e = straight_back && rare_long;
+            //
+            // Where a wake-up costs more than the cap (the cores are contended: beside
+            // CPU hogs a woken thread waits for a time slice), an application that
+            // comes straight back spins one wake-up, long gaps or not: blocking costs
+            // it the wake-up and its peer the engine thread's takeover, so a spin of
+            // that length is spin-then-block's 2-competitive choice. At most
+            // `WAKE_SPIN_CAPS` caps.
+            let wake = self.wake_cost();
+            let e = if straight_back && wake > self.cap {
+                Some(wake.min(self.cap * WAKE_SPIN_CAPS))
+            } else {
+                (straight_back && rare_long).then_some(self.cap)
+            };
             self.extend.set((EXTEND_EVERY - 1, e));
             e
         } else {
@@ -360,8 +377,12 @@ impl SpinBudget {
         // Of the recent gaps that outlasted the learned spin, no more ended beyond
         // the cap than within it: a server whose clients come in bursts with 20 ms
         // between them would spin the cap at every pause and find nothing.
-        if extend && self.reach >= 0 {
-            return self.cap;
+        // (`reach` counts gaps against the cap; a spin of a wake-up beyond it is
+        // bounded by the wake-up, not by what spinning on found.)
+        if let Some(spin) = extend {
+            if self.reach >= 0 || spin > self.cap {
+                return spin;
+            }
         }
         let spin = self.next_spin();
         self.learned.set(spin);
@@ -855,6 +876,56 @@ mod tests {
             b.blocked(Duration::ZERO, 120 * US, Some(wake));
         }
         assert_eq!(b.next_spin(), Duration::ZERO);
+    }
+
+    #[test]
+    fn where_wake_ups_cost_more_than_the_cap_a_straight_back_waiter_spins_one() {
+        // Beside CPU hogs: a ping-pong straight back to wait, most replies within
+        // 2 µs, one in four after 5 ms (the peer off its core for a time slice),
+        // blocked wake-ups of 3 ms (woken, it waits for a slice too).
+        let wait = |b: &mut SpinBudget, away: Duration, t: Duration, wake: Duration| {
+            b.away(away);
+            let spin = b.next_wait_spin();
+            if t <= spin {
+                b.spun(t);
+            } else {
+                b.blocked(spin, t - spin, Some(wake));
+            }
+            spin
+        };
+        let mut b = SpinBudget::default();
+        for i in 0..64 {
+            wait(&mut b, US, if i % 4 == 3 { 5 * MS } else { 2 * US }, 3 * MS);
+        }
+        assert_eq!(b.wake_cost(), 3 * MS);
+        assert_eq!(b.next_wait_spin(), 3 * MS, "one wake-up, beyond the cap");
+        // Slower wake-ups still: at most four caps.
+        let mut slow = b.clone();
+        for _ in 0..GAPS {
+            wait(&mut slow, US, 10 * MS, 9 * MS);
+        }
+        for _ in 0..EXTEND_EVERY {
+            slow.next_wait_spin();
+        }
+        assert_eq!(slow.next_wait_spin(), 4 * SpinBudget::DEFAULT_CAP);
+        // Paced (away 10 ms between waits): not straight back, no long spin.
+        let mut p = b.clone();
+        for _ in 0..GAPS {
+            p.away(10 * MS);
+        }
+        for _ in 0..EXTEND_EVERY {
+            p.next_wait_spin();
+        }
+        assert!(p.next_wait_spin() <= SpinBudget::DEFAULT_CAP);
+        // Quick wake-ups again (the hogs gone), measured on the waits that outlast
+        // the spin: the cap at most. (Waits that the long spin still finds measure
+        // no wake-up, so the spin stays until one outlasts it: spent on waits that
+        // it finds.)
+        let mut q = b.clone();
+        for _ in 0..64 {
+            wait(&mut q, US, 10 * MS, 40 * US);
+        }
+        assert!(q.next_wait_spin() <= SpinBudget::DEFAULT_CAP);
     }
 
     #[test]
