@@ -746,6 +746,19 @@ mod tests {
         }
     }
 
+    /// The same wait as [`toy_wait`] for an application's waiter (its spin from
+    /// `next_wait_spin`); returns the spin it chose.
+    fn toy_app_wait(b: &mut SpinBudget, away: Duration, t: Duration, wake: Duration) -> Duration {
+        b.away(away);
+        let spin = b.next_wait_spin();
+        if t <= spin {
+            b.spun(t);
+        } else {
+            b.blocked(spin, t - spin, Some(wake));
+        }
+        spin
+    }
+
     #[test]
     fn next_spin_blocks_at_once_on_long_waits_and_spins_again_when_they_shorten() {
         let wake = 40 * US;
@@ -883,16 +896,7 @@ mod tests {
         // Beside CPU hogs: a ping-pong straight back to wait, most replies within
         // 2 µs, one in four after 5 ms (the peer off its core for a time slice),
         // blocked wake-ups of 3 ms (woken, it waits for a slice too).
-        let wait = |b: &mut SpinBudget, away: Duration, t: Duration, wake: Duration| {
-            b.away(away);
-            let spin = b.next_wait_spin();
-            if t <= spin {
-                b.spun(t);
-            } else {
-                b.blocked(spin, t - spin, Some(wake));
-            }
-            spin
-        };
+        let wait = toy_app_wait;
         let mut b = SpinBudget::default();
         for i in 0..64 {
             wait(&mut b, US, if i % 4 == 3 { 5 * MS } else { 2 * US }, 3 * MS);
@@ -931,15 +935,8 @@ mod tests {
     #[test]
     fn an_application_that_comes_straight_back_spins_through_a_rare_long_gap() {
         let wake = 40 * US;
-        // One wait of an application's waiter (`toy_wait` with `next_wait_spin`).
         let wait = |b: &mut SpinBudget, away: Duration, t: Duration| {
-            b.away(away);
-            let spin = b.next_wait_spin();
-            if t <= spin {
-                b.spun(t);
-            } else {
-                b.blocked(spin, t - spin, Some(wake));
-            }
+            toy_app_wait(b, away, t, wake);
         };
         // A saturated stream: back to wait 1 µs after each wait, events within 5 µs,
         // one wait in sixteen 600 µs (its peer preempted for a moment).
