@@ -34,8 +34,10 @@ use crate::adapt::SpinBudget;
 use crate::cq::{CompletionChannel, CompletionQueue};
 use crate::Error;
 
-/// Polls between two looks at the clock in a busy-polling wait ([`WaitMode::Poll`]).
+/// Polls between two looks at the clock in a busy-polling wait ([`WaitMode::Poll`]);
+/// a power of two.
 const POLLS_PER_CLOCK: u32 = 16;
+const _: () = assert!(POLLS_PER_CLOCK.is_power_of_two());
 
 /// A step between two polls of a spin longer than this was time the thread spent
 /// off its core (preempted), not spinning: far above a poll of an empty queue (well
@@ -231,10 +233,11 @@ impl Waiter {
         // arrives waits on average half a turn to be found (shm one-way p50 0.97x
         // without them, ABAB). An adaptive spin's end is microseconds away: the clock
         // and the pause on every poll.
-        let every = if self.mode == WaitMode::Poll {
-            POLLS_PER_CLOCK
+        // A mask, not a modulo by a variable: a division on every adaptive poll.
+        let skip = if self.mode == WaitMode::Poll {
+            POLLS_PER_CLOCK - 1
         } else {
-            1
+            0
         };
         let mut polls = 0u32;
         let mut last = start;
@@ -248,7 +251,7 @@ impl Waiter {
                 return Ok(n);
             }
             polls = polls.wrapping_add(1);
-            if polls % every != 0 {
+            if polls & skip != 0 {
                 continue;
             }
             let now = Instant::now();
