@@ -364,7 +364,7 @@ impl SpinBudget {
             // `WAKE_SPIN_CAPS` caps.
             let wake = self.wake_cost();
             let e = if straight_back && wake > self.cap {
-                Some(wake.min(self.cap * WAKE_SPIN_CAPS))
+                Some(wake.min(self.cap.saturating_mul(WAKE_SPIN_CAPS)))
             } else {
                 (straight_back && rare_long).then_some(self.cap)
             };
@@ -896,17 +896,16 @@ mod tests {
         // Beside CPU hogs: a ping-pong straight back to wait, most replies within
         // 2 µs, one in four after 5 ms (the peer off its core for a time slice),
         // blocked wake-ups of 3 ms (woken, it waits for a slice too).
-        let wait = toy_app_wait;
         let mut b = SpinBudget::default();
         for i in 0..64 {
-            wait(&mut b, US, if i % 4 == 3 { 5 * MS } else { 2 * US }, 3 * MS);
+            toy_app_wait(&mut b, US, if i % 4 == 3 { 5 * MS } else { 2 * US }, 3 * MS);
         }
         assert_eq!(b.wake_cost(), 3 * MS);
         assert_eq!(b.next_wait_spin(), 3 * MS, "one wake-up, beyond the cap");
         // Slower wake-ups still: at most four caps.
         let mut slow = b.clone();
         for _ in 0..GAPS {
-            wait(&mut slow, US, 10 * MS, 9 * MS);
+            toy_app_wait(&mut slow, US, 10 * MS, 9 * MS);
         }
         for _ in 0..EXTEND_EVERY {
             slow.next_wait_spin();
@@ -927,7 +926,7 @@ mod tests {
         // it finds.)
         let mut q = b.clone();
         for _ in 0..64 {
-            wait(&mut q, US, 10 * MS, 40 * US);
+            toy_app_wait(&mut q, US, 10 * MS, 40 * US);
         }
         assert!(q.next_wait_spin() <= SpinBudget::DEFAULT_CAP);
     }
