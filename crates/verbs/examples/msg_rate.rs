@@ -322,11 +322,7 @@ fn first_receive(
             return Ok(c.wr_id);
         }
     }
-    Err(format!(
-        "no receive completion after a million polls ({} other completions)",
-        out.len()
-    )
-    .into())
+    Err("no receive completion after a million polls".into())
 }
 
 fn print_stats(a: &Context, b: &Context) {

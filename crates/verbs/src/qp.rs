@@ -224,9 +224,9 @@ impl QueuePair {
         // (a copy of the descriptor and its inline bytes in and one out). A post
         // that followed a wait goes onto the link at once (below); otherwise the next
         // pass puts it there: with inline progress the caller's next poll, or the
-        // pass below every `POSTS_PER_PASS` posts; with an engine thread the same while the thread
-        // stands by for a polling application (its polls run the passes), or the
-        // thread's next pass. A thread in a pass, or asleep holding the engine,
+        // pass below every `POSTS_PER_PASS` posts; with an engine thread the same
+        // while the thread stands by for a polling application (its polls run the
+        // passes), or the thread's next pass. A thread in a pass, or asleep holding the engine,
         // makes this a ring post and a kick. What the transport has no room for yet
         // takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
