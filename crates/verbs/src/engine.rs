@@ -1373,9 +1373,6 @@ pub(crate) struct Shared {
     pub(crate) doorbell: EventFd,
     /// The engine thread blocks on the link (holding the engine) or is about to.
     sleeping: AtomicBool,
-    /// An application poll found the engine thread asleep and rang the doorbell: the
-    /// next ones need not (cleared when the thread wakes).
-    nudged: AtomicBool,
     stop: AtomicBool,
     waiters: AtomicUsize,
     pub(crate) progress: Progress,
@@ -1492,7 +1489,6 @@ impl Shared {
             engine: Mutex::new(engine),
             doorbell: EventFd::new()?,
             sleeping: AtomicBool::new(false),
-            nudged: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             progress,
@@ -1533,8 +1529,9 @@ impl Shared {
     /// spins like this, the engine thread stands by and these passes are the progress:
     /// two spinning threads per process would be one more than the work needs, and on
     /// a machine with as many cores as processes they take turns on a core. If the
-    /// engine thread is asleep on the link (it holds the engine then), the first such
-    /// poll rings its doorbell so that it lets go and stands by. The pass's own
+    /// engine thread is asleep on the link (it holds the engine then), the poll rings
+    /// its doorbell and waits for the engine, blocked, until the thread lets go (and
+    /// then stands by); then it runs its pass. The pass's own
     /// completions of the polled queue (`idx`, `id`) go straight into `out`, up to
     /// `max` ([`Engine::progress_into`]); returns how many.
     pub(crate) fn assist(
@@ -1551,22 +1548,25 @@ impl Shared {
         }
         match self.engine.try_lock() {
             Ok(mut g) => g.progress_into(idx, id, out, max).1,
-            Err(_) => {
-                if self.sleeping.load(Ordering::Relaxed) {
-                    if !self.nudged.swap(true, Ordering::Relaxed) {
-                        self.doorbell.notify();
-                    }
-                    // The engine thread sleeps holding the engine, or was just woken
-                    // and has not run yet: the kernel wakes it on this core, and an
-                    // application that slept (a pause between requests) is not
-                    // preempted by it, so spinning on kept it, and this poll's own
-                    // progress, off the core for the rest of a time slice (a
-                    // ping-pong with 10 ms pauses measured a 0.96 ms p50). Give the
-                    // core up; with nothing else to run this returns at once.
-                    std::thread::yield_now();
-                }
-                0
+            Err(_) if self.sleeping.load(Ordering::Relaxed) => {
+                // The engine thread sleeps holding the engine, or was just woken and
+                // has not let go yet. Wait for it blocked, counted as a waiter (the
+                // thread then neither goes back to sleep holding the engine nor
+                // misses the doorbell, [`Shared::lock_waking`]). Spinning on kept an
+                // application back from a pause, and this poll's own progress, off
+                // its core for the rest of a time slice: the thread, woken on this
+                // core, does not preempt it (a ping-pong with 10 ms pauses measured a
+                // 0.96 ms p50). A `yield_now` instead cost a CPU hog's slice beside
+                // hogs (on EEVDF a yield puts the thread behind them), after which
+                // the application had not polled for a quiet gap and the thread took
+                // over again: thread progress beside two hogs was 3–50× inline's
+                // round trip (docs/results/study.md, "The application's wait for
+                // its engine thread"). Blocked, the application is woken by the
+                // release itself.
+                let mut g = self.lock_waking();
+                g.progress_into(idx, id, out, max).1
             }
+            Err(_) => 0,
         }
     }
 
@@ -2018,7 +2018,6 @@ impl Shared {
                 g.wait(sleep, &self.doorbell);
             }
             self.sleeping.store(false, Ordering::SeqCst);
-            self.nudged.store(false, Ordering::Relaxed);
             idle_since = None;
         }
     }
