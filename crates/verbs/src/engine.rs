@@ -2149,4 +2149,46 @@ mod tests {
             "a look at a held engine must ring"
         );
     }
+
+    /// An application poll that finds the engine held by a sleeping engine thread
+    /// rings the doorbell and waits for the engine as a counted waiter (so the thread
+    /// does not sleep on holding it), then runs its own pass; one that finds the
+    /// engine held by a thread in a pass neither rings nor waits. No engine thread
+    /// runs here: this thread plays it, holding the engine and setting `sleeping`.
+    #[test]
+    fn a_poll_waits_for_an_engine_held_asleep_and_not_for_one_in_a_pass() {
+        let shared = Shared::new(engine(), Progress::Thread, Duration::from_micros(50)).unwrap();
+        let mut out = Vec::new();
+        let held = shared.engine.lock().unwrap();
+        assert_eq!(shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8), 0);
+        assert_eq!(shared.doorbell.drain(), 0, "a poll beside a pass rang");
+        assert_eq!(shared.waiters.load(Ordering::SeqCst), 0);
+
+        shared.sleeping.store(true, Ordering::SeqCst);
+        std::thread::scope(|s| {
+            let poll = s.spawn(|| {
+                let mut out = Vec::new();
+                shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+            });
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while shared.waiters.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the poll never waited for the engine"
+                );
+                std::thread::yield_now();
+            }
+            assert!(
+                !poll.is_finished(),
+                "the poll returned with the engine held"
+            );
+            shared.sleeping.store(false, Ordering::SeqCst);
+            drop(held);
+            poll.join().unwrap();
+        });
+        assert_eq!(shared.doorbell.drain(), 1, "the waiting poll must ring");
+        assert_eq!(shared.waiters.load(Ordering::SeqCst), 0);
+        assert_eq!(shared.app_polls.load(Ordering::Relaxed), 2);
+        assert_eq!(shared.engine.lock().unwrap().stats().passes, 1);
+    }
 }
