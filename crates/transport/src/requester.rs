@@ -1171,7 +1171,8 @@ impl Requester {
             };
             // Read in place, and the second line (`wr_id`) only for a completion: the
             // WQE is cold by now among thousands of QPs, and moving it out whole read
-            // both lines.
+            // both lines. (The completion is made inside the branch: a `wr_id` read
+            // beside the flag's test was hoisted above it.)
             let (op, len, inline) = (w.op, w.len(), w.inline());
             if w.signaled() {
                 let mut c = Completion::new(w.wr_id, WcStatus::Success, op.wc_opcode(), q.qpn);
