@@ -61,9 +61,7 @@ pub struct Config {
     /// probability 2^-16 instead of 2^-32. Such packets count in
     /// [`Stats::icrc_segment_id`]. Overrides `icrc_ids`.
     pub icrc_any_ipv4_id: bool,
-    /// Longest message accepted, in bytes (IBTA allows 2^31). A send longer than
-    /// `u32::MAX` bytes fails with `LocLenErr` whatever this says (a send WQE keeps a
-    /// 32-bit length).
+    /// Longest message accepted, in bytes (IBTA allows 2^31).
     pub max_msg_len: u64,
     /// The requester asks for an ACK at least every this many PSNs.
     pub ack_req_interval: u32,
