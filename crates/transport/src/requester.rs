@@ -15,7 +15,6 @@ use crate::status::{local_status, requester_status};
 use crate::time::{local_ack_timeout_micros, Instant};
 use crate::wr::{Completion, SendWr, SgList, UdDest, WcStatus, WrOp};
 use std::collections::VecDeque;
-use std::mem::ManuallyDrop;
 use weft_wire::roce::ext::rnr_timer_micros;
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
@@ -41,104 +40,48 @@ const SACKED: u8 = 8;
 /// destination waits in [`Requester`]'s own queue (UD QPs only), and an inline
 /// payload in the requester's byte ring, not in a buffer of its own.
 ///
-/// The first line holds everything an inline or single-SGE-free message touches
-/// from its start to its retirement: `start_next` reads the operation, length and
-/// flags and writes the PSNs, `emit` reads them and the inline payload's place, and
-/// `advance` reads the PSNs and flags. The second line holds the gather list, what
-/// a completion adds (`wr_id`, read only for a signaled request) and READ
-/// bookkeeping. For that, the length and PSN count are 32-bit (a message is at most
-/// `u32::MAX` bytes; [`Requester::push`] faults a longer one) and the flags share
-/// a byte.
+/// The first line holds what starting the WQE reads (`start_next`), the second what
+/// its packets and its completion add.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct SendWqe {
     /// The operation.
     pub op: WrOp,
+    /// Message length in bytes.
+    pub len: u64,
     /// First PSN (valid once started; `u64::MAX` before).
     pub first_psn: u64,
-    /// Message length in bytes.
-    len: u32,
-    /// PSNs the message occupies.
-    npsn: u32,
-    /// Where an inline payload starts in the inline ring: a position in the ring's
-    /// byte stream, wrapping ([`Requester::inline_head`] is the ring's front).
-    pub inline_at: u32,
     /// A local error found at post time, reported when the WQE reaches the head.
     pub pre_fault: Option<WcStatus>,
-    /// `SIGNALED`, `FENCE`, `SOLICITED`, `BY_REF` and `INLINE` below.
-    flags: u8,
-    /// Local buffers (gather for SEND/WRITE, scatter for READ/atomics). Dropped by
-    /// [`SendWqe`]'s `Drop`, and only when it holds an allocation (`HEAP_SG`): a
-    /// retiring WQE whose list is inline then reads nothing of the second line.
-    pub sg_list: ManuallyDrop<SgList>,
+    /// `IBV_SEND_SIGNALED`.
+    pub signaled: bool,
+    /// `IBV_SEND_FENCE`.
+    pub fence: bool,
+    /// Set the solicited-event bit on the last packet.
+    pub solicited: bool,
+    /// A WRITE sent by reference (one packet naming the source spans; decided when
+    /// the message starts, see [`crate::byref`]).
+    pub by_ref: bool,
+    /// The payload was gathered at post time: `len` bytes at `inline_at` in the
+    /// requester's inline ring (`sg_list` is then empty).
+    pub inline: bool,
+    /// Local buffers (gather for SEND/WRITE, scatter for READ/atomics).
+    pub sg_list: SgList,
     /// The caller's identifier, returned in the completion.
     pub wr_id: u64,
+    /// PSNs the message occupies.
+    pub npsn: u64,
     /// READ response packets received (selective mode uses it to choose between
     /// resending the whole request and single packets).
     pub resp_seen: u32,
-}
-
-/// `IBV_SEND_SIGNALED`.
-const SIGNALED: u8 = 1;
-/// `IBV_SEND_FENCE`.
-const FENCE: u8 = 2;
-/// Set the solicited-event bit on the last packet.
-const SOLICITED: u8 = 4;
-/// A WRITE sent by reference (one packet naming the source spans; decided when the
-/// message starts, see [`crate::byref`]).
-const BY_REF: u8 = 8;
-/// The payload was gathered at post time: `len` bytes at `inline_at` in the
-/// requester's inline ring (`sg_list` is then empty).
-const INLINE: u8 = 16;
-/// `sg_list` holds a heap allocation (more SGEs than fit inline).
-const HEAP_SG: u8 = 32;
-
-impl Drop for SendWqe {
-    fn drop(&mut self) {
-        if self.flags & HEAP_SG != 0 {
-            drop(std::mem::take(&mut *self.sg_list));
-        }
-    }
+    /// Where an inline payload starts in the inline ring: a position in the ring's
+    /// byte stream, wrapping ([`Requester::inline_head`] is the ring's front).
+    pub inline_at: u32,
 }
 
 impl SendWqe {
     fn end_psn(&self) -> u64 {
-        self.first_psn.saturating_add(self.npsn())
-    }
-
-    /// Message length in bytes.
-    pub fn len(&self) -> u64 {
-        u64::from(self.len)
-    }
-
-    /// PSNs the message occupies (0 before it starts).
-    pub fn npsn(&self) -> u64 {
-        u64::from(self.npsn)
-    }
-
-    /// `IBV_SEND_SIGNALED`.
-    pub fn signaled(&self) -> bool {
-        self.flags & SIGNALED != 0
-    }
-
-    /// `IBV_SEND_FENCE`.
-    pub fn fence(&self) -> bool {
-        self.flags & FENCE != 0
-    }
-
-    /// Set the solicited-event bit on the last packet.
-    pub fn solicited(&self) -> bool {
-        self.flags & SOLICITED != 0
-    }
-
-    /// A WRITE sent by reference.
-    pub fn by_ref(&self) -> bool {
-        self.flags & BY_REF != 0
-    }
-
-    /// The payload was gathered at post time (in the inline ring).
-    pub fn inline(&self) -> bool {
-        self.flags & INLINE != 0
+        self.first_psn.saturating_add(self.npsn)
     }
 }
 
@@ -264,7 +207,7 @@ impl Requester {
         let w = &self.wqes[idx];
         let delay = u64::from(q.attrs.peer_ack_delay_us);
         delay > 0
-            && !w.signaled()
+            && !w.signaled
             && matches!(w.op, WrOp::Send { .. } | WrOp::Write { .. })
             && self.wqes.len() * 2 < self.depth
             && local_ack_timeout_micros(q.attrs.timeout)
@@ -313,28 +256,21 @@ impl Requester {
         if let Some(d) = ud {
             self.ud.push_back(d);
         }
-        // A WQE keeps a 32-bit length: a longer message (only a `max_msg_len` raised
-        // past IBTA's 2^31 lets one through) fails as too long.
-        let (len, pre_fault) = match u32::try_from(len) {
-            Ok(l) => (l, pre_fault),
-            Err(_) => (u32::MAX, pre_fault.or(Some(WcStatus::LocLenErr))),
-        };
-        let flags = if signaled { SIGNALED } else { 0 }
-            | if fence { FENCE } else { 0 }
-            | if solicited { SOLICITED } else { 0 }
-            | if inline.is_some() { INLINE } else { 0 }
-            | if sg_list.on_heap() { HEAP_SG } else { 0 };
         self.wqes.push_back(SendWqe {
             op,
-            first_psn: u64::MAX,
             len,
-            npsn: 0,
-            inline_at,
+            first_psn: u64::MAX,
             pre_fault,
-            flags,
-            sg_list: ManuallyDrop::new(sg_list),
+            signaled,
+            fence,
+            solicited,
+            by_ref: false,
+            inline: inline.is_some(),
+            sg_list,
             wr_id,
+            npsn: 0,
             resp_seen: 0,
+            inline_at,
         });
     }
 
@@ -355,11 +291,10 @@ impl Requester {
         }
     }
 
-    /// The front WQE left the queue (`inline`: its payload, `len` bytes, was in the
-    /// inline ring): its inline payload and UD destination go.
-    fn retired(&mut self, inline: bool, len: u64) {
-        if inline {
-            let n = (len as usize).min(self.inline.len());
+    /// The front WQE `w` left the queue: its inline payload and UD destination go.
+    fn retired(&mut self, w: &SendWqe) {
+        if w.inline {
+            let n = (w.len as usize).min(self.inline.len());
             self.inline.drain(..n);
             self.inline_head = self.inline_head.wrapping_add(n as u32);
         }
@@ -484,7 +419,7 @@ impl Requester {
                 };
                 if q.qp_type == QpType::Rc
                     && self.send_psn
-                        >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref() && ctx.sharing)
+                        >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref && ctx.sharing)
                 {
                     return Ok(None);
                 }
@@ -522,7 +457,7 @@ impl Requester {
         let op = w.op;
         // IBTA Vol 1 ch. 10 (work request ordering): a fenced WQE waits for all earlier
         // READ/atomics.
-        if w.fence() && self.rd_atomic > 0 {
+        if w.fence && self.rd_atomic > 0 {
             return Ok(false);
         }
         if op.is_read_or_atomic() && self.rd_atomic >= u32::from(q.attrs.max_rd_atomic) {
@@ -532,7 +467,7 @@ impl Requester {
             return Ok(false);
         }
         let mtu = q.mtu();
-        if q.qp_type == QpType::Ud && w.len() > mtu {
+        if q.qp_type == QpType::Ud && w.len > mtu {
             return Err(Fault {
                 idx,
                 status: WcStatus::LocLenErr,
@@ -540,11 +475,11 @@ impl Requester {
         }
         let by_ref = goes_by_reference(q, ctx, w);
         let npsn = if by_ref {
-            byref::chunks(w.len())
+            byref::chunks(w.len)
         } else if op.is_atomic() {
             1
         } else {
-            packets_for(w.len(), mtu)
+            packets_for(w.len, mtu)
         };
         if by_ref {
             ctx.stats.by_reference_sent += 1;
@@ -556,13 +491,8 @@ impl Requester {
         };
         let w = &mut self.wqes[idx];
         w.first_psn = self.next_psn;
-        // At most one PSN per 256 bytes of a `u32` length, or one per chunk.
-        w.npsn = u32::try_from(npsn).unwrap_or(u32::MAX);
-        if by_ref {
-            w.flags |= BY_REF;
-        } else {
-            w.flags &= !BY_REF;
-        }
+        w.npsn = npsn;
+        w.by_ref = by_ref;
         self.next_psn += npsn;
         if npsn == 1 {
             // Most messages are one packet: no iterator and reserve for one flag.
@@ -591,7 +521,7 @@ impl Requester {
         let mtu = q.mtu();
         let w = &self.wqes[idx];
         let i = p - w.first_psn;
-        let n = w.npsn();
+        let n = w.npsn;
         let transport = q.qp_type.transport();
         let fault = |status| Fault { idx, status };
         // The fixed part of the headers: the QP's cached template, or on UD one for this
@@ -648,9 +578,9 @@ impl Requester {
         let consumed;
         let last;
         match w.op {
-            WrOp::Write { imm, remote } if w.by_ref() => {
+            WrOp::Write { imm, remote } if w.by_ref => {
                 // Chunk i of n, each a WRITE Only naming the rest of the message.
-                let (off, clen) = byref::chunk(w.len(), n, i);
+                let (off, clen) = byref::chunk(w.len, n, i);
                 last = i + 1 >= n;
                 let with_imm = imm.is_some() && last;
                 let pos = weft_wire::roce::Position::Only;
@@ -662,9 +592,9 @@ impl Requester {
                 repr.reth = Some(RethRepr {
                     va: remote.addr.wrapping_add(off),
                     rkey: remote.rkey,
-                    dma_len: (w.len() - off) as u32,
+                    dma_len: (w.len - off) as u32,
                 });
-                repr.solicited = w.solicited() && last;
+                repr.solicited = w.solicited && last;
                 payload_off = off;
                 by_ref_len = clen;
                 let spans = sge_spans(&w.sg_list, off, clen).count();
@@ -689,22 +619,22 @@ impl Requester {
                         repr.reth = Some(RethRepr {
                             va: remote.addr,
                             rkey: remote.rkey,
-                            dma_len: w.len,
+                            dma_len: w.len as u32,
                         });
                     }
                 }
-                repr.solicited = w.solicited() && pos.ends_message();
+                repr.solicited = w.solicited && pos.ends_message();
                 payload_off = i * mtu;
-                payload_len = packet_len(w.len(), mtu, i);
+                payload_len = packet_len(w.len, mtu, i);
                 consumed = 1;
                 last = pos.ends_message();
             }
             WrOp::Read { remote } => {
                 let resp_all = !single || (p == w.first_psn && w.resp_seen == 0);
                 let len = if resp_all {
-                    w.len() - (i * mtu).min(w.len())
+                    w.len - (i * mtu).min(w.len)
                 } else {
-                    packet_len(w.len(), mtu, i)
+                    packet_len(w.len, mtu, i)
                 };
                 repr.opcode = opcode_for(
                     transport,
@@ -780,7 +710,7 @@ impl Requester {
                 || single
                 || p % interval == interval - 1
                 || p + consumed
-                    >= self.una + by_ref_cap(self.cap(q, ctx.config), w.by_ref() && ctx.sharing));
+                    >= self.una + by_ref_cap(self.cap(q, ctx.config), w.by_ref && ctx.sharing));
 
         // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
@@ -790,8 +720,8 @@ impl Requester {
             .map_err(|_| fault(WcStatus::LocQpOpErr))?;
         if plen > 0 {
             let dst = &mut buf[at.clone()];
-            match w.inline() {
-                _ if w.by_ref() => {
+            match w.inline {
+                _ if w.by_ref => {
                     // Each span as this process's address (checked like a gather).
                     let spans = sge_spans(&w.sg_list, payload_off, by_ref_len);
                     let outs = dst.chunks_exact_mut(byref::SPAN_LEN);
@@ -838,7 +768,7 @@ impl Requester {
             self.arm_timer(q, ctx.now);
         }
         // Before `advance`, which may retire the WQE.
-        let moves = if self.wqes[idx].by_ref() {
+        let moves = if self.wqes[idx].by_ref {
             usize::try_from(by_ref_len).unwrap_or(usize::MAX)
         } else {
             len
@@ -969,7 +899,7 @@ impl Requester {
                 let fits = match operation {
                     Operation::ReadResponse => {
                         matches!(w.op, WrOp::Read { .. })
-                            && payload.len() as u64 == packet_len(w.len(), q.mtu(), p - w.first_psn)
+                            && payload.len() as u64 == packet_len(w.len, q.mtu(), p - w.first_psn)
                     }
                     _ => w.op.is_atomic() && repr.atomic_ack_eth.is_some(),
                 };
@@ -1166,28 +1096,21 @@ impl Requester {
             self.una += 1;
         }
         while self.started > 0 && self.wqes.front().is_some_and(|w| w.end_psn() <= self.una) {
-            let Some(w) = self.wqes.front() else {
+            let Some(w) = self.wqes.pop_front() else {
                 break;
             };
-            // Read in place, and the second line (`wr_id`) only for a completion: the
-            // WQE is cold by now among thousands of QPs, and moving it out whole read
-            // both lines. (The completion is made inside the branch: a `wr_id` read
-            // beside the flag's test was hoisted above it.)
-            let (op, len, inline) = (w.op, w.len(), w.inline());
-            if w.signaled() {
-                let mut c = Completion::new(w.wr_id, WcStatus::Success, op.wc_opcode(), q.qpn);
-                c.byte_len = u32::try_from(len).unwrap_or(u32::MAX);
-                ctx.cq.complete(c);
-            }
-            // Dropped where it lies (`pop_front` would move it out first).
-            self.wqes.drain(..1);
-            self.retired(inline, len);
+            self.retired(&w);
             self.started -= 1;
-            if op.is_read_or_atomic() {
+            if w.op.is_read_or_atomic() {
                 self.rd_atomic -= 1;
             }
+            if w.signaled {
+                let mut c = Completion::new(w.wr_id, WcStatus::Success, w.op.wc_opcode(), q.qpn);
+                c.byte_len = w.len.min(u64::from(u32::MAX)) as u32;
+                ctx.cq.complete(c);
+            }
             ctx.stats.messages_completed += 1;
-            ctx.stats.bytes_completed += len;
+            ctx.stats.bytes_completed += w.len;
         }
         if self.una > old {
             self.retry_left = q.attrs.retry_cnt;
@@ -1306,15 +1229,15 @@ fn goes_by_reference<M: Memory>(q: &QpCommon, ctx: &Ctx<'_, M>, w: &SendWqe) -> 
     q.by_reference
         && q.qp_type != QpType::Ud
         && match w.op {
-            WrOp::Write { imm, .. } => imm.is_none() || byref::chunks(w.len()) == 1,
+            WrOp::Write { imm, .. } => imm.is_none() || byref::chunks(w.len) == 1,
             _ => false,
         }
-        && !w.inline()
-        && w.len() > q.mtu()
-        && w.len() >= ctx.config.by_reference_min
+        && !w.inline
+        && w.len > q.mtu()
+        && w.len >= ctx.config.by_reference_min
         && w.sg_list.iter().filter(|s| s.len > 0).all(|s| {
             ctx.mem
-                .may_pull(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len), w.len())
+                .may_pull(Key::Local(s.lkey), q.pd, s.addr, u64::from(s.len), w.len)
         })
 }
 
@@ -1340,81 +1263,4 @@ fn sge_spans(
         len -= take;
         Some(piece)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wr::{Sge, MAX_SGE};
-    use std::mem::{align_of, offset_of, size_of};
-
-    /// A WQE is two cache lines, and what an inline or gather-free message reads and
-    /// writes from its start to its retirement is all in the first.
-    #[test]
-    fn a_wqe_is_two_lines_and_the_first_holds_a_message_s_whole_life() {
-        assert_eq!(size_of::<SendWqe>(), 128);
-        assert_eq!(align_of::<SendWqe>(), 64);
-        let hot = [
-            offset_of!(SendWqe, op) + size_of::<WrOp>(),
-            offset_of!(SendWqe, first_psn) + 8,
-            offset_of!(SendWqe, len) + 4,
-            offset_of!(SendWqe, npsn) + 4,
-            offset_of!(SendWqe, inline_at) + 4,
-            offset_of!(SendWqe, pre_fault) + size_of::<Option<WcStatus>>(),
-            offset_of!(SendWqe, flags) + 1,
-        ];
-        assert!(hot.iter().all(|&end| end <= 64), "{hot:?}");
-        assert!(offset_of!(SendWqe, sg_list) >= 64);
-        assert!(offset_of!(SendWqe, wr_id) >= 64);
-    }
-
-    /// A WQE whose gather list spilled to the heap frees it when it goes (the list
-    /// sits in a `ManuallyDrop` that only the flag releases); an inline list needs
-    /// nothing freed.
-    #[test]
-    fn a_heap_gather_list_is_flagged_and_an_inline_one_is_not() {
-        let mut r = Requester::with_depth(4);
-        let sges: Vec<Sge> = (0..MAX_SGE as u64)
-            .map(|i| Sge {
-                addr: i * 8,
-                len: 8,
-                lkey: 1,
-            })
-            .collect();
-        let wr = SendWr::new(1, WrOp::Send { imm: None }, sges.clone());
-        assert!(wr.sg_list.on_heap());
-        r.push(wr, None, None, 8 * MAX_SGE as u64, None);
-        r.push(
-            SendWr::new(2, WrOp::Send { imm: None }, []),
-            None,
-            None,
-            0,
-            None,
-        );
-        assert!(r.wqes[0].flags & HEAP_SG != 0);
-        assert_eq!(r.wqes[0].sg_list.iter().copied().collect::<Vec<_>>(), sges);
-        assert!(r.wqes[1].flags & HEAP_SG == 0);
-        r.wqes.clear();
-    }
-
-    /// The flags and the 32-bit length survive the push; a length past `u32::MAX`
-    /// fails the request as too long instead of being cut.
-    #[test]
-    fn push_keeps_flags_and_faults_a_length_past_u32() {
-        let mut r = Requester::with_depth(4);
-        let mut wr = SendWr::new(7, WrOp::Send { imm: None }, []);
-        wr.signaled = true;
-        wr.solicited = true;
-        r.push(wr.clone(), Some(&[1, 2, 3]), None, 3, None);
-        let w = &r.wqes[0];
-        assert!(w.signaled() && w.solicited() && w.inline());
-        assert!(!w.fence() && !w.by_ref());
-        assert_eq!((w.len(), w.npsn(), w.pre_fault), (3, 0, None));
-        wr.signaled = false;
-        wr.fence = true;
-        r.push(wr, None, None, 1 << 32, None);
-        let w = &r.wqes[1];
-        assert!(w.fence() && !w.signaled() && !w.inline());
-        assert_eq!(w.pre_fault, Some(WcStatus::LocLenErr));
-    }
 }

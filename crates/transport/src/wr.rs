@@ -68,12 +68,6 @@ impl SgList {
         }
     }
 
-    /// True when the entries live in a heap allocation (more than [`INLINE_SGES`]
-    /// were pushed at some point).
-    pub(crate) fn on_heap(&self) -> bool {
-        matches!(self.0, SgRepr::Heap(_))
-    }
-
     /// Remove every entry.
     pub fn clear(&mut self) {
         match &mut self.0 {
