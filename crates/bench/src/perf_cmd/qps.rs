@@ -22,7 +22,6 @@ use crate::perf::record::{Meta, Record};
 use crate::perf::run::{self, LoopOpts, Progress as Prog};
 use crate::perf::table::Output;
 use anyhow::{anyhow, bail, Context as _};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use weft_verbs::cm::{self, ConnectRequest, Connection, Listener};
@@ -206,11 +205,6 @@ pub(super) fn serve(
         }
         conns.push(r.accept(qp, &param(a, private))?);
     }
-    let index: HashMap<u32, usize> = qps
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.qp_num(), i))
-        .collect();
     let mut out: Vec<Completion> = Vec::with_capacity(64);
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut next_check = Instant::now();
@@ -231,9 +225,13 @@ pub(super) fn serve(
             if c.status != WcStatus::Success {
                 break 'run;
             }
+            // Receive k of QP i has the id i·rx + k: the QP is found without a lookup
+            // by its number (a hash per message, a cost that only the multi-QP runs
+            // paid; the single-QP server has its one QP at hand).
             if c.opcode.is_recv() {
-                if let Some(&i) = index.get(&c.qpn) {
-                    qps[i].post_recv([recv(&mr, c.wr_id as usize, slot)])?;
+                let k = c.wr_id as usize;
+                if let Some(qp) = qps.get_mut(k / rx.max(1)) {
+                    qp.post_recv([recv(&mr, k, slot)])?;
                 }
             }
         }
@@ -388,16 +386,10 @@ fn client_run(
     };
     let mut wr = SendWr::new(0, op, [mr.sge(0, size as u32)]);
     wr.inline = size <= a.inline.min(256);
-    let index: HashMap<u32, usize> = qps
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.qp_num(), i))
-        .collect();
     let st = std::cell::RefCell::new(MultiBw {
         cq,
         out: Vec::with_capacity(64),
         qps: &mut qps,
-        index,
         wr,
         window: w,
         every,
@@ -465,7 +457,6 @@ struct MultiBw<'a> {
     cq: CompletionQueue,
     out: Vec<Completion>,
     qps: &'a mut [QueuePair],
-    index: HashMap<u32, usize>,
     wr: SendWr,
     window: u64,
     every: u64,
@@ -491,10 +482,11 @@ impl MultiBw<'_> {
             if c.status != WcStatus::Success {
                 bail!("completion error: {:?} (QP {})", c.status, c.qpn);
             }
-            let i = *self
-                .index
-                .get(&c.qpn)
-                .ok_or_else(|| anyhow!("completion for an unknown QP {}", c.qpn))?;
+            // A request's id is its QP's index (`post_to`).
+            let i = c.wr_id as usize;
+            if i >= self.qps.len() || self.qps[i].qp_num() != c.qpn {
+                bail!("completion for an unknown QP {} (id {})", c.qpn, c.wr_id);
+            }
             self.inflight[i] = self.inflight[i].saturating_sub(self.every);
             self.completed += self.every;
         }
