@@ -2,7 +2,7 @@
 # diag.sh REPS LINKS CONFIGS BINS: the hogs point (2 shell busy loops), 2 s windows,
 # each with --stats (waiter and engine counters) and a thread sampler.
 REPS=$1 LINKS=$2 CONFIGS=$3 BINS=$4
-cd /tmp/hogs2/diag
+cd "${DIAG_DIR:-/tmp/hogs2/diag}"  # the work directory (helper copies of these scripts and the binaries runs/weft-*)
 bash -c 'while :; do :; done' >/dev/null 2>&1 & H1=$!
 bash -c 'while :; do :; done' >/dev/null 2>&1 & H2=$!
 sleep 0.2
