@@ -1,6 +1,6 @@
 #!/bin/bash
 # abab2.sh OUT ROUNDS NAME BIN [NAME BIN ...], with CFGS="N:DEPTH N:DEPTH ..." (exported):
-# abab.sh for a chosen set of configurations.
+# abab.sh for a chosen set of configurations; PAUSE seconds between rounds (default 5).
 OUT=$1; R=$2; shift 2
 export CFGS
 for r in $(seq 1 $R); do
@@ -17,5 +17,5 @@ for r in $(seq 1 $R); do
       echo "{\"round\":$r,\"bin\":\"$name\",\"N\":$N,\"depth\":$D,\"load\":$load,\"t\":\"$(date -u +%H:%M:%S)\",\"res\":${res:-null}}" >> $OUT
     done
   done' _ "$OUT" "$r" "$@"
-  sleep 5
+  sleep "${PAUSE:-5}"
 done
