@@ -230,8 +230,11 @@ pub(super) fn serve(
             // paid; the single-QP server has its one QP at hand).
             if c.opcode.is_recv() {
                 let k = c.wr_id as usize;
-                if let Some(qp) = qps.get_mut(k / rx.max(1)) {
-                    qp.post_recv([recv(&mr, k, slot)])?;
+                match qps.get_mut(k / rx.max(1)) {
+                    Some(qp) if qp.qp_num() == c.qpn => qp.post_recv([recv(&mr, k, slot)])?,
+                    // Never reposted, it would stall the run much later as a peer
+                    // that stopped answering: say what came instead.
+                    _ => bail!("receive completion for QP {} with id {}", c.qpn, c.wr_id),
                 }
             }
         }
