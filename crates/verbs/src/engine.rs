@@ -1548,7 +1548,9 @@ impl Shared {
         }
         match self.engine.try_lock() {
             Ok(mut g) => g.progress_into(idx, id, out, max).1,
-            Err(_) if self.sleeping.load(Ordering::Relaxed) => {
+            // Held, not poisoned: a poisoned engine (its thread panicked) is not
+            // waited for here.
+            Err(TryLockError::WouldBlock) if self.sleeping.load(Ordering::Relaxed) => {
                 // The engine thread sleeps holding the engine, or was just woken and
                 // has not let go yet. Wait for it blocked, counted as a waiter (the
                 // thread then neither goes back to sleep holding the engine nor
