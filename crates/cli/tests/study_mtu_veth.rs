@@ -36,7 +36,11 @@ fn one_round_gives_every_point_with_both_windows_and_the_study_rows() {
             .args(["--json", env!("CARGO_BIN_EXE_weft")])
             .envs([
                 ("ROUNDS", "1"),
-                ("ITERS", "300"),
+                // 3000 round trips (~90 ms a point): the window a "beside" point
+                // measures the bulk flow in. With 300 (~9 ms) a 4 MB WRITE finished in
+                // it 0-2 times, and a point with none failed the check below in two
+                // CI runs (2026-11-30); with 3000, 10-23 times in each point.
+                ("ITERS", "3000"),
                 // A bound per point that a loaded machine still meets: 300 round
                 // trips take ~3 ms here, and 3 s leaves room for 8-ms-a-round-trip
                 // scheduling (a CI run beside a build gave 63 of 300 within 0.5 s, so
