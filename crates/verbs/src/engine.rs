@@ -26,6 +26,7 @@
 use crate::adapt::{GapHistory, QuietGap};
 use crate::cq_ring::CqProducer;
 use crate::mr::{MrEntry, MrTable, PullErrors, Pulls};
+use crate::recent::Recent;
 use std::collections::VecDeque;
 use std::fmt;
 use std::os::fd::AsFd;
@@ -436,10 +437,7 @@ pub(crate) struct Engine {
     /// wait may have been a timer's).
     woke: bool,
     /// QPs that transmitted recently, with the pass they last did.
-    recent: FastMap<u32, u64>,
-    /// The oldest pass in `recent` (a lower bound): nothing expires before the horizon
-    /// passes it, so most passes skip the sweep.
-    recent_oldest: u64,
+    recent: Recent,
     /// The transport's scheduling quantum in bytes.
     quantum: usize,
     /// How long a pass may keep transmitting, beyond its round of the scheduler,
@@ -504,8 +502,7 @@ impl Engine {
             origin: weft_link::monotonic_micros(),
             pass: 0,
             woke: false,
-            recent: FastMap::default(),
-            recent_oldest: 0,
+            recent: Recent::default(),
             shared_pass_us: SHARED_PASS_DEFAULT.as_micros() as u64,
             send_after_receive,
             stats: EngineStats::default(),
@@ -1034,11 +1031,7 @@ impl Engine {
         // bound is in time, not bytes, because what the flows share is the CPU: a byte
         // costs a different time on every link.
         self.pass += 1;
-        let horizon = self.pass.saturating_sub(RECENT_PASSES);
-        if self.recent_oldest < horizon {
-            self.recent.retain(|_, &mut p| p >= horizon);
-            self.recent_oldest = self.recent.values().copied().min().unwrap_or(self.pass);
-        }
+        self.recent.expire(self.pass.saturating_sub(RECENT_PASSES));
         let shared = self.recent.len() >= 2;
         // Alone, `round` is the whole pass's bytes, so the time bound never applies.
         let round = if shared {
@@ -1065,7 +1058,6 @@ impl Engine {
             spare,
             stats,
             recent,
-            recent_oldest,
             pass,
             shared_pass_us,
             ..
@@ -1076,7 +1068,6 @@ impl Engine {
             spare,
             stats,
             recent,
-            recent_oldest,
             pass: *pass,
             cur: None,
             flush_at: if shared { SHARED_FLUSH } else { BURST },
@@ -1168,8 +1159,7 @@ struct TxRun<'a> {
     tx: &'a mut Vec<Datagram>,
     spare: &'a mut Vec<PacketBuf>,
     stats: &'a mut EngineStats,
-    recent: &'a mut FastMap<u32, u64>,
-    recent_oldest: &'a mut u64,
+    recent: &'a mut Recent,
     pass: u64,
     /// The buffer lent and not yet written.
     cur: Option<PacketBuf>,
@@ -1193,18 +1183,7 @@ impl TxRun<'_> {
     /// QP `qpn` transmitted in this pass.
     #[inline]
     fn mark(&mut self, qpn: u32) {
-        match self.recent.get_mut(&qpn) {
-            Some(p) => *p = self.pass,
-            None => self.mark_new(qpn),
-        }
-    }
-
-    #[cold]
-    fn mark_new(&mut self, qpn: u32) {
-        self.recent.insert(qpn, self.pass);
-        if self.recent.len() == 1 {
-            *self.recent_oldest = self.pass;
-        }
+        self.recent.mark(qpn, self.pass);
     }
 }
 

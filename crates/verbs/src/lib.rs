@@ -39,6 +39,7 @@ mod error;
 mod links;
 pub mod mr;
 mod qp;
+mod recent;
 mod wait;
 
 pub use adapt::SpinBudget;
