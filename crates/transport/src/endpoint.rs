@@ -324,13 +324,15 @@ struct Sched {
 
 /// Post send work request `wr` on `qp` (the body of [`Endpoint::post_send`] and
 /// [`SendQueue::post`]): the checks `ibv_post_send` makes, the inline gather, the push
-/// onto the requester's queue and the QP's place in the transmit queue.
+/// onto the requester's queue and the QP's place in the transmit queue. The request is
+/// read where it lies and its gather list taken (the WQE keeps it), not moved: see
+/// [`SendQueue::post_from`].
 #[inline]
 fn post_one<M: Memory>(
     ctx: &mut Ctx<'_, M>,
     qp: &mut Qp,
     sched: &mut Sched,
-    mut wr: SendWr,
+    wr: &mut SendWr,
     inline_src: Option<&[u8]>,
 ) -> Result<(), PostError> {
     if inline_src.is_some() {
@@ -466,15 +468,27 @@ impl<M: Memory> SendQueue<'_, M> {
 
     /// Post a send work request ([`Endpoint::post_send`]).
     #[inline]
-    pub fn post(&mut self, wr: SendWr) -> Result<(), PostError> {
-        post_one(&mut self.ctx, self.qp, self.sched, wr, None)
+    pub fn post(&mut self, mut wr: SendWr) -> Result<(), PostError> {
+        post_one(&mut self.ctx, self.qp, self.sched, &mut wr, None)
     }
 
     /// Post an inline send whose payload the caller gathered
     /// ([`Endpoint::post_send_inline`]).
     #[inline]
-    pub fn post_inline(&mut self, wr: SendWr, data: &[u8]) -> Result<(), PostError> {
-        post_one(&mut self.ctx, self.qp, self.sched, wr, Some(data))
+    pub fn post_inline(&mut self, mut wr: SendWr, data: &[u8]) -> Result<(), PostError> {
+        post_one(&mut self.ctx, self.qp, self.sched, &mut wr, Some(data))
+    }
+
+    /// [`SendQueue::post`] (`inline` `None`) or [`SendQueue::post_inline`] of the
+    /// request `wr` points at, without moving it: its gather list is taken (left
+    /// empty) and the rest read in place. A poster that holds requests in a list or an
+    /// iterator's slot saves the moves of ~150 bytes each that the by-value calls cost;
+    /// on a stream of small SENDs such a move, read back right after the application
+    /// wrote the request field by field, was a store-forwarding stall on the posting
+    /// thread (`perf`, docs/results/verbs.md).
+    #[inline]
+    pub fn post_from(&mut self, wr: &mut SendWr, inline: Option<&[u8]>) -> Result<(), PostError> {
+        post_one(&mut self.ctx, self.qp, self.sched, wr, inline)
     }
 }
 
@@ -861,12 +875,12 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     fn post_send_with(
         &mut self,
         qpn: u32,
-        wr: SendWr,
+        mut wr: SendWr,
         inline_src: Option<&[u8]>,
     ) -> Result<(), PostError> {
         let (mut ctx, qps, sched) = self.split(Instant::ZERO);
         let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
-        post_one(&mut ctx, qp, sched, wr, inline_src)
+        post_one(&mut ctx, qp, sched, &mut wr, inline_src)
     }
 
     /// QP `qpn`'s send queue, borrowed for a batch of posts: one QP lookup for the

@@ -233,26 +233,24 @@ impl Requester {
     /// request's SGEs are then dropped). `ud`: its destination, on a UD QP.
     pub fn push(
         &mut self,
-        wr: SendWr,
+        wr: &mut SendWr,
         inline: Option<&[u8]>,
         ud: Option<UdDest>,
         len: u64,
         pre_fault: Option<WcStatus>,
     ) {
-        let SendWr {
-            wr_id,
-            op,
-            mut sg_list,
-            signaled,
-            fence,
-            solicited,
-            ..
-        } = wr;
         let inline_at = self.inline_head.wrapping_add(self.inline.len() as u32);
-        if let Some(data) = inline {
-            self.inline.extend(data);
-            sg_list = SgList::new();
-        }
+        // The gather list moves into the WQE (an inline payload needs none); the
+        // request's other fields are read in place.
+        let sg_list = match inline {
+            Some(data) => {
+                self.inline.extend(data);
+                SgList::new()
+            }
+            None => std::mem::take(&mut wr.sg_list),
+        };
+        let (wr_id, op, signaled, fence, solicited) =
+            (wr.wr_id, wr.op, wr.signaled, wr.fence, wr.solicited);
         if let Some(d) = ud {
             self.ud.push_back(d);
         }

@@ -894,11 +894,24 @@ impl Engine {
         let mut refused = Vec::new();
         if let Some(mut sq) = ep.send_queue(qpn) {
             out.room = sq.room();
+            // Each request is posted where it lies, in `first` or in `next` (the
+            // iterator's slot), never moved again (`SendQueue::post_from`): the moves
+            // of a freshly written request were the posting thread's store-forwarding
+            // stalls on a stream of small SENDs.
+            let mut next: Option<SendWr>;
             while out.posted < out.room {
-                let Some(wr) = first.take().or_else(|| wrs.next()) else {
-                    break;
+                let from_first = first.is_some();
+                let wr = match first {
+                    Some(wr) => wr,
+                    None => {
+                        next = wrs.next();
+                        match &mut next {
+                            Some(wr) => wr,
+                            None => break,
+                        }
+                    }
                 };
-                let gathered = check(&wr).and_then(|()| {
+                let gathered = check(wr).and_then(|()| {
                     if !wr.inline {
                         return Ok(0);
                     }
@@ -909,21 +922,24 @@ impl Engine {
                     Ok(len) => len,
                     Err(e) => {
                         out.error = Some(e);
+                        // Taken, not posted.
+                        if from_first {
+                            *first = None;
+                        }
                         break;
                     }
                 };
                 if !wr.inline && matches!(wr.op, WrOp::Write { .. }) {
-                    allow_by_reference_sq(&mut sq, &**link, &wr);
+                    allow_by_reference_sq(&mut sq, &**link, wr);
                 }
                 let (wr_id, op) = (wr.wr_id, wr.op);
-                let r = if wr.inline {
-                    sq.post_inline(wr, &inline_scratch[..len])
-                } else {
-                    sq.post(wr)
-                };
-                if r.is_err() {
+                let data = wr.inline.then(|| &inline_scratch[..len]);
+                if sq.post_from(wr, data).is_err() {
                     let c = Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn);
                     refused.push(c);
+                }
+                if from_first {
+                    *first = None;
                 }
                 out.posted += 1;
             }
