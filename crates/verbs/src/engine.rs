@@ -1875,6 +1875,9 @@ impl Shared {
         let mut exploring = false;
         let mut spinner: Option<Spinner> = None;
         while !self.stop.load(Ordering::Acquire) {
+            if self.waiters.load(Ordering::Relaxed) > 0 {
+                std::thread::yield_now();
+            }
             if self.app_blocking.swap(false, Ordering::SeqCst) {
                 seen_polls = self.app_polls.load(Ordering::Relaxed);
             }
@@ -1908,19 +1911,6 @@ impl Shared {
                 // came back (its post is the work a pass would find next).
                 quiet.takeover_idle();
                 takeover_pending = false;
-            }
-            if self.waiters.load(Ordering::Relaxed) > 0 {
-                // A thread waits for the engine (a control call, or an application
-                // poll that found it held asleep): the mutex is not fair, so give
-                // the waiter the moment to take it before this thread locks again.
-                // Only here, on the way to the lock: a thread about to stand by
-                // (the branch above) never takes the engine, and a yield beside CPU
-                // hogs puts this thread behind them for a slice, during which it
-                // can neither stand by nor take over. At the top of the loop it
-                // yielded on every wake-up by an application's blocked poll:
-                // 140–420 yields per 2 s window beside two hogs (docs/results/
-                // study.md, "The engine thread's yield only before it locks").
-                std::thread::yield_now();
             }
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {
