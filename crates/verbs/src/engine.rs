@@ -1458,8 +1458,12 @@ impl Drop for Spinner {
 }
 
 /// How long after the application's last poll the idle engine thread watches the link
-/// without holding the engine before it blocks holding it ([`Shared::run`]).
-const APP_AWAY: Duration = QuietGap::MAX;
+/// without holding the engine before it blocks holding it ([`Shared::run`]); also
+/// how long a thread standing by with the link watched waits between looks
+/// ([`Shared::stand_by`]). 1 ms, the quiet gap's longest before it grew to 4 ms
+/// ([`QuietGap::MAX`]): these watches wake for arrivals and the doorbell, not on
+/// every look.
+const APP_AWAY: Duration = Duration::from_millis(1);
 
 /// The engine thread's timer slack: its stand-by waits are tens of microseconds.
 const TIMER_SLACK: Duration = Duration::from_micros(2);
@@ -1757,7 +1761,7 @@ impl Shared {
             let active = self.app_last_poll.load(Ordering::Relaxed).max(posted_at);
             let since = Duration::from_nanos(now.saturating_sub(active));
             let limit = if quiet.watch_link() && self.link_fd.is_some() {
-                QuietGap::MAX
+                APP_AWAY
             } else {
                 gap
             };
@@ -1769,7 +1773,7 @@ impl Shared {
             let woke = match self.link_fd.as_ref().filter(|_| quiet.watch_link()) {
                 // Watching the link, the thread need not look every gap: an arrival
                 // wakes it, and the application's own passes run the timers while it
-                // polls. It looks after the longest gap in case the application went
+                // polls. It looks after `APP_AWAY` in case the application went
                 // away with nothing arriving. Timed looks every 10 µs would make it
                 // a third busy thread that the scheduler then stops preferring on
                 // wake-up: a 2-core machine with two spinning programs measured
