@@ -335,15 +335,14 @@ fn post_one<M: Memory>(
     wr: &mut SendWr,
     inline_src: Option<&[u8]>,
 ) -> Result<(), PostError> {
-    if inline_src.is_some() {
-        wr.inline = true;
-        wr.sg_list.clear();
-    }
+    // A payload the caller gathered makes the request inline and its gather list
+    // moot; the request itself is not changed, so a refused one is left as it came.
+    let is_inline = wr.inline || inline_src.is_some();
     let q = &qp.common;
     if matches!(q.state, QpState::Reset | QpState::Init | QpState::Rtr) {
         return Err(PostError::InvalidState(q.state));
     }
-    if wr.sg_list.len() > MAX_SGE {
+    if inline_src.is_none() && wr.sg_list.len() > MAX_SGE {
         return Err(PostError::TooManySge);
     }
     if qp.req.wqes.len() >= qp.init.max_send_wr {
@@ -365,7 +364,7 @@ fn post_one<M: Memory>(
         None if wr.op.is_atomic() => 8,
         None => wr.sg_len(),
     };
-    if wr.inline && (wr.op.is_read_or_atomic() || len > ctx.config.max_inline as u64) {
+    if is_inline && (wr.op.is_read_or_atomic() || len > ctx.config.max_inline as u64) {
         return Err(PostError::InlineTooLarge);
     }
     // Checks a NIC makes when it processes the WQE; reported as completions.
@@ -480,8 +479,10 @@ impl<M: Memory> SendQueue<'_, M> {
     }
 
     /// [`SendQueue::post`] (`inline` `None`) or [`SendQueue::post_inline`] of the
-    /// request `wr` points at, without moving it: its gather list is taken (left
-    /// empty) and the rest read in place. A poster that holds requests in a list or an
+    /// request `wr` points at, without moving it: its fields are read in place, and a
+    /// request that is posted without an inline payload gives its gather list to the
+    /// WQE (`wr.sg_list` is left empty). A request posted inline, or refused, is left
+    /// as it was. A poster that holds requests in a list or an
     /// iterator's slot saves the moves of ~150 bytes each that the by-value calls cost;
     /// on a stream of small SENDs such a move, read back right after the application
     /// wrote the request field by field, was a store-forwarding stall on the posting

@@ -230,7 +230,8 @@ impl Requester {
     }
 
     /// Queue a send work request. `inline`: its payload, gathered at post time (the
-    /// request's SGEs are then dropped). `ud`: its destination, on a UD QP.
+    /// WQE then keeps no gather list, and `wr`'s is left alone); without one the WQE
+    /// takes `wr.sg_list` (left empty). `ud`: its destination, on a UD QP.
     pub fn push(
         &mut self,
         wr: &mut SendWr,

@@ -499,9 +499,12 @@ impl QuietGap {
     /// WRITEs over udp woke 1 000 times a second each and the application threads
     /// were preempted as often (against 40 a second with inline progress), and
     /// beside CPU hogs an application preempted for a slice was taken over after
-    /// every one. An application that stops polling is still served within one gap
-    /// once its takeovers have halved it (docs/results/study.md, "Stand-by looks
-    /// every 4 ms").
+    /// every one. The price: an application that polled for everything and then
+    /// starts waiting for what it does not poll for (spinning on memory for a
+    /// peer's WRITE) waits up to 4 ms, not 1, for the first takeover; later ones
+    /// come sooner as takeovers halve the gap. That switch from the ceiling was not
+    /// measured: the write-lat runs start from the 100 µs starting gap
+    /// (docs/results/study.md, "Stand-by looks every 4 ms").
     pub(crate) const MAX: Duration = Duration::from_millis(4);
     const START: Duration = Duration::from_micros(100);
 

@@ -671,8 +671,8 @@ impl Engine {
         // completion. A pass that received anything reports work, so the next pass
         // (the engine thread's, or the polling application's) follows at once.
         // A pass with nothing to send (most passes of a ping-pong) skips the transmit
-        // step's set-up; it still ticks the clock of `recent`, which the next
-        // transmitting pass sweeps.
+        // step's set-up; it still ticks the clock of `recent`, whose expired entries
+        // the next transmitting pass forgets.
         if !self.tx.is_empty() || self.ep.may_transmit() {
             work |= self.transmit(&mut now);
         } else {

@@ -190,10 +190,11 @@ mod tests {
         assert!(r.queue.is_none() && r.last.capacity() <= 4 * LARGE);
     }
 
-    /// With the queue, the work of an expiry is the entries that expire: a pass in
-    /// which nothing expires looks at one queue entry, however many QPs there are.
+    /// With the queue, an expiry takes exactly the expired entries off the queue's
+    /// front (the map keeps every other QP), and a QP that transmitted again is not
+    /// forgotten by its stale entry.
     #[test]
-    fn with_many_qps_an_expiry_looks_only_at_what_expires() {
+    fn with_many_qps_an_expiry_takes_exactly_the_expired_entries() {
         let mut r = Recent::default();
         for qpn in 0..4_096u32 {
             r.mark(qpn, u64::from(qpn));
