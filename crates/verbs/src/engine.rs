@@ -918,28 +918,32 @@ impl Engine {
                     crate::mr::gather_inline(sq.mem().lkeys(), pd, &wr.sg_list, inline_scratch)
                         .map_err(crate::Error::InlineAccess)
                 });
-                let len = match gathered {
-                    Ok(len) => len,
+                let posted = match gathered {
+                    Ok(len) => {
+                        if !wr.inline && matches!(wr.op, WrOp::Write { .. }) {
+                            allow_by_reference_sq(&mut sq, &**link, wr);
+                        }
+                        let (wr_id, op) = (wr.wr_id, wr.op);
+                        let data = wr.inline.then(|| &inline_scratch[..len]);
+                        if sq.post_from(wr, data).is_err() {
+                            let c =
+                                Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn);
+                            refused.push(c);
+                        }
+                        true
+                    }
                     Err(e) => {
                         out.error = Some(e);
-                        // Taken, not posted.
-                        if from_first {
-                            *first = None;
-                        }
-                        break;
+                        false
                     }
                 };
-                if !wr.inline && matches!(wr.op, WrOp::Write { .. }) {
-                    allow_by_reference_sq(&mut sq, &**link, wr);
-                }
-                let (wr_id, op) = (wr.wr_id, wr.op);
-                let data = wr.inline.then(|| &inline_scratch[..len]);
-                if sq.post_from(wr, data).is_err() {
-                    let c = Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn);
-                    refused.push(c);
-                }
+                // Taken either way: a request its checks refuse ends the list, taken
+                // but not posted.
                 if from_first {
                     *first = None;
+                }
+                if !posted {
+                    break;
                 }
                 out.posted += 1;
             }
