@@ -30,7 +30,9 @@ use crate::requester::{Fault, Requester};
 use crate::responder::Responder;
 use crate::status::local_status;
 use crate::time::Instant;
-use crate::wr::{Completion, CompletionSink, RecvWr, SendWr, WcOpcode, WcStatus, WrOp, MAX_SGE};
+use crate::wr::{
+    Completion, CompletionSink, PostWr, RecvWr, SendWr, SgList, WcOpcode, WcStatus, WrOp, MAX_SGE,
+};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use weft_wire::roce::{opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation};
 
@@ -328,13 +330,14 @@ struct Sched {
 /// read where it lies and its gather list taken (the WQE keeps it), not moved: see
 /// [`SendQueue::post_from`].
 #[inline]
-fn post_one<M: Memory>(
+fn post_one<M: Memory, W: PostWr>(
     ctx: &mut Ctx<'_, M>,
     qp: &mut Qp,
     sched: &mut Sched,
-    wr: &mut SendWr,
+    posted: &mut W,
     inline_src: Option<&[u8]>,
 ) -> Result<(), PostError> {
+    let wr = posted.wr();
     // A payload the caller gathered makes the request inline and its gather list
     // moot; the request itself is not changed, so a refused one is left as it came.
     let is_inline = wr.inline || inline_src.is_some();
@@ -402,7 +405,15 @@ fn post_one<M: Memory>(
         }
     }
     let ud = if q.qp_type == QpType::Ud { wr.ud } else { None };
-    qp.req.push(wr, inline, ud, len, pre_fault);
+    // The gather list goes to the WQE only without an inline payload (taken from an
+    // owned request, copied from a borrowed one).
+    let sg_list = if inline.is_some() {
+        SgList::new()
+    } else {
+        posted.take_sg_list()
+    };
+    qp.req
+        .push(posted.wr(), sg_list, inline, ud, len, pre_fault);
     if matches!(q.state, QpState::Err | QpState::Sqe) {
         qp.flush_sends(ctx);
         sched.touched(qp);
@@ -487,8 +498,15 @@ impl<M: Memory> SendQueue<'_, M> {
     /// on a stream of small SENDs such a move, read back right after the application
     /// wrote the request field by field, was a store-forwarding stall on the posting
     /// thread (`perf`, docs/results/verbs.md).
+    ///
+    /// `wr` may also point at a borrowed request (`&mut &SendWr`, [`PostWr`]): it is
+    /// read in place and its gather list copied, never changed.
     #[inline]
-    pub fn post_from(&mut self, wr: &mut SendWr, inline: Option<&[u8]>) -> Result<(), PostError> {
+    pub fn post_from<W: PostWr>(
+        &mut self,
+        wr: &mut W,
+        inline: Option<&[u8]>,
+    ) -> Result<(), PostError> {
         post_one(&mut self.ctx, self.qp, self.sched, wr, inline)
     }
 }

@@ -44,6 +44,6 @@ pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recove
 pub use responder::{grh_for, GRH_LEN};
 pub use time::{local_ack_timeout_micros, Instant};
 pub use wr::{
-    Completion, CompletionSink, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,
+    Completion, CompletionSink, PostWr, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,
     WcStatus, WrOp, INLINE_SGES,
 };

@@ -229,27 +229,24 @@ impl Requester {
         self.cc.state()
     }
 
-    /// Queue a send work request. `inline`: its payload, gathered at post time (the
-    /// WQE then keeps no gather list, and `wr`'s is left alone); without one the WQE
-    /// takes `wr.sg_list` (left empty). `ud`: its destination, on a UD QP.
+    /// Queue a send work request, its fields read in place. `sg_list`: the WQE's
+    /// gather list (empty with an inline payload). `inline`: the payload, gathered at
+    /// post time. `ud`: its destination, on a UD QP.
     pub fn push(
         &mut self,
-        wr: &mut SendWr,
+        wr: &SendWr,
+        sg_list: SgList,
         inline: Option<&[u8]>,
         ud: Option<UdDest>,
         len: u64,
         pre_fault: Option<WcStatus>,
     ) {
         let inline_at = self.inline_head.wrapping_add(self.inline.len() as u32);
-        // The gather list moves into the WQE (an inline payload needs none); the
-        // request's other fields are read in place.
-        let sg_list = match inline {
-            Some(data) => {
-                self.inline.extend(data);
-                SgList::new()
-            }
-            None => std::mem::take(&mut wr.sg_list),
-        };
+        // The WQE gets the gather list it is given (an empty one with an inline
+        // payload, which needs none); the request's other fields are read in place.
+        if let Some(data) = inline {
+            self.inline.extend(data);
+        }
         let (wr_id, op, signaled, fence, solicited) =
             (wr.wr_id, wr.op, wr.signaled, wr.fence, wr.solicited);
         if let Some(d) = ud {

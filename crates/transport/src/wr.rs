@@ -299,6 +299,53 @@ impl SendWr {
     }
 }
 
+/// A send work request as a poster hands it over: owned ([`SendWr`]), whose gather
+/// list moves into the WQE, or borrowed (`&SendWr`), whose list is copied. Borrowed
+/// requests are what `ibv_post_send` takes (a pointer to the application's request):
+/// a loop that keeps one request and changes its `wr_id` posts it with no move of
+/// its ~150 bytes. Moves of a request the application had just written field by
+/// field were store-forwarding stalls on the posting thread (`perf`,
+/// docs/results/verbs.md).
+pub trait PostWr {
+    /// The request, read in place.
+    fn wr(&self) -> &SendWr;
+    /// Its gather list for the WQE: taken from an owned request (left empty), copied
+    /// from a borrowed one.
+    fn take_sg_list(&mut self) -> SgList;
+    /// The request as an owned value (a borrowed one is cloned).
+    fn into_owned(self) -> SendWr;
+}
+
+impl PostWr for SendWr {
+    #[inline]
+    fn wr(&self) -> &SendWr {
+        self
+    }
+    #[inline]
+    fn take_sg_list(&mut self) -> SgList {
+        std::mem::take(&mut self.sg_list)
+    }
+    #[inline]
+    fn into_owned(self) -> SendWr {
+        self
+    }
+}
+
+impl PostWr for &SendWr {
+    #[inline]
+    fn wr(&self) -> &SendWr {
+        self
+    }
+    #[inline]
+    fn take_sg_list(&mut self) -> SgList {
+        self.sg_list.clone()
+    }
+    #[inline]
+    fn into_owned(self) -> SendWr {
+        self.clone()
+    }
+}
+
 /// A receive work request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecvWr {

@@ -40,8 +40,8 @@ use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{
-    Completion, CompletionSink, Endpoint, Instant, PostError, RecvWr, SendQueue, SendWr, Stats,
-    Transmit, TxBuffers, WcStatus, WrOp,
+    Completion, CompletionSink, Endpoint, Instant, PostError, PostWr, RecvWr, SendQueue, SendWr,
+    Stats, Transmit, TxBuffers, WcStatus, WrOp,
 };
 
 /// Who drives the engine.
@@ -872,13 +872,13 @@ impl Engine {
     /// engine's buffer first; the first that fails ends the list, taken but not
     /// posted. The next pass transmits
     /// them; a refusal's error completion is published now.
-    pub(crate) fn post_list_now(
+    pub(crate) fn post_list_now<W: PostWr>(
         &mut self,
         qpn: u32,
         pd: u32,
         check: impl Fn(&SendWr) -> Result<(), crate::Error>,
-        first: &mut Option<SendWr>,
-        wrs: &mut impl Iterator<Item = SendWr>,
+        first: &mut Option<W>,
+        wrs: &mut impl Iterator<Item = W>,
     ) -> ListPost {
         let Engine {
             ep,
@@ -898,10 +898,10 @@ impl Engine {
             // iterator's slot), never moved again (`SendQueue::post_from`): the moves
             // of a freshly written request were the posting thread's store-forwarding
             // stalls on a stream of small SENDs.
-            let mut next: Option<SendWr>;
+            let mut next: Option<W>;
             while out.posted < out.room {
                 let from_first = first.is_some();
-                let wr = match first {
+                let posting = match first {
                     Some(wr) => wr,
                     None => {
                         next = wrs.next();
@@ -911,6 +911,7 @@ impl Engine {
                         }
                     }
                 };
+                let wr = posting.wr();
                 let gathered = check(wr).and_then(|()| {
                     if !wr.inline {
                         return Ok(0);
@@ -925,7 +926,7 @@ impl Engine {
                         }
                         let (wr_id, op) = (wr.wr_id, wr.op);
                         let data = wr.inline.then(|| &inline_scratch[..len]);
-                        if sq.post_from(wr, data).is_err() {
+                        if sq.post_from(posting, data).is_err() {
                             let c =
                                 Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn);
                             refused.push(c);

@@ -54,9 +54,9 @@ pub use mr::{MemoryRegion, PoolRegion, PullErrors, Pulls};
 pub use qp::{QpInitAttr, QueuePair, SharedReceiveQueue};
 pub use wait::{WaitMode, WaitStats, Waiter};
 pub use weft_transport::{
-    Access, Bringup, Completion, CongestionControl, CongestionState, DelayControl, Mtu, QpAttr,
-    QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,
-    WcStatus, WrOp, GRH_LEN, INLINE_SGES,
+    Access, Bringup, Completion, CongestionControl, CongestionState, DelayControl, Mtu, PostWr,
+    QpAttr, QpAttrs, QpState, QpType, Recovery, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest,
+    WcOpcode, WcStatus, WrOp, GRH_LEN, INLINE_SGES,
 };
 pub use weft_wire::roce::Psn;
 

@@ -361,7 +361,7 @@ fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
     for progress in [Progress::Inline, Progress::Thread] {
         let (mut a, mut b) = pair(LinkKind::Shm, progress, QpType::Rc, 4096);
         b.qp.post_recv(slot_recvs(&b.mr, 2)).unwrap();
-        a.qp.post_send(std::iter::empty()).unwrap();
+        a.qp.post_send(std::iter::empty::<SendWr>()).unwrap();
         let wrs =
             (0..2u64).map(|i| SendWr::new(10 + i, WrOp::Send { imm: None }, [a.mr.sge(0, 64)]));
         a.qp.post_send(WrongHint(wrs)).unwrap();
@@ -372,6 +372,56 @@ fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
             "{progress:?}"
         );
         ok_driving(&mut b.cq, 2, &[&a.ctx]);
+    }
+}
+
+/// Requests posted borrowed (`&wrs`, `[&wr]`, as `ibv_post_send` takes them) are
+/// read in place and copied, never changed: the caller's requests, gather lists
+/// included, are as they were, and the data that arrives is theirs; with inline
+/// progress and with an engine thread.
+#[test]
+fn borrowed_send_requests_are_posted_and_left_as_they_were() {
+    for progress in [Progress::Inline, Progress::Thread] {
+        let (mut a, mut b) = pair(LinkKind::Shm, progress, QpType::Rc, 4096);
+        let payload: Vec<u8> = (0..64u8).map(|i| i ^ 0x5a).collect();
+        a.mr.write(0, &payload).unwrap();
+        b.qp.post_recv(slot_recvs(&b.mr, 3)).unwrap();
+        let mut wrs = vec![
+            SendWr::new(20, WrOp::Send { imm: None }, [a.mr.sge(0, 64)]),
+            inline_send(&a.mr, 21),
+        ];
+        wrs[1].signaled = true;
+        let before = wrs.clone();
+        a.qp.post_send(&wrs).unwrap();
+        assert_eq!(wrs, before, "{progress:?}: a borrowed list is not changed");
+        let mut one = SendWr::new(22, WrOp::Send { imm: None }, [a.mr.sge(8, 32)]);
+        one.signaled = true;
+        let kept = one.clone();
+        a.qp.post_send([&one]).unwrap();
+        assert_eq!(one, kept, "{progress:?}: a borrowed request is not changed");
+        let ca = ok_driving(&mut a.cq, 3, &[&b.ctx]);
+        assert_eq!(
+            ca.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+            vec![20, 21, 22],
+            "{progress:?}"
+        );
+        let cb = ok_driving(&mut b.cq, 3, &[&a.ctx]);
+        assert_eq!(
+            cb.iter().map(|c| c.byte_len).collect::<Vec<_>>(),
+            vec![64, 16, 32],
+            "{progress:?}"
+        );
+        let mut got = vec![0u8; 64];
+        b.mr.read(0, &mut got).unwrap();
+        assert_eq!(got, payload, "{progress:?}: the gathered SEND");
+        b.mr.read(64, &mut got[..16]).unwrap();
+        assert_eq!(got[..16], payload[..16], "{progress:?}: the inline SEND");
+        b.mr.read(128, &mut got[..32]).unwrap();
+        assert_eq!(
+            got[..32],
+            payload[8..40],
+            "{progress:?}: the single borrowed SEND"
+        );
     }
 }
 
