@@ -889,6 +889,8 @@ fn serve_run(
             // benchmark's cost, not the stack's, and would add 30 ns to every one-way
             // figure, which no peer's server pays.
             let clock = |on: bool| on.then(|| origin.elapsed().as_nanos() as u64);
+            // One reply request, changed in place and posted borrowed ([`Bw::post`]).
+            let mut reply = send_wr(mr, reply_off + skip, p.size, a.inline, false);
             for seq in 0..p.count {
                 let t2;
                 let src = loop {
@@ -907,19 +909,18 @@ fn serve_run(
                         sg_list: [mr.sge(0, slot as u32)].into(),
                     }])?;
                 }
-                let mut wr = send_wr(mr, reply_off + skip, p.size, a.inline, false);
                 if ud {
                     let ah = qp
                         .pd()
                         .create_ah_from_wc(&src)
                         .ok_or_else(|| anyhow!("UD receive without a source"))?;
-                    wr.ud = Some(ah.dest(src.src_qp.unwrap_or(0), ConnParam::default().qkey));
+                    reply.ud = Some(ah.dest(src.src_qp.unwrap_or(0), ConnParam::default().qkey));
                 }
                 // The last reply is signaled: the run ends when it has left (with
                 // inline progress nothing would send it after this loop).
-                wr.signaled = seq + 1 == p.count;
+                reply.signaled = seq + 1 == p.count;
                 let t3 = clock(p.symmetric);
-                qp.post_send([wr])?;
+                qp.post_send([&reply])?;
                 if let (Some(t2), Some(t3)) = (t2, t3) {
                     turnarounds.push((seq, t3 - t2));
                 }
@@ -1261,13 +1262,16 @@ fn client_run(
     };
     let record = if a.test.is_lat() {
         let mut b = [0u8; 1];
+        // send-lat's request: one, posted borrowed each round ([`Bw::post`]).
+        let lat_wr = SendWr {
+            ud: ud_dest,
+            ..send_wr(&mr, 0, size, a.inline, false)
+        };
         let total = opts.warmup + opts.iters;
         let run = run::ping_pong(opts, prog, |seq| {
             match a.test {
                 Test::SendLat => {
-                    let mut wr = send_wr(&mr, 0, size, a.inline, false);
-                    wr.ud = ud_dest;
-                    qp.post_send([wr])?;
+                    qp.post_send([&lat_wr])?;
                     loop {
                         if side.wait()?.iter().any(|c| c.opcode.is_recv()) {
                             break;
