@@ -324,11 +324,11 @@ struct Sched {
     acks: VecDeque<u32>,
 }
 
-/// Post send work request `wr` on `qp` (the body of [`Endpoint::post_send`] and
+/// Post send work request `posted` on `qp` (the body of [`Endpoint::post_send`] and
 /// [`SendQueue::post`]): the checks `ibv_post_send` makes, the inline gather, the push
 /// onto the requester's queue and the QP's place in the transmit queue. The request is
-/// read where it lies and its gather list taken (the WQE keeps it), not moved: see
-/// [`SendQueue::post_from`].
+/// read where it lies, not moved; the WQE keeps its gather list, taken from an owned
+/// request and copied from a borrowed one ([`PostWr`], [`SendQueue::post_from`]).
 #[inline]
 fn post_one<M: Memory, W: PostWr>(
     ctx: &mut Ctx<'_, M>,
