@@ -327,8 +327,9 @@ struct Sched {
 /// Post send work request `posted` on `qp` (the body of [`Endpoint::post_send`] and
 /// [`SendQueue::post`]): the checks `ibv_post_send` makes, the inline gather, the push
 /// onto the requester's queue and the QP's place in the transmit queue. The request is
-/// read where it lies, not moved; the WQE keeps its gather list, taken from an owned
-/// request and copied from a borrowed one ([`PostWr`], [`SendQueue::post_from`]).
+/// read where it lies, not moved; without an inline payload the WQE keeps its gather
+/// list, taken from an owned request and copied from a borrowed one ([`PostWr`],
+/// [`SendQueue::post_from`]).
 #[inline]
 fn post_one<M: Memory, W: PostWr>(
     ctx: &mut Ctx<'_, M>,
@@ -492,8 +493,8 @@ impl<M: Memory> SendQueue<'_, M> {
     /// [`SendQueue::post`] (`inline` `None`) or [`SendQueue::post_inline`] of the
     /// request `wr` points at, without moving it: its fields are read in place, and a
     /// request that is posted without an inline payload gives its gather list to the
-    /// WQE (`wr.sg_list` is left empty). A request posted inline, or refused, is left
-    /// as it was. A poster that holds requests in a list or an
+    /// WQE (`wr.sg_list` is left empty). A request posted with an inline payload (given
+    /// here, or gathered from its list), or refused, is left as it was. A poster that holds requests in a list or an
     /// iterator's slot saves the moves of ~150 bytes each that the by-value calls cost;
     /// on a stream of small SENDs such a move, read back right after the application
     /// wrote the request field by field, was a store-forwarding stall on the posting

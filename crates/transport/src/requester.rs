@@ -241,6 +241,7 @@ impl Requester {
         len: u64,
         pre_fault: Option<WcStatus>,
     ) {
+        debug_assert!(inline.is_none() || sg_list.is_empty());
         let inline_at = self.inline_head.wrapping_add(self.inline.len() as u32);
         // The WQE gets the gather list it is given (an empty one with an inline
         // payload, which needs none); the request's other fields are read in place.

@@ -300,13 +300,19 @@ impl SendWr {
 }
 
 /// A send work request as a poster hands it over: owned ([`SendWr`]), whose gather
-/// list moves into the WQE, or borrowed (`&SendWr`), whose list is copied. Borrowed
-/// requests are what `ibv_post_send` takes (a pointer to the application's request):
-/// a loop that keeps one request and changes its `wr_id` posts it with no move of
-/// its ~150 bytes. Moves of a request the application had just written field by
-/// field were store-forwarding stalls on the posting thread (`perf`,
-/// docs/results/verbs.md).
-pub trait PostWr {
+/// list moves into the WQE, or borrowed (`&SendWr`), whose list is copied (a request
+/// posted with an inline payload gives the WQE no list: nothing is taken or copied).
+/// Borrowed requests are what `ibv_post_send` takes (a pointer to the application's
+/// request): a loop that keeps one request and changes its `wr_id` posts it with no
+/// move of its ~150 bytes. Moves of a request the application had just written field
+/// by field were store-forwarding stalls on the posting thread (`perf`,
+/// docs/results/verbs.md). A borrowed list of more than [`INLINE_SGES`] entries is
+/// copied to the heap on each post; an owned one moves.
+///
+/// Sealed: the poster checks the request it reads through [`PostWr::wr`] and pushes
+/// the list [`PostWr::take_sg_list`] returns, so only these two implementations, whose
+/// list is the request's own, may exist.
+pub trait PostWr: sealed::Sealed {
     /// The request, read in place.
     fn wr(&self) -> &SendWr;
     /// Its gather list for the WQE: taken from an owned request (left empty), copied
@@ -314,6 +320,13 @@ pub trait PostWr {
     fn take_sg_list(&mut self) -> SgList;
     /// The request as an owned value (a borrowed one is cloned).
     fn into_owned(self) -> SendWr;
+}
+
+mod sealed {
+    /// [`super::PostWr`]'s seal.
+    pub trait Sealed {}
+    impl Sealed for super::SendWr {}
+    impl Sealed for &super::SendWr {}
 }
 
 impl PostWr for SendWr {

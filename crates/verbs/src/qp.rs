@@ -207,8 +207,10 @@ impl QueuePair {
     /// The requests may be owned (`[wr]`, a `Vec<SendWr>`) or borrowed (`[&wr]`,
     /// `&wrs`), as [`PostWr`](crate::PostWr) says: a loop that keeps one request and
     /// changes its `wr_id` between posts, as perftest does with `ibv_post_send`, posts
-    /// it borrowed and saves moving it (a ~150-byte copy, and a store-forwarding stall
-    /// when the request was written just before).
+    /// it borrowed and, on the doorbell path, saves moving it (a ~150-byte copy, and a
+    /// store-forwarding stall when the request was written just before); through the
+    /// ring a borrowed request is copied. An empty list must name its item type
+    /// (`std::iter::empty::<SendWr>()`).
     pub fn post_send<W: PostWr>(&mut self, wrs: impl IntoIterator<Item = W>) -> Result<(), Error> {
         let mut result = Ok(());
         let mut posted = 0u32;

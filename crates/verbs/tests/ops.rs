@@ -375,52 +375,99 @@ fn post_send_posts_what_the_iterator_yields_whatever_its_size_hint_says() {
     }
 }
 
-/// Requests posted borrowed (`&wrs`, `[&wr]`, as `ibv_post_send` takes them) are
-/// read in place and copied, never changed: the caller's requests, gather lists
-/// included, are as they were, and the data that arrives is theirs; with inline
-/// progress and with an engine thread.
+/// Requests posted borrowed (`&wrs`, `[&wr]`, as `ibv_post_send` takes them) are read
+/// in place and their gather lists copied: what arrives is theirs, a three-entry list
+/// (copied to the heap) and an inline payload included, and an unsignaled one
+/// completes nothing; with inline progress and with an engine thread.
 #[test]
-fn borrowed_send_requests_are_posted_and_left_as_they_were() {
+fn borrowed_send_requests_deliver_their_own_bytes() {
     for progress in [Progress::Inline, Progress::Thread] {
         let (mut a, mut b) = pair(LinkKind::Shm, progress, QpType::Rc, 4096);
         let payload: Vec<u8> = (0..64u8).map(|i| i ^ 0x5a).collect();
         a.mr.write(0, &payload).unwrap();
-        b.qp.post_recv(slot_recvs(&b.mr, 3)).unwrap();
+        b.qp.post_recv(slot_recvs(&b.mr, 4)).unwrap();
         let mut wrs = vec![
             SendWr::new(20, WrOp::Send { imm: None }, [a.mr.sge(0, 64)]),
             inline_send(&a.mr, 21),
+            SendWr::new(
+                22,
+                WrOp::Send { imm: None },
+                [a.mr.sge(40, 8), a.mr.sge(8, 8), a.mr.sge(24, 8)],
+            ),
         ];
-        wrs[1].signaled = true;
-        let before = wrs.clone();
+        wrs[0].signaled = false;
         a.qp.post_send(&wrs).unwrap();
-        assert_eq!(wrs, before, "{progress:?}: a borrowed list is not changed");
-        let mut one = SendWr::new(22, WrOp::Send { imm: None }, [a.mr.sge(8, 32)]);
-        one.signaled = true;
-        let kept = one.clone();
+        let one = SendWr::new(23, WrOp::Send { imm: None }, [a.mr.sge(8, 32)]);
         a.qp.post_send([&one]).unwrap();
-        assert_eq!(one, kept, "{progress:?}: a borrowed request is not changed");
         let ca = ok_driving(&mut a.cq, 3, &[&b.ctx]);
         assert_eq!(
             ca.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
-            vec![20, 21, 22],
-            "{progress:?}"
+            vec![21, 22, 23],
+            "{progress:?}: the unsignaled request completes nothing"
         );
-        let cb = ok_driving(&mut b.cq, 3, &[&a.ctx]);
+        let cb = ok_driving(&mut b.cq, 4, &[&a.ctx]);
         assert_eq!(
             cb.iter().map(|c| c.byte_len).collect::<Vec<_>>(),
-            vec![64, 16, 32],
+            vec![64, 16, 24, 32],
             "{progress:?}"
         );
-        let mut got = vec![0u8; 64];
-        b.mr.read(0, &mut got).unwrap();
-        assert_eq!(got, payload, "{progress:?}: the gathered SEND");
-        b.mr.read(64, &mut got[..16]).unwrap();
-        assert_eq!(got[..16], payload[..16], "{progress:?}: the inline SEND");
-        b.mr.read(128, &mut got[..32]).unwrap();
+        let got = |slot: usize, n: usize| b.mr.to_vec(slot * 64, n).unwrap();
+        assert_eq!(got(0, 64), payload, "{progress:?}: the gathered SEND");
+        assert_eq!(got(1, 16), payload[..16], "{progress:?}: the inline SEND");
+        let three = [&payload[40..48], &payload[8..16], &payload[24..32]].concat();
+        assert_eq!(got(2, 24), three, "{progress:?}: the three-entry list");
+        assert_eq!(got(3, 32), payload[8..40], "{progress:?}: `[&wr]`");
+    }
+}
+
+/// A borrowed list longer than the send queue's room: the first requests take the
+/// doorbell path, the rest the ring (each copied into its slot), in order, each
+/// message its own request's bytes.
+#[test]
+fn a_borrowed_list_that_overflows_the_send_queue_keeps_its_order_through_the_ring() {
+    let mut a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 16);
+    let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
+    init.max_send_wr = 4;
+    a.qp = a.pd.create_qp(&a.cq, &a.cq, None, init).expect("create qp");
+    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 16);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    const N: u64 = 7;
+    b.qp.post_recv(slot_recvs(&b.mr, N + 1)).unwrap();
+    for i in 0..=N {
+        a.mr.write(i as usize * 64, &[i as u8 + 1; 16]).unwrap();
+    }
+    // One message first: the shm link connects on first use.
+    a.qp.post_send([&SendWr::new(0, WrOp::Send { imm: None }, [a.mr.sge(0, 16)])])
+        .unwrap();
+    let mut sent = ok_driving(&mut a.cq, 1, &[&b.ctx]);
+    // 4 fit the transport, 3 wait in the ring; odd ones inline.
+    let wrs: Vec<SendWr> = (1..=N)
+        .map(|i| {
+            let mut s = SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(i as usize * 64, 16)]);
+            s.inline = i % 2 == 1;
+            s
+        })
+        .collect();
+    let drained = a.ctx.stats().engine.qp_rings_drained;
+    a.qp.post_send(&wrs).unwrap();
+    sent.extend(ok_driving(&mut a.cq, N as usize, &[&b.ctx]));
+    assert!(
+        a.ctx.stats().engine.qp_rings_drained > drained,
+        "the ring took part"
+    );
+    let got = ok_driving(&mut b.cq, N as usize + 1, &[&a.ctx]);
+    let ids = |v: &[weft_verbs::Completion]| v.iter().map(|c| c.wr_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(&sent),
+        (0..=N).collect::<Vec<_>>(),
+        "send completion order"
+    );
+    assert_eq!(ids(&got), (0..=N).collect::<Vec<_>>(), "receive order");
+    for i in 0..=N {
         assert_eq!(
-            got[..32],
-            payload[8..40],
-            "{progress:?}: the single borrowed SEND"
+            b.mr.to_vec(i as usize * 64, 16).unwrap(),
+            vec![i as u8 + 1; 16],
+            "message {i}"
         );
     }
 }
