@@ -278,13 +278,8 @@ fn one_listener_accepts_queue_pairs_of_other_devices() {
 /// inline payloads as they were at post time, and the sends complete in order.
 #[test]
 fn sends_keep_their_order_when_the_doorbell_path_falls_back_to_the_ring() {
-    let mut a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 32);
     // A send queue of 8: a burst of 12 fills the transport, then the ring.
-    let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
-    init.max_send_wr = 8;
-    a.qp = a.pd.create_qp(&a.cq, &a.cq, None, init).expect("create qp");
-    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 32);
-    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    let (mut a, mut b) = small_send_queue_pair(8, 64 * 32);
     const N: u64 = 24;
     b.qp.post_recv(slot_recvs(&b.mr, N)).unwrap();
     // Request i carries 16 bytes of value i; every third one is not inline (read from
@@ -425,12 +420,7 @@ fn borrowed_send_requests_deliver_their_own_bytes() {
 /// message its own request's bytes.
 #[test]
 fn a_borrowed_list_that_overflows_the_send_queue_keeps_its_order_through_the_ring() {
-    let mut a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 16);
-    let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
-    init.max_send_wr = 4;
-    a.qp = a.pd.create_qp(&a.cq, &a.cq, None, init).expect("create qp");
-    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 64 * 16);
-    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    let (mut a, mut b) = small_send_queue_pair(4, 64 * 16);
     const N: u64 = 7;
     b.qp.post_recv(slot_recvs(&b.mr, N + 1)).unwrap();
     for i in 0..=N {
@@ -470,6 +460,17 @@ fn a_borrowed_list_that_overflows_the_send_queue_keeps_its_order_through_the_rin
             "message {i}"
         );
     }
+}
+
+/// Two connected shm sides with inline progress, `a`'s QP with a send queue of
+/// `depth` (to make a list overflow it into the ring); `mem` bytes of region each.
+fn small_send_queue_pair(depth: usize, mem: usize) -> (Side, Side) {
+    let mut a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, mem);
+    let mut init = weft_verbs::QpInitAttr::new(QpType::Rc);
+    init.max_send_wr = depth;
+    a.qp = a.pd.create_qp(&a.cq, &a.cq, None, init).expect("create qp");
+    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, mem);
+    connect_sides(a, b, &weft_verbs::cm::ConnParam::default())
 }
 
 /// Receives 0..n, each into its own 64-byte slot of `mr`.
