@@ -491,17 +491,15 @@ impl<M: Memory> SendQueue<'_, M> {
     }
 
     /// [`SendQueue::post`] (`inline` `None`) or [`SendQueue::post_inline`] of the
-    /// request `wr` points at, without moving it: its fields are read in place, and a
-    /// request that is posted without an inline payload gives its gather list to the
-    /// WQE (`wr.sg_list` is left empty). A request posted with an inline payload (given
-    /// here, or gathered from its list), or refused, is left as it was. A poster that holds requests in a list or an
-    /// iterator's slot saves the moves of ~150 bytes each that the by-value calls cost;
-    /// on a stream of small SENDs such a move, read back right after the application
-    /// wrote the request field by field, was a store-forwarding stall on the posting
-    /// thread (`perf`, docs/results/verbs.md).
-    ///
-    /// `wr` may also point at a borrowed request (`&mut &SendWr`, [`PostWr`]): it is
-    /// read in place and its gather list copied, never changed.
+    /// request `wr` points at, without moving it: its fields are read in place. An
+    /// owned request posted without an inline payload gives its gather list to the WQE
+    /// (`wr.sg_list` is left empty); one posted with an inline payload (given here, or
+    /// gathered from its list), or refused, is left as it was. A borrowed request
+    /// (`&mut &SendWr`, [`PostWr`]) is never changed: its list is copied. A poster that
+    /// holds requests in a list or an iterator's slot saves the moves of ~150 bytes
+    /// each that the by-value calls cost; on a stream of small SENDs such a move, read
+    /// back right after the application wrote the request field by field, was a
+    /// store-forwarding stall on the posting thread (`perf`, docs/results/verbs.md).
     #[inline]
     pub fn post_from<W: PostWr>(
         &mut self,
