@@ -283,11 +283,7 @@ impl QueuePair {
         // The rest of the list, if any, through the ring. Not `first.into_iter()
         // .chain(wrs)`: building the chain moved the iterator (with an array's
         // requests in it) even when nothing was left, on every post.
-        while let Some(wr) = if first.is_some() {
-            first.take()
-        } else {
-            wrs.next()
-        } {
+        while let Some(wr) = first.take().or_else(|| wrs.next()) {
             if let Err(error) = self.push_send(wr) {
                 result = Err(list_error(index, error));
                 break;
