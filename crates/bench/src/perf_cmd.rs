@@ -164,6 +164,24 @@ impl Scheduler {
     }
 }
 
+/// The order of posts over the QPs of a `--qps` run (`--qps-order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum QpsOrder {
+    /// perftest's `-q` loop: a QP's window is filled before the next QP's.
+    Burst,
+    /// One message to each QP in turn.
+    Spread,
+}
+
+impl QpsOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            QpsOrder::Burst => "burst",
+            QpsOrder::Spread => "spread",
+        }
+    }
+}
+
 /// Who drives the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgressMode {
@@ -258,10 +276,16 @@ pub struct Args {
     /// Work requests in flight in bandwidth tests.
     #[arg(long, default_value_t = 128)]
     pub tx_depth: usize,
-    /// send-bw, write-bw: this many QPs (perftest's -q), messages round-robin over
-    /// them, --tx-depth in flight in all; reports the memory per QP.
+    /// send-bw, write-bw: this many QPs (perftest's -q), --tx-depth in flight in all
+    /// (--tx-depth / N per QP, at least one); reports the memory per QP.
     #[arg(long, default_value_t = 1)]
     pub qps: usize,
+    /// With --qps: the order of posts over the QPs. `burst` (perftest's): post to
+    /// one QP while its window has room, then to the next; `spread`: one message to
+    /// each QP in turn, so consecutive messages never share a QP (the hardest case
+    /// for per-QP state in caches). The same when one request fits a QP's window.
+    #[arg(long, value_enum, default_value_t = QpsOrder::Burst)]
+    pub qps_order: QpsOrder,
     /// Send messages up to this size inline (copied at post time; at most 256).
     #[arg(long, default_value_t = 220)]
     pub inline: u64,

@@ -79,6 +79,36 @@ fn every_bandwidth_test_measures_over_udp_and_shm() {
 }
 
 #[test]
+fn many_qps_in_either_order_complete_and_report_their_window_and_memory() {
+    for order in ["burst", "spread"] {
+        for test in ["send-bw", "write-bw"] {
+            let r = perf(&[
+                test,
+                "--link",
+                "shm",
+                "--size",
+                "64",
+                "-n",
+                "2000",
+                "--qps",
+                "8",
+                "--tx-depth",
+                "32",
+                "--qps-order",
+                order,
+            ]);
+            bandwidth_ok(&r[0]);
+            assert_eq!(r[0]["qps"], 8, "{}", r[0]);
+            assert_eq!(r[0]["qp_window"], 4, "{}", r[0]);
+            assert_eq!(r[0]["qps_order"], order, "{}", r[0]);
+            for k in ["client_bytes_per_qp", "server_bytes_per_qp_connected"] {
+                assert!(r[0][k].as_u64().is_some(), "{k}: {}", r[0]);
+            }
+        }
+    }
+}
+
+#[test]
 fn uc_ud_events_engine_thread_symmetric_and_a_sweep() {
     latency_ok(&perf(&["send-lat", "--qp", "ud", "--size", "512", "-n", "200"])[0]);
     bandwidth_ok(&perf(&["write-bw", "--qp", "uc", "--size", "4096", "-n", "200"])[0]);

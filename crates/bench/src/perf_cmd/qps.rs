@@ -1,10 +1,17 @@
 //! `weft perf send-bw|write-bw --qps N` (perftest's `-q`): N RC or UC queue pairs
-//! between the two processes, each connected through the connection manager, the
-//! messages spread round-robin over them, one completion queue a side.
+//! between the two processes, each connected through the connection manager, one
+//! completion queue a side.
 //!
 //! The window: `--tx-depth` work requests in flight in all, `tx_depth / N` (at least
 //! one) on each QP; a QP asks for a completion every `min(16, window)` of its
 //! requests. With N ≥ tx_depth that is one request in flight per QP, each signaled.
+//!
+//! The order (`--qps-order`): `burst`, perftest's loop, fills one QP's window and
+//! then the next's, so a QP's requests leave together and its state is touched
+//! once per window; `spread` sends one message to each QP in turn, so no two
+//! consecutive messages share a QP and every message finds its QP's state cold
+//! once the QPs outgrow the caches. With one request per QP's window they are the
+//! same order.
 //!
 //! Memory per QP: the growth of the process's resident set (`VmRSS` in
 //! `/proc/self/status`) while it creates the N QPs (with their completion queue
@@ -15,7 +22,7 @@
 //! The server side runs when the first request's private data is a [`MultiPlan`]:
 //! it creates the N QPs, accepts the N connections in order, then serves the run.
 
-use super::{device, meta, param, remote_bytes, remote_of, sizes, Args, Qp, Test};
+use super::{device, meta, param, remote_bytes, remote_of, sizes, Args, Qp, QpsOrder, Test};
 use super::{RX_BYTES, RX_SLOTS, SIGNAL_EVERY, WAIT};
 use crate::perf::bandwidth_record;
 use crate::perf::record::{Meta, Record};
@@ -290,6 +297,7 @@ pub(super) fn client(a: &Args, at: SocketAddr, peer_pid: Option<u32>) -> anyhow:
 struct Extra {
     qps: usize,
     window: u64,
+    order: QpsOrder,
     client: Mem,
     server: Mem,
 }
@@ -305,6 +313,7 @@ fn emit(
         if let Some(m) = v.as_object_mut() {
             m.insert("qps".into(), x.qps.into());
             m.insert("qp_window".into(), x.window.into());
+            m.insert("qps_order".into(), x.order.name().into());
             m.insert("mem_method".into(), "VmRSS growth / qps".into());
             m.insert("client_bytes_per_qp".into(), x.client.created.into());
             m.insert(
@@ -322,9 +331,15 @@ fn emit(
     }
     out.emit(rec)?;
     println!(
-        " {} QPs, window {} per QP; memory per QP (VmRSS growth / N): client {} B \
-         ({} B with its connection), server {} B ({} B with its connection)",
-        x.qps, x.window, x.client.created, x.client.connected, x.server.created, x.server.connected
+        " {} QPs, window {} per QP, {} order; memory per QP (VmRSS growth / N): client \
+         {} B ({} B with its connection), server {} B ({} B with its connection)",
+        x.qps,
+        x.window,
+        x.order.name(),
+        x.client.created,
+        x.client.connected,
+        x.server.created,
+        x.server.connected
     );
     Ok(())
 }
@@ -396,6 +411,7 @@ fn client_run(
         wr,
         window: w,
         every,
+        order: a.qps_order,
         inflight: vec![0; n],
         per_qp: vec![0; n],
         next: 0,
@@ -434,8 +450,10 @@ fn client_run(
     }
     drop(conns);
     let mut rec = bandwidth_record(meta, size, &r);
-    let mut note =
-        format!("{n} QPs round-robin, {w} in flight per QP, a completion every {every} per QP");
+    let mut note = format!(
+        "{n} QPs in {} order, {w} in flight per QP, a completion every {every} per QP",
+        a.qps_order.name()
+    );
     if r.messages > opts.iters {
         note.push_str(&format!(
             "; {} extra messages rounded the QPs up to a completion (counted in the rate)",
@@ -448,14 +466,24 @@ fn client_run(
         Extra {
             qps: n,
             window: w,
+            order: a.qps_order,
             client,
             server,
         },
     ))
 }
 
-/// The sender of a multi-QP bandwidth run: message k goes to QP k mod N, each QP
-/// with at most `window` in flight and a completion every `every` of its requests.
+/// Which QP the next message goes to after one went to `last` ([`MultiBw::post`]).
+fn next_qp(order: QpsOrder, last: usize, inflight: &[u64], window: u64) -> usize {
+    if order == QpsOrder::Spread || inflight[last] >= window {
+        (last + 1) % inflight.len()
+    } else {
+        last
+    }
+}
+
+/// The sender of a multi-QP bandwidth run: each QP with at most `window` in flight
+/// and a completion every `every` of its requests, the QPs taken in `order`.
 struct MultiBw<'a> {
     cq: CompletionQueue,
     out: Vec<Completion>,
@@ -463,6 +491,7 @@ struct MultiBw<'a> {
     wr: SendWr,
     window: u64,
     every: u64,
+    order: QpsOrder,
     /// Posted and not yet completed, per QP.
     inflight: Vec<u64>,
     /// Posted per QP (which of its requests is signaled).
@@ -511,10 +540,13 @@ impl MultiBw<'_> {
         Ok(())
     }
 
+    /// The next message, to the QP `order` picks: `spread` moves on after every
+    /// message; `burst` stays while the QP's window has room (perftest's `-q` loop
+    /// posts to a QP until its window is full), and waits at the next QP for room
+    /// there, as the QPs complete in the order they were filled.
     fn post(&mut self) -> anyhow::Result<()> {
-        let i = self.next;
-        self.next = (i + 1) % self.qps.len();
-        self.post_to(i)
+        self.next = next_qp(self.order, self.next, &self.inflight, self.window);
+        self.post_to(self.next)
     }
 
     /// Round every QP up to a signaled request, then wait for everything.
@@ -528,5 +560,44 @@ impl MultiBw<'_> {
             self.reap()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The QPs the first `count` posts go to, each post adding one request in flight
+    /// on its QP and nothing completing.
+    fn order_of(order: QpsOrder, n: usize, window: u64, count: usize) -> Vec<usize> {
+        let mut inflight = vec![0; n];
+        let mut last = 0;
+        let mut seen = Vec::new();
+        for _ in 0..count {
+            last = next_qp(order, last, &inflight, window);
+            inflight[last] += 1;
+            seen.push(last);
+        }
+        seen
+    }
+
+    #[test]
+    fn burst_fills_a_qps_window_before_the_next_and_spread_moves_on_each_message() {
+        assert_eq!(
+            order_of(QpsOrder::Burst, 3, 2, 6),
+            [0, 0, 1, 1, 2, 2],
+            "burst: perftest's loop"
+        );
+        assert_eq!(order_of(QpsOrder::Spread, 3, 2, 6), [1, 2, 0, 1, 2, 0]);
+        // One request per window: the two orders are the same rotation.
+        assert_eq!(order_of(QpsOrder::Burst, 3, 1, 4), [0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn burst_stays_on_a_qp_whose_completions_made_room() {
+        let mut inflight = vec![2, 0];
+        assert_eq!(next_qp(QpsOrder::Burst, 0, &inflight, 2), 1);
+        inflight[0] = 1;
+        assert_eq!(next_qp(QpsOrder::Burst, 0, &inflight, 2), 0);
     }
 }
