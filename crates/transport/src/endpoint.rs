@@ -322,6 +322,8 @@ struct Sched {
     timers: BTreeSet<(Instant, u32)>,
     ready: VecDeque<u32>,
     acks: VecDeque<u32>,
+    /// [`Endpoint::handle_timeout`]'s due QPs, kept for the next call (empty between).
+    due: Vec<u32>,
 }
 
 /// Post send work request `posted` on `qp` (the body of [`Endpoint::post_send`] and
@@ -1244,10 +1246,19 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         let mut fired = false;
         let (mut ctx, qps, sched) = self.split(now);
         // The due entries, taken out first: a timer re-armed at `now` or earlier waits
-        // for the next call instead of firing again in this one.
-        let later = sched.timers.split_off(&(Instant(now.micros() + 1), 0));
-        let due = std::mem::replace(&mut sched.timers, later);
-        for (_, qpn) in due {
+        // for the next call instead of firing again in this one. Popped into a vector
+        // the endpoint keeps, not split off into a new set: the split built a tree and
+        // freed the old one, a node allocated and freed per call that found a timer
+        // due (with the clock under callgrind, ~300 instructions a firing).
+        let mut due = std::mem::take(&mut sched.due);
+        while let Some(&(t, qpn)) = sched.timers.first() {
+            if t > now {
+                break;
+            }
+            sched.timers.pop_first();
+            due.push(qpn);
+        }
+        for qpn in due.drain(..) {
             ctx.stats.qp_visits += 1;
             let Some(qp) = qps.get_mut(&qpn) else {
                 continue;
@@ -1266,6 +1277,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             }
             sched.touched(qp);
         }
+        sched.due = due;
         fired
     }
 

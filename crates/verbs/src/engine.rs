@@ -876,7 +876,7 @@ impl Engine {
         &mut self,
         qpn: u32,
         pd: u32,
-        check: impl Fn(&SendWr) -> Result<(), crate::Error>,
+        check: impl Fn(&SendWr) -> Result<(), PostError>,
         first: &mut Option<W>,
         wrs: &mut impl Iterator<Item = W>,
     ) -> ListPost {
@@ -912,12 +912,12 @@ impl Engine {
                     }
                 };
                 let wr = posting.wr();
-                let gathered = check(wr).and_then(|()| {
+                let gathered = check(wr).map_err(ListRefusal::Post).and_then(|()| {
                     if !wr.inline {
                         return Ok(0);
                     }
                     crate::mr::gather_inline(sq.mem().lkeys(), pd, &wr.sg_list, inline_scratch)
-                        .map_err(crate::Error::InlineAccess)
+                        .map_err(ListRefusal::Inline)
                 });
                 let posted = match gathered {
                     Ok(len) => {
@@ -1291,12 +1291,32 @@ fn allow_by_reference(
 }
 
 /// What [`Engine::post_list_now`] did: the send queue's room before it, how many
-/// requests it posted, and the error that ended the list early.
+/// requests it posted, and the refusal that ended the list early.
 #[derive(Debug)]
 pub(crate) struct ListPost {
     pub(crate) room: usize,
     pub(crate) posted: usize,
-    pub(crate) error: Option<crate::Error>,
+    pub(crate) error: Option<ListRefusal>,
+}
+
+/// Why the doorbell path refused a request: a check of `ibv_post_send`'s, or an
+/// inline payload's memory. Small and `Copy`, not a [`crate::Error`] (whose moves and
+/// drop checks on every post were ~30 instructions of the post path, callgrind); the
+/// caller makes the error of it ([`ListRefusal::at`]) only when there is one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ListRefusal {
+    Post(PostError),
+    Inline(weft_transport::AccessError),
+}
+
+impl ListRefusal {
+    /// The error of `post_send` for a list refused at `index`.
+    pub(crate) fn at(self, index: usize) -> crate::Error {
+        match self {
+            ListRefusal::Post(error) => crate::Error::PostList { index, error },
+            ListRefusal::Inline(e) => crate::Error::InlineAccess(e),
+        }
+    }
 }
 
 /// [`allow_by_reference`] through a borrowed send queue, for a WRITE that is not
