@@ -890,6 +890,7 @@ impl Engine {
             room: 0,
             posted: 0,
             error: None,
+            exhausted: false,
         };
         let mut refused = Vec::new();
         if let Some(mut sq) = ep.send_queue(qpn) {
@@ -907,7 +908,10 @@ impl Engine {
                         next = wrs.next();
                         match &mut next {
                             Some(wr) => wr,
-                            None => break,
+                            None => {
+                                out.exhausted = true;
+                                break;
+                            }
                         }
                     }
                 };
@@ -1291,12 +1295,14 @@ fn allow_by_reference(
 }
 
 /// What [`Engine::post_list_now`] did: the send queue's room before it, how many
-/// requests it posted, and the refusal that ended the list early.
+/// requests it posted, the refusal that ended the list early, and whether the list
+/// ran out (nothing of it is left for the ring).
 #[derive(Debug)]
 pub(crate) struct ListPost {
     pub(crate) room: usize,
     pub(crate) posted: usize,
     pub(crate) error: Option<ListRefusal>,
+    pub(crate) exhausted: bool,
 }
 
 /// Why the doorbell path refused a request: a check of `ibv_post_send`'s, or an
