@@ -293,9 +293,15 @@ impl SendWr {
         }
     }
 
-    /// Total bytes of the scatter-gather list.
+    /// Total bytes of the scatter-gather list. A list of one (most requests) is
+    /// read directly: the summing loop's set-up (unrolled by four) was ~16
+    /// instructions of every inline post's checks (callgrind, `msg_rate`).
+    #[inline]
     pub fn sg_len(&self) -> u64 {
-        self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+        match &self.sg_list[..] {
+            [one] => u64::from(one.len),
+            list => list.iter().map(|s| u64::from(s.len)).sum(),
+        }
     }
 }
 

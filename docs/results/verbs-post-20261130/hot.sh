@@ -1,0 +1,23 @@
+#!/bin/bash
+# hot.sh FUNCNAME_EXACT_SUBSTR SYMBOL_GREP: per-source-line costs of one function, from i10000/i60000 dumps
+F="$1"; S="$2"; N=${3:-50000}; A=${4:-i10000.out}; B=${5:-i60000.out}; BIN=${6:-msg_rate-s1c}
+python3 /work/wt/post/docs/results/verbs-instr-20261130/iaddr.py $A $B $N "$F" > /tmp/post/h-instr.txt
+read start size < <(nm -S $BIN | grep "$S" | sed -n "${SEL:-1}p" | awk '{print $1, $2}')
+objdump -d -l -C --no-show-raw-insn --start-address=0x$start --stop-address=$((0x$start+0x$size)) $BIN > /tmp/post/h.asm
+python3 - <<'PY'
+import re, collections
+cnt={}
+for l in open('/tmp/post/h-instr.txt').read().splitlines()[1:]:
+    a,c=l.split(); cnt[int(a,16)]=float(c)
+src=None; d=collections.Counter(); n=collections.Counter()
+for l in open('/tmp/post/h.asm'):
+    l=l.rstrip()
+    m=re.match(r'^(/\S+):(\d+)', l)
+    if m: src=m.group(1).split('/')[-1]+':'+m.group(2); continue
+    m=re.match(r'^\s+([0-9a-f]+):\s+(.*)$', l)
+    if m:
+        a=int(m.group(1),16)
+        if a in cnt: d[src]+=cnt[a]; n[src]+=1
+print('total', round(sum(d.values()),1))
+for k,v in d.most_common(40): print(f"{v:6.1f} {n[k]:4d} {k}")
+PY
