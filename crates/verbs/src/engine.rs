@@ -1387,13 +1387,8 @@ pub(crate) struct Shared {
     /// Empty polls of the application's completion queues under thread progress
     /// ([`Shared::assist`]): how the engine thread sees that the application spins.
     app_polls: AtomicU64,
-    /// When the application last stamped an empty poll (ns since `origin`): every
-    /// poll while `app_stamps_all` is set, every [`STAMP_EVERY`]th otherwise. The
-    /// engine thread reads it through [`PollClock`].
+    /// When the application last polled an empty queue (ns since `origin`).
     app_last_poll: AtomicU64,
-    /// Every empty poll stamps the clock (set by the engine thread while its quiet gap
-    /// is short or it watches the link, [`PollClock::set_exact`]).
-    app_stamps_all: AtomicBool,
     /// The application's last poll took completions, and it has not polled empty
     /// since: it went off to act on them (perftest's `ib_write_lat` then spins on
     /// memory). An application that polls empty and is away is only preempted.
@@ -1484,85 +1479,6 @@ const TIMER_SLACK: Duration = Duration::from_micros(2);
 /// this long.
 const ARRIVAL_GRACE: Duration = Duration::from_micros(3);
 
-/// Under a long quiet gap an application's empty poll stamps the clock only this often
-/// ([`Shared::assist`]; the polls in between count at the engine thread's look,
-/// [`PollClock`]). The stamp is a `clock_gettime`: on every empty poll it was 3.3 % of
-/// the samples of a 64 B shm send-bw under thread progress (~7 % of the sender's time).
-const STAMP_EVERY: u64 = 64;
-
-/// The quiet gap under which every empty poll stamps the clock ([`PollClock`]).
-const STAMP_ALL_BELOW: Duration = APP_AWAY;
-
-/// The engine thread's reading of when the application last polled an empty queue.
-///
-/// Every empty poll counts (`app_polls`); not every one stamps the clock. All do while
-/// the quiet gap is under [`STAMP_ALL_BELOW`] or the thread watches the link: there
-/// takeovers serve an application that waits on the engine (one spinning on memory
-/// for a WRITE pulls the gap to its 10 µs floor), and a takeover must come one gap
-/// after its last poll, not later. Otherwise one in [`STAMP_EVERY`] does, and a look
-/// that finds polls that were not all stamped counts them as a poll at the look: the
-/// reading is never earlier than the last poll, so a stale stamp never reads as
-/// "away" (a takeover from an application that polls), and a takeover comes at most
-/// one look (one gap) late. A gap of 1 ms or more is one that found the application
-/// still polling at nearly every look: it polls for what it waits for (a 64 B
-/// send-bw's ends sit at the 4 ms ceiling), and takeovers are rare there.
-#[derive(Debug)]
-struct PollClock {
-    /// `app_polls` at the last look.
-    seen: u64,
-    /// When the last look was (ns since `origin`).
-    looked_at: u64,
-    /// When a look last found polls that were not all stamped (0: none yet).
-    polled_at: u64,
-    /// Since when every empty poll stamps the clock (`None`: one in [`STAMP_EVERY`]).
-    exact_since: Option<u64>,
-}
-
-impl PollClock {
-    fn new(shared: &Shared) -> PollClock {
-        PollClock {
-            seen: shared.app_polls.load(Ordering::Relaxed),
-            looked_at: shared.clock(),
-            polled_at: 0,
-            exact_since: shared.app_stamps_all.load(Ordering::Relaxed).then_some(0),
-        }
-    }
-
-    /// Have every empty poll stamp the clock from `now` on, or one in [`STAMP_EVERY`].
-    fn set_exact(&mut self, shared: &Shared, exact: bool, now: u64) {
-        if exact != self.exact_since.is_some() {
-            shared.app_stamps_all.store(exact, Ordering::Relaxed);
-            self.exact_since = exact.then_some(now);
-        }
-    }
-
-    /// A look at `now`: whether the application polled since the last look, and when
-    /// it last polled as far as this thread can tell ([`PollClock::last_poll`]).
-    fn look(&mut self, shared: &Shared, now: u64) -> (bool, u64) {
-        let polls = shared.app_polls.load(Ordering::Relaxed);
-        let changed = polls != self.seen;
-        if changed {
-            self.seen = polls;
-            // Polls since the last look were all stamped only if every poll stamped
-            // since before it.
-            if self.exact_since.is_none_or(|t| t > self.looked_at) {
-                self.polled_at = now;
-            }
-        }
-        self.looked_at = self.looked_at.max(now);
-        (changed, self.last_poll(shared))
-    }
-
-    /// When the application last polled as of the last look: its stamp, or that look
-    /// if it found polls not all stamped.
-    fn last_poll(&self, shared: &Shared) -> u64 {
-        shared
-            .app_last_poll
-            .load(Ordering::Relaxed)
-            .max(self.polled_at)
-    }
-}
-
 impl Shared {
     pub(crate) fn new(
         engine: Engine,
@@ -1587,7 +1503,6 @@ impl Shared {
             inline_keys: std::sync::RwLock::new(FastMap::default()),
             app_polls: AtomicU64::new(0),
             app_last_poll: AtomicU64::new(0),
-            app_stamps_all: AtomicBool::new(true),
             app_left: AtomicBool::new(false),
             app_posted: AtomicBool::new(false),
             origin: std::time::Instant::now(),
@@ -1630,10 +1545,8 @@ impl Shared {
         out: &mut Vec<Completion>,
         max: usize,
     ) -> usize {
-        let n = self.app_polls.fetch_add(1, Ordering::Relaxed);
-        if n % STAMP_EVERY == 0 || self.app_stamps_all.load(Ordering::Relaxed) {
-            self.app_last_poll.store(self.clock(), Ordering::Relaxed);
-        }
+        self.app_polls.fetch_add(1, Ordering::Relaxed);
+        self.app_last_poll.store(self.clock(), Ordering::Relaxed);
         if self.app_left.load(Ordering::Relaxed) {
             self.app_left.store(false, Ordering::Relaxed);
         }
@@ -1831,20 +1744,11 @@ impl Shared {
     /// thread wakes about once per gap; [`QuietGap`] makes those wake-ups rare for an
     /// application that polls for everything and the gap short for one that leaves
     /// one-sided operations to the engine.
-    fn stand_by(
-        &self,
-        quiet: &mut QuietGap,
-        by_link: &mut bool,
-        app_clock: &mut PollClock,
-    ) -> bool {
+    fn stand_by(&self, quiet: &mut QuietGap, by_link: &mut bool) -> bool {
         self.standbys.fetch_add(1, Ordering::Relaxed);
         *by_link = false;
         self.standing_by.store(true, Ordering::SeqCst);
-        // The look that entered: its polls are not the stand-by's to learn from.
-        app_clock.look(self, self.clock());
-        // Polls since the last timed look (they grow the gap there).
-        let mut polled = false;
-        let mut timed = false;
+        let mut seen = self.app_polls.load(Ordering::Relaxed);
         // Posts seen while standing by count as activity from when they were seen.
         self.app_posted.store(false, Ordering::Relaxed);
         let mut posted_at = 0;
@@ -1852,22 +1756,14 @@ impl Shared {
             if self.stop.load(Ordering::Acquire) || self.app_blocking.load(Ordering::SeqCst) {
                 break false;
             }
-            let now = self.clock();
-            let (changed, last_poll) = app_clock.look(self, now);
-            polled |= changed;
-            if timed && polled {
-                quiet.app_still_polling();
-                polled = false;
-            }
-            timed = false;
             let gap = quiet.get();
-            app_clock.set_exact(self, quiet.watch_link() || gap < STAMP_ALL_BELOW, now);
+            let now = self.clock();
             if self.app_posted.load(Ordering::Relaxed) {
                 self.app_posted.store(false, Ordering::Relaxed);
                 posted_at = now;
                 quiet.app_still_polling();
             }
-            let active = last_poll.max(posted_at);
+            let active = self.app_last_poll.load(Ordering::Relaxed).max(posted_at);
             let since = Duration::from_nanos(now.saturating_sub(active));
             let limit = if quiet.watch_link() && self.link_fd.is_some() {
                 APP_AWAY
@@ -1901,10 +1797,9 @@ impl Shared {
                 // takes it itself; one that has not polled for `ARRIVAL_GRACE` waits
                 // on the engine (spinning on memory for a WRITE) or lost its core:
                 // serve it now, not a quiet gap later.
-                let now = self.clock();
-                let (changed, last_poll) = app_clock.look(self, now);
-                polled |= changed;
-                let away = now.saturating_sub(last_poll);
+                let away = self
+                    .clock()
+                    .saturating_sub(self.app_last_poll.load(Ordering::Relaxed));
                 if Duration::from_nanos(away) >= ARRIVAL_GRACE {
                     self.link_takeovers.fetch_add(1, Ordering::Relaxed);
                     if let Some(l) = self.link_fd.as_ref() {
@@ -1930,7 +1825,11 @@ impl Shared {
                 let _ = weft_link::wake::poll_readable_precise(&[db], ARRIVAL_GRACE);
                 continue;
             }
-            timed = true;
+            let polls = self.app_polls.load(Ordering::Relaxed);
+            if polls != seen {
+                seen = polls;
+                quiet.app_still_polling();
+            }
         };
         self.standing_by.store(false, Ordering::SeqCst);
         // A post from here on is the application coming back after a takeover.
@@ -1965,7 +1864,6 @@ impl Shared {
         let mut gaps = GapHistory::default();
         let mut quiet = QuietGap::default();
         let mut seen_polls = self.app_polls.load(Ordering::Relaxed);
-        let mut app_clock = PollClock::new(self);
         // A takeover whose outcome is not known yet: did the engine find work before
         // the application polled again?
         let mut takeover_pending = false;
@@ -1986,9 +1884,6 @@ impl Shared {
             }
             if self.app_blocking.swap(false, Ordering::SeqCst) {
                 seen_polls = self.app_polls.load(Ordering::Relaxed);
-                if seen_polls != app_clock.seen {
-                    app_clock.look(self, self.clock());
-                }
             }
             if !force_poll {
                 let polls = self.app_polls.load(Ordering::Relaxed);
@@ -2006,15 +1901,12 @@ impl Shared {
                     spinner = None;
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
-                    if self.stand_by(&mut quiet, &mut by_link, &mut app_clock) {
+                    if self.stand_by(&mut quiet, &mut by_link) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
                         takeover_pending = true;
                         left = self.app_left.load(Ordering::Relaxed);
                     }
                     seen_polls = self.app_polls.load(Ordering::Relaxed);
-                    if seen_polls != app_clock.seen {
-                        app_clock.look(self, self.clock());
-                    }
                     continue;
                 }
             }
@@ -2083,7 +1975,10 @@ impl Shared {
                 // Spun the whole cap without work: a gap longer than any spin.
                 gaps.record_long();
             }
-            let away = Duration::from_nanos(self.clock().saturating_sub(app_clock.last_poll(self)));
+            let away = Duration::from_nanos(
+                self.clock()
+                    .saturating_sub(self.app_last_poll.load(Ordering::Relaxed)),
+            );
             if !self.idle_spin.is_zero()
                 && self.app_polls.load(Ordering::Relaxed) > 0
                 && away < APP_AWAY
@@ -2301,51 +2196,5 @@ mod tests {
         assert_eq!(shared.waiters.load(Ordering::SeqCst), 0);
         assert_eq!(shared.app_polls.load(Ordering::Relaxed), 2);
         assert_eq!(shared.engine.lock().unwrap().stats().passes, 1);
-    }
-
-    /// While every empty poll stamps the clock, the engine thread's reading of the
-    /// application's last poll is the stamp. With one poll in `STAMP_EVERY` stamping,
-    /// a look that finds unstamped polls reads them as a poll at the look, so a stale
-    /// stamp never reads as the application being away; a look that finds no new
-    /// polls keeps that reading. No engine thread runs here: this thread plays it.
-    #[test]
-    fn a_stale_stamp_never_reads_as_away_and_an_exact_one_is_read_as_it_is() {
-        let shared = Shared::new(engine(), Progress::Thread, Duration::from_micros(50)).unwrap();
-        let mut out = Vec::new();
-        let mut poll = || shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
-        let mut clock = PollClock::new(&shared);
-        // Every poll stamps at first (the quiet gap starts under `STAMP_ALL_BELOW`).
-        poll();
-        let first = shared.app_last_poll.load(Ordering::Relaxed);
-        let look = shared.clock();
-        assert_eq!(clock.look(&shared, look), (true, first));
-
-        // One in `STAMP_EVERY` from here: the polls up to the next multiple do not.
-        clock.set_exact(&shared, false, look);
-        for _ in 1..STAMP_EVERY {
-            poll();
-        }
-        assert_eq!(shared.app_last_poll.load(Ordering::Relaxed), first);
-        let look = shared.clock();
-        assert_eq!(
-            clock.look(&shared, look),
-            (true, look),
-            "a stale stamp read"
-        );
-        let later = shared.clock();
-        assert_eq!(clock.look(&shared, later), (false, look));
-        poll();
-        let stamped = shared.app_last_poll.load(Ordering::Relaxed);
-        assert!(stamped >= look, "the poll numbered STAMP_EVERY stamps");
-
-        // Every poll again: from the next look on, the stamp is read as it is.
-        let look = shared.clock();
-        assert_eq!(clock.look(&shared, look), (true, look));
-        clock.set_exact(&shared, true, look);
-        poll();
-        let last = shared.app_last_poll.load(Ordering::Relaxed);
-        assert!(last >= look);
-        assert_eq!(clock.look(&shared, shared.clock()), (true, last));
-        assert_eq!(shared.app_polls.load(Ordering::Relaxed), STAMP_EVERY + 2);
     }
 }
