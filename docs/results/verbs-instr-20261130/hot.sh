@@ -1,16 +1,18 @@
 #!/bin/bash
 # hot.sh FUNCNAME_EXACT_SUBSTR SYMBOL_GREP: per-source-line costs of one function, from i10000/i60000 dumps
+export O=${OUT:-/tmp/instr}   # OUT: the work directory
 F="$1"; S="$2"; N=${3:-50000}; A=${4:-i10000.out}; B=${5:-i60000.out}; BIN=${6:-msg_rate-s1c}
-./iaddr.py $A $B $N "$F" > /tmp/instr/h-instr.txt
+python3 "$(dirname "$0")/iaddr.py" $A $B $N "$F" > $O/h-instr.txt
 read start size < <(nm -S $BIN | grep "$S" | sed -n "${SEL:-1}p" | awk '{print $1, $2}')
-objdump -d -l -C --no-show-raw-insn --start-address=0x$start --stop-address=$((0x$start+0x$size)) $BIN > /tmp/instr/h.asm
+objdump -d -l -C --no-show-raw-insn --start-address=0x$start --stop-address=$((0x$start+0x$size)) $BIN > $O/h.asm
 python3 - <<'PY'
-import re, collections
+import re, collections, os
+O=os.environ['O']
 cnt={}
-for l in open('/tmp/instr/h-instr.txt').read().splitlines()[1:]:
+for l in open(O+'/h-instr.txt').read().splitlines()[1:]:
     a,c=l.split(); cnt[int(a,16)]=float(c)
 src=None; d=collections.Counter(); n=collections.Counter()
-for l in open('/tmp/instr/h.asm'):
+for l in open(O+'/h.asm'):
     l=l.rstrip()
     m=re.match(r'^(/\S+):(\d+)', l)
     if m: src=m.group(1).split('/')[-1]+':'+m.group(2); continue

@@ -3,7 +3,7 @@
 B=$1; T=$2
 run() { flock -s /work/notes/quiet.lock valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file=/tmp/post/$T-$1.out $B shm 64 600 $2 $3 >/dev/null 2>/tmp/post/$T-$1.err; }
 run i10k 10000 256 & run i60k 60000 256 & wait
-bash /tmp/post/hot.sh 'weft_verbs::qp::QueuePair::post_send' QueuePair9post_send 50000 /tmp/post/$T-i10k.out /tmp/post/$T-i60k.out $B | head -1
+OUT=/tmp/post bash /work/main/docs/results/verbs-instr-20261130/hot.sh 'weft_verbs::qp::QueuePair::post_send' QueuePair9post_send 50000 /tmp/post/$T-i10k.out /tmp/post/$T-i60k.out $B | head -1
 python3 - <<'PY' > /tmp/post/$T-annot.txt
 import re
 cnt={}
