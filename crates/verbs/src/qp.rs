@@ -263,14 +263,23 @@ impl QueuePair {
                 // bandwidth loop, or a window refilled after a reap) leaves them to
                 // the next pass, one link burst for many; so does a QP whose window
                 // is half full (the transport's own rule for leaving ACKs unasked).
+                // So does a post in the same pass as another QP's post: a reap that
+                // freed several QPs' windows (perftest's `-q` with one or two in
+                // flight per QP) is a stream across QPs, where a flush per post was a
+                // transmit turn and a link publish per message: with the flush per
+                // post, 16 QPs × 1 in flight ran 0.8 times the rate of no flush at
+                // all (docs/results/verbs.md, "One flush per pass"). The first post
+                // after a wait still goes at once.
                 // Inline payloads are gathered into the engine's buffer, one for all
                 // QPs: a buffer per QP was one more cold cache line per post when
                 // thousands of QPs take turns.
                 let depth = self.init.max_send_wr.max(1);
                 let flush = (depth - p.room.min(depth)) * 2 < depth
                     && pass >= self.last_post_pass.saturating_add(2)
+                    && e.last_post_pass != Some(pass)
                     && shared.app_drives();
                 self.last_post_pass = pass;
+                e.last_post_pass = Some(pass);
                 posted = p.posted as u32;
                 index = p.posted;
                 refused = p.error;

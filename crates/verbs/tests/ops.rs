@@ -572,6 +572,73 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     ok_driving(&mut a.cq, 5, &[&b.ctx]);
 }
 
+/// Posts of several QPs in one pass (a reap that freed several QPs' windows, then a
+/// post to each, as perftest's `-q` loop does): the first, which follows a wait, leaves
+/// from `post_send`; the others join the sender's next pass, one burst for them all,
+/// though each of their QPs waited too.
+#[test]
+fn posts_of_several_qps_in_one_pass_flush_once() {
+    use weft_verbs::cm::{self, ConnParam, Listener};
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let (mut a, mut b) = connect_sides(a, b, &ConnParam::default());
+    // A second pair of QPs between the same two devices.
+    let init = weft_verbs::QpInitAttr::new(QpType::Rc);
+    let mut a2 = a.pd.create_qp(&a.cq, &a.cq, None, init).unwrap();
+    let mut b2 = b.pd.create_qp(&b.cq, &b.cq, None, init).unwrap();
+    let listener = Listener::bind(&b.ctx, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let at = listener.local_addr().unwrap();
+    let param = ConnParam::default();
+    let _conns = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            listener
+                .get_request(T)
+                .unwrap()
+                .accept(&mut b2, &param)
+                .unwrap()
+        });
+        let c = cm::connect(&mut a2, at, &param).unwrap();
+        (h.join().unwrap(), c)
+    });
+    let recvs = |from: u64| {
+        (from..from + 4).map(|i| RecvWr {
+            wr_id: i,
+            sg_list: [b.mr.sge(i as usize * 64, 64)].into(),
+        })
+    };
+    b.qp.post_recv(recvs(0)).unwrap();
+    b2.post_recv(recvs(10)).unwrap();
+    let wr = |i: u64| inline_send(&a.mr, i);
+    let flushes = |a: &Side| a.ctx.stats().engine.post_flushes;
+    let mut none = Vec::new();
+    // One message on each pair first (the shm link connects on first use).
+    a.qp.post_send([wr(0)]).unwrap();
+    a2.post_send([wr(10)]).unwrap();
+    ok_driving(&mut a.cq, 2, &[&b.ctx]);
+    ok_driving(&mut b.cq, 2, &[&a.ctx]);
+
+    // The application waits (two empty polls), then posts to each QP in turn.
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    let before = flushes(&a);
+    a.qp.post_send([wr(1)]).unwrap();
+    a2.post_send([wr(11)]).unwrap();
+    assert_eq!(
+        flushes(&a),
+        before + 1,
+        "the second QP's post in the same pass is not flushed"
+    );
+    assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(1));
+    assert_eq!(
+        one_without_driving(&mut b.cq, 1_000),
+        None,
+        "the second QP's message waits for the sender's pass"
+    );
+    let cb = ok_driving(&mut b.cq, 1, &[&a.ctx]);
+    assert_eq!(cb[0].wr_id, 11);
+    ok_driving(&mut a.cq, 2, &[&b.ctx]);
+}
+
 /// Over shm (a link whose sends are memory writes), the ACK that a received request
 /// asks for leaves in the pass that received it: the receiver runs that one pass,
 /// and the sender's next pass already finds the ACK and completes its signaled SEND.
