@@ -446,9 +446,10 @@ pub(crate) struct Engine {
     /// The link's sends are memory writes ([`DatagramLink::sends_in_memory`]): what a
     /// pass's receive made owed leaves in the same pass (see [`Engine::progress`]).
     send_after_receive: bool,
-    /// The pass count at the last doorbell post of any QP (see `QueuePair::post_send`):
-    /// a post in the same pass as another QP's joins it on the next pass's burst.
-    pub(crate) last_post_pass: Option<u64>,
+    /// The pass in which the doorbell path last flushed a post, and the posts of
+    /// other QPs it has left to the next pass since (see `QueuePair::post_send`).
+    pub(crate) last_flush_pass: Option<u64>,
+    pub(crate) deferred_posts: u32,
     pub(crate) stats: EngineStats,
 }
 
@@ -508,7 +509,8 @@ impl Engine {
             recent: Recent::default(),
             shared_pass_us: SHARED_PASS_DEFAULT.as_micros() as u64,
             send_after_receive,
-            last_post_pass: None,
+            last_flush_pass: None,
+            deferred_posts: 0,
             stats: EngineStats::default(),
         }
     }

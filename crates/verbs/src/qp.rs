@@ -44,6 +44,9 @@ impl QpInitAttr {
 /// quarter as often — shm 64 B send-bw 1.08x and 1.11x in two 10-round ABABs, latency
 /// unchanged (a lone post is followed by a poll).
 const POSTS_PER_PASS: u32 = 64;
+/// Most posts of other QPs that follow a flush in the same pass and are left to the
+/// next pass (inline progress; see `QueuePair::post_send`).
+const CROSS_QP_BATCH: u32 = 16;
 
 /// A queue pair. Posting needs `&mut self` (one producer per queue, no lock); wrap it
 /// in a `Mutex` to share it between threads.
@@ -235,7 +238,9 @@ impl QueuePair {
         // The doorbell path (nobody else in the engine, nothing of this QP waiting in
         // its ring): each request goes straight into the transport, with no ring hop
         // (a copy of the descriptor and its inline bytes in and one out). A post
-        // that followed a wait goes onto the link at once (below); otherwise the next
+        // that followed a wait goes onto the link at once (below; with inline
+        // progress, one that follows another QP's in the same pass may join the next
+        // pass's burst instead); otherwise the next
         // pass puts it there: with inline progress the caller's next poll, or the
         // pass below every `POSTS_PER_PASS` posts; with an engine thread the same
         // while the thread stands by for a polling application (its polls run the
@@ -263,28 +268,41 @@ impl QueuePair {
                 // bandwidth loop, or a window refilled after a reap) leaves them to
                 // the next pass, one link burst for many; so does a QP whose window
                 // is half full (the transport's own rule for leaving ACKs unasked).
-                // So does a post in the same pass as another QP's post: a reap that
-                // freed several QPs' windows (perftest's `-q` with one or two in
-                // flight per QP) is a stream across QPs, where a flush per post was a
-                // transmit turn and a link publish per message: with the flush per
-                // post, 16 QPs × 1 in flight ran 0.8 times the rate of no flush at
-                // all (docs/results/verbs.md, "One flush per pass"). The first post
-                // after a wait still goes at once.
+                // With inline progress, so do up to `CROSS_QP_BATCH` posts of other
+                // QPs after a flush in the same pass: a reap that freed several QPs'
+                // windows (perftest's `-q` with one or two in flight per QP) is a
+                // stream across QPs, where a flush per post was a transmit turn and a
+                // link publish per message: with the flush per post, 16 QPs × 1 in
+                // flight ran 0.8 times the rate of no flush at all (docs/results/
+                // verbs.md, "One flush per pass"). The application's next call runs
+                // the pass that sends them; the bound keeps a long batch (a server's
+                // replies to many connections) from waiting for all of it. With an
+                // engine thread every such post is still flushed: a post it deferred
+                // could wait up to a quiet gap for a thread standing by.
                 // Inline payloads are gathered into the engine's buffer, one for all
                 // QPs: a buffer per QP was one more cold cache line per post when
                 // thousands of QPs take turns.
                 let depth = self.init.max_send_wr.max(1);
-                let flush = (depth - p.room.min(depth)) * 2 < depth
+                let mut flush = (depth - p.room.min(depth)) * 2 < depth
                     && pass >= self.last_post_pass.saturating_add(2)
-                    && e.last_post_pass != Some(pass)
-                    && shared.app_drives();
+                    && shared.app_drives()
+                    && p.posted > 0;
+                if flush
+                    && shared.progress == crate::engine::Progress::Inline
+                    && e.last_flush_pass == Some(pass)
+                    && e.deferred_posts < CROSS_QP_BATCH
+                {
+                    flush = false;
+                    e.deferred_posts += 1;
+                }
                 self.last_post_pass = pass;
-                e.last_post_pass = Some(pass);
                 posted = p.posted as u32;
                 index = p.posted;
                 refused = p.error;
                 done = p.exhausted;
-                if flush && posted > 0 {
+                if flush {
+                    e.last_flush_pass = Some(pass);
+                    e.deferred_posts = 0;
                     e.flush();
                 }
             }

@@ -573,9 +573,9 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
 }
 
 /// Posts of several QPs in one pass (a reap that freed several QPs' windows, then a
-/// post to each, as perftest's `-q` loop does): the first, which follows a wait, leaves
-/// from `post_send`; the others join the sender's next pass, one burst for them all,
-/// though each of their QPs waited too.
+/// post to each, as perftest's `-q` loop does), inline progress: the first, which
+/// follows a wait, leaves from `post_send`; the others join the sender's next pass,
+/// one burst for them all, though each of their QPs waited too.
 #[test]
 fn posts_of_several_qps_in_one_pass_flush_once() {
     use weft_verbs::cm::{self, ConnParam, Listener};
@@ -637,6 +637,19 @@ fn posts_of_several_qps_in_one_pass_flush_once() {
     let cb = ok_driving(&mut b.cq, 1, &[&a.ctx]);
     assert_eq!(cb[0].wr_id, 11);
     ok_driving(&mut a.cq, 2, &[&b.ctx]);
+
+    // The control: the second QP's post alone after a wait is flushed.
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    let before = flushes(&a);
+    a2.post_send([wr(12)]).unwrap();
+    assert_eq!(
+        flushes(&a),
+        before + 1,
+        "a lone post after a wait is flushed"
+    );
+    assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(12));
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
 }
 
 /// Over shm (a link whose sends are memory writes), the ACK that a received request
