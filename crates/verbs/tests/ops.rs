@@ -488,6 +488,14 @@ fn inline_send(mr: &weft_verbs::MemoryRegion, wr_id: u64) -> SendWr {
     w
 }
 
+/// The application waits: two empty polls of `cq` (with inline progress each runs a
+/// pass), so its next post follows a wait.
+fn waits(cq: &mut weft_verbs::CompletionQueue) {
+    let mut none = Vec::new();
+    assert_eq!(cq.poll(&mut none, 1), 0);
+    assert_eq!(cq.poll(&mut none, 1), 0);
+}
+
 /// Poll `cq` (inline progress: each empty poll is a pass of its own device only) up
 /// to `polls` times for one completion.
 fn one_without_driving(cq: &mut weft_verbs::CompletionQueue, polls: usize) -> Option<u64> {
@@ -511,15 +519,13 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     b.qp.post_recv(slot_recvs(&b.mr, 32)).unwrap();
     let wr = |i: u64| inline_send(&a.mr, i);
     let flushes = |a: &Side| a.ctx.stats().engine.post_flushes;
-    let mut none = Vec::new();
     // One message both ways first: the shm link connects on first use.
     a.qp.post_send([wr(0)]).unwrap();
     ok_driving(&mut a.cq, 1, &[&b.ctx]);
     ok_driving(&mut b.cq, 1, &[&a.ctx]);
 
     // The application waits (two empty polls), then posts: the post leaves at once.
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    waits(&mut a.cq);
     let before = flushes(&a);
     a.qp.post_send([wr(1)]).unwrap();
     assert_eq!(flushes(&a), before + 1, "a post after a wait is flushed");
@@ -532,8 +538,7 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
 
     // Three posts back to back, after a wait: the first leaves at once, the other two
     // wait for the sender's next pass.
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    waits(&mut a.cq);
     let before = flushes(&a);
     for i in 2..5 {
         a.qp.post_send([wr(i)]).unwrap();
@@ -558,8 +563,7 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     for i in 5..9 {
         a.qp.post_send([wr(i)]).unwrap();
     }
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    waits(&mut a.cq);
     let before = flushes(&a);
     a.qp.post_send([wr(9)]).unwrap();
     assert_eq!(flushes(&a), before, "a half-full window is not flushed");
@@ -610,7 +614,6 @@ fn posts_of_several_qps_in_one_pass_flush_once() {
     b2.post_recv(recvs(10)).unwrap();
     let wr = |i: u64| inline_send(&a.mr, i);
     let flushes = |a: &Side| a.ctx.stats().engine.post_flushes;
-    let mut none = Vec::new();
     // One message on each pair first (the shm link connects on first use).
     a.qp.post_send([wr(0)]).unwrap();
     a2.post_send([wr(10)]).unwrap();
@@ -618,8 +621,7 @@ fn posts_of_several_qps_in_one_pass_flush_once() {
     ok_driving(&mut b.cq, 2, &[&a.ctx]);
 
     // The application waits (two empty polls), then posts to each QP in turn.
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    waits(&mut a.cq);
     let before = flushes(&a);
     a.qp.post_send([wr(1)]).unwrap();
     a2.post_send([wr(11)]).unwrap();
@@ -639,8 +641,7 @@ fn posts_of_several_qps_in_one_pass_flush_once() {
     ok_driving(&mut a.cq, 2, &[&b.ctx]);
 
     // The control: the second QP's post alone after a wait is flushed.
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
-    assert_eq!(a.cq.poll(&mut none, 1), 0);
+    waits(&mut a.cq);
     let before = flushes(&a);
     a2.post_send([wr(12)]).unwrap();
     assert_eq!(
@@ -666,15 +667,13 @@ fn over_shm_the_ack_a_request_asks_for_leaves_in_the_pass_that_received_it() {
         assert!(s.signaled, "a signaled SEND asks for its ACK");
         s
     };
-    let mut none = Vec::new();
     // One message both ways first: the shm link connects on first use.
     a.qp.post_send([wr(0)]).unwrap();
     ok_driving(&mut a.cq, 1, &[&b.ctx]);
     ok_driving(&mut b.cq, 1, &[&a.ctx]);
     for i in 1..4 {
         // The sender waits, so its post leaves from `post_send` (no pass of its own).
-        assert_eq!(a.cq.poll(&mut none, 1), 0);
-        assert_eq!(a.cq.poll(&mut none, 1), 0);
+        waits(&mut a.cq);
         a.qp.post_send([wr(i)]).unwrap();
         let before = b.ctx.stats().engine.tx_after_rx;
         // The receiver's passes until the one that received the SEND (it publishes
