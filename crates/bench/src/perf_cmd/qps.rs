@@ -414,7 +414,7 @@ fn client_run(
         order: a.qps_order,
         inflight: vec![0; n],
         per_qp: vec![0; n],
-        next: 0,
+        last: 0,
         posted: 0,
         completed: 0,
     });
@@ -496,7 +496,8 @@ struct MultiBw<'a> {
     inflight: Vec<u64>,
     /// Posted per QP (which of its requests is signaled).
     per_qp: Vec<u64>,
-    next: usize,
+    /// The QP the last message went to (where `burst` goes on).
+    last: usize,
     posted: u64,
     completed: u64,
 }
@@ -545,8 +546,8 @@ impl MultiBw<'_> {
     /// posts to a QP until its window is full), and waits at the next QP for room
     /// there, as the QPs complete in the order they were filled.
     fn post(&mut self) -> anyhow::Result<()> {
-        self.next = next_qp(self.order, self.next, &self.inflight, self.window);
-        self.post_to(self.next)
+        self.last = next_qp(self.order, self.last, &self.inflight, self.window);
+        self.post_to(self.last)
     }
 
     /// Round every QP up to a signaled request, then wait for everything.
