@@ -273,11 +273,12 @@ pub struct Args {
     /// Path MTU: 256, 512, 1024, 2048 or 4096.
     #[arg(long, default_value_t = 4096)]
     pub mtu: usize,
-    /// Work requests in flight in bandwidth tests.
+    /// Work requests in flight in bandwidth tests (per QP with --qps, as perftest's -t).
     #[arg(long, default_value_t = 128)]
     pub tx_depth: usize,
-    /// send-bw, write-bw: this many QPs (perftest's -q), --tx-depth in flight in all
-    /// (--tx-depth / N per QP, at least one); reports the memory per QP.
+    /// send-bw, write-bw: this many QPs (perftest's -q), each with --tx-depth in
+    /// flight (perftest's per-QP -t; -n stays the run's total); reports the memory
+    /// per QP.
     #[arg(long, default_value_t = 1)]
     pub qps: usize,
     /// With --qps: the order of posts over the QPs. `burst` (perftest's): post to

@@ -93,7 +93,7 @@ fn many_qps_in_either_order_complete_and_report_their_window_and_memory() {
                 "--qps",
                 "8",
                 "--tx-depth",
-                "32",
+                "4",
                 "--qps-order",
                 order,
             ]);

@@ -2,9 +2,14 @@
 //! between the two processes, each connected through the connection manager, one
 //! completion queue a side.
 //!
-//! The window: `--tx-depth` work requests in flight in all, `tx_depth / N` (at least
-//! one) on each QP; a QP asks for a completion every `min(16, window)` of its
-//! requests. With N ≥ tx_depth that is one request in flight per QP, each signaled.
+//! The window: `--tx-depth` work requests in flight on each QP, as perftest's `-t`
+//! with `-q` (its loop posts to a QP while `scnt - ccnt < tx_depth`), so N QPs keep
+//! N × tx_depth in flight; a QP asks for a completion every `min(16, window)` of its
+//! requests. `--tx-depth 1` is one request in flight per QP, each signaled: the
+//! hardest case, every message its own ACK and completion. (Until 2026-11-30 the
+//! window was `tx_depth / N` per QP, `--tx-depth` in all; rows of that time in
+//! docs/results/verbs.md say so.) `-n` stays the run's total, not perftest's per-QP
+//! count, so a run's length does not grow with N.
 //!
 //! The order (`--qps-order`): `burst`, perftest's loop, fills one QP's window and
 //! then the next's, so a QP's requests leave together and its state is touched
@@ -116,9 +121,9 @@ fn rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-/// Per-QP window and signaling interval for N QPs.
+/// Per-QP window (`--tx-depth`, perftest's per-QP `-t`) and signaling interval.
 fn window(a: &Args) -> (u64, u64) {
-    let w = (a.tx_depth / a.qps).max(1) as u64;
+    let w = a.tx_depth.max(1) as u64;
     (w, SIGNAL_EVERY.min(w).max(1))
 }
 
@@ -172,8 +177,13 @@ pub(super) fn serve(
     let base = rss();
     let cq = CompletionQueue::new(ctx, (n * (rx + 2)).clamp(256, 1 << 22), None);
     let pd = ctx.alloc_pd();
+    // The receive buffers: one slot per posted receive, up to `RX_BYTES` in all;
+    // beyond that receives share slots (k modulo the slots), as perftest's receives
+    // of one QP share its buffer: nothing reads what a bandwidth test's SENDs carry,
+    // and 4096 QPs × 256 receives of 4 KiB would otherwise be 4 GiB.
+    let slots = (n * rx).min((RX_BYTES as usize / slot).max(1));
     let mr_len = match plan.test {
-        Test::SendBw => n * rx * slot,
+        Test::SendBw => slots * slot,
         _ => plan.size as usize,
     };
     let mr = super::buffer(a, &pd, mr_len.max(64), Access::ALL)?;
@@ -185,7 +195,7 @@ pub(super) fn serve(
         let mut qp = pd.create_qp(&cq, &cq, None, init)?;
         cm::init_qp(&mut qp, &param(a, Vec::new()))?;
         if plan.test == Test::SendBw {
-            qp.post_recv((0..rx).map(|k| recv(&mr, i * rx + k, slot)))?;
+            qp.post_recv((0..rx).map(|k| recv(&mr, i * rx + k, slot, slots)))?;
         }
         qps.push(qp);
     }
@@ -238,7 +248,9 @@ pub(super) fn serve(
             if c.opcode.is_recv() {
                 let k = c.wr_id as usize;
                 match qps.get_mut(k / rx.max(1)) {
-                    Some(qp) if qp.qp_num() == c.qpn => qp.post_recv([recv(&mr, k, slot)])?,
+                    Some(qp) if qp.qp_num() == c.qpn => {
+                        qp.post_recv([recv(&mr, k, slot, slots)])?
+                    }
                     // Never reposted, it would stall the run much later as a peer
                     // that stopped answering: say what came instead.
                     _ => bail!("receive completion for QP {} with id {}", c.qpn, c.wr_id),
@@ -250,10 +262,11 @@ pub(super) fn serve(
     Ok(())
 }
 
-fn recv(mr: &MemoryRegion, k: usize, slot: usize) -> RecvWr {
+/// Receive `k` of the run (QP `k / rx`), into slot `k % slots` of `slot` bytes.
+fn recv(mr: &MemoryRegion, k: usize, slot: usize, slots: usize) -> RecvWr {
     RecvWr {
         wr_id: k as u64,
-        sg_list: [mr.sge(k * slot, slot as u32)].into(),
+        sg_list: [mr.sge((k % slots.max(1)) * slot, slot as u32)].into(),
     }
 }
 
