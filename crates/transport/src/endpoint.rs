@@ -717,6 +717,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             attrs: QpAttrs::default(),
             srq: init.srq,
             by_reference: false,
+            unasked_ok: crate::ctx::unasked_ok(&QpAttrs::default()),
         };
         let depth = init.max_send_wr;
         self.qps.insert(
@@ -855,7 +856,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         check_transition(qp.common.qp_type, from, to, attr)?;
         let mut attrs = qp.common.attrs;
         apply_attr(&mut attrs, attr)?;
-        qp.common.attrs = attrs;
+        qp.common.set_attrs(attrs);
         match (from, to) {
             (_, QpState::Reset) => {
                 qp.req.take_all();

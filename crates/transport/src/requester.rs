@@ -196,22 +196,20 @@ impl Requester {
         }
     }
 
-    /// Whether the last packet of WQE `idx` may leave AckReq clear: nobody waits for
+    /// Whether the last packet of WQE `w` may leave AckReq clear: nobody waits for
     /// its completion (an unsignaled SEND or WRITE), the send queue is less than half
     /// full (so no post waits for room), the peer's responder is known to acknowledge
     /// unasked packets, and its bound on doing so
     /// ([`QpAttrs::peer_ack_delay_us`](crate::QpAttrs::peer_ack_delay_us), its
     /// [`Config::ack_delay_us`](crate::Config::ack_delay_us)) comes well within the
-    /// local ACK timeout ([`crate::ACK_DELAY_MARGIN`]), so it is never taken for a loss.
-    fn may_leave_unasked(&self, q: &QpCommon, idx: usize) -> bool {
-        let w = &self.wqes[idx];
-        let delay = u64::from(q.attrs.peer_ack_delay_us);
-        delay > 0
+    /// local ACK timeout ([`crate::ACK_DELAY_MARGIN`]), so it is never taken for a loss
+    /// (the last two kept with the QP's attributes: [`QpCommon::unasked_ok`]).
+    fn may_leave_unasked(&self, q: &QpCommon, w: &SendWqe) -> bool {
+        debug_assert_eq!(q.unasked_ok, crate::ctx::unasked_ok(&q.attrs));
+        q.unasked_ok
             && !w.signaled
             && matches!(w.op, WrOp::Send { .. } | WrOp::Write { .. })
             && self.wqes.len() * 2 < self.depth
-            && local_ack_timeout_micros(q.attrs.timeout)
-                .is_none_or(|t| t >= delay.saturating_mul(crate::ACK_DELAY_MARGIN))
     }
 
     /// PSNs this requester may have in flight: the QP's `max_inflight`, or less while
@@ -703,7 +701,7 @@ impl Requester {
         let interval = u64::from(ctx.config.ack_req_interval.max(1));
         let resent = p < self.send_high;
         repr.ack_req = q.qp_type == QpType::Rc
-            && ((last && (resent || !self.may_leave_unasked(q, idx)))
+            && ((last && (resent || !self.may_leave_unasked(q, w)))
                 || single
                 || p % interval == interval - 1
                 || p + consumed
