@@ -458,6 +458,12 @@ impl<M: Memory> SendQueue<'_, M> {
         self.ctx.mem
     }
 
+    /// The endpoint's memory, to change (the verbs engine's inline gather keeps the
+    /// region of its last key in it).
+    pub fn mem_mut(&mut self) -> &mut M {
+        self.ctx.mem
+    }
+
     /// The endpoint's configuration.
     pub fn config(&self) -> &Config {
         self.ctx.config
