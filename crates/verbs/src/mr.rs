@@ -729,3 +729,57 @@ pub(crate) fn gather_inline(
     }
     Ok(at)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inline_gather_never_finds_a_region_through_the_last_key_once_it_is_gone() {
+        let mut bytes = *b"0123456789abcdef";
+        let mut t = MrTable::default();
+        t.insert(entry(
+            bytes.as_mut_ptr(),
+            bytes.len(),
+            1,
+            Access::ALL,
+            (7, 8),
+        ));
+        let sge = |addr: u64| weft_transport::Sge {
+            addr,
+            len: 4,
+            lkey: 7,
+        };
+        let base = bytes.as_ptr() as u64;
+        let mut out = [0u8; 4];
+        // The second gather finds the region through the kept entry.
+        for at in [0, 4] {
+            assert_eq!(gather_inline(&mut t, 1, &[sge(base + at)], &mut out), Ok(4));
+        }
+        assert_eq!(&out, b"4567");
+        // Its checks still apply: domain, bounds.
+        assert!(gather_inline(&mut t, 2, &[sge(base)], &mut out).is_err());
+        assert!(gather_inline(&mut t, 1, &[sge(base + 14)], &mut out).is_err());
+        t.remove(7);
+        assert_eq!(
+            gather_inline(&mut t, 1, &[sge(base)], &mut out),
+            Err(AccessError::UnknownKey)
+        );
+        // A region registered again under the key is the one found.
+        let mut other = *b"ABCDEFGH";
+        t.insert(entry(
+            other.as_mut_ptr(),
+            other.len(),
+            1,
+            Access::ALL,
+            (7, 8),
+        ));
+        let sge = weft_transport::Sge {
+            addr: other.as_ptr() as u64,
+            len: 4,
+            lkey: 7,
+        };
+        assert_eq!(gather_inline(&mut t, 1, &[sge], &mut out), Ok(4));
+        assert_eq!(&out, b"ABCD");
+    }
+}
