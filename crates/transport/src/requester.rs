@@ -710,9 +710,21 @@ impl Requester {
         // One copy: headers first, then the payload gathered straight into the packet.
         let plen = payload_len as usize;
         repr.payload_len = plen;
-        let at = template
-            .emit_headers(buf, &repr)
-            .map_err(|_| fault(WcStatus::LocQpOpErr))?;
+        // A packet with no RETH, AtomicETH or immediate (a SEND: most small messages)
+        // takes the template's BTH-only path, which writes the same bytes.
+        let at = if repr.reth.is_none() && repr.atomic_eth.is_none() && repr.imm.is_none() {
+            template.emit_bth_only(
+                buf,
+                repr.opcode,
+                repr.solicited,
+                repr.ack_req,
+                repr.psn,
+                plen,
+            )
+        } else {
+            template.emit_headers(buf, &repr)
+        }
+        .map_err(|_| fault(WcStatus::LocQpOpErr))?;
         if plen > 0 {
             let dst = &mut buf[at.clone()];
             match w.inline {
