@@ -333,14 +333,26 @@ impl Requester {
     }
 
     /// Index of the started WQE whose PSN range holds `psn`.
+    #[inline]
     fn idx_of(&self, psn: u64) -> Option<usize> {
-        // The common cases first: the newest started WQE (a first transmission) and
-        // the oldest (an ACK or response for `una`).
-        for i in [self.started.wrapping_sub(1), 0] {
-            if let Some(w) = self.wqes.get(i).filter(|_| i < self.started) {
-                if w.first_psn <= psn && psn < w.end_psn() {
-                    return Some(i);
-                }
+        // The common case first, inline: the newest started WQE (a first transmission;
+        // the call was ~35 instructions a packet, callgrind, `msg_rate`).
+        let i = self.started.wrapping_sub(1);
+        if let Some(w) = self.wqes.get(i).filter(|_| i < self.started) {
+            if w.first_psn <= psn && psn < w.end_psn() {
+                return Some(i);
+            }
+        }
+        self.idx_of_older(psn)
+    }
+
+    /// [`Requester::idx_of`] past the newest started WQE: the oldest (an ACK or
+    /// response for `una`), then a search.
+    #[inline(never)]
+    fn idx_of_older(&self, psn: u64) -> Option<usize> {
+        if let Some(w) = self.wqes.front().filter(|_| self.started > 0) {
+            if w.first_psn <= psn && psn < w.end_psn() {
+                return Some(0);
             }
         }
         let i = self.wqes.partition_point(|w| w.end_psn() <= psn);
@@ -515,6 +527,9 @@ impl Requester {
     ) -> Result<Emitted, Fault> {
         let mtu = q.mtu();
         let w = &self.wqes[idx];
+        // Read now for the bookkeeping at the end (after `w`'s borrow; and before
+        // `advance`, which may retire the WQE): one WQE lookup, not three.
+        let (op, by_ref) = (w.op, w.by_ref);
         let i = p - w.first_psn;
         let n = w.npsn;
         let transport = q.qp_type.transport();
@@ -759,7 +774,7 @@ impl Requester {
                     .retain(|&(psn, _)| psn < p || psn >= p + consumed);
             }
         } else if repr.ack_req
-            && matches!(self.wqes[idx].op, WrOp::Send { .. } | WrOp::Write { .. })
+            && matches!(op, WrOp::Send { .. } | WrOp::Write { .. })
             && matches!(ctx.config.congestion, CongestionControl::Delay(_))
         {
             self.probes.push_back((p + consumed - 1, ctx.now));
@@ -774,8 +789,7 @@ impl Requester {
         if self.timer.is_none() {
             self.arm_timer(q, ctx.now);
         }
-        // Before `advance`, which may retire the WQE.
-        let moves = if self.wqes[idx].by_ref {
+        let moves = if by_ref {
             usize::try_from(by_ref_len).unwrap_or(usize::MAX)
         } else {
             len
