@@ -692,10 +692,10 @@ impl LkeyLookup for &FastMap<u32, Arc<MrEntry>> {
 impl LkeyLookup for MrTable {
     #[inline]
     fn entry(&mut self, lkey: u32) -> Option<&MrEntry> {
-        if !self
+        if self
             .last_lkey
             .as_ref()
-            .is_some_and(|e| e.region.lkey == lkey)
+            .is_none_or(|e| e.region.lkey != lkey)
         {
             let e = self.by_lkey.get(&lkey)?;
             self.last_lkey = Some(Arc::clone(e));
