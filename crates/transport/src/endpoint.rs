@@ -458,6 +458,12 @@ impl<M: Memory> SendQueue<'_, M> {
         self.ctx.mem
     }
 
+    /// The endpoint's memory, to change (the verbs engine's inline gather keeps the
+    /// region of its last key in it).
+    pub fn mem_mut(&mut self) -> &mut M {
+        self.ctx.mem
+    }
+
     /// The endpoint's configuration.
     pub fn config(&self) -> &Config {
         self.ctx.config
@@ -717,6 +723,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             attrs: QpAttrs::default(),
             srq: init.srq,
             by_reference: false,
+            unasked_ok: crate::ctx::unasked_ok(&QpAttrs::default()),
         };
         let depth = init.max_send_wr;
         self.qps.insert(
@@ -855,7 +862,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         check_transition(qp.common.qp_type, from, to, attr)?;
         let mut attrs = qp.common.attrs;
         apply_attr(&mut attrs, attr)?;
-        qp.common.attrs = attrs;
+        qp.common.set_attrs(attrs);
         match (from, to) {
             (_, QpState::Reset) => {
                 qp.req.take_all();

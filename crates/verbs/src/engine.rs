@@ -1328,7 +1328,7 @@ fn post_now<W: PostWr>(
     let wr = posting.wr();
     check(wr).map_err(ListRefusal::Post)?;
     let len = if wr.inline {
-        crate::mr::gather_inline(sq.mem().lkeys(), pd, &wr.sg_list, scratch)
+        crate::mr::gather_inline(sq.mem_mut(), pd, &wr.sg_list, scratch)
             .map_err(ListRefusal::Inline)?
     } else {
         0

@@ -496,7 +496,7 @@ fn gather(shared: &Shared, pd: u32, wr: &SendWr, out: &mut [u8]) -> Result<usize
         .inline_keys
         .read()
         .unwrap_or_else(PoisonError::into_inner);
-    gather_inline(&keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
+    gather_inline(&mut &*keys, pd, &wr.sg_list, out).map_err(Error::InlineAccess)
 }
 
 /// The check ibverbs makes synchronously on a receive (`max_sge` already capped at
