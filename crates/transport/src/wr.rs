@@ -383,10 +383,24 @@ impl RecvWr {
         }
     }
 
-    /// Total capacity in bytes.
+    /// Total capacity in bytes. A one-entry list (the usual receive) is read directly,
+    /// inline; longer lists are summed out of line. The responder asks once per
+    /// received SEND, and the call with the summing loop's set-up (unrolled by four)
+    /// was ~30 instructions of every one (callgrind, `msg_rate`), as
+    /// `SendWr::sg_len`'s was; with the loop in it, the compiler kept the call.
+    #[inline]
     pub fn capacity(&self) -> u64 {
-        self.sg_list.iter().map(|s| u64::from(s.len)).sum()
+        match &self.sg_list[..] {
+            [one] => u64::from(one.len),
+            list => sum_lens(list),
+        }
     }
+}
+
+/// The bytes a list of entries spans (a receive's capacity past one entry).
+#[inline(never)]
+fn sum_lens(list: &[Sge]) -> u64 {
+    list.iter().map(|s| u64::from(s.len)).sum()
 }
 
 /// Completion status, named as `ibv_wc_status`.
