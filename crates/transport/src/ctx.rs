@@ -153,6 +153,19 @@ pub(crate) fn scatter<M: Memory>(
     mut offset: u64,
     data: &[u8],
 ) -> Result<(), AccessError> {
+    // The usual case, a payload that fits one entry (every small SEND's receive), is
+    // one write: the loop below does the same for it, and its set-up and the state it
+    // keeps across the copy's call were ~30 instructions of every packet placed
+    // (callgrind, `msg_rate`).
+    if let [s] = sges {
+        if !data.is_empty()
+            && offset < u64::from(s.len)
+            && data.len() as u64 <= u64::from(s.len) - offset
+        {
+            let addr = s.addr.checked_add(offset).ok_or(AccessError::OutOfBounds)?;
+            return mem.write(Key::Local(s.lkey), pd, addr, data, Access::LOCAL_WRITE);
+        }
+    }
     let mut done = 0usize;
     for s in sges {
         if done == data.len() {

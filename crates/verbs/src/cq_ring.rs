@@ -141,8 +141,22 @@ pub(crate) struct CqConsumer {
 }
 
 impl CqConsumer {
-    /// Append up to `max` completions to `out`, in order; returns how many.
+    /// Append up to `max` completions to `out`, in order; returns how many. An empty
+    /// ring is answered inline (the producer's tail read where the caller is): most
+    /// polls of a ping-pong find it empty (their completions come through the pass,
+    /// straight into `out`), and the call with its burst set-up was ~30 instructions
+    /// each, four a round (callgrind, `msg_rate … lat`).
+    #[inline]
     pub(crate) fn pop_burst(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
+        if self.entries.is_empty() {
+            return 0;
+        }
+        self.pop_some(out, max)
+    }
+
+    /// [`CqConsumer::pop_burst`] past its look at an empty ring.
+    #[inline(never)]
+    fn pop_some(&mut self, out: &mut Vec<Completion>, max: usize) -> usize {
         let paths = &mut self.paths;
         self.entries.pop_burst_with(max, |e| {
             // Published before its entry (see `CqProducer::doorbell`), so present.
