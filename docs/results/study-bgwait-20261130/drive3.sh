@@ -1,0 +1,10 @@
+#!/bin/bash
+# drive3.sh: V2's holds in order, each its own flock -x (≤ 10 min)
+cd /tmp/bgw/diag
+L=/work/notes/quiet.lock
+flock -x $L bash hold3.sh > bg3.txt 2>&1
+BINS="B V2" flock -x $L bash holdq.sh 6 > q1.txt 2>&1
+bash run.sh W1 V2
+flock -x $L bash -c "cd /work/wt/bgw && date -u +%T && bash docs/results/verbs-tx-20261129/abab.sh 6 /tmp/bgw/abab.jsonl base=/tmp/bgw/runs/weft-B new=/tmp/bgw/runs/weft-V2 && date -u +%T" > abab.log 2>&1
+bash run.sh B2 B
+bash run.sh W2 V2
