@@ -40,8 +40,9 @@ pub(crate) struct QpCommon {
     pub qp_type: QpType,
     pub pd: u32,
     pub state: QpState,
-    /// Changed only through [`QpCommon::set_attrs`], which keeps `unasked_ok` with it.
-    pub attrs: QpAttrs,
+    /// Read through [`QpCommon::attrs`], changed only through [`QpCommon::set_attrs`],
+    /// which keeps `unasked_ok` with it (private, so that no write can leave that stale).
+    attrs: QpAttrs,
     pub srq: Option<u32>,
     /// Large WRITEs may go by reference ([`crate::byref`]).
     pub by_reference: bool,
@@ -49,8 +50,8 @@ pub(crate) struct QpCommon {
     /// clear ([`unasked_ok`]; the requester's `may_leave_unasked` adds the WQE's and
     /// the queue's part). Kept with `attrs`: worked out on every request packet it was
     /// a call and a WQE lookup each time (~46 instructions of a latency-bound post,
-    /// callgrind, `msg_rate … lat`).
-    pub unasked_ok: bool,
+    /// callgrind, `msg_rate … lat`). Read through [`QpCommon::unasked_ok`].
+    unasked_ok: bool,
 }
 
 /// Whether QP attributes `a` let a message nobody waits for leave AckReq clear on its
@@ -66,6 +67,40 @@ pub(crate) fn unasked_ok(a: &QpAttrs) -> bool {
 }
 
 impl QpCommon {
+    /// A QP's identity with attributes `attrs` (and what is kept of them).
+    pub fn new(
+        qpn: u32,
+        qp_type: QpType,
+        pd: u32,
+        state: QpState,
+        attrs: QpAttrs,
+        srq: Option<u32>,
+        by_reference: bool,
+    ) -> QpCommon {
+        QpCommon {
+            qpn,
+            qp_type,
+            pd,
+            state,
+            attrs,
+            srq,
+            by_reference,
+            unasked_ok: unasked_ok(&attrs),
+        }
+    }
+
+    /// The attributes (`ibv_query_qp`).
+    #[inline]
+    pub fn attrs(&self) -> &QpAttrs {
+        &self.attrs
+    }
+
+    /// Whether the attributes let a message nobody waits for leave AckReq clear.
+    #[inline]
+    pub fn unasked_ok(&self) -> bool {
+        self.unasked_ok
+    }
+
     /// Replace the attributes (`ibv_modify_qp`), and what is kept of them.
     pub fn set_attrs(&mut self, attrs: QpAttrs) {
         self.attrs = attrs;

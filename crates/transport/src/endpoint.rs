@@ -471,7 +471,7 @@ impl<M: Memory> SendQueue<'_, M> {
 
     /// The QP's attributes ([`Endpoint::qp_attrs`]).
     pub fn attrs(&self) -> &QpAttrs {
-        &self.qp.common.attrs
+        self.qp.common.attrs()
     }
 
     /// Whether the QP may send large WRITEs by reference ([`Endpoint::by_reference`]).
@@ -715,16 +715,15 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 break n;
             }
         };
-        let common = QpCommon {
+        let common = QpCommon::new(
             qpn,
-            qp_type: init.qp_type,
-            pd: init.pd,
-            state: QpState::Reset,
-            attrs: QpAttrs::default(),
-            srq: init.srq,
-            by_reference: false,
-            unasked_ok: crate::ctx::unasked_ok(&QpAttrs::default()),
-        };
+            init.qp_type,
+            init.pd,
+            QpState::Reset,
+            QpAttrs::default(),
+            init.srq,
+            false,
+        );
         let depth = init.max_send_wr;
         self.qps.insert(
             qpn,
@@ -824,7 +823,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 
     /// The QP's attributes.
     pub fn qp_attrs(&self, qpn: u32) -> Option<QpAttrs> {
-        self.qps.get(&qpn).map(|q| q.common.attrs)
+        self.qps.get(&qpn).map(|q| *q.common.attrs())
     }
 
     /// The QP's congestion window and RTT samples ([`crate::cc`]). With congestion
@@ -860,7 +859,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         let from = qp.common.state;
         let to = attr.state.unwrap_or(from);
         check_transition(qp.common.qp_type, from, to, attr)?;
-        let mut attrs = qp.common.attrs;
+        let mut attrs = *qp.common.attrs();
         apply_attr(&mut attrs, attr)?;
         qp.common.set_attrs(attrs);
         match (from, to) {
@@ -1039,7 +1038,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         }
         // IBTA Vol 1 §9.6 (transport header validation): the P_Key must match; the
         // membership bit is not compared.
-        if repr.bth.pkey & 0x7fff != qp.common.attrs.pkey & 0x7fff {
+        if repr.bth.pkey & 0x7fff != qp.common.attrs().pkey & 0x7fff {
             ctx.stats.pkey_mismatch += 1;
             return;
         }
@@ -1399,7 +1398,7 @@ impl Qp {
                 if e.fatal {
                     self.enter_error(ctx, None);
                 }
-                let path = self.common.attrs.path?;
+                let path = self.common.attrs().path?;
                 return Some((e.len, path, e.len));
             }
         }

@@ -207,8 +207,8 @@ impl Requester {
     /// local ACK timeout ([`crate::ACK_DELAY_MARGIN`]), so it is never taken for a loss
     /// (the last two kept with the QP's attributes: [`QpCommon::unasked_ok`]).
     fn may_leave_unasked(&self, q: &QpCommon, w: &SendWqe) -> bool {
-        debug_assert_eq!(q.unasked_ok, crate::ctx::unasked_ok(&q.attrs));
-        q.unasked_ok
+        debug_assert_eq!(q.unasked_ok(), crate::ctx::unasked_ok(q.attrs()));
+        q.unasked_ok()
             && !w.signaled
             && matches!(w.op, WrOp::Send { .. } | WrOp::Write { .. })
             && self.wqes.len() * 2 < self.depth
@@ -217,7 +217,7 @@ impl Requester {
     /// PSNs this requester may have in flight: the QP's `max_inflight`, or less while
     /// the congestion window ([`crate::cc`]) is smaller.
     fn cap(&self, q: &QpCommon, config: &crate::Config) -> u64 {
-        let max = u64::from(q.attrs.max_inflight);
+        let max = u64::from(q.attrs().max_inflight);
         match config.congestion {
             CongestionControl::Delay(_) if q.qp_type == QpType::Rc => max.min(self.cc.packets()),
             _ => max,
@@ -301,16 +301,16 @@ impl Requester {
     /// Start the PSN space at `sq_psn` (RTR → RTS). The 64-bit counter starts one
     /// wrap above zero so expansion of slightly older PSNs never saturates.
     pub fn start(&mut self, q: &QpCommon) {
-        let base = (1u64 << 24) | u64::from(q.attrs.sq_psn.value());
+        let base = (1u64 << 24) | u64::from(q.attrs().sq_psn.value());
         self.next_psn = base;
         self.una = base;
         self.send_psn = base;
         self.send_high = base;
         self.cum_acked = base;
         self.asked = base;
-        self.retry_left = q.attrs.retry_cnt;
-        self.rnr_left = q.attrs.rnr_retry;
-        self.cc = Window::new(q.attrs.max_inflight);
+        self.retry_left = q.attrs().retry_cnt;
+        self.rnr_left = q.attrs().rnr_retry;
+        self.cc = Window::new(q.attrs().max_inflight);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -377,7 +377,7 @@ impl Requester {
     }
 
     fn timeout_micros(q: &QpCommon) -> Option<u64> {
-        local_ack_timeout_micros(q.attrs.timeout)
+        local_ack_timeout_micros(q.attrs().timeout)
     }
 
     fn arm_timer(&mut self, q: &QpCommon, now: Instant) {
@@ -401,7 +401,7 @@ impl Requester {
         if !matches!(q.state, QpState::Rts | QpState::Sqd) || self.rnr_until.is_some() {
             return Ok(None);
         }
-        let max_cap = u64::from(q.attrs.max_inflight);
+        let max_cap = u64::from(q.attrs().max_inflight);
         let mut cap = self.cap(q, ctx.config);
         // The congestion window may have shrunk below PSNs already in flight none of
         // which asked for an ACK: then no ACK would come to open it until the
@@ -469,7 +469,7 @@ impl Requester {
         if w.fence && self.rd_atomic > 0 {
             return Ok(false);
         }
-        if op.is_read_or_atomic() && self.rd_atomic >= u32::from(q.attrs.max_rd_atomic) {
+        if op.is_read_or_atomic() && self.rd_atomic >= u32::from(q.attrs().max_rd_atomic) {
             return Ok(false);
         }
         if q.qp_type == QpType::Rc && self.next_psn >= self.una + cap {
@@ -544,7 +544,7 @@ impl Requester {
                 // A Q_Key with its top bit set means "use the QP's own" (IBA
                 // 10.2.5; ibv_post_send: "if the MSB is set, the QP's Q_Key is used").
                 let qkey = if ud.qkey & 0x8000_0000 != 0 {
-                    q.attrs.qkey
+                    q.attrs().qkey
                 } else {
                     ud.qkey
                 };
@@ -552,14 +552,14 @@ impl Requester {
                     qkey,
                     src_qp: q.qpn,
                 };
-                ud_template = PacketTemplate::new(q.attrs.pkey, ud.qpn, Some(deth))
+                ud_template = PacketTemplate::new(q.attrs().pkey, ud.qpn, Some(deth))
                     .map_err(|_| fault(WcStatus::LocQpOpErr))?;
                 (&ud_template, ud.path)
             }
             (QpType::Ud, None) => return Err(fault(WcStatus::LocQpOpErr)),
-            (_, _) => match q.attrs.path {
+            (_, _) => match q.attrs().path {
                 Some(path) => {
-                    let (pkey, dest) = (q.attrs.pkey, q.attrs.dest_qpn);
+                    let (pkey, dest) = (q.attrs().pkey, q.attrs().dest_qpn);
                     if !self
                         .template
                         .is_some_and(|(p, d, _)| p == pkey && d == dest)
@@ -833,7 +833,7 @@ impl Requester {
             ctx.stats.duplicate_responses += 1;
             return Ok(());
         }
-        let selective = q.attrs.recovery == Recovery::Selective;
+        let selective = q.attrs().recovery == Recovery::Selective;
         match operation {
             Operation::Acknowledge => {
                 let Some(aeth) = repr.aeth else {
@@ -886,7 +886,7 @@ impl Requester {
                     Syndrome::RnrNak { timer } => {
                         ctx.stats.rnr_naks_received += 1;
                         self.ack_through(q, ctx, p);
-                        if q.attrs.rnr_retry != 7 {
+                        if q.attrs().rnr_retry != 7 {
                             if self.rnr_left == 0 {
                                 let idx = self.idx_of(p).unwrap_or(0);
                                 return Err(Fault {
@@ -1052,7 +1052,7 @@ impl Requester {
         self.advance(q, ctx);
         if let Some(m) = missing {
             ctx.stats.implicit_naks += 1;
-            match q.attrs.recovery {
+            match q.attrs().recovery {
                 Recovery::GoBackN => self.go_back_once(m.max(self.una)),
                 Recovery::Selective => self.queue_holes(upto),
             }
@@ -1138,8 +1138,8 @@ impl Requester {
             ctx.stats.bytes_completed += w.len;
         }
         if self.una > old {
-            self.retry_left = q.attrs.retry_cnt;
-            self.rnr_left = q.attrs.rnr_retry;
+            self.retry_left = q.attrs().retry_cnt;
+            self.rnr_left = q.attrs().rnr_retry;
             if self.recovering_at.is_some_and(|r| r < self.una) {
                 self.recovering_at = None;
             }
@@ -1164,7 +1164,7 @@ impl Requester {
         if self.rnr_until.is_some_and(|t| now >= t) {
             self.rnr_until = None;
             self.reset_recovery();
-            match q.attrs.recovery {
+            match q.attrs().recovery {
                 // Resend from the refused PSN.
                 Recovery::GoBackN => self.go_back(self.rnr_psn.max(self.una)),
                 // The responder kept what arrived after the refused PSN and said so
@@ -1182,7 +1182,7 @@ impl Requester {
                 }
             }
             self.consume_retry()?;
-            match q.attrs.recovery {
+            match q.attrs().recovery {
                 Recovery::GoBackN => {
                     self.recovering_at = None;
                     self.go_back(self.una);

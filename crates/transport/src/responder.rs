@@ -186,7 +186,7 @@ impl Responder {
     /// Start expecting `rq_psn` (INIT → RTR).
     pub fn start(&mut self, q: &QpCommon) {
         *self = Responder::new();
-        self.epsn = (1u64 << 24) | u64::from(q.attrs.rq_psn.value());
+        self.epsn = (1u64 << 24) | u64::from(q.attrs().rq_psn.value());
     }
 
     pub fn has_output(&self) -> bool {
@@ -306,7 +306,7 @@ impl Responder {
             return;
         }
         let p = repr.bth.psn.expand(self.epsn);
-        let selective = q.attrs.recovery == Recovery::Selective;
+        let selective = q.attrs().recovery == Recovery::Selective;
         if p == self.epsn {
             self.rc_in_order(q, rq, ctx, repr, payload, None, from);
             // Selective repeat: the gap may have closed; drain what was kept.
@@ -326,7 +326,7 @@ impl Responder {
             }
         } else if p > self.epsn {
             ctx.stats.out_of_sequence += 1;
-            let window = u64::from(q.attrs.max_inflight);
+            let window = u64::from(q.attrs().max_inflight);
             if selective && p - self.epsn < window && !self.nak_outstanding {
                 if !self.ooo.contains_key(&p) {
                     // IRN: WRITE data goes to its address at once; only the headers wait.
@@ -399,7 +399,7 @@ impl Responder {
                     .any(|r| matches!(r, Response::Read(j) if j.will_send(p, mtu)));
                 if queued
                     || self.check_read(q, ctx, reth.va, reth.rkey, len).is_err()
-                    || self.pending_dups >= usize::from(q.attrs.max_dest_rd_atomic)
+                    || self.pending_dups >= usize::from(q.attrs().max_dest_rd_atomic)
                 {
                     return;
                 }
@@ -463,11 +463,11 @@ impl Responder {
                 // Go-back-N: silence until the refused PSN comes again. Selective: keep
                 // what was kept, and keep taking packets ahead of ePSN; every SACK the
                 // requester has stays true, because kept packets are never dropped.
-                self.nak_outstanding = q.attrs.recovery == Recovery::GoBackN;
+                self.nak_outstanding = q.attrs().recovery == Recovery::GoBackN;
                 self.push_nak(
                     p,
                     Syndrome::RnrNak {
-                        timer: q.attrs.min_rnr_timer,
+                        timer: q.attrs().min_rnr_timer,
                     },
                     false,
                 );
@@ -572,7 +572,7 @@ impl Responder {
     ) {
         let Some(deth) = repr.deth else { return };
         // IBTA Vol 1 §9.8 (UD): a datagram whose Q_Key does not match is silently dropped.
-        if deth.qkey != q.attrs.qkey {
+        if deth.qkey != q.attrs().qkey {
             ctx.stats.qkey_mismatch += 1;
             return;
         }
@@ -901,7 +901,7 @@ impl Responder {
                 }
                 self.check_read(q, ctx, reth.va, reth.rkey, len)?;
                 // §9.7: more outstanding READ/atomics than max_dest_rd_atomic is an invalid request.
-                if self.pending_reads >= usize::from(q.attrs.max_dest_rd_atomic) {
+                if self.pending_reads >= usize::from(q.attrs().max_dest_rd_atomic) {
                     return Err(RespError::InvalidRequest("too many outstanding reads").into());
                 }
                 self.push(Response::Read(ReadJob {
@@ -923,7 +923,7 @@ impl Responder {
                 if a.va % 8 != 0 {
                     return Err(RespError::InvalidRequest("misaligned atomic").into());
                 }
-                if !q.attrs.access.contains(Access::REMOTE_ATOMIC) {
+                if !q.attrs().access.contains(Access::REMOTE_ATOMIC) {
                     return Err(RespError::RemoteAccess(AccessError::AccessDenied).into());
                 }
                 let op = if info.operation == Operation::CompareSwap {
@@ -942,7 +942,7 @@ impl Responder {
                         e => RespError::RemoteAccess(e),
                     })?;
                 self.atomic_replay.push_back((p, orig));
-                while self.atomic_replay.len() > usize::from(q.attrs.max_dest_rd_atomic).max(1) {
+                while self.atomic_replay.len() > usize::from(q.attrs().max_dest_rd_atomic).max(1) {
                     self.atomic_replay.pop_front();
                 }
                 self.push(Response::Atomic { psn: p, orig });
@@ -962,7 +962,7 @@ impl Responder {
         len: u64,
         need: Access,
     ) -> Result<(), RespError> {
-        if !q.attrs.access.contains(need) {
+        if !q.attrs().access.contains(need) {
             return Err(RespError::RemoteAccess(AccessError::AccessDenied));
         }
         ctx.mem
@@ -1004,7 +1004,7 @@ impl Responder {
         buf: &mut [u8],
         posted: Option<usize>,
     ) -> Option<RespEmitted> {
-        let path = q.attrs.path?;
+        let path = q.attrs().path?;
         let front = *self.queue.front()?;
         let mtu = q.mtu();
         let credits = match posted {
@@ -1016,7 +1016,7 @@ impl Responder {
             msn: self.msn & Psn::MASK,
         };
         // The QP's encoded BTH (P_Key, destination QP), rebuilt when either changes.
-        let (pkey, dest) = (q.attrs.pkey, q.attrs.dest_qpn);
+        let (pkey, dest) = (q.attrs().pkey, q.attrs().dest_qpn);
         if !self.template.is_some_and(|t| t.is_for(pkey, dest)) {
             self.template = Some(PacketTemplate::new(pkey, dest, None).ok()?);
         }
