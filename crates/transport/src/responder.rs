@@ -3,7 +3,7 @@
 //! and queues the responses (ACK, NAK, READ response, atomic ACK) in PSN order.
 
 use crate::byref::{self, is_by_reference, RemoteSpan};
-use crate::ctx::{opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
+use crate::ctx::{opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon, Srq};
 use crate::memory::{Access, AccessError, AtomicOp, Key, Memory};
 use crate::qp::{QpType, Recovery};
 use crate::status::RespError;
@@ -729,13 +729,7 @@ impl Responder {
                 // 48-byte request out first (`take_recv`, a call, and the moves of its
                 // result) cost 14 more instructions a small SEND received (callgrind,
                 // `msg_rate`).
-                let (queue, from_srq) = match q.srq {
-                    Some(s) => match ctx.srqs.get_mut(&s) {
-                        Some(srq) => (&mut srq.queue, true),
-                        None => return Err(Refusal::Rnr),
-                    },
-                    None => (rq, false),
-                };
+                let (queue, from_srq) = recv_queue(q.srq, rq, ctx.srqs).ok_or(Refusal::Rnr)?;
                 let recv = queue.front().ok_or(Refusal::Rnr)?;
                 let placed = if plen > recv.capacity() {
                     Err(RespError::RecvTooSmall)
@@ -1165,19 +1159,29 @@ fn complete_send<M: Memory>(
     ctx.cq.complete(c);
 }
 
+/// The queue a QP's SENDs take their receives from, and whether it is a shared one
+/// (the completion says so): the SRQ's when the QP has one, its own otherwise. `None`
+/// when the QP names an SRQ that is gone: no receive can be posted for it, an RNR.
+/// Borrows only `srqs` from the context, so the caller keeps `ctx.mem` and `ctx.cq`.
+#[inline(always)]
+fn recv_queue<'a>(
+    srq: Option<u32>,
+    rq: &'a mut VecDeque<RecvWr>,
+    srqs: &'a mut BTreeMap<u32, Srq>,
+) -> Option<(&'a mut VecDeque<RecvWr>, bool)> {
+    match srq {
+        Some(s) => srqs.get_mut(&s).map(|srq| (&mut srq.queue, true)),
+        None => Some((rq, false)),
+    }
+}
+
 fn take_recv<M: Memory>(
     q: &QpCommon,
     rq: &mut VecDeque<RecvWr>,
     ctx: &mut Ctx<'_, M>,
 ) -> Option<(RecvWr, bool)> {
-    match q.srq {
-        Some(s) => ctx
-            .srqs
-            .get_mut(&s)
-            .and_then(|s| s.queue.pop_front())
-            .map(|r| (r, true)),
-        None => rq.pop_front().map(|r| (r, false)),
-    }
+    let (queue, from_srq) = recv_queue(q.srq, rq, ctx.srqs)?;
+    queue.pop_front().map(|r| (r, from_srq))
 }
 
 /// The 40 bytes rdma_rxe writes at the head of a UD receive buffer: for RoCEv2 over
