@@ -93,7 +93,12 @@ pub(crate) struct MrTable {
     /// stream of inline posts gathers from one buffer, and its key's hash lookup was
     /// ~40 instructions a post (callgrind, `msg_rate`). Always an entry of `by_lkey`:
     /// [`MrTable::remove`] clears it, so a deregistered region is never found here.
+    /// Kept only once a key missed twice in a row: replacing it costs an `Arc` clone
+    /// and drop (two atomic read-modify-writes), which posts alternating between two
+    /// keys would otherwise pay on every gather, on top of the lookup.
     last_lkey: Option<Arc<MrEntry>>,
+    /// The key of the last gather that missed `last_lkey`.
+    last_miss: Option<u32>,
     /// The process the packet being handled came from, when the link proved it can
     /// read that process's memory: the kernel's word for the connection, set by the
     /// engine per packet (`DatagramLink::burst_pull_pids`), never from the packet.
@@ -698,6 +703,10 @@ impl LkeyLookup for MrTable {
             .is_none_or(|e| e.region.lkey != lkey)
         {
             let e = self.by_lkey.get(&lkey)?;
+            if self.last_miss != Some(lkey) {
+                self.last_miss = Some(lkey);
+                return Some(e);
+            }
             self.last_lkey = Some(Arc::clone(e));
         }
         self.last_lkey.as_deref()
@@ -752,10 +761,12 @@ mod tests {
         };
         let base = bytes.as_ptr() as u64;
         let mut out = [0u8; 4];
-        // The second gather finds the region through the kept entry.
-        for at in [0, 4] {
+        // The third gather finds the region through the kept entry (kept after the
+        // key missed twice).
+        for at in [0, 8, 4] {
             assert_eq!(gather_inline(&mut t, 1, &[sge(base + at)], &mut out), Ok(4));
         }
+        assert!(t.last_lkey.is_some());
         assert_eq!(&out, b"4567");
         // Its checks still apply: domain, bounds.
         assert!(gather_inline(&mut t, 2, &[sge(base)], &mut out).is_err());
@@ -781,5 +792,38 @@ mod tests {
         };
         assert_eq!(gather_inline(&mut t, 1, &[sge], &mut out), Ok(4));
         assert_eq!(&out, b"ABCD");
+    }
+
+    #[test]
+    fn gathers_alternating_between_two_keys_never_clone_a_region_handle() {
+        let mut a = *b"aaaaaaaa";
+        let mut b = *b"bbbbbbbb";
+        let mut t = MrTable::default();
+        t.insert(entry(a.as_mut_ptr(), a.len(), 1, Access::ALL, (1, 2)));
+        t.insert(entry(b.as_mut_ptr(), b.len(), 1, Access::ALL, (3, 4)));
+        let handles =
+            |t: &MrTable| [1, 3].map(|k| Arc::strong_count(t.lkeys().get(&k).expect("registered")));
+        // Each entry is held by the lkey and the rkey map.
+        assert_eq!(handles(&t), [2, 2]);
+        let (pa, pb) = (a.as_ptr() as u64, b.as_ptr() as u64);
+        let mut out = [0u8; 4];
+        for _ in 0..8 {
+            for (addr, lkey, want) in [(pa, 1, b"aaaa"), (pb, 3, b"bbbb")] {
+                let sge = weft_transport::Sge { addr, len: 4, lkey };
+                assert_eq!(gather_inline(&mut t, 1, &[sge], &mut out), Ok(4));
+                assert_eq!(&out, want);
+                assert_eq!(handles(&t), [2, 2]);
+            }
+        }
+        // A run of one key is kept after its second miss.
+        for _ in 0..3 {
+            let sge = weft_transport::Sge {
+                addr: pb,
+                len: 4,
+                lkey: 3,
+            };
+            assert_eq!(gather_inline(&mut t, 1, &[sge], &mut out), Ok(4));
+        }
+        assert_eq!(handles(&t), [2, 3]);
     }
 }
