@@ -285,8 +285,9 @@ pub struct Args {
     /// one QP while its window has room, then to the next; `spread`: one message to
     /// each QP in turn, so consecutive messages never share a QP (the hardest case
     /// for per-QP state in caches). The same when one request fits a QP's window.
-    #[arg(long, value_enum, default_value_t = QpsOrder::Burst)]
-    pub qps_order: QpsOrder,
+    /// Default `burst`; refused without --qps above 1.
+    #[arg(long, value_enum)]
+    pub qps_order: Option<QpsOrder>,
     /// Send messages up to this size inline (copied at post time; at most 256).
     #[arg(long, default_value_t = 220)]
     pub inline: u64,

@@ -165,10 +165,31 @@ fn a_write_lat_cut_short_by_its_time_limit_ends_the_server_cleanly() {
 
 #[test]
 fn impossible_combinations_are_refused_with_a_reason() {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["perf", "read-lat", "--qp", "ud", "--local"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("UD carries SENDs only"));
+    for (args, reason) in [
+        (&["read-lat", "--qp", "ud"][..], "UD carries SENDs only"),
+        // An order of posts over QPs means nothing for one QP.
+        (
+            &["send-bw", "--qps-order", "spread"][..],
+            "--qps-order orders posts",
+        ),
+        // 65 536 QPs at perftest's window of 128 would be 8 M requests in flight.
+        (
+            &["send-bw", "--qps", "65536"][..],
+            "requests in flight; at most",
+        ),
+    ] {
+        // Were a check to let one through, the run still ends soon.
+        let _one = SERIAL
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+            .arg("perf")
+            .args(args)
+            .args(["--local", "-n", "100", "--time-limit", "2"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(reason), "{args:?}: {err}");
+    }
 }

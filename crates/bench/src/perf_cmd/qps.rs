@@ -44,10 +44,18 @@ use weft_verbs::{
 
 const MAGIC: &[u8; 4] = b"WQPS";
 
+/// The most requests a `--qps` run keeps in flight in all (`--qps` × `--tx-depth`):
+/// 4 M, e.g. 65 536 QPs of 64 or 4 096 of 1 024 (the largest case, 4 096 × 128,
+/// is 512 K).
+const MAX_IN_FLIGHT: usize = 1 << 22;
+
 /// Checks of `--qps` (called for every run; N = 1 is the ordinary single-QP path).
 pub(super) fn check(a: &Args) -> anyhow::Result<()> {
     if a.qps == 0 {
         bail!("--qps must be at least 1");
+    }
+    if a.qps == 1 && a.qps_order.is_some() {
+        bail!("--qps-order orders posts over several QPs: give --qps N with N > 1");
     }
     if a.qps > 1 {
         if !matches!(a.test, Test::SendBw | Test::WriteBw) {
@@ -61,6 +69,17 @@ pub(super) fn check(a: &Args) -> anyhow::Result<()> {
         }
         if a.qps > 65_536 {
             bail!("--qps at most 65536");
+        }
+        // Each request in flight holds a send WQE on the client and, for send-bw, two
+        // posted receives on the server: bound them as an RNIC's resources would be
+        // (perftest gets the device's refusal), before either side allocates.
+        let in_flight = a.qps.saturating_mul(a.tx_depth);
+        if in_flight > MAX_IN_FLIGHT {
+            bail!(
+                "--qps {} x --tx-depth {} asks for {in_flight} requests in flight; at most {MAX_IN_FLIGHT}",
+                a.qps,
+                a.tx_depth
+            );
         }
     }
     Ok(())
@@ -417,6 +436,7 @@ fn client_run(
     };
     let mut wr = SendWr::new(0, op, [mr.sge(0, size as u32)]);
     wr.inline = size <= a.inline.min(256);
+    let order = a.qps_order.unwrap_or(QpsOrder::Burst);
     let st = std::cell::RefCell::new(MultiBw {
         cq,
         out: Vec::with_capacity(64),
@@ -424,10 +444,10 @@ fn client_run(
         wr,
         window: w,
         every,
-        order: a.qps_order,
+        order,
         inflight: vec![0; n],
         per_qp: vec![0; n],
-        last: 0,
+        last: start_qp(order, n),
         posted: 0,
         completed: 0,
     });
@@ -465,7 +485,7 @@ fn client_run(
     let mut rec = bandwidth_record(meta, size, &r);
     let mut note = format!(
         "{n} QPs in {} order, {w} in flight per QP, a completion every {every} per QP",
-        a.qps_order.name()
+        order.name()
     );
     if r.messages > opts.iters {
         note.push_str(&format!(
@@ -479,11 +499,19 @@ fn client_run(
         Extra {
             qps: n,
             window: w,
-            order: a.qps_order,
+            order,
             client,
             server,
         },
     ))
+}
+
+/// The `last` a run starts from, so that its first message goes to QP 0 in either order.
+fn start_qp(order: QpsOrder, n: usize) -> usize {
+    match order {
+        QpsOrder::Burst => 0,
+        QpsOrder::Spread => n - 1,
+    }
 }
 
 /// Which QP the next message goes to after one went to `last` ([`MultiBw::post`]).
@@ -585,7 +613,7 @@ mod tests {
     /// on its QP and nothing completing.
     fn order_of(order: QpsOrder, n: usize, window: u64, count: usize) -> Vec<usize> {
         let mut inflight = vec![0; n];
-        let mut last = 0;
+        let mut last = start_qp(order, n);
         let mut seen = Vec::new();
         for _ in 0..count {
             last = next_qp(order, last, &inflight, window);
@@ -602,7 +630,7 @@ mod tests {
             [0, 0, 1, 1, 2, 2],
             "burst: perftest's loop"
         );
-        assert_eq!(order_of(QpsOrder::Spread, 3, 2, 6), [1, 2, 0, 1, 2, 0]);
+        assert_eq!(order_of(QpsOrder::Spread, 3, 2, 6), [0, 1, 2, 0, 1, 2]);
         // One request per window: the two orders are the same rotation.
         assert_eq!(order_of(QpsOrder::Burst, 3, 1, 4), [0, 1, 2, 0]);
     }
