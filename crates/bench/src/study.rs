@@ -447,11 +447,13 @@ fn perf(s: &Setup, p: &Point) -> Vec<Record> {
     args.extend(p.flags.iter().cloned());
     let budget = s.budget(p.sizes.len());
     let recs = perf_child(p, &args, budget);
-    // A known harness flake (about one `weft study --quick` in five or ten, before and
-    // after 2026-11-29, seen with an engine thread beside the background flow): the
-    // server ends the run while the client still waits, and the client's queue pair
-    // is flushed. Its cause is not found (docs/results/study.md, "What was not
-    // done"); the point runs once more and says so, rather than failing the study.
+    // A harness flake (about one `weft study --quick` in five or ten until 2026-11-30,
+    // seen with an engine thread or a blocking wait beside the background flow): the
+    // client read "peer hung up" where the server had ended a run that was complete.
+    // The likely cause, mended in `perf_cmd::sift`: the last reply's completion still
+    // unpolled when the server's hang-up flushed the work behind it, and the client
+    // failed the whole batch. Not reproduced on demand, so the point still runs once
+    // more and says so in its row, which keeps a recurrence visible.
     use crate::perf_cmd::PEER_HUNG_UP;
     let hung_up = |r: &Record| r.error.as_deref().is_some_and(|e| e.contains(PEER_HUNG_UP));
     if !recs.iter().any(hung_up) {

@@ -215,6 +215,32 @@ fn closing_the_connection_fails_the_peers_outstanding_work_quickly() {
     );
 }
 
+/// The order a benchmark's client relies on at the end of a run (`weft perf`'s
+/// `sift`): the peer hangs up once its last SEND was acknowledged, and the receive
+/// that SEND completed is still in the queue, unpolled, ahead of the flushes the
+/// hang-up adds behind it.
+#[test]
+fn a_hang_up_after_the_last_send_leaves_its_receive_ahead_of_the_flushes() {
+    let (mut a, mut b) = pair(LinkKind::Udp, Progress::Thread, QpType::Rc, 1 << 16);
+    a.qp.post_recv((1..=2).map(|i| RecvWr {
+        wr_id: i,
+        sg_list: [a.mr.sge(0, 64)].into(),
+    }))
+    .unwrap();
+    b.qp.post_send([SendWr::new(
+        5,
+        WrOp::Send { imm: None },
+        vec![b.mr.sge(0, 8)],
+    )])
+    .unwrap();
+    // Acknowledged: `a`'s engine thread placed it; `a` has not polled.
+    ok(&mut b.cq, 1);
+    drop(b);
+    let c = collect(&mut a.cq, 2, &[]);
+    let got: Vec<(u64, WcStatus)> = c.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(got, [(1, WcStatus::Success), (2, WcStatus::WrFlushErr)]);
+}
+
 #[test]
 fn the_connection_manager_refuses_mismatches_and_silence_with_clear_errors() {
     // QP type mismatch: a UC client at an RC server.
