@@ -25,7 +25,7 @@ use crate::cc::{CongestionControl, CongestionState};
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::memory::{Access, Memory};
 use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
-use crate::requester::{Emitted, Fault, Requester};
+use crate::requester::{Fault, Requester};
 use crate::responder::Responder;
 use crate::slots::Slots;
 use crate::status::local_status;
@@ -580,10 +580,13 @@ impl Sched {
     }
 }
 
-/// A packet `qp` wrote: charged to its deficit and counted.
+/// A packet `qp` wrote (`len`, `path`, `moves`): charged to its deficit and counted.
 #[inline]
-fn charge(qp: &mut Qp, stats: &mut Stats, e: Emitted) -> Transmit {
-    let Emitted { len, path, moves } = e;
+fn charge(
+    qp: &mut Qp,
+    stats: &mut Stats,
+    (len, path, moves): (usize, IcrcPath, usize),
+) -> Transmit {
     qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
     stats.tx_packets += 1;
     stats.tx_bytes += len as u64;
@@ -1419,7 +1422,7 @@ impl Qp {
         &mut self,
         ctx: &mut Ctx<'_, M>,
         buf: &mut [u8],
-    ) -> Option<Emitted> {
+    ) -> Option<(usize, IcrcPath, usize)> {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
             return None;
         }
@@ -1427,7 +1430,7 @@ impl Qp {
             match self.req.poll_transmit(&self.common, ctx, buf) {
                 Ok(Some(e)) => {
                     self.ack_yielded = true;
-                    return Some(e);
+                    return Some((e.len, e.path, e.moves));
                 }
                 Ok(None) => {}
                 // The QP leaves RTS (RC: ERR, which drops the ACK with the rest of
@@ -1446,15 +1449,11 @@ impl Qp {
                     self.enter_error(ctx, None);
                 }
                 let path = self.common.attrs().path?;
-                return Some(Emitted {
-                    len: e.len,
-                    path,
-                    moves: e.len,
-                });
+                return Some((e.len, path, e.len));
             }
         }
         match self.req.poll_transmit(&self.common, ctx, buf) {
-            Ok(Some(e)) => Some(e),
+            Ok(Some(e)) => Some((e.len, e.path, e.moves)),
             Ok(None) => None,
             Err(f) => {
                 self.fault(ctx, f);
