@@ -23,11 +23,11 @@
 
 use crate::cc::{CongestionControl, CongestionState};
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
-use crate::fastmap::FastMap;
 use crate::memory::{Access, Memory};
 use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
 use crate::requester::{Fault, Requester};
 use crate::responder::Responder;
+use crate::slots::Slots;
 use crate::status::local_status;
 use crate::time::Instant;
 use crate::wr::{
@@ -303,6 +303,8 @@ struct Qp {
     ack_yielded: bool,
     /// True while the QP is in the endpoint's queue of owed ACKs and NAKs.
     ack_queued: bool,
+    /// The QP's slot in the endpoint's table: what the transmit and ACK queues hold.
+    slot: u32,
 }
 
 /// What the endpoint schedules QPs by: armed timers ordered by deadline, the QPs
@@ -320,7 +322,9 @@ struct Qp {
 #[derive(Debug, Default)]
 struct Sched {
     timers: BTreeSet<(Instant, u32)>,
+    /// The transmit queue, by slot ([`Qp::slot`]).
     ready: VecDeque<u32>,
+    /// The QPs that owe an ACK or NAK, by slot.
     acks: VecDeque<u32>,
     /// [`Endpoint::handle_timeout`]'s due QPs, kept for the next call (empty between).
     due: Vec<u32>,
@@ -532,11 +536,11 @@ impl Sched {
         self.sync_timer(qp);
         if !qp.queued && !qp.nothing_to_send() {
             qp.queued = true;
-            self.ready.push_back(qp.common.qpn);
+            self.ready.push_back(qp.slot);
         }
         if !qp.ack_queued && qp.resp.ack_first() {
             qp.ack_queued = true;
-            self.acks.push_back(qp.common.qpn);
+            self.acks.push_back(qp.slot);
         }
     }
 
@@ -548,7 +552,7 @@ impl Sched {
     fn posted(&mut self, qp: &mut Qp) {
         if !qp.queued {
             qp.queued = true;
-            self.ready.push_back(qp.common.qpn);
+            self.ready.push_back(qp.slot);
         }
     }
 
@@ -595,10 +599,12 @@ fn charge(
 }
 
 /// The QP table. QPNs are drawn by this endpoint, never chosen by a peer, so a
-/// multiply-shift hash serves ([`crate::fastmap`]); a hash map keeps each lookup
-/// (several per message) independent of the number of QPs, where a B-tree's grew
-/// with it.
-type QpMap = FastMap<u32, Qp>;
+/// multiply-shift hash serves ([`crate::fastmap`]); a hash index keeps each lookup
+/// by number (several per message) independent of the number of QPs, where a
+/// B-tree's grew with it. The QPs sit in slots ([`Slots`]): the transmit and ACK
+/// queues name them by slot, and a caller that keeps a QP's slot
+/// ([`Endpoint::qp_slot`]) reaches it without the hash probe.
+type QpMap = Slots<Qp>;
 
 /// All QPs of one host.
 #[derive(Debug)]
@@ -606,6 +612,10 @@ pub struct Endpoint<M, S = VecDeque<Completion>> {
     config: Config,
     mem: M,
     qps: QpMap,
+    /// The slot of the QP the last received packet went to: where the next packet's
+    /// QP is looked for first (a burst mostly comes from one connection), checked by
+    /// its number ([`Slots::get_mut_at`]).
+    rx_slot: u32,
     sched: Sched,
     /// When a transmit last found another QP waiting to send beside the one it
     /// served: while that is recent, by-reference WRITEs keep to
@@ -658,6 +668,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             config,
             mem,
             qps: QpMap::default(),
+            rx_slot: 0,
             sched: Sched::default(),
             shared_at: None,
             srqs: BTreeMap::new(),
@@ -711,7 +722,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         let qpn = loop {
             let n = (splitmix(&mut self.qpn_state) as u32) & weft_wire::roce::bth::QPN_MASK;
             // QPN 0 and 1 are the special SMI/GSI QPs.
-            if n > 1 && !self.qps.contains_key(&n) {
+            if n > 1 && !self.qps.contains_key(n) {
                 break n;
             }
         };
@@ -725,6 +736,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             false,
         );
         let depth = init.max_send_wr;
+        let slot = self.qps.vacant();
         self.qps.insert(
             qpn,
             Qp {
@@ -738,6 +750,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 queued: false,
                 ack_yielded: false,
                 ack_queued: false,
+                slot,
             },
         );
         Ok(qpn)
@@ -748,7 +761,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// the payload from this process's memory. Takes effect for messages not yet
     /// started. False when there is no such QP.
     pub fn set_by_reference(&mut self, qpn: u32, on: bool) -> bool {
-        match self.qps.get_mut(&qpn) {
+        match self.qps.get_mut(qpn) {
             Some(q) => {
                 q.common.by_reference = on;
                 true
@@ -759,22 +772,23 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 
     /// Whether QP `qpn` may send large WRITEs by reference.
     pub fn by_reference(&self, qpn: u32) -> bool {
-        self.qps.get(&qpn).is_some_and(|q| q.common.by_reference)
+        self.qps.get(qpn).is_some_and(|q| q.common.by_reference)
     }
 
     /// Destroy a QP without completions (`ibv_destroy_qp`).
     pub fn destroy_qp(&mut self, qpn: u32) -> bool {
-        let Some(qp) = self.qps.remove(&qpn) else {
+        let Some((slot, qp)) = self.qps.remove(qpn) else {
             return false;
         };
         if let Some(t) = qp.armed {
             self.sched.timers.remove(&(t, qpn));
         }
+        // The slot goes to the next QP created: nothing may name it for this one.
         if qp.queued {
-            self.sched.ready.retain(|&q| q != qpn);
+            self.sched.ready.retain(|&q| q != slot);
         }
         if qp.ack_queued {
-            self.sched.acks.retain(|&q| q != qpn);
+            self.sched.acks.retain(|&q| q != slot);
         }
         true
     }
@@ -797,13 +811,13 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// Free slots in a QP's send queue (`None` for an unknown QP): an engine that
     /// queues work requests posts at most this many, so none is refused as full.
     pub fn sq_room(&self, qpn: u32) -> Option<usize> {
-        let q = self.qps.get(&qpn)?;
+        let q = self.qps.get(qpn)?;
         Some(q.init.max_send_wr.saturating_sub(q.req.wqes.len()))
     }
 
     /// Free slots in a QP's receive queue (0 for a QP on an SRQ).
     pub fn rq_room(&self, qpn: u32) -> Option<usize> {
-        let q = self.qps.get(&qpn)?;
+        let q = self.qps.get(qpn)?;
         if q.common.srq.is_some() {
             return Some(0);
         }
@@ -818,18 +832,18 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 
     /// The QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
-        self.qps.get(&qpn).map(|q| q.common.state)
+        self.qps.get(qpn).map(|q| q.common.state)
     }
 
     /// The QP's attributes.
     pub fn qp_attrs(&self, qpn: u32) -> Option<QpAttrs> {
-        self.qps.get(&qpn).map(|q| *q.common.attrs())
+        self.qps.get(qpn).map(|q| *q.common.attrs())
     }
 
     /// The QP's congestion window and RTT samples ([`crate::cc`]). With congestion
     /// control off, or on a UC/UD QP, the window stays at `max_inflight`.
     pub fn congestion(&self, qpn: u32) -> Option<CongestionState> {
-        self.qps.get(&qpn).map(|q| q.req.congestion())
+        self.qps.get(qpn).map(|q| q.req.congestion())
     }
 
     fn split(&mut self, now: Instant) -> (Ctx<'_, M>, &mut QpMap, &mut Sched) {
@@ -855,7 +869,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// attributes in the current state (allowed where the table has `X -> X`).
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr) -> Result<(), ModifyError> {
         let (mut ctx, qps, sched) = self.split(Instant::ZERO);
-        let qp = qps.get_mut(&qpn).ok_or(ModifyError::UnknownQp(qpn))?;
+        let qp = qps.get_mut(qpn).ok_or(ModifyError::UnknownQp(qpn))?;
         let from = qp.common.state;
         let to = attr.state.unwrap_or(from);
         check_transition(qp.common.qp_type, from, to, attr)?;
@@ -905,7 +919,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         inline_src: Option<&[u8]>,
     ) -> Result<(), PostError> {
         let (mut ctx, qps, sched) = self.split(Instant::ZERO);
-        let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
+        let qp = qps.get_mut(qpn).ok_or(PostError::UnknownQp(qpn))?;
         post_one(&mut ctx, qp, sched, &mut wr, inline_src)
     }
 
@@ -913,7 +927,25 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// lot ([`SendQueue`]). `None` for an unknown QP.
     pub fn send_queue(&mut self, qpn: u32) -> Option<SendQueue<'_, M>> {
         let (ctx, qps, sched) = self.split(Instant::ZERO);
-        let qp = qps.get_mut(&qpn)?;
+        let qp = qps.get_mut(qpn)?;
+        Some(SendQueue { ctx, qp, sched })
+    }
+
+    /// QP `qpn`'s slot in the endpoint's table, for the `*_at` calls
+    /// ([`Endpoint::send_queue_at`], [`Endpoint::post_recvs_at`]), which find the QP
+    /// there without a hash probe. A QP keeps its slot until it is destroyed.
+    pub fn qp_slot(&self, qpn: u32) -> Option<u32> {
+        self.qps.slot_of(qpn)
+    }
+
+    /// [`Endpoint::send_queue`] with the QP looked for first in `slot`
+    /// ([`Endpoint::qp_slot`]). The slot is only a hint: one that holds another QP,
+    /// or none, falls back to the lookup by `qpn`, so the answer is always
+    /// `send_queue(qpn)`'s.
+    #[inline]
+    pub fn send_queue_at(&mut self, slot: u32, qpn: u32) -> Option<SendQueue<'_, M>> {
+        let (ctx, qps, sched) = self.split(Instant::ZERO);
+        let qp = qps.get_mut_at(slot, qpn)?;
         Some(SendQueue { ctx, qp, sched })
     }
 
@@ -921,7 +953,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), PostError> {
         // A receive gives the QP nothing to send and no timer: no scheduling.
         let (mut ctx, qps, _) = self.split(Instant::ZERO);
-        let qp = qps.get_mut(&qpn).ok_or(PostError::UnknownQp(qpn))?;
+        let qp = qps.get_mut(qpn).ok_or(PostError::UnknownQp(qpn))?;
         if qp.common.srq.is_some() {
             return Err(PostError::UsesSrq);
         }
@@ -956,8 +988,23 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         max_sge: usize,
         wrs: &mut impl Iterator<Item = RecvWr>,
     ) -> Result<usize, (usize, PostError)> {
+        let slot = self.qps.slot_of(qpn).unwrap_or(u32::MAX);
+        self.post_recvs_at(slot, qpn, max_sge, wrs)
+    }
+
+    /// [`Endpoint::post_recvs`] with the QP looked for first in `slot` (a hint, as
+    /// for [`Endpoint::send_queue_at`]: the answer is always `post_recvs`').
+    pub fn post_recvs_at(
+        &mut self,
+        slot: u32,
+        qpn: u32,
+        max_sge: usize,
+        wrs: &mut impl Iterator<Item = RecvWr>,
+    ) -> Result<usize, (usize, PostError)> {
         let (mut ctx, qps, _) = self.split(Instant::ZERO);
-        let qp = qps.get_mut(&qpn).ok_or((0, PostError::UnknownQp(qpn)))?;
+        let qp = qps
+            .get_mut_at(slot, qpn)
+            .ok_or((0, PostError::UnknownQp(qpn)))?;
         if qp.common.srq.is_some() {
             return Err((0, PostError::UsesSrq));
         }
@@ -1027,11 +1074,13 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             self.stats.cnp_received += 1;
             return;
         }
+        let hint = self.rx_slot;
         let (mut ctx, qps, sched) = self.split(now);
-        let Some(qp) = qps.get_mut(&repr.bth.dest_qp) else {
+        let Some(qp) = qps.get_mut_at(hint, repr.bth.dest_qp) else {
             ctx.stats.unknown_qpn += 1;
             return;
         };
+        let slot = qp.slot;
         if info.transport != qp.common.qp_type.transport() {
             ctx.stats.wrong_transport += 1;
             return;
@@ -1051,6 +1100,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             bytes.len(),
         );
         sched.touched(qp);
+        self.rx_slot = slot;
     }
 
     /// False when [`Endpoint::poll_transmit`] would return `None` without looking at
@@ -1119,11 +1169,11 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             // one that may be left alone by the others' leaving.
             for _ in 0..=self.sched.ready.len() {
                 let (mut ctx, qps, sched) = self.split(now);
-                let Some(&qpn) = sched.ready.front() else {
+                let Some(&slot) = sched.ready.front() else {
                     return n;
                 };
                 ctx.stats.qp_visits += 1;
-                let Some(qp) = qps.get_mut(&qpn) else {
+                let Some(qp) = qps.at_mut(slot) else {
                     sched.ready.pop_front();
                     continue;
                 };
@@ -1208,8 +1258,8 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     #[inline(never)]
     fn transmit_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let (mut ctx, qps, sched) = self.split(now);
-        while let Some(&qpn) = sched.acks.front() {
-            let Some(qp) = qps.get_mut(&qpn) else {
+        while let Some(&slot) = sched.acks.front() {
+            let Some(qp) = qps.at_mut(slot) else {
                 sched.acks.pop_front();
                 continue;
             };
@@ -1266,7 +1316,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         }
         for qpn in due.drain(..) {
             ctx.stats.qp_visits += 1;
-            let Some(qp) = qps.get_mut(&qpn) else {
+            let Some(qp) = qps.get_mut(qpn) else {
                 continue;
             };
             qp.armed = None;

@@ -29,6 +29,7 @@ pub mod qp;
 mod requester;
 mod responder;
 pub mod sim;
+mod slots;
 mod status;
 mod time;
 pub mod wr;

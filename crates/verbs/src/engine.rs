@@ -858,21 +858,22 @@ impl Engine {
 
     /// The doorbell path of receives: straight from the posting thread into the
     /// transport's receive queue, as many of `wrs` as it has room for (see
-    /// `Endpoint::post_recvs`). The caller checked that the QP's receive ring is
+    /// `Endpoint::post_recvs`; the QP found in its `slot`, checked by `qpn`). The caller checked that the QP's receive ring is
     /// empty (so order is kept).
     pub(crate) fn post_recvs_now(
         &mut self,
+        slot: u32,
         qpn: u32,
         max_sge: usize,
         wrs: &mut impl Iterator<Item = RecvWr>,
     ) -> Result<usize, (usize, PostError)> {
-        self.ep.post_recvs(qpn, max_sge, wrs)
+        self.ep.post_recvs_at(slot, qpn, max_sge, wrs)
     }
 
     /// The doorbell path (inline progress): send work requests from `wrs` straight
     /// from the posting thread into QP `qpn`'s send queue in the transport, without
-    /// the ring, while it has room, through one borrow of the queue (one QP lookup
-    /// for the list). The caller checked that the QP's ring is empty (so order is
+    /// the ring, while it has room, through one borrow of the queue (found in the
+    /// QP's `slot` of the transport's table, checked by `qpn`). The caller checked that the QP's ring is empty (so order is
     /// kept). `first`, if any, goes before `wrs`. Each request passes `check` (the
     /// checks `ibv_post_send` makes) and has its inline payload gathered into the
     /// engine's buffer first; the first that fails ends the list, taken but not
@@ -880,6 +881,7 @@ impl Engine {
     /// them; a refusal's error completion is published now.
     pub(crate) fn post_list_now<W: PostWr>(
         &mut self,
+        slot: u32,
         qpn: u32,
         pd: u32,
         check: impl Fn(&SendWr) -> Result<(), PostError>,
@@ -899,7 +901,7 @@ impl Engine {
             exhausted: false,
         };
         let mut refused = Vec::new();
-        if let Some(mut sq) = ep.send_queue(qpn) {
+        if let Some(mut sq) = ep.send_queue_at(slot, qpn) {
             out.room = sq.room();
             // Each request is posted where it lies, in `first` or in `next` (the
             // iterator's slot), never moved again (`SendQueue::post_from`): the moves

@@ -55,6 +55,10 @@ pub struct QueuePair {
     ctx: Context,
     pd: ProtectionDomain,
     qpn: u32,
+    /// The QP's slot in the transport's table (`Endpoint::qp_slot`): the doorbell
+    /// paths find the QP there without a hash probe. A hint, checked by the QP
+    /// number, so a wrong one costs a lookup, never a wrong QP.
+    slot: u32,
     init: QpInitAttr,
     /// The send ring to the engine, made by the first post that cannot take the
     /// doorbell path ([`QueuePair::post_send`]). Until then a QP has none: its slots
@@ -110,6 +114,7 @@ impl ProtectionDomain {
             max_recv_wr: init.max_recv_wr.max(1),
             srq: srq.map(|s| s.id),
         })?;
+        let slot = e.ep.qp_slot(qpn).unwrap_or(u32::MAX);
         let listed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         e.add_qp(
             qpn,
@@ -124,6 +129,7 @@ impl ProtectionDomain {
             ctx: self.ctx.clone(),
             pd: self.clone(),
             qpn,
+            slot,
             init,
             sq: None,
             rq: rq_tx,
@@ -253,6 +259,7 @@ impl QueuePair {
                 let pass = e.stats.passes;
                 let (init, state) = (self.init, self.state);
                 let p = e.post_list_now(
+                    self.slot,
                     self.qpn,
                     self.pd.pd,
                     |wr| check_send(&init, state, wr),
@@ -402,10 +409,10 @@ impl QueuePair {
         if self.state != QpState::Reset && rq.is_drained() && shared.app_drives() {
             // One call into the transport for the lot: it takes requests while the
             // QP's queue has room (one QP lookup), and leaves the rest in `wrs`.
-            let (qpn, max_sge) = (self.qpn, self.init.max_sge);
+            let (slot, qpn, max_sge) = (self.slot, self.qpn, self.init.max_sge);
             let posted = shared
                 .try_engine()
-                .map(|mut e| e.post_recvs_now(qpn, max_sge, &mut wrs));
+                .map(|mut e| e.post_recvs_now(slot, qpn, max_sge, &mut wrs));
             match posted {
                 Some(Ok(n)) => index = n,
                 Some(Err((n, error @ PostError::TooManySge))) => {
