@@ -27,3 +27,20 @@ for b in bins:
         m = f" ({mem.get('client_bytes_per_qp', 0)/1024:.1f} / {mem.get('server_bytes_per_qp', 0)/1024:.1f} KB)" if N > 1 else ''
         print(f"| {b} | {N} × {D}{m} | {f(v)} | {st.median(c):.0f} | "
               f"{' '.join(f'{y:.2f}' for y in x)} | {st.median(x) if x else 0:.2f} |")
+# With two or more binaries: each one's rate ÷ the binary named `base` (else the
+# first in the rows), per configuration and round (the rounds alternate the binaries).
+order = list(dict.fromkeys(d['bin'] for d in rows if d['res']))
+if len(order) > 1:
+    b0 = 'base' if 'base' in order else order[0]
+    order = [b0] + [b for b in order if b != b0]
+    print(f"\n| N × in flight per QP | binary ÷ {b0}, per round | median | ratio of medians |")
+    print("| --- | --- | ---: | ---: |")
+    for b in order[1:]:
+        for N, D in cfgs:
+            a, z = R.get((b, N, D), {}), R.get((b0, N, D), {})
+            ks = [k for k in sorted(a) if k in z]
+            if not ks:
+                continue
+            x = [a[k]['mmsg_per_s'] / z[k]['mmsg_per_s'] for k in ks]
+            rm = st.median(a[k]['mmsg_per_s'] for k in ks) / st.median(z[k]['mmsg_per_s'] for k in ks)
+            print(f"| {b}: {N} × {D} | {' '.join(f'{y:.2f}' for y in x)} | {st.median(x):.2f} | {rm:.2f} |")
