@@ -868,7 +868,8 @@ fn serve(a: &Args) -> anyhow::Result<()> {
                 continue;
             }
         };
-        match serve_run(a, &plan, &mut side, &mut qp, &mr) {
+        let served = serve_run(a, &plan, &mut side, &mut qp, &mr);
+        match &served {
             Err(e) if !(a.quiet && e.is::<PeerHungUp>()) => eprintln!(
                 "weft perf server: {} size {}: {e:#}",
                 plan.test.name(),
@@ -881,7 +882,11 @@ fn serve(a: &Args) -> anyhow::Result<()> {
             let who = format!("server, after {} size {}", plan.test.name(), plan.size);
             eprint!("{}", stats_block(&who, &side));
         }
-        await_hang_up(&side, &qp);
+        // A run that failed here hangs up at once: the client then learns it now, as
+        // "peer hung up", not after its own wait.
+        if served.is_ok() {
+            await_hang_up(&side, &qp);
+        }
         drop(conn);
         background.clear();
     }
@@ -896,21 +901,24 @@ fn serve(a: &Args) -> anyhow::Result<()> {
 /// (inline progress), so whatever the client still needs leaves; bounded by
 /// [`WAIT`] should the client never hang up.
 fn await_hang_up(side: &Side, qp: &QueuePair) {
-    let deadline = Instant::now() + WAIT;
-    let mut spins = 0u32;
+    let start = Instant::now();
+    let mut next_look = start;
     loop {
-        spins = spins.wrapping_add(1);
-        // A locked query: now and then.
-        if spins % 1024 == 0
-            && (matches!(qp.query(), Some((QpState::Err, _))) || Instant::now() > deadline)
-        {
-            return;
+        let now = Instant::now();
+        if now >= next_look {
+            // A locked query: every 100 µs.
+            if matches!(qp.query(), Some((QpState::Err, _))) || now - start > WAIT {
+                return;
+            }
+            next_look = now + Duration::from_micros(100);
         }
-        // The server measures nothing now: with an engine thread, give way to it.
+        // The server measures nothing now: with an engine thread, give it the core (a
+        // yield can come back only after a time slice on a busy core; a short sleep
+        // keeps the looks on time).
         if side.ctx.progress_mode() == Progress::Inline {
             side.ctx.progress();
         } else {
-            std::thread::yield_now();
+            std::thread::sleep(Duration::from_micros(50));
         }
     }
 }

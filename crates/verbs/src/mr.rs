@@ -700,8 +700,12 @@ impl LkeyLookup for MrTable {
         if self
             .last_lkey
             .as_ref()
-            .is_none_or(|e| e.region.lkey != lkey)
+            .is_some_and(|e| e.region.lkey == lkey)
         {
+            // A hit ends any run of misses: alternating keys after a streak of one
+            // must miss twice in a row again before the kept one is replaced.
+            self.last_miss = None;
+        } else {
             let e = self.by_lkey.get(&lkey)?;
             if self.last_miss != Some(lkey) {
                 self.last_miss = Some(lkey);
@@ -825,5 +829,14 @@ mod tests {
             assert_eq!(gather_inline(&mut t, 1, &[sge], &mut out), Ok(4));
         }
         assert_eq!(handles(&t), [2, 3]);
+        // Alternating again, with one key kept: hits on it and misses on the other
+        // never replace it (each hit ends the run of misses).
+        for _ in 0..8 {
+            for (addr, lkey) in [(pa, 1), (pb, 3)] {
+                let sge = weft_transport::Sge { addr, len: 4, lkey };
+                assert_eq!(gather_inline(&mut t, 1, &[sge], &mut out), Ok(4));
+                assert_eq!(handles(&t), [2, 3]);
+            }
+        }
     }
 }

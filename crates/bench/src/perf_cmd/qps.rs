@@ -99,6 +99,14 @@ pub(super) struct MultiPlan {
 }
 
 impl MultiPlan {
+    /// A peer's request within the client's own bounds ([`check`]), checked before
+    /// anything is allocated for it: 1 to 65 536 QPs, at most two receives per request
+    /// that may be in flight, messages up to 1 GiB.
+    fn in_bounds(&self) -> bool {
+        let receives = (self.qps as usize).saturating_mul(self.rx as usize);
+        (1..=65_536).contains(&self.qps) && receives <= 2 * MAX_IN_FLIGHT && self.size <= 1 << 30
+    }
+
     fn encode(&self) -> Vec<u8> {
         let mut b = MAGIC.to_vec();
         b.push(self.test.code());
@@ -189,6 +197,15 @@ pub(super) fn serve(
     if plan.index != 0 {
         first.reject("multi-QP run out of order");
         bail!("multi-QP request {} without the ones before", plan.index);
+    }
+    if !plan.in_bounds() {
+        first.reject("multi-QP run out of bounds");
+        bail!(
+            "multi-QP request out of bounds: {} QPs, {} receives each, {} B",
+            plan.qps,
+            plan.rx,
+            plan.size
+        );
     }
     let n = plan.qps as usize;
     let rx = plan.rx as usize;
@@ -658,6 +675,32 @@ mod tests {
         assert_eq!(order_of(QpsOrder::Spread, 3, 2, 6), [0, 1, 2, 0, 1, 2]);
         // One request per window: the two orders are the same rotation.
         assert_eq!(order_of(QpsOrder::Burst, 3, 1, 4), [0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn a_multi_qp_request_out_of_the_clients_bounds_is_refused() {
+        let plan = |qps, rx, size| MultiPlan {
+            test: Test::SendBw,
+            size,
+            count: 1,
+            qps,
+            index: 0,
+            rx,
+        };
+        assert!(
+            plan(4096, 256, 64).in_bounds(),
+            "4096 QPs at perftest's window"
+        );
+        assert!(plan(65_536, 128, 1 << 30).in_bounds());
+        for bad in [
+            plan(0, 2, 64),
+            plan(65_537, 2, 64),
+            plan(65_536, 256, 64),
+            plan(u32::MAX, u32::MAX, 64),
+            plan(1, 2, u64::MAX),
+        ] {
+            assert!(!bad.in_bounds(), "{bad:?}");
+        }
     }
 
     #[test]
