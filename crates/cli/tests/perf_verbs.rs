@@ -11,16 +11,22 @@ use std::process::Command;
 /// has two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn perf(args: &[&str]) -> Vec<serde_json::Value> {
+/// `weft perf ARGS --local MORE`, one at a time.
+fn run_local(args: &[&str], more: &[&str]) -> std::process::Output {
     let _one = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+    Command::new(env!("CARGO_BIN_EXE_weft"))
         .arg("perf")
         .args(args)
-        .args(["--local", "--json", "-q"])
+        .arg("--local")
+        .args(more)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn perf(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = run_local(args, &["--json", "-q"]);
     assert!(
         out.status.success(),
         "weft perf {args:?}: {}",
@@ -133,22 +139,10 @@ fn uc_ud_events_engine_thread_symmetric_and_a_sweep() {
 
 #[test]
 fn a_write_lat_cut_short_by_its_time_limit_ends_the_server_cleanly() {
-    let _one = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args([
-            "perf",
-            "write-lat",
-            "--local",
-            "--link",
-            "shm",
-            "-n",
-            "100000000",
-        ])
-        .args(["--time-limit", "0.3", "--json", "-q"])
-        .output()
-        .unwrap();
+    let out = run_local(
+        &["write-lat", "--link", "shm", "-n", "100000000"],
+        &["--time-limit", "0.3", "--json", "-q"],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let row: serde_json::Value =
@@ -179,15 +173,7 @@ fn impossible_combinations_are_refused_with_a_reason() {
         ),
     ] {
         // Were a check to let one through, the run still ends soon.
-        let _one = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-            .arg("perf")
-            .args(args)
-            .args(["--local", "-n", "100", "--time-limit", "2"])
-            .output()
-            .unwrap();
+        let out = run_local(args, &["-n", "100", "--time-limit", "2"]);
         assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(reason), "{args:?}: {err}");

@@ -15,13 +15,7 @@ use weft_wire::roce::{
 const MEM: u64 = 1 << 20;
 
 fn setup(o: &ConnectOptions) -> (Pair, Connection) {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        9,
-    );
+    let mut p = clean_pair(MEM as usize, 9);
     let c = p.connect(QpType::Rc, o);
     (p, c)
 }
@@ -490,13 +484,7 @@ fn entering_err_flushes_everything() {
 
 #[test]
 fn invalid_transitions_and_posts_are_error_values() {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        1,
-    );
+    let mut p = clean_pair(MEM as usize, 1);
     let qpn =
         p.a.create_qp(weft_transport::QpInit {
             qp_type: QpType::Rc,

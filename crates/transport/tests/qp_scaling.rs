@@ -10,13 +10,7 @@ const MEM: u64 = 1 << 20;
 /// What `n` connected RC QPs cost: (visits of an idle round of calls, visits of one
 /// SEND and its ACK on the last QP), summed over both sides.
 fn costs(n: usize) -> (u64, u64) {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        3,
-    );
+    let mut p = clean_pair(MEM as usize, 3);
     let (ra, rb) = big_regions(&mut p, MEM);
     let o = ConnectOptions {
         depth: 16,

@@ -3,19 +3,13 @@
 //! reaches the new one.
 mod common;
 use common::*;
-use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Side};
-use weft_transport::{Config, QpType, WcStatus};
+use weft_transport::sim::{ConnectOptions, Pair, Side};
+use weft_transport::{QpType, WcStatus};
 
 const MEM: u64 = 1 << 20;
 
 fn pair() -> Pair {
-    Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        1,
-    )
+    clean_pair(MEM as usize, 1)
 }
 
 #[test]

@@ -2,19 +2,13 @@
 //! the right opcode, length and immediate.
 mod common;
 use common::*;
-use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Side};
-use weft_transport::{Config, Mtu, QpType, WcOpcode, WcStatus, WrOp};
+use weft_transport::sim::{ConnectOptions, Pair, Side};
+use weft_transport::{Mtu, QpType, WcOpcode, WcStatus, WrOp};
 
 const MEM: u64 = 1 << 20;
 
 fn pair() -> Pair {
-    Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        1,
-    )
+    clean_pair(MEM as usize, 1)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! resources.
 mod common;
 use common::*;
-use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Side};
+use weft_transport::sim::{ConnectOptions, Pair, Side};
 use weft_transport::{
     Access, AccessError, AtomicOp, Config, Endpoint, Instant, Key, Memory, Mtu, PostError, QpType,
     SendWr, Sge, WcStatus, WrOp,
@@ -13,13 +13,7 @@ use weft_wire::roce::{BthRepr, IbPacket, IbPacketRepr, Opcode, Psn, Syndrome};
 const MEM: u64 = 1 << 20;
 
 fn pair() -> Pair {
-    Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        11,
-    )
+    clean_pair(MEM as usize, 11)
 }
 
 #[test]

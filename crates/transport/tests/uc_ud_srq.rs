@@ -14,13 +14,7 @@ const MEM: u64 = 4 << 20;
 
 #[test]
 fn uc_send_and_write_on_a_clean_link() {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        4,
-    );
+    let mut p = clean_pair(MEM as usize, 4);
     let c = p.connect(QpType::Uc, &ConnectOptions::default());
     let cfg = MixConfig {
         ops: 500,
@@ -39,13 +33,7 @@ fn uc_send_and_write_on_a_clean_link() {
 
 #[test]
 fn uc_rejects_read_and_atomics_at_post() {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        4,
-    );
+    let mut p = clean_pair(MEM as usize, 4);
     let c = p.connect(QpType::Uc, &ConnectOptions::default());
     let (ra, rb) = big_regions(&mut p, MEM);
     let wr = SendWr::new(
@@ -117,13 +105,7 @@ fn uc_loss_drops_whole_messages_only() {
 }
 
 fn ud_pair() -> (Pair, u32, u32) {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        6,
-    );
+    let mut p = clean_pair(MEM as usize, 6);
     let c = p.connect(QpType::Ud, &ConnectOptions::default());
     (p, c.qpn_a, c.qpn_b)
 }
@@ -279,13 +261,7 @@ fn srq_under_loss_all_operations() {
 
 #[test]
 fn two_qps_share_one_srq() {
-    let mut p = Pair::new(
-        Config::default(),
-        MEM as usize,
-        LinkConfig::clean(5),
-        LinkConfig::clean(5),
-        9,
-    );
+    let mut p = clean_pair(MEM as usize, 9);
     let c1 = p.connect(
         QpType::Rc,
         &ConnectOptions {

@@ -1,10 +1,23 @@
 //! Helpers shared by the integration tests: regions, posting shortcuts, draining.
 #![allow(dead_code)]
 
-use weft_transport::sim::{Pair, Side};
+use weft_transport::sim::{LinkConfig, Pair, Side};
 use weft_transport::{
-    Access, Completion, Instant, Memory, RecvWr, Region, RemoteAddr, SendWr, Sge, VecMemory, WrOp,
+    Access, Completion, Config, Instant, Memory, RecvWr, Region, RemoteAddr, SendWr, Sge,
+    VecMemory, WrOp,
 };
+
+/// Two endpoints with the default configuration, `mem` bytes of memory each, joined
+/// by clean links (5 µs each way, no loss); `seed` drives the simulation.
+pub fn clean_pair(mem: usize, seed: u64) -> Pair {
+    Pair::new(
+        Config::default(),
+        mem,
+        LinkConfig::clean(5),
+        LinkConfig::clean(5),
+        seed,
+    )
+}
 
 /// Register one big region (all rights, pd 1) in the middle of each side's memory,
 /// leaving 4 KiB of canary on both ends.
