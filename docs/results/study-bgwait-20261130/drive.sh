@@ -1,6 +1,8 @@
 #!/bin/bash
 # drive.sh: the holds in order, each its own flock -x (≤ 10 min)
 cd /tmp/bgw/diag
+# bg.sh, run.sh and quiet2.sh are the earlier folders' (SCRIPTS.md), run here:
+export DIAG_DIR=/tmp/bgw/diag RUNS_DIR=/tmp/bgw/runs
 L=/work/notes/quiet.lock
 flock -x $L bash hold1.sh > bg1.txt 2>&1
 bash run.sh B1 B

@@ -1,6 +1,8 @@
 #!/bin/bash
 # drive3.sh: V2's holds in order, each its own flock -x (≤ 10 min)
 cd /tmp/bgw/diag
+# bg.sh, run.sh and quiet2.sh are the earlier folders' (SCRIPTS.md), run here:
+export DIAG_DIR=/tmp/bgw/diag RUNS_DIR=/tmp/bgw/runs
 L=/work/notes/quiet.lock
 flock -x $L bash hold3.sh > bg3.txt 2>&1
 BINS="B V2" flock -x $L bash holdq.sh 6 > q1.txt 2>&1

@@ -2,7 +2,7 @@
 # bg.sh REPS LINK CONFIGS BINS: the background phase's point (16 in flight, 64 B replies,
 # 16 B requests, a 4 MB WRITE flow, depth BD) with --stats, no hogs.
 REPS=$1 L=$2 CONFIGS=$3 BINS=$4
-cd /tmp/phases/diag
+cd ${DIAG_DIR:-/tmp/phases/diag}  # the work directory (DIAG_DIR added 2026-11-30 for study-bgwait-20261130)
 for r in $(seq $REPS); do for c in $CONFIGS; do for B in $BINS; do
   case $c in poll-inline) f="--progress inline --wait poll";; poll-thread) f="--progress thread --wait poll";; block) f="--progress thread --wait block";; adaptive) f="--progress thread --wait adaptive";; esac
   tag="$r $L $c $B"
