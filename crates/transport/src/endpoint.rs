@@ -737,7 +737,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         );
         let depth = init.max_send_wr;
         let slot = self.qps.vacant();
-        self.qps.insert(
+        let at = self.qps.insert(
             qpn,
             Qp {
                 common,
@@ -753,6 +753,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 slot,
             },
         );
+        debug_assert_eq!(at, slot, "the QP's slot is where the table put it");
         Ok(qpn)
     }
 

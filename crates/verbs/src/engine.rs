@@ -858,8 +858,8 @@ impl Engine {
 
     /// The doorbell path of receives: straight from the posting thread into the
     /// transport's receive queue, as many of `wrs` as it has room for (see
-    /// `Endpoint::post_recvs`; the QP found in its `slot`, checked by `qpn`). The caller checked that the QP's receive ring is
-    /// empty (so order is kept).
+    /// `Endpoint::post_recvs`; the QP found in its `slot`, checked by `qpn`). The
+    /// caller checked that the QP's receive ring is empty (so order is kept).
     pub(crate) fn post_recvs_now(
         &mut self,
         slot: u32,
@@ -873,12 +873,12 @@ impl Engine {
     /// The doorbell path (inline progress): send work requests from `wrs` straight
     /// from the posting thread into QP `qpn`'s send queue in the transport, without
     /// the ring, while it has room, through one borrow of the queue (found in the
-    /// QP's `slot` of the transport's table, checked by `qpn`). The caller checked that the QP's ring is empty (so order is
-    /// kept). `first`, if any, goes before `wrs`. Each request passes `check` (the
-    /// checks `ibv_post_send` makes) and has its inline payload gathered into the
-    /// engine's buffer first; the first that fails ends the list, taken but not
-    /// posted. The next pass transmits
-    /// them; a refusal's error completion is published now.
+    /// QP's `slot` of the transport's table, checked by `qpn`). The caller checked
+    /// that the QP's ring is empty (so order is kept). `first`, if any, goes before
+    /// `wrs`. Each request passes `check` (the checks `ibv_post_send` makes) and has
+    /// its inline payload gathered into the engine's buffer first; the first that
+    /// fails ends the list, taken but not posted. The next pass transmits them; a
+    /// refusal's error completion is published now.
     pub(crate) fn post_list_now<W: PostWr>(
         &mut self,
         slot: u32,
