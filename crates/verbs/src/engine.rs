@@ -1185,18 +1185,18 @@ struct TxRun<'a> {
     sent: usize,
     bytes: usize,
     extended: bool,
-    /// The QP whose packets the pass is writing, marked recent when its run ends: a
-    /// burst from one QP updates the map once.
+    /// The slot of the QP whose packets the pass is writing, marked recent when its
+    /// run ends: a burst from one QP updates the set once.
     marked: Option<u32>,
     /// The link took less than a whole flush: the pass ends.
     stop: bool,
 }
 
 impl TxRun<'_> {
-    /// QP `qpn` transmitted in this pass.
+    /// The QP in slot `slot` transmitted in this pass.
     #[inline]
-    fn mark(&mut self, qpn: u32) {
-        self.recent.mark(qpn, self.pass);
+    fn mark(&mut self, slot: u32) {
+        self.recent.mark(slot, self.pass);
     }
 }
 
@@ -1240,8 +1240,8 @@ impl TxBuffers for TxRun<'_> {
         self.bytes += t.moves;
         // The previous QP's run ended: mark it (the last QP's run is marked by
         // `Engine::transmit` after the burst).
-        if self.marked != Some(t.qpn) {
-            if let Some(q) = self.marked.replace(t.qpn) {
+        if self.marked != Some(t.slot) {
+            if let Some(q) = self.marked.replace(t.slot) {
                 self.mark(q);
             }
         }
