@@ -204,6 +204,11 @@ pub struct Transmit {
     pub path: IcrcPath,
     /// The sending QP.
     pub qpn: u32,
+    /// The sending QP's slot in the endpoint's table ([`Endpoint::send_queue_at`]): a
+    /// driver that keeps per-QP state for the packets it is handed (the verbs engine's
+    /// count of recently transmitting QPs) indexes it by slot, with no hash of `qpn`.
+    /// A slot is reused after its QP is destroyed.
+    pub slot: u32,
     /// Bytes the packet moves: `len`, except for a by-reference WRITE
     /// ([`crate::byref`]), which moves its whole message (the peer pulls it). The
     /// deficit round robin charges this, so one by-reference packet of 4 MiB counts
@@ -594,6 +599,7 @@ fn charge(
         len,
         path,
         qpn: qp.common.qpn,
+        slot: qp.slot,
         moves,
     }
 }

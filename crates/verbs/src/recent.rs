@@ -2,21 +2,20 @@
 //! sets whether a pass is shared among several QPs and how long its scheduler round
 //! is (see `Engine::transmit`).
 //!
-//! The count is exact: a QP counts from the pass it transmits in until `horizon`
-//! passes it. With a few QPs the set forgets old entries by sweeping its map, which
-//! it does only once its oldest entry expires. With thousands of QPs taking turns,
-//! some entry expires on nearly every pass, and that sweep walked the whole map each
-//! time: the one per-pass cost found to grow with the number of QPs (about 600–780
+//! The count is exact (of slots, see [`Recent`]): a QP counts from the pass it
+//! transmits in until `horizon` passes it. With a few QPs the set forgets old entries
+//! by sweeping its list of counted QPs, which it does only once its oldest entry
+//! expires. With thousands of QPs taking turns, some entry expires on nearly every
+//! pass, and that sweep walked the whole set each time: the one per-pass cost found to grow with the number of QPs (about 600–780
 //! instructions a message at 4096 QPs with one message each in flight, callgrind,
 //! docs/results/verbs.md). Above [`LARGE`] QPs the set keeps its entries in pass
 //! order as well, in a queue, and forgets them from the queue's front: the cost is
-//! then that of the entries expiring, not of the map. Below [`SMALL`] it sweeps again
+//! then that of the entries expiring, not of the set. Below [`SMALL`] it sweeps again
 //! (a queue push per transmitting pass costs a ping-pong more than the sweep of a
 //! handful of entries; last session's queue-only variant added ~160 instructions to
 //! each round).
 
 use std::collections::VecDeque;
-use weft_transport::fastmap::FastMap;
 
 /// Above this many QPs the set expires its entries through the queue.
 const LARGE: usize = 64;
@@ -24,16 +23,28 @@ const LARGE: usize = 64;
 /// keeps a count near one bound from switching back and forth.
 const SMALL: usize = 32;
 
+/// A slot not counted.
+const NONE: u64 = u64::MAX;
+
 /// The QPs that transmitted recently, each with the last pass it did (passes never
-/// go back).
+/// go back). QPs are named by their slot in the transport's table
+/// ([`weft_transport::Transmit::slot`]), not by number: a mark is an index, where a
+/// hash of the QPN cost ~35 instructions a transmitting pass (callgrind). A slot is
+/// reused after its QP is destroyed, so a QP that takes the slot of one that
+/// transmitted within the horizon counts as the same QP until then: the count is of
+/// slots, one lower than of QPs for at most `horizon` passes after such a reuse.
 #[derive(Debug)]
 pub(crate) struct Recent {
-    /// QP number → the last pass it transmitted in.
-    last: FastMap<u32, u64>,
-    /// Without the queue: a lower bound of the oldest pass in `last` (`u64::MAX` while
-    /// it is empty), so a pass whose horizon has not reached it skips the sweep.
+    /// Slot → the last pass its QP transmitted in ([`NONE`]: not counted).
+    last: Vec<u64>,
+    /// How many slots are counted.
+    count: usize,
+    /// Without the queue: the counted slots, in no order (what a sweep walks).
+    members: Vec<u32>,
+    /// Without the queue: a lower bound of the oldest counted pass (`u64::MAX` while
+    /// none is), so a pass whose horizon has not reached it skips the sweep.
     oldest: u64,
-    /// With many QPs: one `(pass, qpn)` for each pass a QP transmitted in, in pass
+    /// With many QPs: one `(pass, slot)` for each pass a QP transmitted in, in pass
     /// order. An entry whose QP transmitted again later is stale and only dropped.
     queue: Option<VecDeque<(u64, u32)>>,
 }
@@ -41,7 +52,9 @@ pub(crate) struct Recent {
 impl Default for Recent {
     fn default() -> Recent {
         Recent {
-            last: FastMap::default(),
+            last: Vec::new(),
+            count: 0,
+            members: Vec::new(),
             oldest: u64::MAX,
             queue: None,
         }
@@ -52,37 +65,47 @@ impl Recent {
     /// How many QPs transmitted since the last [`Recent::expire`]'s horizon.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.last.len()
+        self.count
     }
 
-    /// QP `qpn` transmitted in pass `pass`.
+    /// The QP in slot `slot` transmitted in pass `pass`.
     #[inline]
-    pub(crate) fn mark(&mut self, qpn: u32, pass: u64) {
-        match self.last.get_mut(&qpn) {
-            Some(p) => {
-                if *p != pass {
-                    *p = pass;
-                    if let Some(q) = &mut self.queue {
-                        q.push_back((pass, qpn));
-                    }
+    pub(crate) fn mark(&mut self, slot: u32, pass: u64) {
+        match self.last.get_mut(slot as usize) {
+            Some(p) if *p == pass => {}
+            Some(p) if *p != NONE => {
+                *p = pass;
+                if let Some(q) = &mut self.queue {
+                    q.push_back((pass, slot));
                 }
             }
-            None => self.mark_new(qpn, pass),
+            _ => self.mark_new(slot, pass),
         }
     }
 
     #[cold]
-    fn mark_new(&mut self, qpn: u32, pass: u64) {
-        self.last.insert(qpn, pass);
+    fn mark_new(&mut self, slot: u32, pass: u64) {
+        let s = slot as usize;
+        if s >= self.last.len() {
+            self.last.resize(s + 1, NONE);
+        }
+        self.last[s] = pass;
+        self.count += 1;
         self.oldest = self.oldest.min(pass);
         match &mut self.queue {
-            Some(q) => q.push_back((pass, qpn)),
-            None if self.last.len() > LARGE => {
-                let mut q: Vec<(u64, u32)> = self.last.iter().map(|(&n, &p)| (p, n)).collect();
+            Some(q) => q.push_back((pass, slot)),
+            None if self.count > LARGE => {
+                let last = &self.last;
+                let mut q: Vec<(u64, u32)> = self
+                    .members
+                    .drain(..)
+                    .map(|m| (last[m as usize], m))
+                    .collect();
+                q.push((pass, slot));
                 q.sort_unstable();
                 self.queue = Some(q.into());
             }
-            None => {}
+            None => self.members.push(slot),
         }
     }
 
@@ -96,44 +119,58 @@ impl Recent {
                 }
             }
             Some(q) => {
-                while let Some(&(p, qpn)) = q.front() {
+                while let Some(&(p, slot)) = q.front() {
                     if p >= horizon {
                         break;
                     }
                     q.pop_front();
-                    if self.last.get(&qpn) == Some(&p) {
-                        self.last.remove(&qpn);
+                    let last = &mut self.last[slot as usize];
+                    if *last == p {
+                        *last = NONE;
+                        self.count -= 1;
                     }
                 }
-                if self.last.len() < SMALL {
+                if self.count < SMALL {
                     self.leave_queue();
                 }
             }
         }
     }
 
-    /// Back to sweeping: the queue goes, and so does the room the map grew while it
-    /// held thousands of QPs. A sweep walks the map's buckets, not its entries, so a
-    /// map left that large made every later sweep as dear as the count once was (at
-    /// 4096 QPs with one message each the posting side counts a few dozen QPs, since
-    /// each post's flush is a pass, and swept thousands of empty buckets a pass).
+    /// Back to sweeping: the queue goes, and the counted slots are listed again for
+    /// the sweeps. A sweep walks that list, not the table of slots, so a table grown
+    /// to thousands of QPs costs a sweep nothing (a sweep that walked a map's buckets
+    /// had to shrink the map first: at 4096 QPs with one message each the posting
+    /// side counts a few dozen QPs, since each post's flush is a pass, and swept
+    /// thousands of empty buckets a pass).
     #[cold]
     fn leave_queue(&mut self) {
         self.queue = None;
-        self.last.shrink_to(2 * LARGE);
-        self.oldest = self.last.values().copied().min().unwrap_or(u64::MAX);
+        self.members.clear();
+        self.oldest = u64::MAX;
+        for (s, &p) in self.last.iter().enumerate() {
+            if p != NONE {
+                self.members.push(s as u32);
+                self.oldest = self.oldest.min(p);
+            }
+        }
     }
 
     /// One walk: the expired entries go, and the oldest that stays is noted.
     fn sweep(&mut self, horizon: u64) {
         let mut oldest = u64::MAX;
-        self.last.retain(|_, &mut p| {
-            let keep = p >= horizon;
+        let last = &mut self.last;
+        self.members.retain(|&m| {
+            let p = &mut last[m as usize];
+            let keep = *p >= horizon;
             if keep {
-                oldest = oldest.min(p);
+                oldest = oldest.min(*p);
+            } else {
+                *p = NONE;
             }
             keep
         });
+        self.count = self.members.len();
         self.oldest = oldest;
     }
 }
@@ -186,12 +223,12 @@ mod tests {
             saw_queue && saw_sweep_after_queue,
             "both modes were not exercised"
         );
-        // Back to sweeping, the map is small again, not as large as it grew.
-        assert!(r.queue.is_none() && r.last.capacity() <= 4 * LARGE);
+        // Back to sweeping, the list a sweep walks holds only the counted slots.
+        assert!(r.queue.is_none() && r.members.len() == r.len());
     }
 
     /// With the queue, an expiry takes exactly the expired entries off the queue's
-    /// front (the map keeps every other QP), and a QP that transmitted again is not
+    /// front (every other QP stays counted), and a QP that transmitted again is not
     /// forgotten by its stale entry.
     #[test]
     fn with_many_qps_an_expiry_takes_exactly_the_expired_entries() {
@@ -208,6 +245,6 @@ mod tests {
         r.mark(200, 5_000);
         r.expire(201);
         assert_eq!(r.len(), 3_896);
-        assert!(r.last.contains_key(&200));
+        assert_eq!(r.last[200], 5_000);
     }
 }
