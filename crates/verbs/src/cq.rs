@@ -33,12 +33,19 @@ impl CompletionChannel {
         })
     }
 
+    /// The oldest event; the descriptor stops being readable with the last one taken
+    /// ([`ChannelInner`]).
     fn take(&self) -> Option<u32> {
-        self.inner
+        let mut events = self
+            .inner
             .events
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front()
+            .unwrap_or_else(PoisonError::into_inner);
+        let id = events.pop_front()?;
+        if events.is_empty() {
+            self.inner.fd.drain();
+        }
+        Some(id)
     }
 
     /// Block until an armed queue has a completion (`ibv_get_cq_event`); returns the
@@ -64,8 +71,8 @@ impl CompletionChannel {
                     shared.app_sleeps();
                     let r = poll_readable(&[self.inner.fd.as_fd()], left);
                     shared.app_woke();
+                    // Readable means an event is queued; `take` drains it.
                     r.map_err(Error::Link)?;
-                    self.inner.fd.drain();
                 }
                 Progress::Inline => {
                     if !self.ctx.progress() {

@@ -87,6 +87,15 @@ pub(crate) struct CqNotify {
 }
 
 /// A completion channel's event queue and its eventfd.
+///
+/// The descriptor is readable exactly while `events` holds one: an event is queued and
+/// the eventfd written under the queue's lock, and the taker that empties the queue
+/// drains the eventfd under it. A program that watches the descriptor itself (UCX
+/// puts it in its epoll set) and then takes events without blocking
+/// (`ibv_get_cq_event` on an `O_NONBLOCK` channel) would otherwise find it readable
+/// forever once the counter outlived the events: UCX's async thread spun a core on
+/// it, four busy threads on two cores (docs/results/ibverbs.md, "UCX on weft0: a
+/// completion channel that stayed readable").
 #[derive(Debug)]
 pub(crate) struct ChannelInner {
     pub(crate) fd: EventFd,
@@ -222,6 +231,12 @@ pub struct EngineStats {
     /// Of those, passes that went on transmitting past their round because their time
     /// allowance had not run out.
     pub shared_passes_extended: u64,
+    /// Application polls (thread progress) that found the engine in the engine
+    /// thread's pass and returned empty-handed. Millions of them in a latency test
+    /// mean the engine thread loses its core inside passes and the application's
+    /// polls wait for its next time slice (UCX on weft0 before its completion
+    /// channel stopped staying readable: docs/results/ibverbs.md).
+    pub polls_held: u64,
 }
 
 /// The completion queues' rings, and which of them each QP completes into: the
@@ -1414,10 +1429,10 @@ fn publish(slot: &mut CqSlot) {
             slot.notify
                 .fired_us
                 .store(weft_link::monotonic_micros(), Ordering::Relaxed);
-            ch.events
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push_back(slot.notify.id);
+            // The event and the descriptor's readiness change together, under the
+            // queue's lock ([`ChannelInner`]).
+            let mut events = ch.events.lock().unwrap_or_else(PoisonError::into_inner);
+            events.push_back(slot.notify.id);
             ch.fd.notify();
         }
     }
@@ -1466,6 +1481,8 @@ pub(crate) struct Shared {
     app_asleep: AtomicUsize,
     /// Stand-bys so far ([`EngineStats::standbys`]).
     pub(crate) standbys: AtomicU64,
+    /// [`EngineStats::polls_held`].
+    pub(crate) polls_held: AtomicU64,
     /// Stand-bys ended because the application stopped polling
     /// ([`EngineStats::takeovers`]).
     pub(crate) takeovers: AtomicU64,
@@ -1567,6 +1584,7 @@ impl Shared {
             app_blocking: AtomicBool::new(false),
             app_asleep: AtomicUsize::new(0),
             standbys: AtomicU64::new(0),
+            polls_held: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             link_takeovers: AtomicU64::new(0),
             link_takeovers_stale: AtomicU64::new(0),
@@ -1629,7 +1647,10 @@ impl Shared {
                 let mut g = self.lock_waking();
                 g.progress_into(idx, id, out, max).1
             }
-            Err(_) => 0,
+            Err(_) => {
+                self.polls_held.fetch_add(1, Ordering::Relaxed);
+                0
+            }
         }
     }
 

@@ -882,3 +882,52 @@ fn an_armed_queue_fires_its_channel_when_its_own_poll_runs_the_pass() {
     );
     ok_driving(&mut a.cq, 1, &[&b.ctx]);
 }
+
+/// A completion channel's descriptor is readable exactly while an event waits: a
+/// program that watches it in its own epoll set and takes events without blocking
+/// (UCX's async thread, `ibv_get_cq_event` on an `O_NONBLOCK` channel) must see it go
+/// quiet once it took the last one, or its loop spins on a readable descriptor.
+#[test]
+fn a_channel_is_readable_exactly_while_an_event_waits() {
+    use std::os::fd::AsFd;
+    let readable = |ch: &weft_verbs::CompletionChannel| {
+        weft_link::wake::poll_readable(&[ch.as_fd()], std::time::Duration::ZERO).unwrap() & 1 != 0
+    };
+    let ctx = device(LinkKind::Shm, Progress::Inline);
+    let ch = weft_verbs::CompletionChannel::new(&ctx).unwrap();
+    let cq = weft_verbs::CompletionQueue::new(&ctx, 64, Some(&ch));
+    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 12);
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 12);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    assert!(!readable(&ch), "readable before any event");
+    // Two events queued (the queue re-armed after the first fired), then taken one at
+    // a time.
+    for wr_id in [5, 6] {
+        b.qp.post_recv([RecvWr {
+            wr_id,
+            sg_list: [b.mr.sge(0, 64)].into(),
+        }])
+        .unwrap();
+        b.cq.req_notify();
+        let mut s = SendWr::new(wr_id, WrOp::Send { imm: None }, vec![a.mr.sge(0, 8)]);
+        s.inline = true;
+        a.qp.post_send([s]).unwrap();
+        a.ctx.progress();
+        let got = collect(&mut b.cq, 1, &[&a.ctx]);
+        assert_eq!(got[0].wr_id, wr_id);
+        assert!(
+            readable(&ch),
+            "an event waits, the descriptor must be readable"
+        );
+    }
+    for left in [true, false] {
+        assert_eq!(
+            ch.get_cq_event(std::time::Duration::ZERO).ok(),
+            Some(b.cq.id())
+        );
+        assert_eq!(readable(&ch), left, "readable must follow the events left");
+    }
+    assert!(ch.get_cq_event(std::time::Duration::ZERO).is_err());
+    assert!(!readable(&ch), "a miss must leave it quiet");
+    ok_driving(&mut a.cq, 2, &[&b.ctx]);
+}
