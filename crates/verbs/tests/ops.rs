@@ -856,12 +856,7 @@ fn a_polls_own_pass_hands_over_straight_and_the_ring_keeps_the_rest_in_order() {
 /// still returns it.
 #[test]
 fn an_armed_queue_fires_its_channel_when_its_own_poll_runs_the_pass() {
-    let ctx = device(LinkKind::Shm, Progress::Inline);
-    let ch = weft_verbs::CompletionChannel::new(&ctx).unwrap();
-    let cq = weft_verbs::CompletionQueue::new(&ctx, 64, Some(&ch));
-    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 12);
-    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 12);
-    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    let (ch, mut a, mut b) = channel_pair();
     b.qp.post_recv([RecvWr {
         wr_id: 5,
         sg_list: [b.mr.sge(0, 64)].into(),
@@ -883,6 +878,18 @@ fn an_armed_queue_fires_its_channel_when_its_own_poll_runs_the_pass() {
     ok_driving(&mut a.cq, 1, &[&b.ctx]);
 }
 
+/// A connected RC pair over shm (inline progress) whose receiver `b` completes into a
+/// queue on the returned channel.
+fn channel_pair() -> (weft_verbs::CompletionChannel, Side, Side) {
+    let ctx = device(LinkKind::Shm, Progress::Inline);
+    let ch = weft_verbs::CompletionChannel::new(&ctx).unwrap();
+    let cq = weft_verbs::CompletionQueue::new(&ctx, 64, Some(&ch));
+    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 12);
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 12);
+    let (a, b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    (ch, a, b)
+}
+
 /// A completion channel's descriptor is readable exactly while an event waits: a
 /// program that watches it in its own epoll set and takes events without blocking
 /// (UCX's async thread, `ibv_get_cq_event` on an `O_NONBLOCK` channel) must see it go
@@ -893,12 +900,7 @@ fn a_channel_is_readable_exactly_while_an_event_waits() {
     let readable = |ch: &weft_verbs::CompletionChannel| {
         weft_link::wake::poll_readable(&[ch.as_fd()], std::time::Duration::ZERO).unwrap() & 1 != 0
     };
-    let ctx = device(LinkKind::Shm, Progress::Inline);
-    let ch = weft_verbs::CompletionChannel::new(&ctx).unwrap();
-    let cq = weft_verbs::CompletionQueue::new(&ctx, 64, Some(&ch));
-    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 12);
-    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 12);
-    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    let (ch, mut a, mut b) = channel_pair();
     assert!(!readable(&ch), "readable before any event");
     // Two events queued (the queue re-armed after the first fired), then taken one at
     // a time.
