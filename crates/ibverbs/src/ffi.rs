@@ -997,9 +997,9 @@ pub unsafe extern "C" fn ibv_create_comp_channel(c: *mut ibv_context) -> *mut ib
         use std::os::fd::AsFd;
         let fd = ch.as_fd().as_raw_fd();
         // A channel's descriptor starts blocking, as rdma-core's does: a program makes
-        // `ibv_get_cq_event` non-blocking by setting O_NONBLOCK on it (weft's eventfd
-        // is made non-blocking; it is read only after poll said it is readable, or
-        // when the wait is the blocking one the program asked for).
+        // `ibv_get_cq_event` non-blocking by setting O_NONBLOCK on it. weft reads the
+        // eventfd only after a poll said it is readable (`ChannelInner::settle`), so
+        // a blocking descriptor never blocks a read.
         // SAFETY: fcntl on the descriptor the channel owns.
         unsafe {
             let fl = libc::fcntl(fd, libc::F_GETFL);

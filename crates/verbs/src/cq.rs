@@ -4,10 +4,9 @@ use crate::context::Context;
 use crate::cq_ring::{self, CqConsumer};
 use crate::engine::{ChannelInner, CqNotify, Progress};
 use crate::Error;
-use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 use weft_link::wake::{poll_readable, EventFd};
 use weft_transport::Completion;
@@ -26,10 +25,7 @@ impl CompletionChannel {
     pub fn new(ctx: &Context) -> Result<CompletionChannel, Error> {
         Ok(CompletionChannel {
             ctx: ctx.clone(),
-            inner: Arc::new(ChannelInner {
-                fd: EventFd::new().map_err(Error::Link)?,
-                events: Mutex::new(VecDeque::new()),
-            }),
+            inner: Arc::new(ChannelInner::new(EventFd::new().map_err(Error::Link)?)),
         })
     }
 
@@ -43,9 +39,23 @@ impl CompletionChannel {
             .unwrap_or_else(PoisonError::into_inner);
         let id = events.pop_front()?;
         if events.is_empty() {
-            self.inner.fd.drain();
+            self.inner.drain_announced();
         }
         Some(id)
+    }
+
+    /// A look that found no event: the descriptor may still read ready (an event
+    /// announced after its taker had emptied the queue, or a write by the program);
+    /// make it quiet while the queue is empty.
+    fn settle_if_empty(&self) {
+        let events = self
+            .inner
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if events.is_empty() {
+            self.inner.settle();
+        }
     }
 
     /// Block until an armed queue has a completion (`ibv_get_cq_event`); returns the
@@ -53,12 +63,21 @@ impl CompletionChannel {
     /// engine itself.
     pub fn get_cq_event(&self, timeout: Duration) -> Result<u32, Error> {
         let deadline = crate::deadline_after(timeout);
+        // A miss after the descriptor read ready, and a wait that ends without an
+        // event (a look without waiting included), settle it: neither this wait nor a
+        // program's own poll of the descriptor spins on a stray count.
+        let mut looked = false;
         loop {
             if let Some(id) = self.take() {
                 return Ok(id);
             }
+            if looked {
+                self.settle_if_empty();
+                looked = false;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                self.settle_if_empty();
                 return Err(Error::Timeout);
             }
             match self.ctx.progress_mode() {
@@ -71,8 +90,7 @@ impl CompletionChannel {
                     shared.app_sleeps();
                     let r = poll_readable(&[self.inner.fd.as_fd()], left);
                     shared.app_woke();
-                    // Readable means an event is queued; `take` drains it.
-                    r.map_err(Error::Link)?;
+                    looked = r.map_err(Error::Link)? != 0;
                 }
                 Progress::Inline => {
                     if !self.ctx.progress() {

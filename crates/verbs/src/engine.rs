@@ -88,18 +88,64 @@ pub(crate) struct CqNotify {
 
 /// A completion channel's event queue and its eventfd.
 ///
-/// The descriptor is readable exactly while `events` holds one: an event is queued and
-/// the eventfd written under the queue's lock, and the taker that empties the queue
-/// drains the eventfd under it. A program that watches the descriptor itself (UCX
-/// puts it in its epoll set) and then takes events without blocking
-/// (`ibv_get_cq_event` on an `O_NONBLOCK` channel) would otherwise find it readable
-/// forever once the counter outlived the events: UCX's async thread spun a core on
-/// it, four busy threads on two cores (docs/results/ibverbs.md, "UCX on weft0: a
-/// completion channel that stayed readable").
+/// The descriptor reads ready while `events` holds one: an event is queued and then
+/// the eventfd written; the take that empties the queue drains the eventfd
+/// ([`ChannelInner::drain_announced`]), and so does a look that found none while it
+/// read ready ([`ChannelInner::settle`]: an event announced after its taker emptied
+/// the queue, or a program's own write).
+/// A program that watches the descriptor itself (UCX puts it in its epoll set) and
+/// takes events without blocking (`ibv_get_cq_event` on an `O_NONBLOCK` channel) found
+/// it readable for good once the counter outlived the events: UCX's async thread spun
+/// a core on it, four busy threads on two cores (docs/results/ibverbs.md, "UCX on
+/// weft0: a completion channel that stayed readable").
 #[derive(Debug)]
 pub(crate) struct ChannelInner {
     pub(crate) fd: EventFd,
     pub(crate) events: Mutex<VecDeque<u32>>,
+    /// Writes of the eventfd by the engine, counted after each.
+    pub(crate) announced: AtomicU64,
+    /// What the drains read from it (under `events`).
+    drained: AtomicU64,
+}
+
+impl ChannelInner {
+    pub(crate) fn new(fd: EventFd) -> ChannelInner {
+        ChannelInner {
+            fd,
+            events: Mutex::new(VecDeque::new()),
+            announced: AtomicU64::new(0),
+            drained: AtomicU64::new(0),
+        }
+    }
+
+    /// The take that emptied the queue (the caller holds `events`): drain the
+    /// eventfd if a write landed that no drain has read — known without a system
+    /// call. An announcement still on its way (its event already taken) leaves a
+    /// stray count, which the next look settles ([`ChannelInner::settle`]). (A
+    /// program that read the descriptor itself, which no verbs program does —
+    /// `ibv_get_cq_event` is its reader — could leave this read waiting for the next
+    /// announcement.)
+    pub(crate) fn drain_announced(&self) {
+        if self.announced.load(Ordering::Acquire) > self.drained.load(Ordering::Relaxed) {
+            self.drain();
+        }
+    }
+
+    /// Drain the eventfd if it reads ready; the caller holds `events`, empty. Never
+    /// blocks: the C layer hands programs the descriptor blocking (as rdma-core's),
+    /// and a read of a zero counter would then wait, holding `events`, for the next
+    /// announcement.
+    pub(crate) fn settle(&self) {
+        use std::os::fd::AsFd;
+        if weft_link::wake::poll_readable(&[self.fd.as_fd()], Duration::ZERO).unwrap_or(0) != 0 {
+            self.drain();
+        }
+    }
+
+    fn drain(&self) {
+        let n = self.fd.drain();
+        self.drained.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug)]
@@ -231,11 +277,12 @@ pub struct EngineStats {
     /// Of those, passes that went on transmitting past their round because their time
     /// allowance had not run out.
     pub shared_passes_extended: u64,
-    /// Application polls (thread progress) that found the engine in the engine
-    /// thread's pass and returned empty-handed. Millions of them in a latency test
-    /// mean the engine thread loses its core inside passes and the application's
-    /// polls wait for its next time slice (UCX on weft0 before its completion
-    /// channel stopped staying readable: docs/results/ibverbs.md).
+    /// Application polls (thread progress) that found the engine held by another
+    /// thread (the engine thread's pass, another queue's poll, a post) and returned
+    /// empty-handed. Millions of them in a latency test mean the engine thread loses
+    /// its core inside passes and the application's polls wait for its next time
+    /// slice (UCX on weft0 before its completion channel stopped staying readable:
+    /// docs/results/ibverbs.md).
     pub polls_held: u64,
 }
 
@@ -1429,11 +1476,15 @@ fn publish(slot: &mut CqSlot) {
             slot.notify
                 .fired_us
                 .store(weft_link::monotonic_micros(), Ordering::Relaxed);
-            // The event and the descriptor's readiness change together, under the
-            // queue's lock ([`ChannelInner`]).
-            let mut events = ch.events.lock().unwrap_or_else(PoisonError::into_inner);
-            events.push_back(slot.notify.id);
+            ch.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push_back(slot.notify.id);
+            // After the lock: a taker woken by the write finds it free (written under
+            // it, each event cost the woken waiter a futex sleep: `--wait block`
+            // ping-pong CPU +15 %, docs/results/ibverbs.md).
             ch.fd.notify();
+            ch.announced.fetch_add(1, Ordering::Release);
         }
     }
 }
@@ -1647,10 +1698,11 @@ impl Shared {
                 let mut g = self.lock_waking();
                 g.progress_into(idx, id, out, max).1
             }
-            Err(_) => {
+            Err(TryLockError::WouldBlock) => {
                 self.polls_held.fetch_add(1, Ordering::Relaxed);
                 0
             }
+            Err(TryLockError::Poisoned(_)) => 0,
         }
     }
 

@@ -931,5 +931,24 @@ fn a_channel_is_readable_exactly_while_an_event_waits() {
     }
     assert!(ch.get_cq_event(std::time::Duration::ZERO).is_err());
     assert!(!readable(&ch), "a miss must leave it quiet");
+    // A stray count with no event (a write by the program; or an event announced
+    // after its taker emptied the queue): the next look settles it, waiting or not.
+    let poke = || {
+        use std::io::Write;
+        let mut f = std::fs::File::from(ch.as_fd().try_clone_to_owned().unwrap());
+        f.write_all(&1u64.to_ne_bytes()).unwrap();
+        assert!(readable(&ch));
+    };
+    poke();
+    assert!(ch.get_cq_event(std::time::Duration::ZERO).is_err());
+    assert!(
+        !readable(&ch),
+        "a look without waiting must settle a stray count"
+    );
+    poke();
+    assert!(ch
+        .get_cq_event(std::time::Duration::from_millis(20))
+        .is_err());
+    assert!(!readable(&ch), "a wait must settle a stray count");
     ok_driving(&mut a.cq, 2, &[&b.ctx]);
 }
