@@ -1,0 +1,8 @@
+#!/bin/bash
+# sequence like verbs-perf.sh's shm cells; prints write-bw rows
+W=${W:-/tmp/tw/weft-base}
+for r in $(seq 1 ${1:-2}); do
+ for p in inline thread; do $W probe >/dev/null 2>&1; timeout 60 $W perf send-lat --link shm --no-icrc --progress $p --size 64 -n 20000 --local --json -q >/dev/null 2>&1; done
+ for p in inline thread; do $W probe >/dev/null 2>&1; timeout 60 $W perf send-bw --link shm --no-icrc --progress $p --size 64 -n 1000000 --tx-depth 512 --local --json -q > /dev/null 2>&1; done
+ for p in inline thread; do $W probe >/dev/null 2>&1; echo -n "r$r $p "; timeout 60 $W perf write-bw --link shm --no-icrc --progress $p --size 65536 -n 20000 --local --json -q --stats 2>/tmp/tw/stats-$r-$p.txt | python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(round(d["mb_per_s"]), round(d["cpu_client_us_per_op"],2), round(d["cpu_server_us_per_op"],2))'; done
+done
