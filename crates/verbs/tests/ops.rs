@@ -952,3 +952,51 @@ fn a_channel_is_readable_exactly_while_an_event_waits() {
     assert!(!readable(&ch), "a wait must settle a stray count");
     ok_driving(&mut a.cq, 2, &[&b.ctx]);
 }
+
+/// Two threads blocked on one channel under thread progress, one event: exactly one
+/// of them takes it, the other's wait ends in its timeout, and the descriptor is quiet
+/// after (the taker drained it; a woken loser settles nothing left).
+#[test]
+fn two_waiters_on_one_channel_share_one_event_and_leave_it_quiet() {
+    use std::os::fd::AsFd;
+    use std::time::Duration;
+    let ctx = device(LinkKind::Shm, Progress::Thread);
+    let ch = weft_verbs::CompletionChannel::new(&ctx).unwrap();
+    let cq = weft_verbs::CompletionQueue::new(&ctx, 64, Some(&ch));
+    let b = side_with_cq(ctx, cq, QpType::Rc, 1 << 12);
+    let a = side(LinkKind::Shm, Progress::Thread, QpType::Rc, 1 << 12);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    b.qp.post_recv([RecvWr {
+        wr_id: 7,
+        sg_list: [b.mr.sge(0, 64)].into(),
+    }])
+    .unwrap();
+    b.cq.req_notify();
+    let got = std::thread::scope(|s| {
+        let waiters: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| ch.get_cq_event(Duration::from_millis(300)).ok()))
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut m = SendWr::new(7, WrOp::Send { imm: None }, vec![a.mr.sge(0, 8)]);
+        m.inline = true;
+        a.qp.post_send([m]).unwrap();
+        waiters
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let ids: Vec<u32> = got.iter().flatten().copied().collect();
+    assert_eq!(
+        ids,
+        vec![b.cq.id()],
+        "exactly one waiter takes the one event"
+    );
+    assert_eq!(
+        weft_link::wake::poll_readable(&[ch.as_fd()], Duration::ZERO).unwrap() & 1,
+        0,
+        "the descriptor must be quiet with no event left"
+    );
+    let got = collect(&mut b.cq, 1, &[]);
+    assert_eq!(got[0].wr_id, 7);
+    ok_driving(&mut a.cq, 1, &[]);
+}
