@@ -29,24 +29,17 @@ impl CompletionChannel {
         })
     }
 
-    /// The oldest event; the descriptor stops being readable with the last one taken
-    /// ([`ChannelInner`]).
     fn take(&self) -> Option<u32> {
-        let mut events = self
-            .inner
+        self.inner
             .events
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let id = events.pop_front()?;
-        if events.is_empty() {
-            self.inner.drain_announced();
-        }
-        Some(id)
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front()
     }
 
-    /// A look that found no event: the descriptor may still read ready (an event
-    /// announced after its taker had emptied the queue, or a write by the program);
-    /// make it quiet while the queue is empty.
+    /// A look that found no event: the descriptor may still read ready (the counts of
+    /// events already taken, or a write by the program); make it quiet while the
+    /// queue is empty ([`ChannelInner`]).
     fn settle_if_empty(&self) {
         let events = self
             .inner

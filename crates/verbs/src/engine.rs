@@ -88,24 +88,22 @@ pub(crate) struct CqNotify {
 
 /// A completion channel's event queue and its eventfd.
 ///
-/// The descriptor reads ready while `events` holds one: an event is queued and then
-/// the eventfd written; the take that empties the queue drains the eventfd
-/// ([`ChannelInner::drain_announced`]), and so does a look that found none while it
-/// read ready ([`ChannelInner::settle`]: an event announced after its taker emptied
-/// the queue, or a program's own write).
-/// A program that watches the descriptor itself (UCX puts it in its epoll set) and
-/// takes events without blocking (`ibv_get_cq_event` on an `O_NONBLOCK` channel) found
-/// it readable for good once the counter outlived the events: UCX's async thread spun
-/// a core on it, four busy threads on two cores (docs/results/ibverbs.md, "UCX on
-/// weft0: a completion channel that stayed readable").
+/// The engine queues an event, then writes the eventfd. A take does not drain it (a
+/// read per event cost a waiter that found its event without sleeping a system call,
+/// and more when the write had not landed yet: `--wait block` ping-pong +14 % p50,
+/// +21 % CPU over shm); a look that finds no event after the descriptor read ready,
+/// or that ends without one, drains it if it still reads ready
+/// ([`ChannelInner::settle`]). So a program that watches the descriptor itself (UCX
+/// puts it in its epoll set) and takes events without blocking (`ibv_get_cq_event`
+/// on an `O_NONBLOCK` channel) sees it readable at most one look past its last event.
+/// Before, only a blocking wait drained it and such a program found it readable for
+/// good: UCX's async thread spun a core on it, four busy threads on two cores
+/// (docs/results/ibverbs.md, "UCX on weft0: a completion channel that stayed
+/// readable").
 #[derive(Debug)]
 pub(crate) struct ChannelInner {
     pub(crate) fd: EventFd,
     pub(crate) events: Mutex<VecDeque<u32>>,
-    /// Writes of the eventfd by the engine, counted after each.
-    pub(crate) announced: AtomicU64,
-    /// What the drains read from it (under `events`).
-    drained: AtomicU64,
 }
 
 impl ChannelInner {
@@ -113,21 +111,6 @@ impl ChannelInner {
         ChannelInner {
             fd,
             events: Mutex::new(VecDeque::new()),
-            announced: AtomicU64::new(0),
-            drained: AtomicU64::new(0),
-        }
-    }
-
-    /// The take that emptied the queue (the caller holds `events`): drain the
-    /// eventfd if a write landed that no drain has read — known without a system
-    /// call. An announcement still on its way (its event already taken) leaves a
-    /// stray count, which the next look settles ([`ChannelInner::settle`]). (A
-    /// program that read the descriptor itself, which no verbs program does —
-    /// `ibv_get_cq_event` is its reader — could leave this read waiting for the next
-    /// announcement.)
-    pub(crate) fn drain_announced(&self) {
-        if self.announced.load(Ordering::Acquire) > self.drained.load(Ordering::Relaxed) {
-            self.drain();
         }
     }
 
@@ -138,13 +121,8 @@ impl ChannelInner {
     pub(crate) fn settle(&self) {
         use std::os::fd::AsFd;
         if weft_link::wake::poll_readable(&[self.fd.as_fd()], Duration::ZERO).unwrap_or(0) != 0 {
-            self.drain();
+            self.fd.drain();
         }
-    }
-
-    fn drain(&self) {
-        let n = self.fd.drain();
-        self.drained.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -1480,11 +1458,7 @@ fn publish(slot: &mut CqSlot) {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push_back(slot.notify.id);
-            // After the lock: a taker woken by the write finds it free (written under
-            // it, each event cost the woken waiter a futex sleep: `--wait block`
-            // ping-pong CPU +15 %, docs/results/ibverbs.md).
             ch.fd.notify();
-            ch.announced.fetch_add(1, Ordering::Release);
         }
     }
 }

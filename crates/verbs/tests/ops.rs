@@ -890,12 +890,12 @@ fn channel_pair() -> (weft_verbs::CompletionChannel, Side, Side) {
     (ch, a, b)
 }
 
-/// A completion channel's descriptor is readable exactly while an event waits: a
-/// program that watches it in its own epoll set and takes events without blocking
-/// (UCX's async thread, `ibv_get_cq_event` on an `O_NONBLOCK` channel) must see it go
-/// quiet once it took the last one, or its loop spins on a readable descriptor.
+/// A completion channel's descriptor reads ready while an event waits, and a look
+/// that finds none leaves it quiet: a program that watches it in its own epoll set and
+/// takes events without blocking (UCX's async thread, `ibv_get_cq_event` on an
+/// `O_NONBLOCK` channel) must not find it readable for good, or its loop spins.
 #[test]
-fn a_channel_is_readable_exactly_while_an_event_waits() {
+fn a_channel_reads_ready_while_an_event_waits_and_goes_quiet_on_a_miss() {
     use std::os::fd::AsFd;
     let readable = |ch: &weft_verbs::CompletionChannel| {
         weft_link::wake::poll_readable(&[ch.as_fd()], std::time::Duration::ZERO).unwrap() & 1 != 0
@@ -922,13 +922,13 @@ fn a_channel_is_readable_exactly_while_an_event_waits() {
             "an event waits, the descriptor must be readable"
         );
     }
-    for left in [true, false] {
+    for _ in 0..2 {
         assert_eq!(
             ch.get_cq_event(std::time::Duration::ZERO).ok(),
             Some(b.cq.id())
         );
-        assert_eq!(readable(&ch), left, "readable must follow the events left");
     }
+    // Takes do not drain (a system call per event); the look that finds none does.
     assert!(ch.get_cq_event(std::time::Duration::ZERO).is_err());
     assert!(!readable(&ch), "a miss must leave it quiet");
     // A stray count with no event (a write by the program; or an event announced
