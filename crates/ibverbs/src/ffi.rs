@@ -998,7 +998,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(c: *mut ibv_context) -> *mut ib
         let fd = ch.as_fd().as_raw_fd();
         // A channel's descriptor starts blocking, as rdma-core's does: a program makes
         // `ibv_get_cq_event` non-blocking by setting O_NONBLOCK on it. weft reads the
-        // eventfd only after a poll said it is readable (`ChannelInner::settle`), so
+        // eventfd only after a poll said it is readable (`ChannelInner::settle_if_empty`), so
         // a blocking descriptor never blocks a read.
         // SAFETY: fcntl on the descriptor the channel owns.
         unsafe {

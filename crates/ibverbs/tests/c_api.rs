@@ -10,7 +10,9 @@
 //!   swapped CQs from two threads, `bad_wr` of refused receive lists, SRQ posting,
 //!   `create_cq_ex`'s comp_mask, `ibv_rereg_mr`'s return, SGE data under
 //!   IBV_SEND_INLINE, destroying a CQ with unacknowledged events, four threads
-//!   sharing one QP's `ibv_wr_*` builder).
+//!   sharing one QP's `ibv_wr_*` builder, a completion channel's blocking descriptor
+//!   in a program's own poll loop: readable while an event waits, quiet after a look
+//!   that found none).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

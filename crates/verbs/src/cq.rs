@@ -4,9 +4,10 @@ use crate::context::Context;
 use crate::cq_ring::{self, CqConsumer};
 use crate::engine::{ChannelInner, CqNotify, Progress};
 use crate::Error;
+use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use weft_link::wake::{poll_readable, EventFd};
 use weft_transport::Completion;
@@ -25,7 +26,10 @@ impl CompletionChannel {
     pub fn new(ctx: &Context) -> Result<CompletionChannel, Error> {
         Ok(CompletionChannel {
             ctx: ctx.clone(),
-            inner: Arc::new(ChannelInner::new(EventFd::new().map_err(Error::Link)?)),
+            inner: Arc::new(ChannelInner {
+                fd: EventFd::new().map_err(Error::Link)?,
+                events: Mutex::new(VecDeque::new()),
+            }),
         })
     }
 
@@ -35,20 +39,6 @@ impl CompletionChannel {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front()
-    }
-
-    /// A look that found no event: the descriptor may still read ready (the counts of
-    /// events already taken, or a write by the program); make it quiet while the
-    /// queue is empty ([`ChannelInner`]).
-    fn settle_if_empty(&self) {
-        let events = self
-            .inner
-            .events
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if events.is_empty() {
-            self.inner.settle();
-        }
     }
 
     /// Block until an armed queue has a completion (`ibv_get_cq_event`); returns the
@@ -65,12 +55,12 @@ impl CompletionChannel {
                 return Ok(id);
             }
             if looked {
-                self.settle_if_empty();
+                self.inner.settle_if_empty();
                 looked = false;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                self.settle_if_empty();
+                self.inner.settle_if_empty();
                 return Err(Error::Timeout);
             }
             match self.ctx.progress_mode() {

@@ -93,7 +93,7 @@ pub(crate) struct CqNotify {
 /// and more when the write had not landed yet: `--wait block` ping-pong +14 % p50,
 /// +21 % CPU over shm); a look that finds no event after the descriptor read ready,
 /// or that ends without one, drains it if it still reads ready
-/// ([`ChannelInner::settle`]). So a program that watches the descriptor itself (UCX
+/// ([`ChannelInner::settle_if_empty`]). So a program that watches the descriptor itself (UCX
 /// puts it in its epoll set) and takes events without blocking (`ibv_get_cq_event`
 /// on an `O_NONBLOCK` channel) sees it readable at most one look past its last event.
 /// Before, only a blocking wait drained it and such a program found it readable for
@@ -107,20 +107,17 @@ pub(crate) struct ChannelInner {
 }
 
 impl ChannelInner {
-    pub(crate) fn new(fd: EventFd) -> ChannelInner {
-        ChannelInner {
-            fd,
-            events: Mutex::new(VecDeque::new()),
-        }
-    }
-
-    /// Drain the eventfd if it reads ready; the caller holds `events`, empty. Never
-    /// blocks: the C layer hands programs the descriptor blocking (as rdma-core's),
-    /// and a read of a zero counter would then wait, holding `events`, for the next
-    /// announcement.
-    pub(crate) fn settle(&self) {
-        use std::os::fd::AsFd;
-        if weft_link::wake::poll_readable(&[self.fd.as_fd()], Duration::ZERO).unwrap_or(0) != 0 {
+    /// A look that found no event: drain the eventfd if the queue is still empty and
+    /// the descriptor reads ready (the counts of events already taken, or a write by
+    /// the program). Holds `events` so that an event queued meanwhile keeps its count.
+    /// Never blocks: the C layer hands programs the descriptor blocking (as
+    /// rdma-core's), and a read of a zero counter would then wait, holding `events`,
+    /// for the next announcement; hence the zero-timeout poll first.
+    pub(crate) fn settle_if_empty(&self) {
+        let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        if events.is_empty()
+            && weft_link::wake::poll_readable(&[self.fd.as_fd()], Duration::ZERO).unwrap_or(0) != 0
+        {
             self.fd.drain();
         }
     }

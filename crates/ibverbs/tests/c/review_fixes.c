@@ -139,6 +139,111 @@ static void channel_events(struct ibv_mr *mr, char *buf)
 	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
 }
 
+struct late {
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+static void *send_later(void *arg)
+{
+	struct late *l = arg;
+	usleep(50000);
+	send_one(l->qp, l->mr, l->buf);
+	return NULL;
+}
+
+static void take_event(struct ibv_comp_channel *ch, struct ibv_cq *want)
+{
+	struct ibv_cq *got = NULL;
+	void *got_ctx = NULL;
+	CHECK(ibv_get_cq_event(ch, &got, &got_ctx) == 0, "get_cq_event (errno %d)", errno);
+	CHECK(got == want, "the event is the armed CQ's");
+	ibv_ack_cq_events(got, 1);
+	struct ibv_wc wc;
+	int k;
+	while ((k = ibv_poll_cq(want, 1, &wc)) == 0)
+		;
+	CHECK(k == 1 && wc.status == IBV_WC_SUCCESS, "the event's completion");
+}
+
+static void set_nonblocking(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+	CHECK(fl >= 0 && fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK) == 0,
+	      "fcntl: %s", strerror(errno));
+}
+
+/* 9: the channel's descriptor as a program's own event loop sees it (UCX's async
+ * thread; docs/results/ibverbs.md, "a completion channel that stayed readable"). It
+ * starts blocking, as rdma-core's; it reads ready while an event waits; a blocking
+ * ibv_get_cq_event that wakes on a count already taken settles it without blocking
+ * and sleeps until the next event (posted by another thread 50 ms later); a
+ * non-blocking look that finds nothing says EAGAIN and leaves it quiet. */
+static void channel_descriptor(struct ibv_mr *mr, char *buf)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	CHECK(ch, "create_comp_channel: %s", strerror(errno));
+	int fl = fcntl(ch->fd, F_GETFL);
+	CHECK(fl >= 0 && !(fl & O_NONBLOCK), "a new channel's descriptor is blocking");
+	struct ibv_cq *x = ibv_create_cq(ctx, 8, NULL, ch, 0);
+	struct ibv_cq *r = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	CHECK(x && r, "create_cq");
+	struct ibv_qp_init_attr ia = {
+		.send_cq = x, .recv_cq = r,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp *a = ibv_create_qp(pd, &ia);
+	ia.send_cq = r;
+	struct ibv_qp *b = ibv_create_qp(pd, &ia);
+	CHECK(a && b, "create_qp");
+	connect_qp(a, b);
+	connect_qp(b, a);
+	for (int i = 0; i < 3; i++) {
+		struct ibv_sge sge = { (uintptr_t)(buf + 2048 + 64 * i), 64, mr->lkey };
+		struct ibv_recv_wr w = { .wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+		CHECK(ibv_post_recv(b, &w, &bad) == 0, "post_recv");
+	}
+	struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 0) == 0, "readable before any event");
+
+	CHECK(ibv_req_notify_cq(x, 0) == 0, "arm x");
+	send_one(a, mr, buf);
+	CHECK(poll(&p, 1, 5000) == 1, "not readable while an event waits");
+	take_event(ch, x);
+
+	CHECK(ibv_req_notify_cq(x, 0) == 0, "arm x again");
+	struct late l = { a, mr, buf };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, send_later, &l) == 0, "thread");
+	take_event(ch, x);
+	pthread_join(t, NULL);
+
+	CHECK(ibv_req_notify_cq(x, 0) == 0, "arm x a third time");
+	send_one(a, mr, buf);
+	take_event(ch, x);
+	set_nonblocking(ch->fd, 1);
+	struct ibv_cq *got = NULL;
+	void *got_ctx = NULL;
+	errno = 0;
+	CHECK(ibv_get_cq_event(ch, &got, &got_ctx) == -1 && errno == EAGAIN,
+	      "a non-blocking look with no event: errno %d", errno);
+	CHECK(poll(&p, 1, 0) == 0, "still readable after a look that found nothing");
+	set_nonblocking(ch->fd, 0);
+
+	struct ibv_wc wc;
+	for (int got_recv = 0; got_recv < 3;) {
+		int k = ibv_poll_cq(r, 1, &wc);
+		CHECK(k >= 0 && (k == 0 || wc.status == IBV_WC_SUCCESS), "receive completion");
+		got_recv += k;
+	}
+	CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, "destroy_qp");
+	CHECK(ibv_destroy_cq(x) == 0 && ibv_destroy_cq(r) == 0, "destroy_cq");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
+}
+
 #define BUILDERS 4
 #define BATCHES 200
 
@@ -263,6 +368,7 @@ int main(void)
 		      "get_async_event: errno %d", errno);
 	}
 	channel_events(mr, buf);
+	channel_descriptor(mr, buf);
 	builder_threads(mr, buf);
 
 	/* 1: QPs with swapped CQs from two threads at once. */
