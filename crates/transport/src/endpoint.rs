@@ -587,14 +587,18 @@ impl Sched {
 
 /// A packet `qp` wrote (`len`, `path`, `moves`): charged to its deficit and counted.
 #[inline]
-fn charge(
-    qp: &mut Qp,
-    stats: &mut Stats,
-    (len, path, moves): (usize, IcrcPath, usize),
-) -> Transmit {
+fn charge(qp: &mut Qp, stats: &mut Stats, (len, moves): (usize, usize)) -> Transmit {
     qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
     stats.tx_packets += 1;
     stats.tx_bytes += len as u64;
+    // Read here, once, into the packet's `Transmit` (`Qp::poll_transmit`): a UD
+    // request's destination, else the connected path, which a packet of any other QP
+    // needed to be written at all (the requester refuses a WQE without it, the
+    // responder writes nothing), so the fallback is never taken.
+    let path = match (qp.common.qp_type, &qp.common.attrs().path) {
+        (QpType::Ud, _) | (_, None) => *qp.req.ud_sent(),
+        (_, Some(p)) => *p,
+    };
     Transmit {
         len,
         path,
@@ -1427,7 +1431,7 @@ impl Qp {
         &mut self,
         ctx: &mut Ctx<'_, M>,
         buf: &mut [u8],
-    ) -> Option<(usize, IcrcPath, usize)> {
+    ) -> Option<(usize, usize)> {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
             return None;
         }
@@ -1435,7 +1439,7 @@ impl Qp {
             match self.req.poll_transmit(&self.common, ctx, buf) {
                 Ok(Some(e)) => {
                     self.ack_yielded = true;
-                    return Some((e.len, e.path, e.moves));
+                    return Some((e.len, e.moves));
                 }
                 Ok(None) => {}
                 // The QP leaves RTS (RC: ERR, which drops the ACK with the rest of
@@ -1453,12 +1457,11 @@ impl Qp {
                 if e.fatal {
                     self.enter_error(ctx, None);
                 }
-                let path = self.common.attrs().path?;
-                return Some((e.len, path, e.len));
+                return Some((e.len, e.len));
             }
         }
         match self.req.poll_transmit(&self.common, ctx, buf) {
-            Ok(Some(e)) => Some((e.len, e.path, e.moves)),
+            Ok(Some(e)) => Some((e.len, e.moves)),
             Ok(None) => None,
             Err(f) => {
                 self.fault(ctx, f);
