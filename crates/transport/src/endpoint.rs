@@ -585,7 +585,8 @@ impl Sched {
     }
 }
 
-/// A packet `qp` wrote (`len`, `path`, `moves`): charged to its deficit and counted.
+/// A packet `qp` wrote (`len`, `moves`): charged to its deficit and counted, and
+/// given its path.
 #[inline]
 fn charge(qp: &mut Qp, stats: &mut Stats, (len, moves): (usize, usize)) -> Transmit {
     qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
