@@ -242,6 +242,7 @@ impl Requester {
     /// Queue a send work request, its fields read in place. `sg_list`: the WQE's
     /// gather list (empty with an inline payload). `inline`: the payload, gathered at
     /// post time. `ud`: its destination, on a UD QP.
+    #[inline]
     pub fn push(
         &mut self,
         wr: &SendWr,
