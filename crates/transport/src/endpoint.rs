@@ -536,7 +536,11 @@ impl Sched {
     /// unacknowledged, and the turn that followed, before the pass's completions, found
     /// nothing (~500 instructions a one-way; callgrind, `msg_rate … lat`). Whatever
     /// lets it send again is an input that comes back here (an ACK that opens the
-    /// window, a NAK, a timer, a post).
+    /// window, a NAK, a timer, a post). Inlined at its callers (a received packet's,
+    /// a post's flush): out of line it was a call per packet with the QP's timer
+    /// bookkeeping behind it (~14 instructions a streamed message, ~20 a ping-pong
+    /// round, callgrind, `msg_rate`).
+    #[inline]
     fn touched(&mut self, qp: &mut Qp) {
         self.sync_timer(qp);
         if !qp.queued && !qp.nothing_to_send() {
