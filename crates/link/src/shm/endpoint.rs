@@ -984,7 +984,7 @@ impl Endpoint {
     }
 
     /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.
-    pub fn send_with<T: Outgoing>(&mut self, items: &mut Vec<T>, done: impl FnMut(T)) -> usize {
+    pub fn send_with<T: Outgoing>(&mut self, items: &mut Vec<T>, mut done: impl FnMut(T)) -> usize {
         let mut i = 0;
         self.touched.clear();
         // Bursts mostly go to one peer: skip the map lookup while the peer repeats.
@@ -1077,7 +1077,15 @@ impl Endpoint {
                 }
             }
         }
-        items.drain(..i).for_each(done);
+        if i == items.len() {
+            // All of them (the usual burst): popped, no drain to set up and drop (the
+            // order `done` sees them in is not promised).
+            while let Some(x) = items.pop() {
+                done(x);
+            }
+        } else {
+            items.drain(..i).for_each(done);
+        }
         i
     }
 
