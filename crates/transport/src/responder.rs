@@ -998,7 +998,7 @@ impl Responder {
         buf: &mut [u8],
         posted: Option<usize>,
     ) -> Option<RespEmitted> {
-        let path = q.attrs().path?;
+        let path = q.attrs().path.as_ref()?;
         let front = *self.queue.front()?;
         let mtu = q.mtu();
         let credits = match posted {

@@ -302,6 +302,9 @@ impl TxRing {
     }
 
     /// Write `bytes` into the next slot (unpublished until [`TxRing::publish`]).
+    /// Inlined into the send loop: a call per packet was ~17 instructions of a
+    /// streamed message and ~50 of a ping-pong round (callgrind, `msg_rate`).
+    #[inline]
     pub fn push(&mut self, r: &Region, bytes: &[u8]) -> Result<Push, Corrupt> {
         if bytes.len() > self.slot_data() {
             return Ok(Push::TooBig);

@@ -208,7 +208,14 @@ impl BthRepr {
                 value: u32::from(bth.tver()),
             });
         }
-        Ok(BthRepr {
+        Ok(BthRepr::read(bth))
+    }
+
+    /// The fields of a view whose length and version were checked ([`BthRepr::parse`],
+    /// or [`super::IbPacket::new_checked`], which checks both).
+    #[inline]
+    pub(crate) fn read<T: AsRef<[u8]>>(bth: &Bth<T>) -> BthRepr {
+        BthRepr {
             opcode: bth.opcode(),
             solicited: bth.solicited(),
             mig_req: bth.mig_req(),
@@ -220,7 +227,7 @@ impl BthRepr {
             dest_qp: bth.dest_qp(),
             ack_req: bth.ack_req(),
             psn: bth.psn(),
-        })
+        }
     }
 
     /// Bytes [`BthRepr::emit`] writes.

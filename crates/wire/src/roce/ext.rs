@@ -35,11 +35,16 @@ impl RethRepr {
     /// Parse from the first 16 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<RethRepr> {
         check_len(Header::Reth, b.len(), len::RETH)?;
-        Ok(RethRepr {
+        Ok(RethRepr::read(b))
+    }
+    /// [`RethRepr::parse`] of bytes known to be long enough (a checked packet's).
+    #[inline]
+    pub(crate) fn read(b: &[u8]) -> RethRepr {
+        RethRepr {
             va: be_u64(b, 0),
             rkey: be_u32(b, 8),
             dma_len: be_u32(b, 12),
-        })
+        }
     }
     /// Write into the first 16 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -186,10 +191,15 @@ impl AethRepr {
     /// Parse from the first 4 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AethRepr> {
         check_len(Header::Aeth, b.len(), len::AETH)?;
-        Ok(AethRepr {
+        Ok(AethRepr::read(b))
+    }
+    /// [`AethRepr::parse`] of bytes known to be long enough (a checked packet's).
+    #[inline]
+    pub(crate) fn read(b: &[u8]) -> AethRepr {
+        AethRepr {
             syndrome: Syndrome::from_u8(b[0]),
             msn: get_u24(b, 1..4),
-        })
+        }
     }
     /// Write into the first 4 bytes of `b`. A syndrome field wider than 5 bits or an
     /// MSN wider than 24 is an error, not a silent truncation (a credit code of 0x3f
@@ -238,12 +248,17 @@ impl AtomicEthRepr {
     /// Parse from the first 28 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AtomicEthRepr> {
         check_len(Header::AtomicEth, b.len(), len::ATOMIC_ETH)?;
-        Ok(AtomicEthRepr {
+        Ok(AtomicEthRepr::read(b))
+    }
+    /// [`AtomicEthRepr::parse`] of bytes known to be long enough (a checked packet's).
+    #[inline]
+    pub(crate) fn read(b: &[u8]) -> AtomicEthRepr {
+        AtomicEthRepr {
             va: be_u64(b, 0),
             rkey: be_u32(b, 8),
             swap_add: be_u64(b, 12),
             compare: be_u64(b, 20),
-        })
+        }
     }
     /// Write into the first 28 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -267,7 +282,12 @@ impl AtomicAckEthRepr {
     /// Parse from the first 8 bytes of `b`.
     pub fn parse(b: &[u8]) -> Result<AtomicAckEthRepr> {
         check_len(Header::AtomicAckEth, b.len(), len::ATOMIC_ACK_ETH)?;
-        Ok(AtomicAckEthRepr { orig: be_u64(b, 0) })
+        Ok(AtomicAckEthRepr::read(b))
+    }
+    /// [`AtomicAckEthRepr::parse`] of bytes known to be long enough (a checked packet's).
+    #[inline]
+    pub(crate) fn read(b: &[u8]) -> AtomicAckEthRepr {
+        AtomicAckEthRepr { orig: be_u64(b, 0) }
     }
     /// Write into the first 8 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -290,10 +310,15 @@ impl DethRepr {
     /// Parse from the first 8 bytes of `b`. The reserved byte is ignored on receipt.
     pub fn parse(b: &[u8]) -> Result<DethRepr> {
         check_len(Header::Deth, b.len(), len::DETH)?;
-        Ok(DethRepr {
+        Ok(DethRepr::read(b))
+    }
+    /// [`DethRepr::parse`] of bytes known to be long enough (a checked packet's).
+    #[inline]
+    pub(crate) fn read(b: &[u8]) -> DethRepr {
+        DethRepr {
             qkey: be_u32(b, 0),
             src_qp: get_u24(b, 5..8),
-        })
+        }
     }
     /// Write into the first 8 bytes of `b`.
     pub fn emit(&self, b: &mut [u8]) -> Result<()> {
@@ -316,6 +341,12 @@ impl DethRepr {
 pub(crate) fn parse_u32(b: &[u8]) -> Result<u32> {
     check_len(Header::Imm, b.len(), 4)?;
     Ok(be_u32(b, 0))
+}
+
+/// [`parse_u32`] of bytes known to be long enough (a checked packet's).
+#[inline]
+pub(crate) fn read_u32(b: &[u8]) -> u32 {
+    be_u32(b, 0)
 }
 
 #[cfg(test)]
