@@ -600,6 +600,10 @@ fn charge(qp: &mut Qp, stats: &mut Stats, (len, moves): (usize, usize)) -> Trans
     // request's destination, else the connected path, which a packet of any other QP
     // needed to be written at all (the requester refuses a WQE without it, the
     // responder writes nothing), so the fallback is never taken.
+    debug_assert!(
+        qp.common.qp_type == QpType::Ud || qp.common.attrs().path.is_some(),
+        "a connected QP wrote a packet without a path"
+    );
     let path = match (qp.common.qp_type, &qp.common.attrs().path) {
         (QpType::Ud, _) | (_, None) => *qp.req.ud_sent(),
         (_, Some(p)) => *p,

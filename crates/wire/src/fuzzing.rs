@@ -14,7 +14,7 @@ use crate::icmpv4::{self, Icmpv4Packet, Icmpv4Repr};
 use crate::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
 use crate::ipv4::{Ipv4Packet, Ipv4Repr};
 use crate::ipv6::{Ipv6Packet, Ipv6Repr};
-use crate::roce::{IbPacket, IbPacketRepr};
+use crate::roce::{BthRepr, IbPacket, IbPacketRepr};
 use crate::udp::{UdpPacket, UdpRepr};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -321,6 +321,7 @@ pub fn roce(data: &[u8]) -> bool {
     let Ok(r) = IbPacketRepr::parse(&p) else {
         return false;
     };
+    repr_matches_each_parse(&p, &r);
     let mut out = vec![0u8; r.buffer_len(p.payload().len())];
     let n = r
         .emit(&mut out, p.payload())
@@ -331,6 +332,33 @@ pub fn roce(data: &[u8]) -> bool {
     assert_eq!(back, r);
     assert_eq!(q.payload(), p.payload());
     true
+}
+
+/// The headers a checked packet reads in place ([`IbPacket::repr`], which trusts
+/// `new_checked`'s checks and cannot fail) against each header's own checked parse:
+/// the independent cross-check the fallible parse used to be.
+pub fn repr_matches_each_parse<T: AsRef<[u8]>>(p: &IbPacket<T>, r: &IbPacketRepr) {
+    assert_eq!(Ok(r.bth), BthRepr::parse(&p.bth()));
+    assert_eq!(
+        (
+            r.deth,
+            r.reth,
+            r.atomic_eth,
+            r.aeth,
+            r.atomic_ack_eth,
+            r.imm,
+            r.ieth
+        ),
+        (
+            p.deth(),
+            p.reth(),
+            p.atomic_eth(),
+            p.aeth(),
+            p.atomic_ack_eth(),
+            p.imm(),
+            p.ieth()
+        )
+    );
 }
 
 /// Refill the IPv4 header checksum of an untagged frame, so mutations get past it.
@@ -366,6 +394,7 @@ pub fn frame(data: &[u8]) -> bool {
     let Ok(r) = IbPacketRepr::parse(&p) else {
         return false;
     };
+    repr_matches_each_parse(&p, &r);
     let mut b = match f.ip {
         IpHeader::V4(ip) => FrameBuilder::v4(ip.src_addr, ip.dst_addr, f.udp.src_port),
         IpHeader::V6(ip) => FrameBuilder::v6(ip.src_addr, ip.dst_addr, f.udp.src_port),

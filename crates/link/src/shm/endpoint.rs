@@ -984,6 +984,8 @@ impl Endpoint {
     }
 
     /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.
+    /// The items go onto the rings in order; the order in which `done` sees them is
+    /// not promised (a burst sent whole is handed back from its end).
     pub fn send_with<T: Outgoing>(&mut self, items: &mut Vec<T>, mut done: impl FnMut(T)) -> usize {
         let mut i = 0;
         self.touched.clear();

@@ -741,6 +741,29 @@ mod tests {
         }
     }
 
+    /// Every opcode byte at the lengths around its headers' end: `new_checked` refuses
+    /// the packet, or the headers read in place (`repr`, which cannot fail) equal each
+    /// header's own checked parse.
+    #[test]
+    fn every_opcode_at_its_boundary_lengths_is_refused_or_reads_as_each_header_parses() {
+        let mut checked = 0;
+        for op in 0..=255u8 {
+            let end = ExtLayout::of_opcode(Opcode(op)).end;
+            for n in [end + len::ICRC - 1, end + len::ICRC, end + len::ICRC + 1] {
+                // Every byte set, so a header read from a wrong offset shows; TVer 0.
+                let mut b: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(37) ^ 0xa5).collect();
+                b[0] = op;
+                b[1] &= 0xf0;
+                let Ok(p) = IbPacket::new_checked(&b[..]) else {
+                    continue;
+                };
+                crate::fuzzing::repr_matches_each_parse(&p, &p.repr());
+                checked += 1;
+            }
+        }
+        assert!(checked > 0);
+    }
+
     fn repr_for(op: Opcode) -> IbPacketRepr {
         let info = op.info().unwrap();
         let h = info.headers;
