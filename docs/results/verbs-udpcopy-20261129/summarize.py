@@ -24,7 +24,7 @@ def ratio(a, b):
 vs = sorted(by)
 for prog in ("inline", "thread"):
     names = [v for v in vs if v.endswith("-" + prog)]
-    base = [v for v in names if v.startswith("main")]
+    base = [v for v in names if v.startswith(("main", "base"))]
     for v in names:
         if base and v != base[0]: ratio(v, base[0])
     for v in names:
