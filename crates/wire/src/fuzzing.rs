@@ -336,7 +336,10 @@ pub fn roce(data: &[u8]) -> bool {
 
 /// The headers a checked packet reads in place ([`IbPacket::repr`], which trusts
 /// `new_checked`'s checks and cannot fail) against each header's own checked parse:
-/// the independent cross-check the fallible parse used to be.
+/// what the fallible parse used to check — each slice the opcode's layout names is
+/// long enough (a short one parses to `None`), and the BTH-only shortcut leaves out
+/// no header the opcode has. Both read fields with the same `read` functions; the
+/// offsets are the emit/parse round trips' to check.
 pub fn repr_matches_each_parse<T: AsRef<[u8]>>(p: &IbPacket<T>, r: &IbPacketRepr) {
     assert_eq!(Ok(r.bth), BthRepr::parse(&p.bth()));
     assert_eq!(
