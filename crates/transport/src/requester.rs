@@ -786,8 +786,7 @@ impl Requester {
                 .map_err(|_| fault(WcStatus::LocLenErr))?;
         }
         if q.qp_type == QpType::Ud {
-            let sent = *path;
-            self.ud_sent = sent;
+            self.ud_sent = *path;
         }
 
         if resent {
