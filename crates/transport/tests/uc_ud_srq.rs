@@ -1,14 +1,15 @@
 //! UC, UD and shared receive queues.
 mod common;
 use common::*;
+use std::net::Ipv4Addr;
 use weft_transport::sim::{
     run_mix, ConnectOptions, LinkConfig, MixConfig, OpMix, Pair, Side, ADDR_A, ADDR_B,
 };
 use weft_transport::{
-    grh_for, Config, Mtu, PostError, QpAttr, QpInit, QpState, QpType, SendWr, UdDest, WcOpcode,
-    WcStatus, WrOp, GRH_LEN,
+    grh_for, Config, Instant, Mtu, PostError, QpAttr, QpInit, QpState, QpType, SendWr, Transmit,
+    TxBuffers, UdDest, WcOpcode, WcStatus, WrOp, GRH_LEN,
 };
-use weft_wire::roce::Psn;
+use weft_wire::roce::{IbPacket, IcrcPath, Psn};
 
 const MEM: u64 = 4 << 20;
 
@@ -112,7 +113,7 @@ fn ud_pair() -> (Pair, u32, u32) {
 
 fn ud_dest(qpn_b: u32, qkey: u32) -> UdDest {
     UdDest {
-        path: weft_wire::roce::IcrcPath::v4(ADDR_A, ADDR_B, 0xc001),
+        path: IcrcPath::v4(ADDR_A, ADDR_B, 0xc001),
         qpn: qpn_b,
         qkey,
     }
@@ -151,6 +152,63 @@ fn ud_send_writes_grh_then_payload() {
     assert_eq!(&got[32..36], &ADDR_A.octets());
     assert_eq!(&got[GRH_LEN..], b"datagram!");
     assert_eq!(completions(&mut p, Side::A)[0].status, WcStatus::Success);
+}
+
+/// The buffers of one transmit burst, kept with their `Transmit`s.
+#[derive(Default)]
+struct Burst {
+    cur: Vec<u8>,
+    sent: Vec<(Transmit, Vec<u8>)>,
+}
+
+impl TxBuffers for Burst {
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        self.cur.resize(8192, 0);
+        Some(&mut self.cur)
+    }
+
+    fn written(&mut self, t: Transmit) -> bool {
+        self.sent.push((t, self.cur[..t.len].to_vec()));
+        true
+    }
+}
+
+/// Two datagrams of one UD QP to two destinations leave in one burst, each with its
+/// own work request's path and destination QPN: the path is read per packet, not kept
+/// from the first (or the last) request of the burst.
+#[test]
+fn ud_two_destinations_in_one_burst_keep_their_own_paths() {
+    let (mut p, qa, qb) = ud_pair();
+    let (ra, _) = big_regions(&mut p, MEM);
+    let dests = [
+        UdDest {
+            path: IcrcPath::v4(ADDR_A, ADDR_B, 0xc001),
+            qpn: qb,
+            qkey: 0x1111_1111,
+        },
+        UdDest {
+            path: IcrcPath::v4(ADDR_A, Ipv4Addr::new(198, 18, 9, 9), 0xc002),
+            qpn: 0x00ab_cdef,
+            qkey: 0x1111_1111,
+        },
+    ];
+    for (i, d) in dests.iter().enumerate() {
+        let mut wr = SendWr::new(
+            i as u64,
+            WrOp::Send { imm: None },
+            vec![sge(&ra, ra.addr, 8)],
+        );
+        wr.ud = Some(*d);
+        p.a.post_send(qa, wr).unwrap();
+    }
+    let mut burst = Burst::default();
+    assert_eq!(p.a.poll_transmit_burst(Instant(0), &mut burst), 2);
+    for ((t, bytes), d) in burst.sent.iter().zip(&dests) {
+        assert_eq!(t.path, d.path);
+        assert_eq!(t.qpn, qa);
+        let pkt = IbPacket::new_checked(&bytes[..]).unwrap();
+        assert_eq!(pkt.repr().bth.dest_qp, d.qpn);
+    }
 }
 
 #[test]
