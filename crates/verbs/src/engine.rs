@@ -716,7 +716,7 @@ impl Engine {
         // A pass with nothing to send (most passes of a ping-pong) skips the transmit
         // step's set-up; it still ticks the clock of `recent`, whose expired entries
         // the next transmitting pass forgets.
-        if !self.tx.is_empty() || self.ep.may_transmit() {
+        if self.tx_pending() || self.ep.may_transmit() {
             work |= self.transmit(&mut now);
         } else {
             self.pass += 1;
@@ -1000,7 +1000,7 @@ impl Engine {
     /// Put what the transport has ready on the link now: the doorbell path's flush of
     /// a post that followed a wait (`QueuePair::post_send`).
     pub(crate) fn flush(&mut self) {
-        if !self.tx.is_empty() || self.ep.may_transmit() {
+        if self.tx_pending() || self.ep.may_transmit() {
             self.stats.post_flushes += 1;
             let mut now = None;
             self.transmit(&mut now);
@@ -1062,6 +1062,12 @@ impl Engine {
         got > 0
     }
 
+    /// Packets the link did not take yet: queued datagrams, or packets in its stage.
+    #[inline]
+    fn tx_pending(&self) -> bool {
+        !self.tx.is_empty() || self.link.tx_staged() > 0
+    }
+
     fn flush_tx(&mut self) {
         flush_tx(
             &mut *self.link,
@@ -1079,7 +1085,7 @@ impl Engine {
 
     fn transmit(&mut self, now: &mut Option<Instant>) -> bool {
         self.flush_tx();
-        if !self.tx.is_empty() {
+        if self.tx_pending() {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
@@ -1127,6 +1133,7 @@ impl Engine {
             shared_pass_us,
             ..
         } = self;
+        let staging = link.stages_tx();
         let mut run = TxRun {
             link: &mut **link,
             tx,
@@ -1135,6 +1142,8 @@ impl Engine {
             recent,
             pass: *pass,
             cur: None,
+            staging,
+            lent: false,
             flush_at: if shared { SHARED_FLUSH } else { BURST },
             round,
             start,
@@ -1200,6 +1209,10 @@ fn flush_tx(
         let _ = link.send_burst_reuse(tx, spare);
         trim_spare(link, spare);
     }
+    if link.tx_staged() > 0 {
+        stats.tx_bursts += 1;
+        link.tx_flush();
+    }
 }
 
 /// Spare buffers (received, sent, or taken from the pool) beyond [`SPARE_MAX`] go
@@ -1228,6 +1241,11 @@ struct TxRun<'a> {
     pass: u64,
     /// The buffer lent and not yet written.
     cur: Option<PacketBuf>,
+    /// The link stages packets itself ([`DatagramLink::tx_room`]): lend its room, not
+    /// a pool buffer.
+    staging: bool,
+    /// The link's room was lent and not yet written.
+    lent: bool,
     flush_at: usize,
     /// Bytes after which the time bound applies (see [`Engine::transmit`]).
     round: usize,
@@ -1250,12 +1268,35 @@ impl TxRun<'_> {
     fn mark(&mut self, slot: u32) {
         self.recent.mark(slot, self.pass);
     }
+
+    /// [`TxBuffers::written`] into the link's stage: the packet is staged, the stage
+    /// sent every `flush_at` packets.
+    #[inline(always)]
+    fn staged(&mut self, t: Transmit) -> bool {
+        self.lent = false;
+        let staged = self.link.tx_commit(t.len, t.path);
+        self.sent += 1;
+        self.bytes += t.moves;
+        if self.marked != Some(t.slot) {
+            if let Some(q) = self.marked.replace(t.slot) {
+                self.mark(q);
+            }
+        }
+        if staged >= self.flush_at {
+            self.stats.tx_bursts += 1;
+            if self.link.tx_flush() > 0 {
+                self.stop = true;
+                return false;
+            }
+        }
+        true
+    }
 }
 
 impl TxBuffers for TxRun<'_> {
     #[inline(always)]
     fn next_buffer(&mut self) -> Option<&mut [u8]> {
-        if self.cur.is_none() {
+        if self.cur.is_none() && !self.lent {
             if self.stop || self.sent >= 4 * BURST || self.bytes >= TX_BYTES_PER_PASS {
                 return None;
             }
@@ -1265,6 +1306,10 @@ impl TxBuffers for TxRun<'_> {
                 }
                 self.extended = true;
             }
+            if self.staging {
+                self.lent = true;
+                return self.link.tx_room();
+            }
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
                 return None;
@@ -1273,11 +1318,17 @@ impl TxBuffers for TxRun<'_> {
             buf.reset();
             self.cur = Some(buf);
         }
+        if self.lent {
+            return self.link.tx_room();
+        }
         self.cur.as_mut().map(PacketBuf::spare_mut)
     }
 
     #[inline(always)]
     fn written(&mut self, t: Transmit) -> bool {
+        if self.lent {
+            return self.staged(t);
+        }
         let Some(mut buf) = self.cur.take() else {
             // The transport writes only into a buffer it was lent.
             debug_assert!(false, "a packet written without a lent buffer");
