@@ -745,7 +745,9 @@ impl DatagramLink for UdpLink {
 
     fn tx_commit(&mut self, len: usize, path: IcrcPath) -> usize {
         let (src, dst) = path_ends(&path);
-        if self.stage_end + len <= self.stage.len()
+        // An empty packet is no RoCEv2 packet (and no GSO segment size).
+        if len > 0
+            && self.stage_end + len <= self.stage.len()
             && len <= self.max_datagram
             && src == self.local
             && dst.is_ipv4() == self.local.is_ipv4()
@@ -978,10 +980,12 @@ mod tests {
             assert_eq!(a.tx_commit(len, path), i + 1);
             sent.push(bytes);
         }
-        // Not from this link: dropped at commit.
+        // Not from this link, or empty: dropped at commit.
         let foreign = path_between(c.local_addr(), b.local_addr()).unwrap();
         assert_eq!(a.tx_commit(40, foreign), plan.len());
-        assert_eq!(a.stats().tx_dropped, 1);
+        let to_b = path_between(a.local_addr(), b.local_addr()).unwrap();
+        assert_eq!(a.tx_commit(0, to_b), plan.len());
+        assert_eq!(a.stats().tx_dropped, 2);
         let deadline = Instant::now() + Duration::from_secs(5);
         while a.tx_flush() > 0 && Instant::now() < deadline {}
         assert_eq!(a.tx_staged(), 0);
