@@ -454,6 +454,9 @@ pub(crate) struct Engine {
     /// Where the doorbell path gathers an inline payload ([`MAX_INLINE`] bytes).
     pub(crate) inline_scratch: Vec<u8>,
     link: Box<dyn DatagramLink>,
+    /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
+    /// udp link. Other links' passes make no call to ask for staged packets.
+    stages_tx: bool,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
     rx: Vec<Datagram>,
@@ -526,11 +529,13 @@ impl Engine {
     pub(crate) fn new(ep: Endpoint<MrTable, CqRouter>, link: Box<dyn DatagramLink>) -> Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
         let send_after_receive = link.sends_in_memory();
+        let stages_tx = link.stages_tx();
         Engine {
             quantum,
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             link,
+            stages_tx,
             qps: FastMap::default(),
             srqs: FastMap::default(),
             rx: Vec::with_capacity(BURST),
@@ -1065,7 +1070,7 @@ impl Engine {
     /// Packets the link did not take yet: queued datagrams, or packets in its stage.
     #[inline]
     fn tx_pending(&self) -> bool {
-        !self.tx.is_empty() || self.link.tx_staged() > 0
+        !self.tx.is_empty() || (self.stages_tx && self.link.tx_staged() > 0)
     }
 
     fn flush_tx(&mut self) {
@@ -1075,6 +1080,10 @@ impl Engine {
             &mut self.spare,
             &mut self.stats,
         );
+        if self.stages_tx && self.link.tx_staged() > 0 {
+            self.stats.tx_bursts += 1;
+            self.link.tx_flush();
+        }
     }
 
     /// Spare buffers beyond [`SPARE_MAX`] go back to the pool ([`trim_spare`]).
@@ -1131,9 +1140,9 @@ impl Engine {
             recent,
             pass,
             shared_pass_us,
+            stages_tx,
             ..
         } = self;
-        let staging = link.stages_tx();
         let mut run = TxRun {
             link: &mut **link,
             tx,
@@ -1142,8 +1151,6 @@ impl Engine {
             recent,
             pass: *pass,
             cur: None,
-            staging,
-            lent: false,
             flush_at: if shared { SHARED_FLUSH } else { BURST },
             round,
             start,
@@ -1154,7 +1161,15 @@ impl Engine {
             marked: None,
             stop: false,
         };
-        ep.poll_transmit_burst(now, &mut run);
+        if *stages_tx {
+            let mut staged = StagedRun {
+                run: &mut run,
+                lent: false,
+            };
+            ep.poll_transmit_burst(now, &mut staged);
+        } else {
+            ep.poll_transmit_burst(now, &mut run);
+        }
         if let Some(b) = run.cur.take() {
             run.spare.push(b);
         }
@@ -1209,10 +1224,6 @@ fn flush_tx(
         let _ = link.send_burst_reuse(tx, spare);
         trim_spare(link, spare);
     }
-    if link.tx_staged() > 0 {
-        stats.tx_bursts += 1;
-        link.tx_flush();
-    }
 }
 
 /// Spare buffers (received, sent, or taken from the pool) beyond [`SPARE_MAX`] go
@@ -1241,11 +1252,6 @@ struct TxRun<'a> {
     pass: u64,
     /// The buffer lent and not yet written.
     cur: Option<PacketBuf>,
-    /// The link stages packets itself ([`DatagramLink::tx_room`]): lend its room, not
-    /// a pool buffer.
-    staging: bool,
-    /// The link's room was lent and not yet written.
-    lent: bool,
     flush_at: usize,
     /// Bytes after which the time bound applies (see [`Engine::transmit`]).
     round: usize,
@@ -1269,23 +1275,60 @@ impl TxRun<'_> {
         self.recent.mark(slot, self.pass);
     }
 
-    /// [`TxBuffers::written`] into the link's stage: the packet is staged, the stage
-    /// sent every `flush_at` packets.
+    /// Whether the pass's budget allows one more packet (counts an extension).
     #[inline(always)]
-    fn staged(&mut self, t: Transmit) -> bool {
+    fn may_send(&mut self) -> bool {
+        if self.stop || self.sent >= 4 * BURST || self.bytes >= TX_BYTES_PER_PASS {
+            return false;
+        }
+        if self.bytes >= self.round {
+            if weft_link::monotonic_micros().saturating_sub(self.start) >= self.shared_pass_us {
+                return false;
+            }
+            self.extended = true;
+        }
+        true
+    }
+}
+
+/// [`TxRun`] on a link that stages packets itself ([`DatagramLink::tx_room`], the udp
+/// link): the transport writes into the link's room, packet after packet, so a GSO
+/// run leaves from one buffer. A type of its own, so the pool-buffer path the other
+/// links take is compiled as before.
+struct StagedRun<'r, 'a> {
+    run: &'r mut TxRun<'a>,
+    /// The link's room was lent and not yet written.
+    lent: bool,
+}
+
+impl TxBuffers for StagedRun<'_, '_> {
+    #[inline(always)]
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        if !self.lent {
+            if !self.run.may_send() {
+                return None;
+            }
+            self.lent = true;
+        }
+        self.run.link.tx_room()
+    }
+
+    #[inline(always)]
+    fn written(&mut self, t: Transmit) -> bool {
         self.lent = false;
-        let staged = self.link.tx_commit(t.len, t.path);
-        self.sent += 1;
-        self.bytes += t.moves;
-        if self.marked != Some(t.slot) {
-            if let Some(q) = self.marked.replace(t.slot) {
-                self.mark(q);
+        let run = &mut *self.run;
+        let staged = run.link.tx_commit(t.len, t.path);
+        run.sent += 1;
+        run.bytes += t.moves;
+        if run.marked != Some(t.slot) {
+            if let Some(q) = run.marked.replace(t.slot) {
+                run.mark(q);
             }
         }
-        if staged >= self.flush_at {
-            self.stats.tx_bursts += 1;
-            if self.link.tx_flush() > 0 {
-                self.stop = true;
+        if staged >= run.flush_at {
+            run.stats.tx_bursts += 1;
+            if run.link.tx_flush() > 0 {
+                run.stop = true;
                 return false;
             }
         }
@@ -1296,19 +1339,9 @@ impl TxRun<'_> {
 impl TxBuffers for TxRun<'_> {
     #[inline(always)]
     fn next_buffer(&mut self) -> Option<&mut [u8]> {
-        if self.cur.is_none() && !self.lent {
-            if self.stop || self.sent >= 4 * BURST || self.bytes >= TX_BYTES_PER_PASS {
+        if self.cur.is_none() {
+            if !self.may_send() {
                 return None;
-            }
-            if self.bytes >= self.round {
-                if weft_link::monotonic_micros().saturating_sub(self.start) >= self.shared_pass_us {
-                    return None;
-                }
-                self.extended = true;
-            }
-            if self.staging {
-                self.lent = true;
-                return self.link.tx_room();
             }
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
@@ -1318,17 +1351,11 @@ impl TxBuffers for TxRun<'_> {
             buf.reset();
             self.cur = Some(buf);
         }
-        if self.lent {
-            return self.link.tx_room();
-        }
         self.cur.as_mut().map(PacketBuf::spare_mut)
     }
 
     #[inline(always)]
     fn written(&mut self, t: Transmit) -> bool {
-        if self.lent {
-            return self.staged(t);
-        }
         let Some(mut buf) = self.cur.take() else {
             // The transport writes only into a buffer it was lent.
             debug_assert!(false, "a packet written without a lent buffer");
