@@ -108,6 +108,42 @@ pub trait DatagramLink: Send {
         self.send_burst(dgrams)
     }
 
+    /// True when the link stages packets in its own contiguous send buffer
+    /// ([`DatagramLink::tx_room`]): the udp link, so that a run of equal packets
+    /// leaves as one UDP GSO send from one source buffer (one long kernel copy, not
+    /// one per packet). The default answers false: send [`Datagram`]s.
+    fn stages_tx(&self) -> bool {
+        false
+    }
+
+    /// Room for the next packet, right after the packets staged before it (at least
+    /// [`DatagramLink::max_datagram`] bytes), or `None` when the stage is full (flush
+    /// it first) or the link does not stage. Until [`DatagramLink::tx_commit`], a
+    /// second call hands out the same bytes.
+    fn tx_room(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+
+    /// The packet of `len` bytes just written at the start of the room last handed
+    /// out, to go on `path`: it is staged (or dropped and counted in
+    /// [`LinkStats::tx_dropped`] when the link cannot send it). Returns how many
+    /// packets are staged.
+    fn tx_commit(&mut self, len: usize, path: IcrcPath) -> usize {
+        let _ = (len, path);
+        0
+    }
+
+    /// Send the staged packets, oldest first; those the socket had no room for stay
+    /// staged for the next flush. Returns how many stay.
+    fn tx_flush(&mut self) -> usize {
+        0
+    }
+
+    /// How many packets are staged and not yet sent.
+    fn tx_staged(&self) -> usize {
+        0
+    }
+
     /// Block until a receive may find datagrams, `extra` is readable, or `timeout`
     /// passes. Returns true when woken (by either), false on timeout. Spurious wakeups
     /// are allowed.
@@ -227,6 +263,21 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
         spent: &mut Vec<PacketBuf>,
     ) -> io::Result<usize> {
         (**self).send_burst_reuse(dgrams, spent)
+    }
+    fn stages_tx(&self) -> bool {
+        (**self).stages_tx()
+    }
+    fn tx_room(&mut self) -> Option<&mut [u8]> {
+        (**self).tx_room()
+    }
+    fn tx_commit(&mut self, len: usize, path: IcrcPath) -> usize {
+        (**self).tx_commit(len, path)
+    }
+    fn tx_flush(&mut self) -> usize {
+        (**self).tx_flush()
+    }
+    fn tx_staged(&self) -> usize {
+        (**self).tx_staged()
     }
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
         (**self).wait(timeout, extra)

@@ -126,7 +126,8 @@ fn capture(raw: &OwnedFd, sport: u16, dport: u16, n: usize) -> Vec<Vec<u8>> {
 /// capture point, as a NIC would), a run of 20 RoCEv2-shaped datagrams sent with
 /// `roce_offload` leaves as datagrams with IPv4 identifications 0, 1, …, 19, each with
 /// the ICRC its real headers give; the receiver (with `UDP_GRO`) gets all 20 intact
-/// and the transport's check finds each one's identification.
+/// and the transport's check finds each one's identification. Both when the run is
+/// sent as datagrams and when it is staged in the link's buffer.
 #[test]
 fn gso_segments_carry_consecutive_ids_and_the_icrc_of_their_real_headers() {
     let ready = weft_testkit::root()
@@ -152,58 +153,76 @@ fn gso_segments_carry_consecutive_ids_and_the_icrc_of_their_real_headers() {
             assert!(out.status.success(), "{args:?}: {out:?}");
         }
         let raw = raw_ip_socket_on_lo().expect("AF_PACKET as root");
-        let opts = UdpOptions {
-            roce_offload: true,
-            ..UdpOptions::default()
-        };
-        let mut a = UdpLink::bind("127.0.0.1:0".parse().unwrap(), opts.clone()).unwrap();
-        let mut b = UdpLink::bind("127.0.0.1:0".parse().unwrap(), opts).unwrap();
-        assert_eq!(a.offload(), (true, true), "GSO and GRO on");
-        let path = path_between(a.local_addr(), b.local_addr()).unwrap();
-        let mut sent = Vec::new();
-        let mut tx = Vec::new();
-        for i in 0..20u8 {
-            let len = if i == 19 { 12 + 600 + 4 } else { 12 + 1000 + 4 };
-            let mut bytes = vec![i; len];
-            bytes[0] = 0x04;
-            path.fill(&mut bytes).unwrap();
-            let mut buf = a.pool().alloc().unwrap();
-            assert!(buf.copy_from(&bytes));
-            tx.push(Datagram { buf, path });
-            sent.push(bytes);
-        }
-        assert_eq!(a.send_burst(&mut tx).unwrap(), 20);
-        let wire = capture(&raw, a.local_addr().port(), b.local_addr().port(), 20);
-        assert_eq!(
-            wire.len(),
-            20,
-            "twenty datagrams on the wire, not one super-packet"
-        );
-        for (k, p) in wire.iter().enumerate() {
-            let ihl = usize::from(p[0] & 0xf) * 4;
-            assert_eq!(u16::from_be_bytes([p[4], p[5]]), k as u16, "identification");
-            let ib = &p[ihl + 8..];
-            assert_eq!(ib[..ib.len() - 4], sent[k][..sent[k].len() - 4], "payload");
-            let icrc =
-                weft_wire::roce::icrc::icrc(&p[..ihl], &p[ihl..ihl + 8], &ib[..ib.len() - 4])
-                    .unwrap();
-            assert_eq!(icrc.to_le_bytes(), ib[ib.len() - 4..], "segment {k}'s ICRC");
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut got = Vec::new();
-        while got.len() < 20 && Instant::now() < deadline {
-            if b.recv_burst(&mut got, 64).unwrap() == 0 {
-                b.wait(Duration::from_millis(10), None).unwrap();
-            }
-        }
-        assert_eq!(got.len(), 20);
-        let mut cache = None;
-        for (k, d) in got.iter().enumerate() {
-            assert_eq!(d.buf[..d.buf.len() - 4], sent[k][..sent[k].len() - 4]);
-            assert_eq!(d.path, path, "the path as sent");
-            let id = path.check_id(&d.buf, weft_wire::roce::GSO_MAX_SEGMENTS, &mut cache);
-            assert_eq!(id, Some(k as u16), "datagram {k}");
+        // As datagrams (`send_burst`), then staged in the link's own buffer
+        // (`tx_room`/`tx_commit`/`tx_flush`: the run leaves from one source buffer).
+        for staged in [false, true] {
+            send_run_and_check(&raw, staged);
         }
     });
     t.join().expect("namespace thread");
+}
+
+fn send_run_and_check(raw: &OwnedFd, staged: bool) {
+    let opts = UdpOptions {
+        roce_offload: true,
+        ..UdpOptions::default()
+    };
+    let mut a = UdpLink::bind("127.0.0.1:0".parse().unwrap(), opts.clone()).unwrap();
+    let mut b = UdpLink::bind("127.0.0.1:0".parse().unwrap(), opts).unwrap();
+    assert_eq!(a.offload(), (true, true), "GSO and GRO on");
+    let path = path_between(a.local_addr(), b.local_addr()).unwrap();
+    let mut sent = Vec::new();
+    let mut tx = Vec::new();
+    for i in 0..20u8 {
+        let len = if i == 19 { 12 + 600 + 4 } else { 12 + 1000 + 4 };
+        let mut bytes = vec![i; len];
+        bytes[0] = 0x04;
+        path.fill(&mut bytes).unwrap();
+        if staged {
+            a.tx_room().unwrap()[..len].copy_from_slice(&bytes);
+            assert_eq!(a.tx_commit(len, path), usize::from(i) + 1);
+        } else {
+            let mut buf = a.pool().alloc().unwrap();
+            assert!(buf.copy_from(&bytes));
+            tx.push(Datagram { buf, path });
+        }
+        sent.push(bytes);
+    }
+    if staged {
+        assert!(a.stages_tx());
+        assert_eq!(a.tx_flush(), 0, "all sent");
+        assert_eq!(a.tx_staged(), 0);
+    } else {
+        assert_eq!(a.send_burst(&mut tx).unwrap(), 20);
+    }
+    let wire = capture(raw, a.local_addr().port(), b.local_addr().port(), 20);
+    assert_eq!(
+        wire.len(),
+        20,
+        "twenty datagrams on the wire, not one super-packet"
+    );
+    for (k, p) in wire.iter().enumerate() {
+        let ihl = usize::from(p[0] & 0xf) * 4;
+        assert_eq!(u16::from_be_bytes([p[4], p[5]]), k as u16, "identification");
+        let ib = &p[ihl + 8..];
+        assert_eq!(ib[..ib.len() - 4], sent[k][..sent[k].len() - 4], "payload");
+        let icrc =
+            weft_wire::roce::icrc::icrc(&p[..ihl], &p[ihl..ihl + 8], &ib[..ib.len() - 4]).unwrap();
+        assert_eq!(icrc.to_le_bytes(), ib[ib.len() - 4..], "segment {k}'s ICRC");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = Vec::new();
+    while got.len() < 20 && Instant::now() < deadline {
+        if b.recv_burst(&mut got, 64).unwrap() == 0 {
+            b.wait(Duration::from_millis(10), None).unwrap();
+        }
+    }
+    assert_eq!(got.len(), 20);
+    let mut cache = None;
+    for (k, d) in got.iter().enumerate() {
+        assert_eq!(d.buf[..d.buf.len() - 4], sent[k][..sent[k].len() - 4]);
+        assert_eq!(d.path, path, "the path as sent");
+        let id = path.check_id(&d.buf, weft_wire::roce::GSO_MAX_SEGMENTS, &mut cache);
+        assert_eq!(id, Some(k as u16), "datagram {k}");
+    }
 }

@@ -454,6 +454,9 @@ pub(crate) struct Engine {
     /// Where the doorbell path gathers an inline payload ([`MAX_INLINE`] bytes).
     pub(crate) inline_scratch: Vec<u8>,
     link: Box<dyn DatagramLink>,
+    /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
+    /// udp link. Other links' passes make no call to ask for staged packets.
+    stages_tx: bool,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
     rx: Vec<Datagram>,
@@ -526,11 +529,13 @@ impl Engine {
     pub(crate) fn new(ep: Endpoint<MrTable, CqRouter>, link: Box<dyn DatagramLink>) -> Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
         let send_after_receive = link.sends_in_memory();
+        let stages_tx = link.stages_tx();
         Engine {
             quantum,
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             link,
+            stages_tx,
             qps: FastMap::default(),
             srqs: FastMap::default(),
             rx: Vec::with_capacity(BURST),
@@ -716,7 +721,7 @@ impl Engine {
         // A pass with nothing to send (most passes of a ping-pong) skips the transmit
         // step's set-up; it still ticks the clock of `recent`, whose expired entries
         // the next transmitting pass forgets.
-        if !self.tx.is_empty() || self.ep.may_transmit() {
+        if self.tx_pending() || self.ep.may_transmit() {
             work |= self.transmit(&mut now);
         } else {
             self.pass += 1;
@@ -1004,7 +1009,7 @@ impl Engine {
     /// Put what the transport has ready on the link now: the doorbell path's flush of
     /// a post that followed a wait (`QueuePair::post_send`).
     pub(crate) fn flush(&mut self) {
-        if !self.tx.is_empty() || self.ep.may_transmit() {
+        if self.tx_pending() || self.ep.may_transmit() {
             self.stats.post_flushes += 1;
             let mut now = None;
             self.transmit(&mut now);
@@ -1066,6 +1071,12 @@ impl Engine {
         got > 0
     }
 
+    /// Packets the link did not take yet: queued datagrams, or packets in its stage.
+    #[inline]
+    fn tx_pending(&self) -> bool {
+        !self.tx.is_empty() || (self.stages_tx && self.link.tx_staged() > 0)
+    }
+
     fn flush_tx(&mut self) {
         flush_tx(
             &mut *self.link,
@@ -1073,6 +1084,10 @@ impl Engine {
             &mut self.spare,
             &mut self.stats,
         );
+        if self.stages_tx && self.link.tx_staged() > 0 {
+            self.stats.tx_bursts += 1;
+            self.link.tx_flush();
+        }
     }
 
     /// Spare buffers beyond [`SPARE_MAX`] go back to the pool ([`trim_spare`]).
@@ -1083,7 +1098,7 @@ impl Engine {
 
     fn transmit(&mut self, now: &mut Option<Instant>) -> bool {
         self.flush_tx();
-        if !self.tx.is_empty() {
+        if self.tx_pending() {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
@@ -1129,6 +1144,7 @@ impl Engine {
             recent,
             pass,
             shared_pass_us,
+            stages_tx,
             ..
         } = self;
         let mut run = TxRun {
@@ -1149,7 +1165,15 @@ impl Engine {
             marked: None,
             stop: false,
         };
-        ep.poll_transmit_burst(now, &mut run);
+        if *stages_tx {
+            let mut staged = StagedRun {
+                run: &mut run,
+                lent: false,
+            };
+            ep.poll_transmit_burst(now, &mut staged);
+        } else {
+            ep.poll_transmit_burst(now, &mut run);
+        }
         if let Some(b) = run.cur.take() {
             run.spare.push(b);
         }
@@ -1254,20 +1278,74 @@ impl TxRun<'_> {
     fn mark(&mut self, slot: u32) {
         self.recent.mark(slot, self.pass);
     }
+
+    /// Whether the pass's budget allows one more packet (counts an extension).
+    #[inline(always)]
+    fn may_send(&mut self) -> bool {
+        if self.stop || self.sent >= 4 * BURST || self.bytes >= TX_BYTES_PER_PASS {
+            return false;
+        }
+        if self.bytes >= self.round {
+            if weft_link::monotonic_micros().saturating_sub(self.start) >= self.shared_pass_us {
+                return false;
+            }
+            self.extended = true;
+        }
+        true
+    }
+}
+
+/// [`TxRun`] on a link that stages packets itself ([`DatagramLink::tx_room`], the udp
+/// link): the transport writes into the link's room, packet after packet, so a GSO
+/// run leaves from one buffer. A type of its own, so the pool-buffer path the other
+/// links take is compiled as before.
+struct StagedRun<'r, 'a> {
+    run: &'r mut TxRun<'a>,
+    /// The link's room was lent and not yet written.
+    lent: bool,
+}
+
+impl TxBuffers for StagedRun<'_, '_> {
+    #[inline(always)]
+    fn next_buffer(&mut self) -> Option<&mut [u8]> {
+        if !self.lent {
+            if !self.run.may_send() {
+                return None;
+            }
+            self.lent = true;
+        }
+        self.run.link.tx_room()
+    }
+
+    #[inline(always)]
+    fn written(&mut self, t: Transmit) -> bool {
+        self.lent = false;
+        let run = &mut *self.run;
+        let staged = run.link.tx_commit(t.len, t.path);
+        run.sent += 1;
+        run.bytes += t.moves;
+        if run.marked != Some(t.slot) {
+            if let Some(q) = run.marked.replace(t.slot) {
+                run.mark(q);
+            }
+        }
+        if staged >= run.flush_at {
+            run.stats.tx_bursts += 1;
+            if run.link.tx_flush() > 0 {
+                run.stop = true;
+                return false;
+            }
+        }
+        true
+    }
 }
 
 impl TxBuffers for TxRun<'_> {
     #[inline(always)]
     fn next_buffer(&mut self) -> Option<&mut [u8]> {
         if self.cur.is_none() {
-            if self.stop || self.sent >= 4 * BURST || self.bytes >= TX_BYTES_PER_PASS {
+            if !self.may_send() {
                 return None;
-            }
-            if self.bytes >= self.round {
-                if weft_link::monotonic_micros().saturating_sub(self.start) >= self.shared_pass_us {
-                    return None;
-                }
-                self.extended = true;
             }
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
