@@ -288,32 +288,13 @@ impl UdpLink {
         self.fd.as_fd()
     }
 
-    /// How many datagrams from the start of `ds` (all sendable) go in one message:
-    /// with GSO, a run to one destination of equal length (the last may be shorter),
-    /// at least [`GSO_MIN_SEGMENTS`], at most 64 segments and 64 KiB; otherwise 1.
+    /// How many datagrams from the start of `ds` (all sendable) go in one message
+    /// ([`gso_group_len`]).
     fn group_len(&self, ds: &[Datagram]) -> usize {
-        if !self.gso {
-            return 1;
-        }
-        let first = ds[0].buf.len();
-        let dst = path_ends(&ds[0].path).1;
-        let mut total = first;
-        let mut g = 1;
-        while g < ds.len() && g < usize::from(GSO_MAX_SEGMENTS) {
-            let l = ds[g].buf.len();
-            if l > first || total + l > GSO_MAX_BYTES || path_ends(&ds[g].path).1 != dst {
-                break;
-            }
-            total += l;
-            g += 1;
-            if l < first {
-                break;
-            }
-        }
-        if g < GSO_MIN_SEGMENTS {
-            return 1;
-        }
-        g
+        gso_group_len(
+            self.gso,
+            ds.iter().map(|d| (d.buf.len(), path_ends(&d.path).1)),
+        )
     }
 
     /// Rewrite the ICRCs of segments 1.. of a GSO group for identifications 1..
@@ -338,6 +319,43 @@ impl UdpLink {
                 self.rewrite_icrcs(&mut dgrams[at..at + m.segs]);
             }
             at += m.segs;
+        }
+    }
+
+    /// Count one `sendmmsg` result `r` of messages whose packet counts `segs(k)` gives
+    /// (`first_gso`: the first was a GSO message): the frames sent, a full socket, GSO
+    /// refused (turned off, so the next try sends packet by packet), or the first
+    /// message lost.
+    fn settle(
+        &mut self,
+        r: Result<usize, i32>,
+        first_gso: bool,
+        segs: impl Fn(usize) -> usize,
+    ) -> Sent {
+        match r {
+            Ok(0) => Sent::Stop,
+            Ok(k) => {
+                let n: usize = (0..k).map(&segs).sum();
+                self.stats.tx_frames += n as u64;
+                Sent::Advance(n)
+            }
+            Err(libc::EAGAIN | libc::ENOBUFS) => {
+                self.stats.tx_ring_full += 1;
+                Sent::Stop
+            }
+            Err(libc::EINTR) => Sent::Again,
+            // A kernel or device that cannot segment: send packet by packet.
+            Err(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP) if first_gso => {
+                self.gso = false;
+                Sent::Again
+            }
+            Err(_) => {
+                // EMSGSIZE (larger than the path MTU with DF), unreachable network, a
+                // pending ICMP error: this message is lost.
+                let n = segs(0);
+                self.stats.tx_dropped += n as u64;
+                Sent::Advance(n)
+            }
         }
     }
 
@@ -372,34 +390,58 @@ fn rewrite_segment(deltas: &mut [Option<Ipv4IdDeltas>; 2], seg: &mut [u8], k: us
     }
 }
 
+/// How many packets from the start of a burst, given as (length, destination), go in
+/// one message: with GSO (`gso`), a run to one destination of equal length (the last
+/// may be shorter), at least [`GSO_MIN_SEGMENTS`], at most 64 segments and 64 KiB;
+/// otherwise 1. The burst is not empty.
+fn gso_group_len(gso: bool, mut ps: impl Iterator<Item = (usize, SocketAddr)>) -> usize {
+    if !gso {
+        return 1;
+    }
+    let Some((first, dst)) = ps.next() else {
+        return 1;
+    };
+    let mut total = first;
+    let mut g = 1;
+    for (l, d) in ps {
+        if g >= usize::from(GSO_MAX_SEGMENTS) || l > first || total + l > GSO_MAX_BYTES || d != dst
+        {
+            break;
+        }
+        total += l;
+        g += 1;
+        if l < first {
+            break;
+        }
+    }
+    if g < GSO_MIN_SEGMENTS {
+        return 1;
+    }
+    g
+}
+
+/// What one `sendmmsg` result means for a send loop ([`UdpLink::send_with`],
+/// [`UdpLink::flush_staged`]).
+enum Sent {
+    /// Packets from the front sent (or lost and counted): move past them and go on.
+    Advance(usize),
+    /// Try the same packets again (interrupted, or GSO just turned off).
+    Again,
+    /// The socket took nothing more: stop here.
+    Stop,
+}
+
 impl UdpLink {
     /// How many staged packets from `staged[from]` go in one message: the rule of
-    /// [`UdpLink::group_len`] (staged packets are back to back, so a run is one
-    /// source buffer).
+    /// [`gso_group_len`] (staged packets are back to back, so a run is one source
+    /// buffer).
     fn staged_group_len(&self, from: usize) -> usize {
-        let ps = &self.staged[from..];
-        if !self.gso {
-            return 1;
-        }
-        let first = ps[0].1;
-        let dst = path_ends(&ps[0].2).1;
-        let mut total = first;
-        let mut g = 1;
-        while g < ps.len() && g < usize::from(GSO_MAX_SEGMENTS) {
-            let l = ps[g].1;
-            if l > first || total + l > GSO_MAX_BYTES || path_ends(&ps[g].2).1 != dst {
-                break;
-            }
-            total += l;
-            g += 1;
-            if l < first {
-                break;
-            }
-        }
-        if g < GSO_MIN_SEGMENTS {
-            return 1;
-        }
-        g
+        gso_group_len(
+            self.gso,
+            self.staged[from..]
+                .iter()
+                .map(|&(_, len, path)| (len, path_ends(&path).1)),
+        )
     }
 
     /// Rewrite (or undo, [`UdpLink::rewrite_icrcs`]) the ICRCs of the later segments
@@ -451,31 +493,14 @@ impl UdpLink {
                     self.rewrite_staged(a, e, usize::from(self.msgs[k].gso));
                 }
             }
-            match r {
-                Ok(k) => {
-                    let segs: usize = self.runs[..k].iter().map(|r| r.2).sum();
-                    self.stats.tx_frames += segs as u64;
-                    i += segs;
-                    if k == 0 {
-                        break;
-                    }
-                }
-                Err(libc::EAGAIN | libc::ENOBUFS) => {
-                    self.stats.tx_ring_full += 1;
-                    break;
-                }
-                Err(libc::EINTR) => {}
-                // A kernel or device that cannot segment: send packet by packet.
-                Err(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
-                    if self.msgs[0].gso > 0 =>
-                {
-                    self.gso = false;
-                }
-                Err(_) => {
-                    // As in `send_with`: this message is lost.
-                    self.stats.tx_dropped += self.runs[0].2 as u64;
-                    i += self.runs[0].2;
-                }
+            let first_gso = self.msgs[0].gso > 0;
+            let runs = std::mem::take(&mut self.runs);
+            let step = self.settle(r, first_gso, |k| runs[k].2);
+            self.runs = runs;
+            match step {
+                Sent::Advance(n) => i += n,
+                Sent::Again => {}
+                Sent::Stop => break,
             }
         }
         if i == self.staged.len() {
@@ -527,32 +552,14 @@ impl UdpLink {
             let r = self.mmsg.send(self.fd.as_raw_fd(), &self.msgs, bytes);
             let sent_msgs = r.unwrap_or(0);
             self.unrewrite(&mut dgrams[i..j], sent_msgs);
-            match r {
-                Ok(k) => {
-                    let segs: usize = self.msgs[..k].iter().map(|m| m.segs).sum();
-                    self.stats.tx_frames += segs as u64;
-                    i += segs;
-                    if k == 0 {
-                        break;
-                    }
-                }
-                Err(libc::EAGAIN | libc::ENOBUFS) => {
-                    self.stats.tx_ring_full += 1;
-                    break;
-                }
-                Err(libc::EINTR) => {}
-                // A kernel or device that cannot segment: send datagram by datagram.
-                Err(libc::EIO | libc::EINVAL | libc::ENOPROTOOPT | libc::EOPNOTSUPP)
-                    if self.msgs[0].gso > 0 =>
-                {
-                    self.gso = false;
-                }
-                Err(_) => {
-                    // EMSGSIZE (larger than the path MTU with DF), unreachable
-                    // network, a pending ICMP error: this message is lost.
-                    self.stats.tx_dropped += self.msgs[0].segs as u64;
-                    i += self.msgs[0].segs;
-                }
+            let first_gso = self.msgs[0].gso > 0;
+            let msgs = std::mem::take(&mut self.msgs);
+            let step = self.settle(r, first_gso, |k| msgs[k].segs);
+            self.msgs = msgs;
+            match step {
+                Sent::Advance(n) => i += n,
+                Sent::Again => {}
+                Sent::Stop => break,
             }
         }
         dgrams.drain(..i).for_each(done);
