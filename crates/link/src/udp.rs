@@ -911,57 +911,67 @@ mod tests {
         }
     }
 
-    #[test]
-    fn offload_groups_runs_and_every_datagram_arrives_intact_with_a_findable_icrc() {
-        let (mut a, mut b) = offload_pair();
-        let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0"); // c: no offload
-                                                             // Runs: 70 of 1016 B to b (more than one GSO send holds), 5 of 316 B to b,
-                                                             // 10 of 1016 B to c, one of 40 B to b.
+    /// The runs both offload send tests send from `a`: 70 of 1016 B to `b` (more than
+    /// one GSO send holds), 5 of 316 B to `b`, 10 of 1016 B to `c`, one of 40 B to `b`;
+    /// each packet's destination, path and bytes (its index, ICRC filled).
+    fn mixed_runs(a: &UdpLink, b: &UdpLink, c: &UdpLink) -> Vec<(SocketAddr, IcrcPath, Vec<u8>)> {
         let mut plan = Vec::new();
         plan.extend((0..70).map(|_| (b.local_addr(), 1016)));
         plan.extend((0..5).map(|_| (b.local_addr(), 316)));
         plan.extend((0..10).map(|_| (c.local_addr(), 1016)));
         plan.push((b.local_addr(), 40));
-        let mut tx = Vec::new();
-        let mut sent = Vec::new();
-        for (i, &(to, len)) in plan.iter().enumerate() {
-            let path = path_between(a.local_addr(), to).unwrap();
-            let mut bytes = vec![i as u8; len];
-            path.fill(&mut bytes).unwrap();
-            sent.push(bytes.clone());
-            tx.push(dgram(&a, to, &bytes));
+        plan.iter()
+            .enumerate()
+            .map(|(i, &(to, len))| {
+                let path = path_between(a.local_addr(), to).unwrap();
+                let mut bytes = vec![i as u8; len];
+                path.fill(&mut bytes).unwrap();
+                (to, path, bytes)
+            })
+            .collect()
+    }
+
+    /// Every packet of `runs` arrived, in order per destination, intact but for its
+    /// ICRC, which holds for an identification the receiver finds.
+    fn assert_runs_arrived(
+        runs: &[(SocketAddr, IcrcPath, Vec<u8>)],
+        b: &mut UdpLink,
+        c: &mut UdpLink,
+    ) {
+        let mut cache = None;
+        for r in [b, c] {
+            let want: Vec<_> = runs.iter().filter(|x| x.0 == r.local_addr()).collect();
+            let got = recv_n(r, want.len());
+            assert_eq!(got.len(), want.len());
+            for (d, (_, _, w)) in got.iter().zip(want) {
+                let n = w.len() - 4;
+                assert_eq!(d.buf[..n], w[..n]);
+                assert!(d
+                    .path
+                    .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
+                    .is_some());
+            }
+            assert_eq!(r.stats().rx_frames, got.len() as u64);
         }
+    }
+
+    #[test]
+    fn offload_groups_runs_and_every_datagram_arrives_intact_with_a_findable_icrc() {
+        let (mut a, mut b) = offload_pair();
+        let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0"); // c: no offload
+        let runs = mixed_runs(&a, &b, &c);
+        let mut tx: Vec<_> = runs
+            .iter()
+            .map(|(to, _, bytes)| dgram(&a, *to, bytes))
+            .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut n = 0;
         while !tx.is_empty() && Instant::now() < deadline {
             n += a.send_burst(&mut tx).unwrap();
         }
-        assert_eq!(n, plan.len());
-        assert_eq!(a.stats().tx_frames, plan.len() as u64);
-        let at_b = recv_n(&mut b, 76);
-        let at_c = recv_n(&mut c, 10);
-        assert_eq!((at_b.len(), at_c.len()), (76, 10));
-        let mut cache = None;
-        let to_b = sent
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| plan[*i].0 == b.local_addr());
-        for (d, (_, want)) in at_b.iter().zip(to_b) {
-            let n = want.len() - 4;
-            assert_eq!(d.buf[..n], want[..n]);
-            assert!(d
-                .path
-                .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
-                .is_some());
-        }
-        for (d, want) in at_c.iter().zip(&sent[75..85]) {
-            assert_eq!(d.buf[..want.len() - 4], want[..want.len() - 4]);
-            assert!(d
-                .path
-                .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
-                .is_some());
-        }
-        assert_eq!(b.stats().rx_frames, 76);
+        assert_eq!(n, runs.len());
+        assert_eq!(a.stats().tx_frames, runs.len() as u64);
+        assert_runs_arrived(&runs, &mut b, &mut c);
     }
 
     /// The same runs staged in the link's buffer (`tx_room`, `tx_commit`, `tx_flush`)
@@ -973,55 +983,27 @@ mod tests {
         let (mut a, mut b) = offload_pair();
         let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0");
         assert!(a.stages_tx());
-        let mut plan = Vec::new();
-        plan.extend((0..70).map(|_| (b.local_addr(), 1016)));
-        plan.extend((0..5).map(|_| (b.local_addr(), 316)));
-        plan.extend((0..10).map(|_| (c.local_addr(), 1016)));
-        plan.push((b.local_addr(), 40));
-        let mut sent = Vec::new();
-        for (i, &(to, len)) in plan.iter().enumerate() {
-            let path = path_between(a.local_addr(), to).unwrap();
-            let mut bytes = vec![i as u8; len];
-            path.fill(&mut bytes).unwrap();
-            a.tx_room().unwrap()[..len].copy_from_slice(&bytes);
-            assert_eq!(a.tx_commit(len, path), i + 1);
-            sent.push(bytes);
+        let runs = mixed_runs(&a, &b, &c);
+        for (i, (_, path, bytes)) in runs.iter().enumerate() {
+            a.tx_room().unwrap()[..bytes.len()].copy_from_slice(bytes);
+            assert_eq!(a.tx_commit(bytes.len(), *path), i + 1);
         }
         // Not from this link, or empty: dropped at commit.
         let foreign = path_between(c.local_addr(), b.local_addr()).unwrap();
-        assert_eq!(a.tx_commit(40, foreign), plan.len());
+        assert_eq!(a.tx_commit(40, foreign), runs.len());
         let to_b = path_between(a.local_addr(), b.local_addr()).unwrap();
-        assert_eq!(a.tx_commit(0, to_b), plan.len());
+        assert_eq!(a.tx_commit(0, to_b), runs.len());
         assert_eq!(a.stats().tx_dropped, 2);
         let deadline = Instant::now() + Duration::from_secs(5);
         while a.tx_flush() > 0 && Instant::now() < deadline {}
         assert_eq!(a.tx_staged(), 0);
-        assert_eq!(a.stats().tx_frames, plan.len() as u64);
+        assert_eq!(a.stats().tx_frames, runs.len() as u64);
         assert_eq!(
             (a.stage_end, a.staged.len()),
             (0, 0),
             "the stage starts over"
         );
-        let at_b = recv_n(&mut b, 76);
-        let at_c = recv_n(&mut c, 10);
-        assert_eq!((at_b.len(), at_c.len()), (76, 10));
-        let mut cache = None;
-        let to_b = sent
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| plan[*i].0 == b.local_addr());
-        for (d, (_, want)) in at_b
-            .iter()
-            .zip(to_b)
-            .chain(at_c.iter().zip(sent[75..85].iter().enumerate()))
-        {
-            let n = want.len() - 4;
-            assert_eq!(d.buf[..n], want[..n]);
-            assert!(d
-                .path
-                .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
-                .is_some());
-        }
+        assert_runs_arrived(&runs, &mut b, &mut c);
     }
 
     /// A reply and an ACK (two datagrams to one peer, the second shorter) go as two
