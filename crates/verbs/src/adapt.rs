@@ -218,13 +218,20 @@ pub struct SpinBudget {
     /// Of the recent gaps that outlasted the learned spin, those that ended within
     /// the cap less those that ended beyond it, within ±[`REACH_MAX`].
     reach: i8,
+    /// The recent waits that ended with a batch (more than one event) less those
+    /// that ended with one or none, within ±[`REACH_MAX`] ([`SpinBudget::found`]).
+    batched: i8,
+    /// `reach` against `BATCH_SPIN_CAPS` caps: of the recent gaps that outlasted
+    /// the learned spin, those that ended within that spin less those beyond it.
+    batch_reach: i8,
     /// The learned spin as the last [`SpinBudget::next_wait_spin`] that did not
     /// spin the cap found it (the cap before any).
     learned: Cell<Duration>,
     /// [`SpinBudget::next_wait_spin`]'s decision to spin longer than learned (but
-    /// for `reach`): the cap, or a wake-up longer than the cap; and the waits left
-    /// before it decides again.
-    extend: Cell<(u8, Option<Duration>)>,
+    /// for `reach`): the cap, or a wake-up longer than the cap; whether the
+    /// application is busy (away less than the cap between its waits); and the
+    /// waits left before it decides again.
+    extend: Cell<(u8, Option<Duration>, bool)>,
 }
 
 /// [`SpinBudget::next_wait_spin`] decides whether to spin the cap every this many
@@ -234,6 +241,12 @@ const EXTEND_EVERY: u8 = 8;
 /// [`SpinBudget::next_wait_spin`]'s longest spin, in caps, where wake-ups cost more
 /// than the cap.
 const WAKE_SPIN_CAPS: u32 = 4;
+
+/// [`SpinBudget::next_wait_spin`]'s spin, in caps, for an application behind a
+/// stream (its waits end with batches). Beside a CPU hog a peer is off its core
+/// for whole scheduler ticks (4 ms at this kernel's 250 Hz; its spun waits found
+/// replies after 4–8 ms), so the spin covers a few of them.
+const BATCH_SPIN_CAPS: u32 = 16;
 
 /// The bound of [`SpinBudget`]'s `reach`: a few outliers of the other kind turn it.
 const REACH_MAX: i8 = 4;
@@ -270,8 +283,10 @@ impl SpinBudget {
             aways: GapHistory::default(),
             spins: GapHistory::default(),
             reach: 0,
+            batched: 0,
+            batch_reach: 0,
             learned: Cell::new(cap),
-            extend: Cell::new((0, None)),
+            extend: Cell::new((0, None, false)),
         }
     }
 
@@ -335,18 +350,22 @@ impl SpinBudget {
     /// requests, a p99.9 of 0.2–1.2 ms and 10–20 % of the rate against busy polling
     /// (docs/results/study.md, "An application that comes straight back spins the
     /// cap"). Such an application spins between its waits' events anyway; the cap
-    /// is spent only on the outliers, and only while spinning on finds them. A loop that blocks only itself (weft-rpc's server heads
+    /// is spent only on the outliers, and only while spinning on finds them.
+    ///
+    /// And `BATCH_SPIN_CAPS` caps when the application is busy (away less than the
+    /// cap between waits) and its recent waits ended with batches
+    /// ([`SpinBudget::found`]): behind a stream, where both sides blocking is an
+    /// equilibrium of their own making (see the body). A loop that blocks only itself (weft-rpc's server heads
     /// and dispatcher) keeps [`SpinBudget::next_spin`].
     pub fn next_wait_spin(&self) -> Duration {
-        let (left, extend) = self.extend.get();
-        let extend = if left == 0 {
+        let (left, extend, busy) = self.extend.get();
+        let (extend, busy) = if left == 0 {
             // The inputs are histories of 16 waits: deciding again every
             // `EXTEND_EVERY` waits saves their sorts on the others (a ping-pong
             // waits on every message; the sorts cost it ~0.1 µs a round trip).
-            let straight_back = self
-                .aways
-                .quartiles()
-                .is_some_and(|(away, _)| u128::from(away) < self.wake_cost().as_nanos());
+            let away = self.aways.quartiles().map(|(away, _)| u128::from(away));
+            let straight_back = away.is_some_and(|a| a < self.wake_cost().as_nanos());
+            let busy = away.is_some_and(|a| a < self.cap.as_nanos());
             // Long gaps must be the exception: three in four within a quarter of
             // the cap (the learned spin covers them). A server whose every other
             // wait is its client's 10 ms pause would spin the cap on each of those.
@@ -368,12 +387,32 @@ impl SpinBudget {
             } else {
                 (straight_back && rare_long).then_some(self.cap)
             };
-            self.extend.set((EXTEND_EVERY - 1, e));
-            e
+            self.extend.set((EXTEND_EVERY - 1, e, busy));
+            (e, busy)
         } else {
-            self.extend.set((left - 1, extend));
-            extend
+            self.extend.set((left - 1, extend, busy));
+            (extend, busy)
         };
+        // Where the waits end with batches (`batched`, [`SpinBudget::found`]),
+        // events queue up while the application waits: it is behind a stream that
+        // does not wait for it (16 requests in flight), and its rate is what its
+        // waits cost. There the gaps are not independent of the waiter: a blocked
+        // side's peer waits for its wake-ups (its engine thread's, then its own)
+        // and blocks in turn, and with both sides blocking every gap is two
+        // wake-up chains long, beyond any spin learned from them. Beside one CPU
+        // hog that equilibrium ran 26–33 k round trips/s against busy polling's
+        // 280–360 k, its blocked waits' gaps 1.1 ms at the median
+        // (docs/results/study.md, "The adaptive collapse, broken"). So such an
+        // application, when busy (not paced by its own work), spins
+        // `BATCH_SPIN_CAPS` caps: one side that spins through its peer's wake-ups
+        // answers at once, the peer's next waits end within its spin, and both
+        // spin again. A spin that runs out clears `batched` (`blocked`,
+        // `timed_out`), so a stream that stops costs one such spin; and while the
+        // long gaps outlast it more often than not (`batch_reach`: bursts with
+        // 20 ms pauses between them) it is not made.
+        if busy && self.batched > 0 && self.batch_reach >= 0 {
+            return self.cap.saturating_mul(BATCH_SPIN_CAPS);
+        }
         // Of the recent gaps that outlasted the learned spin, no more ended beyond
         // the cap than within it: a server whose clients come in bursts with 20 ms
         // between them would spin the cap at every pause and find nothing.
@@ -396,11 +435,16 @@ impl SpinBudget {
     /// remembers them longer than the history of [`GAPS`] does.
     fn reach_by(&mut self, gap: Duration) {
         if gap > self.learned.get() {
-            self.reach = if gap <= self.cap {
-                (self.reach + 1).min(REACH_MAX)
-            } else {
-                (self.reach - 1).max(-REACH_MAX)
+            let step = |r: i8, within: bool| {
+                if within {
+                    (r + 1).min(REACH_MAX)
+                } else {
+                    (r - 1).max(-REACH_MAX)
+                }
             };
+            self.reach = step(self.reach, gap <= self.cap);
+            let batch_spin = self.cap.saturating_mul(BATCH_SPIN_CAPS);
+            self.batch_reach = step(self.batch_reach, gap <= batch_spin);
         }
     }
 
@@ -410,11 +454,23 @@ impl SpinBudget {
     /// straight back with short gaps and spin the cap on every one
     /// ([`SpinBudget::next_wait_spin`]).
     pub fn timed_out(&mut self, spun: Duration, waited: Duration) {
+        self.batched = 0;
         if !spun.is_zero() {
             self.spins.record_long();
         }
         self.reach_by(waited);
         self.gaps.record(waited);
+    }
+
+    /// A wait that waited ended with `n` events (0: it timed out): more than one
+    /// means events queued up while it waited ([`SpinBudget::next_wait_spin`]). An
+    /// application that takes one event per wait is never seen batched.
+    pub fn found(&mut self, n: usize) {
+        self.batched = if n > 1 {
+            (self.batched + 1).min(REACH_MAX)
+        } else {
+            (self.batched - 1).max(-REACH_MAX)
+        };
     }
 
     /// The application was away `away` between the end of its last wait and the
@@ -438,6 +494,7 @@ impl SpinBudget {
         if let Some(w) = wake {
             self.wakes.record(w);
         }
+        self.batched = 0;
         if !spun.is_zero() {
             self.spins.record_long();
         }
@@ -1006,6 +1063,78 @@ mod tests {
             wait(&mut b, US, 10 * MS);
         }
         assert_eq!(b.next_wait_spin(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_busy_waiter_behind_a_stream_spins_through_its_peers_wake_ups() {
+        let wake = 40 * US;
+        let batch_spin = SpinBudget::DEFAULT_CAP * BATCH_SPIN_CAPS;
+        // Both sides of a saturated stream blocking, beside a CPU hog: back to wait
+        // 5 µs after each wait, every wait 1.1 ms (the peer's engine thread and
+        // application waking in turn), each ending with 16 events queued.
+        let mut b = SpinBudget::default();
+        for _ in 0..64 {
+            toy_app_wait(&mut b, 5 * US, 1100 * US, wake);
+            b.found(16);
+        }
+        assert_eq!(b.next_wait_spin(), batch_spin, "spins through the 1.1 ms");
+        // Without the batches (one event a wait: a ping-pong) the same gaps keep
+        // the learned spin, which blocks on them.
+        let mut single = SpinBudget::default();
+        for _ in 0..64 {
+            toy_app_wait(&mut single, 5 * US, 1100 * US, wake);
+            single.found(1);
+        }
+        assert!(single.next_wait_spin() < 1100 * US);
+        // The stream stops: the first wait's spin runs out (it blocks, then finds
+        // the one event of a sparse exchange) and the next does not spin long.
+        let mut stop = b.clone();
+        stop.away(5 * US);
+        let spin = stop.next_wait_spin();
+        assert_eq!(spin, batch_spin);
+        stop.blocked(spin, 10 * MS, Some(wake));
+        stop.found(1);
+        assert!(stop.next_wait_spin() < batch_spin, "one long spin per stop");
+        // Back to batches after a spin ran out (the peer off its core longer than
+        // the spin): the next batch turns it on again.
+        stop.away(5 * US);
+        stop.blocked(Duration::ZERO, 10 * US, Some(wake));
+        stop.found(16);
+        assert_eq!(stop.next_wait_spin(), batch_spin);
+        // Bursts of batched waits with 20 ms pauses between them (a client that
+        // works in bursts): the long spin is made at as many pauses as it had
+        // found long gaps within it (at most `REACH_MAX`) and the one that turns
+        // it, then no more.
+        let mut bursts = b.clone();
+        let (mut long_spins, mut late) = (0, 0);
+        for i in 0..64 {
+            bursts.away(5 * US);
+            let spin = bursts.next_wait_spin();
+            if i % 8 == 7 && spin == batch_spin {
+                long_spins += 1;
+                late += usize::from(i >= 48);
+            }
+            if i % 8 == 7 {
+                bursts.blocked(spin, 20 * MS - spin.min(20 * MS), Some(wake));
+                bursts.found(1);
+            } else {
+                bursts.spun(5 * US);
+                bursts.found(16);
+            }
+        }
+        assert!(long_spins <= usize::from(REACH_MAX.unsigned_abs()) + 1);
+        assert_eq!(late, 0, "pauses the long spin would waste");
+        // Paced by its own work (away 10 ms between waits), batches or not: no
+        // long spin once that is known (decided every `EXTEND_EVERY` waits).
+        let mut paced = b.clone();
+        for _ in 0..GAPS {
+            paced.away(10 * MS);
+            paced.found(16);
+        }
+        for _ in 0..EXTEND_EVERY {
+            paced.next_wait_spin();
+        }
+        assert!(paced.next_wait_spin() < batch_spin);
     }
 
     /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,

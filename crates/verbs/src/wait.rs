@@ -19,7 +19,12 @@
 //! run"). An application that comes straight back to wait (away less than a
 //! wake-up between waits) spins the whole cap while long waits are rare and spinning
 //! on through them finds them, so such a wait does not block it
-//! ([`SpinBudget::next_wait_spin`]). A wait that times out counts as a long one. When most recent waits outlasted the spin — a sparse stream, or replies
+//! ([`SpinBudget::next_wait_spin`]). An application behind a stream — its waits end
+//! with batches of completions, queued while it waited — spins through gaps of several
+//! scheduler ticks: there its own blocking is what lengthens the gaps (its peer waits
+//! for its wake-ups and blocks in turn), and beside one CPU hog both sides of a
+//! saturated stream settled into blocking at a tenth of busy polling's rate
+//! (docs/results/study.md, "The adaptive collapse, broken"). A wait that times out counts as a long one. When most recent waits outlasted the spin — a sparse stream, or replies
 //! that come after the peer's own wake-ups — spinning would cost more than the
 //! wake-ups it saves, and the waiter blocks at once: a wait within the spin saves a
 //! wake-up less its length, one beyond it wastes the whole spin
@@ -192,6 +197,11 @@ impl Waiter {
         }
         let r = self.wait_empty(cq, channel, out, max, timeout, start);
         if self.mode == WaitMode::Adaptive {
+            // How many completions the wait ended with: more than one queued up
+            // while it waited (a batch, `SpinBudget::found`).
+            if let Ok(n) = r {
+                self.learn.found(n);
+            }
             // A clock read per wait only where it is used: busy polling's one-way
             // latency over shm is 0.6 µs.
             self.last_end = Some(Instant::now());
