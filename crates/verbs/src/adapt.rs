@@ -462,9 +462,10 @@ impl SpinBudget {
         self.gaps.record(waited);
     }
 
-    /// A wait that waited ended with `n` events (0: it timed out): more than one
-    /// means events queued up while it waited ([`SpinBudget::next_wait_spin`]). An
-    /// application that takes one event per wait is never seen batched.
+    /// A wait that waited ended with `n` events (0: it timed out), or one that found
+    /// `n` > 1 at once: more than one means events queued up while it waited or was
+    /// away ([`SpinBudget::next_wait_spin`]). An application that takes one event
+    /// per wait is never seen batched.
     pub fn found(&mut self, n: usize) {
         self.batched = if n > 1 {
             (self.batched + 1).min(REACH_MAX)
