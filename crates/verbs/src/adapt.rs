@@ -406,10 +406,15 @@ impl SpinBudget {
         // application, when busy (not paced by its own work), spins
         // `BATCH_SPIN_CAPS` caps: one side that spins through its peer's wake-ups
         // answers at once, the peer's next waits end within its spin, and both
-        // spin again. A spin that runs out clears `batched` (`blocked`,
-        // `timed_out`), so a stream that stops costs one such spin; and while the
-        // long gaps outlast it more often than not (`batch_reach`: bursts with
-        // 20 ms pauses between them) it is not made.
+        // spin again. A wait that blocks or times out clears `batched` (`blocked`,
+        // `timed_out`) until the next batch, so a stream that stops, its waits
+        // then ending with one event, costs one such spin; and while the long
+        // gaps outlast it more often than not (`batch_reach`: bursts with 20 ms
+        // pauses between them) it is not made. Not guarded: a peer whose own gaps
+        // are shorter than this spin and whose events come in batches (a server
+        // answering every 5 ms with two messages) is spun through where a wake-up
+        // would cost less (docs/results/study.md, "A hazard, and a guard that
+        // failed").
         if busy && self.batched > 0 && self.batch_reach >= 0 {
             return self.cap.saturating_mul(BATCH_SPIN_CAPS);
         }

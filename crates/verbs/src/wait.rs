@@ -20,7 +20,7 @@
 //! wake-up between waits) spins the whole cap while long waits are rare and spinning
 //! on through them finds them, so such a wait does not block it
 //! ([`SpinBudget::next_wait_spin`]). An application behind a stream — its waits end
-//! with batches of completions, queued while it waited — spins through gaps of several
+//! with batches of completions, queued while it waited or was away — spins through gaps of several
 //! scheduler ticks: there its own blocking is what lengthens the gaps (its peer waits
 //! for its wake-ups and blocks in turn), and beside one CPU hog both sides of a
 //! saturated stream settled into blocking at a tenth of busy polling's rate
@@ -73,7 +73,8 @@ pub enum WaitMode {
     /// wake-up per wait).
     Block,
     /// Spin for a budget learned from the recent waits (at most
-    /// [`Waiter::spin_cap`]), then block.
+    /// [`Waiter::spin_cap`]; 16 times it behind a stream, and up to 4 times it
+    /// where wake-ups cost more: [`SpinBudget::next_wait_spin`]), then block.
     #[default]
     Adaptive,
 }
@@ -128,7 +129,8 @@ impl Waiter {
         Waiter::with_spin_cap(mode, Waiter::DEFAULT_SPIN_CAP)
     }
 
-    /// A waiter whose adaptive spin is at most `cap`.
+    /// A waiter whose adaptive spin is learned up to `cap` (and extended past it
+    /// behind a stream or where wake-ups cost more, [`SpinBudget::next_wait_spin`]).
     pub fn with_spin_cap(mode: WaitMode, cap: Duration) -> Waiter {
         Waiter {
             mode,
@@ -163,7 +165,9 @@ impl Waiter {
     /// on the recent waits, blocking at once would have cost less
     /// ([`SpinBudget::next_spin`]). The whole cap when the application comes
     /// straight back to wait, long waits are rare and spinning on through them has
-    /// found them ([`SpinBudget::next_wait_spin`]).
+    /// found them; 16 caps when its waits end with batches — completions queued
+    /// while it waited or was away, seen only when it polls for more than one
+    /// (`max` > 1) — and it is busy ([`SpinBudget::next_wait_spin`]).
     fn adaptive_spin(&self) -> Duration {
         self.learn.next_wait_spin()
     }
