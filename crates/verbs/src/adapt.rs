@@ -251,6 +251,16 @@ const BATCH_SPIN_CAPS: u32 = 16;
 /// The bound of [`SpinBudget`]'s `reach`: a few outliers of the other kind turn it.
 const REACH_MAX: i8 = 4;
 
+/// One step of a [`SpinBudget`] tally (`reach`, `batch_reach`, `batched`): up or
+/// down by one, within ±[`REACH_MAX`].
+fn tally(r: i8, up: bool) -> i8 {
+    if up {
+        (r + 1).min(REACH_MAX)
+    } else {
+        (r - 1).max(-REACH_MAX)
+    }
+}
+
 /// An application away between its waits for at least this many times as long as
 /// it waits (the medians) is paced by its own work ([`SpinBudget::next_spin`]).
 pub const PACED: u32 = 4;
@@ -440,16 +450,9 @@ impl SpinBudget {
     /// remembers them longer than the history of [`GAPS`] does.
     fn reach_by(&mut self, gap: Duration) {
         if gap > self.learned.get() {
-            let step = |r: i8, within: bool| {
-                if within {
-                    (r + 1).min(REACH_MAX)
-                } else {
-                    (r - 1).max(-REACH_MAX)
-                }
-            };
-            self.reach = step(self.reach, gap <= self.cap);
+            self.reach = tally(self.reach, gap <= self.cap);
             let batch_spin = self.cap.saturating_mul(BATCH_SPIN_CAPS);
-            self.batch_reach = step(self.batch_reach, gap <= batch_spin);
+            self.batch_reach = tally(self.batch_reach, gap <= batch_spin);
         }
     }
 
@@ -472,11 +475,7 @@ impl SpinBudget {
     /// away ([`SpinBudget::next_wait_spin`]). An application that takes one event
     /// per wait is never seen batched.
     pub fn found(&mut self, n: usize) {
-        self.batched = if n > 1 {
-            (self.batched + 1).min(REACH_MAX)
-        } else {
-            (self.batched - 1).max(-REACH_MAX)
-        };
+        self.batched = tally(self.batched, n > 1);
     }
 
     /// The application was away `away` between the end of its last wait and the
