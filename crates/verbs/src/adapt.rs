@@ -221,9 +221,16 @@ pub struct SpinBudget {
     /// The recent waits that ended with a batch (more than one event) less those
     /// that ended with one or none, within ±[`REACH_MAX`] ([`SpinBudget::found`]).
     batched: i8,
-    /// `reach` against `BATCH_SPIN_CAPS` caps: of the recent gaps that outlasted
-    /// the learned spin, those that ended within that spin less those beyond it.
+    /// `reach` against the batch spin ([`SpinBudget::batch_spin`]): of the recent
+    /// gaps that outlasted the learned spin, those that ended within that spin
+    /// less those beyond it.
     batch_reach: i8,
+    /// What the batch spin cost and found since it was last judged, and its rest
+    /// after it did not pay ([`BatchLedger`]).
+    ledger: BatchLedger,
+    /// Whether the last [`SpinBudget::next_wait_spin`] chose the batch spin: the
+    /// wait that follows, and the batches found at once after it, go to `ledger`.
+    batch_spin: Cell<bool>,
     /// The learned spin as the last [`SpinBudget::next_wait_spin`] that did not
     /// spin the cap found it (the cap before any).
     learned: Cell<Duration>,
@@ -247,6 +254,87 @@ const WAKE_SPIN_CAPS: u32 = 4;
 /// for whole scheduler ticks (4 ms at this kernel's 250 Hz; its spun waits found
 /// replies after 4–8 ms), so the spin covers a few of them.
 const BATCH_SPIN_CAPS: u32 = 16;
+
+/// The batch spin's bound whatever the cap: a few scheduler ticks (4 ms here).
+const BATCH_SPIN_MAX: Duration = Duration::from_millis(16);
+
+/// The batch spin is judged ([`BatchLedger`]) after this many events found
+/// under it…
+const BATCH_JUDGE_EVENTS: u64 = 4096;
+
+/// …or after this many batch spins' worth of spinning (256 ms at the default
+/// cap), whichever comes first. Beside one CPU hog the stream stalled for 60–140
+/// ms at a time (both processes, their engine threads and the hog on two cores:
+/// 150–550 events in 64 ms of batch spin, where the stream's own pace is 4 096
+/// in 0.5–11 ms); judged after 64 ms those stalls rested the batch spin and let
+/// both sides fall back to blocking (229 k round trips/s against 366 k without
+/// the ledger). Over 256 ms they are judged with the stream around them.
+const BATCH_JUDGE_SPINS: u32 = 16;
+
+/// Waits the batch spin rests after it first did not pay; each further failure in
+/// a row doubles it, up to [`BATCH_REST_MAX`].
+const BATCH_REST_MIN: u32 = 64;
+
+/// The longest rest of the batch spin, in waits.
+const BATCH_REST_MAX: u32 = 4096;
+
+/// Whether [`SpinBudget`]'s batch spin pays for itself, judged on what it did, not
+/// on the gaps: the time spun in the waits made with it against the events they
+/// and the batches found at once between them delivered. It pays while it spins
+/// less per event than a wake-up per event would cost: behind a stream that it
+/// brings back to its pace (both sides spinning, beside one CPU hog), a few µs an
+/// event with a few ticks of 4 ms among them; spinning through a slow peer's own
+/// gaps (a server answering every 5 ms with two events), 2.5 ms an event. The
+/// judgment waits for [`BATCH_JUDGE_EVENTS`] events or [`BATCH_JUDGE_SPINS`]
+/// batch spins of spinning, so the first spins of an escape from both sides
+/// blocking — each a wake-up chain long, the peer still blocked — are judged with
+/// the stream they bring back. A batch spin that did not pay rests (the learned
+/// spin serves) for [`BATCH_REST_MIN`] waits, doubling while it keeps failing.
+#[derive(Debug, Clone, Default)]
+struct BatchLedger {
+    /// Time spun in waits made with the batch spin since the last judgment.
+    spent: Duration,
+    /// Events found by those waits and by the batches found at once after them.
+    got: u64,
+    /// Waits left before the batch spin may be made again.
+    rest: u32,
+    /// The rest after the next judgment that finds it did not pay (0: the first).
+    next_rest: u32,
+}
+
+impl BatchLedger {
+    /// A wait made with the batch spin spun `spun` and found `n` events (or a poll
+    /// after one found `n` at once, `spun` zero): whether it is time to judge
+    /// ([`BatchLedger::judge`]).
+    fn add(&mut self, spun: Duration, n: usize, batch_spin: Duration) -> bool {
+        self.spent = self.spent.saturating_add(spun);
+        self.got = self.got.saturating_add(n as u64);
+        self.got >= BATCH_JUDGE_EVENTS || self.spent >= batch_spin.saturating_mul(BATCH_JUDGE_SPINS)
+    }
+
+    /// A wait ended: one fewer to rest.
+    fn waited(&mut self) {
+        self.rest = self.rest.saturating_sub(1);
+    }
+
+    /// Whether the batch spin may be made.
+    fn ready(&self) -> bool {
+        self.rest == 0
+    }
+
+    /// Judge what was added against `wake` a wake-up per event, and start again.
+    fn judge(&mut self, wake: Duration) {
+        let pays = self.spent.as_nanos() <= wake.as_nanos() * u128::from(self.got);
+        if pays {
+            self.next_rest = 0;
+        } else {
+            self.rest = self.next_rest.max(BATCH_REST_MIN);
+            self.next_rest = (self.rest * 2).min(BATCH_REST_MAX);
+        }
+        self.spent = Duration::ZERO;
+        self.got = 0;
+    }
+}
 
 /// The bound of [`SpinBudget`]'s `reach`: a few outliers of the other kind turn it.
 const REACH_MAX: i8 = 4;
@@ -295,6 +383,8 @@ impl SpinBudget {
             reach: 0,
             batched: 0,
             batch_reach: 0,
+            ledger: BatchLedger::default(),
+            batch_spin: Cell::new(false),
             learned: Cell::new(cap),
             extend: Cell::new((0, None, false)),
         }
@@ -303,6 +393,21 @@ impl SpinBudget {
     /// The longest spin.
     pub fn cap(&self) -> Duration {
         self.cap
+    }
+
+    /// The spin of an application behind a stream ([`SpinBudget::next_wait_spin`]):
+    /// `BATCH_SPIN_CAPS` caps, at most [`BATCH_SPIN_MAX`] unless the cap is longer.
+    fn batch_spin(&self) -> Duration {
+        self.cap
+            .saturating_mul(BATCH_SPIN_CAPS)
+            .min(BATCH_SPIN_MAX)
+            .max(self.cap)
+    }
+
+    /// Whether the last [`SpinBudget::next_wait_spin`] chose the batch spin (an
+    /// application behind a stream).
+    pub fn chose_batch_spin(&self) -> bool {
+        self.batch_spin.get()
     }
 
     /// The wake-up cost: the 75th percentile of the recent measured wake-ups, or
@@ -418,15 +523,20 @@ impl SpinBudget {
         // answers at once, the peer's next waits end within its spin, and both
         // spin again. A wait that blocks or times out clears `batched` (`blocked`,
         // `timed_out`) until the next batch, so a stream that stops, its waits
-        // then ending with one event, costs one such spin; and while the long
-        // gaps outlast it more often than not (`batch_reach`: bursts with 20 ms
-        // pauses between them) it is not made. Not guarded: a peer whose own gaps
-        // are shorter than this spin and whose events come in batches (a server
-        // answering every 5 ms with two messages) is spun through where a wake-up
-        // would cost less (docs/results/study.md, "A hazard, and a guard that
+        // then ending with one event, costs one such spin; while the long gaps
+        // outlast it more often than not (`batch_reach`: bursts with 20 ms pauses
+        // between them) it is not made; and where it spins more per event than a
+        // wake-up per event would cost — a peer whose own gaps are shorter than
+        // this spin and whose events come in batches, a server answering every
+        // 5 ms with two messages — it rests (`ledger`, [`BatchLedger`]). A guard
+        // on the gaps instead (those under the batch spin beyond the cap counted
+        // against it) undid the escape, whose first spins are a wake-up chain long
+        // and then a tick (docs/results/study.md, "A hazard, and a guard that
         // failed").
-        if busy && self.batched > 0 && self.batch_reach >= 0 {
-            return self.cap.saturating_mul(BATCH_SPIN_CAPS);
+        let batch = busy && self.batched > 0 && self.batch_reach >= 0 && self.ledger.ready();
+        self.batch_spin.set(batch);
+        if batch {
+            return self.batch_spin();
         }
         // Of the recent gaps that outlasted the learned spin, no more ended beyond
         // the cap than within it: a server whose clients come in bursts with 20 ms
@@ -451,8 +561,22 @@ impl SpinBudget {
     fn reach_by(&mut self, gap: Duration) {
         if gap > self.learned.get() {
             self.reach = tally(self.reach, gap <= self.cap);
-            let batch_spin = self.cap.saturating_mul(BATCH_SPIN_CAPS);
-            self.batch_reach = tally(self.batch_reach, gap <= batch_spin);
+            self.batch_reach = tally(self.batch_reach, gap <= self.batch_spin());
+        }
+    }
+
+    /// A wait ended having spun `spun`: the batch spin's ledger keeps it if the
+    /// wait was made with it, and counts down its rest.
+    fn wait_ended(&mut self, spun: Duration) {
+        self.ledger.waited();
+        self.ledger_add(spun, 0);
+    }
+
+    /// What a wait made with the batch spin (or a poll after one) spun and found,
+    /// to the ledger; judged when enough is known.
+    fn ledger_add(&mut self, spun: Duration, n: usize) {
+        if self.batch_spin.get() && self.ledger.add(spun, n, self.batch_spin()) {
+            self.ledger.judge(self.wake_cost());
         }
     }
 
@@ -462,6 +586,7 @@ impl SpinBudget {
     /// straight back with short gaps and spin the cap on every one
     /// ([`SpinBudget::next_wait_spin`]).
     pub fn timed_out(&mut self, spun: Duration, waited: Duration) {
+        self.wait_ended(spun);
         self.batched = 0;
         if !spun.is_zero() {
             self.spins.record_long();
@@ -476,6 +601,7 @@ impl SpinBudget {
     /// per wait is never seen batched.
     pub fn found(&mut self, n: usize) {
         self.batched = tally(self.batched, n > 1);
+        self.ledger_add(Duration::ZERO, n);
     }
 
     /// The application was away `away` between the end of its last wait and the
@@ -486,6 +612,7 @@ impl SpinBudget {
 
     /// An idle period ended with an event found while spinning, `gap` after it began.
     pub fn spun(&mut self, gap: Duration) {
+        self.wait_ended(gap);
         self.reach_by(gap);
         self.gaps.record(gap);
         self.spins.record(gap);
@@ -499,6 +626,7 @@ impl SpinBudget {
         if let Some(w) = wake {
             self.wakes.record(w);
         }
+        self.wait_ended(spun);
         self.batched = 0;
         if !spun.is_zero() {
             self.spins.record_long();
@@ -1073,12 +1201,17 @@ mod tests {
     #[test]
     fn a_busy_waiter_behind_a_stream_spins_through_its_peers_wake_ups() {
         let wake = 40 * US;
-        let batch_spin = SpinBudget::DEFAULT_CAP * BATCH_SPIN_CAPS;
+        let batch_spin = SpinBudget::default().batch_spin();
+        assert_eq!(batch_spin, SpinBudget::DEFAULT_CAP * BATCH_SPIN_CAPS);
         // Both sides of a saturated stream blocking, beside a CPU hog: back to wait
         // 5 µs after each wait, every wait 1.1 ms (the peer's engine thread and
         // application waking in turn), each ending with 16 events queued.
+        // (24 waits: the batch spin is on from the 9th, `EXTEND_EVERY`; a toy
+        // whose gaps stay 1.1 ms under it would have it judged not to pay after
+        // 64 ms of it, 69 µs an event, as a peer that spinning does not bring back
+        // would: see the next test.)
         let mut b = SpinBudget::default();
-        for _ in 0..64 {
+        for _ in 0..24 {
             toy_app_wait(&mut b, 5 * US, 1100 * US, wake);
             b.found(16);
         }
@@ -1140,6 +1273,92 @@ mod tests {
             paced.next_wait_spin();
         }
         assert!(paced.next_wait_spin() < batch_spin);
+    }
+
+    /// A busy waiter whose waits end with 16 events after 1.1 ms (both sides of a
+    /// stream blocking, beside a CPU hog): the batch spin is on.
+    fn behind_a_blocked_stream() -> SpinBudget {
+        let mut b = SpinBudget::default();
+        for _ in 0..24 {
+            toy_app_wait(&mut b, 5 * US, 1100 * US, 40 * US);
+            b.found(16);
+        }
+        assert_eq!(b.next_wait_spin(), b.batch_spin());
+        b
+    }
+
+    #[test]
+    fn the_batch_spin_keeps_a_stream_it_brings_back_and_rests_on_a_slow_peers_gaps() {
+        let wake = 40 * US;
+        // The escape: after a wait that blocked, the next is 1.1 ms (the peer
+        // still waking); after one spun through, the peer answers at once and the
+        // gaps are the stream's own (5 µs, 16 events each), one in 8 the peer off
+        // its core for a 4 ms tick. ~32 µs spun an event: it pays, and every wait
+        // spins long, across many judgments.
+        let mut b = behind_a_blocked_stream();
+        let batch_spin = b.batch_spin();
+        let mut blocked_before = true;
+        for i in 0..2048 {
+            let t = if blocked_before {
+                1100 * US
+            } else if i % 8 == 7 {
+                4 * MS
+            } else {
+                5 * US
+            };
+            let spin = toy_app_wait(&mut b, 5 * US, t, wake);
+            b.found(16);
+            assert_eq!(spin, batch_spin, "wait {i}");
+            blocked_before = t > spin;
+        }
+        // A server whose waits end with two events every 5 ms (its peer takes
+        // 5 ms: 2.5 ms spun an event where a wake-up costs 40 µs). The batch spin
+        // is judged after `BATCH_JUDGE_SPINS` batch spins' worth of spinning (52
+        // waits) and rests `BATCH_REST_MIN` waits, then twice that each time it
+        // fails again.
+        let mut slow = b.clone();
+        let mut long = Vec::new();
+        for i in 0..2000 {
+            let spin = toy_app_wait(&mut slow, 5 * US, 5 * MS, wake);
+            slow.found(2);
+            if spin == batch_spin {
+                long.push(i);
+            }
+        }
+        let per_try = 52;
+        let first = long.iter().zip(0..).take_while(|(&i, k)| i == *k).count();
+        assert!((1..=per_try).contains(&first), "{long:?}");
+        assert!(
+            long[first] >= first + BATCH_REST_MIN as usize,
+            "rested: {long:?}"
+        );
+        assert!(
+            long.len() <= 6 * per_try,
+            "{} long spins of 2000",
+            long.len()
+        );
+        let last = long[long.len() - 1];
+        assert!(
+            2000 - last > 512,
+            "the rests doubled: last long spin at wait {last}"
+        );
+        // Back behind a stream that the batch spin serves: it pays again, and
+        // after the rest the waits spin long for good.
+        let mut back = slow.clone();
+        let mut spins = Vec::new();
+        for _ in 0..8192 {
+            let spin = toy_app_wait(&mut back, 5 * US, 5 * US, wake);
+            back.found(16);
+            spins.push(spin == batch_spin);
+        }
+        assert!(spins[4096..].iter().all(|&s| s), "spins long again");
+    }
+
+    #[test]
+    fn the_batch_spin_is_sixteen_caps_at_most_16_ms_and_never_below_the_cap() {
+        assert_eq!(SpinBudget::new(100 * US).batch_spin(), 1600 * US);
+        assert_eq!(SpinBudget::new(10 * MS).batch_spin(), 16 * MS);
+        assert_eq!(SpinBudget::new(50 * MS).batch_spin(), 50 * MS);
     }
 
     /// A toy ping-pong of two adaptive waiters: a side's wait is the round trip,

@@ -98,6 +98,10 @@ pub struct WaitStats {
     /// Of the waits, blocked at once without spinning (an adaptive waiter whose
     /// recent waits outlasted any spin worth making; a blocking one always).
     pub at_once: u64,
+    /// Of the waits, made with the long spin of an adaptive waiter behind a stream
+    /// (its waits, or its polls, found batches of completions:
+    /// [`SpinBudget::next_wait_spin`]).
+    pub batch_spins: u64,
 }
 
 /// Waits for completions on one queue in a [`WaitMode`].
@@ -240,6 +244,9 @@ impl Waiter {
         self.stats.waits += 1;
         if spin.is_zero() {
             self.stats.at_once += 1;
+        }
+        if self.mode == WaitMode::Adaptive && self.learn.chose_batch_spin() {
+            self.stats.batch_spins += 1;
         }
         // Spin (not at all when blocking at once: a completion that came since the
         // first poll is found by the poll after arming).

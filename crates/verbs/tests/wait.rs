@@ -151,3 +151,64 @@ fn an_adaptive_wait_that_keeps_timing_out_comes_to_block_at_once() {
     assert_eq!(s.waits, 24, "{s:?}");
     assert!(s.at_once >= 4, "the last waits block at once: {s:?}");
 }
+
+/// Completions that queue up while the application is away count as a batch too:
+/// a receiver away 1 ms between its polls, messages every 200 µs, finds several at
+/// once, then waits for the next one — a wait that ends with one. Its waits are
+/// made with the long spin of a waiter behind a stream
+/// (`SpinBudget::next_wait_spin`); counted from the waits alone (each ending with
+/// one completion) it would never spin long: over udp beside a CPU hog such a
+/// client blocked after a one-wake-up spin (docs/results/study.md, "The adaptive
+/// collapse, broken").
+#[test]
+fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
+    let n: u64 = 600;
+    // The receive queue holds 128: posted ahead, refilled as they complete.
+    let ahead = 100;
+    let (mut a, mut b, ch) = channel_pair();
+    let post = |b: &mut Side, from: u64, to: u64| {
+        b.qp.post_recv((from..to).map(|i| RecvWr {
+            wr_id: i,
+            sg_list: [b.mr.sge(0, 64)].into(),
+        }))
+        .expect("post receives");
+    };
+    post(&mut b, 0, ahead);
+    let mut posted = ahead;
+    let sge = a.mr.sge(0, 8);
+    let sender = std::thread::spawn(move || {
+        for i in 0..n {
+            std::thread::sleep(Duration::from_micros(200));
+            let mut wr = SendWr::new(i, WrOp::Send { imm: None }, [sge]);
+            wr.signaled = false;
+            a.qp.post_send([wr]).expect("post send");
+        }
+        a
+    });
+    // A cap well above the time away, so the receiver counts as busy on a loaded
+    // machine too.
+    let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(20));
+    let mut out = Vec::new();
+    let mut got = 0;
+    while got < n {
+        std::thread::sleep(Duration::from_millis(1));
+        for _ in 0..2 {
+            out.clear();
+            let k = w.wait(&mut b.cq, Some(&ch), &mut out, 16, T).expect("wait");
+            assert!(k > 0, "message {got} of {n} not received within {T:?}");
+            got += k as u64;
+            if got >= n {
+                break;
+            }
+        }
+        let to = (got + ahead).min(n);
+        if to > posted {
+            post(&mut b, posted, to);
+            posted = to;
+        }
+    }
+    let _a = sender.join().expect("sender");
+    let s = w.stats();
+    assert!(s.waits >= 32, "{s:?}");
+    assert!(s.batch_spins * 2 >= s.waits, "{s:?}");
+}
