@@ -1007,13 +1007,61 @@ impl Engine {
     }
 
     /// Put what the transport has ready on the link now: the doorbell path's flush of
-    /// a post that followed a wait (`QueuePair::post_send`).
-    pub(crate) fn flush(&mut self) {
-        if self.tx_pending() || self.ep.may_transmit() {
-            self.stats.post_flushes += 1;
-            let mut now = None;
-            self.transmit(&mut now);
+    /// a post that followed a wait (`QueuePair::post_send`) on the QP in transport slot
+    /// `slot`.
+    ///
+    /// Mostly that QP is the only one with anything to send and its request is one
+    /// packet (a ping-pong's request or reply): on a link that takes [`Datagram`]s
+    /// (shm), with nothing queued for it and no other QP active, the packet is
+    /// written by the QP's own turn ([`Endpoint::poll_transmit_alone`]) into a spare
+    /// buffer and handed to the link, without the pass's transmit machinery (the
+    /// burst's set-up, its buffer hand-over and budget checks, the round robin's
+    /// upkeep). The pass's clock of `recent` ticks as a transmit's does, the QP is
+    /// marked recent, and anything still ready after that packet (a longer message,
+    /// a list, another QP's ACK) goes on in the same transmit, as before. The
+    /// packets, and their order, are those of [`Engine::transmit`].
+    pub(crate) fn flush(&mut self, slot: u32) {
+        if !(self.tx_pending() || self.ep.may_transmit()) {
+            return;
         }
+        self.stats.post_flushes += 1;
+        let mut now = None;
+        if self.stages_tx || !self.tx.is_empty() {
+            self.transmit(&mut now);
+            return;
+        }
+        self.pass += 1;
+        self.recent.expire(self.pass.saturating_sub(RECENT_PASSES));
+        let shared = self.recent.len() >= 2;
+        let (mut sent, mut bytes) = (0, 0);
+        if !shared {
+            let n = self.now_once(&mut now);
+            if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
+                self.stats.tx_no_buffer += 1;
+                return;
+            }
+            let Some(mut buf) = self.spare.pop() else {
+                return;
+            };
+            buf.reset();
+            match self.ep.poll_transmit_alone(n, slot, buf.spare_mut()) {
+                Some(t) => {
+                    if buf.set_len(t.len) {
+                        self.tx.push(Datagram { buf, path: t.path });
+                    } else {
+                        self.spare.push(buf);
+                    }
+                    self.recent.mark(t.slot, self.pass);
+                    (sent, bytes) = (1, t.moves);
+                }
+                None => self.spare.push(buf),
+            }
+            if !self.ep.may_transmit() {
+                self.flush_tx();
+                return;
+            }
+        }
+        self.transmit_turns(&mut now, shared, sent, bytes);
     }
 
     fn receive(&mut self, now: &mut Option<Instant>) -> bool {
@@ -1117,6 +1165,20 @@ impl Engine {
         self.pass += 1;
         self.recent.expire(self.pass.saturating_sub(RECENT_PASSES));
         let shared = self.recent.len() >= 2;
+        self.transmit_turns(now, shared, 0, 0)
+    }
+
+    /// [`Engine::transmit`] after its tick of `recent`'s clock: the transport's turns
+    /// into the pass's buffers, `sent` packets of `bytes` already queued by this
+    /// transmit ([`Engine::flush`]) counted against its budget; `shared`: several QPs
+    /// transmitted recently.
+    fn transmit_turns(
+        &mut self,
+        now: &mut Option<Instant>,
+        shared: bool,
+        sent: usize,
+        bytes: usize,
+    ) -> bool {
         // Alone, `round` is the whole pass's bytes, so the time bound never applies.
         let round = if shared {
             SHARED_ROUNDS * self.quantum * self.recent.len()
@@ -1159,8 +1221,8 @@ impl Engine {
             round,
             start,
             shared_pass_us: *shared_pass_us,
-            sent: 0,
-            bytes: 0,
+            sent,
+            bytes,
             extended: false,
             marked: None,
             stop: false,
