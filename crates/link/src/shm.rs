@@ -66,7 +66,7 @@ mod words;
 
 use crate::datagram::{path_ends, pool_buf_size, BurstMaps, DEFAULT_MAX_DATAGRAM};
 use crate::shmem::{PeerMaps, SharedMemory};
-use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf};
+use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf, RxItem};
 use endpoint::{Endpoint, Kind, Outgoing, Params};
 use ring::Layout;
 use std::io;
@@ -333,6 +333,39 @@ impl DatagramLink for ShmLink {
 
     fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
         Ok(self.ep.send(dgrams))
+    }
+
+    fn visits_rx(&self) -> bool {
+        true
+    }
+
+    /// [`DatagramLink::recv_burst_reuse`]'s items, each visited in its buffer as it
+    /// is taken: no `Datagram` pushed, no per-burst tables (the item says its
+    /// process and maps itself).
+    fn recv_each(
+        &mut self,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+        visit: &mut dyn FnMut(RxItem<'_>),
+    ) -> io::Result<usize> {
+        if !self.ep.may_receive() {
+            return Ok(0);
+        }
+        let mut wrong_family = 0;
+        let n = self
+            .ep
+            .recv_each(&self.pool, spare, max, |path, pid, m, buf| match path {
+                Some(path) => visit(RxItem {
+                    bytes: buf,
+                    path,
+                    pull_pid: pid,
+                    pull_maps: m,
+                }),
+                None => wrong_family += 1,
+            });
+        self.ep.stats.rx_frames -= wrong_family;
+        self.ep.stats.rx_dropped += wrong_family;
+        Ok(n - wrong_family as usize)
     }
 
     /// Every slot is a copy: each sent (or dropped) datagram's buffer is free at once.

@@ -457,6 +457,9 @@ pub(crate) struct Engine {
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
     stages_tx: bool,
+    /// The link visits received datagrams in its own buffers
+    /// ([`DatagramLink::visits_rx`], asked once): the shm link.
+    visits_rx: bool,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
     rx: Vec<Datagram>,
@@ -530,12 +533,14 @@ impl Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
         let send_after_receive = link.sends_in_memory();
         let stages_tx = link.stages_tx();
+        let visits_rx = link.visits_rx();
         Engine {
             quantum,
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             link,
             stages_tx,
+            visits_rx,
             qps: FastMap::default(),
             srqs: FastMap::default(),
             rx: Vec::with_capacity(BURST),
@@ -1065,6 +1070,9 @@ impl Engine {
     }
 
     fn receive(&mut self, now: &mut Option<Instant>) -> bool {
+        if self.visits_rx {
+            return self.receive_each(now);
+        }
         let (mut got, mut bytes) = (0, 0);
         for _ in 0..4 {
             let n = self
@@ -1112,6 +1120,66 @@ impl Engine {
                 self.spare.push(d.buf);
             }
             self.trim_spare();
+            if n < BURST || bytes >= RX_BYTES_PER_PASS {
+                break;
+            }
+        }
+        got > 0
+    }
+
+    /// [`Engine::receive`] on a link that visits each datagram in its own buffer
+    /// ([`DatagramLink::recv_each`], shm): each packet goes to the transport as the
+    /// link takes it, with its pull process and maps from the item itself, and its
+    /// buffer stays the link's. The bursts, their budget and the pull settings per
+    /// packet are `receive`'s; what goes is the burst of `Datagram`s, the two per-burst
+    /// tables and their look-ups per packet, and the walk that gave the buffers back.
+    fn receive_each(&mut self, now: &mut Option<Instant>) -> bool {
+        let (mut got, mut bytes) = (0, 0);
+        let Engine {
+            ep,
+            link,
+            spare,
+            origin,
+            ..
+        } = self;
+        let origin = *origin;
+        for _ in 0..4 {
+            // Bytes pulled by reference count against the pass's budget as well.
+            let pulled = ep.stats().by_reference_bytes;
+            let mut burst = 0;
+            let n = link
+                .recv_each(BURST, spare, &mut |item| {
+                    // The pass's clock, read at its first packet.
+                    let t = *now.get_or_insert_with(|| {
+                        Instant(weft_link::monotonic_micros().saturating_sub(origin))
+                    });
+                    burst += item.bytes.len();
+                    let mem = ep.mem_mut();
+                    // Whom a by-reference payload may be pulled from: the link's word
+                    // for the connection it came through, never the packet's.
+                    mem.pull_from = item.pull_pid;
+                    // A burst mostly comes from one connection: keep the table, no
+                    // reference count traffic per packet.
+                    let same = match (&mem.pull_maps, item.pull_maps) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    if !same {
+                        mem.pull_maps = item.pull_maps.cloned();
+                    }
+                    ep.handle_packet(t, item.path, item.bytes);
+                })
+                .unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            got += n;
+            let mem = ep.mem_mut();
+            mem.pull_from = None;
+            mem.pull_maps = None;
+            bytes += burst + (ep.stats().by_reference_bytes - pulled) as usize;
+            trim_spare(&**link, spare);
             if n < BURST || bytes >= RX_BYTES_PER_PASS {
                 break;
             }

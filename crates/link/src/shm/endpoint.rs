@@ -938,6 +938,44 @@ impl Endpoint {
         max: usize,
         mut deliver: impl FnMut(Option<IcrcPath>, Option<i32>, Option<&Arc<PeerMaps>>, PacketBuf),
     ) -> usize {
+        self.recv_with(pool, spare, max, |path, pid, maps, b| {
+            deliver(*path, pid, maps, b);
+            None
+        })
+    }
+
+    /// [`Endpoint::recv`] with each item lent to `visit` (its path by reference), its
+    /// buffer back in `spare` after the visit: a caller that reads the bytes where
+    /// they are keeps no buffer.
+    #[inline]
+    pub fn recv_each(
+        &mut self,
+        pool: &BufferPool,
+        spare: &mut Vec<PacketBuf>,
+        max: usize,
+        mut visit: impl FnMut(&Option<IcrcPath>, Option<i32>, Option<&Arc<PeerMaps>>, &PacketBuf),
+    ) -> usize {
+        self.recv_with(pool, spare, max, |path, pid, maps, b| {
+            visit(path, pid, maps, &b);
+            Some(b)
+        })
+    }
+
+    /// The body of [`Endpoint::recv`] and [`Endpoint::recv_each`]: `deliver` keeps an
+    /// item's buffer or gives it back (it goes back into `spare`).
+    #[inline]
+    fn recv_with(
+        &mut self,
+        pool: &BufferPool,
+        spare: &mut Vec<PacketBuf>,
+        max: usize,
+        mut deliver: impl FnMut(
+            &Option<IcrcPath>,
+            Option<i32>,
+            Option<&Arc<PeerMaps>>,
+            PacketBuf,
+        ) -> Option<PacketBuf>,
+    ) -> usize {
         self.service_if_due();
         let n = self.conns.len();
         let mut got = 0;
@@ -980,7 +1018,9 @@ impl Endpoint {
                 let Some(mut b) = spare.pop() else { break };
                 match c.rx.pop_into(&c.region, &mut b) {
                     Pop::Item => {
-                        deliver(c.rx_path, from, maps, b);
+                        if let Some(b) = deliver(&c.rx_path, from, maps, b) {
+                            spare.push(b);
+                        }
                         got += 1;
                     }
                     Pop::BadLength => {
