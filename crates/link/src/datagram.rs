@@ -196,6 +196,17 @@ pub trait DatagramLink: Send {
         BurstMaps::default()
     }
 
+    /// Send one datagram (`bytes` on `path`) at once if the link can without a
+    /// burst: true when it went (counted as a burst's would be). False, with nothing
+    /// done, when the link would rather have it in a burst
+    /// ([`DatagramLink::send_burst_reuse`], which then decides its fate): the default,
+    /// and the shm link for anything but a datagram on the last route's path. A caller
+    /// keeps order by trying it only with nothing of its own queued before it.
+    fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        let _ = (bytes, path);
+        false
+    }
+
     /// True when the link hands received datagrams to a visitor one by one
     /// ([`DatagramLink::recv_each`]). Asked once: the default answers false, and the
     /// caller then receives through [`DatagramLink::recv_burst_reuse`].
@@ -345,6 +356,9 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn burst_pull_maps(&self) -> BurstMaps<'_> {
         (**self).burst_pull_maps()
+    }
+    fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        (**self).try_send_one(bytes, path)
     }
     fn visits_rx(&self) -> bool {
         (**self).visits_rx()

@@ -339,6 +339,10 @@ impl DatagramLink for ShmLink {
         true
     }
 
+    fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        self.ep.send_on_last_path(bytes, path)
+    }
+
     /// [`DatagramLink::recv_burst_reuse`]'s items, each visited in its buffer as it
     /// is taken: no `Datagram` pushed, no per-burst tables (the item says its
     /// process and maps itself).

@@ -1051,10 +1051,15 @@ impl Engine {
             buf.reset();
             match self.ep.poll_transmit_alone(n, slot, buf.spare_mut()) {
                 Some(t) => {
-                    if buf.set_len(t.len) {
-                        self.tx.push(Datagram { buf, path: t.path });
-                    } else {
+                    // Straight onto the link when it takes a lone datagram (shm, on
+                    // the route it last sent on): no `Datagram` queued, no burst.
+                    if !buf.set_len(t.len) {
                         self.spare.push(buf);
+                    } else if self.link.try_send_one(&buf, &t.path) {
+                        self.stats.tx_bursts += 1;
+                        self.spare.push(buf);
+                    } else {
+                        self.tx.push(Datagram { buf, path: t.path });
                     }
                     self.recent.mark(t.slot, self.pass);
                     (sent, bytes) = (1, t.moves);

@@ -1049,6 +1049,31 @@ impl Endpoint {
         self.send_with(items, drop)
     }
 
+    /// One datagram on the last route's own path ([`Endpoint::send_with`]'s fast
+    /// path), written and published at once: true when it was. False, with nothing
+    /// written, for anything else (another path, a connection gone or closing, a
+    /// full or broken ring, a datagram too big): `send_with` then takes it, which
+    /// handles each of those.
+    pub fn send_on_last_path(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        let (Some((_, idx)), Some(p)) = (self.last_route, &self.last_path) else {
+            return false;
+        };
+        if p != path {
+            return false;
+        }
+        let Some(c) = self.conns[idx].as_mut().filter(|c| c.live()) else {
+            return false;
+        };
+        if !matches!(c.tx.push(&c.region, bytes), Ok(Push::Written)) {
+            return false;
+        }
+        self.stats.tx_frames += 1;
+        if c.tx.publish(&c.region) {
+            c.notify_peer.notify();
+        }
+        true
+    }
+
     /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.
     /// The items go onto the rings in order; the order in which `done` sees them is
     /// not promised (a burst sent whole is handed back from its end).
