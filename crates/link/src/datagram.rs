@@ -195,6 +195,60 @@ pub trait DatagramLink: Send {
     fn burst_pull_maps(&self) -> BurstMaps<'_> {
         BurstMaps::default()
     }
+
+    /// Send one datagram (`bytes` on `path`) at once if the link can without a
+    /// burst: true when it went (counted as a burst's would be). False, with nothing
+    /// done, when the link would rather have it in a burst
+    /// ([`DatagramLink::send_burst_reuse`], which then decides its fate): the default,
+    /// and the shm link for anything but a datagram on the last route's path. A caller
+    /// keeps order by trying it only with nothing of its own queued before it.
+    fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        let _ = (bytes, path);
+        false
+    }
+
+    /// True when the link hands received datagrams to a visitor one by one
+    /// ([`DatagramLink::recv_each`]). Asked once: the default answers false, and the
+    /// caller then receives through [`DatagramLink::recv_burst_reuse`].
+    fn visits_rx(&self) -> bool {
+        false
+    }
+
+    /// Receive up to `max` datagrams and hand each, as it is taken, to `visit`
+    /// ([`RxItem`]: its bytes, its path, and what [`DatagramLink::burst_pull_pids`]
+    /// and [`DatagramLink::burst_pull_maps`] would say of it), in a buffer the link
+    /// takes from `spare` and puts back there after the visit (the pool refills
+    /// `spare` when it runs short). Returns how many were visited. What a burst of
+    /// [`Datagram`]s costs per item and the visit does not: the datagram's move into
+    /// the burst, the per-burst tables of pull processes and maps, and the caller's
+    /// walk over the burst and its buffers afterwards. The datagrams, their order and
+    /// the counters are those of `recv_burst_reuse`. Links that answer
+    /// [`DatagramLink::visits_rx`] false refuse (`Unsupported`, the default).
+    fn recv_each(
+        &mut self,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+        visit: &mut dyn FnMut(RxItem<'_>),
+    ) -> io::Result<usize> {
+        let _ = (max, spare, visit);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// One received datagram as [`DatagramLink::recv_each`] hands it over, in the link's
+/// buffer for the length of the visit.
+#[derive(Debug, Clone, Copy)]
+pub struct RxItem<'a> {
+    /// The packet: BTH, extension headers, payload, pad, ICRC.
+    pub bytes: &'a [u8],
+    /// src = peer, dst = this link.
+    pub path: &'a IcrcPath,
+    /// The process a by-reference payload in it may be pulled from (see
+    /// [`DatagramLink::burst_pull_pids`]).
+    pub pull_pid: Option<i32>,
+    /// The regions its sender shared that are mapped here (see
+    /// [`DatagramLink::burst_pull_maps`]).
+    pub pull_maps: Option<&'a Arc<PeerMaps>>,
 }
 
 /// The mapped regions behind each datagram of a burst
@@ -302,6 +356,20 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn burst_pull_maps(&self) -> BurstMaps<'_> {
         (**self).burst_pull_maps()
+    }
+    fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        (**self).try_send_one(bytes, path)
+    }
+    fn visits_rx(&self) -> bool {
+        (**self).visits_rx()
+    }
+    fn recv_each(
+        &mut self,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+        visit: &mut dyn FnMut(RxItem<'_>),
+    ) -> io::Result<usize> {
+        (**self).recv_each(max, spare, visit)
     }
 }
 

@@ -58,7 +58,7 @@ pub mod udp;
 pub mod wake;
 pub mod xdp_fwd;
 
-pub use datagram::{BurstMaps, Datagram, DatagramLink};
+pub use datagram::{BurstMaps, Datagram, DatagramLink, RxItem};
 pub use pool::{BufferPool, PacketBuf};
 pub use shm::{ShmFrameLink, ShmLink, ShmOptions};
 pub use sys::monotonic_micros;

@@ -66,7 +66,7 @@ mod words;
 
 use crate::datagram::{path_ends, pool_buf_size, BurstMaps, DEFAULT_MAX_DATAGRAM};
 use crate::shmem::{PeerMaps, SharedMemory};
-use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf};
+use crate::{BufferPool, Datagram, DatagramLink, Link, LinkInfo, LinkStats, PacketBuf, RxItem};
 use endpoint::{Endpoint, Kind, Outgoing, Params};
 use ring::Layout;
 use std::io;
@@ -333,6 +333,43 @@ impl DatagramLink for ShmLink {
 
     fn send_burst(&mut self, dgrams: &mut Vec<Datagram>) -> io::Result<usize> {
         Ok(self.ep.send(dgrams))
+    }
+
+    fn visits_rx(&self) -> bool {
+        true
+    }
+
+    fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        self.ep.send_on_last_path(bytes, path)
+    }
+
+    /// [`DatagramLink::recv_burst_reuse`]'s items, each visited in its buffer as it
+    /// is taken: no `Datagram` pushed, no per-burst tables (the item says its
+    /// process and maps itself).
+    fn recv_each(
+        &mut self,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+        visit: &mut dyn FnMut(RxItem<'_>),
+    ) -> io::Result<usize> {
+        if !self.ep.may_receive() {
+            return Ok(0);
+        }
+        let mut wrong_family = 0;
+        let n = self
+            .ep
+            .recv_each(&self.pool, spare, max, |path, pid, m, buf| match path {
+                Some(path) => visit(RxItem {
+                    bytes: buf,
+                    path,
+                    pull_pid: pid,
+                    pull_maps: m,
+                }),
+                None => wrong_family += 1,
+            });
+        self.ep.stats.rx_frames -= wrong_family;
+        self.ep.stats.rx_dropped += wrong_family;
+        Ok(n - wrong_family as usize)
     }
 
     /// Every slot is a copy: each sent (or dropped) datagram's buffer is free at once.
@@ -606,6 +643,118 @@ mod tests {
         );
         assert!(spare.is_empty(), "received into the spare buffers");
         assert_eq!(b.pool().available(), in_pool, "none taken from the pool");
+    }
+
+    /// `recv_each` visits what `recv_burst_reuse` would return, in order, with the
+    /// same paths and pull answers, and keeps no buffer: each goes back to `spare`.
+    #[test]
+    fn a_visit_per_datagram_sees_a_bursts_datagrams_and_keeps_no_buffer() {
+        let (na, nb) = (name(42), name(43));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        assert!(b.visits_rx());
+        let want: Vec<Vec<u8>> = (0..150u32)
+            .map(|i| i.to_le_bytes().repeat(i as usize % 40 + 1))
+            .collect();
+        let mut v: Vec<_> = want.iter().map(|w| dgram(&a, nb, w)).collect();
+        let mut spare = Vec::new();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.len() < want.len() {
+            assert!(Instant::now() < deadline, "not received in 10 s");
+            a.send_burst(&mut v).unwrap();
+            let before = spare.len();
+            let n = b
+                .recv_each(32, &mut spare, &mut |item| {
+                    got.push((item.bytes.to_vec(), *item.path, item.pull_pid));
+                    assert!(item.pull_maps.is_none(), "no region shared");
+                })
+                .unwrap();
+            assert!(n <= 32);
+            // A refill may add buffers; a visit takes none away.
+            assert!(spare.len() >= before, "a visited buffer was kept");
+        }
+        assert_eq!(got.len(), want.len());
+        for (i, (bytes, path, pid)) in got.iter().enumerate() {
+            assert_eq!(bytes, &want[i], "datagram {i}");
+            assert_eq!(path_ends(path), (na, nb));
+            assert_eq!(*pid, got[0].2, "one connection, one answer");
+        }
+        // What a burst says of the same connection's datagrams.
+        let mut v = vec![dgram(&a, nb, b"last")];
+        let mut last = Vec::new();
+        while last.is_empty() {
+            assert!(Instant::now() < deadline, "not received in 10 s");
+            a.send_burst(&mut v).unwrap();
+            b.recv_burst(&mut last, 64).unwrap();
+        }
+        assert_eq!(b.burst_pull_pids(), &[got[0].2]);
+        assert_eq!(b.stats().rx_frames, want.len() as u64 + 1);
+        // Nothing waiting: a visit-less call.
+        let n = b
+            .recv_each(32, &mut spare, &mut |_| panic!("nothing sent"))
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    /// `try_send_one` writes and publishes a datagram at once only on the path the
+    /// last burst's route had; anything else (no route yet, another peer, a full ring)
+    /// is refused with nothing written, and a burst then takes it as before.
+    #[test]
+    fn a_lone_datagram_goes_at_once_only_on_the_last_routes_path() {
+        let (na, nb, nc) = (name(44), name(45), name(46));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let mut c = ShmLink::bind(nc, opts()).unwrap();
+        let (to_b, to_c) = (path_between(na, nb).unwrap(), path_between(na, nc).unwrap());
+        assert!(!a.try_send_one(b"early", &to_b), "no route yet");
+        assert_eq!(a.stats().tx_frames, 0);
+        // A burst connects; the next one finds the route (and keeps its path).
+        for w in [b"one", b"two"] {
+            let v = vec![dgram(&a, nb, w)];
+            let got = send_all(&mut a, &mut b, v);
+            assert_eq!(&got[0].buf[..], w);
+        }
+        assert!(a.try_send_one(b"three", &to_b));
+        assert_eq!(a.stats().tx_frames, 3);
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.is_empty() {
+            assert!(Instant::now() < deadline, "not received in 10 s");
+            b.recv_burst(&mut got, 64).unwrap();
+        }
+        assert_eq!(&got[0].buf[..], b"three");
+        assert_eq!(path_ends(&got[0].path), (na, nb));
+        // Another peer: refused, nothing written; bursts reach it and make its path
+        // the last route's, after which b's is the one refused.
+        assert!(!a.try_send_one(b"to c", &to_c));
+        assert_eq!(a.stats().tx_frames, 3);
+        for w in [b"c1", b"c2"] {
+            let v = vec![dgram(&a, nc, w)];
+            let got = send_all(&mut a, &mut c, v);
+            assert_eq!(&got[0].buf[..], w);
+        }
+        assert!(!a.try_send_one(b"to b", &to_b));
+        assert_eq!(a.stats().tx_frames, 5);
+        // Fill c's ring (c not reading): the lone sends stop at the full ring with
+        // nothing written, and a burst then leaves it with the sender.
+        let mut sent = 0;
+        while a.try_send_one(b"fill", &to_c) {
+            sent += 1;
+            assert!(sent <= 64, "more than a ring's worth went");
+        }
+        assert!(sent > 0);
+        assert_eq!(a.stats().tx_frames, 5 + sent);
+        assert_eq!(a.stats().tx_dropped, 0);
+        let mut v = vec![dgram(&a, nc, b"over")];
+        a.send_burst(&mut v).unwrap();
+        assert_eq!(v.len(), 1, "a full ring leaves it with the sender");
+        let mut got = Vec::new();
+        while got.len() < sent as usize {
+            assert!(Instant::now() < deadline, "not received in 10 s");
+            c.recv_burst(&mut got, 64).unwrap();
+        }
+        assert!(got.iter().all(|d| &d.buf[..] == b"fill"));
     }
 
     #[test]

@@ -1146,6 +1146,55 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         one.sent
     }
 
+    /// [`Endpoint::poll_transmit`] for a driver that knows which QP just became ready
+    /// (a post on QP slot `slot` that followed a wait, [`Endpoint::qp_slot`]): when
+    /// that QP is the only one in the transmit queue, its turn is taken directly,
+    /// without the round robin's upkeep (the queue's look-ups, the turns' loop, the
+    /// burst's buffer hand-over). The packet, and every change to the QP and the
+    /// queue, are those of `poll_transmit`'s with the queue as it is: a lone QP's turn
+    /// is the same turn. Any other queue (another QP queued, or none, or not this one)
+    /// takes `poll_transmit` itself.
+    pub fn poll_transmit_alone(
+        &mut self,
+        now: Instant,
+        slot: u32,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        if self.sched.ready.len() != 1 || self.sched.ready.front() != Some(&slot) {
+            return self.poll_transmit(now, buf);
+        }
+        let quantum = i64::from(self.config.drr_quantum.max(1));
+        let (mut ctx, qps, sched) = self.split(now);
+        ctx.stats.qp_visits += 1;
+        let Some(qp) = qps.at_mut(slot) else {
+            sched.ready.pop_front();
+            return None;
+        };
+        if buf.len() < qp.common.mtu() as usize + MAX_OVERHEAD {
+            // The burst's two turns over a queue of one, both moving it to the back.
+            ctx.stats.qp_visits += 1;
+            return None;
+        }
+        if qp.deficit <= 0 {
+            qp.deficit += quantum;
+        }
+        let sent = qp.poll_transmit(&mut ctx, buf);
+        sched.sync_timer(qp);
+        let Some(packet) = sent else {
+            qp.deficit = 0;
+            qp.queued = false;
+            sched.ready.pop_front();
+            return None;
+        };
+        let t = charge(qp, ctx.stats, packet);
+        if qp.nothing_to_send() {
+            qp.deficit = 0;
+            qp.queued = false;
+            sched.ready.pop_front();
+        }
+        Some(t)
+    }
+
     /// [`Endpoint::poll_transmit`] again and again, into the buffers `out` hands out,
     /// until `out` says stop or nothing more may go now; returns the packets written.
     /// The packets and their order are those of as many `poll_transmit` calls. What a

@@ -38,7 +38,22 @@ type Trace = (
     (Stats, Stats),
 );
 
-fn run(seed: u64, rate: u64, burst: Option<usize>) -> Trace {
+/// How the run's endpoints transmit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tx {
+    /// One `poll_transmit` a packet.
+    Single,
+    /// `poll_transmit_burst`, at most this many a call.
+    Burst(usize),
+    /// One `poll_transmit_alone` a packet, naming slots `0..k` in turn.
+    Alone(u32),
+}
+
+fn run(seed: u64, rate: u64, tx: Tx) -> Trace {
+    run_qps(seed, rate, tx, QPS)
+}
+
+fn run_qps(seed: u64, rate: u64, tx: Tx, qps: usize) -> Trace {
     let mut p = Pair::new(
         Config::default(),
         MEM as usize,
@@ -46,13 +61,17 @@ fn run(seed: u64, rate: u64, burst: Option<usize>) -> Trace {
         faulty(rate),
         seed,
     );
-    p.transmit_in_bursts(burst);
+    match tx {
+        Tx::Single => {}
+        Tx::Burst(k) => p.transmit_in_bursts(Some(k)),
+        Tx::Alone(k) => p.transmit_alone(Some(k)),
+    }
     let (ra, rb) = big_regions(&mut p, MEM);
     let o = ConnectOptions {
         max_inflight: 16,
         ..ConnectOptions::default()
     };
-    let conns: Vec<_> = (0..QPS).map(|_| p.connect(QpType::Rc, &o)).collect();
+    let conns: Vec<_> = (0..qps).map(|_| p.connect(QpType::Rc, &o)).collect();
     // Sizes from one packet to many (MTU 1024): small messages beside long ones, so
     // the round robin's deficit runs out mid-message and turns pass between QPs.
     let size = |i: u64, q: usize| [64u32, 3000, 64, 20_000, 700, 9000][(i as usize + q) % 6];
@@ -102,7 +121,7 @@ fn bursts_send_the_packets_of_single_calls_in_the_same_order() {
     // 1250 B/µs is the simulator's 10 Gb/s; 100 B/µs keeps the link busy, so bursts
     // end for want of room as often as for want of packets.
     for (seed, rate) in [(1, 1250), (7, 1250), (42, 1250), (3, 100), (9, 100)] {
-        let (sent, ca, cb, stats) = run(seed, rate, None);
+        let (sent, ca, cb, stats) = run(seed, rate, Tx::Single);
         // The run did what it is for: every message of both sides completed, over
         // lossy links (so retransmissions are in the trace too).
         let sends = QPS * MSGS as usize;
@@ -119,7 +138,7 @@ fn bursts_send_the_packets_of_single_calls_in_the_same_order() {
             sent.len()
         );
         for k in [1, 2, 5, 64] {
-            let (bsent, bca, bcb, bstats) = run(seed, rate, Some(k));
+            let (bsent, bca, bcb, bstats) = run(seed, rate, Tx::Burst(k));
             assert_eq!(
                 bsent.len(),
                 sent.len(),
@@ -143,6 +162,43 @@ fn bursts_send_the_packets_of_single_calls_in_the_same_order() {
                 bstats.1, stats.1,
                 "seed {seed}, bursts of {k}: B's counters"
             );
+        }
+    }
+}
+
+/// `poll_transmit_alone` writes the packets `poll_transmit` would, whichever slot it
+/// is told: the lone queued QP's (its turn taken directly), another's, or none (then it
+/// is `poll_transmit`). One QP each way (the turn taken directly most of the time) and
+/// several (a QP alone in the queue now and then), over the lossy links above: every
+/// packet with its time, every completion and every counter must be the same.
+#[test]
+fn a_lone_qps_direct_turn_sends_the_packets_of_single_calls() {
+    for (seed, rate) in [(1, 1250), (5, 1250), (3, 100)] {
+        for qps in [1, QPS] {
+            let (sent, ca, cb, stats) = run_qps(seed, rate, Tx::Single, qps);
+            let sends = qps * MSGS as usize;
+            assert!(
+                sent.len() > 2 * sends * 5,
+                "seed {seed}: {} packets",
+                sent.len()
+            );
+            for k in [1, 2, 4] {
+                let (asent, aca, acb, astats) = run_qps(seed, rate, Tx::Alone(k), qps);
+                let what = format!("seed {seed}, {qps} QPs, slots 0..{k}");
+                assert_eq!(asent.len(), sent.len(), "{what}: packet count");
+                if let Some(i) = (0..sent.len()).find(|&i| sent[i] != asent[i]) {
+                    let at = |t: &(u8, u64, Vec<u8>)| (t.0, t.1, t.2.len());
+                    panic!(
+                        "{what}: packet {i} {:?}, alone {:?}",
+                        at(&sent[i]),
+                        at(&asent[i])
+                    );
+                }
+                assert_eq!(aca, ca, "{what}: A's completions");
+                assert_eq!(acb, cb, "{what}: B's completions");
+                assert_eq!(astats.0, stats.0, "{what}: A's counters");
+                assert_eq!(astats.1, stats.1, "{what}: B's counters");
+            }
         }
     }
 }

@@ -457,6 +457,9 @@ pub(crate) struct Engine {
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
     stages_tx: bool,
+    /// The link visits received datagrams in its own buffers
+    /// ([`DatagramLink::visits_rx`], asked once): the shm link.
+    visits_rx: bool,
     qps: FastMap<u32, QpSlot>,
     srqs: FastMap<u32, SrqSlot>,
     rx: Vec<Datagram>,
@@ -530,12 +533,14 @@ impl Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
         let send_after_receive = link.sends_in_memory();
         let stages_tx = link.stages_tx();
+        let visits_rx = link.visits_rx();
         Engine {
             quantum,
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             link,
             stages_tx,
+            visits_rx,
             qps: FastMap::default(),
             srqs: FastMap::default(),
             rx: Vec::with_capacity(BURST),
@@ -1007,16 +1012,72 @@ impl Engine {
     }
 
     /// Put what the transport has ready on the link now: the doorbell path's flush of
-    /// a post that followed a wait (`QueuePair::post_send`).
-    pub(crate) fn flush(&mut self) {
-        if self.tx_pending() || self.ep.may_transmit() {
-            self.stats.post_flushes += 1;
-            let mut now = None;
-            self.transmit(&mut now);
+    /// a post that followed a wait (`QueuePair::post_send`) on the QP in transport slot
+    /// `slot`.
+    ///
+    /// Mostly that QP is the only one with anything to send and its request is one
+    /// packet (a ping-pong's request or reply): on a link that takes [`Datagram`]s
+    /// (shm), with nothing queued for it and no other QP active, the packet is
+    /// written by the QP's own turn ([`Endpoint::poll_transmit_alone`]) into a spare
+    /// buffer and handed to the link, without the pass's transmit machinery (the
+    /// burst's set-up, its buffer hand-over and budget checks, the round robin's
+    /// upkeep). The pass's clock of `recent` ticks as a transmit's does, the QP is
+    /// marked recent, and anything still ready after that packet (a longer message,
+    /// a list, another QP's ACK) goes on in the same transmit, as before. The
+    /// packets, and their order, are those of [`Engine::transmit`].
+    pub(crate) fn flush(&mut self, slot: u32) {
+        if !(self.tx_pending() || self.ep.may_transmit()) {
+            return;
         }
+        self.stats.post_flushes += 1;
+        let mut now = None;
+        if self.stages_tx || !self.tx.is_empty() {
+            self.transmit(&mut now);
+            return;
+        }
+        self.pass += 1;
+        self.recent.expire(self.pass.saturating_sub(RECENT_PASSES));
+        let shared = self.recent.len() >= 2;
+        let (mut sent, mut bytes) = (0, 0);
+        if !shared {
+            let n = self.now_once(&mut now);
+            if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
+                self.stats.tx_no_buffer += 1;
+                return;
+            }
+            let Some(mut buf) = self.spare.pop() else {
+                return;
+            };
+            buf.reset();
+            match self.ep.poll_transmit_alone(n, slot, buf.spare_mut()) {
+                Some(t) => {
+                    // Straight onto the link when it takes a lone datagram (shm, on
+                    // the route it last sent on): no `Datagram` queued, no burst.
+                    if !buf.set_len(t.len) {
+                        self.spare.push(buf);
+                    } else if self.link.try_send_one(&buf, &t.path) {
+                        self.stats.tx_bursts += 1;
+                        self.spare.push(buf);
+                    } else {
+                        self.tx.push(Datagram { buf, path: t.path });
+                    }
+                    self.recent.mark(t.slot, self.pass);
+                    (sent, bytes) = (1, t.moves);
+                }
+                None => self.spare.push(buf),
+            }
+            if !self.ep.may_transmit() {
+                self.flush_tx();
+                return;
+            }
+        }
+        self.transmit_turns(&mut now, shared, sent, bytes);
     }
 
     fn receive(&mut self, now: &mut Option<Instant>) -> bool {
+        if self.visits_rx {
+            return self.receive_each(now);
+        }
         let (mut got, mut bytes) = (0, 0);
         for _ in 0..4 {
             let n = self
@@ -1071,6 +1132,66 @@ impl Engine {
         got > 0
     }
 
+    /// [`Engine::receive`] on a link that visits each datagram in its own buffer
+    /// ([`DatagramLink::recv_each`], shm): each packet goes to the transport as the
+    /// link takes it, with its pull process and maps from the item itself, and its
+    /// buffer stays the link's. The bursts, their budget and the pull settings per
+    /// packet are `receive`'s; what goes is the burst of `Datagram`s, the two per-burst
+    /// tables and their look-ups per packet, and the walk that gave the buffers back.
+    fn receive_each(&mut self, now: &mut Option<Instant>) -> bool {
+        let (mut got, mut bytes) = (0, 0);
+        let Engine {
+            ep,
+            link,
+            spare,
+            origin,
+            ..
+        } = self;
+        let origin = *origin;
+        for _ in 0..4 {
+            // Bytes pulled by reference count against the pass's budget as well.
+            let pulled = ep.stats().by_reference_bytes;
+            let mut burst = 0;
+            let n = link
+                .recv_each(BURST, spare, &mut |item| {
+                    // The pass's clock, read at its first packet.
+                    let t = *now.get_or_insert_with(|| {
+                        Instant(weft_link::monotonic_micros().saturating_sub(origin))
+                    });
+                    burst += item.bytes.len();
+                    let mem = ep.mem_mut();
+                    // Whom a by-reference payload may be pulled from: the link's word
+                    // for the connection it came through, never the packet's.
+                    mem.pull_from = item.pull_pid;
+                    // A burst mostly comes from one connection: keep the table, no
+                    // reference count traffic per packet.
+                    let same = match (&mem.pull_maps, item.pull_maps) {
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    if !same {
+                        mem.pull_maps = item.pull_maps.cloned();
+                    }
+                    ep.handle_packet(t, item.path, item.bytes);
+                })
+                .unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            got += n;
+            let mem = ep.mem_mut();
+            mem.pull_from = None;
+            mem.pull_maps = None;
+            bytes += burst + (ep.stats().by_reference_bytes - pulled) as usize;
+            trim_spare(&**link, spare);
+            if n < BURST || bytes >= RX_BYTES_PER_PASS {
+                break;
+            }
+        }
+        got > 0
+    }
+
     /// Packets the link did not take yet: queued datagrams, or packets in its stage.
     #[inline]
     fn tx_pending(&self) -> bool {
@@ -1117,6 +1238,20 @@ impl Engine {
         self.pass += 1;
         self.recent.expire(self.pass.saturating_sub(RECENT_PASSES));
         let shared = self.recent.len() >= 2;
+        self.transmit_turns(now, shared, 0, 0)
+    }
+
+    /// [`Engine::transmit`] after its tick of `recent`'s clock: the transport's turns
+    /// into the pass's buffers, `sent` packets of `bytes` already queued by this
+    /// transmit ([`Engine::flush`]) counted against its budget; `shared`: several QPs
+    /// transmitted recently.
+    fn transmit_turns(
+        &mut self,
+        now: &mut Option<Instant>,
+        shared: bool,
+        sent: usize,
+        bytes: usize,
+    ) -> bool {
         // Alone, `round` is the whole pass's bytes, so the time bound never applies.
         let round = if shared {
             SHARED_ROUNDS * self.quantum * self.recent.len()
@@ -1159,8 +1294,8 @@ impl Engine {
             round,
             start,
             shared_pass_us: *shared_pass_us,
-            sent: 0,
-            bytes: 0,
+            sent,
+            bytes,
             extended: false,
             marked: None,
             stop: false,

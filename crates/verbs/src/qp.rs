@@ -310,7 +310,7 @@ impl QueuePair {
                 if flush {
                     e.last_flush_pass = Some(pass);
                     e.deferred_posts = 0;
-                    e.flush();
+                    e.flush(self.slot);
                 }
             }
         }

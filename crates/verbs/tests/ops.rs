@@ -576,6 +576,65 @@ fn a_post_after_a_wait_leaves_from_post_send_and_a_stream_waits_for_the_pass() {
     ok_driving(&mut a.cq, 5, &[&b.ctx]);
 }
 
+/// A flushed post whose message is several packets, and a flushed list of two: the
+/// flush writes the first packet by the QP's own turn and hands it to the shm link on
+/// its own, and what is still ready after it (the message's other packets, the
+/// list's second request) leaves in the same flush. The peer gets all of it, in
+/// order and intact, while the sender runs no pass; a lone packet of a ping-pong
+/// leaves the same way (the link's send counter moves by one per flush).
+#[test]
+fn a_flushed_post_sends_all_that_is_ready_not_only_its_first_packet() {
+    let (mut a, mut b) = pair(LinkKind::Shm, Progress::Inline, QpType::Rc, 1 << 16);
+    let big = |i: u64| RecvWr {
+        wr_id: i,
+        sg_list: [b.mr.sge(i as usize * 8192, 8192)].into(),
+    };
+    b.qp.post_recv((0..6).map(big)).unwrap();
+    let msg: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+    a.mr.write(0, &msg).unwrap();
+    let send = |i: u64, len: u32| SendWr::new(i, WrOp::Send { imm: None }, [a.mr.sge(0, len)]);
+    let flushes = |a: &Side| a.ctx.stats().engine.post_flushes;
+    // One message first: the shm link connects on first use.
+    a.qp.post_send([send(0, 16)]).unwrap();
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+    ok_driving(&mut b.cq, 1, &[&a.ctx]);
+    let frames = |a: &Side| a.ctx.stats().link.tx_frames;
+
+    // A lone small message after a wait: one flush, one datagram.
+    waits(&mut a.cq);
+    let (f0, t0) = (flushes(&a), frames(&a));
+    a.qp.post_send([send(1, 64)]).unwrap();
+    assert_eq!((flushes(&a), frames(&a)), (f0 + 1, t0 + 1));
+    assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(1));
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+
+    // 5000 bytes (several packets at the default MTU) after a wait.
+    waits(&mut a.cq);
+    let (f0, t0) = (flushes(&a), frames(&a));
+    a.qp.post_send([send(2, 5000)]).unwrap();
+    assert_eq!(flushes(&a), f0 + 1);
+    assert!(frames(&a) >= t0 + 2, "every packet of the message left");
+    assert_eq!(
+        one_without_driving(&mut b.cq, 10_000),
+        Some(2),
+        "the whole message arrives with no pass of the sender's"
+    );
+    let mut got = vec![0u8; 5000];
+    b.mr.read(2 * 8192, &mut got).unwrap();
+    assert_eq!(got, msg);
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+
+    // A list of two after a wait: both leave in the flush.
+    waits(&mut a.cq);
+    a.qp.post_send([send(3, 64), send(4, 3000)]).unwrap();
+    assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(3));
+    assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(4));
+    let mut got = vec![0u8; 3000];
+    b.mr.read(4 * 8192, &mut got).unwrap();
+    assert_eq!(got, msg[..3000]);
+    ok_driving(&mut a.cq, 2, &[&b.ctx]);
+}
+
 /// Posts of several QPs in one pass (a reap that freed several QPs' windows, then a
 /// post to each, as perftest's `-q` loop does), inline progress: the first, which
 /// follows a wait, leaves from `post_send`; the others join the sender's next pass,

@@ -938,6 +938,44 @@ impl Endpoint {
         max: usize,
         mut deliver: impl FnMut(Option<IcrcPath>, Option<i32>, Option<&Arc<PeerMaps>>, PacketBuf),
     ) -> usize {
+        self.recv_with(pool, spare, max, |path, pid, maps, b| {
+            deliver(*path, pid, maps, b);
+            None
+        })
+    }
+
+    /// [`Endpoint::recv`] with each item lent to `visit` (its path by reference), its
+    /// buffer back in `spare` after the visit: a caller that reads the bytes where
+    /// they are keeps no buffer.
+    #[inline]
+    pub fn recv_each(
+        &mut self,
+        pool: &BufferPool,
+        spare: &mut Vec<PacketBuf>,
+        max: usize,
+        mut visit: impl FnMut(&Option<IcrcPath>, Option<i32>, Option<&Arc<PeerMaps>>, &PacketBuf),
+    ) -> usize {
+        self.recv_with(pool, spare, max, |path, pid, maps, b| {
+            visit(path, pid, maps, &b);
+            Some(b)
+        })
+    }
+
+    /// The body of [`Endpoint::recv`] and [`Endpoint::recv_each`]: `deliver` keeps an
+    /// item's buffer or gives it back (it goes back into `spare`).
+    #[inline]
+    fn recv_with(
+        &mut self,
+        pool: &BufferPool,
+        spare: &mut Vec<PacketBuf>,
+        max: usize,
+        mut deliver: impl FnMut(
+            &Option<IcrcPath>,
+            Option<i32>,
+            Option<&Arc<PeerMaps>>,
+            PacketBuf,
+        ) -> Option<PacketBuf>,
+    ) -> usize {
         self.service_if_due();
         let n = self.conns.len();
         let mut got = 0;
@@ -980,7 +1018,9 @@ impl Endpoint {
                 let Some(mut b) = spare.pop() else { break };
                 match c.rx.pop_into(&c.region, &mut b) {
                     Pop::Item => {
-                        deliver(c.rx_path, from, maps, b);
+                        if let Some(b) = deliver(&c.rx_path, from, maps, b) {
+                            spare.push(b);
+                        }
                         got += 1;
                     }
                     Pop::BadLength => {
@@ -1007,6 +1047,31 @@ impl Endpoint {
     /// and counted); stops at the first whose peer's ring is full.
     pub fn send<T: Outgoing>(&mut self, items: &mut Vec<T>) -> usize {
         self.send_with(items, drop)
+    }
+
+    /// One datagram on the last route's own path ([`Endpoint::send_with`]'s fast
+    /// path), written and published at once: true when it was. False, with nothing
+    /// written, for anything else (another path, a connection gone or closing, a
+    /// full or broken ring, a datagram too big): `send_with` then takes it, which
+    /// handles each of those.
+    pub fn send_on_last_path(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
+        let (Some((_, idx)), Some(p)) = (self.last_route, &self.last_path) else {
+            return false;
+        };
+        if p != path {
+            return false;
+        }
+        let Some(c) = self.conns[idx].as_mut().filter(|c| c.live()) else {
+            return false;
+        };
+        if !matches!(c.tx.push(&c.region, bytes), Ok(Push::Written)) {
+            return false;
+        }
+        self.stats.tx_frames += 1;
+        if c.tx.publish(&c.region) {
+            c.notify_peer.notify();
+        }
+        true
     }
 
     /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.

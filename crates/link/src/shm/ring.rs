@@ -404,6 +404,7 @@ impl RxRing {
 
     /// Copy the next slot (which [`RxRing::available`] said is published) into `buf`.
     /// The slot is consumed either way; released by [`RxRing::release`].
+    #[inline]
     pub fn pop_into(&mut self, r: &Region, buf: &mut PacketBuf) -> Pop {
         let slot = self.layout.slot_off(self.base, self.next);
         // Read the length once: the value we check is the value we use.

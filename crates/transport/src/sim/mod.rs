@@ -340,6 +340,11 @@ pub struct Pair {
     /// Transmit through [`Endpoint::poll_transmit_burst`], at most this many packets a
     /// call ([`Pair::transmit_in_bursts`]); `None`: one `poll_transmit` a packet.
     burst: Option<usize>,
+    /// Packet by packet through [`Endpoint::poll_transmit_alone`], naming the slots
+    /// `0..k` in turn ([`Pair::transmit_alone`]); `None`: `poll_transmit`.
+    alone: Option<u32>,
+    /// The next slot `alone` names.
+    alone_next: u32,
 }
 
 /// [`Pair::step_with`]'s transmit, packet by packet or in bursts: the pair's one
@@ -476,6 +481,8 @@ impl Pair {
             now: Instant::ZERO,
             buf: vec![0; 4096 + MAX_OVERHEAD],
             burst: None,
+            alone: None,
+            alone_next: 0,
         }
     }
 
@@ -484,6 +491,15 @@ impl Pair {
     /// The packets must be the same either way; a test compares the two.
     pub fn transmit_in_bursts(&mut self, k: Option<usize>) {
         self.burst = k.map(|k| k.max(1));
+    }
+
+    /// Let both endpoints transmit packet by packet through
+    /// [`Endpoint::poll_transmit_alone`], each call naming the next of the slots
+    /// `0..k` in turn (a guess that is sometimes the lone queued QP's, sometimes
+    /// another's or none), or through `poll_transmit` (`None`, the default). The
+    /// packets must be the same either way; a test compares the two.
+    pub fn transmit_alone(&mut self, k: Option<u32>) {
+        self.alone = k.map(|k| k.max(1));
     }
 
     /// The path from `side` to the other side.
@@ -589,7 +605,15 @@ impl Pair {
                 // One `poll_transmit` a packet, into the same buffer and bookkeeping.
                 None => {
                     while let Some(buf) = out.next_buffer() {
-                        let Some(t) = ep.poll_transmit(now, buf) else {
+                        let t = match self.alone {
+                            Some(k) => {
+                                let slot = self.alone_next % k;
+                                self.alone_next = self.alone_next.wrapping_add(1);
+                                ep.poll_transmit_alone(now, slot, buf)
+                            }
+                            None => ep.poll_transmit(now, buf),
+                        };
+                        let Some(t) = t else {
                             break;
                         };
                         out.written(t);
