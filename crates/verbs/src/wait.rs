@@ -24,7 +24,9 @@
 //! scheduler ticks: there its own blocking is what lengthens the gaps (its peer waits
 //! for its wake-ups and blocks in turn), and beside one CPU hog both sides of a
 //! saturated stream settled into blocking at a tenth of busy polling's rate
-//! (docs/results/study.md, "The adaptive collapse, broken"). A wait that times out counts as a long one. When most recent waits outlasted the spin — a sparse stream, or replies
+//! (docs/results/study.md, "The adaptive collapse, broken"); that long spin rests
+//! where it costs more per completion than a wake-up per completion would (a slow
+//! peer's own gaps: "The batch spin's ledger"). A wait that times out counts as a long one. When most recent waits outlasted the spin — a sparse stream, or replies
 //! that come after the peer's own wake-ups — spinning would cost more than the
 //! wake-ups it saves, and the waiter blocks at once: a wait within the spin saves a
 //! wake-up less its length, one beyond it wastes the whole spin
@@ -169,9 +171,11 @@ impl Waiter {
     /// on the recent waits, blocking at once would have cost less
     /// ([`SpinBudget::next_spin`]). The whole cap when the application comes
     /// straight back to wait, long waits are rare and spinning on through them has
-    /// found them; 16 caps when its waits end with batches — completions queued
-    /// while it waited or was away, seen only when it polls for more than one
-    /// (`max` > 1) — and it is busy ([`SpinBudget::next_wait_spin`]).
+    /// found them; 16 caps (at most 16 ms unless the cap is longer) when its waits
+    /// end with batches — completions queued while it waited or was away, seen
+    /// only when it polls for more than one (`max` > 1) — and it is busy, resting
+    /// where that spin costs more per completion than a wake-up
+    /// ([`SpinBudget::next_wait_spin`]).
     fn adaptive_spin(&self) -> Duration {
         self.learn.next_wait_spin()
     }

@@ -186,7 +186,8 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
         a
     });
     // A cap well above the time away, so the receiver counts as busy on a loaded
-    // machine too.
+    // machine too. (Its batch spin is then the cap, judged after 320 ms of it; the
+    // waits here spin ~20 ms in all, so the ledger never rests it.)
     let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(20));
     let mut out = Vec::new();
     let mut got = 0;
@@ -214,15 +215,15 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
 }
 
 /// A peer whose own gaps are long and whose messages come in bursts (four SENDs
-/// every 8 ms): the receiver's waits end with batches and it is busy, so it makes
-/// the batch spin — but spinning 2 ms an event where a wake-up costs tens of µs
-/// (and at most a few ms on a loaded machine) does not pay, and the spin rests
+/// every 12 ms): the receiver's waits end with batches and it is busy, so it makes
+/// the batch spin — but spinning 3 ms an event where a wake-up costs tens of µs
+/// (a few ms at worst on a loaded machine) does not pay, and the spin rests
 /// (`BatchLedger`): fewer than half the waits are made with it. Without the
-/// ledger nearly all were (112 of 120: a core spun through the peer's own gaps;
-/// 48 of 120 with it, 2026-12-01).
+/// ledger nearly all were (at 8 ms gaps 112 of 120: a core spun through the
+/// peer's own gaps; 48 of 120 with it, 2026-12-01).
 #[test]
 fn a_batch_spin_through_a_slow_peers_own_gaps_rests() {
-    let rounds: u64 = 120;
+    let rounds: u64 = 150;
     let per = 4;
     let n = per * rounds;
     let ahead = 100;
@@ -239,7 +240,7 @@ fn a_batch_spin_through_a_slow_peers_own_gaps_rests() {
     let sge = a.mr.sge(0, 8);
     let sender = std::thread::spawn(move || {
         for i in 0..rounds {
-            std::thread::sleep(Duration::from_millis(8));
+            std::thread::sleep(Duration::from_millis(12));
             let wrs = (0..per).map(|k| {
                 let mut wr = SendWr::new(per * i + k, WrOp::Send { imm: None }, [sge]);
                 wr.signaled = false;
