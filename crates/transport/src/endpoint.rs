@@ -528,6 +528,14 @@ impl<M: Memory> SendQueue<'_, M> {
 }
 
 impl Sched {
+    /// The QP at the front of the transmit queue has nothing more to send now: it
+    /// leaves the queue, its deficit spent.
+    fn retire_front(&mut self, qp: &mut Qp) {
+        qp.deficit = 0;
+        qp.queued = false;
+        self.ready.pop_front();
+    }
+
     /// After an input touched `qp`: its timer entry follows its requester's deadline,
     /// and it joins the transmit queue if it may have a packet to send (a response
     /// queued, or a request packet the requester may send; `poll_transmit` finds out
@@ -1181,16 +1189,12 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         let sent = qp.poll_transmit(&mut ctx, buf);
         sched.sync_timer(qp);
         let Some(packet) = sent else {
-            qp.deficit = 0;
-            qp.queued = false;
-            sched.ready.pop_front();
+            sched.retire_front(qp);
             return None;
         };
         let t = charge(qp, ctx.stats, packet);
         if qp.nothing_to_send() {
-            qp.deficit = 0;
-            qp.queued = false;
-            sched.ready.pop_front();
+            sched.retire_front(qp);
         }
         Some(t)
     }
@@ -1263,9 +1267,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                     let sent = qp.poll_transmit(&mut ctx, buf);
                     sched.sync_timer(qp);
                     let Some(packet) = sent else {
-                        qp.deficit = 0;
-                        qp.queued = false;
-                        sched.ready.pop_front();
+                        sched.retire_front(qp);
                         if first {
                             break;
                         }
@@ -1282,9 +1284,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                         // queue, and a driver that asks `may_transmit` first need not
                         // ask again only to learn that (`Engine::transmit` on the
                         // verbs side; ~600 instructions a ping-pong round, callgrind).
-                        qp.deficit = 0;
-                        qp.queued = false;
-                        sched.ready.pop_front();
+                        sched.retire_front(qp);
                         if sched.ready.is_empty() {
                             return n;
                         }

@@ -1016,10 +1016,12 @@ impl Engine {
     /// `slot`.
     ///
     /// Mostly that QP is the only one with anything to send and its request is one
-    /// packet (a ping-pong's request or reply): on a link that takes [`Datagram`]s
-    /// (shm), with nothing queued for it and no other QP active, the packet is
-    /// written by the QP's own turn ([`Endpoint::poll_transmit_alone`]) into a spare
-    /// buffer and handed to the link, without the pass's transmit machinery (the
+    /// packet (a ping-pong's request or reply): on a link that does not stage its
+    /// packets (udp does, and keeps the pass's path), with nothing queued for it and
+    /// no other QP active, the packet is written by the QP's own turn
+    /// ([`Endpoint::poll_transmit_alone`]) into a spare buffer and handed to the link
+    /// (only shm takes it as it is, `DatagramLink::try_send_one`; others queue it as
+    /// before), without the pass's transmit machinery (the
     /// burst's set-up, its buffer hand-over and budget checks, the round robin's
     /// upkeep). The pass's clock of `recent` ticks as a transmit's does, the QP is
     /// marked recent, and anything still ready after that packet (a longer message,

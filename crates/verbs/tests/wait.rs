@@ -152,17 +152,15 @@ fn an_adaptive_wait_that_keeps_timing_out_comes_to_block_at_once() {
     assert!(s.at_once >= 4, "the last waits block at once: {s:?}");
 }
 
-/// Completions that queue up while the application is away count as a batch too:
-/// a receiver away 1 ms between its polls, messages every 200 µs, finds several at
-/// once, then waits for the next one — a wait that ends with one. Its waits are
-/// made with the long spin of a waiter behind a stream
-/// (`SpinBudget::next_wait_spin`); counted from the waits alone (each ending with
-/// one completion) it would never spin long: over udp beside a CPU hog such a
-/// client blocked after a one-wake-up spin (docs/results/study.md, "The adaptive
-/// collapse, broken").
-#[test]
-fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
-    let n: u64 = 600;
+/// `a` sends `per` SENDs every `gap`, `rounds` times, to `b`, whose receives are
+/// posted ahead and refilled; `b` waits with `w`, `waits` times a turn, each turn
+/// after sleeping `away` (zero: none). Returns `w`'s counts.
+fn stream_to_waiter(
+    w: &mut Waiter,
+    (per, gap, rounds): (u64, Duration, u64),
+    (away, waits): (Duration, usize),
+) -> weft_verbs::WaitStats {
+    let n = per * rounds;
     // The receive queue holds 128: posted ahead, refilled as they complete.
     let ahead = 100;
     let (mut a, mut b, ch) = channel_pair();
@@ -173,27 +171,28 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
         }))
         .expect("post receives");
     };
-    post(&mut b, 0, ahead);
-    let mut posted = ahead;
+    post(&mut b, 0, ahead.min(n));
+    let mut posted = ahead.min(n);
     let sge = a.mr.sge(0, 8);
     let sender = std::thread::spawn(move || {
-        for i in 0..n {
-            std::thread::sleep(Duration::from_micros(200));
-            let mut wr = SendWr::new(i, WrOp::Send { imm: None }, [sge]);
-            wr.signaled = false;
-            a.qp.post_send([wr]).expect("post send");
+        for i in 0..rounds {
+            std::thread::sleep(gap);
+            let wrs = (0..per).map(|k| {
+                let mut wr = SendWr::new(per * i + k, WrOp::Send { imm: None }, [sge]);
+                wr.signaled = false;
+                wr
+            });
+            a.qp.post_send(wrs).expect("post send");
         }
         a
     });
-    // A cap well above the time away, so the receiver counts as busy on a loaded
-    // machine too. (Its batch spin is then the cap, judged after 320 ms of it; the
-    // waits here spin ~20 ms in all, so the ledger never rests it.)
-    let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(20));
     let mut out = Vec::new();
     let mut got = 0;
     while got < n {
-        std::thread::sleep(Duration::from_millis(1));
-        for _ in 0..2 {
+        if !away.is_zero() {
+            std::thread::sleep(away);
+        }
+        for _ in 0..waits {
             out.clear();
             let k = w.wait(&mut b.cq, Some(&ch), &mut out, 16, T).expect("wait");
             assert!(k > 0, "message {got} of {n} not received within {T:?}");
@@ -209,7 +208,25 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
         }
     }
     let _a = sender.join().expect("sender");
-    let s = w.stats();
+    w.stats()
+}
+
+/// Completions that queue up while the application is away count as a batch too:
+/// a receiver away 1 ms between its polls, messages every 200 µs, finds several at
+/// once, then waits for the next one — a wait that ends with one. Its waits are
+/// made with the long spin of a waiter behind a stream
+/// (`SpinBudget::next_wait_spin`); counted from the waits alone (each ending with
+/// one completion) it would never spin long: over udp beside a CPU hog such a
+/// client blocked after a one-wake-up spin (docs/results/study.md, "The adaptive
+/// collapse, broken").
+#[test]
+fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
+    // A cap well above the time away, so the receiver counts as busy on a loaded
+    // machine too. (Its batch spin is then the cap, judged after 320 ms of it; the
+    // waits here spin ~20 ms in all, so the ledger never rests it.)
+    let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(20));
+    let one_every_200us = (1, Duration::from_micros(200), 600);
+    let s = stream_to_waiter(&mut w, one_every_200us, (Duration::from_millis(1), 2));
     assert!(s.waits >= 32, "{s:?}");
     assert!(s.batch_spins * 2 >= s.waits, "{s:?}");
 }
@@ -223,51 +240,11 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
 /// peer's own gaps; 48 of 120 with it, 2026-12-01).
 #[test]
 fn a_batch_spin_through_a_slow_peers_own_gaps_rests() {
-    let rounds: u64 = 150;
-    let per = 4;
-    let n = per * rounds;
-    let ahead = 100;
-    let (mut a, mut b, ch) = channel_pair();
-    let post = |b: &mut Side, from: u64, to: u64| {
-        b.qp.post_recv((from..to).map(|i| RecvWr {
-            wr_id: i,
-            sg_list: [b.mr.sge(0, 64)].into(),
-        }))
-        .expect("post receives");
-    };
-    post(&mut b, 0, ahead);
-    let mut posted = ahead;
-    let sge = a.mr.sge(0, 8);
-    let sender = std::thread::spawn(move || {
-        for i in 0..rounds {
-            std::thread::sleep(Duration::from_millis(12));
-            let wrs = (0..per).map(|k| {
-                let mut wr = SendWr::new(per * i + k, WrOp::Send { imm: None }, [sge]);
-                wr.signaled = false;
-                wr
-            });
-            a.qp.post_send(wrs).expect("post send");
-        }
-        a
-    });
     // A cap of 1 ms: a batch spin of 16 ms (longer than the peer's gaps, so it
     // finds them), judged after 256 ms of it.
     let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(1));
-    let mut out = Vec::new();
-    let mut got = 0;
-    while got < n {
-        out.clear();
-        let k = w.wait(&mut b.cq, Some(&ch), &mut out, 16, T).expect("wait");
-        assert!(k > 0, "message {got} of {n} not received within {T:?}");
-        got += k as u64;
-        let to = (got + ahead).min(n);
-        if to > posted {
-            post(&mut b, posted, to);
-            posted = to;
-        }
-    }
-    let _a = sender.join().expect("sender");
-    let s = w.stats();
+    let four_every_12ms = (4, Duration::from_millis(12), 150);
+    let s = stream_to_waiter(&mut w, four_every_12ms, (Duration::ZERO, 1));
     assert!(s.batch_spins > 0, "the batch spin was made: {s:?}");
     assert!(s.batch_spins * 2 < s.waits, "and rested: {s:?}");
 }
