@@ -1089,6 +1089,10 @@ impl Engine {
             if n == 0 {
                 break;
             }
+            // Receives posted since the pass drained the rings, before these
+            // packets were read: a packet sent after its receive was posted finds it
+            // (a UD SEND that found none would be dropped for good).
+            self.drain_posts();
             let now = self.now_once(now);
             got += n;
             // Whom a by-reference payload in each datagram may be pulled from: the
