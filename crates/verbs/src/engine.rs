@@ -1104,24 +1104,12 @@ impl Engine {
             let pulled = self.ep.stats().by_reference_bytes;
             for (i, d) in self.rx.iter().enumerate() {
                 bytes += d.buf.len();
-                let mem = self.ep.mem_mut();
-                mem.pull_from = pids.get(i).copied().flatten();
-                let m = maps.get(i);
-                // A burst mostly comes from one connection: keep the table, no
-                // reference count traffic per packet.
-                let same = match (&mem.pull_maps, m) {
-                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                    (None, None) => true,
-                    _ => false,
-                };
-                if !same {
-                    mem.pull_maps = m.cloned();
-                }
+                self.ep
+                    .mem_mut()
+                    .set_pull_source(pids.get(i).copied().flatten(), maps.get(i));
                 self.ep.handle_packet(now, &d.path, &d.buf);
             }
-            let mem = self.ep.mem_mut();
-            mem.pull_from = None;
-            mem.pull_maps = None;
+            self.ep.mem_mut().clear_pull_source();
             bytes += (self.ep.stats().by_reference_bytes - pulled) as usize;
             // The buffers become the next packets the pass sends: no pool lock. Popped
             // one by one (the order of spare buffers does not matter): a `drain`
@@ -1165,20 +1153,9 @@ impl Engine {
                         Instant(weft_link::monotonic_micros().saturating_sub(origin))
                     });
                     burst += item.bytes.len();
-                    let mem = ep.mem_mut();
                     // Whom a by-reference payload may be pulled from: the link's word
                     // for the connection it came through, never the packet's.
-                    mem.pull_from = item.pull_pid;
-                    // A burst mostly comes from one connection: keep the table, no
-                    // reference count traffic per packet.
-                    let same = match (&mem.pull_maps, item.pull_maps) {
-                        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                        (None, None) => true,
-                        _ => false,
-                    };
-                    if !same {
-                        mem.pull_maps = item.pull_maps.cloned();
-                    }
+                    ep.mem_mut().set_pull_source(item.pull_pid, item.pull_maps);
                     ep.handle_packet(t, item.path, item.bytes);
                 })
                 .unwrap_or(0);
@@ -1186,9 +1163,7 @@ impl Engine {
                 break;
             }
             got += n;
-            let mem = ep.mem_mut();
-            mem.pull_from = None;
-            mem.pull_maps = None;
+            ep.mem_mut().clear_pull_source();
             bytes += burst + (ep.stats().by_reference_bytes - pulled) as usize;
             trim_spare(&**link, spare);
             if n < BURST || bytes >= RX_BYTES_PER_PASS {

@@ -144,6 +144,29 @@ pub struct PullErrors {
 }
 
 impl MrTable {
+    /// The packet about to be handled came through a connection to process `pid`
+    /// whose peer shared `maps` with us (the link's word, never the packet's): by
+    /// reference payloads are pulled from there. A burst mostly comes from one
+    /// connection, so the table kept from the last packet stays when it is the
+    /// same (no reference count traffic per packet).
+    pub(crate) fn set_pull_source(&mut self, pid: Option<i32>, maps: Option<&Arc<PeerMaps>>) {
+        self.pull_from = pid;
+        let same = match (&self.pull_maps, maps) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            self.pull_maps = maps.cloned();
+        }
+    }
+
+    /// No packet is being handled: nothing to pull from.
+    pub(crate) fn clear_pull_source(&mut self) {
+        self.pull_from = None;
+        self.pull_maps = None;
+    }
+
     pub(crate) fn insert(&mut self, e: Arc<MrEntry>) {
         // An entry this one replaced must not stay behind in the cache either.
         self.last_lkey = None;
