@@ -7,9 +7,10 @@
 //! `wait` blocks on an eventfd per link, so it also honours the `extra` descriptor.
 
 use crate::datagram::path_ends;
+use crate::datagram::RxItem;
 use crate::sim::Rng;
 use crate::wake::{poll_readable, EventFd};
-use crate::{BufferPool, Datagram, DatagramLink, LinkStats};
+use crate::{BufferPool, Datagram, DatagramLink, LinkStats, PacketBuf};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
@@ -122,6 +123,7 @@ impl DgramFabric {
             pool,
             queue_limit,
             icrc: true,
+            visits: false,
             stats: LinkStats::default(),
         })
     }
@@ -137,6 +139,7 @@ pub struct SimDatagramLink {
     max_datagram: usize,
     queue_limit: usize,
     icrc: bool,
+    visits: bool,
     stats: LinkStats,
 }
 
@@ -144,6 +147,14 @@ impl SimDatagramLink {
     /// What [`DatagramLink::icrc`] answers (true by default), to test both modes.
     pub fn set_icrc(&mut self, on: bool) {
         self.icrc = on;
+    }
+
+    /// What [`DatagramLink::visits_rx`] answers (false by default): with it on, the
+    /// link hands received datagrams over one by one through
+    /// [`DatagramLink::recv_each`] as the shm link does, to test both receive paths of
+    /// a caller.
+    pub fn set_visits(&mut self, on: bool) {
+        self.visits = on;
     }
 }
 
@@ -179,6 +190,44 @@ impl DatagramLink for SimDatagramLink {
         let n = max.min(q.len());
         out.extend(q.drain(..n));
         self.stats.rx_frames += n as u64;
+        Ok(n)
+    }
+
+    fn visits_rx(&self) -> bool {
+        self.visits
+    }
+
+    /// Each datagram is taken from the port's queue alone (the queue's lock released
+    /// before the visit, as the shm link lets go of its ring slot's accounting), so a
+    /// visit sees what was published before its datagram was taken.
+    fn recv_each(
+        &mut self,
+        max: usize,
+        spare: &mut Vec<PacketBuf>,
+        visit: &mut dyn FnMut(RxItem<'_>),
+    ) -> io::Result<usize> {
+        if !self.visits {
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        let mut n = 0;
+        while n < max {
+            let next = self
+                .port
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_front();
+            let Some(d) = next else { break };
+            n += 1;
+            self.stats.rx_frames += 1;
+            visit(RxItem {
+                bytes: &d.buf,
+                path: &d.path,
+                pull_pid: None,
+                pull_maps: None,
+            });
+            spare.push(d.buf);
+        }
         Ok(n)
     }
 

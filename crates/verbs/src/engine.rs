@@ -165,6 +165,18 @@ pub(crate) struct Posted {
 }
 
 impl Posted {
+    /// Move the listed QPs into `to`: a plain load first, since most passes find
+    /// nothing posted and a locked swap on every pass costs a busy-polling thread some
+    /// 20 cycles each for nothing. A post this load misses is seen by the next look;
+    /// before the engine thread sleeps, its SeqCst fence orders its `sleeping` store
+    /// before this load (the mirror of the poster's SeqCst store and `sleeping` look
+    /// in `kick`). The QPs stay listed until the engine looks at their rings.
+    fn take_into(&self, to: &mut Vec<u32>) {
+        if self.any.load(Ordering::Relaxed) && self.any.swap(false, Ordering::SeqCst) {
+            to.append(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
+
     /// After publishing work requests in QP `qpn`'s rings (before the kick).
     pub(crate) fn mark(&self, qpn: u32, listed: &AtomicBool) {
         if !listed.swap(true, Ordering::SeqCst) {
@@ -820,20 +832,7 @@ impl Engine {
 
     fn drain_posts(&mut self) -> bool {
         let mut work = false;
-        // A plain load first: most passes find nothing posted, and a locked swap on
-        // every pass costs a busy-polling thread some 20 cycles each for nothing. A
-        // post this load misses is seen by the next pass; before the engine thread
-        // sleeps, its SeqCst fence orders its `sleeping` store before this load (the
-        // mirror of the poster's SeqCst store and `sleeping` look in `kick`).
-        if self.posted.any.load(Ordering::Relaxed) && self.posted.any.swap(false, Ordering::SeqCst)
-        {
-            let mut list = self
-                .posted
-                .list
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            self.to_drain.append(&mut list);
-        }
+        self.posted.take_into(&mut self.to_drain);
         if self.to_drain.is_empty() && self.srqs.is_empty() {
             return false;
         }
@@ -881,12 +880,7 @@ impl Engine {
                         }
                     }) > 0
                 });
-            if let Some(rq) = &mut slot.rq {
-                if !rq.is_empty() {
-                    let room = ep.rq_room(qpn).unwrap_or(0);
-                    work |= feed(room, rq, rq_scratch, |wr| ep.post_recv(qpn, wr));
-                }
-            }
+            work |= feed_rq(ep, qpn, slot, rq_scratch);
             // Requests the transport had no room for yet: look again next pass.
             let left = slot.sq.as_mut().is_some_and(|s| !s.is_empty())
                 || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
@@ -895,15 +889,7 @@ impl Engine {
             }
         }
         std::mem::swap(to_drain, carry);
-        for (&id, slot) in srqs.iter_mut() {
-            if slot.rq.is_empty() {
-                continue;
-            }
-            let room = ep.srq_room(id).unwrap_or(0);
-            work |= feed(room, &mut slot.rq, rq_scratch, |wr| {
-                ep.post_srq_recv(id, wr)
-            });
-        }
+        work |= feed_srqs(ep, srqs, rq_scratch);
         for c in refused {
             self.refused(c);
         }
@@ -1139,6 +1125,11 @@ impl Engine {
             link,
             spare,
             origin,
+            posted,
+            to_drain,
+            qps,
+            srqs,
+            rq_scratch,
             ..
         } = self;
         let origin = *origin;
@@ -1153,6 +1144,22 @@ impl Engine {
                         Instant(weft_link::monotonic_micros().saturating_sub(origin))
                     });
                     burst += item.bytes.len();
+                    // Receives posted since the pass drained the rings, before this
+                    // packet was taken (the link's take orders the look after it): a
+                    // packet sent after its receive was posted finds it, as in
+                    // `receive`'s bursts (a UD SEND that found none would be dropped
+                    // for good, an RC one would cost an RNR NAK and a retry). One
+                    // relaxed load a packet when nothing was posted. Only the receive
+                    // rings: their sends wait for the next pass, the QPs stay listed.
+                    if posted.any.load(Ordering::Relaxed) || !srqs.is_empty() {
+                        posted.take_into(to_drain);
+                        for &qpn in to_drain.iter() {
+                            if let Some(slot) = qps.get_mut(&qpn) {
+                                feed_rq(ep, qpn, slot, rq_scratch);
+                            }
+                        }
+                        feed_srqs(ep, srqs, rq_scratch);
+                    }
                     // Whom a by-reference payload may be pulled from: the link's word
                     // for the connection it came through, never the packet's.
                     ep.mem_mut().set_pull_source(item.pull_pid, item.pull_maps);
@@ -1628,6 +1635,41 @@ fn post_to(
 }
 
 /// Move up to `room` receive work requests from the ring into the transport.
+/// Feed what QP `qpn`'s receive ring holds into its transport queue, as far as it
+/// has room; true when it moved any.
+fn feed_rq(
+    ep: &mut Endpoint<MrTable, CqRouter>,
+    qpn: u32,
+    slot: &mut QpSlot,
+    scratch: &mut Vec<RecvWr>,
+) -> bool {
+    let Some(rq) = slot.rq.as_mut() else {
+        return false;
+    };
+    if rq.is_empty() {
+        return false;
+    }
+    let room = ep.rq_room(qpn).unwrap_or(0);
+    feed(room, rq, scratch, |wr| ep.post_recv(qpn, wr))
+}
+
+/// [`feed_rq`] for every shared receive queue.
+fn feed_srqs(
+    ep: &mut Endpoint<MrTable, CqRouter>,
+    srqs: &mut FastMap<u32, SrqSlot>,
+    scratch: &mut Vec<RecvWr>,
+) -> bool {
+    let mut work = false;
+    for (&id, slot) in srqs.iter_mut() {
+        if slot.rq.is_empty() {
+            continue;
+        }
+        let room = ep.srq_room(id).unwrap_or(0);
+        work |= feed(room, &mut slot.rq, scratch, |wr| ep.post_srq_recv(id, wr));
+    }
+    work
+}
+
 fn feed(
     room: usize,
     ring: &mut Consumer<RecvWr>,
@@ -2421,6 +2463,97 @@ mod tests {
         e.complete();
         assert!(recv_rx.pop().is_none());
         assert_eq!(e.stats().cq_orphans, 2);
+    }
+
+    /// A receive posted through its ring after the pass drained the rings (the engine
+    /// was held), for a SEND already waiting in the link: the pass's receive step
+    /// finds the receive before it handles the SEND — on both receive paths, bursts
+    /// and the visit of each datagram (the shm link's). A UD SEND that finds no
+    /// receive is dropped for good, so without the look the receive never completes.
+    #[test]
+    fn a_receive_posted_after_the_drain_meets_its_send_in_the_same_receive_step() {
+        use crate::{Context, DeviceConfig, LinkKind};
+        use std::net::SocketAddr;
+        use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
+        use weft_transport::{Access, Bringup, QpType, SendWr, WrOp};
+        for visits in [false, true] {
+            let fabric = DgramFabric::new(7);
+            let dev = |ip: [u8; 4]| {
+                let addr = SocketAddr::from((ip, 4791));
+                let pool = BufferPool::new(64, pool_buf_size(DEFAULT_MAX_DATAGRAM));
+                let mut link = fabric.link(addr, pool, 64).unwrap();
+                link.set_visits(visits);
+                let mut cfg = DeviceConfig::new(LinkKind::Udp, addr);
+                cfg.progress = Progress::Inline;
+                Context::with_link(Box::new(link), cfg).unwrap()
+            };
+            let (a, b) = (dev([198, 18, 0, 1]), dev([198, 18, 0, 2]));
+            let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+            let mut cqa = crate::CompletionQueue::new(&a, 8, None);
+            let cqb = crate::CompletionQueue::new(&b, 8, None);
+            let init = crate::QpInitAttr::new(QpType::Ud);
+            let mut qa = pa.create_qp(&cqa, &cqa, None, init).unwrap();
+            let mut qb = pb.create_qp(&cqb, &cqb, None, init).unwrap();
+            let up = Bringup {
+                access: Access::ALL,
+                qkey: 0x1111_1111,
+                path_mtu: weft_transport::Mtu::M1024,
+                path: None,
+                dest_qpn: 0,
+                rq_psn: 0,
+                sq_psn: 0,
+                max_rd_atomic: 1,
+                max_dest_rd_atomic: 1,
+                min_rnr_timer: 1,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                recovery: weft_transport::Recovery::GoBackN,
+                max_inflight: 1024,
+                peer_ack_delay_us: 0,
+            };
+            for step in up.steps(QpType::Ud) {
+                qa.modify(&step).unwrap();
+                qb.modify(&step).unwrap();
+            }
+            let (ma, mb) = (
+                pa.alloc_mr(4096, Access::ALL),
+                pb.alloc_mr(4096, Access::ALL),
+            );
+            mb.write(0, b"hello").unwrap();
+            let ah = pb.create_ah(a.local_addr()).unwrap();
+            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, vec![mb.sge(0, 5)]);
+            wr.ud = Some(ah.dest(qa.qp_num(), up.qkey));
+            qb.post_send([wr]).unwrap();
+            for _ in 0..100 {
+                if fabric.stats().delivered > 0 {
+                    break;
+                }
+                b.progress();
+            }
+            assert_eq!(fabric.stats().delivered, 1, "the SEND never left");
+
+            // The pass has drained the rings (it holds the engine): the receive takes
+            // the ring, and the receive step runs next.
+            let mut e = a.shared().engine.lock().unwrap();
+            e.drain_posts();
+            qa.post_recv([RecvWr {
+                wr_id: 9,
+                sg_list: [ma.sge(0, 2048)].into(),
+            }])
+            .unwrap();
+            assert!(e.receive(&mut None), "nothing received (visits: {visits})");
+            drop(e);
+            let mut got = Vec::new();
+            for _ in 0..100 {
+                if cqa.poll(&mut got, 1) > 0 {
+                    break;
+                }
+            }
+            assert_eq!(got.len(), 1, "the SEND found no receive (visits: {visits})");
+            assert_eq!(got[0].status, WcStatus::Success);
+            assert_eq!(got[0].wr_id, 9);
+        }
     }
 
     /// A look at a free engine writes no doorbell under thread progress (the write
