@@ -305,51 +305,29 @@ fn perftest_side_checks() {
     let bad_no_report = format!("{bw_head}{PERFTEST_NO_REPORT}\n");
     let uncal_no_row = format!("{cal}{HEAD}");
     let uncal_zero_iters = format!("{cal}{HEAD} 2       0          inf   inf\n");
-    // Accepted.
-    assert_eq!(perftest_side(&good, true, &good, false), Ok(()));
-    assert_eq!(perftest_side(&uncal_inf, true, &good, false), Ok(()));
-    assert_eq!(perftest_side(&no_report, false, &good, false), Ok(()));
-    assert_eq!(perftest_side(&good, false, &no_report, false), Ok(()));
-    assert_eq!(perftest_side("", true, &good, true), Ok(()));
-    // Refused.
-    assert!(
-        perftest_side(&inf, true, &good, false).is_err(),
-        "inf, calibrated"
-    );
-    assert!(perftest_side(&good, false, &good, false).is_err(), "failed");
-    assert!(
-        perftest_side(&good, false, &uncal_inf, false).is_err(),
-        "peer reported"
-    );
-    assert!(
-        perftest_side(&uncal_inf, false, &good, false).is_err(),
-        "uncal, failed"
-    );
-    assert!(
-        perftest_side(&bad_no_report, false, &good, false).is_err(),
-        "not uncal"
-    );
-    assert!(
-        perftest_side(&no_report, true, &good, false).is_err(),
-        "no report, 0"
-    );
-    assert!(
-        perftest_side(&cal, false, &good, false).is_err(),
-        "no header"
-    );
-    assert!(
-        perftest_side(&uncal_no_row, true, &good, false).is_err(),
-        "no row"
-    );
-    assert!(
-        perftest_side(&uncal_zero_iters, true, &good, false).is_err(),
-        "0 iters"
-    );
-    assert!(perftest_side("", true, &good, false).is_err(), "no table");
-    assert!(
-        perftest_side("", false, &good, true).is_err(),
-        "passive, failed"
-    );
+    // (this side's output, its exit 0, the peer's output, passive, accepted, case)
+    let cases: [(&str, bool, &str, bool, bool, &str); 16] = [
+        (&good, true, &good, false, true, "measured"),
+        (&uncal_inf, true, &good, false, true, "uncal inf"),
+        (&no_report, false, &good, false, true, "uncal norep"),
+        (&good, false, &no_report, false, true, "peer norep"),
+        ("", true, &good, true, true, "passive"),
+        (&inf, true, &good, false, false, "inf"),
+        (&good, false, &good, false, false, "failed"),
+        (&good, false, &uncal_inf, false, false, "failed peer"),
+        (&uncal_inf, false, &good, false, false, "uncal fail"),
+        (&bad_no_report, false, &good, false, false, "norep cal"),
+        (&no_report, true, &good, false, false, "norep exit0"),
+        (&cal, false, &good, false, false, "norep nohead"),
+        (&uncal_no_row, true, &good, false, false, "uncal norow"),
+        (&uncal_zero_iters, true, &good, false, false, "uncal 0 it"),
+        ("", true, &good, false, false, "no table"),
+        ("", false, &good, true, false, "passive fail"),
+    ];
+    for (out, ok, peer, passive, accepted, case) in cases {
+        let r = perftest_side(out, ok, peer, passive);
+        assert_eq!(r.is_ok(), accepted, "{case}: {r:?}");
+    }
 }
 
 macro_rules! perftests {
