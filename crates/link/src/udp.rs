@@ -165,9 +165,9 @@ pub struct UdpLink {
     /// Per message of the current staged `sendmmsg`: its first byte, its end, its
     /// packets.
     runs: Vec<(usize, usize, usize)>,
-    /// The last send stopped at a full socket with packets left (staged, or in the
-    /// caller's vector): [`DatagramLink::wait`] then also wakes when the socket has
-    /// room again.
+    /// The last [`DatagramLink::send_burst`] stopped at a full socket with datagrams
+    /// left in the caller's vector: [`DatagramLink::wait`] then also wakes when the
+    /// socket has room again (as it does while packets stay staged).
     tx_blocked: bool,
     /// What this crate's unit tests inject into the `sendmmsg` calls ([`send_msgs`]);
     /// nothing in any other build.
@@ -577,7 +577,6 @@ impl UdpLink {
         } else {
             self.staged_from = i;
         }
-        self.tx_blocked = i < self.staged.len();
         self.staged.len() - self.staged_from
     }
 
@@ -636,7 +635,8 @@ impl UdpLink {
         Ok(i)
     }
 
-    /// [`DatagramLink::wait`] while a send is held back ([`UdpLink::tx_blocked`]):
+    /// [`DatagramLink::wait`] while packets are held back (staged, or
+    /// [`UdpLink::tx_blocked`]):
     /// until the socket is readable or writable, `extra` is readable, or `timeout`
     /// passes (rounded up to a millisecond as [`crate::wake::poll_readable`] does).
     fn wait_room(&self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
@@ -870,16 +870,16 @@ impl DatagramLink for UdpLink {
         self.staged.len() - self.staged_from
     }
 
-    /// Also wakes when the last send stopped at a full socket (`EAGAIN`, `ENOBUFS`)
-    /// with packets left and the socket has room again: a caller that sleeps until
-    /// its next receive or timer with packets held back would leave them there that
-    /// long (the verbs engine sleeps up to 50 ms), though the kernel drains a send
-    /// queue in microseconds.
+    /// Also wakes, while packets stay staged or the last `send_burst` stopped at a
+    /// full socket (`EAGAIN`, `ENOBUFS`) with datagrams left, when the socket has
+    /// room again: a caller that sleeps until its next receive or timer with packets
+    /// held back would leave them there that long (the verbs engine sleeps up to
+    /// 50 ms), though the kernel drains a send queue in microseconds.
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
         if !self.pending.is_empty() {
             return Ok(true);
         }
-        if self.tx_blocked {
+        if self.tx_blocked || self.tx_staged() > 0 {
             return self.wait_room(timeout, extra);
         }
         let mask = match extra {
