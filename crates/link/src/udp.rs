@@ -1120,41 +1120,34 @@ mod tests {
         assert_runs_arrived(&runs, &mut b, &mut c, false);
     }
 
-    /// Send `runs` from `a` by `send_burst` calls until all are taken (a bounded
-    /// number of calls: each either takes packets or meets an injected fault, and the
-    /// faults are few). Returns the calls' counts.
-    fn send_all(a: &mut UdpLink, runs: &[Planned]) -> Vec<usize> {
-        let mut tx: Vec<_> = runs
-            .iter()
-            .map(|(to, _, bytes, _)| dgram(a, *to, bytes))
-            .collect();
-        let mut counts = Vec::new();
-        for _ in 0..100 {
-            if tx.is_empty() {
-                break;
+    /// Send `runs` from `a` until none are left: by `send_burst` calls, or (`staged`)
+    /// staged and flushed. A bounded number of calls: each either takes packets or
+    /// meets an injected fault, and the faults are few. Returns how many packets each
+    /// call left unsent.
+    fn send_runs(a: &mut UdpLink, runs: &[Planned], staged: bool) -> Vec<usize> {
+        let mut tx = Vec::new();
+        for (i, (to, path, bytes, _)) in runs.iter().enumerate() {
+            if staged {
+                a.tx_room().unwrap()[..bytes.len()].copy_from_slice(bytes);
+                assert_eq!(a.tx_commit(bytes.len(), *path), i + 1);
+            } else {
+                tx.push(dgram(a, *to, bytes));
             }
-            counts.push(a.send_burst(&mut tx).unwrap());
-        }
-        assert!(tx.is_empty(), "all sent in 100 calls: {counts:?}");
-        counts
-    }
-
-    /// Stage `runs` in `a` and flush until none stay (bounded as [`send_all`]).
-    /// Returns what each flush left staged.
-    fn stage_all(a: &mut UdpLink, runs: &[Planned]) -> Vec<usize> {
-        for (i, (_, path, bytes, _)) in runs.iter().enumerate() {
-            a.tx_room().unwrap()[..bytes.len()].copy_from_slice(bytes);
-            assert_eq!(a.tx_commit(bytes.len(), *path), i + 1);
         }
         let mut left = Vec::new();
         for _ in 0..100 {
-            let l = a.tx_flush();
+            let l = if staged {
+                a.tx_flush()
+            } else {
+                a.send_burst(&mut tx).unwrap();
+                tx.len()
+            };
             left.push(l);
             if l == 0 {
                 break;
             }
         }
-        assert_eq!(a.tx_staged(), 0, "all sent in 100 flushes: {left:?}");
+        assert_eq!(left.last(), Some(&0), "all sent in 100 calls: {left:?}");
         left
     }
 
@@ -1170,11 +1163,7 @@ mod tests {
             a.faults
                 .next
                 .extend([SendFault::Only(1), SendFault::Only(2), SendFault::Only(1)]);
-            if staged {
-                assert_eq!(stage_all(&mut a, &runs), [0], "one flush");
-            } else {
-                assert_eq!(send_all(&mut a, &runs), [runs.len()], "one call");
-            }
+            assert_eq!(send_runs(&mut a, &runs, staged), [0], "one call");
             assert!(a.faults.next.is_empty(), "every fault met");
             assert_eq!(a.stats().tx_frames, runs.len() as u64);
             assert_eq!(a.stats().tx_ring_full, 0);
@@ -1197,11 +1186,8 @@ mod tests {
                 a.faults
                     .next
                     .extend([SendFault::Only(1), SendFault::Fail(errno)]);
-                if staged {
-                    assert_eq!(stage_all(&mut a, &runs), [runs.len() - 64, 0]);
-                } else {
-                    assert_eq!(send_all(&mut a, &runs), [64, runs.len() - 64]);
-                }
+                let left = send_runs(&mut a, &runs, staged);
+                assert_eq!(left, [runs.len() - 64, 0]);
                 assert_eq!(a.stats().tx_frames, runs.len() as u64);
                 assert_eq!(a.stats().tx_ring_full, 1);
                 assert_eq!(a.stats().tx_dropped, 0);
@@ -1229,11 +1215,7 @@ mod tests {
                         runs.rotate_right(1);
                     }
                     a.faults.refuse_gso = Some(errno);
-                    if staged {
-                        assert_eq!(stage_all(&mut a, &runs), [0], "one flush");
-                    } else {
-                        assert_eq!(send_all(&mut a, &runs), [runs.len()], "one call");
-                    }
+                    assert_eq!(send_runs(&mut a, &runs, staged), [0], "one call");
                     assert!(!a.offload().0, "GSO off after {errno}");
                     assert_eq!(a.stats().tx_frames, runs.len() as u64);
                     assert_eq!(a.stats().tx_dropped, 0);
