@@ -55,7 +55,7 @@ use crate::sys::{self, SendMsg};
 use crate::{BufferPool, Datagram, DatagramLink, LinkStats, PacketBuf};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 use weft_wire::roce::{IcrcPath, Ipv4IdDeltas, GSO_MAX_SEGMENTS};
 
@@ -165,6 +165,70 @@ pub struct UdpLink {
     /// Per message of the current staged `sendmmsg`: its first byte, its end, its
     /// packets.
     runs: Vec<(usize, usize, usize)>,
+    /// The last [`DatagramLink::send_burst`] stopped at a full socket with datagrams
+    /// left in the caller's vector: [`DatagramLink::wait`] then also wakes when the
+    /// socket has room again (as it does while packets stay staged).
+    tx_blocked: bool,
+    /// What this crate's unit tests inject into the `sendmmsg` calls ([`send_msgs`]);
+    /// nothing in any other build.
+    faults: SendFaults,
+}
+
+/// Faults the unit tests inject into the link's `sendmmsg` calls ([`send_msgs`]).
+#[cfg(test)]
+#[derive(Debug, Default)]
+struct SendFaults {
+    /// One per call, oldest first, applied before the kernel sees the call.
+    next: std::collections::VecDeque<SendFault>,
+    /// A kernel that refuses UDP GSO with this errno: a call sends the messages before
+    /// its first GSO message, or fails when that is the first (as `sendmmsg` reports a
+    /// message that fails: the count before it, or the error when none went).
+    refuse_gso: Option<i32>,
+}
+
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+enum SendFault {
+    /// The call fails with this errno, nothing sent.
+    Fail(i32),
+    /// Only the first this many messages go to the kernel (a partial send).
+    Only(usize),
+}
+
+#[cfg(not(test))]
+type SendFaults = ();
+
+/// One `sendmmsg` of `msgs` on `fd` ([`sys::Mmsg::send`]). In this crate's unit tests,
+/// `faults` may fail the call or cut it short first, as a full socket or a kernel
+/// without GSO does; in any other build it is `()` and this is the plain call.
+#[inline(always)]
+fn send_msgs<'a>(
+    mmsg: &mut sys::Mmsg,
+    faults: &mut SendFaults,
+    fd: RawFd,
+    msgs: &[SendMsg],
+    bytes: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<usize, i32> {
+    #[cfg(test)]
+    let msgs = {
+        let mut take = msgs.len();
+        if let Some(e) = faults.refuse_gso {
+            match msgs.iter().position(|m| m.gso > 0) {
+                Some(0) => return Err(e),
+                Some(k) => take = k,
+                None => {}
+            }
+        }
+        match faults.next.pop_front() {
+            Some(SendFault::Fail(e)) => return Err(e),
+            Some(SendFault::Only(k)) => take = take.min(k),
+            None => {}
+        }
+        &msgs[..take]
+    };
+    #[cfg(not(test))]
+    let () = *faults;
+    mmsg.send(fd, msgs, bytes)
 }
 
 impl std::fmt::Debug for UdpLink {
@@ -274,6 +338,8 @@ impl UdpLink {
             staged: Vec::new(),
             staged_from: 0,
             runs: Vec::with_capacity(BURST),
+            tx_blocked: false,
+            faults: SendFaults::default(),
         })
     }
 
@@ -485,7 +551,8 @@ impl UdpLink {
             }
             let stage = &self.stage;
             let bytes = self.runs.iter().map(|&(a, e, _)| &stage[a..e]);
-            let r = self.mmsg.send(self.fd.as_raw_fd(), &self.msgs, bytes);
+            let fd = self.fd.as_raw_fd();
+            let r = send_msgs(&mut self.mmsg, &mut self.faults, fd, &self.msgs, bytes);
             let sent_msgs = r.unwrap_or(0);
             for k in sent_msgs..self.msgs.len() {
                 if self.msgs[k].gso > 0 {
@@ -549,7 +616,8 @@ impl UdpLink {
                 j += g;
             }
             let bytes = dgrams[i..j].iter().map(|d| &d.buf[..]);
-            let r = self.mmsg.send(self.fd.as_raw_fd(), &self.msgs, bytes);
+            let fd = self.fd.as_raw_fd();
+            let r = send_msgs(&mut self.mmsg, &mut self.faults, fd, &self.msgs, bytes);
             let sent_msgs = r.unwrap_or(0);
             self.unrewrite(&mut dgrams[i..j], sent_msgs);
             let first_gso = self.msgs[0].gso > 0;
@@ -562,8 +630,32 @@ impl UdpLink {
                 Sent::Stop => break,
             }
         }
+        self.tx_blocked = i < dgrams.len();
         dgrams.drain(..i).for_each(done);
         Ok(i)
+    }
+
+    /// [`DatagramLink::wait`] while packets are held back (staged, or
+    /// [`UdpLink::tx_blocked`]):
+    /// until the socket is readable or writable, `extra` is readable, or `timeout`
+    /// passes (rounded up to a millisecond as [`crate::wake::poll_readable`] does).
+    fn wait_room(&self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
+        let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
+        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+        let mut fds = [
+            libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLOUT,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: extra.map_or(-1, |e| e.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let n = if extra.is_some() { 2 } else { 1 };
+        Ok(sys::poll(&mut fds[..n], Duration::from_millis(ms))? > 0)
     }
 
     /// [`DatagramLink::recv_burst`] with `UDP_GRO`: each message may hold several
@@ -778,9 +870,17 @@ impl DatagramLink for UdpLink {
         self.staged.len() - self.staged_from
     }
 
+    /// Also wakes, while packets stay staged or the last `send_burst` stopped at a
+    /// full socket (`EAGAIN`, `ENOBUFS`) with datagrams left, when the socket has
+    /// room again: a caller that sleeps until its next receive or timer with packets
+    /// held back would leave them there that long (the verbs engine sleeps up to
+    /// 50 ms), though the kernel drains a send queue in microseconds.
     fn wait(&mut self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
         if !self.pending.is_empty() {
             return Ok(true);
+        }
+        if self.tx_blocked || self.tx_staged() > 0 {
+            return self.wait_room(timeout, extra);
         }
         let mask = match extra {
             Some(e) => crate::wake::poll_readable(&[self.fd.as_fd(), e], timeout)?,
@@ -911,47 +1011,61 @@ mod tests {
         }
     }
 
-    /// The runs both offload send tests send from `a`: 70 of 1016 B to `b` (more than
+    /// One packet of [`mixed_runs`]: destination, path, bytes (ICRC filled for
+    /// identification 0), and the identification it leaves with when sent with GSO.
+    type Planned = (SocketAddr, IcrcPath, Vec<u8>, u16);
+
+    /// The runs the offload send tests send from `a`: 70 of 1016 B to `b` (more than
     /// one GSO send holds), 5 of 316 B to `b`, 10 of 1016 B to `c`, one of 40 B to `b`;
-    /// each packet's destination, path and bytes (its index, ICRC filled).
-    fn mixed_runs(a: &UdpLink, b: &UdpLink, c: &UdpLink) -> Vec<(SocketAddr, IcrcPath, Vec<u8>)> {
-        let mut plan = Vec::new();
-        plan.extend((0..70).map(|_| (b.local_addr(), 1016)));
-        plan.extend((0..5).map(|_| (b.local_addr(), 316)));
-        plan.extend((0..10).map(|_| (c.local_addr(), 1016)));
-        plan.push((b.local_addr(), 40));
+    /// each packet's destination, path, bytes (its index, ICRC filled) and GSO
+    /// identification. The GSO sends, by the grouping rule (at most 64 segments and
+    /// 64 KiB, the last of a run may be shorter, at least three): 64 × 1016 to `b`
+    /// (identifications 0..=63), 6 × 1016 + 316 (0..=6), 4 × 316 (0..=3), 10 × 1016
+    /// to `c` (0..=9), and the 40 B packet alone (0).
+    fn mixed_runs(a: &UdpLink, b: &UdpLink, c: &UdpLink) -> Vec<Planned> {
+        let mut plan: Vec<(SocketAddr, usize, u16)> = Vec::new();
+        plan.extend((0..64).map(|k| (b.local_addr(), 1016, k)));
+        plan.extend((0..6).map(|k| (b.local_addr(), 1016, k)));
+        plan.push((b.local_addr(), 316, 6));
+        plan.extend((0..4).map(|k| (b.local_addr(), 316, k)));
+        plan.extend((0..10).map(|k| (c.local_addr(), 1016, k)));
+        plan.push((b.local_addr(), 40, 0));
         plan.iter()
             .enumerate()
-            .map(|(i, &(to, len))| {
+            .map(|(i, &(to, len, id))| {
                 let path = path_between(a.local_addr(), to).unwrap();
                 let mut bytes = vec![i as u8; len];
                 path.fill(&mut bytes).unwrap();
-                (to, path, bytes)
+                (to, path, bytes, id)
             })
             .collect()
     }
 
-    /// Every packet of `runs` arrived, in order per destination, intact but for its
-    /// ICRC, which holds for an identification the receiver finds.
-    fn assert_runs_arrived(
-        runs: &[(SocketAddr, IcrcPath, Vec<u8>)],
-        b: &mut UdpLink,
-        c: &mut UdpLink,
-    ) {
+    /// Every packet of `runs` arrived once, in order per destination, intact but for
+    /// its ICRC, which holds for the identification it left with: its place in its
+    /// GSO send (consecutive from 0 within each), or 0 for every packet when the
+    /// link sent them one by one (`plain`).
+    fn assert_runs_arrived(runs: &[Planned], b: &mut UdpLink, c: &mut UdpLink, plain: bool) {
         let mut cache = None;
         for r in [b, c] {
             let want: Vec<_> = runs.iter().filter(|x| x.0 == r.local_addr()).collect();
             let got = recv_n(r, want.len());
             assert_eq!(got.len(), want.len());
-            for (d, (_, _, w)) in got.iter().zip(want) {
+            for (k, (d, (_, _, w, id))) in got.iter().zip(want).enumerate() {
                 let n = w.len() - 4;
-                assert_eq!(d.buf[..n], w[..n]);
-                assert!(d
-                    .path
-                    .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
-                    .is_some());
+                assert_eq!(d.buf[..n], w[..n], "packet {k}");
+                let want_id = if plain { 0 } else { *id };
+                assert_eq!(
+                    d.path.check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache),
+                    Some(want_id),
+                    "packet {k} to {}",
+                    r.local_addr()
+                );
             }
             assert_eq!(r.stats().rx_frames, got.len() as u64);
+            // Once: nothing more arrives (the sender sent all it had).
+            let mut more = Vec::new();
+            assert_eq!(r.recv_burst(&mut more, 64).unwrap(), 0, "a packet twice");
         }
     }
 
@@ -962,7 +1076,7 @@ mod tests {
         let runs = mixed_runs(&a, &b, &c);
         let mut tx: Vec<_> = runs
             .iter()
-            .map(|(to, _, bytes)| dgram(&a, *to, bytes))
+            .map(|(to, _, bytes, _)| dgram(&a, *to, bytes))
             .collect();
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut n = 0;
@@ -971,7 +1085,7 @@ mod tests {
         }
         assert_eq!(n, runs.len());
         assert_eq!(a.stats().tx_frames, runs.len() as u64);
-        assert_runs_arrived(&runs, &mut b, &mut c);
+        assert_runs_arrived(&runs, &mut b, &mut c, false);
     }
 
     /// The same runs staged in the link's buffer (`tx_room`, `tx_commit`, `tx_flush`)
@@ -984,7 +1098,7 @@ mod tests {
         let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0");
         assert!(a.stages_tx());
         let runs = mixed_runs(&a, &b, &c);
-        for (i, (_, path, bytes)) in runs.iter().enumerate() {
+        for (i, (_, path, bytes, _)) in runs.iter().enumerate() {
             a.tx_room().unwrap()[..bytes.len()].copy_from_slice(bytes);
             assert_eq!(a.tx_commit(bytes.len(), *path), i + 1);
         }
@@ -1003,7 +1117,172 @@ mod tests {
             (0, 0),
             "the stage starts over"
         );
-        assert_runs_arrived(&runs, &mut b, &mut c);
+        assert_runs_arrived(&runs, &mut b, &mut c, false);
+    }
+
+    /// Send `runs` from `a` until none are left: by `send_burst` calls, or (`staged`)
+    /// staged and flushed. A bounded number of calls: each either takes packets or
+    /// meets an injected fault, and the faults are few. Returns how many packets each
+    /// call left unsent.
+    fn send_runs(a: &mut UdpLink, runs: &[Planned], staged: bool) -> Vec<usize> {
+        let mut tx = Vec::new();
+        for (i, (to, path, bytes, _)) in runs.iter().enumerate() {
+            if staged {
+                a.tx_room().unwrap()[..bytes.len()].copy_from_slice(bytes);
+                assert_eq!(a.tx_commit(bytes.len(), *path), i + 1);
+            } else {
+                tx.push(dgram(a, *to, bytes));
+            }
+        }
+        let mut left = Vec::new();
+        for _ in 0..100 {
+            let l = if staged {
+                a.tx_flush()
+            } else {
+                a.send_burst(&mut tx).unwrap();
+                tx.len()
+            };
+            left.push(l);
+            if l == 0 {
+                break;
+            }
+        }
+        assert_eq!(left.last(), Some(&0), "all sent in 100 calls: {left:?}");
+        left
+    }
+
+    /// A `sendmmsg` that takes only some of its messages (1, then 2, then 1 of a
+    /// call): the rest go in the same `send_burst`, and every packet arrives once, in
+    /// order, GSO runs intact with their identifications, counted once.
+    #[test]
+    fn a_partial_sendmmsg_sends_the_rest_and_every_packet_arrives_once() {
+        for staged in [false, true] {
+            let (mut a, mut b) = offload_pair();
+            let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0");
+            let runs = mixed_runs(&a, &b, &c);
+            a.faults
+                .next
+                .extend([SendFault::Only(1), SendFault::Only(2), SendFault::Only(1)]);
+            assert_eq!(send_runs(&mut a, &runs, staged), [0], "one call");
+            assert!(a.faults.next.is_empty(), "every fault met");
+            assert_eq!(a.stats().tx_frames, runs.len() as u64);
+            assert_eq!(a.stats().tx_ring_full, 0);
+            assert_runs_arrived(&runs, &mut b, &mut c, false);
+        }
+    }
+
+    /// A full socket (`EAGAIN`, `ENOBUFS`) after a partial send: the call returns
+    /// what went, the rest stay (the caller's, or staged) and are counted as a full
+    /// ring, and the next call sends them; every packet arrives once, in order.
+    #[test]
+    fn a_full_socket_keeps_the_rest_for_the_next_call_and_every_packet_arrives_once() {
+        for staged in [false, true] {
+            for errno in [libc::EAGAIN, libc::ENOBUFS] {
+                let (mut a, mut b) = offload_pair();
+                let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0");
+                let runs = mixed_runs(&a, &b, &c);
+                // The first call sends its first message (the 64-segment run), the
+                // next finds the socket full; later calls go through.
+                a.faults
+                    .next
+                    .extend([SendFault::Only(1), SendFault::Fail(errno)]);
+                let left = send_runs(&mut a, &runs, staged);
+                assert_eq!(left, [runs.len() - 64, 0]);
+                assert_eq!(a.stats().tx_frames, runs.len() as u64);
+                assert_eq!(a.stats().tx_ring_full, 1);
+                assert_eq!(a.stats().tx_dropped, 0);
+                assert_runs_arrived(&runs, &mut b, &mut c, false);
+            }
+        }
+    }
+
+    /// A kernel that refuses UDP GSO (`EIO`: no checksum offload on the device;
+    /// `EINVAL`; `ENOPROTOOPT`, `EOPNOTSUPP`: no `UDP_SEGMENT`): the link turns GSO off
+    /// and sends the same packets one by one in the same call, their ICRCs back to
+    /// identification 0; every packet arrives once, in order, counted once, none
+    /// counted as dropped. A refusal after plain messages (a call whose first GSO
+    /// message is not its first) sends those first.
+    #[test]
+    fn a_kernel_that_refuses_gso_gets_every_packet_plain_and_once() {
+        for staged in [false, true] {
+            for errno in [libc::EIO, libc::EINVAL, libc::ENOPROTOOPT, libc::EOPNOTSUPP] {
+                for plain_first in [false, true] {
+                    let (mut a, mut b) = offload_pair();
+                    let (_, mut c) = pair("127.0.0.1:0", "127.0.0.1:0");
+                    let mut runs = mixed_runs(&a, &b, &c);
+                    if plain_first {
+                        // The 40 B packet first: one plain message, then the runs.
+                        runs.rotate_right(1);
+                    }
+                    a.faults.refuse_gso = Some(errno);
+                    assert_eq!(send_runs(&mut a, &runs, staged), [0], "one call");
+                    assert!(!a.offload().0, "GSO off after {errno}");
+                    assert_eq!(a.stats().tx_frames, runs.len() as u64);
+                    assert_eq!(a.stats().tx_dropped, 0);
+                    assert_runs_arrived(&runs, &mut b, &mut c, true);
+                }
+            }
+        }
+    }
+
+    /// Packets held back by a full socket wake [`DatagramLink::wait`] as soon as the
+    /// socket has room (here at once: the `EAGAIN` was injected), though nothing
+    /// arrives: without that, a caller that sleeps until a receive or a timer (the
+    /// verbs engine, up to 50 ms) leaves them there. With nothing held back, the
+    /// wait is for a receive only, as before.
+    #[test]
+    fn packets_held_back_by_a_full_socket_wake_the_wait_when_it_has_room() {
+        for staged in [false, true] {
+            let (mut a, mut b) = offload_pair();
+            let path = path_between(a.local_addr(), b.local_addr()).unwrap();
+            let sent: Vec<Vec<u8>> = (0..8u8)
+                .map(|i| {
+                    let mut bytes = vec![i; 200];
+                    path.fill(&mut bytes).unwrap();
+                    bytes
+                })
+                .collect();
+            let mut tx: Vec<_> = sent.iter().map(|x| dgram(&a, b.local_addr(), x)).collect();
+            a.faults.next.push_back(SendFault::Fail(libc::EAGAIN));
+            if staged {
+                for x in &sent {
+                    a.tx_room().unwrap()[..x.len()].copy_from_slice(x);
+                    a.tx_commit(x.len(), path);
+                }
+                assert_eq!(a.tx_flush(), 8, "all stay staged");
+            } else {
+                assert_eq!(a.send_burst(&mut tx).unwrap(), 0);
+                assert_eq!(tx.len(), 8, "all stay the caller's");
+            }
+            assert_eq!(a.stats().tx_ring_full, 1);
+            // Nothing will arrive at `a`: only the socket's room can end this wait
+            // before its (long) timeout.
+            assert!(
+                a.wait(Duration::from_secs(30), None).unwrap(),
+                "woken by the socket's room (staged: {staged})"
+            );
+            if staged {
+                assert_eq!(a.tx_flush(), 0);
+            } else {
+                assert_eq!(a.send_burst(&mut tx).unwrap(), 8);
+            }
+            assert!(
+                !a.wait(Duration::from_millis(1), None).unwrap(),
+                "nothing held back, nothing to receive: a timeout"
+            );
+            let got = recv_n(&mut b, 8);
+            assert_eq!(got.len(), 8);
+            let mut cache = None;
+            for (k, (d, x)) in got.iter().zip(&sent).enumerate() {
+                assert_eq!(d.buf[..x.len() - 4], x[..x.len() - 4]);
+                // Eight equal packets to one peer: one GSO send.
+                assert_eq!(
+                    d.path.check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache),
+                    Some(k as u16)
+                );
+            }
+            assert_eq!(a.stats().tx_frames, 8);
+        }
     }
 
     /// A reply and an ACK (two datagrams to one peer, the second shorter) go as two
@@ -1032,13 +1311,16 @@ mod tests {
             let got = recv_n(&mut b, lens.len());
             assert_eq!(got.len(), lens.len(), "{lens:?}");
             let mut cache = None;
-            for (d, want) in got.iter().zip(&sent) {
+            for (k, (d, want)) in got.iter().zip(&sent).enumerate() {
                 let n = want.len() - 4;
                 assert_eq!(d.buf[..n], want[..n], "{lens:?}");
-                assert!(d
-                    .path
-                    .check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache)
-                    .is_some());
+                // A GSO send's segment k leaves with identification k; plain ones 0.
+                let id = if gso > 0 { k as u16 } else { 0 };
+                assert_eq!(
+                    d.path.check_id(&d.buf, GSO_MAX_SEGMENTS, &mut cache),
+                    Some(id),
+                    "{lens:?} packet {k}"
+                );
             }
         }
     }
