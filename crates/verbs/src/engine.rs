@@ -823,15 +823,23 @@ impl Engine {
         self.woke = true;
     }
 
-    /// The engine thread is about to block: the delayed ACKs the transport owes (the
-    /// coalesced ACK of messages that did not ask for one) leave now, not at their
-    /// deadline, which would be a wake-up of this thread just to send them (and on
-    /// shm, whose waits round a sub-millisecond timeout up to a millisecond, an ACK a
-    /// millisecond late). Nothing arrives while the thread blocks that the ACK could
-    /// have covered too, short of a new message, which would wake it anyway.
+    /// The engine thread is about to block, its last quiet stretch (from a pass
+    /// that found nothing to the next that found work) having lasted `last_quiet`:
+    /// the delayed ACKs the transport owes (the coalesced ACK of messages that did
+    /// not ask for one) leave now, not at their deadline, which would be a wake-up of
+    /// this thread just to send them (and on shm, whose waits round a
+    /// sub-millisecond timeout up to a millisecond, an ACK a millisecond late).
+    /// Only after a quiet stretch at least as long as the delay: shorter ones (a
+    /// saturated ping-pong, a stream) say the next message comes within it, and the
+    /// ACK waits to cover it too. Sent at every block, one ACK went per message
+    /// there instead of one per several, each an arrival at the peer: a saturated
+    /// adaptive ping-pong over shm took 1.23× the CPU per round trip (one trace,
+    /// docs/results/study.md, "Idle engine threads, second round").
     /// True when it sent any.
-    pub(crate) fn send_owed_acks(&mut self) -> bool {
-        if self.ep.poll_timeout().is_none() {
+    pub(crate) fn send_owed_acks(&mut self, last_quiet: Duration) -> bool {
+        if self.ep.poll_timeout().is_none()
+            || last_quiet < Duration::from_micros(self.ep.config().ack_delay_us)
+        {
             return false;
         }
         let now = self.now();
@@ -2231,6 +2239,10 @@ impl Shared {
         let mut budget = Duration::ZERO;
         let mut exploring = false;
         let mut spinner: Option<Spinner> = None;
+        // The current quiet stretch (passes without work, across spins, watches and
+        // sleeps) began then; the last one lasted this long ([`Engine::send_owed_acks`]).
+        let mut quiet_since: Option<std::time::Instant> = None;
+        let mut last_quiet = Duration::MAX;
         while !self.stop.load(Ordering::Acquire) {
             if self.waiters.load(Ordering::Relaxed) > 0 {
                 std::thread::yield_now();
@@ -2254,6 +2266,8 @@ impl Shared {
                     spinner = None;
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
+                    // Its polls run the passes now: this thread's stretch is over.
+                    quiet_since = None;
                     if self.stand_by(&mut quiet, &mut by_link) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
                         takeover_pending = true;
@@ -2271,6 +2285,9 @@ impl Shared {
             }
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {
+                if let Some(q) = quiet_since.take() {
+                    last_quiet = q.elapsed();
+                }
                 if takeover_pending {
                     quiet.takeover_served(left);
                     if left {
@@ -2319,6 +2336,7 @@ impl Shared {
                 };
                 std::time::Instant::now()
             });
+            quiet_since.get_or_insert(since);
             if since.elapsed() < budget {
                 drop(g);
                 std::hint::spin_loop();
@@ -2330,7 +2348,7 @@ impl Shared {
             }
             // About to block (a watch or a sleep): the delayed ACKs owed leave now
             // instead of with a wake-up at their deadline.
-            g.send_owed_acks();
+            g.send_owed_acks(last_quiet);
             let away = Duration::from_nanos(
                 self.clock()
                     .saturating_sub(self.app_last_poll.load(Ordering::Relaxed)),
@@ -2514,9 +2532,11 @@ mod tests {
         (a, b)
     }
 
-    /// An engine thread about to block sends the delayed ACKs it owes at once
-    /// (`send_owed_acks`), which the pass alone would send only at their deadline,
-    /// and its timer is gone: the thread does not wake for it.
+    /// An engine thread about to block after a quiet stretch at least as long as the
+    /// ACK delay sends the delayed ACKs it owes at once (`send_owed_acks`), which the
+    /// pass alone would send only at their deadline, and its timer is gone: the
+    /// thread does not wake for it. After a shorter stretch (the next message is
+    /// likely within the delay) the ACK waits.
     #[test]
     fn an_engine_about_to_block_sends_the_acks_it_owes() {
         let (mut a, mut b) = owing_b();
@@ -2531,11 +2551,15 @@ mod tests {
             0,
             "the ACK waits for its deadline"
         );
-        assert!(b.send_owed_acks());
+        let delay = Duration::from_micros(b.ep.config().ack_delay_us);
+        assert!(!b.send_owed_acks(delay / 2), "after a short quiet stretch");
+        assert_eq!(b.link_stats().tx_frames, 0, "the ACK still waits");
+        assert!(b.ep.poll_timeout().is_some());
+        assert!(b.send_owed_acks(delay));
         assert_eq!(b.link_stats().tx_frames, 1, "the ACK left");
         assert_eq!(b.stats().early_acks, 1);
         assert_eq!(b.ep.poll_timeout(), None, "nothing to wake for");
-        assert!(!b.send_owed_acks(), "nothing owed any more");
+        assert!(!b.send_owed_acks(Duration::MAX), "nothing owed any more");
         a.progress();
         assert!(a.ep.is_idle(), "A's SEND retired on the ACK");
         assert_eq!(a.ep.stats().messages_completed, 1);
