@@ -1437,6 +1437,51 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         fired
     }
 
+    /// Queue now every delayed ACK the responders owe ([`Config::ack_delay_us`]: the
+    /// coalesced ACK of messages that did not ask for one), ahead of its time, and
+    /// take its timer entry out; returns how many QPs had one. For a driver about to
+    /// sleep: waking at the ACK's deadline just to send it costs a wake-up, and the
+    /// ACK leaves no later than it would have (a message arriving before the deadline
+    /// would only have been covered by the same ACK). A QP owes one only with its
+    /// entry in the timer set at or before the ACK's deadline, at most
+    /// `ack_delay_us` from `now`: only those entries are looked at.
+    pub fn ack_owed_now(&mut self, now: Instant) -> usize {
+        let horizon = Instant(now.micros().saturating_add(self.config.ack_delay_us));
+        if self.sched.timers.first().is_none_or(|&(t, _)| t > horizon) {
+            return 0;
+        }
+        let (_, qps, sched) = self.split(now);
+        let mut owing = std::mem::take(&mut sched.due);
+        owing.extend(
+            sched
+                .timers
+                .iter()
+                .take_while(|&&(t, _)| t <= horizon)
+                .map(|&(_, qpn)| qpn),
+        );
+        let mut n = 0;
+        for qpn in owing.drain(..) {
+            let Some(qp) = qps.get_mut(qpn) else {
+                continue;
+            };
+            if qp.resp.ack_due().is_none() {
+                continue;
+            }
+            qp.resp.send_owed_ack();
+            n += 1;
+            // The entry stood for the ACK (or earlier): out with it, so that a driver
+            // sleeping until the next timer does not wake for it. `touched` files the
+            // QP again under its requester's deadline, if it has one, and queues the
+            // ACK.
+            if let Some(a) = qp.armed.take() {
+                sched.timers.remove(&(a, qpn));
+            }
+            sched.touched(qp);
+        }
+        sched.due = owing;
+        n
+    }
+
     /// True when no QP has anything queued or in flight.
     pub fn is_idle(&self) -> bool {
         self.qps

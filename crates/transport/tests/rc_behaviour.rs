@@ -889,3 +889,64 @@ fn a_resent_message_always_asks_for_its_ack() {
     assert!(asked_again, "the resend asks for its ACK");
     assert_eq!(p.a.stats().retransmitted_packets, 1);
 }
+
+/// A driver about to sleep asks for the ACKs its responders owe
+/// (`Endpoint::ack_owed_now`): the delayed ACK of a message that did not ask for one
+/// is queued at once, before its deadline, its timer entry goes (so the driver's
+/// next deadline is not the ACK's), and the requester's WQE retires with no
+/// timeout. Without the call the ACK waits for its deadline.
+#[test]
+fn owed_acks_leave_at_once_when_the_driver_asks() {
+    let o = ConnectOptions {
+        timeout: 14,
+        depth: 64,
+        ..ConnectOptions::default()
+    };
+    let mut p = pair(Config::default());
+    let c = p.connect(QpType::Rc, &o);
+    let (ra, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(c.qpn_b, recv(1, vec![sge(&rb, rb.addr, 64)]))
+        .unwrap();
+    let mut s = send(1, vec![sge(&ra, ra.addr, 64)]);
+    s.signaled = false;
+    p.a.post_send(c.qpn_a, s).unwrap();
+    // Run until B has taken the SEND.
+    let mut unasked = None;
+    while unasked.is_none() {
+        assert!(
+            p.step_with(None, &mut |s| {
+                if let Seen::Arrived {
+                    to: Side::B, bytes, ..
+                } = s
+                {
+                    unasked = Some(!bth(bytes).1);
+                }
+            }),
+            "the SEND never arrived"
+        );
+    }
+    assert_eq!(unasked, Some(true), "the SEND left AckReq clear");
+    assert_eq!(completions(&mut p, Side::B).len(), 1);
+    let due = p.b.poll_timeout().expect("the delayed ACK's timer");
+    assert!(due > p.now, "the ACK is not due yet");
+    assert!(
+        transmit_opcodes(&mut p, Side::B).is_empty(),
+        "without the call the ACK waits for its deadline"
+    );
+    assert_eq!(p.b.ack_owed_now(p.now), 1);
+    assert_eq!(p.b.poll_timeout(), None, "the ACK's timer entry is gone");
+    let out = transmit_opcodes(&mut p, Side::B);
+    assert_eq!(out.len(), 1, "the ACK leaves now");
+    assert_eq!(out[0].0, RC_ACK);
+    assert_eq!(p.b.ack_owed_now(p.now), 0, "nothing owed any more");
+    // A takes the ACK: its WQE retires without its timer.
+    let a = p.a.poll_timeout().expect("A's retransmission timer");
+    // The link hands the packet over with the sender's path, as the simulation does.
+    let (_, path, bytes) = &out[0];
+    p.a.handle_packet(p.now, path, bytes);
+    assert!(p.a.is_idle(), "A's WQE retired on the early ACK");
+    assert!(p.a.poll_timeout().is_none_or(|t| t >= a));
+    settle(&mut p, 1_000_000);
+    assert_eq!(p.a.stats().timeouts, 0);
+    assert_eq!(p.a.stats().retransmitted_packets, 0);
+}

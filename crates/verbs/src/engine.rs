@@ -271,6 +271,10 @@ pub struct EngineStats {
     /// slice (UCX on weft0 before its completion channel stopped staying readable:
     /// docs/results/ibverbs.md).
     pub polls_held: u64,
+    /// Times the engine thread, about to block, sent the delayed ACKs the transport
+    /// owed ahead of their deadline instead of waking for them
+    /// ([`Engine::send_owed_acks`]).
+    pub early_acks: u64,
 }
 
 /// The completion queues' rings, and which of them each QP completes into: the
@@ -819,6 +823,44 @@ impl Engine {
             Some(t) => Duration::from_micros(t - self.now()).min(cap),
             None => cap,
         }
+    }
+
+    /// The engine thread is about to block without the engine (a watch, see
+    /// [`Shared::run`]): the pass after it looks at the timers, as the pass after a
+    /// sleep does ([`Engine::wait`]). Otherwise a timer that fell due during the watch
+    /// waited up to [`IDLE_TIMER_CHECK`] passes, each after another watch, and, overdue,
+    /// held every watch's timeout at the quiet gap: 10 µs watches, a thousand a second
+    /// (docs/results/study.md, "Idle engine threads").
+    pub(crate) fn watching(&mut self) {
+        self.woke = true;
+    }
+
+    /// The engine thread is about to block, its last quiet stretch (from a pass
+    /// that found nothing to the next that found work) having lasted `last_quiet`:
+    /// the delayed ACKs the transport owes (the coalesced ACK of messages that did
+    /// not ask for one) leave now, not at their deadline, which would be a wake-up of
+    /// this thread just to send them (and on shm, whose waits round a
+    /// sub-millisecond timeout up to a millisecond, an ACK a millisecond late).
+    /// Only after a quiet stretch at least as long as the delay: shorter ones (a
+    /// saturated ping-pong, a stream) say the next message comes within it, and the
+    /// ACK waits to cover it too. Sent at every block, one ACK went per message
+    /// there instead of one per several, each an arrival at the peer: a saturated
+    /// adaptive ping-pong over shm took 1.23× the CPU per round trip (one trace,
+    /// docs/results/study.md, "Idle engine threads, second round").
+    /// True when it sent any.
+    pub(crate) fn send_owed_acks(&mut self, last_quiet: Duration) -> bool {
+        if self.ep.poll_timeout().is_none()
+            || last_quiet < Duration::from_micros(self.ep.config().ack_delay_us)
+        {
+            return false;
+        }
+        let now = self.now();
+        if self.ep.ack_owed_now(now) == 0 {
+            return false;
+        }
+        self.stats.early_acks += 1;
+        self.transmit(&mut Some(now));
+        true
     }
 
     /// Block on the link and the doorbell.
@@ -2064,6 +2106,21 @@ impl Shared {
         }
     }
 
+    /// After publishing receives in a QP's ring (`errored`: the poster knows the QP
+    /// is in the error state). Unlike a send, a receive gives a sleeping engine
+    /// nothing to do until a packet comes for it, and the pass that takes that packet
+    /// drains the rings first ([`Engine::progress`]); so it is not woken: the
+    /// doorbell's write and the engine thread's wake-up were one of a sparse round
+    /// trip's ~17 context switches (the client re-posts its receive as it takes the
+    /// reply; docs/results/study.md, "Idle engine threads"). The application's next
+    /// poll takes the engine ([`Shared::assist`]), and a sleep lasts at most 50 ms.
+    /// A receive on a QP in error completes at once (flushed): that one wakes it.
+    pub(crate) fn recv_posted(&self, errored: bool) {
+        if errored {
+            self.kick();
+        }
+    }
+
     /// Wake the engine unconditionally (after a state change it must act on).
     pub(crate) fn kick_now(&self) {
         self.doorbell.notify();
@@ -2224,6 +2281,10 @@ impl Shared {
         let mut budget = Duration::ZERO;
         let mut exploring = false;
         let mut spinner: Option<Spinner> = None;
+        // The current quiet stretch (passes without work, across spins, watches and
+        // sleeps) began then; the last one lasted this long ([`Engine::send_owed_acks`]).
+        let mut quiet_since: Option<std::time::Instant> = None;
+        let mut last_quiet = Duration::MAX;
         while !self.stop.load(Ordering::Acquire) {
             if self.waiters.load(Ordering::Relaxed) > 0 {
                 std::thread::yield_now();
@@ -2247,6 +2308,8 @@ impl Shared {
                     spinner = None;
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
+                    // Its polls run the passes now: this thread's stretch is over.
+                    quiet_since = None;
                     if self.stand_by(&mut quiet, &mut by_link) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
                         takeover_pending = true;
@@ -2264,6 +2327,9 @@ impl Shared {
             }
             let mut g = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
             if g.progress() {
+                if let Some(q) = quiet_since.take() {
+                    last_quiet = q.elapsed();
+                }
                 if takeover_pending {
                     quiet.takeover_served(left);
                     if left {
@@ -2312,6 +2378,7 @@ impl Shared {
                 };
                 std::time::Instant::now()
             });
+            quiet_since.get_or_insert(since);
             if since.elapsed() < budget {
                 drop(g);
                 std::hint::spin_loop();
@@ -2321,6 +2388,9 @@ impl Shared {
                 // Spun the whole cap without work: a gap longer than any spin.
                 gaps.record_long();
             }
+            // About to block (a watch or a sleep): the delayed ACKs owed leave now
+            // instead of with a wake-up at their deadline.
+            g.send_owed_acks(last_quiet);
             let away = Duration::from_nanos(
                 self.clock()
                     .saturating_sub(self.app_last_poll.load(Ordering::Relaxed)),
@@ -2349,6 +2419,7 @@ impl Shared {
                     Some(_) if quiet.watch_link() => g.sleep_budget(APP_AWAY),
                     _ => quiet.get().max(g.sleep_budget(away / 2)),
                 };
+                g.watching();
                 drop(g);
                 self.watches.fetch_add(1, Ordering::Relaxed);
                 let db = self.doorbell.as_fd();
@@ -2406,7 +2477,7 @@ mod tests {
     use weft_link::dgram_sim::DgramFabric;
     use weft_link::spsc::ring;
     use weft_link::BufferPool;
-    use weft_transport::{Config, WcOpcode};
+    use weft_transport::{Config, QpType, WcOpcode};
 
     fn engine() -> Engine {
         let fabric = DgramFabric::new(1);
@@ -2416,6 +2487,167 @@ mod tests {
             Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
             Box::new(link),
         )
+    }
+
+    /// Two engines on one fabric with an RC QP each (pd 1), connected to each other,
+    /// and the QPs' numbers: A's local ACK timeout 67 ms and B's delayed-ACK bound
+    /// announced, so A's unsignaled SENDs leave AckReq clear.
+    fn connected() -> ((Engine, u32), (Engine, u32)) {
+        let fabric = DgramFabric::new(1);
+        let a: std::net::SocketAddr = "127.0.0.1:4791".parse().unwrap();
+        let b: std::net::SocketAddr = "127.0.0.1:4792".parse().unwrap();
+        let mk = |addr| {
+            let link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
+            let mut e = Engine::new(
+                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
+                Box::new(link),
+            );
+            let qpn =
+                e.ep.create_qp(weft_transport::QpInit {
+                    qp_type: QpType::Rc,
+                    pd: 1,
+                    max_send_wr: 64,
+                    max_recv_wr: 64,
+                    srq: None,
+                })
+                .unwrap();
+            (e, qpn)
+        };
+        let (mut ea, mut eb) = (mk(a), mk(b));
+        let (qa, qb) = (ea.1, eb.1);
+        for ((e, qpn), me, peer, dest) in [(&mut ea, a, b, qb), (&mut eb, b, a, qa)] {
+            let up = weft_transport::Bringup {
+                access: weft_transport::Access::ALL,
+                qkey: 0,
+                path_mtu: weft_transport::Mtu::M1024,
+                path: weft_link::datagram::path_between(me, peer),
+                dest_qpn: dest,
+                rq_psn: 0,
+                sq_psn: 0,
+                max_rd_atomic: 1,
+                max_dest_rd_atomic: 1,
+                min_rnr_timer: 1,
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+                recovery: weft_transport::Recovery::GoBackN,
+                max_inflight: 64,
+                peer_ack_delay_us: 64,
+            };
+            for step in &up.steps(QpType::Rc) {
+                e.ep.modify_qp(*qpn, step).unwrap();
+            }
+        }
+        (ea, eb)
+    }
+
+    /// A's unsignaled empty SEND, taken by B (a pass each): B owes the delayed ACK.
+    /// B's receive waits in its QP's ring, posted while B's engine ran no pass (as
+    /// to an engine thread asleep, not woken: [`Shared::recv_posted`]); the pass
+    /// that takes the SEND drains the ring first, so the SEND finds it.
+    fn owing_b() -> (Engine, Engine) {
+        let ((mut a, qa), (mut b, qb)) = connected();
+        let (mut rq_tx, rq) = ring::<RecvWr>(4);
+        let listed = Arc::new(AtomicBool::new(false));
+        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&listed));
+        rq_tx
+            .push(RecvWr {
+                wr_id: 1,
+                sg_list: Default::default(),
+            })
+            .unwrap();
+        rq_tx.doorbell();
+        b.posted.mark(qb, &listed);
+        let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
+        send.signaled = false;
+        a.ep.post_send(qa, send).unwrap();
+        assert!(a.progress(), "A sends");
+        assert_eq!(a.link_stats().tx_frames, 1);
+        assert!(b.progress(), "B takes the SEND");
+        assert_eq!(
+            b.stats().cq_orphans,
+            1,
+            "B's receive completed (no queue here)"
+        );
+        assert_eq!(b.ep.stats().rnr_naks_sent, 0);
+        assert!(b.ep.poll_timeout().is_some(), "B owes the delayed ACK");
+        (a, b)
+    }
+
+    /// An engine thread about to block after a quiet stretch at least as long as the
+    /// ACK delay sends the delayed ACKs it owes at once (`send_owed_acks`), which the
+    /// pass alone would send only at their deadline, and its timer is gone: the
+    /// thread does not wake for it. After a shorter stretch (the next message is
+    /// likely within the delay) the ACK waits.
+    #[test]
+    fn an_engine_about_to_block_sends_the_acks_it_owes() {
+        let (mut a, mut b) = owing_b();
+        // Passes that find nothing look at timers every `IDLE_TIMER_CHECK`: one that
+        // does not (a deadline 64 µs away could pass meanwhile).
+        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
+            b.stats.passes += 1;
+        }
+        assert!(!b.progress());
+        assert_eq!(
+            b.link_stats().tx_frames,
+            0,
+            "the ACK waits for its deadline"
+        );
+        let delay = Duration::from_micros(b.ep.config().ack_delay_us);
+        assert!(!b.send_owed_acks(delay / 2), "after a short quiet stretch");
+        assert_eq!(b.link_stats().tx_frames, 0, "the ACK still waits");
+        assert!(b.ep.poll_timeout().is_some());
+        assert!(b.send_owed_acks(delay));
+        assert_eq!(b.link_stats().tx_frames, 1, "the ACK left");
+        assert_eq!(b.stats().early_acks, 1);
+        assert_eq!(b.ep.poll_timeout(), None, "nothing to wake for");
+        assert!(!b.send_owed_acks(Duration::MAX), "nothing owed any more");
+        a.progress();
+        assert!(a.ep.is_idle(), "A's SEND retired on the ACK");
+        assert_eq!(a.ep.stats().messages_completed, 1);
+        assert_eq!(a.ep.stats().timeouts, 0);
+    }
+
+    /// The pass after a watch (the engine thread blocked without the engine) looks at
+    /// the timers, as the pass after a sleep does: a timer that fell due meanwhile
+    /// (here B's delayed ACK) runs in it, not up to `IDLE_TIMER_CHECK` passes later.
+    #[test]
+    fn the_pass_after_a_watch_runs_a_timer_that_fell_due() {
+        let (_a, mut b) = owing_b();
+        let due = b.ep.poll_timeout().unwrap();
+        while b.now() < due {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
+            b.stats.passes += 1;
+        }
+        b.watching();
+        assert!(b.progress(), "the due timer ran");
+        // It queued the ACK; the pass that follows (a pass with work is followed at
+        // once) sends it.
+        b.progress();
+        assert_eq!(b.link_stats().tx_frames, 1, "the delayed ACK left");
+        assert_eq!(b.stats().early_acks, 0);
+    }
+
+    /// A receive posted to the ring of an engine thread asleep holding the engine
+    /// rings no doorbell (the pass that takes its packet drains the ring first, see
+    /// `owing_b`); one on a QP the poster knows is in error does: its flush is due now.
+    #[test]
+    fn a_receive_post_wakes_a_sleeping_engine_only_for_a_qp_in_error() {
+        let shared = Shared::new(engine(), Progress::Thread, Duration::from_micros(50)).unwrap();
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.recv_posted(false);
+        assert_eq!(shared.doorbell.drain(), 0, "a receive woke the engine");
+        shared.recv_posted(true);
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "a receive to flush must wake it"
+        );
+        // A send does.
+        shared.kick();
+        assert_eq!(shared.doorbell.drain(), 1);
     }
 
     fn done(wr_id: u64, opcode: WcOpcode, qpn: u32) -> Completion {

@@ -456,7 +456,7 @@ impl QueuePair {
                 rq.doorbell();
             }
             shared.posted.mark(self.qpn, &self.listed);
-            shared.kick();
+            shared.recv_posted(self.state == QpState::Err);
         }
         r
     }
