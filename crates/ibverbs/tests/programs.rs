@@ -304,6 +304,7 @@ fn perftest_side_checks() {
     let no_report = format!("{bw_head}{cal}{PERFTEST_NO_REPORT}\n");
     let bad_no_report = format!("{bw_head}{PERFTEST_NO_REPORT}\n");
     let uncal_no_row = format!("{cal}{HEAD}");
+    let no_report_no_head = format!("{cal}{PERFTEST_NO_REPORT}\n");
     let uncal_zero_iters = format!("{cal}{HEAD} 2       0          inf   inf\n");
     // (this side's output, its exit 0, the peer's output, passive, accepted, case)
     let cases: [(&str, bool, &str, bool, bool, &str); 16] = [
@@ -318,7 +319,14 @@ fn perftest_side_checks() {
         (&uncal_inf, false, &good, false, false, "uncal fail"),
         (&bad_no_report, false, &good, false, false, "norep cal"),
         (&no_report, true, &good, false, false, "norep exit0"),
-        (&cal, false, &good, false, false, "norep nohead"),
+        (
+            &no_report_no_head,
+            false,
+            &good,
+            false,
+            false,
+            "norep nohead",
+        ),
         (&uncal_no_row, true, &good, false, false, "uncal norow"),
         (&uncal_zero_iters, true, &good, false, false, "uncal 0 it"),
         ("", true, &good, false, false, "no table"),

@@ -169,6 +169,10 @@ pub struct UdpLink {
     /// left in the caller's vector: [`DatagramLink::wait`] then also wakes when the
     /// socket has room again (as it does while packets stay staged).
     tx_blocked: bool,
+    /// The last send that stopped short stopped on `ENOBUFS` (the kernel out of
+    /// memory for the packet), which leaves the socket writable: `wait` then sleeps
+    /// a millisecond at most, not until the socket has room, which it already says.
+    tx_nobufs: bool,
     /// What this crate's unit tests inject into the `sendmmsg` calls ([`send_msgs`]);
     /// nothing in any other build.
     faults: SendFaults,
@@ -339,6 +343,7 @@ impl UdpLink {
             staged_from: 0,
             runs: Vec::with_capacity(BURST),
             tx_blocked: false,
+            tx_nobufs: false,
             faults: SendFaults::default(),
         })
     }
@@ -401,12 +406,14 @@ impl UdpLink {
         match r {
             Ok(0) => Sent::Stop,
             Ok(k) => {
+                self.tx_nobufs = false;
                 let n: usize = (0..k).map(&segs).sum();
                 self.stats.tx_frames += n as u64;
                 Sent::Advance(n)
             }
-            Err(libc::EAGAIN | libc::ENOBUFS) => {
+            Err(e @ (libc::EAGAIN | libc::ENOBUFS)) => {
                 self.stats.tx_ring_full += 1;
+                self.tx_nobufs = e == libc::ENOBUFS;
                 Sent::Stop
             }
             Err(libc::EINTR) => Sent::Again,
@@ -879,8 +886,14 @@ impl DatagramLink for UdpLink {
         if !self.pending.is_empty() {
             return Ok(true);
         }
+        let mut timeout = timeout;
         if self.tx_blocked || self.tx_staged() > 0 {
-            return self.wait_room(timeout, extra);
+            if !self.tx_nobufs {
+                return self.wait_room(timeout, extra);
+            }
+            // Writable though full of nothing: POLLOUT would return at once and the
+            // caller would spin; retry the send after a short sleep instead.
+            timeout = timeout.min(Duration::from_millis(1));
         }
         let mask = match extra {
             Some(e) => crate::wake::poll_readable(&[self.fd.as_fd(), e], timeout)?,
@@ -1232,7 +1245,12 @@ mod tests {
     /// wait is for a receive only, as before.
     #[test]
     fn packets_held_back_by_a_full_socket_wake_the_wait_when_it_has_room() {
-        for staged in [false, true] {
+        for (staged, errno) in [
+            (false, libc::EAGAIN),
+            (true, libc::EAGAIN),
+            (false, libc::ENOBUFS),
+            (true, libc::ENOBUFS),
+        ] {
             let (mut a, mut b) = offload_pair();
             let path = path_between(a.local_addr(), b.local_addr()).unwrap();
             let sent: Vec<Vec<u8>> = (0..8u8)
@@ -1243,7 +1261,7 @@ mod tests {
                 })
                 .collect();
             let mut tx: Vec<_> = sent.iter().map(|x| dgram(&a, b.local_addr(), x)).collect();
-            a.faults.next.push_back(SendFault::Fail(libc::EAGAIN));
+            a.faults.next.push_back(SendFault::Fail(errno));
             if staged {
                 for x in &sent {
                     a.tx_room().unwrap()[..x.len()].copy_from_slice(x);
@@ -1256,10 +1274,14 @@ mod tests {
             }
             assert_eq!(a.stats().tx_ring_full, 1);
             // Nothing will arrive at `a`: only the socket's room can end this wait
-            // before its (long) timeout.
-            assert!(
+            // before its (long) timeout. After `ENOBUFS` the socket says it has room
+            // all along (the kernel lacked memory, not buffer space): the wait is a
+            // short sleep that ends in a timeout, not a readiness that would have the
+            // caller spin on it.
+            assert_eq!(
                 a.wait(Duration::from_secs(30), None).unwrap(),
-                "woken by the socket's room (staged: {staged})"
+                errno == libc::EAGAIN,
+                "woken by the socket's room (staged: {staged}, errno {errno})"
             );
             if staged {
                 assert_eq!(a.tx_flush(), 0);

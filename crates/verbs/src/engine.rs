@@ -177,6 +177,13 @@ impl Posted {
         }
     }
 
+    /// After publishing receives in a shared receive queue's ring (before the kick):
+    /// announced with the QPs' posts, so a receive step that looks only when something
+    /// was posted ([`feed_posted_recvs`]) finds it.
+    pub(crate) fn mark_srq(&self) {
+        self.any.store(true, Ordering::SeqCst);
+    }
+
     /// After publishing work requests in QP `qpn`'s rings (before the kick).
     pub(crate) fn mark(&self, qpn: u32, listed: &AtomicBool) {
         if !listed.swap(true, Ordering::SeqCst) {
@@ -273,7 +280,7 @@ pub struct EngineStats {
     pub polls_held: u64,
     /// Times the engine thread, about to block, sent the delayed ACKs the transport
     /// owed ahead of their deadline instead of waking for them
-    /// ([`Engine::send_owed_acks`]).
+    /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
 }
 
@@ -1190,18 +1197,8 @@ impl Engine {
                     // packet was taken (the link's take orders the look after it): a
                     // packet sent after its receive was posted finds it, as in
                     // `receive`'s bursts (a UD SEND that found none would be dropped
-                    // for good, an RC one would cost an RNR NAK and a retry). One
-                    // relaxed load a packet when nothing was posted. Only the receive
-                    // rings: their sends wait for the next pass, the QPs stay listed.
-                    if posted.any.load(Ordering::Relaxed) || !srqs.is_empty() {
-                        posted.take_into(to_drain);
-                        for &qpn in to_drain.iter() {
-                            if let Some(slot) = qps.get_mut(&qpn) {
-                                feed_rq(ep, qpn, slot, rq_scratch);
-                            }
-                        }
-                        feed_srqs(ep, srqs, rq_scratch);
-                    }
+                    // for good, an RC one would cost an RNR NAK and a retry).
+                    feed_posted_recvs(ep, posted, to_drain, qps, srqs, rq_scratch);
                     // Whom a by-reference payload may be pulled from: the link's word
                     // for the connection it came through, never the packet's.
                     ep.mem_mut().set_pull_source(item.pull_pid, item.pull_maps);
@@ -1677,6 +1674,34 @@ fn post_to(
 }
 
 /// Move up to `room` receive work requests from the ring into the transport.
+/// The receive half of [`Engine::drain_posts`], for a receive step that hands packets
+/// over one by one: the receive rings of the QPs posted to since the last look, of
+/// those still listed (carried by the last drain, or taken by an earlier packet of
+/// this step: a post to a listed QP does not announce itself again), and of the
+/// shared receive queues go into the transport. One relaxed load and a length check a
+/// packet when nothing was posted. Their send rings wait for the next pass's drain,
+/// and the QPs stay listed for it.
+#[inline]
+fn feed_posted_recvs(
+    ep: &mut Endpoint<MrTable, CqRouter>,
+    posted: &Posted,
+    to_drain: &mut Vec<u32>,
+    qps: &mut FastMap<u32, QpSlot>,
+    srqs: &mut FastMap<u32, SrqSlot>,
+    scratch: &mut Vec<RecvWr>,
+) {
+    if !posted.any.load(Ordering::Relaxed) && to_drain.is_empty() {
+        return;
+    }
+    posted.take_into(to_drain);
+    for &qpn in to_drain.iter() {
+        if let Some(slot) = qps.get_mut(&qpn) {
+            feed_rq(ep, qpn, slot, scratch);
+        }
+    }
+    feed_srqs(ep, srqs, scratch);
+}
+
 /// Feed what QP `qpn`'s receive ring holds into its transport queue, as far as it
 /// has room; true when it moved any.
 fn feed_rq(
@@ -2708,7 +2733,10 @@ mod tests {
         use std::net::SocketAddr;
         use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
         use weft_transport::{Access, Bringup, QpType, SendWr, WrOp};
-        for visits in [false, true] {
+        // `listed`: the QP was listed already when its receive was posted (carried by
+        // the drain, or taken by an earlier packet of the step), so the post does not
+        // announce itself again.
+        for (visits, listed) in [(false, false), (true, false), (false, true), (true, true)] {
             let fabric = DgramFabric::new(7);
             let dev = |ip: [u8; 4]| {
                 let addr = SocketAddr::from((ip, 4791));
@@ -2774,6 +2802,12 @@ mod tests {
                 sg_list: [ma.sge(0, 2048)].into(),
             }])
             .unwrap();
+            if listed {
+                let Engine {
+                    posted, to_drain, ..
+                } = &mut *e;
+                posted.take_into(to_drain);
+            }
             assert!(e.receive(&mut None), "nothing received (visits: {visits})");
             drop(e);
             let mut got = Vec::new();
@@ -2782,7 +2816,11 @@ mod tests {
                     break;
                 }
             }
-            assert_eq!(got.len(), 1, "the SEND found no receive (visits: {visits})");
+            assert_eq!(
+                got.len(),
+                1,
+                "the SEND found no receive (visits: {visits}, listed: {listed})"
+            );
             assert_eq!(got[0].status, WcStatus::Success);
             assert_eq!(got[0].wr_id, 9);
         }

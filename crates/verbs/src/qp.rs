@@ -570,7 +570,9 @@ impl SharedReceiveQueue {
     pub fn post_recv(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<(), Error> {
         let (_, r) = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, 0, wrs);
         self.rq.doorbell();
-        self.ctx.shared().kick();
+        let shared = self.ctx.shared();
+        shared.posted.mark_srq();
+        shared.kick();
         r
     }
 }
