@@ -2514,6 +2514,29 @@ mod tests {
         )
     }
 
+    /// The bring-up the tests' QPs share: MTU 1024, PSNs 0, one READ outstanding, a
+    /// 67 ms ACK timeout with 7 retries; no path, no peer, no delayed-ACK bound.
+    fn bringup() -> weft_transport::Bringup {
+        weft_transport::Bringup {
+            access: weft_transport::Access::ALL,
+            qkey: 0,
+            path_mtu: weft_transport::Mtu::M1024,
+            path: None,
+            dest_qpn: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            max_rd_atomic: 1,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 1,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            recovery: weft_transport::Recovery::GoBackN,
+            max_inflight: 1024,
+            peer_ack_delay_us: 0,
+        }
+    }
+
     /// Two engines on one fabric with an RC QP each (pd 1), connected to each other,
     /// and the QPs' numbers: A's local ACK timeout 67 ms and B's delayed-ACK bound
     /// announced, so A's unsignaled SENDs leave AckReq clear.
@@ -2542,22 +2565,11 @@ mod tests {
         let (qa, qb) = (ea.1, eb.1);
         for ((e, qpn), me, peer, dest) in [(&mut ea, a, b, qb), (&mut eb, b, a, qa)] {
             let up = weft_transport::Bringup {
-                access: weft_transport::Access::ALL,
-                qkey: 0,
-                path_mtu: weft_transport::Mtu::M1024,
                 path: weft_link::datagram::path_between(me, peer),
                 dest_qpn: dest,
-                rq_psn: 0,
-                sq_psn: 0,
-                max_rd_atomic: 1,
-                max_dest_rd_atomic: 1,
-                min_rnr_timer: 1,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                recovery: weft_transport::Recovery::GoBackN,
                 max_inflight: 64,
                 peer_ack_delay_us: 64,
+                ..bringup()
             };
             for step in &up.steps(QpType::Rc) {
                 e.ep.modify_qp(*qpn, step).unwrap();
@@ -2755,22 +2767,8 @@ mod tests {
             let mut qa = pa.create_qp(&cqa, &cqa, None, init).unwrap();
             let mut qb = pb.create_qp(&cqb, &cqb, None, init).unwrap();
             let up = Bringup {
-                access: Access::ALL,
                 qkey: 0x1111_1111,
-                path_mtu: weft_transport::Mtu::M1024,
-                path: None,
-                dest_qpn: 0,
-                rq_psn: 0,
-                sq_psn: 0,
-                max_rd_atomic: 1,
-                max_dest_rd_atomic: 1,
-                min_rnr_timer: 1,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                recovery: weft_transport::Recovery::GoBackN,
-                max_inflight: 1024,
-                peer_ack_delay_us: 0,
+                ..bringup()
             };
             for step in up.steps(QpType::Ud) {
                 qa.modify(&step).unwrap();
