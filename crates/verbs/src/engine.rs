@@ -1126,8 +1126,17 @@ impl Engine {
             }
             // Receives posted since the pass drained the rings, before these
             // packets were read: a packet sent after its receive was posted finds it
-            // (a UD SEND that found none would be dropped for good).
-            self.drain_posts();
+            // (a UD SEND that found none would be dropped for good). The same look as
+            // `receive_each`'s per packet ([`feed_posted_recvs`]): receives only, the
+            // sends wait for the next pass's drain.
+            feed_posted_recvs(
+                &mut self.ep,
+                &self.posted,
+                &mut self.to_drain,
+                &mut self.qps,
+                &mut self.srqs,
+                &mut self.rq_scratch,
+            );
             let now = self.now_once(now);
             got += n;
             // Whom a by-reference payload in each datagram may be pulled from: the
@@ -1674,12 +1683,12 @@ fn post_to(
 }
 
 /// Move up to `room` receive work requests from the ring into the transport.
-/// The receive half of [`Engine::drain_posts`], for a receive step that hands packets
-/// over one by one: the receive rings of the QPs posted to since the last look, of
+/// The receive half of [`Engine::drain_posts`], for the receive step (per burst, or
+/// per packet where the link hands them over one by one): the receive rings of the QPs posted to since the last look, of
 /// those still listed (carried by the last drain, or taken by an earlier packet of
 /// this step: a post to a listed QP does not announce itself again), and of the
-/// shared receive queues go into the transport. One relaxed load and a length check a
-/// packet when nothing was posted. Their send rings wait for the next pass's drain,
+/// shared receive queues go into the transport. One relaxed load and a length check
+/// when nothing was posted. Their send rings wait for the next pass's drain,
 /// and the QPs stay listed for it.
 #[inline]
 fn feed_posted_recvs(
