@@ -647,8 +647,6 @@ impl UdpLink {
     /// until the socket is readable or writable, `extra` is readable, or `timeout`
     /// passes (rounded up to a millisecond as [`crate::wake::poll_readable`] does).
     fn wait_room(&self, timeout: Duration, extra: Option<BorrowedFd<'_>>) -> io::Result<bool> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
-        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
         let mut fds = [
             libc::pollfd {
                 fd: self.fd.as_raw_fd(),
@@ -662,7 +660,7 @@ impl UdpLink {
             },
         ];
         let n = if extra.is_some() { 2 } else { 1 };
-        Ok(sys::poll(&mut fds[..n], Duration::from_millis(ms))? > 0)
+        Ok(sys::poll(&mut fds[..n], crate::wake::whole_ms(timeout))? > 0)
     }
 
     /// [`DatagramLink::recv_burst`] with `UDP_GRO`: each message may hold several

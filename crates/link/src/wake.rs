@@ -56,10 +56,14 @@ impl AsFd for EventFd {
 /// bit mask of the ready descriptors (bit i for `fds[i]`, up to 64), 0 on timeout.
 /// An interrupted wait returns 0 (a spurious wakeup).
 pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<u64> {
+    readable_mask(fds, |p| crate::sys::poll(p, whole_ms(timeout)))
+}
+
+/// `timeout` in the whole milliseconds `poll` takes: truncated, but a sub-millisecond
+/// timeout rounded up to one, so a short wait does not become a spin.
+pub(crate) fn whole_ms(timeout: Duration) -> Duration {
     let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
-    // Round a sub-millisecond timeout up so a short wait does not become a spin.
-    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    readable_mask(fds, |p| crate::sys::poll(p, Duration::from_millis(ms)))
+    Duration::from_millis(if ms == 0 && !timeout.is_zero() { 1 } else { ms })
 }
 
 /// [`poll_readable`] with the kernel's timer resolution instead of whole

@@ -1235,13 +1235,7 @@ impl Endpoint {
             if let Some(e) = extra {
                 self.pfds.push(pfd(e.as_raw_fd()));
             }
-            // Round a sub-millisecond timeout up so a short wait does not spin.
-            let wait = if timeout.as_millis() == 0 && !timeout.is_zero() {
-                Duration::from_millis(1)
-            } else {
-                timeout
-            };
-            match sys::poll(&mut self.pfds, wait) {
+            match sys::poll(&mut self.pfds, crate::wake::whole_ms(timeout)) {
                 Ok(n) => ready = n > 0,
                 Err(e) => {
                     for c in self.conns.iter().flatten() {
