@@ -150,8 +150,23 @@ struct QpSlot {
     /// (`QueuePair::post_send`): a QP whose posts all take it never allocates one.
     sq: Option<Consumer<SqItem>>,
     rq: Option<Consumer<RecvWr>>,
+    /// Shared with the QP's handle.
+    flags: Arc<QpFlags>,
+}
+
+/// What a QP's handle (`QueuePair`) and the engine share.
+#[derive(Debug, Default)]
+pub(crate) struct QpFlags {
     /// True while the QP is in [`Posted`]'s list or the engine's drain list.
-    listed: Arc<AtomicBool>,
+    pub(crate) listed: AtomicBool,
+    /// True while the QP is in ERR in the transport, whether it went there by itself
+    /// (retries exceeded, a NAK, a fatal responder error: the handle's own state
+    /// still says RTS then) or by a modify: set by the engine when the transport says
+    /// so ([`CompletionSink::qp_error`], before the completions it flushes), cleared
+    /// by the modify to RESET (the only way out of ERR). A receive posted to the
+    /// QP's ring while it is set is due at once (flushed): the post wakes a sleeping
+    /// engine thread ([`Shared::recv_posted`]).
+    pub(crate) errored: AtomicBool,
 }
 
 /// The QPs whose rings the application posted to since the engine last looked, so a
@@ -282,6 +297,11 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
+    /// Receive posts through the ring to a QP in the error state (its flag set by
+    /// the transport's word, whatever the handle's own state says): each rang the
+    /// doorbell of an engine thread asleep, their flush completions being due at once
+    /// ([`CompletionSink::qp_error`]).
+    pub recv_flush_kicks: u64,
 }
 
 /// The completion queues' rings, and which of them each QP completes into: the
@@ -302,6 +322,9 @@ pub(crate) struct CqRouter {
     cq_touched: Vec<usize>,
     /// Each QP's send and receive queues.
     routes: FastMap<u32, (CqRef, CqRef)>,
+    /// Each QP's flags, whose `errored` the transport's word sets
+    /// ([`CompletionSink::qp_error`]).
+    flags: FastMap<u32, Arc<QpFlags>>,
     /// The QP the last completion was routed for, with its queues: completions come in
     /// runs per QP, so most skip the QP table too.
     route_memo: Option<(u32, CqRef, CqRef)>,
@@ -340,6 +363,7 @@ impl Default for CqRouter {
             cq_index: FastMap::default(),
             cq_touched: Vec::new(),
             routes: FastMap::default(),
+            flags: FastMap::default(),
             route_memo: None,
             next_cq: 1,
             overflowed: false,
@@ -358,6 +382,14 @@ impl Default for CqRouter {
 impl CompletionSink for CqRouter {
     fn complete(&mut self, c: Completion) {
         self.route(c);
+    }
+
+    /// The QP's flag is set before the flushed completions are routed (and so before
+    /// the pass publishes them): a poster that saw them sees the flag.
+    fn qp_error(&mut self, qpn: u32) {
+        if let Some(f) = self.flags.get(&qpn) {
+            f.errored.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -669,7 +701,7 @@ impl Engine {
         rq: Option<Consumer<RecvWr>>,
         send_cq: u32,
         recv_cq: u32,
-        listed: Arc<AtomicBool>,
+        flags: Arc<QpFlags>,
     ) {
         let gone = CqRef {
             idx: usize::MAX,
@@ -682,13 +714,15 @@ impl Engine {
         let recv_cq = r.cq_ref(recv_cq).unwrap_or(gone);
         r.route_memo = None;
         r.routes.insert(qpn, (send_cq, recv_cq));
-        self.qps.insert(qpn, QpSlot { sq, rq, listed });
+        r.flags.insert(qpn, Arc::clone(&flags));
+        self.qps.insert(qpn, QpSlot { sq, rq, flags });
     }
 
     pub(crate) fn remove_qp(&mut self, qpn: u32) {
         let r = self.ep.sink_mut();
         r.route_memo = None;
         r.routes.remove(&qpn);
+        r.flags.remove(&qpn);
         self.qps.remove(&qpn);
         self.ep.destroy_qp(qpn);
     }
@@ -904,7 +938,7 @@ impl Engine {
             stats.qp_rings_drained += 1;
             // Unlisted before looking at the rings (and the fence orders the two): a
             // post that our look misses lists the QP again.
-            slot.listed.store(false, Ordering::SeqCst);
+            slot.flags.listed.store(false, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             // An empty ring (one atomic load) skips the transport's queue lookup.
             let room = if slot.sq.as_mut().is_some_and(|sq| !sq.is_empty()) {
@@ -933,7 +967,7 @@ impl Engine {
             // Requests the transport had no room for yet: look again next pass.
             let left = slot.sq.as_mut().is_some_and(|s| !s.is_empty())
                 || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
-            if left && !slot.listed.swap(true, Ordering::SeqCst) {
+            if left && !slot.flags.listed.swap(true, Ordering::SeqCst) {
                 carry.push(qpn);
             }
         }
@@ -955,7 +989,10 @@ impl Engine {
     /// The doorbell path of receives: straight from the posting thread into the
     /// transport's receive queue, as many of `wrs` as it has room for (see
     /// `Endpoint::post_recvs`; the QP found in its `slot`, checked by `qpn`). The
-    /// caller checked that the QP's receive ring is empty (so order is kept).
+    /// caller checked that the QP's receive ring is empty (so order is kept). On a QP
+    /// in the error state the transport flushes them as they come: their completions
+    /// are published now, as a refused send's are, not by the next pass (which an
+    /// engine thread in a watch would run only at its end).
     pub(crate) fn post_recvs_now(
         &mut self,
         slot: u32,
@@ -963,7 +1000,11 @@ impl Engine {
         max_sge: usize,
         wrs: &mut impl Iterator<Item = RecvWr>,
     ) -> Result<usize, (usize, PostError)> {
-        self.ep.post_recvs_at(slot, qpn, max_sge, wrs)
+        let r = self.ep.post_recvs_at(slot, qpn, max_sge, wrs);
+        if self.ep.sink().routed {
+            self.complete();
+        }
+        r
     }
 
     /// The doorbell path (inline progress): send work requests from `wrs` straight
@@ -1826,6 +1867,8 @@ pub(crate) struct Shared {
     pub(crate) standbys: AtomicU64,
     /// [`EngineStats::polls_held`].
     pub(crate) polls_held: AtomicU64,
+    /// [`EngineStats::recv_flush_kicks`].
+    pub(crate) recv_flush_kicks: AtomicU64,
     /// Stand-bys ended because the application stopped polling
     /// ([`EngineStats::takeovers`]).
     pub(crate) takeovers: AtomicU64,
@@ -1928,6 +1971,7 @@ impl Shared {
             app_asleep: AtomicUsize::new(0),
             standbys: AtomicU64::new(0),
             polls_held: AtomicU64::new(0),
+            recv_flush_kicks: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             link_takeovers: AtomicU64::new(0),
             link_takeovers_stale: AtomicU64::new(0),
@@ -2140,8 +2184,8 @@ impl Shared {
         }
     }
 
-    /// After publishing receives in a QP's ring (`errored`: the poster knows the QP
-    /// is in the error state). Unlike a send, a receive gives a sleeping engine
+    /// After publishing receives in a QP's ring (`errored`: the QP's flag
+    /// [`QpFlags::errored`]). Unlike a send, a receive gives a sleeping engine
     /// nothing to do until a packet comes for it, and the pass that takes that packet
     /// drains the rings first ([`Engine::progress`]); so it is not woken: the
     /// doorbell's write and the engine thread's wake-up were one of a sparse round
@@ -2151,6 +2195,7 @@ impl Shared {
     /// A receive on a QP in error completes at once (flushed): that one wakes it.
     pub(crate) fn recv_posted(&self, errored: bool) {
         if errored {
+            self.recv_flush_kicks.fetch_add(1, Ordering::Relaxed);
             self.kick();
         }
     }
@@ -2594,8 +2639,8 @@ mod tests {
     fn owing_b() -> (Engine, Engine) {
         let ((mut a, qa), (mut b, qb)) = connected();
         let (mut rq_tx, rq) = ring::<RecvWr>(4);
-        let listed = Arc::new(AtomicBool::new(false));
-        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&listed));
+        let flags = Arc::new(QpFlags::default());
+        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&flags));
         rq_tx
             .push(RecvWr {
                 wr_id: 1,
@@ -2603,7 +2648,7 @@ mod tests {
             })
             .unwrap();
         rq_tx.doorbell();
-        b.posted.mark(qb, &listed);
+        b.posted.mark(qb, &flags.listed);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
         send.signaled = false;
         a.ep.post_send(qa, send).unwrap();
@@ -2708,14 +2753,7 @@ mod tests {
         let send = e.add_cq(send_tx, None).0.id;
         let recv = e.add_cq(recv_tx, None).0.id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
-        e.add_qp(
-            7,
-            Some(sq),
-            None,
-            send,
-            recv,
-            Arc::new(AtomicBool::new(false)),
-        );
+        e.add_qp(7, Some(sq), None, send, recv, Arc::new(QpFlags::default()));
         e.ep.sink_mut().route(done(1, WcOpcode::Send, 7));
         e.ep.sink_mut().route(done(2, WcOpcode::Recv, 7));
         e.complete();
@@ -2831,6 +2869,168 @@ mod tests {
             assert_eq!(got[0].status, WcStatus::Success);
             assert_eq!(got[0].wr_id, 9);
         }
+    }
+
+    /// An RC QP of context `ctx` brought up against `peer`, where nobody answers, with
+    /// a 9 µs ACK timeout and one retry; a SEND posted on it; and its queues. The
+    /// SEND's retries run out at once: the transport moves the QP to ERR by itself.
+    fn doomed_qp(
+        ctx: &crate::Context,
+        peer: std::net::SocketAddr,
+        channel: Option<&crate::CompletionChannel>,
+    ) -> (
+        crate::QueuePair,
+        crate::CompletionQueue,
+        crate::CompletionQueue,
+    ) {
+        use weft_transport::{Bringup, SendWr, WrOp};
+        let pd = ctx.alloc_pd();
+        let scq = crate::CompletionQueue::new(ctx, 8, channel);
+        let rcq = crate::CompletionQueue::new(ctx, 8, channel);
+        let init = crate::QpInitAttr::new(QpType::Rc);
+        let mut qp = pd.create_qp(&scq, &rcq, None, init).unwrap();
+        let up = Bringup {
+            path: Some(ctx.path_to(peer).unwrap()),
+            dest_qpn: 0x1234,
+            timeout: 1,
+            retry_cnt: 1,
+            ..bringup()
+        };
+        for step in up.steps(QpType::Rc) {
+            qp.modify(&step).unwrap();
+        }
+        qp.post_send([SendWr::new(1, WrOp::Send { imm: None }, vec![])])
+            .unwrap();
+        (qp, scq, rcq)
+    }
+
+    fn recv(wr_id: u64) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sg_list: Default::default(),
+        }
+    }
+
+    /// A QP the transport moved to ERR by itself (its SEND's retries ran out against
+    /// a peer that never answers) while its handle still says RTS: a receive posted
+    /// to its ring while the engine thread sleeps holding the engine (played here by
+    /// the test) rings the doorbell, since its flush completion is due now, and the
+    /// pass it wakes delivers it. Judged by the handle's own state, the receive left
+    /// the engine asleep until its next timed wake-up (up to 50 ms). A receive taking
+    /// the doorbell path (the engine free) is flushed by the transport at once, and
+    /// its completion published with it: the poll that finds it runs no pass.
+    #[test]
+    fn a_receive_posted_to_a_qp_the_transport_errored_wakes_a_sleeping_engine() {
+        use crate::{Context, DeviceConfig, LinkKind};
+        use std::net::SocketAddr;
+        use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
+        use weft_transport::QpState;
+        let fabric = DgramFabric::new(7);
+        let addr = SocketAddr::from(([198, 18, 0, 1], 4791));
+        let pool = BufferPool::new(64, pool_buf_size(DEFAULT_MAX_DATAGRAM));
+        let link = fabric.link(addr, pool, 64).unwrap();
+        let mut cfg = DeviceConfig::new(LinkKind::Udp, addr);
+        cfg.progress = Progress::Inline;
+        let a = Context::with_link(Box::new(link), cfg).unwrap();
+        // Nobody at 198.18.0.2.
+        let nobody = SocketAddr::from(([198, 18, 0, 2], 4791));
+        let (mut qp, mut scq, mut rcq) = doomed_qp(&a, nobody, None);
+        let mut got = Vec::new();
+        // Passes until the retries run out (a watchdog, not a timed assertion: 9 µs
+        // timeouts end in microseconds).
+        let watchdog = std::time::Instant::now() + Duration::from_secs(20);
+        while scq.poll(&mut got, 1) == 0 {
+            assert!(std::time::Instant::now() < watchdog, "no RetryExcErr");
+        }
+        assert_eq!(got[0].status, WcStatus::RetryExcErr);
+        assert_eq!(qp.query().unwrap().0, QpState::Err);
+
+        // The engine thread asleep, holding the engine.
+        let shared = a.shared();
+        let e = shared.engine.lock().unwrap();
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.doorbell.drain();
+        qp.post_recv([recv(9)]).unwrap();
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "the receive's flush left to the engine's next timed wake-up"
+        );
+        shared.sleeping.store(false, Ordering::SeqCst);
+        drop(e);
+        // The pass the doorbell woke.
+        assert!(a.progress());
+        got.clear();
+        assert_eq!(rcq.poll(&mut got, 2), 1);
+        assert_eq!((got[0].wr_id, got[0].status), (9, WcStatus::WrFlushErr));
+
+        // The doorbell path: flushed and published by the post itself.
+        let passes = a.stats().engine.passes;
+        qp.post_recv([recv(10)]).unwrap();
+        got.clear();
+        assert_eq!(rcq.poll(&mut got, 2), 1);
+        assert_eq!((got[0].wr_id, got[0].status), (10, WcStatus::WrFlushErr));
+        assert_eq!(a.stats().engine.passes, passes, "the poll ran a pass");
+        assert_eq!(a.stats().engine.recv_flush_kicks, 1);
+
+        // Reset (and INIT): the flag goes with the error state, and a receive posted
+        // to the ring no longer wakes the engine.
+        qp.modify(&weft_transport::QpAttr {
+            state: Some(QpState::Reset),
+            ..Default::default()
+        })
+        .unwrap();
+        qp.modify(&bringup().steps(QpType::Rc)[0]).unwrap();
+        let e = shared.engine.lock().unwrap();
+        shared.sleeping.store(true, Ordering::SeqCst);
+        qp.post_recv([recv(11)]).unwrap();
+        assert_eq!(shared.doorbell.drain(), 0, "a receive woke the engine");
+        shared.sleeping.store(false, Ordering::SeqCst);
+        drop(e);
+        assert_eq!(a.stats().engine.recv_flush_kicks, 1);
+    }
+
+    /// The same with a real engine thread and a program blocked on its completion
+    /// channel: the QP errored by the transport, the thread asleep (it blocks as soon
+    /// as it is idle), a receive posted to the ring comes back flushed through the
+    /// channel, its post having woken the thread (`recv_flush_kicks`). Without that
+    /// wake the event still came, at the thread's next timed wake-up (a watchdog
+    /// here, not a timed assertion); the count is what tells the two apart.
+    #[test]
+    fn a_receive_posted_to_a_qp_the_transport_errored_comes_back_through_the_channel() {
+        use crate::{CompletionChannel, Context, DeviceConfig, LinkKind};
+        let void = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut cfg = DeviceConfig::local(LinkKind::Udp);
+        cfg.idle_spin = Duration::ZERO;
+        let a = Context::open_with(cfg).unwrap();
+        let ch = CompletionChannel::new(&a).unwrap();
+        let (mut qp, mut scq, mut rcq) = doomed_qp(&a, void.local_addr().unwrap(), Some(&ch));
+        let mut got = Vec::new();
+        let event = |cq: &mut crate::CompletionQueue, got: &mut Vec<Completion>| loop {
+            cq.req_notify();
+            if cq.poll(got, 1) > 0 {
+                return;
+            }
+            let id = ch.get_cq_event(Duration::from_secs(20)).expect("no event");
+            assert_eq!(id, cq.id());
+            cq.ack_events(1);
+        };
+        event(&mut scq, &mut got);
+        assert_eq!(got[0].status, WcStatus::RetryExcErr);
+        // The engine thread goes to sleep: nothing left to do, no timer.
+        let watchdog = std::time::Instant::now() + Duration::from_secs(20);
+        while !a.shared().sleeping.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < watchdog,
+                "the engine never slept"
+            );
+            std::thread::yield_now();
+        }
+        qp.post_recv([recv(9)]).unwrap();
+        got.clear();
+        event(&mut rcq, &mut got);
+        assert_eq!((got[0].wr_id, got[0].status), (9, WcStatus::WrFlushErr));
+        assert_eq!(a.stats().engine.recv_flush_kicks, 1);
     }
 
     /// A look at a free engine writes no doorbell under thread progress (the write
