@@ -17,7 +17,8 @@
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
 //! A pass (`Engine::progress`): move posted work requests into the transport (only
-//! from the QPs that posted since the last pass: a post lists its QP once),
+//! from the QPs and shared receive queues posted to since the last pass: a post lists
+//! its queue once),
 //! transmit what the transport has (its deficit round robin decides whose turn it is),
 //! then receive a burst, run due timers, and route completions to their queues.
 //! Transmitting first lets the ACKs the previous pass owes leave in the same link burst
@@ -169,34 +170,52 @@ pub(crate) struct QpFlags {
     pub(crate) errored: AtomicBool,
 }
 
-/// The QPs whose rings the application posted to since the engine last looked, so a
-/// pass visits those and not every QP. Each QP is listed at most once (its `listed`
-/// flag); the engine clears the flag before it drains the rings, so a post that
-/// races with the drain lists the QP again.
+/// The QPs and shared receive queues whose rings the application posted to since
+/// the engine last looked, so a pass visits those and not every queue. Each is
+/// listed at most once (its `listed` flag); the engine clears the flag before it
+/// drains the rings, so a post that races with the drain lists the queue again.
 #[derive(Debug, Default)]
 pub(crate) struct Posted {
     any: AtomicBool,
-    list: Mutex<Vec<u32>>,
+    list: Mutex<Listed>,
+}
+
+/// [`Posted`]'s lists.
+#[derive(Debug, Default)]
+struct Listed {
+    qps: Vec<u32>,
+    srqs: Vec<u32>,
 }
 
 impl Posted {
-    /// Move the listed QPs into `to`: a plain load first, since most passes find
-    /// nothing posted and a locked swap on every pass costs a busy-polling thread some
-    /// 20 cycles each for nothing. A post this load misses is seen by the next look;
-    /// before the engine thread sleeps, its SeqCst fence orders its `sleeping` store
-    /// before this load (the mirror of the poster's SeqCst store and `sleeping` look
-    /// in `kick`). The QPs stay listed until the engine looks at their rings.
-    fn take_into(&self, to: &mut Vec<u32>) {
+    /// Move the listed QPs into `qps` and the listed shared receive queues into
+    /// `srqs`: a plain load first, since most passes find nothing posted and a locked
+    /// swap on every pass costs a busy-polling thread some 20 cycles each for nothing.
+    /// A post this load misses is seen by the next look; before the engine thread
+    /// sleeps, its SeqCst fence orders its `sleeping` store before this load (the
+    /// mirror of the poster's SeqCst store and `sleeping` look in `kick`). The queues
+    /// stay listed until the engine looks at their rings.
+    fn take_into(&self, qps: &mut Vec<u32>, srqs: &mut Vec<u32>) {
         if self.any.load(Ordering::Relaxed) && self.any.swap(false, Ordering::SeqCst) {
-            to.append(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner));
+            let mut l = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+            qps.append(&mut l.qps);
+            srqs.append(&mut l.srqs);
         }
     }
 
-    /// After publishing receives in a shared receive queue's ring (before the kick):
-    /// announced with the QPs' posts, so a receive step that looks only when something
-    /// was posted ([`feed_posted_recvs`]) finds it.
-    pub(crate) fn mark_srq(&self) {
-        self.any.store(true, Ordering::SeqCst);
+    /// After publishing receives in shared receive queue `id`'s ring (before the
+    /// kick): listed as a QP's posts are, so that the pass (and a receive step that
+    /// looks only when something was posted, [`feed_posted_recvs`]) visits it, and
+    /// no other queue.
+    pub(crate) fn mark_srq(&self, id: u32, listed: &AtomicBool) {
+        if !listed.swap(true, Ordering::SeqCst) {
+            self.list
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .srqs
+                .push(id);
+            self.any.store(true, Ordering::SeqCst);
+        }
     }
 
     /// After publishing work requests in QP `qpn`'s rings (before the kick).
@@ -205,6 +224,7 @@ impl Posted {
             self.list
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
+                .qps
                 .push(qpn);
             self.any.store(true, Ordering::SeqCst);
         }
@@ -214,6 +234,9 @@ impl Posted {
 #[derive(Debug)]
 struct SrqSlot {
     rq: Consumer<RecvWr>,
+    /// True while the queue is in [`Posted`]'s list or the engine's drain list;
+    /// shared with its `SharedReceiveQueue`.
+    listed: Arc<AtomicBool>,
 }
 
 /// Counters of the engine itself (the transport and the link keep their own).
@@ -246,6 +269,10 @@ pub struct EngineStats {
     /// QPs whose rings a pass looked at: those that posted since the pass before (a
     /// work counter; idle QPs add nothing).
     pub qp_rings_drained: u64,
+    /// Shared receive queues whose rings a pass looked at: those posted to since the
+    /// pass before, and those whose receives the transport had no room for yet (a
+    /// work counter; idle queues add nothing).
+    pub srq_rings_drained: u64,
     /// Times the engine thread stood by because the application spun on its
     /// completion queues and made the progress itself.
     pub standbys: u64,
@@ -527,6 +554,9 @@ pub(crate) struct Engine {
     /// no room for (drained again next pass).
     to_drain: Vec<u32>,
     carry: Vec<u32>,
+    /// The same for the shared receive queues.
+    srq_drain: Vec<u32>,
+    srq_carry: Vec<u32>,
     /// The engine's time zero, in [`weft_link::monotonic_micros`]' microseconds.
     origin: u64,
     /// Passes run (the clock of `recent`).
@@ -605,6 +635,8 @@ impl Engine {
             posted: Arc::new(Posted::default()),
             to_drain: Vec::new(),
             carry: Vec::new(),
+            srq_drain: Vec::new(),
+            srq_carry: Vec::new(),
             origin: weft_link::monotonic_micros(),
             pass: 0,
             woke: false,
@@ -727,8 +759,8 @@ impl Engine {
         self.ep.destroy_qp(qpn);
     }
 
-    pub(crate) fn add_srq(&mut self, id: u32, rq: Consumer<RecvWr>) {
-        self.srqs.insert(id, SrqSlot { rq });
+    pub(crate) fn add_srq(&mut self, id: u32, rq: Consumer<RecvWr>, listed: Arc<AtomicBool>) {
+        self.srqs.insert(id, SrqSlot { rq, listed });
     }
 
     pub(crate) fn remove_srq(&mut self, id: u32) {
@@ -915,8 +947,9 @@ impl Engine {
 
     fn drain_posts(&mut self) -> bool {
         let mut work = false;
-        self.posted.take_into(&mut self.to_drain);
-        if self.to_drain.is_empty() && self.srqs.is_empty() {
+        self.posted
+            .take_into(&mut self.to_drain, &mut self.srq_drain);
+        if self.to_drain.is_empty() && self.srq_drain.is_empty() {
             return false;
         }
         let Engine {
@@ -927,6 +960,8 @@ impl Engine {
             rq_scratch,
             to_drain,
             carry,
+            srq_drain,
+            srq_carry,
             stats,
             ..
         } = self;
@@ -972,7 +1007,20 @@ impl Engine {
             }
         }
         std::mem::swap(to_drain, carry);
-        work |= feed_srqs(ep, srqs, rq_scratch);
+        // The shared receive queues posted to, in the same way.
+        for id in srq_drain.drain(..) {
+            let Some(slot) = srqs.get_mut(&id) else {
+                continue; // destroyed since it was posted to
+            };
+            stats.srq_rings_drained += 1;
+            slot.listed.store(false, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            work |= feed_srq(ep, id, slot, rq_scratch);
+            if !slot.rq.is_empty() && !slot.listed.swap(true, Ordering::SeqCst) {
+                srq_carry.push(id);
+            }
+        }
+        std::mem::swap(srq_drain, srq_carry);
         for c in refused {
             self.refused(c);
         }
@@ -1173,7 +1221,7 @@ impl Engine {
             feed_posted_recvs(
                 &mut self.ep,
                 &self.posted,
-                &mut self.to_drain,
+                (&mut self.to_drain, &mut self.srq_drain),
                 &mut self.qps,
                 &mut self.srqs,
                 &mut self.rq_scratch,
@@ -1226,6 +1274,7 @@ impl Engine {
             origin,
             posted,
             to_drain,
+            srq_drain,
             qps,
             srqs,
             rq_scratch,
@@ -1248,7 +1297,8 @@ impl Engine {
                     // packet sent after its receive was posted finds it, as in
                     // `receive`'s bursts (a UD SEND that found none would be dropped
                     // for good, an RC one would cost an RNR NAK and a retry).
-                    feed_posted_recvs(ep, posted, to_drain, qps, srqs, rq_scratch);
+                    let lists = (&mut *to_drain, &mut *srq_drain);
+                    feed_posted_recvs(ep, posted, lists, qps, srqs, rq_scratch);
                     // Whom a by-reference payload may be pulled from: the link's word
                     // for the connection it came through, never the packet's.
                     ep.mem_mut().set_pull_source(item.pull_pid, item.pull_maps);
@@ -1725,31 +1775,37 @@ fn post_to(
 
 /// Move up to `room` receive work requests from the ring into the transport.
 /// The receive half of [`Engine::drain_posts`], for the receive step (per burst, or
-/// per packet where the link hands them over one by one): the receive rings of the QPs posted to since the last look, of
-/// those still listed (carried by the last drain, or taken by an earlier packet of
-/// this step: a post to a listed QP does not announce itself again), and of the
-/// shared receive queues go into the transport. One relaxed load and a length check
-/// when nothing was posted. Their send rings wait for the next pass's drain,
-/// and the QPs stay listed for it.
+/// per packet where the link hands them over one by one): the receive rings of the
+/// QPs and shared receive queues posted to since the last look, and of those still
+/// listed (carried by the last drain, or taken by an earlier packet of this step: a
+/// post to a listed queue does not announce itself again), go into the transport.
+/// `lists`: the engine's QPs and shared receive queues to drain. One relaxed load
+/// and two length checks when nothing was posted. The QPs' send rings wait for the
+/// next pass's drain, and the queues stay listed for it.
 #[inline]
 fn feed_posted_recvs(
     ep: &mut Endpoint<MrTable, CqRouter>,
     posted: &Posted,
-    to_drain: &mut Vec<u32>,
+    lists: (&mut Vec<u32>, &mut Vec<u32>),
     qps: &mut FastMap<u32, QpSlot>,
     srqs: &mut FastMap<u32, SrqSlot>,
     scratch: &mut Vec<RecvWr>,
 ) {
-    if !posted.any.load(Ordering::Relaxed) && to_drain.is_empty() {
+    let (to_drain, srq_drain) = lists;
+    if !posted.any.load(Ordering::Relaxed) && to_drain.is_empty() && srq_drain.is_empty() {
         return;
     }
-    posted.take_into(to_drain);
+    posted.take_into(to_drain, srq_drain);
     for &qpn in to_drain.iter() {
         if let Some(slot) = qps.get_mut(&qpn) {
             feed_rq(ep, qpn, slot, scratch);
         }
     }
-    feed_srqs(ep, srqs, scratch);
+    for &id in srq_drain.iter() {
+        if let Some(slot) = srqs.get_mut(&id) {
+            feed_srq(ep, id, slot, scratch);
+        }
+    }
 }
 
 /// Feed what QP `qpn`'s receive ring holds into its transport queue, as far as it
@@ -1770,21 +1826,18 @@ fn feed_rq(
     feed(room, rq, scratch, |wr| ep.post_recv(qpn, wr))
 }
 
-/// [`feed_rq`] for every shared receive queue.
-fn feed_srqs(
+/// [`feed_rq`] for shared receive queue `id`.
+fn feed_srq(
     ep: &mut Endpoint<MrTable, CqRouter>,
-    srqs: &mut FastMap<u32, SrqSlot>,
+    id: u32,
+    slot: &mut SrqSlot,
     scratch: &mut Vec<RecvWr>,
 ) -> bool {
-    let mut work = false;
-    for (&id, slot) in srqs.iter_mut() {
-        if slot.rq.is_empty() {
-            continue;
-        }
-        let room = ep.srq_room(id).unwrap_or(0);
-        work |= feed(room, &mut slot.rq, scratch, |wr| ep.post_srq_recv(id, wr));
+    if slot.rq.is_empty() {
+        return false;
     }
-    work
+    let room = ep.srq_room(id).unwrap_or(0);
+    feed(room, &mut slot.rq, scratch, |wr| ep.post_srq_recv(id, wr))
 }
 
 fn feed(
@@ -2784,7 +2837,8 @@ mod tests {
     /// A receive posted through its ring after the pass drained the rings (the engine
     /// was held), for a SEND already waiting in the link: the pass's receive step
     /// finds the receive before it handles the SEND — on both receive paths, bursts
-    /// and the visit of each datagram (the shm link's). A UD SEND that finds no
+    /// and the visit of each datagram (the shm link's), and for a receive posted to
+    /// the QP's own queue or to its shared receive queue. A UD SEND that finds no
     /// receive is dropped for good, so without the look the receive never completes.
     #[test]
     fn a_receive_posted_after_the_drain_meets_its_send_in_the_same_receive_step() {
@@ -2792,10 +2846,15 @@ mod tests {
         use std::net::SocketAddr;
         use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
         use weft_transport::{Access, Bringup, QpType, SendWr, WrOp};
-        // `listed`: the QP was listed already when its receive was posted (carried by
-        // the drain, or taken by an earlier packet of the step), so the post does not
-        // announce itself again.
-        for (visits, listed) in [(false, false), (true, false), (false, true), (true, true)] {
+        // `listed`: the queue was listed already when its receive was posted (carried
+        // by the drain, or taken by an earlier packet of the step), so the post does
+        // not announce itself again. `srq`: the receive goes to A's shared receive
+        // queue.
+        let cases = [(false, false), (true, false), (false, true), (true, true)];
+        for (srq, (visits, listed)) in [false, true]
+            .into_iter()
+            .flat_map(|srq| cases.map(|c| (srq, c)))
+        {
             let fabric = DgramFabric::new(7);
             let dev = |ip: [u8; 4]| {
                 let addr = SocketAddr::from((ip, 4791));
@@ -2811,7 +2870,8 @@ mod tests {
             let mut cqa = crate::CompletionQueue::new(&a, 8, None);
             let cqb = crate::CompletionQueue::new(&b, 8, None);
             let init = crate::QpInitAttr::new(QpType::Ud);
-            let mut qa = pa.create_qp(&cqa, &cqa, None, init).unwrap();
+            let mut sa = pa.create_srq(8);
+            let mut qa = pa.create_qp(&cqa, &cqa, srq.then_some(&sa), init).unwrap();
             let mut qb = pb.create_qp(&cqb, &cqb, None, init).unwrap();
             let up = Bringup {
                 qkey: 0x1111_1111,
@@ -2842,18 +2902,29 @@ mod tests {
             // the ring, and the receive step runs next.
             let mut e = a.shared().engine.lock().unwrap();
             e.drain_posts();
-            qa.post_recv([RecvWr {
+            let wr = RecvWr {
                 wr_id: 9,
                 sg_list: [ma.sge(0, 2048)].into(),
-            }])
-            .unwrap();
+            };
+            if srq {
+                sa.post_recv([wr]).unwrap();
+            } else {
+                qa.post_recv([wr]).unwrap();
+            }
             if listed {
                 let Engine {
-                    posted, to_drain, ..
+                    posted,
+                    to_drain,
+                    srq_drain,
+                    ..
                 } = &mut *e;
-                posted.take_into(to_drain);
+                posted.take_into(to_drain, srq_drain);
             }
             assert!(e.receive(&mut None), "nothing received (visits: {visits})");
+            assert_eq!(
+                e.stats.srq_rings_drained, 0,
+                "a pass's drain fed it, not the step"
+            );
             drop(e);
             let mut got = Vec::new();
             for _ in 0..100 {
@@ -2864,11 +2935,72 @@ mod tests {
             assert_eq!(
                 got.len(),
                 1,
-                "the SEND found no receive (visits: {visits}, listed: {listed})"
+                "the SEND found no receive (visits: {visits}, listed: {listed}, srq: {srq})"
             );
             assert_eq!(got[0].status, WcStatus::Success);
             assert_eq!(got[0].wr_id, 9);
         }
+    }
+
+    /// A pass drains the rings of the shared receive queues posted to since the pass
+    /// before, and of no other: a ring that holds receives nobody announced (as one
+    /// a post has filled but not yet listed) stays as it is, however many passes
+    /// run. Receives the transport has no room for keep their queue listed, and each
+    /// pass looks again until they fit. Before, every pass fed every queue.
+    #[test]
+    fn a_pass_drains_the_shared_receive_queues_posted_to_and_no_other() {
+        let mut e = engine();
+        let mut srqs = Vec::new();
+        for _ in 0..3 {
+            // Room for two receives in the transport.
+            let id = e.ep.create_srq(1, 2);
+            let (tx, rx) = ring::<RecvWr>(4);
+            let listed = Arc::new(AtomicBool::new(false));
+            e.add_srq(id, rx, Arc::clone(&listed));
+            srqs.push((id, tx, listed));
+        }
+        let push = |tx: &mut weft_link::spsc::Producer<RecvWr>, n: u64| {
+            for i in 0..n {
+                tx.push(recv(i)).unwrap();
+            }
+            tx.doorbell();
+        };
+        let room = |e: &Engine, id: u32| e.ep.srq_room(id).unwrap();
+        // Filled, not announced: no pass looks.
+        push(&mut srqs[0].1, 1);
+        for _ in 0..IDLE_TIMER_CHECK + 1 {
+            e.progress();
+        }
+        assert_eq!(
+            room(&e, srqs[0].0),
+            2,
+            "a pass fed a queue nobody posted to"
+        );
+        assert_eq!(e.stats.srq_rings_drained, 0);
+        // Announced: the next pass drains that ring, and only that one.
+        e.posted.mark_srq(srqs[0].0, &srqs[0].2);
+        assert!(e.progress());
+        assert_eq!(room(&e, srqs[0].0), 1);
+        assert_eq!(e.stats.srq_rings_drained, 1);
+        assert!(!srqs[0].2.load(Ordering::SeqCst), "still listed");
+        e.progress();
+        assert_eq!(e.stats.srq_rings_drained, 1, "an idle pass drained a ring");
+        // Three receives for room for two: the third waits, its queue listed, and
+        // each pass looks again.
+        push(&mut srqs[1].1, 3);
+        e.posted.mark_srq(srqs[1].0, &srqs[1].2);
+        assert!(e.progress());
+        assert_eq!(room(&e, srqs[1].0), 0);
+        assert_eq!(e.stats.srq_rings_drained, 2);
+        assert!(
+            srqs[1].2.load(Ordering::SeqCst),
+            "the waiting receive's queue"
+        );
+        e.progress();
+        e.progress();
+        assert_eq!(e.stats.srq_rings_drained, 4);
+        assert_eq!(room(&e, srqs[2].0), 2, "the idle queue's room");
+        assert_eq!(room(&e, srqs[0].0), 1, "the queue posted to before");
     }
 
     /// An RC QP of context `ctx` brought up against `peer`, where nobody answers, with

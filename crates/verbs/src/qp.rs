@@ -146,15 +146,17 @@ impl ProtectionDomain {
     /// A shared receive queue of `max_wr` entries (`ibv_create_srq`).
     pub fn create_srq(&self, max_wr: usize) -> SharedReceiveQueue {
         let (tx, rx) = spsc::ring(max_wr.max(1));
+        let listed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut e = self.ctx.shared().lock();
         let id = e.ep.create_srq(self.pd, max_wr.max(1));
-        e.add_srq(id, rx);
+        e.add_srq(id, rx, std::sync::Arc::clone(&listed));
         drop(e);
         SharedReceiveQueue {
             ctx: self.ctx.clone(),
             pd: self.pd,
             id,
             rq: tx,
+            listed,
         }
     }
 }
@@ -573,16 +575,20 @@ pub struct SharedReceiveQueue {
     pd: u32,
     id: u32,
     rq: Producer<RecvWr>,
+    /// Set while the engine has this queue on its list of queues posted to.
+    listed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SharedReceiveQueue {
     /// Post receive work requests (`ibv_post_srq_recv`).
     pub fn post_recv(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<(), Error> {
-        let (_, r) = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, 0, wrs);
-        self.rq.doorbell();
-        let shared = self.ctx.shared();
-        shared.posted.mark_srq();
-        shared.kick();
+        let (pushed, r) = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, 0, wrs);
+        if pushed > 0 {
+            self.rq.doorbell();
+            let shared = self.ctx.shared();
+            shared.posted.mark_srq(self.id, &self.listed);
+            shared.kick();
+        }
         r
     }
 }
