@@ -532,7 +532,8 @@ pub trait CompletionSink {
     /// QP `qpn` entered the error state: by itself (a send that failed on an RC QP:
     /// retries exceeded, a NAK; a fatal responder error) or by a modify to ERR.
     /// Called before the completions it flushes. Receives posted to it from now on
-    /// complete at once, flushed, once they reach the transport: a device that hands
+    /// (to a QP with a receive queue of its own, not an SRQ) complete at once,
+    /// flushed, once they reach the transport: a device that hands
     /// receives over through queues of its own learns here that they are due (with
     /// nothing else to tell it, since an error may complete nothing). The default
     /// ignores it.

@@ -196,8 +196,9 @@ impl Listed {
 }
 
 impl Posted {
-    /// Move the listed QPs and shared receive queues into `to`: a plain load first, since most passes find nothing posted and a locked
-    /// swap on every pass costs a busy-polling thread some 20 cycles each for nothing.
+    /// Move the listed QPs and shared receive queues into `to`: a plain load first,
+    /// since most passes find nothing posted and a locked swap on every pass costs a
+    /// busy-polling thread some 20 cycles each for nothing.
     /// A post this load misses is seen by the next look; before the engine thread
     /// sleeps, its SeqCst fence orders its `sleeping` store before this load (the
     /// mirror of the poster's SeqCst store and `sleeping` look in `kick`). The queues
@@ -217,24 +218,18 @@ impl Posted {
     /// looks only when something was posted, [`feed_posted_recvs`]) visits it, and
     /// no other queue.
     pub(crate) fn mark_srq(&self, id: u32, listed: &AtomicBool) {
-        if !listed.swap(true, Ordering::SeqCst) {
-            self.list
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .srqs
-                .push(id);
-            self.any.store(true, Ordering::SeqCst);
-        }
+        self.list_once(listed, |l| l.srqs.push(id));
     }
 
     /// After publishing work requests in QP `qpn`'s rings (before the kick).
     pub(crate) fn mark(&self, qpn: u32, listed: &AtomicBool) {
+        self.list_once(listed, |l| l.qps.push(qpn));
+    }
+
+    /// List a queue (`push`) unless its `listed` flag says it already is.
+    fn list_once(&self, listed: &AtomicBool, push: impl FnOnce(&mut Listed)) {
         if !listed.swap(true, Ordering::SeqCst) {
-            self.list
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .qps
-                .push(qpn);
+            push(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner));
             self.any.store(true, Ordering::SeqCst);
         }
     }
@@ -333,10 +328,10 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
-    /// Receive posts through the ring to a QP in the error state (its flag set by
-    /// the transport's word, whatever the handle's own state says): each rang the
-    /// doorbell of an engine thread asleep, their flush completions being due at once
-    /// ([`CompletionSink::qp_error`]).
+    /// Receive posts through the ring that found their QP in the error state (its
+    /// flag set by the transport's word, whatever the handle's own state says): each
+    /// kicked the engine (a doorbell write if its thread was asleep), their flush
+    /// completions being due at once ([`CompletionSink::qp_error`]).
     pub recv_flush_kicks: u64,
 }
 
@@ -1043,9 +1038,7 @@ impl Engine {
         wrs: &mut impl Iterator<Item = RecvWr>,
     ) -> Result<usize, (usize, PostError)> {
         let r = self.ep.post_recvs_at(slot, qpn, max_sge, wrs);
-        if self.ep.sink().routed {
-            self.complete();
-        }
+        self.publish_direct();
         r
     }
 
@@ -1120,13 +1113,21 @@ impl Engine {
                 }
             }
         }
-        if !refused.is_empty() {
-            for c in refused {
-                self.refused(c);
-            }
+        for c in refused {
+            self.refused(c);
+        }
+        self.publish_direct();
+        out
+    }
+
+    /// After the doorbell path handed work requests straight to the transport: publish
+    /// what that routed (a refused send's completion; on a QP in ERR the transport's
+    /// flush of the sends or receives as they came), now rather than at the next
+    /// pass, which an engine thread in a watch or asleep would run only later.
+    fn publish_direct(&mut self) {
+        if self.ep.sink().routed {
             self.complete();
         }
-        out
     }
 
     /// Put what the transport has ready on the link now: the doorbell path's flush of
@@ -3145,9 +3146,10 @@ mod tests {
     /// The same with a real engine thread and a program blocked on its completion
     /// channel: the QP errored by the transport, the thread asleep (it blocks as soon
     /// as it is idle), a receive posted to the ring comes back flushed through the
-    /// channel, its post having woken the thread (`recv_flush_kicks`). Without that
-    /// wake the event still came, at the thread's next timed wake-up (a watchdog
-    /// here, not a timed assertion); the count is what tells the two apart.
+    /// channel, its post having kicked the engine (`recv_flush_kicks`: the post saw the
+    /// flag). Without the kick the event still came, at the thread's next timed
+    /// wake-up (a watchdog here, not a timed assertion); this test checks the post's
+    /// decision, and the one above that the decision rings a sleeping thread.
     #[test]
     fn a_receive_posted_to_a_qp_the_transport_errored_comes_back_through_the_channel() {
         use crate::{CompletionChannel, Context, DeviceConfig, LinkKind};

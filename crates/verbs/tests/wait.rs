@@ -227,6 +227,10 @@ fn holds_in_one_stream(
     for _ in 0..ATTEMPTS {
         let s = stream();
         if holds(&s) {
+            if !seen.is_empty() {
+                // A partial regression shows in the logs before it fails.
+                eprintln!("held at attempt {}; before: {seen:?}", seen.len() + 1);
+            }
             return;
         }
         seen.push(s);
