@@ -3125,6 +3125,21 @@ mod tests {
         assert_eq!((got[0].wr_id, got[0].status), (10, WcStatus::WrFlushErr));
         assert_eq!(a.stats().engine.passes, passes, "the poll ran a pass");
         assert_eq!(a.stats().engine.recv_flush_kicks, 1);
+        // A send on the doorbell path likewise (`publish_direct`).
+        qp.post_send([weft_transport::SendWr::new(
+            12,
+            weft_transport::WrOp::Send { imm: None },
+            vec![],
+        )])
+        .unwrap();
+        got.clear();
+        assert_eq!(scq.poll(&mut got, 2), 1);
+        assert_eq!((got[0].wr_id, got[0].status), (12, WcStatus::WrFlushErr));
+        assert_eq!(
+            a.stats().engine.passes,
+            passes,
+            "the send's poll ran a pass"
+        );
 
         // Reset (and INIT): the flag goes with the error state, and a receive posted
         // to the ring no longer wakes the engine.
