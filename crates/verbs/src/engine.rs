@@ -3126,12 +3126,8 @@ mod tests {
         assert_eq!(a.stats().engine.passes, passes, "the poll ran a pass");
         assert_eq!(a.stats().engine.recv_flush_kicks, 1);
         // A send on the doorbell path likewise (`publish_direct`).
-        qp.post_send([weft_transport::SendWr::new(
-            12,
-            weft_transport::WrOp::Send { imm: None },
-            vec![],
-        )])
-        .unwrap();
+        qp.post_send([SendWr::new(12, WrOp::Send { imm: None }, vec![])])
+            .unwrap();
         got.clear();
         assert_eq!(scq.poll(&mut got, 2), 1);
         assert_eq!((got[0].wr_id, got[0].status), (12, WcStatus::WrFlushErr));
