@@ -2645,27 +2645,17 @@ mod tests {
         )
     }
 
-    /// The bring-up the tests' QPs share: MTU 1024, PSNs 0, one READ outstanding, a
-    /// 67 ms ACK timeout with 7 retries; no path, no peer, no delayed-ACK bound.
+    /// The bring-up the tests' QPs share: the connection manager's INIT bring-up with
+    /// its default timers (a 67 ms ACK timeout, 7 retries), every right, Q_Key 0,
+    /// MTU 1024 and a window of 1024; no path, no peer, PSNs 0.
     fn bringup() -> weft_transport::Bringup {
-        weft_transport::Bringup {
+        crate::cm::init_bringup(&crate::cm::ConnParam {
             access: weft_transport::Access::ALL,
             qkey: 0,
             path_mtu: weft_transport::Mtu::M1024,
-            path: None,
-            dest_qpn: 0,
-            rq_psn: 0,
-            sq_psn: 0,
-            max_rd_atomic: 1,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 1,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            recovery: weft_transport::Recovery::GoBackN,
             max_inflight: 1024,
-            peer_ack_delay_us: 0,
-        }
+            ..Default::default()
+        })
     }
 
     /// Two engines on one fabric with an RC QP each (pd 1), connected to each other,
