@@ -968,10 +968,7 @@ impl Engine {
                 continue; // destroyed since it posted
             };
             stats.qp_rings_drained += 1;
-            // Unlisted before looking at the rings (and the fence orders the two): a
-            // post that our look misses lists the QP again.
-            slot.flags.listed.store(false, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
+            unlist(&slot.flags.listed);
             // An empty ring (one atomic load) skips the transport's queue lookup.
             let room = if slot.sq.as_mut().is_some_and(|sq| !sq.is_empty()) {
                 ep.sq_room(qpn).unwrap_or(0).min(BURST)
@@ -999,9 +996,7 @@ impl Engine {
             // Requests the transport had no room for yet: look again next pass.
             let left = slot.sq.as_mut().is_some_and(|s| !s.is_empty())
                 || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
-            if left && !slot.flags.listed.swap(true, Ordering::SeqCst) {
-                carry.qps.push(qpn);
-            }
+            relist(&slot.flags.listed, left, &mut carry.qps, qpn);
         }
         std::mem::swap(&mut to_drain.qps, &mut carry.qps);
         // The shared receive queues posted to, in the same way (looked at only when
@@ -1837,17 +1832,30 @@ fn drain_srqs(
             continue; // destroyed since it was posted to
         };
         stats.srq_rings_drained += 1;
-        // Unlisted before looking at the ring (and the fence orders the two): a post
-        // that our look misses lists the queue again.
-        slot.listed.store(false, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        unlist(&slot.listed);
         work |= feed_srq(ep, id, slot, scratch);
-        if !slot.rq.is_empty() && !slot.listed.swap(true, Ordering::SeqCst) {
-            carry.push(id);
-        }
+        relist(&slot.listed, !slot.rq.is_empty(), carry, id);
     }
     std::mem::swap(drain, carry);
     work
+}
+
+/// Before the engine looks at a listed queue's rings: unlisted first, and the fence
+/// orders the two, so a post that the look misses lists the queue again
+/// ([`Posted`]).
+#[inline]
+fn unlist(listed: &AtomicBool) {
+    listed.store(false, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+}
+
+/// After the look: a queue whose rings kept requests the transport had no room for
+/// (`left`) goes into `carry` for the next pass, unless a post listed it meanwhile.
+#[inline]
+fn relist(listed: &AtomicBool, left: bool, carry: &mut Vec<u32>, id: u32) {
+    if left && !listed.swap(true, Ordering::SeqCst) {
+        carry.push(id);
+    }
 }
 
 /// [`feed_rq`] for shared receive queue `id`.
