@@ -299,14 +299,20 @@ impl Requester {
         }
     }
 
-    /// The front WQE `w` left the queue: its inline payload and UD destination go.
-    fn retired(&mut self, w: &SendWqe) {
-        if w.inline {
-            let n = (w.len as usize).min(self.inline.len());
+    /// The `k` front WQEs retired (completed, in order): they leave the queue with
+    /// their `inline` payload bytes and their UD destinations, in one removal each
+    /// rather than one per WQE.
+    fn retire_front(&mut self, k: usize, inline: usize) {
+        self.wqes.drain(..k);
+        if inline > 0 {
+            let n = inline.min(self.inline.len());
             self.inline.drain(..n);
             self.inline_head = self.inline_head.wrapping_add(n as u32);
         }
-        self.ud.pop_front();
+        if !self.ud.is_empty() {
+            let u = k.min(self.ud.len());
+            self.ud.drain(..u);
+        }
     }
 
     /// Start the PSN space at `sq_psn` (RTR → RTS). The 64-bit counter starts one
@@ -1139,12 +1145,19 @@ impl Requester {
             self.board.pop_front();
             self.una += 1;
         }
-        while self.started > 0 && self.wqes.front().is_some_and(|w| w.end_psn() <= self.una) {
-            let Some(w) = self.wqes.pop_front() else {
+        // The WQEs that retire are read where they lie and leave the queue together
+        // (`retire_front`): an ACK of a ping-pong retires ~16 of them, and each moved
+        // out of the queue (128 bytes) with its inline bytes and UD entry removed on
+        // its own was ~110 instructions a message (callgrind, `msg_rate … lat`).
+        let (mut k, mut inline) = (0, 0);
+        while k < self.started {
+            let Some(w) = self.wqes.get(k).filter(|w| w.end_psn() <= self.una) else {
                 break;
             };
-            self.retired(&w);
-            self.started -= 1;
+            k += 1;
+            if w.inline {
+                inline += w.len as usize;
+            }
             if w.op.is_read_or_atomic() {
                 self.rd_atomic -= 1;
             }
@@ -1155,6 +1168,10 @@ impl Requester {
             }
             ctx.stats.messages_completed += 1;
             ctx.stats.bytes_completed += w.len;
+        }
+        if k > 0 {
+            self.started -= k;
+            self.retire_front(k, inline);
         }
         if self.una > old {
             self.retry_left = q.attrs().retry_cnt;

@@ -539,6 +539,9 @@ pub(crate) struct Engine {
     pub(crate) ep: Endpoint<MrTable, CqRouter>,
     /// Where the doorbell path gathers an inline payload ([`MAX_INLINE`] bytes).
     pub(crate) inline_scratch: Vec<u8>,
+    /// Where [`Engine::flush`] writes a lone QP's packet (a pool buffer's room, sized
+    /// at the first flush): a link that takes it as it is (shm) copies it from here.
+    lone: Vec<u8>,
     link: Box<dyn DatagramLink>,
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
@@ -625,6 +628,7 @@ impl Engine {
             quantum,
             ep,
             inline_scratch: vec![0; MAX_INLINE],
+            lone: Vec::new(),
             link,
             stages_tx,
             visits_rx,
@@ -1161,26 +1165,37 @@ impl Engine {
                 self.stats.tx_no_buffer += 1;
                 return;
             }
-            let Some(mut buf) = self.spare.pop() else {
-                return;
-            };
-            buf.reset();
-            match self.ep.poll_transmit_alone(n, slot, buf.spare_mut()) {
+            if self.lone.is_empty() {
+                // A spare buffer's room, once (the packet may need all of it).
+                let Some(mut b) = self.spare.pop() else {
+                    return;
+                };
+                b.reset();
+                self.lone = vec![0; b.capacity()];
+                self.spare.push(b);
+            }
+            match self.ep.poll_transmit_alone(n, slot, &mut self.lone) {
                 Some(t) => {
                     // Straight onto the link when it takes a lone datagram (shm, on
-                    // the route it last sent on): no `Datagram` queued, no burst.
-                    if !buf.set_len(t.len) {
-                        self.spare.push(buf);
-                    } else if self.link.try_send_one(&buf, &t.path) {
-                        self.stats.tx_bursts += 1;
-                        self.spare.push(buf);
-                    } else {
-                        self.tx.push(Datagram { buf, path: t.path });
+                    // the route it last sent on): no `Datagram` queued, no burst, and
+                    // no pool buffer taken and given back for it. Anything else goes
+                    // into a spare buffer (there is one: checked above) and queues.
+                    if let Some(bytes_out) = self.lone.get(..t.len) {
+                        if self.link.try_send_one(bytes_out, &t.path) {
+                            self.stats.tx_bursts += 1;
+                        } else if let Some(mut buf) = self.spare.pop() {
+                            buf.reset();
+                            if buf.copy_from(bytes_out) {
+                                self.tx.push(Datagram { buf, path: t.path });
+                            } else {
+                                self.spare.push(buf);
+                            }
+                        }
                     }
                     self.recent.mark(t.slot, self.pass);
                     (sent, bytes) = (1, t.moves);
                 }
-                None => self.spare.push(buf),
+                None => {}
             }
             if !self.ep.may_transmit() {
                 self.flush_tx();
