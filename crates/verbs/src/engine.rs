@@ -1185,28 +1185,25 @@ impl Engine {
                 self.lone = vec![0; b.capacity()];
                 self.spare.push(b);
             }
-            match self.ep.poll_transmit_alone(n, slot, &mut self.lone) {
-                Some(t) => {
-                    // Straight onto the link when it takes a lone datagram (shm, on
-                    // the route it last sent on): no `Datagram` queued, no burst, and
-                    // no pool buffer taken and given back for it. Anything else goes
-                    // into a spare buffer (there is one: checked above) and queues.
-                    if let Some(bytes_out) = self.lone.get(..t.len) {
-                        if self.link.try_send_one(bytes_out, &t.path) {
-                            self.stats.tx_bursts += 1;
-                        } else if let Some(mut buf) = self.spare.pop() {
-                            buf.reset();
-                            if buf.copy_from(bytes_out) {
-                                self.tx.push(Datagram { buf, path: t.path });
-                            } else {
-                                self.spare.push(buf);
-                            }
+            if let Some(t) = self.ep.poll_transmit_alone(n, slot, &mut self.lone) {
+                // Straight onto the link when it takes a lone datagram (shm, on
+                // the route it last sent on): no `Datagram` queued, no burst, and
+                // no pool buffer taken and given back for it. Anything else goes
+                // into a spare buffer (there is one: checked above) and queues.
+                if let Some(bytes_out) = self.lone.get(..t.len) {
+                    if self.link.try_send_one(bytes_out, &t.path) {
+                        self.stats.tx_bursts += 1;
+                    } else if let Some(mut buf) = self.spare.pop() {
+                        buf.reset();
+                        if buf.copy_from(bytes_out) {
+                            self.tx.push(Datagram { buf, path: t.path });
+                        } else {
+                            self.spare.push(buf);
                         }
                     }
-                    self.recent.mark(t.slot, self.pass);
-                    (sent, bytes) = (1, t.moves);
                 }
-                None => {}
+                self.recent.mark(t.slot, self.pass);
+                (sent, bytes) = (1, t.moves);
             }
             if !self.ep.may_transmit() {
                 self.flush_tx();
