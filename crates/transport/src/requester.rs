@@ -1325,3 +1325,100 @@ fn sge_spans(
         Some(piece)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{Config, Stats};
+    use crate::memory::VecMemory;
+    use crate::qp::QpAttrs;
+    use crate::wr::Completion;
+    use std::collections::BTreeMap;
+
+    /// One ACK retires several WQEs at once (`advance`, `retire_front`): each signaled
+    /// one completes, in order; exactly the retired WQEs' inline bytes leave the
+    /// ring's front (a WQE from registered memory in between has none), so the
+    /// inline payload of the WQE still queued behind them is read back unchanged;
+    /// and once every WQE has retired the ring is empty. Fails if the bytes taken
+    /// off are not the retired WQEs' sum (the ring then keeps stale bytes, or loses
+    /// the queued WQE's).
+    #[test]
+    fn an_ack_retires_its_wqes_with_exactly_their_inline_bytes() {
+        let q = QpCommon::new(
+            7,
+            QpType::Rc,
+            1,
+            QpState::Rts,
+            QpAttrs::default(),
+            None,
+            false,
+        );
+        let mut r = Requester::new();
+        r.start(&q);
+        let base = r.una;
+        // Inline 10 bytes, registered memory (8 bytes, not inline), inline 20, inline 30.
+        let wqes: [(u64, Option<Vec<u8>>, u64); 4] = [
+            (1, Some(vec![0x11; 10]), 10),
+            (2, None, 8),
+            (3, Some(vec![0x22; 20]), 20),
+            (4, Some(vec![0x33; 30]), 30),
+        ];
+        for (id, data, len) in &wqes {
+            let wr = SendWr::new(*id, WrOp::Send { imm: None }, SgList::new());
+            r.push(&wr, SgList::new(), data.as_deref(), None, *len, None);
+        }
+        // Started, one PSN each; the first three acknowledged.
+        for (i, w) in r.wqes.iter_mut().enumerate() {
+            w.first_psn = base + i as u64;
+            w.npsn = 1;
+        }
+        r.started = 4;
+        r.next_psn = base + 4;
+        r.send_psn = base + 4;
+        r.send_high = base + 4;
+        r.board = VecDeque::from([DELIVERED, DELIVERED, DELIVERED, 0]);
+        let (mut mem, mut cq, mut stats, mut srqs, config) = (
+            VecMemory::new(0, 64, 0, 1),
+            VecDeque::<Completion>::new(),
+            Stats::default(),
+            BTreeMap::new(),
+            Config::default(),
+        );
+        let mut ctx = Ctx {
+            now: Instant(0),
+            sharing: false,
+            mem: &mut mem,
+            cq: &mut cq,
+            stats: &mut stats,
+            srqs: &mut srqs,
+            config: &config,
+        };
+        r.advance(&q, &mut ctx);
+        assert_eq!(r.una, base + 3);
+        assert_eq!((r.wqes.len(), r.started), (1, 1));
+        assert_eq!(r.inline.len(), 30, "the retired WQEs' 30 inline bytes left");
+        let mut out = [0u8; 30];
+        r.copy_inline(&r.wqes[0], 0, &mut out);
+        assert_eq!(out, [0x33; 30]);
+        assert_eq!(
+            cq.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(stats.messages_completed, 3);
+        assert_eq!(stats.bytes_completed, 38);
+        // The last one too: nothing is left in the ring.
+        r.board[0] = DELIVERED;
+        let mut ctx = Ctx {
+            now: Instant(0),
+            sharing: false,
+            mem: &mut mem,
+            cq: &mut cq,
+            stats: &mut stats,
+            srqs: &mut srqs,
+            config: &config,
+        };
+        r.advance(&q, &mut ctx);
+        assert!(r.wqes.is_empty() && r.inline.is_empty());
+        assert_eq!(cq.len(), 4);
+    }
+}
