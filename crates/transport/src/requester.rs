@@ -302,11 +302,23 @@ impl Requester {
     /// The `k` front WQEs retired (completed, in order): they leave the queue with
     /// their `inline` payload bytes and their UD destinations, in one removal each
     /// rather than one per WQE.
+    /// One WQE (an ACK per message: many QPs with one in flight each) is popped, and
+    /// a ring left with nothing is cleared: a `drain` costs its set-up and drop
+    /// (~84 instructions a message at 256 QPs × 1 in flight as a drain of one).
+    #[inline]
     fn retire_front(&mut self, k: usize, inline: usize) {
-        self.wqes.drain(..k);
+        if k == 1 {
+            self.wqes.pop_front();
+        } else {
+            self.wqes.drain(..k);
+        }
         if inline > 0 {
             let n = inline.min(self.inline.len());
-            self.inline.drain(..n);
+            if n == self.inline.len() {
+                self.inline.clear();
+            } else {
+                self.inline.drain(..n);
+            }
             self.inline_head = self.inline_head.wrapping_add(n as u32);
         }
         if !self.ud.is_empty() {
