@@ -302,6 +302,7 @@ impl Requester {
     /// The `k` front WQEs retired (completed, in order): they leave the queue with
     /// their `inline` payload bytes and their UD destinations, in one removal each
     /// rather than one per WQE.
+    ///
     /// One WQE (an ACK per message: many QPs with one in flight each) is popped, and
     /// a ring left with nothing is cleared: a `drain` costs its set-up and drop
     /// (~84 instructions a message at 256 QPs × 1 in flight as a drain of one).

@@ -203,6 +203,7 @@ impl Posted {
     /// sleeps, its SeqCst fence orders its `sleeping` store before this load (the
     /// mirror of the poster's SeqCst store and `sleeping` look in `kick`). The queues
     /// stay listed until the engine looks at their rings.
+    ///
     /// The plain load is inlined into the pass; the swap and the list's lock are not
     /// (out of line, the call was ~18 instructions of every pass, most of which
     /// find nothing; callgrind, `msg_rate … lat`).
