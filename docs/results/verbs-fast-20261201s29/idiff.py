@@ -1,0 +1,20 @@
+#!/usr/bin/env python3
+# idiff.py A.out B.out N [top]: per-function inclusive-cost difference (B - A) / N
+import subprocess, sys, re, collections
+def costs(f):
+    out = subprocess.run(['callgrind_annotate','--auto=no','--inclusive=yes','--threshold=100',f],capture_output=True,text=True).stdout
+    d = collections.Counter()
+    for line in out.splitlines():
+        m = re.match(r'\s*([\d,]+)\s+\([^)]*\)\s+(.*)$', line)
+        if not m: continue
+        name = m.group(2)
+        if name.startswith('PROGRAM TOTALS') or 'file:function' in name: continue
+        name = re.sub(r'^[^:]*:', '', name, count=1) if ':' in name.split(' ')[0] else name
+        name = re.sub(r' \[[^]]*\]$', '', name)
+        d[name] += int(m.group(1).replace(',',''))
+    return d
+a, b, n = costs(sys.argv[1]), costs(sys.argv[2]), float(sys.argv[3])
+top = int(sys.argv[4]) if len(sys.argv) > 4 else 40
+diff = {k: (b[k]-a[k])/n for k in set(a)|set(b)}
+for k, v in sorted(diff.items(), key=lambda x: -abs(x[1]))[:top]:
+    print(f'{v:9.1f}  {k[:150]}')
