@@ -1397,16 +1397,24 @@ mod tests {
             BTreeMap::new(),
             Config::default(),
         );
-        let mut ctx = Ctx {
-            now: Instant(0),
-            sharing: false,
-            mem: &mut mem,
-            cq: &mut cq,
-            stats: &mut stats,
-            srqs: &mut srqs,
-            config: &config,
-        };
-        r.advance(&q, &mut ctx);
+        // One ACK's advance, each time with a context over the same state.
+        macro_rules! advance {
+            () => {
+                r.advance(
+                    &q,
+                    &mut Ctx {
+                        now: Instant(0),
+                        sharing: false,
+                        mem: &mut mem,
+                        cq: &mut cq,
+                        stats: &mut stats,
+                        srqs: &mut srqs,
+                        config: &config,
+                    },
+                )
+            };
+        }
+        advance!();
         assert_eq!(r.una, base + 3);
         assert_eq!((r.wqes.len(), r.started), (1, 1));
         assert_eq!(r.inline.len(), 30, "the retired WQEs' 30 inline bytes left");
@@ -1421,16 +1429,7 @@ mod tests {
         assert_eq!(stats.bytes_completed, 38);
         // The last one too: nothing is left in the ring.
         r.board[0] = DELIVERED;
-        let mut ctx = Ctx {
-            now: Instant(0),
-            sharing: false,
-            mem: &mut mem,
-            cq: &mut cq,
-            stats: &mut stats,
-            srqs: &mut srqs,
-            config: &config,
-        };
-        r.advance(&q, &mut ctx);
+        advance!();
         assert!(r.wqes.is_empty() && r.inline.is_empty());
         assert_eq!(cq.len(), 4);
     }

@@ -214,6 +214,8 @@ impl Posted {
         }
     }
 
+    /// [`Posted::take_into`]'s out-of-line part: the swap that claims the listed
+    /// queues, then the list's lock.
     #[inline(never)]
     fn take_listed(&self, to: &mut Listed) {
         if self.any.swap(false, Ordering::SeqCst) {
@@ -272,7 +274,8 @@ pub struct EngineStats {
     /// Work requests the transport refused when the engine posted them (reported as
     /// error completions).
     pub post_refused: u64,
-    /// Datagrams dropped because the link's buffer pool was empty.
+    /// Datagrams dropped because the link's buffer pool was empty (or, never seen,
+    /// its buffer was too small for the packet a flush wrote).
     pub tx_no_buffer: u64,
     /// Bursts handed to the link (one system call each on udp).
     pub tx_bursts: u64,
@@ -1149,9 +1152,10 @@ impl Engine {
     /// packet (a ping-pong's request or reply): on a link that does not stage its
     /// packets (udp does, and keeps the pass's path), with nothing queued for it and
     /// no other QP active, the packet is written by the QP's own turn
-    /// ([`Endpoint::poll_transmit_alone`]) into a spare buffer and handed to the link
-    /// (only shm takes it as it is, `DatagramLink::try_send_one`; others queue it as
-    /// before), without the pass's transmit machinery (the
+    /// ([`Endpoint::poll_transmit_alone`]) into the engine's own buffer (`lone`, a
+    /// pool buffer's size) and handed to the link from there (only shm takes it as it
+    /// is, `DatagramLink::try_send_one`; for any other link, or a refusal, it is copied
+    /// into a pool buffer and queued as before), without the pass's transmit machinery (the
     /// burst's set-up, its buffer hand-over and budget checks, the round robin's
     /// upkeep). The pass's clock of `recent` ticks as a transmit's does, the QP is
     /// marked recent, and anything still ready after that packet (a longer message,
@@ -1194,12 +1198,21 @@ impl Engine {
                 if let Some(bytes_out) = self.lone.get(..t.len) {
                     if self.link.try_send_one(bytes_out, &t.path) {
                         self.stats.tx_bursts += 1;
-                    } else if let Some(mut buf) = self.spare.pop() {
-                        buf.reset();
-                        if buf.copy_from(bytes_out) {
-                            self.tx.push(Datagram { buf, path: t.path });
-                        } else {
-                            self.spare.push(buf);
+                    } else {
+                        // Neither branch that drops the packet can be taken today
+                        // (a spare was checked above, and `lone` is a pool buffer's
+                        // size); were one taken, the drop is counted, not silent.
+                        match self.spare.pop() {
+                            Some(mut buf) => {
+                                buf.reset();
+                                if buf.copy_from(bytes_out) {
+                                    self.tx.push(Datagram { buf, path: t.path });
+                                } else {
+                                    self.spare.push(buf);
+                                    self.stats.tx_no_buffer += 1;
+                                }
+                            }
+                            None => self.stats.tx_no_buffer += 1,
                         }
                     }
                 }
