@@ -174,6 +174,17 @@ struct Conn {
 }
 
 impl Conn {
+    /// Wake the peer that [`TxRing::publish`] found asleep, saying which CPU rings
+    /// and when ([`Endpoint::wait`]'s move).
+    fn ring_peer(&self) {
+        self.tx.note_ring(
+            &self.region,
+            sys::current_cpu(),
+            sys::monotonic_micros() as u32,
+        );
+        self.notify_peer.notify();
+    }
+
     fn live(&self) -> bool {
         !self.closing
     }
@@ -224,6 +235,20 @@ pub(crate) trait Outgoing {
     }
 }
 
+/// A woken thread that ran this long after its ring, on its waker's CPU, waited for
+/// that CPU behind a waker that kept running ([`Endpoint::move_off_waker`]).
+const MOVE_AFTER_US: u32 = 0;
+/// At most one move per this long: the kernel may place the thread back, and each
+/// move costs two `sched_setaffinity` calls and a migration.
+const MOVE_EVERY_US: u64 = 10_000;
+
+/// Whether a thread on CPU `me` at `now_us` (µs, low 32 bits), woken by the ring
+/// `(cpu, at)` ([`RxRing::take_ring`]), waited for its waker's CPU: rung from this
+/// same CPU at least [`MOVE_AFTER_US`] ago (the clock's low bits wrap).
+fn waited_behind((cpu, at): (u32, u32), me: u32, now_us: u32) -> bool {
+    cpu == me && now_us.wrapping_sub(at) >= MOVE_AFTER_US
+}
+
 /// The state of one shm endpoint.
 pub(crate) struct Endpoint {
     kind: Kind,
@@ -261,6 +286,9 @@ pub(crate) struct Endpoint {
     uid: u32,
     pfds: Vec<libc::pollfd>,
     touched: Vec<usize>,
+    /// When this endpoint's thread last moved off its waker's CPU (µs,
+    /// [`sys::monotonic_micros`]; [`Endpoint::wait`]).
+    last_move_us: u64,
     pub stats: LinkStats,
     pub shm: ShmStats,
 }
@@ -350,6 +378,7 @@ impl Endpoint {
             uid: sys::euid(),
             pfds: Vec::new(),
             touched: Vec::new(),
+            last_move_us: 0,
             stats: LinkStats::default(),
             shm: ShmStats::default(),
         })
@@ -1069,7 +1098,7 @@ impl Endpoint {
         }
         self.stats.tx_frames += 1;
         if c.tx.publish(&c.region) {
-            c.notify_peer.notify();
+            c.ring_peer();
         }
         true
     }
@@ -1186,7 +1215,7 @@ impl Endpoint {
         for &idx in &self.touched {
             if let Some(c) = self.conns[idx].as_mut() {
                 if c.tx.publish(&c.region) {
-                    c.notify_peer.notify();
+                    c.ring_peer();
                 }
             }
         }
@@ -1245,14 +1274,43 @@ impl Endpoint {
                 }
             }
         }
+        let mut behind_waker = false;
+        let mut me = None;
         for c in self.conns.iter().flatten() {
             c.rx.wake_up(&c.region);
             c.my_wake.drain();
+            if let Some(ring) = c.rx.take_ring(&c.region) {
+                let me = *me.get_or_insert_with(sys::current_cpu);
+                behind_waker |= waited_behind(ring, me, sys::monotonic_micros() as u32);
+            }
+        }
+        if behind_waker {
+            self.move_off_waker();
         }
         if ready {
             self.service();
         }
         Ok(ready)
+    }
+
+    /// This thread was woken by a peer thread that runs on this same CPU, and ran
+    /// only [`MOVE_AFTER_US`] or more after the ring: it waited for the CPU behind
+    /// its waker, which went on running (a thread that rings and then blocks gives the
+    /// CPU up within microseconds). Two such threads share one core while another may
+    /// sit idle, and the kernel keeps them so, placing each wake-up anew on the
+    /// waker's busy CPU: a WRITE stream over shm with thread progress moved 2 GB/s so
+    /// against 23–33 GB/s apart (docs/results/verbs-wbw-20261201s28). Move to another
+    /// CPU this thread may run on (none if it is pinned), at most once per
+    /// [`MOVE_EVERY_US`].
+    fn move_off_waker(&mut self) {
+        let now = sys::monotonic_micros();
+        if self.last_move_us != 0 && now.wrapping_sub(self.last_move_us) < MOVE_EVERY_US {
+            return;
+        }
+        self.last_move_us = now;
+        if matches!(sys::move_off_cpu(sys::current_cpu()), Ok(Some(_))) {
+            self.stats.wakes_moved += 1;
+        }
     }
 
     /// Test access to the control socket of the connection that sends to `peer`.
@@ -1276,6 +1334,20 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_waited_behind_its_waker_only_on_its_cpu_and_after_a_while() {
+        let late = MOVE_AFTER_US;
+        assert!(waited_behind((1, 1000), 1, 1000 + late), "same CPU, late");
+        assert!(
+            !waited_behind((1, 1000), 1, 1000 + late - 1),
+            "same CPU, soon"
+        );
+        assert!(!waited_behind((0, 1000), 1, 1000 + 5 * late), "another CPU");
+        // The stamp's low 32 bits wrap between the ring and the wake-up.
+        assert!(waited_behind((3, u32::MAX - 2), 3, late));
+        assert!(!waited_behind((3, u32::MAX - 2), 3, 0));
+    }
 
     /// The fallback: a probe the kernel refuses, or that reads the wrong bytes, says
     /// so and leaves the ring's "pulls" flag clear (payloads keep using the ring).
