@@ -244,9 +244,9 @@ const MOVE_EVERY_US: u64 = 10_000;
 
 /// Whether a thread on CPU `me` at `now_us` (µs, low 32 bits), woken by the ring
 /// `(cpu, at)` ([`RxRing::take_ring`]), waited for its waker's CPU: rung from this
-/// same CPU at least [`MOVE_AFTER_US`] ago (the clock's low bits wrap).
-fn waited_behind((cpu, at): (u32, u32), me: u32, now_us: u32) -> bool {
-    cpu == me && now_us.wrapping_sub(at) >= MOVE_AFTER_US
+/// same CPU at least `after_us` ([`MOVE_AFTER_US`]) ago (the clock's low bits wrap).
+fn waited_behind((cpu, at): (u32, u32), me: u32, now_us: u32, after_us: u32) -> bool {
+    cpu == me && now_us.wrapping_sub(at) >= after_us
 }
 
 /// The state of one shm endpoint.
@@ -1281,7 +1281,8 @@ impl Endpoint {
             c.my_wake.drain();
             if let Some(ring) = c.rx.take_ring(&c.region) {
                 let me = *me.get_or_insert_with(sys::current_cpu);
-                behind_waker |= waited_behind(ring, me, sys::monotonic_micros() as u32);
+                behind_waker |=
+                    waited_behind(ring, me, sys::monotonic_micros() as u32, MOVE_AFTER_US);
             }
         }
         if behind_waker {
@@ -1337,16 +1338,21 @@ mod tests {
 
     #[test]
     fn a_thread_waited_behind_its_waker_only_on_its_cpu_and_after_a_while() {
-        let late = MOVE_AFTER_US;
-        assert!(waited_behind((1, 1000), 1, 1000 + late), "same CPU, late");
-        assert!(
-            !waited_behind((1, 1000), 1, 1000 + late - 1),
-            "same CPU, soon"
-        );
-        assert!(!waited_behind((0, 1000), 1, 1000 + 5 * late), "another CPU");
+        // The rule with a threshold of 20 µs, then with the one in use.
+        let late = 20;
+        let w = |ring, me, now| waited_behind(ring, me, now, late);
+        assert!(w((1, 1000), 1, 1000 + late), "same CPU, late");
+        assert!(!w((1, 1000), 1, 1000 + late - 1), "same CPU, soon");
+        assert!(!w((0, 1000), 1, 1000 + 5 * late), "another CPU");
         // The stamp's low 32 bits wrap between the ring and the wake-up.
-        assert!(waited_behind((3, u32::MAX - 2), 3, late));
-        assert!(!waited_behind((3, u32::MAX - 2), 3, 0));
+        assert!(w((3, u32::MAX - 2), 3, late));
+        assert!(!w((3, u32::MAX - 2), 3, 0));
+        let now = |ring, me, now| waited_behind(ring, me, now, MOVE_AFTER_US);
+        assert!(now((2, 1000), 2, 1000 + MOVE_AFTER_US), "same CPU");
+        assert!(
+            !now((2, 1000), 1, 1000 + MOVE_AFTER_US + 1000),
+            "another CPU"
+        );
     }
 
     /// The fallback: a probe the kernel refuses, or that reads the wrong bytes, says
