@@ -1790,7 +1790,7 @@ pub(crate) fn move_off_cpu(cpu: u32) -> io::Result<Option<u32>> {
     if cpu >= CpuSet::MAX_CPU || !allowed.is_set(cpu) || allowed.count() < 2 {
         return Ok(None);
     }
-    let mut elsewhere = allowed.clone();
+    let mut elsewhere = allowed;
     elsewhere.unset(cpu);
     sched_setaffinity(None, &elsewhere)
         .map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))?;
