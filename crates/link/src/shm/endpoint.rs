@@ -241,6 +241,17 @@ const MOVE_AFTER_US: u32 = 0;
 /// At most one move per this long: the kernel may place the thread back, and each
 /// move costs two `sched_setaffinity` calls and a migration.
 const MOVE_EVERY_US: u64 = 10_000;
+/// A same-CPU wake-up moves the thread only if it came this soon after the previous
+/// one: a storm of them (a stream's passive side sleeping and woken every ~150 µs
+/// beside its waker), not a sparse exchange whose waker rings and then blocks (the
+/// idle probe: a move there makes the next wake-ups cross cores for nothing).
+const MOVE_STORM_US: u64 = 1_000;
+
+/// Whether a same-CPU wake-up at `now_us` came within [`MOVE_STORM_US`] of the
+/// previous one at `prev_us` (0: none yet).
+fn in_a_storm(prev_us: u64, now_us: u64) -> bool {
+    prev_us != 0 && now_us.wrapping_sub(prev_us) < MOVE_STORM_US
+}
 
 /// Whether a thread on CPU `me` at `now_us` (µs, low 32 bits), woken by the ring
 /// `(cpu, at)` ([`RxRing::take_ring`]), waited for its waker's CPU: rung from this
@@ -289,6 +300,8 @@ pub(crate) struct Endpoint {
     /// When this endpoint's thread last moved off its waker's CPU (µs,
     /// [`sys::monotonic_micros`]; [`Endpoint::wait`]).
     last_move_us: u64,
+    /// When this endpoint's thread was last woken on its waker's CPU (µs; 0: never).
+    last_same_cpu_us: u64,
     pub stats: LinkStats,
     pub shm: ShmStats,
 }
@@ -379,6 +392,7 @@ impl Endpoint {
             pfds: Vec::new(),
             touched: Vec::new(),
             last_move_us: 0,
+            last_same_cpu_us: 0,
             stats: LinkStats::default(),
             shm: ShmStats::default(),
         })
@@ -1302,9 +1316,12 @@ impl Endpoint {
     /// waker's busy CPU: a WRITE stream over shm with thread progress moved 2 GB/s so
     /// against 23–33 GB/s apart (docs/results/verbs-wbw-20261201s28). Move to another
     /// CPU this thread may run on (none if it is pinned), at most once per
-    /// [`MOVE_EVERY_US`].
+    /// [`MOVE_EVERY_US`], and only in a storm of such wake-ups ([`in_a_storm`]).
     fn move_off_waker(&mut self) {
         let now = sys::monotonic_micros();
+        if !in_a_storm(mem::replace(&mut self.last_same_cpu_us, now), now) {
+            return;
+        }
         if self.last_move_us != 0 && now.wrapping_sub(self.last_move_us) < MOVE_EVERY_US {
             return;
         }
@@ -1353,6 +1370,17 @@ mod tests {
             !now((2, 1000), 1, 1000 + MOVE_AFTER_US + 1000),
             "another CPU"
         );
+    }
+
+    #[test]
+    fn only_a_storm_of_same_cpu_wake_ups_moves() {
+        assert!(!in_a_storm(0, 5), "the first one");
+        assert!(in_a_storm(1_000, 1_000 + MOVE_STORM_US - 1), "soon after");
+        assert!(
+            !in_a_storm(1_000, 1_000 + MOVE_STORM_US),
+            "a sparse exchange"
+        );
+        assert!(!in_a_storm(1_000, 1_000 + 10_000), "the idle probe's pace");
     }
 
     /// The fallback: a probe the kernel refuses, or that reads the wrong bytes, says

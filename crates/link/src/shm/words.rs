@@ -1,22 +1,24 @@
 //! The shm segment's mapping with the atomic words of its rings checked once, when it
 //! is mapped, instead of on every access.
 //!
-//! The rings touch their control words (`tail`, `head`, `sleeping`) and a slot's
-//! length word several times per burst; a bounds check and an `Option` per touch were
-//! about 150 instructions of a ping-pong round and 17 of a streamed SEND (callgrind,
-//! docs/results/verbs.md, "Passes per round and the shm ring's words").
+//! The rings touch their control words (`tail`, `head`, `sleeping`; the ringer's CPU
+//! and stamp around a blocking wait) and a slot's length word several times per burst;
+//! a bounds check and an `Option` per touch were about 150 instructions of a ping-pong
+//! round and 17 of a streamed SEND (callgrind, docs/results/verbs.md, "Passes per round
+//! and the shm ring's words").
 //! Here [`Segment::new`] checks once that both rings' control blocks and slot arrays,
 //! and the segment header, lie inside the mapping, 4-aligned. The accessors then
 //! compute offsets that stay inside what was checked by construction: a control word
-//! is one of three fixed offsets into its block, a slot index is masked to the ring's
+//! is one of five fixed offsets into its block, a slot index is masked to the ring's
 //! slot count, a header word index is masked to the header's first 32 bytes. Nothing a
 //! peer writes into the segment feeds an offset here.
 
 use crate::sys::Mmap;
 use std::sync::atomic::AtomicU32;
 
-/// A control word of a ring: its byte offset in the ring's control block. Each sits on
-/// a 128-byte line of its own (see `ring.rs`).
+/// A control word of a ring: its byte offset in the ring's control block. `Tail`, `Head`
+/// and `Sleeping` each sit on a 128-byte line of their own (see `ring.rs`); the ring
+/// words share `Sleeping`'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ctrl {
     /// The producer's publish index.
