@@ -350,6 +350,17 @@ impl TxRing {
         r.ctrl(self.ring, Ctrl::Sleeping).load(Ordering::Relaxed) != 0
     }
 
+    /// Before waking the consumer that [`TxRing::publish`] found asleep: say which
+    /// CPU rings and when (`cpu`, `now_us`: [`crate::sys::monotonic_micros`]'s low 32
+    /// bits), so the consumer can tell whether it waited for the CPU behind the
+    /// thread that woke it ([`RxRing::take_ring`]).
+    pub fn note_ring(&self, r: &Region, cpu: u32, now_us: u32) {
+        r.ctrl(self.ring, Ctrl::RingStamp)
+            .store(now_us, Ordering::Relaxed);
+        r.ctrl(self.ring, Ctrl::RingCpu)
+            .store(cpu.wrapping_add(1), Ordering::Release);
+    }
+
     /// Published items the consumer has not taken yet (what a teardown loses).
     pub fn in_flight(&self, r: &Region) -> u32 {
         let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
@@ -439,6 +450,19 @@ impl RxRing {
         !matches!(self.available(r), Ok(0))
     }
 
+    /// After a wait: the CPU and the time (µs, low 32 bits) of the producer's last
+    /// ring since the previous look ([`TxRing::note_ring`]), if it rang. The peer
+    /// writes both words: any values may come, and are only compared.
+    pub fn take_ring(&self, r: &Region) -> Option<(u32, u32)> {
+        let cpu = r.ctrl(self.ring, Ctrl::RingCpu).swap(0, Ordering::Acquire);
+        (cpu != 0).then(|| {
+            (
+                cpu - 1,
+                r.ctrl(self.ring, Ctrl::RingStamp).load(Ordering::Relaxed),
+            )
+        })
+    }
+
     /// After a wait: busy again, no notifications needed.
     pub fn wake_up(&self, r: &Region) {
         r.ctrl(self.ring, Ctrl::Sleeping)
@@ -517,6 +541,20 @@ mod tests {
         rx.wake_up(&r);
         tx.push(&r, b"y").unwrap();
         assert!(!tx.publish(&r));
+    }
+
+    #[test]
+    fn a_ring_says_which_cpu_rang_and_when_once() {
+        let (r, tx, rx, _) = setup(4);
+        assert_eq!(rx.take_ring(&r), None, "never rung");
+        tx.note_ring(&r, 1, 500);
+        tx.note_ring(&r, 0, 777);
+        assert_eq!(rx.take_ring(&r), Some((0, 777)), "the last ring");
+        assert_eq!(rx.take_ring(&r), None, "taken");
+        // The peer writes the words: any value comes back as written, without a
+        // panic (CPU u32::MAX - 1 is the largest a ring can carry: 0 means none).
+        tx.note_ring(&r, u32::MAX - 1, u32::MAX);
+        assert_eq!(rx.take_ring(&r), Some((u32::MAX - 1, u32::MAX)));
     }
 
     #[test]
