@@ -109,8 +109,9 @@ pub struct LinkStats {
     /// Frames whose ring wait is in [`LinkStats::rx_ring_wait_ns`].
     pub rx_ring_timed: u64,
     /// Blocking waits (shm) that ended on the very CPU of the peer thread that woke
-    /// them, long after it rang (the woken thread waited for that CPU while another
-    /// sat idle), after which the thread moved itself to another CPU it may run on.
+    /// them, within 1 ms of the previous such wake-up (a storm of them: the two
+    /// threads kept on one CPU while another may sit idle), after which the thread
+    /// moved itself to another CPU it may run on (at most once per 10 ms).
     pub wakes_moved: u64,
 }
 

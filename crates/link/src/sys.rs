@@ -1782,20 +1782,23 @@ pub(crate) fn current_cpu() -> u32 {
 /// CPU back does not move it again. The CPU it ran on in between; `None` (nothing
 /// done) when `cpu` is the only CPU allowed or not one of them (a thread pinned by its
 /// user stays where it was put).
+///
+/// The restore is a `sched_setaffinity` of the mask read before the move (the
+/// effective one): since Linux 6.2 the kernel keeps it as the thread's requested
+/// mask, so a cpuset widened later does not widen this thread's CPUs (a thread that
+/// never moved keeps following its cpuset), and a mask its user sets between the
+/// two calls is overwritten.
 pub(crate) fn move_off_cpu(cpu: u32) -> io::Result<Option<u32>> {
     use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
     let cpu = cpu as usize;
-    let allowed =
-        sched_getaffinity(None).map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))?;
+    let allowed = sched_getaffinity(None)?;
     if cpu >= CpuSet::MAX_CPU || !allowed.is_set(cpu) || allowed.count() < 2 {
         return Ok(None);
     }
     let mut elsewhere = allowed;
     elsewhere.unset(cpu);
-    sched_setaffinity(None, &elsewhere)
-        .map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))?;
+    sched_setaffinity(None, &elsewhere)?;
     let landed = current_cpu();
-    sched_setaffinity(None, &allowed)
-        .map_err(|e| io::Error::from_raw_os_error(e.raw_os_error()))?;
+    sched_setaffinity(None, &allowed)?;
     Ok(Some(landed))
 }

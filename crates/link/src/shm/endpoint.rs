@@ -175,13 +175,9 @@ struct Conn {
 
 impl Conn {
     /// Wake the peer that [`TxRing::publish`] found asleep, saying which CPU rings
-    /// and when ([`Endpoint::wait`]'s move).
+    /// ([`Endpoint::wait`]'s move).
     fn ring_peer(&self) {
-        self.tx.note_ring(
-            &self.region,
-            sys::current_cpu(),
-            sys::monotonic_micros() as u32,
-        );
+        self.tx.note_ring(&self.region, sys::current_cpu());
         self.notify_peer.notify();
     }
 
@@ -235,9 +231,6 @@ pub(crate) trait Outgoing {
     }
 }
 
-/// A woken thread that ran this long after its ring, on its waker's CPU, waited for
-/// that CPU behind a waker that kept running ([`Endpoint::move_off_waker`]).
-const MOVE_AFTER_US: u32 = 0;
 /// At most one move per this long: the kernel may place the thread back, and each
 /// move costs two `sched_setaffinity` calls and a migration.
 const MOVE_EVERY_US: u64 = 10_000;
@@ -251,13 +244,6 @@ const MOVE_STORM_US: u64 = 1_000;
 /// previous one at `prev_us` (0: none yet).
 fn in_a_storm(prev_us: u64, now_us: u64) -> bool {
     prev_us != 0 && now_us.wrapping_sub(prev_us) < MOVE_STORM_US
-}
-
-/// Whether a thread on CPU `me` at `now_us` (µs, low 32 bits), woken by the ring
-/// `(cpu, at)` ([`RxRing::take_ring`]), waited for its waker's CPU: rung from this
-/// same CPU at least `after_us` ([`MOVE_AFTER_US`]) ago (the clock's low bits wrap).
-fn waited_behind((cpu, at): (u32, u32), me: u32, now_us: u32, after_us: u32) -> bool {
-    cpu == me && now_us.wrapping_sub(at) >= after_us
 }
 
 /// The state of one shm endpoint.
@@ -1288,19 +1274,20 @@ impl Endpoint {
                 }
             }
         }
-        let mut behind_waker = false;
+        let mut behind_waker = None;
         let mut me = None;
         for c in self.conns.iter().flatten() {
             c.rx.wake_up(&c.region);
             c.my_wake.drain();
-            if let Some(ring) = c.rx.take_ring(&c.region) {
+            if let Some(cpu) = c.rx.take_ring(&c.region) {
                 let me = *me.get_or_insert_with(sys::current_cpu);
-                behind_waker |=
-                    waited_behind(ring, me, sys::monotonic_micros() as u32, MOVE_AFTER_US);
+                if cpu == me {
+                    behind_waker = Some(me);
+                }
             }
         }
-        if behind_waker {
-            self.move_off_waker();
+        if let Some(cpu) = behind_waker {
+            self.move_off_waker(cpu);
         }
         if ready {
             self.service();
@@ -1308,16 +1295,17 @@ impl Endpoint {
         Ok(ready)
     }
 
-    /// This thread was woken by a peer thread that runs on this same CPU, and ran
-    /// only [`MOVE_AFTER_US`] or more after the ring: it waited for the CPU behind
-    /// its waker, which went on running (a thread that rings and then blocks gives the
-    /// CPU up within microseconds). Two such threads share one core while another may
-    /// sit idle, and the kernel keeps them so, placing each wake-up anew on the
+    /// This thread was woken on `cpu`, the CPU of the peer thread that rang it. In a
+    /// storm of such wake-ups ([`in_a_storm`]) the two share one core while another
+    /// may sit idle, and the kernel keeps them so, placing each wake-up anew on the
     /// waker's busy CPU: a WRITE stream over shm with thread progress moved 2 GB/s so
-    /// against 23–33 GB/s apart (docs/results/verbs-wbw-20261201s28). Move to another
-    /// CPU this thread may run on (none if it is pinned), at most once per
-    /// [`MOVE_EVERY_US`], and only in a storm of such wake-ups ([`in_a_storm`]).
-    fn move_off_waker(&mut self) {
+    /// against 23–33 GB/s apart (docs/results/verbs-wbw-20261201s28; beside a CPU hog,
+    /// verbs-move-20261201s29). A sparse exchange's waker rings and then blocks, and
+    /// its lone wake-ups on its CPU are left alone. Move off `cpu` to another CPU this
+    /// thread may run on (none if it is pinned), at most once per [`MOVE_EVERY_US`].
+    /// `cpu` is where the ring was judged: if the thread has left it meanwhile, the
+    /// move does not push it back onto its waker's CPU.
+    fn move_off_waker(&mut self, cpu: u32) {
         let now = sys::monotonic_micros();
         if !in_a_storm(mem::replace(&mut self.last_same_cpu_us, now), now) {
             return;
@@ -1326,7 +1314,7 @@ impl Endpoint {
             return;
         }
         self.last_move_us = now;
-        if matches!(sys::move_off_cpu(sys::current_cpu()), Ok(Some(_))) {
+        if matches!(sys::move_off_cpu(cpu), Ok(Some(_))) {
             self.stats.wakes_moved += 1;
         }
     }
@@ -1352,25 +1340,6 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_thread_waited_behind_its_waker_only_on_its_cpu_and_after_a_while() {
-        // The rule with a threshold of 20 µs, then with the one in use.
-        let late = 20;
-        let w = |ring, me, now| waited_behind(ring, me, now, late);
-        assert!(w((1, 1000), 1, 1000 + late), "same CPU, late");
-        assert!(!w((1, 1000), 1, 1000 + late - 1), "same CPU, soon");
-        assert!(!w((0, 1000), 1, 1000 + 5 * late), "another CPU");
-        // The stamp's low 32 bits wrap between the ring and the wake-up.
-        assert!(w((3, u32::MAX - 2), 3, late));
-        assert!(!w((3, u32::MAX - 2), 3, 0));
-        let now = |ring, me, now| waited_behind(ring, me, now, MOVE_AFTER_US);
-        assert!(now((2, 1000), 2, 1000 + MOVE_AFTER_US), "same CPU");
-        assert!(
-            !now((2, 1000), 1, 1000 + MOVE_AFTER_US + 1000),
-            "another CPU"
-        );
-    }
 
     #[test]
     fn only_a_storm_of_same_cpu_wake_ups_moves() {

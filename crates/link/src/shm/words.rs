@@ -31,13 +31,10 @@ pub(crate) enum Ctrl {
     /// (0: not rung since the consumer last looked). Beside `sleeping`: both are
     /// touched only around a blocking wait.
     RingCpu = 260,
-    /// When the producer rang (`RingCpu`): the low 32 bits of its monotonic clock in
-    /// microseconds.
-    RingStamp = 264,
 }
 
 /// Bytes of a ring's control block that [`Ctrl`] reaches into.
-const CTRL_SPAN: usize = Ctrl::RingStamp as usize + 4;
+const CTRL_SPAN: usize = Ctrl::RingCpu as usize + 4;
 /// Bytes of the segment header that [`Segment::header_word`] reaches into.
 const HEADER_SPAN: usize = 32;
 
@@ -174,7 +171,7 @@ mod tests {
         let at = |w: &AtomicU32| w as *const AtomicU32 as usize - s.map().addr();
         assert_eq!(at(s.ctrl(1, Ctrl::Head)), 1024 + 128);
         assert_eq!(at(s.ctrl(0, Ctrl::Sleeping)), 128 + 256);
-        assert_eq!(at(s.ctrl(1, Ctrl::RingStamp)), 1024 + 264);
+        assert_eq!(at(s.ctrl(1, Ctrl::RingCpu)), 1024 + 260);
         // Free-running indices wrap onto the ring's slots.
         assert_eq!(at(s.slot_len(1, 8 + 3)), 1408 + 3 * 64);
         assert_eq!(at(s.slot_len(0, u32::MAX)), 512 + 3 * 64);
