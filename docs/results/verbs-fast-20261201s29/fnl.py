@@ -1,7 +1,15 @@
 #!/usr/bin/env python3
-# fnl.py A B N FUNCPATTERN: self cost per file:line inside functions matching FUNCPATTERN
+# fnl.py A B N FUNCPATTERN [TOP] [--by-file]: self cost per file:line (or, with
+# --by-file, per source file) inside functions matching FUNCPATTERN, (B - A) / N
 import sys, re, collections
-pat = sys.argv[4]
+by_file = '--by-file' in sys.argv
+args = [x for x in sys.argv[1:] if x != '--by-file']
+pat = args[3]
+def key(fi, line):
+    fi = fi or ''
+    if by_file:
+        return fi.split('/crates/')[-1] if '/crates/' in fi else 'std:' + fi.split('/')[-1]
+    return fi.split('/')[-1] + ':' + line
 def parse(f):
     d = collections.Counter(); fl = fi = None; fn=''; skip=False
     for line in open(f):
@@ -14,10 +22,11 @@ def parse(f):
         if m:
             if skip: skip=False; continue
             if re.search(pat, fn):
-                d[(fi or '').split('/')[-1]+':'+m.group(1)] += int(m.group(2))
+                d[key(fi, m.group(1))] += int(m.group(2))
     return d
-a = parse(sys.argv[1]); b = parse(sys.argv[2]); n = float(sys.argv[3])
+a = parse(args[0]); b = parse(args[1]); n = float(args[2])
 diff = {k:(b[k]-a[k])/n for k in set(a)|set(b)}
 print('total %.1f' % sum(diff.values()))
-for k,v in sorted(diff.items(), key=lambda x:-x[1])[:int(sys.argv[5]) if len(sys.argv)>5 else 40]:
+top = int(args[4]) if len(args) > 4 else (25 if by_file else 40)
+for k,v in sorted(diff.items(), key=lambda x:-x[1])[:top]:
     if abs(v) > 2: print(f'{v:8.1f}  {k}')
