@@ -1,5 +1,6 @@
-import json,sys,collections,math
-# sign.py FILE...: per cell, rounds in which each variant beat base (same file, same round), two-sided sign test p
+import json,sys,collections,math,os
+# [REF=name] sign.py FILE...: per cell, rounds in which each variant beat REF (default base; same file, same round), two-sided sign test p
+REF=os.environ.get('REF','base')
 by={}
 for f in sys.argv[1:]:
     for l in open(f):
@@ -9,8 +10,8 @@ for f in sys.argv[1:]:
         by[(f,x['round'],r['test'],x['progress'],x['variant'])]=(val, r['test']=='send-lat')
 wins=collections.Counter(); n=collections.Counter()
 for k,(v,lower) in by.items():
-    if k[-1]=='base': continue
-    b=by.get(k[:-1]+('base',))
+    if k[-1]==REF: continue
+    b=by.get(k[:-1]+(REF,))
     if not b or b[0]==v: continue
     cell=(k[2],k[3],k[-1]); n[cell]+=1
     wins[cell]+= (v<b[0]) if lower else (v>b[0])
