@@ -389,10 +389,11 @@ impl Responder {
     /// path then decides it — a PSN ahead (sequence NAK, or kept), behind (a
     /// duplicate), no receive (RNR NAK), a receive too small, a payload or an address
     /// the memory refuses, a message length too long (NAKs). Those checks are the
-    /// general path's own: the ones made here only choose the path (a WRITE whose
-    /// address the memory refuses, or a SEND whose receive's memory does, may have had
-    /// part of its bytes written here before the general path fails it and writes them
-    /// again; the memory a failed message writes is undefined in IB either way).
+    /// general path's own: the ones made here only choose the path. A WRITE is checked
+    /// before its one all-or-nothing write; only a SEND whose scatter list the memory
+    /// refuses at a later entry may have had its first entries written here before the
+    /// general path fails it and writes them again (the memory a failed message writes
+    /// is undefined in IB either way).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn request_only_in_order<M: Memory>(
@@ -412,8 +413,10 @@ impl Responder {
         {
             return false;
         }
+        // The general path checks `max_msg_len` for a WRITE's RETH, not for a SEND
+        // (a receive's capacity bounds that): the same here.
         let plen = payload.len() as u64;
-        if plen > q.mtu() || plen > ctx.config.max_msg_len {
+        if plen > q.mtu() || (reth.is_some() && plen > ctx.config.max_msg_len) {
             return false;
         }
         match reth {

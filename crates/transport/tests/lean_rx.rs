@@ -226,3 +226,43 @@ fn a_write_whose_reth_length_differs_from_its_payload_takes_the_general_path() {
     assert_eq!(syndrome(&nak), Syndrome::Nak(NakCode::INVALID_REQUEST));
     assert_no_stray_writes(p.b.mem());
 }
+
+#[test]
+fn a_zero_length_send_takes_the_lean_path_and_completes_with_no_bytes() {
+    let (mut p, c, epsn) = setup();
+    let (_, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(c.qpn_b, recv(9, vec![sge(&rb, rb.addr, 64)]))
+        .unwrap();
+    deliver(&mut p, &c, &send_only(&c, epsn, b""));
+    assert_eq!(p.b.stats().rx_lean, 1);
+    let got = completions(&mut p, Side::B);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].wr_id, got[0].status), (9, WcStatus::Success));
+    assert_eq!((got[0].opcode, got[0].byte_len), (WcOpcode::Recv, 0));
+    let ack = next_from_b(&mut p).expect("an ACK");
+    assert_eq!(ack.bth.psn, epsn);
+    assert_no_stray_writes(p.b.mem());
+}
+
+#[test]
+fn a_send_that_asks_for_no_ack_is_acknowledged_at_the_delayed_ack_bound() {
+    let (mut p, c, epsn) = setup();
+    let (_, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(c.qpn_b, recv(7, vec![sge(&rb, rb.addr, 64)]))
+        .unwrap();
+    let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, c.qpn_b, epsn));
+    r.bth.ack_req = false;
+    let pkt = craft(&r, b"quiet", &Pair::path(Side::A, c.qpn_a));
+    deliver(&mut p, &c, &pkt);
+    assert_eq!(p.b.stats().rx_lean, 1);
+    assert_eq!(completions(&mut p, Side::B).len(), 1);
+    // No ACK now: it is owed, and its timer is armed (`Sched::touched`).
+    assert!(next_from_b(&mut p).is_none());
+    let due = p.b.poll_timeout().expect("the delayed ACK's timer");
+    assert!(due > p.now, "{due:?} after {:?}", p.now);
+    p.now = due;
+    p.b.handle_timeout(due);
+    let ack = next_from_b(&mut p).expect("the delayed ACK");
+    assert_eq!(ack.bth.psn, epsn);
+    assert!(matches!(syndrome(&ack), Syndrome::Ack { .. }));
+}
