@@ -6,18 +6,38 @@
 mod common;
 use common::*;
 use weft_transport::sim::{ConnectOptions, Connection, Pair, Side};
-use weft_transport::{QpState, QpType, WcOpcode, WcStatus};
+use weft_transport::{QpState, QpType, Region, WcOpcode, WcStatus};
 use weft_wire::roce::{
     BthRepr, IbPacket, IbPacketRepr, IcrcPath, NakCode, Opcode, Psn, RethRepr, Syndrome,
 };
 
 const MEM: u64 = 1 << 20;
 
-fn setup() -> (Pair, Connection, Psn) {
+/// A connected RC pair, B's region (`rb`) and A's first PSN.
+fn setup() -> (Pair, Connection, Psn, Region) {
     let o = ConnectOptions::default();
     let mut p = clean_pair(MEM as usize, 3);
     let c = p.connect(QpType::Rc, &o);
-    (p, c, Psn::new(o.psn_a))
+    let (_, rb) = big_regions(&mut p, MEM);
+    (p, c, Psn::new(o.psn_a), rb)
+}
+
+/// Receives `ids` posted on B, each `len` bytes of `rb` after the one before, from
+/// its start.
+fn post_recvs(p: &mut Pair, c: &Connection, rb: &Region, ids: &[u64], len: u32) {
+    for (i, &id) in ids.iter().enumerate() {
+        let at = rb.addr + i as u64 * u64::from(len);
+        p.b.post_recv(c.qpn_b, recv(id, vec![sge(rb, at, len)]))
+            .unwrap();
+    }
+}
+
+/// B's next packet is an ACK of `psn`.
+fn expect_ack(p: &mut Pair, psn: Psn) {
+    let ack = next_from_b(p).expect("an ACK");
+    assert_eq!(ack.bth.opcode, Opcode::RC_ACK);
+    assert_eq!(ack.bth.psn, psn);
+    assert!(matches!(syndrome(&ack), Syndrome::Ack { .. }));
 }
 
 fn craft(repr: &IbPacketRepr, payload: &[u8], from: &IcrcPath) -> Vec<u8> {
@@ -65,12 +85,8 @@ fn syndrome(r: &IbPacketRepr) -> Syndrome {
 
 #[test]
 fn a_send_only_in_order_takes_the_lean_path_with_the_general_paths_outcome() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
-    p.b.post_recv(c.qpn_b, recv(7, vec![sge(&rb, rb.addr, 64)]))
-        .unwrap();
-    p.b.post_recv(c.qpn_b, recv(8, vec![sge(&rb, rb.addr + 64, 64)]))
-        .unwrap();
+    let (mut p, c, epsn, rb) = setup();
+    post_recvs(&mut p, &c, &rb, &[7, 8], 64);
     deliver(&mut p, &c, &send_only(&c, epsn, b"hello"));
     deliver(&mut p, &c, &send_only(&c, epsn.add(1), b"world!"));
     assert_eq!(p.b.stats().rx_lean, 2);
@@ -82,18 +98,14 @@ fn a_send_only_in_order_takes_the_lean_path_with_the_general_paths_outcome() {
     assert_eq!(read_mem(p.b.mem(), rb.addr, 5), b"hello");
     assert_eq!(read_mem(p.b.mem(), rb.addr + 64, 6), b"world!");
     // Both asked for an ACK: one coalesced ACK of the second.
-    let ack = next_from_b(&mut p).expect("an ACK");
-    assert_eq!(ack.bth.opcode, Opcode::RC_ACK);
-    assert_eq!(ack.bth.psn, epsn.add(1));
-    assert!(matches!(syndrome(&ack), Syndrome::Ack { .. }));
+    expect_ack(&mut p, epsn.add(1));
     assert!(next_from_b(&mut p).is_none());
     assert_no_stray_writes(p.b.mem());
 }
 
 #[test]
 fn a_write_only_in_order_takes_the_lean_path_and_writes_its_bytes() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
+    let (mut p, c, epsn, rb) = setup();
     deliver(
         &mut p,
         &c,
@@ -102,18 +114,14 @@ fn a_write_only_in_order_takes_the_lean_path_and_writes_its_bytes() {
     assert_eq!(p.b.stats().rx_lean, 1);
     assert_eq!(read_mem(p.b.mem(), rb.addr + 8, 6), b"abcdef");
     assert!(completions(&mut p, Side::B).is_empty());
-    let ack = next_from_b(&mut p).expect("an ACK");
-    assert_eq!(ack.bth.psn, epsn);
-    assert!(matches!(syndrome(&ack), Syndrome::Ack { .. }));
+    expect_ack(&mut p, epsn);
     assert_no_stray_writes(p.b.mem());
 }
 
 #[test]
 fn a_packet_ahead_of_the_expected_psn_takes_the_general_path_and_its_sequence_nak() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
-    p.b.post_recv(c.qpn_b, recv(7, vec![sge(&rb, rb.addr, 64)]))
-        .unwrap();
+    let (mut p, c, epsn, rb) = setup();
+    post_recvs(&mut p, &c, &rb, &[7], 64);
     deliver(&mut p, &c, &send_only(&c, epsn.add(1), b"early"));
     assert_eq!(p.b.stats().rx_lean, 0);
     assert_eq!(p.b.stats().out_of_sequence, 1);
@@ -129,21 +137,15 @@ fn a_packet_ahead_of_the_expected_psn_takes_the_general_path_and_its_sequence_na
 
 #[test]
 fn a_duplicate_takes_the_general_path_and_is_acked_again_without_a_second_completion() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
-    p.b.post_recv(c.qpn_b, recv(7, vec![sge(&rb, rb.addr, 64)]))
-        .unwrap();
-    p.b.post_recv(c.qpn_b, recv(8, vec![sge(&rb, rb.addr + 64, 64)]))
-        .unwrap();
+    let (mut p, c, epsn, rb) = setup();
+    post_recvs(&mut p, &c, &rb, &[7, 8], 64);
     let pkt = send_only(&c, epsn, b"once");
     deliver(&mut p, &c, &pkt);
     assert!(next_from_b(&mut p).is_some());
     deliver(&mut p, &c, &pkt);
     assert_eq!(p.b.stats().rx_lean, 1);
     assert_eq!(p.b.stats().duplicate_requests, 1);
-    let ack = next_from_b(&mut p).expect("the ACK again");
-    assert_eq!(ack.bth.psn, epsn);
-    assert!(matches!(syndrome(&ack), Syndrome::Ack { .. }));
+    expect_ack(&mut p, epsn);
     let got = completions(&mut p, Side::B);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(p.b.rq_room(c.qpn_b).map(|r| r > 0), Some(true));
@@ -151,7 +153,7 @@ fn a_duplicate_takes_the_general_path_and_is_acked_again_without_a_second_comple
 
 #[test]
 fn a_send_without_a_receive_takes_the_general_path_and_its_rnr_nak() {
-    let (mut p, c, epsn) = setup();
+    let (mut p, c, epsn, _) = setup();
     deliver(&mut p, &c, &send_only(&c, epsn, b"nobody"));
     assert_eq!(p.b.stats().rx_lean, 0);
     assert_eq!(p.b.stats().rnr_naks_sent, 1);
@@ -163,8 +165,7 @@ fn a_send_without_a_receive_takes_the_general_path_and_its_rnr_nak() {
 
 #[test]
 fn a_send_longer_than_its_receive_takes_the_general_path_and_its_fatal_nak() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
+    let (mut p, c, epsn, rb) = setup();
     p.b.post_recv(c.qpn_b, recv(7, vec![sge(&rb, rb.addr, 4)]))
         .unwrap();
     deliver(&mut p, &c, &send_only(&c, epsn, b"too long"));
@@ -188,8 +189,7 @@ fn a_send_longer_than_its_receive_takes_the_general_path_and_its_fatal_nak() {
 
 #[test]
 fn a_write_with_a_bad_rkey_takes_the_general_path_and_writes_nothing() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
+    let (mut p, c, epsn, rb) = setup();
     let writes = p.b.mem().write_count();
     deliver(
         &mut p,
@@ -210,8 +210,7 @@ fn a_write_with_a_bad_rkey_takes_the_general_path_and_writes_nothing() {
 
 #[test]
 fn a_write_whose_reth_length_differs_from_its_payload_takes_the_general_path() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
+    let (mut p, c, epsn, rb) = setup();
     let from = Pair::path(Side::A, c.qpn_a);
     let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_WRITE_ONLY, c.qpn_b, epsn));
     r.reth = Some(RethRepr {
@@ -229,27 +228,22 @@ fn a_write_whose_reth_length_differs_from_its_payload_takes_the_general_path() {
 
 #[test]
 fn a_zero_length_send_takes_the_lean_path_and_completes_with_no_bytes() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
-    p.b.post_recv(c.qpn_b, recv(9, vec![sge(&rb, rb.addr, 64)]))
-        .unwrap();
+    let (mut p, c, epsn, rb) = setup();
+    post_recvs(&mut p, &c, &rb, &[9], 64);
     deliver(&mut p, &c, &send_only(&c, epsn, b""));
     assert_eq!(p.b.stats().rx_lean, 1);
     let got = completions(&mut p, Side::B);
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].wr_id, got[0].status), (9, WcStatus::Success));
     assert_eq!((got[0].opcode, got[0].byte_len), (WcOpcode::Recv, 0));
-    let ack = next_from_b(&mut p).expect("an ACK");
-    assert_eq!(ack.bth.psn, epsn);
+    expect_ack(&mut p, epsn);
     assert_no_stray_writes(p.b.mem());
 }
 
 #[test]
 fn a_send_that_asks_for_no_ack_is_acknowledged_at_the_delayed_ack_bound() {
-    let (mut p, c, epsn) = setup();
-    let (_, rb) = big_regions(&mut p, MEM);
-    p.b.post_recv(c.qpn_b, recv(7, vec![sge(&rb, rb.addr, 64)]))
-        .unwrap();
+    let (mut p, c, epsn, rb) = setup();
+    post_recvs(&mut p, &c, &rb, &[7], 64);
     let mut r = IbPacketRepr::new(BthRepr::new(Opcode::RC_SEND_ONLY, c.qpn_b, epsn));
     r.bth.ack_req = false;
     let pkt = craft(&r, b"quiet", &Pair::path(Side::A, c.qpn_a));
@@ -262,7 +256,5 @@ fn a_send_that_asks_for_no_ack_is_acknowledged_at_the_delayed_ack_bound() {
     assert!(due > p.now, "{due:?} after {:?}", p.now);
     p.now = due;
     p.b.handle_timeout(due);
-    let ack = next_from_b(&mut p).expect("the delayed ACK");
-    assert_eq!(ack.bth.psn, epsn);
-    assert!(matches!(syndrome(&ack), Syndrome::Ack { .. }));
+    expect_ack(&mut p, epsn);
 }

@@ -2784,15 +2784,21 @@ mod tests {
         (ea, eb)
     }
 
-    /// A's unsignaled empty SEND, taken by B (a pass each): B owes the delayed ACK.
-    /// B's receive waits in its QP's ring, posted while B's engine ran no pass (as
-    /// to an engine thread asleep, not woken: [`Shared::recv_posted`]); the pass
-    /// that takes the SEND drains the ring first, so the SEND finds it.
-    fn owing_b() -> (Engine, Engine) {
-        let ((mut a, qa), (mut b, qb)) = connected();
+    /// Moves `e`'s pass count off the pass that looks at the timers every
+    /// [`IDLE_TIMER_CHECK`]: the next pass looks only if something calls for it.
+    fn off_timer_turn(e: &mut Engine) {
+        while (e.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
+            e.stats.passes += 1;
+        }
+    }
+
+    /// QP `qpn` added to `e` with one receive (`wr_id` 1) waiting in its ring, posted
+    /// while `e` ran no pass (as to an engine thread asleep, not woken) and listed;
+    /// the ring's producer, to keep it open.
+    fn listed_recv(e: &mut Engine, qpn: u32) -> weft_link::spsc::Producer<RecvWr> {
         let (mut rq_tx, rq) = ring::<RecvWr>(4);
         let flags = Arc::new(QpFlags::default());
-        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&flags));
+        e.add_qp(qpn, None, Some(rq), 0, 0, Arc::clone(&flags));
         rq_tx
             .push(RecvWr {
                 wr_id: 1,
@@ -2800,7 +2806,17 @@ mod tests {
             })
             .unwrap();
         rq_tx.doorbell();
-        b.posted.mark(qb, &flags.listed);
+        e.posted.mark(qpn, &flags.listed);
+        rq_tx
+    }
+
+    /// A's unsignaled empty SEND, taken by B (a pass each): B owes the delayed ACK.
+    /// B's receive waits in its QP's ring, posted while B's engine ran no pass (as
+    /// to an engine thread asleep, not woken: [`Shared::recv_posted`]); the pass
+    /// that takes the SEND drains the ring first, so the SEND finds it.
+    fn owing_b() -> (Engine, Engine) {
+        let ((mut a, qa), (mut b, qb)) = connected();
+        let _rq_tx = listed_recv(&mut b, qb);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
         send.signaled = false;
         a.ep.post_send(qa, send).unwrap();
@@ -2824,9 +2840,7 @@ mod tests {
     fn a_poll_with_nothing_to_do_runs_no_pass_and_one_with_anything_does() {
         let ((mut a, qa), (mut b, qb)) = connected();
         let mut out = Vec::new();
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
-            b.stats.passes += 1;
-        }
+        off_timer_turn(&mut b);
         let passes = b.stats().passes;
         assert_eq!(b.progress_into(0, 0, &mut out, 16), (false, 0));
         assert_eq!(b.stats().idle_passes, 1, "nothing arrived: counted only");
@@ -2837,9 +2851,7 @@ mod tests {
         send.signaled = false;
         a.ep.post_send(qa, send).unwrap();
         assert!(a.progress(), "A sends");
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
-            b.stats.passes += 1;
-        }
+        off_timer_turn(&mut b);
         let (work, _) = b.progress_into(0, 0, &mut out, 16);
         assert!(work, "B's pass took the SEND");
         assert_eq!(b.stats().idle_passes, 1);
@@ -2852,20 +2864,8 @@ mod tests {
         }
         assert_eq!(b.link_stats().tx_frames, 1, "the NAK left");
         // A post to B's QP: a whole pass that drains it, though nothing arrived.
-        let (mut rq_tx, rq) = ring::<RecvWr>(4);
-        let flags = Arc::new(QpFlags::default());
-        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&flags));
-        rq_tx
-            .push(RecvWr {
-                wr_id: 1,
-                sg_list: Default::default(),
-            })
-            .unwrap();
-        rq_tx.doorbell();
-        b.posted.mark(qb, &flags.listed);
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
-            b.stats.passes += 1;
-        }
+        let _rq_tx = listed_recv(&mut b, qb);
+        off_timer_turn(&mut b);
         let idle = b.stats().idle_passes;
         b.progress_into(0, 0, &mut out, 16);
         assert_eq!(b.stats().idle_passes, idle, "a post is work");
@@ -2890,9 +2890,7 @@ mod tests {
     fn a_poll_whose_turn_it_is_to_look_at_an_armed_timer_runs_the_pass() {
         let (_a, mut b) = owing_b();
         let mut out = Vec::new();
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
-            b.stats.passes += 1;
-        }
+        off_timer_turn(&mut b);
         b.progress_into(0, 0, &mut out, 16);
         assert_eq!(b.stats().idle_passes, 1, "not the timers' turn");
         let due = b.ep.poll_timeout().expect("B owes the delayed ACK");
@@ -2922,9 +2920,7 @@ mod tests {
         let (mut a, mut b) = owing_b();
         // Passes that find nothing look at timers every `IDLE_TIMER_CHECK`: one that
         // does not (a deadline 64 µs away could pass meanwhile).
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
-            b.stats.passes += 1;
-        }
+        off_timer_turn(&mut b);
         assert!(!b.progress());
         assert_eq!(
             b.link_stats().tx_frames,
@@ -2956,9 +2952,7 @@ mod tests {
         while b.now() < due {
             std::thread::sleep(Duration::from_micros(100));
         }
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
-            b.stats.passes += 1;
-        }
+        off_timer_turn(&mut b);
         b.watching();
         assert!(b.progress(), "the due timer ran");
         // It queued the ACK; the pass that follows (a pass with work is followed at
