@@ -24,7 +24,9 @@ fn sim_device(fabric: &DgramFabric, ip: [u8; 4]) -> Context {
     Context::with_link(Box::new(link), cfg).expect("device")
 }
 
-fn run(recovery: Recovery, seed: u64) {
+/// One run of the scenario: the data is asserted intact; returns whether the fabric's
+/// faults fired (some loss and some reordering) and the sender recovered.
+fn run(recovery: Recovery, seed: u64) -> bool {
     let fabric = DgramFabric::new(seed);
     fabric.set_faults(Faults {
         loss: 0.02,
@@ -122,19 +124,26 @@ fn run(recovery: Recovery, seed: u64) {
         "{recovery:?}: fabric lost {} duplicated {} reordered {}; sender retransmitted {} packets",
         fs.lost, fs.duplicated, fs.reordered, st.retransmitted_packets
     );
+    fs.lost > 0 && fs.reordered > 0 && st.retransmitted_packets > 0
+}
+
+/// Runs the scenario over up to four seeds until the faults fired in one of them. Which
+/// packet meets which roll depends on thread timing (a reorder needs a non-empty queue),
+/// so one seed alone could, rarely, draw no loss; every run's data is asserted intact.
+fn run_until_faults_fire(recovery: Recovery, first_seed: u64) {
+    let fired = (first_seed..first_seed + 4).any(|seed| run(recovery, seed));
     assert!(
-        fs.lost > 0 && fs.reordered > 0,
-        "the faults never fired: {fs:?}"
+        fired,
+        "{recovery:?}: the faults never fired in four seeded runs"
     );
-    assert!(st.retransmitted_packets > 0, "nothing was recovered");
 }
 
 #[test]
 fn data_arrives_intact_through_loss_duplication_and_reordering_go_back_n() {
-    run(Recovery::GoBackN, 1);
+    run_until_faults_fire(Recovery::GoBackN, 1);
 }
 
 #[test]
 fn data_arrives_intact_through_loss_duplication_and_reordering_selective() {
-    run(Recovery::Selective, 2);
+    run_until_faults_fire(Recovery::Selective, 2);
 }
