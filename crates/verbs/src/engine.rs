@@ -263,6 +263,11 @@ pub struct EngineStats {
     /// engine thread made without holding the engine, because the application had
     /// polled within the last millisecond.
     pub watches: u64,
+    /// Doorbell writes by an application thread that used the engine (a poll's pass,
+    /// a post on the doorbell path) while the engine thread slept without it, and
+    /// left it something to do before its wake-up: a post to put on the link, a
+    /// timer due earlier, datagrams or sends the link holds (`Shared::hand_back`).
+    pub handbacks: u64,
     /// Passes that transmitted while several QPs were active (their byte budget one
     /// round of the deficit round robin, then [`DeviceConfig::shared_pass`]).
     ///
@@ -830,6 +835,33 @@ impl Engine {
             Some(t) => Duration::from_micros(t - self.now()).min(cap),
             None => cap,
         }
+    }
+
+    /// When a sleep of `d` from now ends, in the engine's clock's microseconds (the
+    /// transport's timers' clock).
+    pub(crate) fn sleep_end(&self, d: Duration) -> u64 {
+        self.now()
+            .0
+            .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// Whether the engine thread, asleep without the engine until `until` (engine
+    /// clock µs, [`Engine::sleep_end`]), has work that its sleep would leave undone:
+    /// packets to send (a post the doorbell path left to the next pass, what a full
+    /// socket kept), a transport timer due before `until` (one an application's
+    /// pass armed: a delayed ACK, a retransmission), or datagrams and sends the
+    /// link holds where its readiness descriptor does not show them
+    /// ([`DatagramLink::held`]).
+    pub(crate) fn needs_thread(&self, until: u64) -> bool {
+        self.tx_pending()
+            || self.ep.may_transmit()
+            || self.link.held()
+            || self.ep.poll_timeout().is_some_and(|t| t.0 < until)
+    }
+
+    /// [`DatagramLink::held`] of the engine's link.
+    pub(crate) fn link_held(&self) -> bool {
+        self.link.held()
     }
 
     /// The engine thread is about to block without the engine (a watch, see
@@ -1848,6 +1880,11 @@ pub(crate) struct Shared {
     /// The link's readiness descriptor, duplicated (udp; `None` on shm): watched
     /// without the engine while the application is briefly away ([`Shared::run`]).
     link_fd: Option<std::os::fd::OwnedFd>,
+    /// When the engine thread's sleep without the engine ends (engine clock µs,
+    /// [`Engine::sleep_end`]); written under the engine before it lets go.
+    sleep_until: AtomicU64,
+    /// [`EngineStats::handbacks`].
+    pub(crate) handbacks: AtomicU64,
 }
 
 /// Engine threads of this process that spin idle or stand by for a spinning
@@ -1938,6 +1975,8 @@ impl Shared {
             watches: AtomicU64::new(0),
             quiet_gap_ns: AtomicU64::new(QuietGap::default().get().as_nanos() as u64),
             link_fd,
+            sleep_until: AtomicU64::new(0),
+            handbacks: AtomicU64::new(0),
         })
     }
 
@@ -1969,7 +2008,11 @@ impl Shared {
             self.app_left.store(false, Ordering::Relaxed);
         }
         match self.engine.try_lock() {
-            Ok(mut g) => g.progress_into(idx, id, out, max).1,
+            Ok(mut g) => {
+                let n = g.progress_into(idx, id, out, max).1;
+                self.hand_back(&g);
+                n
+            }
             // Held, not poisoned: a poisoned engine (its thread panicked) is not
             // waited for here.
             Err(TryLockError::WouldBlock) if self.sleeping.load(Ordering::Relaxed) => {
@@ -1988,7 +2031,9 @@ impl Shared {
                 // its engine thread"). Blocked, the application is woken by the
                 // release itself.
                 let mut g = self.lock_waking();
-                g.progress_into(idx, id, out, max).1
+                let n = g.progress_into(idx, id, out, max).1;
+                self.hand_back(&g);
+                n
             }
             Err(TryLockError::WouldBlock) => {
                 self.polls_held.fetch_add(1, Ordering::Relaxed);
@@ -2100,6 +2145,24 @@ impl Shared {
     /// without (docs/results/verbs.md, "Beside CPU hogs").
     pub(crate) fn app_drives(&self) -> bool {
         self.app_sends
+    }
+
+    /// An application thread used the engine while the engine thread may sleep
+    /// without it (`g`, still held): a poll's pass ([`Shared::assist`]) or a post on
+    /// the doorbell path (`QueuePair::post_send`). If the thread sleeps so (udp,
+    /// [`Shared::run`]) and what the application left needs it before its sleep
+    /// would end ([`Engine::needs_thread`]: a post for the link, an earlier timer,
+    /// datagrams the link holds), ring its doorbell: nothing else would wake it.
+    /// Read under the engine, `sleeping` is exact enough: the thread sets it, and
+    /// `sleep_until`, before it lets go of the engine for its sleep, and clears it
+    /// only after waking, after which it runs a pass anyway.
+    pub(crate) fn hand_back(&self, g: &Engine) {
+        if self.sleeping.load(Ordering::Relaxed)
+            && g.needs_thread(self.sleep_until.load(Ordering::Relaxed))
+        {
+            self.handbacks.fetch_add(1, Ordering::Relaxed);
+            self.doorbell.notify();
+        }
     }
 
     /// The engine, if no other thread holds it (the doorbell path of inline progress).
@@ -2472,7 +2535,43 @@ impl Shared {
             fence(Ordering::SeqCst);
             if !g.progress() && self.waiters.load(Ordering::SeqCst) == 0 {
                 let sleep = g.sleep_budget(Duration::from_millis(50));
-                g.wait(sleep, &self.doorbell);
+                match self.link_fd.as_ref().filter(|_| !g.link_held()) {
+                    // Where the link has a readiness descriptor (udp) and holds
+                    // nothing it does not show, the thread sleeps without the
+                    // engine: an application that posts and then polls runs its
+                    // pass at once (`assist` takes the free engine) instead of
+                    // blocking on the mutex until this thread has woken for the
+                    // post's doorbell and let go (docs/results/study.md, "Idle
+                    // engine threads"). `sleeping` stays set, so ring posts still
+                    // ring the doorbell.
+                    //
+                    // The engine being free, an application thread can give it
+                    // work that nothing announces: a post on the doorbell path goes
+                    // into the transport with no ring and no kick (a free engine
+                    // used to mean a thread about to run its next pass), and a
+                    // poll's pass can arm a timer (a delayed ACK, a retransmission)
+                    // due before this sleep ends, or leave datagrams the link holds.
+                    // Without a word of it the thread slept on to its timeout (up to
+                    // 50 ms) or the next arrival: a sender that posted without
+                    // polling had its messages leave in batches, 50 ms late
+                    // (tests/wait.rs). So it publishes when its sleep ends
+                    // (`sleep_until`, under the engine), and whoever used the engine
+                    // meanwhile rings the doorbell if it left it such work
+                    // ([`Shared::hand_back`]).
+                    Some(l) => {
+                        g.stats.sleeps += 1;
+                        g.watching();
+                        self.sleep_until
+                            .store(g.sleep_end(sleep), Ordering::Relaxed);
+                        drop(g);
+                        let db = self.doorbell.as_fd();
+                        let woke = weft_link::wake::poll_readable_precise(&[db, l.as_fd()], sleep);
+                        if woke.unwrap_or(0) & 1 != 0 {
+                            self.doorbell.drain();
+                        }
+                    }
+                    None => g.wait(sleep, &self.doorbell),
+                }
             }
             self.sleeping.store(false, Ordering::SeqCst);
             idle_since = None;
@@ -2910,5 +3009,129 @@ mod tests {
         assert_eq!(shared.waiters.load(Ordering::SeqCst), 0);
         assert_eq!(shared.app_polls.load(Ordering::Relaxed), 2);
         assert_eq!(shared.engine.lock().unwrap().stats().passes, 1);
+    }
+
+    /// A post on the doorbell path (the engine free, the post left in the transport
+    /// for the thread's next pass) rings the doorbell of an engine thread that sleeps
+    /// without the engine (udp's sleep, [`Shared::run`]; played here: `sleeping`
+    /// set), and not that of a thread awake, which runs that pass anyway. Before,
+    /// such a post rang nothing and waited for the sleep to end (up to 50 ms): the
+    /// three failures of tests/wait.rs with the sleep without the engine.
+    #[test]
+    fn a_post_beside_a_thread_asleep_without_the_engine_rings_its_doorbell() {
+        use crate::{Context, DeviceConfig, LinkKind};
+        use std::net::SocketAddr;
+        use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
+        use weft_transport::{Bringup, QpType};
+        let fabric = DgramFabric::new(7);
+        let dev = |ip: [u8; 4]| {
+            let addr = SocketAddr::from((ip, 4791));
+            let pool = BufferPool::new(64, pool_buf_size(DEFAULT_MAX_DATAGRAM));
+            let link = fabric.link(addr, pool, 64).unwrap();
+            let mut cfg = DeviceConfig::new(LinkKind::Udp, addr);
+            cfg.progress = Progress::Thread;
+            Context::with_link(Box::new(link), cfg).unwrap()
+        };
+        let (a, b) = (dev([198, 18, 0, 1]), dev([198, 18, 0, 2]));
+        // B's engine thread stops (it lets go of its `Arc` as it returns): this
+        // thread plays it.
+        let shared = b.shared();
+        shared.stop();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(shared) > 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the engine thread did not stop"
+            );
+            std::thread::yield_now();
+        }
+        let pb = b.alloc_pd();
+        let cqb = crate::CompletionQueue::new(&b, 8, None);
+        let init = crate::QpInitAttr::new(QpType::Ud);
+        let mut qb = pb.create_qp(&cqb, &cqb, None, init).unwrap();
+        let up = Bringup {
+            qkey: 0x1111_1111,
+            ..bringup()
+        };
+        for step in up.steps(QpType::Ud) {
+            qb.modify(&step).unwrap();
+        }
+        let ah = pb.create_ah(a.local_addr()).unwrap();
+        let wr = || {
+            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
+            wr.ud = Some(ah.dest(1, up.qkey));
+            wr
+        };
+        // Control calls rang it; the thread's pass would have drained it.
+        shared.doorbell.drain();
+        qb.post_send([wr()]).unwrap();
+        assert_eq!(
+            shared.doorbell.drain(),
+            0,
+            "a post beside an awake thread rang"
+        );
+        assert!(
+            shared.engine.lock().unwrap().progress(),
+            "the pass sends it"
+        );
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.sleep_until.store(u64::MAX, Ordering::Relaxed);
+        qb.post_send([wr()]).unwrap();
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "a post beside a thread asleep without the engine must ring"
+        );
+        assert_eq!(shared.handbacks.load(Ordering::Relaxed), 1);
+        drop(qb);
+    }
+
+    /// An application's pass ([`Shared::assist`]) beside an engine thread asleep
+    /// without the engine rings its doorbell when it leaves the thread work due
+    /// before the sleep ends: here the retransmission timer of the SEND the pass put
+    /// on the link. Not when the thread is awake, nor when its sleep ends before the
+    /// timer anyway.
+    #[test]
+    fn a_poll_beside_a_thread_asleep_without_the_engine_hands_back_an_earlier_timer() {
+        let ((a, qa), _b) = connected();
+        let shared = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
+        let send_and_poll = || {
+            let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
+            send.signaled = false;
+            shared
+                .engine
+                .lock()
+                .unwrap()
+                .ep
+                .post_send(qa, send)
+                .unwrap();
+            let mut out = Vec::new();
+            shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+            let e = shared.engine.lock().unwrap();
+            assert!(!e.ep.may_transmit(), "the poll's pass sent the SEND");
+            assert!(e.ep.poll_timeout().is_some(), "its timer is armed");
+        };
+        send_and_poll();
+        assert_eq!(
+            shared.doorbell.drain(),
+            0,
+            "a poll beside an awake thread rang"
+        );
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.sleep_until.store(0, Ordering::Relaxed);
+        send_and_poll();
+        assert_eq!(
+            shared.doorbell.drain(),
+            0,
+            "the sleep ends before the timer"
+        );
+        shared.sleep_until.store(u64::MAX, Ordering::Relaxed);
+        send_and_poll();
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "a timer due before the sleep ends must ring"
+        );
+        assert_eq!(shared.handbacks.load(Ordering::Relaxed), 1);
     }
 }

@@ -250,8 +250,9 @@ impl QueuePair {
         // pass puts it there: with inline progress the caller's next poll, or the
         // pass below every `POSTS_PER_PASS` posts; with an engine thread the same
         // while the thread stands by for a polling application (its polls run the
-        // passes), or the thread's next pass. A thread in a pass, or asleep holding
-        // the engine, makes this a ring post and a kick. What the transport has no
+        // passes), or the thread's next pass (woken for it if it sleeps without the
+        // engine, `Shared::hand_back`). A thread in a pass, or asleep holding the
+        // engine, makes this a ring post and a kick. What the transport has no
         // room for yet takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
         if self.sq.as_mut().is_none_or(Producer::is_drained) {
@@ -312,6 +313,9 @@ impl QueuePair {
                     e.deferred_posts = 0;
                     e.flush(self.slot);
                 }
+                // The engine thread may sleep without the engine (udp): a post it
+                // would leave for the next pass must wake it.
+                shared.hand_back(&e);
             }
         }
         if let Some(r) = refused {
