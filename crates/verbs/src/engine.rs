@@ -2406,6 +2406,14 @@ impl Shared {
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
                     // Its polls run the passes now: this thread's stretch is over.
+                    // `last_quiet` keeps the last stretch that ended in work, on
+                    // purpose: every wait of a blocking application passes through
+                    // a stand-by (its polls before it arms), so a sparse round trip's
+                    // server stands by between the pass that delivered the request
+                    // and its reply; ended here, the stretch would read the few µs
+                    // since that pass instead of the pause before the request, and
+                    // the ACK it owes would wait for its deadline (a wake-up) instead
+                    // of leaving as the thread blocks (`send_owed_acks`).
                     quiet_since = None;
                     if self.stand_by(&mut quiet, &mut by_link) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
