@@ -1622,6 +1622,7 @@ impl Qp {
     /// status, all others with `WrFlushErr` (IBTA Vol 1 §10.3.1, Error state).
     fn enter_error<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, f: Option<Fault>) {
         self.common.state = QpState::Err;
+        ctx.cq.qp_error(self.common.qpn);
         self.complete_sends(ctx, f);
         if let Some((recv, from_srq)) = self.resp.take_partial() {
             if from_srq {

@@ -528,6 +528,18 @@ impl Completion {
 pub trait CompletionSink {
     /// Take one completion. Completions of one QP come in the order they complete.
     fn complete(&mut self, c: Completion);
+
+    /// QP `qpn` entered the error state: by itself (a send that failed on an RC QP:
+    /// retries exceeded, a NAK; a fatal responder error) or by a modify to ERR.
+    /// Called before the completions it flushes. Receives posted to it from now on
+    /// (to a QP with a receive queue of its own, not an SRQ) complete at once,
+    /// flushed, once they reach the transport: a device that hands
+    /// receives over through queues of its own learns here that they are due (with
+    /// nothing else to tell it, since an error may complete nothing). The default
+    /// ignores it.
+    fn qp_error(&mut self, qpn: u32) {
+        let _ = qpn;
+    }
 }
 
 impl CompletionSink for std::collections::VecDeque<Completion> {

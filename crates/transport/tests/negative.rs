@@ -872,3 +872,112 @@ fn by_reference_write(beside: bool) -> (u64, u64) {
     assert_eq!(p.a.stats().by_reference_sent, 1);
     (first.unwrap_or(0), most)
 }
+
+/// What a device's completion sink hears, in order: completions and error entries.
+#[derive(Debug, Default)]
+struct Heard(Vec<(Option<WcStatus>, u32)>);
+
+impl weft_transport::CompletionSink for Heard {
+    fn complete(&mut self, c: weft_transport::Completion) {
+        self.0.push((Some(c.status), c.qpn));
+    }
+    fn qp_error(&mut self, qpn: u32) {
+        self.0.push((None, qpn));
+    }
+}
+
+/// A QP the transport moves to ERR by itself (here its retries against a peer that
+/// never answers run out) tells the sink, before the completions it flushes; so does
+/// a modify to ERR, and nothing else does (not the bring-up, not a reset). A device
+/// that hands receives over through queues of its own learns so that a receive
+/// posted afterwards is due at once (flushed), not with the next packet.
+#[test]
+fn the_sink_hears_when_a_qp_enters_error_by_itself_or_by_a_modify() {
+    use weft_transport::{Bringup, Endpoint, QpAttr, QpInit, Recovery, VecMemory};
+    let mut ep = Endpoint::with_sink(
+        Config::default(),
+        VecMemory::new(0x1000, 4096, 0, 1),
+        Heard::default(),
+    );
+    let qpn = ep
+        .create_qp(QpInit {
+            qp_type: QpType::Rc,
+            pd: 1,
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            srq: None,
+        })
+        .unwrap();
+    let up = Bringup {
+        access: Access::ALL,
+        qkey: 0,
+        path_mtu: Mtu::M1024,
+        path: Some(Pair::path(Side::B, 7)),
+        dest_qpn: 7,
+        rq_psn: 0,
+        sq_psn: 0,
+        max_rd_atomic: 1,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 1,
+        timeout: 1,
+        retry_cnt: 1,
+        rnr_retry: 0,
+        recovery: Recovery::GoBackN,
+        max_inflight: 4,
+        peer_ack_delay_us: 0,
+    };
+    for s in up.steps(QpType::Rc) {
+        ep.modify_qp(qpn, &s).unwrap();
+    }
+    let recv = weft_transport::RecvWr {
+        wr_id: 2,
+        sg_list: Default::default(),
+    };
+    ep.post_recv(qpn, recv).unwrap();
+    ep.post_send(qpn, SendWr::new(1, WrOp::Send { imm: None }, vec![]))
+        .unwrap();
+    assert!(ep.sink().0.is_empty(), "{:?}", ep.sink().0);
+    // The SEND leaves and is lost, as is its one retry.
+    let mut buf = vec![0u8; 8192];
+    let mut now = Instant(0);
+    for _ in 0..100 {
+        while ep.poll_transmit(now, &mut buf).is_some() {}
+        if ep.qp_state(qpn) == Some(QpState::Err) {
+            break;
+        }
+        now = ep.poll_timeout().expect("the retry timer");
+        ep.handle_timeout(now);
+    }
+    assert_eq!(ep.qp_state(qpn), Some(QpState::Err));
+    assert_eq!(
+        ep.sink().0,
+        [
+            (None, qpn),
+            (Some(WcStatus::RetryExcErr), qpn),
+            (Some(WcStatus::WrFlushErr), qpn)
+        ]
+    );
+    ep.sink_mut().0.clear();
+    // Reset and bring-up again: no error; a modify to ERR: one.
+    ep.modify_qp(
+        qpn,
+        &QpAttr {
+            state: Some(QpState::Reset),
+            ..QpAttr::default()
+        },
+    )
+    .unwrap();
+    for s in up.steps(QpType::Rc) {
+        ep.modify_qp(qpn, &s).unwrap();
+    }
+    assert!(ep.sink().0.is_empty(), "{:?}", ep.sink().0);
+    ep.modify_qp(
+        qpn,
+        &QpAttr {
+            state: Some(QpState::Err),
+            ..QpAttr::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(ep.sink().0, [(None, qpn)]);
+}

@@ -623,7 +623,14 @@ fn mismatch(ctx: &Context, qp: &QueuePair, peer: &Hello) -> Option<RejectReason>
 /// (UD), as `rdma_create_qp` leaves it, so receives can be posted before the
 /// connection exists; [`connect`] and [`ConnectRequest::accept`] continue from INIT.
 pub fn init_qp(qp: &mut QueuePair, param: &ConnParam) -> Result<(), Error> {
-    let b = Bringup {
+    let [init, _, _] = init_bringup(param).steps(qp.qp_type());
+    qp.modify(&init)
+}
+
+/// The bring-up [`init_qp`] takes its INIT step from: `param`'s rights, Q_Key, MTU,
+/// timers and window; no path, no peer, PSNs 0.
+pub(crate) fn init_bringup(param: &ConnParam) -> Bringup {
+    Bringup {
         access: param.access,
         qkey: param.qkey,
         path_mtu: param.path_mtu,
@@ -640,9 +647,7 @@ pub fn init_qp(qp: &mut QueuePair, param: &ConnParam) -> Result<(), Error> {
         recovery: param.recovery,
         max_inflight: param.max_inflight,
         peer_ack_delay_us: 0,
-    };
-    let [init, _, _] = b.steps(qp.qp_type());
-    qp.modify(&init)
+    }
 }
 
 /// Bring `qp` from wherever it is to RTS against the peer.

@@ -352,6 +352,7 @@ impl Context {
                 watches: self.inner.shared.watches.load(Ordering::Relaxed),
                 handbacks: self.inner.shared.handbacks.load(Ordering::Relaxed),
                 polls_held: self.inner.shared.polls_held.load(Ordering::Relaxed),
+                recv_flush_kicks: self.inner.shared.recv_flush_kicks.load(Ordering::Relaxed),
                 ..e.stats()
             },
             transport: e.ep.stats().clone(),

@@ -17,7 +17,8 @@
 //!   when its ring is empty (lowest latency, one thread per context).
 //!
 //! A pass (`Engine::progress`): move posted work requests into the transport (only
-//! from the QPs that posted since the last pass: a post lists its QP once),
+//! from the QPs and shared receive queues posted to since the last pass: a post lists
+//! its queue once),
 //! transmit what the transport has (its deficit round robin decides whose turn it is),
 //! then receive a burst, run due timers, and route completions to their queues.
 //! Transmitting first lets the ACKs the previous pass owes leave in the same link burst
@@ -150,47 +151,85 @@ struct QpSlot {
     /// (`QueuePair::post_send`): a QP whose posts all take it never allocates one.
     sq: Option<Consumer<SqItem>>,
     rq: Option<Consumer<RecvWr>>,
-    /// True while the QP is in [`Posted`]'s list or the engine's drain list.
-    listed: Arc<AtomicBool>,
+    /// Shared with the QP's handle.
+    flags: Arc<QpFlags>,
 }
 
-/// The QPs whose rings the application posted to since the engine last looked, so a
-/// pass visits those and not every QP. Each QP is listed at most once (its `listed`
-/// flag); the engine clears the flag before it drains the rings, so a post that
-/// races with the drain lists the QP again.
+/// What a QP's handle (`QueuePair`) and the engine share.
+#[derive(Debug, Default)]
+pub(crate) struct QpFlags {
+    /// True while the QP is in [`Posted`]'s list or the engine's drain list.
+    pub(crate) listed: AtomicBool,
+    /// True while the QP is in ERR in the transport, whether it went there by itself
+    /// (retries exceeded, a NAK, a fatal responder error: the handle's own state
+    /// still says RTS then) or by a modify: set by the engine when the transport says
+    /// so ([`CompletionSink::qp_error`], before the completions it flushes), cleared
+    /// by the modify to RESET (the only way out of ERR). A receive posted to the
+    /// QP's ring while it is set is due at once (flushed): the post wakes a sleeping
+    /// engine thread ([`Shared::recv_posted`]).
+    pub(crate) errored: AtomicBool,
+}
+
+/// The QPs and shared receive queues whose rings the application posted to since
+/// the engine last looked, so a pass visits those and not every queue. Each is
+/// listed at most once (its `listed` flag); the engine clears the flag before it
+/// drains the rings, so a post that races with the drain lists the queue again.
 #[derive(Debug, Default)]
 pub(crate) struct Posted {
     any: AtomicBool,
-    list: Mutex<Vec<u32>>,
+    list: Mutex<Listed>,
+}
+
+/// Lists of QPs and shared receive queues: [`Posted`]'s, and the engine's to drain.
+#[derive(Debug, Default)]
+struct Listed {
+    qps: Vec<u32>,
+    srqs: Vec<u32>,
+}
+
+impl Listed {
+    /// Both lists empty (one test of their lengths).
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        (self.qps.len() | self.srqs.len()) == 0
+    }
 }
 
 impl Posted {
-    /// Move the listed QPs into `to`: a plain load first, since most passes find
-    /// nothing posted and a locked swap on every pass costs a busy-polling thread some
-    /// 20 cycles each for nothing. A post this load misses is seen by the next look;
-    /// before the engine thread sleeps, its SeqCst fence orders its `sleeping` store
-    /// before this load (the mirror of the poster's SeqCst store and `sleeping` look
-    /// in `kick`). The QPs stay listed until the engine looks at their rings.
-    fn take_into(&self, to: &mut Vec<u32>) {
+    /// Move the listed QPs and shared receive queues into `to`: a plain load first,
+    /// since most passes find nothing posted and a locked swap on every pass costs a
+    /// busy-polling thread some 20 cycles each for nothing.
+    /// A post this load misses is seen by the next look; before the engine thread
+    /// sleeps, its SeqCst fence orders its `sleeping` store before this load (the
+    /// mirror of the poster's SeqCst store and `sleeping` look in `kick`). The queues
+    /// stay listed until the engine looks at their rings.
+    fn take_into(&self, to: &mut Listed) {
         if self.any.load(Ordering::Relaxed) && self.any.swap(false, Ordering::SeqCst) {
-            to.append(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner));
+            let mut l = self.list.lock().unwrap_or_else(PoisonError::into_inner);
+            to.qps.append(&mut l.qps);
+            if !l.srqs.is_empty() {
+                to.srqs.append(&mut l.srqs);
+            }
         }
     }
 
-    /// After publishing receives in a shared receive queue's ring (before the kick):
-    /// announced with the QPs' posts, so a receive step that looks only when something
-    /// was posted ([`feed_posted_recvs`]) finds it.
-    pub(crate) fn mark_srq(&self) {
-        self.any.store(true, Ordering::SeqCst);
+    /// After publishing receives in shared receive queue `id`'s ring (before the
+    /// kick): listed as a QP's posts are, so that the pass (and a receive step that
+    /// looks only when something was posted, [`feed_posted_recvs`]) visits it, and
+    /// no other queue.
+    pub(crate) fn mark_srq(&self, id: u32, listed: &AtomicBool) {
+        self.list_once(listed, |l| l.srqs.push(id));
     }
 
     /// After publishing work requests in QP `qpn`'s rings (before the kick).
     pub(crate) fn mark(&self, qpn: u32, listed: &AtomicBool) {
+        self.list_once(listed, |l| l.qps.push(qpn));
+    }
+
+    /// List a queue (`push`) unless its `listed` flag says it already is.
+    fn list_once(&self, listed: &AtomicBool, push: impl FnOnce(&mut Listed)) {
         if !listed.swap(true, Ordering::SeqCst) {
-            self.list
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(qpn);
+            push(&mut self.list.lock().unwrap_or_else(PoisonError::into_inner));
             self.any.store(true, Ordering::SeqCst);
         }
     }
@@ -199,6 +238,9 @@ impl Posted {
 #[derive(Debug)]
 struct SrqSlot {
     rq: Consumer<RecvWr>,
+    /// True while the queue is in [`Posted`]'s list or the engine's drain list;
+    /// shared with its `SharedReceiveQueue`.
+    listed: Arc<AtomicBool>,
 }
 
 /// Counters of the engine itself (the transport and the link keep their own).
@@ -231,6 +273,10 @@ pub struct EngineStats {
     /// QPs whose rings a pass looked at: those that posted since the pass before (a
     /// work counter; idle QPs add nothing).
     pub qp_rings_drained: u64,
+    /// Shared receive queues whose rings a pass looked at: those posted to since the
+    /// pass before, and those whose receives the transport had no room for yet (a
+    /// work counter; idle queues add nothing).
+    pub srq_rings_drained: u64,
     /// Times the engine thread stood by because the application spun on its
     /// completion queues and made the progress itself.
     pub standbys: u64,
@@ -287,6 +333,11 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
+    /// Receive posts through the ring that found their QP in the error state (its
+    /// flag set by the transport's word, whatever the handle's own state says): each
+    /// kicked the engine (a doorbell write if its thread was asleep), their flush
+    /// completions being due at once ([`CompletionSink::qp_error`]).
+    pub recv_flush_kicks: u64,
 }
 
 /// The completion queues' rings, and which of them each QP completes into: the
@@ -307,6 +358,9 @@ pub(crate) struct CqRouter {
     cq_touched: Vec<usize>,
     /// Each QP's send and receive queues.
     routes: FastMap<u32, (CqRef, CqRef)>,
+    /// Each QP's flags, whose `errored` the transport's word sets
+    /// ([`CompletionSink::qp_error`]).
+    flags: FastMap<u32, Arc<QpFlags>>,
     /// The QP the last completion was routed for, with its queues: completions come in
     /// runs per QP, so most skip the QP table too.
     route_memo: Option<(u32, CqRef, CqRef)>,
@@ -345,6 +399,7 @@ impl Default for CqRouter {
             cq_index: FastMap::default(),
             cq_touched: Vec::new(),
             routes: FastMap::default(),
+            flags: FastMap::default(),
             route_memo: None,
             next_cq: 1,
             overflowed: false,
@@ -363,6 +418,14 @@ impl Default for CqRouter {
 impl CompletionSink for CqRouter {
     fn complete(&mut self, c: Completion) {
         self.route(c);
+    }
+
+    /// The QP's flag is set before the flushed completions are routed (and so before
+    /// the pass publishes them): a poster that saw them sees the flag.
+    fn qp_error(&mut self, qpn: u32) {
+        if let Some(f) = self.flags.get(&qpn) {
+            f.errored.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -498,8 +561,9 @@ pub(crate) struct Engine {
     posted: Arc<Posted>,
     /// The QPs this pass drains, and those whose rings kept requests the transport had
     /// no room for (drained again next pass).
-    to_drain: Vec<u32>,
-    carry: Vec<u32>,
+    /// The same for the shared receive queues, in the lists' `srqs`.
+    to_drain: Listed,
+    carry: Listed,
     /// The engine's time zero, in [`weft_link::monotonic_micros`]' microseconds.
     origin: u64,
     /// Passes run (the clock of `recent`).
@@ -576,8 +640,8 @@ impl Engine {
             spare: Vec::with_capacity(BURST),
             rq_scratch: Vec::with_capacity(BURST),
             posted: Arc::new(Posted::default()),
-            to_drain: Vec::new(),
-            carry: Vec::new(),
+            to_drain: Listed::default(),
+            carry: Listed::default(),
             origin: weft_link::monotonic_micros(),
             pass: 0,
             woke: false,
@@ -674,7 +738,7 @@ impl Engine {
         rq: Option<Consumer<RecvWr>>,
         send_cq: u32,
         recv_cq: u32,
-        listed: Arc<AtomicBool>,
+        flags: Arc<QpFlags>,
     ) {
         let gone = CqRef {
             idx: usize::MAX,
@@ -687,19 +751,21 @@ impl Engine {
         let recv_cq = r.cq_ref(recv_cq).unwrap_or(gone);
         r.route_memo = None;
         r.routes.insert(qpn, (send_cq, recv_cq));
-        self.qps.insert(qpn, QpSlot { sq, rq, listed });
+        r.flags.insert(qpn, Arc::clone(&flags));
+        self.qps.insert(qpn, QpSlot { sq, rq, flags });
     }
 
     pub(crate) fn remove_qp(&mut self, qpn: u32) {
         let r = self.ep.sink_mut();
         r.route_memo = None;
         r.routes.remove(&qpn);
+        r.flags.remove(&qpn);
         self.qps.remove(&qpn);
         self.ep.destroy_qp(qpn);
     }
 
-    pub(crate) fn add_srq(&mut self, id: u32, rq: Consumer<RecvWr>) {
-        self.srqs.insert(id, SrqSlot { rq });
+    pub(crate) fn add_srq(&mut self, id: u32, rq: Consumer<RecvWr>, listed: Arc<AtomicBool>) {
+        self.srqs.insert(id, SrqSlot { rq, listed });
     }
 
     pub(crate) fn remove_srq(&mut self, id: u32) {
@@ -914,7 +980,7 @@ impl Engine {
     fn drain_posts(&mut self) -> bool {
         let mut work = false;
         self.posted.take_into(&mut self.to_drain);
-        if self.to_drain.is_empty() && self.srqs.is_empty() {
+        if self.to_drain.is_empty() {
             return false;
         }
         let Engine {
@@ -929,15 +995,12 @@ impl Engine {
             ..
         } = self;
         let mut refused: Vec<Completion> = Vec::new();
-        for qpn in to_drain.drain(..) {
+        for qpn in to_drain.qps.drain(..) {
             let Some(slot) = qps.get_mut(&qpn) else {
                 continue; // destroyed since it posted
             };
             stats.qp_rings_drained += 1;
-            // Unlisted before looking at the rings (and the fence orders the two): a
-            // post that our look misses lists the QP again.
-            slot.listed.store(false, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
+            unlist(&slot.flags.listed);
             // An empty ring (one atomic load) skips the transport's queue lookup.
             let room = if slot.sq.as_mut().is_some_and(|sq| !sq.is_empty()) {
                 ep.sq_room(qpn).unwrap_or(0).min(BURST)
@@ -965,12 +1028,15 @@ impl Engine {
             // Requests the transport had no room for yet: look again next pass.
             let left = slot.sq.as_mut().is_some_and(|s| !s.is_empty())
                 || slot.rq.as_mut().is_some_and(|r| !r.is_empty());
-            if left && !slot.listed.swap(true, Ordering::SeqCst) {
-                carry.push(qpn);
-            }
+            relist(&slot.flags.listed, left, &mut carry.qps, qpn);
         }
-        std::mem::swap(to_drain, carry);
-        work |= feed_srqs(ep, srqs, rq_scratch);
+        std::mem::swap(&mut to_drain.qps, &mut carry.qps);
+        // The shared receive queues posted to, in the same way (looked at only when
+        // there are any: most drains are a QP's alone).
+        if !to_drain.srqs.is_empty() {
+            let lists = (&mut to_drain.srqs, &mut carry.srqs);
+            work |= drain_srqs(ep, srqs, lists, rq_scratch, stats);
+        }
         for c in refused {
             self.refused(c);
         }
@@ -987,7 +1053,10 @@ impl Engine {
     /// The doorbell path of receives: straight from the posting thread into the
     /// transport's receive queue, as many of `wrs` as it has room for (see
     /// `Endpoint::post_recvs`; the QP found in its `slot`, checked by `qpn`). The
-    /// caller checked that the QP's receive ring is empty (so order is kept).
+    /// caller checked that the QP's receive ring is empty (so order is kept). On a QP
+    /// in the error state the transport flushes them as they come: their completions
+    /// are published now, as a refused send's are, not by the next pass (which an
+    /// engine thread in a watch would run only at its end).
     pub(crate) fn post_recvs_now(
         &mut self,
         slot: u32,
@@ -995,7 +1064,9 @@ impl Engine {
         max_sge: usize,
         wrs: &mut impl Iterator<Item = RecvWr>,
     ) -> Result<usize, (usize, PostError)> {
-        self.ep.post_recvs_at(slot, qpn, max_sge, wrs)
+        let r = self.ep.post_recvs_at(slot, qpn, max_sge, wrs);
+        self.publish_direct();
+        r
     }
 
     /// The doorbell path (inline progress): send work requests from `wrs` straight
@@ -1069,13 +1140,21 @@ impl Engine {
                 }
             }
         }
-        if !refused.is_empty() {
-            for c in refused {
-                self.refused(c);
-            }
+        for c in refused {
+            self.refused(c);
+        }
+        self.publish_direct();
+        out
+    }
+
+    /// After the doorbell path handed work requests straight to the transport: publish
+    /// what that routed (a refused send's completion; on a QP in ERR the transport's
+    /// flush of the sends or receives as they came), now rather than at the next
+    /// pass, which an engine thread in a watch or asleep would run only later.
+    fn publish_direct(&mut self) {
+        if self.ep.sink().routed {
             self.complete();
         }
-        out
     }
 
     /// Put what the transport has ready on the link now: the doorbell path's flush of
@@ -1716,17 +1795,20 @@ fn post_to(
 
 /// Move up to `room` receive work requests from the ring into the transport.
 /// The receive half of [`Engine::drain_posts`], for the receive step (per burst, or
-/// per packet where the link hands them over one by one): the receive rings of the QPs posted to since the last look, of
-/// those still listed (carried by the last drain, or taken by an earlier packet of
-/// this step: a post to a listed QP does not announce itself again), and of the
-/// shared receive queues go into the transport. One relaxed load and a length check
-/// when nothing was posted. Their send rings wait for the next pass's drain,
-/// and the QPs stay listed for it.
-#[inline]
+/// per packet where the link hands them over one by one): the receive rings of the
+/// QPs and shared receive queues posted to since the last look, and of those still
+/// listed (carried by the last drain, or taken by an earlier packet of this step: a
+/// post to a listed queue does not announce itself again), go into the transport.
+/// `to_drain`: the engine's lists. One relaxed load and one test of the lists'
+/// lengths when nothing was posted. The QPs' send rings wait for the next pass's
+/// drain, and the queues stay listed for it.
+// Inlined at its two calls (its first look is all most packets pay): out of line,
+// it cost ~25 instructions a packet of entry and exit (callgrind, `msg_rate … lat`).
+#[inline(always)]
 fn feed_posted_recvs(
     ep: &mut Endpoint<MrTable, CqRouter>,
     posted: &Posted,
-    to_drain: &mut Vec<u32>,
+    to_drain: &mut Listed,
     qps: &mut FastMap<u32, QpSlot>,
     srqs: &mut FastMap<u32, SrqSlot>,
     scratch: &mut Vec<RecvWr>,
@@ -1735,12 +1817,16 @@ fn feed_posted_recvs(
         return;
     }
     posted.take_into(to_drain);
-    for &qpn in to_drain.iter() {
+    for &qpn in to_drain.qps.iter() {
         if let Some(slot) = qps.get_mut(&qpn) {
             feed_rq(ep, qpn, slot, scratch);
         }
     }
-    feed_srqs(ep, srqs, scratch);
+    for &id in to_drain.srqs.iter() {
+        if let Some(slot) = srqs.get_mut(&id) {
+            feed_srq(ep, id, slot, scratch);
+        }
+    }
 }
 
 /// Feed what QP `qpn`'s receive ring holds into its transport queue, as far as it
@@ -1761,21 +1847,61 @@ fn feed_rq(
     feed(room, rq, scratch, |wr| ep.post_recv(qpn, wr))
 }
 
-/// [`feed_rq`] for every shared receive queue.
-fn feed_srqs(
+/// The shared receive queues' part of [`Engine::drain_posts`]: each queue listed in
+/// `drain` is unlisted, then its ring fed into the transport; one whose ring keeps
+/// receives the transport has no room for yet is listed again in `carry`, and the
+/// two lists swap (`carry` the next pass's). True when it moved any.
+fn drain_srqs(
     ep: &mut Endpoint<MrTable, CqRouter>,
     srqs: &mut FastMap<u32, SrqSlot>,
+    (drain, carry): (&mut Vec<u32>, &mut Vec<u32>),
     scratch: &mut Vec<RecvWr>,
+    stats: &mut EngineStats,
 ) -> bool {
     let mut work = false;
-    for (&id, slot) in srqs.iter_mut() {
-        if slot.rq.is_empty() {
-            continue;
-        }
-        let room = ep.srq_room(id).unwrap_or(0);
-        work |= feed(room, &mut slot.rq, scratch, |wr| ep.post_srq_recv(id, wr));
+    for id in drain.drain(..) {
+        let Some(slot) = srqs.get_mut(&id) else {
+            continue; // destroyed since it was posted to
+        };
+        stats.srq_rings_drained += 1;
+        unlist(&slot.listed);
+        work |= feed_srq(ep, id, slot, scratch);
+        relist(&slot.listed, !slot.rq.is_empty(), carry, id);
     }
+    std::mem::swap(drain, carry);
     work
+}
+
+/// Before the engine looks at a listed queue's rings: unlisted first, and the fence
+/// orders the two, so a post that the look misses lists the queue again
+/// ([`Posted`]).
+#[inline]
+fn unlist(listed: &AtomicBool) {
+    listed.store(false, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+}
+
+/// After the look: a queue whose rings kept requests the transport had no room for
+/// (`left`) goes into `carry` for the next pass, unless a post listed it meanwhile.
+#[inline]
+fn relist(listed: &AtomicBool, left: bool, carry: &mut Vec<u32>, id: u32) {
+    if left && !listed.swap(true, Ordering::SeqCst) {
+        carry.push(id);
+    }
+}
+
+/// [`feed_rq`] for shared receive queue `id`.
+fn feed_srq(
+    ep: &mut Endpoint<MrTable, CqRouter>,
+    id: u32,
+    slot: &mut SrqSlot,
+    scratch: &mut Vec<RecvWr>,
+) -> bool {
+    if slot.rq.is_empty() {
+        return false;
+    }
+    let room = ep.srq_room(id).unwrap_or(0);
+    feed(room, &mut slot.rq, scratch, |wr| ep.post_srq_recv(id, wr))
 }
 
 fn feed(
@@ -1858,6 +1984,8 @@ pub(crate) struct Shared {
     pub(crate) standbys: AtomicU64,
     /// [`EngineStats::polls_held`].
     pub(crate) polls_held: AtomicU64,
+    /// [`EngineStats::recv_flush_kicks`].
+    pub(crate) recv_flush_kicks: AtomicU64,
     /// Stand-bys ended because the application stopped polling
     /// ([`EngineStats::takeovers`]).
     pub(crate) takeovers: AtomicU64,
@@ -1965,6 +2093,7 @@ impl Shared {
             app_asleep: AtomicUsize::new(0),
             standbys: AtomicU64::new(0),
             polls_held: AtomicU64::new(0),
+            recv_flush_kicks: AtomicU64::new(0),
             takeovers: AtomicU64::new(0),
             link_takeovers: AtomicU64::new(0),
             link_takeovers_stale: AtomicU64::new(0),
@@ -2212,8 +2341,8 @@ impl Shared {
         }
     }
 
-    /// After publishing receives in a QP's ring (`errored`: the poster knows the QP
-    /// is in the error state). Unlike a send, a receive gives a sleeping engine
+    /// After publishing receives in a QP's ring (`errored`: the QP's flag
+    /// [`QpFlags::errored`]). Unlike a send, a receive gives a sleeping engine
     /// nothing to do until a packet comes for it, and the pass that takes that packet
     /// drains the rings first ([`Engine::progress`]); so it is not woken: the
     /// doorbell's write and the engine thread's wake-up were one of a sparse round
@@ -2223,6 +2352,7 @@ impl Shared {
     /// A receive on a QP in error completes at once (flushed): that one wakes it.
     pub(crate) fn recv_posted(&self, errored: bool) {
         if errored {
+            self.recv_flush_kicks.fetch_add(1, Ordering::Relaxed);
             self.kick();
         }
     }
@@ -2639,27 +2769,17 @@ mod tests {
         )
     }
 
-    /// The bring-up the tests' QPs share: MTU 1024, PSNs 0, one READ outstanding, a
-    /// 67 ms ACK timeout with 7 retries; no path, no peer, no delayed-ACK bound.
+    /// The bring-up the tests' QPs share: the connection manager's INIT bring-up with
+    /// its default timers (a 67 ms ACK timeout, 7 retries), every right, Q_Key 0,
+    /// MTU 1024 and a window of 1024; no path, no peer, PSNs 0.
     fn bringup() -> weft_transport::Bringup {
-        weft_transport::Bringup {
+        crate::cm::init_bringup(&crate::cm::ConnParam {
             access: weft_transport::Access::ALL,
             qkey: 0,
             path_mtu: weft_transport::Mtu::M1024,
-            path: None,
-            dest_qpn: 0,
-            rq_psn: 0,
-            sq_psn: 0,
-            max_rd_atomic: 1,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 1,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            recovery: weft_transport::Recovery::GoBackN,
             max_inflight: 1024,
-            peer_ack_delay_us: 0,
-        }
+            ..Default::default()
+        })
     }
 
     /// Two engines on one fabric with an RC QP each (pd 1), connected to each other,
@@ -2710,8 +2830,8 @@ mod tests {
     fn owing_b() -> (Engine, Engine) {
         let ((mut a, qa), (mut b, qb)) = connected();
         let (mut rq_tx, rq) = ring::<RecvWr>(4);
-        let listed = Arc::new(AtomicBool::new(false));
-        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&listed));
+        let flags = Arc::new(QpFlags::default());
+        b.add_qp(qb, None, Some(rq), 0, 0, Arc::clone(&flags));
         rq_tx
             .push(RecvWr {
                 wr_id: 1,
@@ -2719,7 +2839,7 @@ mod tests {
             })
             .unwrap();
         rq_tx.doorbell();
-        b.posted.mark(qb, &listed);
+        b.posted.mark(qb, &flags.listed);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
         send.signaled = false;
         a.ep.post_send(qa, send).unwrap();
@@ -2824,14 +2944,7 @@ mod tests {
         let send = e.add_cq(send_tx, None).0.id;
         let recv = e.add_cq(recv_tx, None).0.id;
         let (_sq_tx, sq) = ring::<SqItem>(2);
-        e.add_qp(
-            7,
-            Some(sq),
-            None,
-            send,
-            recv,
-            Arc::new(AtomicBool::new(false)),
-        );
+        e.add_qp(7, Some(sq), None, send, recv, Arc::new(QpFlags::default()));
         e.ep.sink_mut().route(done(1, WcOpcode::Send, 7));
         e.ep.sink_mut().route(done(2, WcOpcode::Recv, 7));
         e.complete();
@@ -2862,7 +2975,8 @@ mod tests {
     /// A receive posted through its ring after the pass drained the rings (the engine
     /// was held), for a SEND already waiting in the link: the pass's receive step
     /// finds the receive before it handles the SEND — on both receive paths, bursts
-    /// and the visit of each datagram (the shm link's). A UD SEND that finds no
+    /// and the visit of each datagram (the shm link's), and for a receive posted to
+    /// the QP's own queue or to its shared receive queue. A UD SEND that finds no
     /// receive is dropped for good, so without the look the receive never completes.
     #[test]
     fn a_receive_posted_after_the_drain_meets_its_send_in_the_same_receive_step() {
@@ -2870,10 +2984,15 @@ mod tests {
         use std::net::SocketAddr;
         use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
         use weft_transport::{Access, Bringup, QpType, SendWr, WrOp};
-        // `listed`: the QP was listed already when its receive was posted (carried by
-        // the drain, or taken by an earlier packet of the step), so the post does not
-        // announce itself again.
-        for (visits, listed) in [(false, false), (true, false), (false, true), (true, true)] {
+        // `listed`: the queue was listed already when its receive was posted (carried
+        // by the drain, or taken by an earlier packet of the step), so the post does
+        // not announce itself again. `srq`: the receive goes to A's shared receive
+        // queue.
+        let cases = [(false, false), (true, false), (false, true), (true, true)];
+        for (srq, (visits, listed)) in [false, true]
+            .into_iter()
+            .flat_map(|srq| cases.map(|c| (srq, c)))
+        {
             let fabric = DgramFabric::new(7);
             let dev = |ip: [u8; 4]| {
                 let addr = SocketAddr::from((ip, 4791));
@@ -2889,7 +3008,8 @@ mod tests {
             let mut cqa = crate::CompletionQueue::new(&a, 8, None);
             let cqb = crate::CompletionQueue::new(&b, 8, None);
             let init = crate::QpInitAttr::new(QpType::Ud);
-            let mut qa = pa.create_qp(&cqa, &cqa, None, init).unwrap();
+            let mut sa = pa.create_srq(8);
+            let mut qa = pa.create_qp(&cqa, &cqa, srq.then_some(&sa), init).unwrap();
             let mut qb = pb.create_qp(&cqb, &cqb, None, init).unwrap();
             let up = Bringup {
                 qkey: 0x1111_1111,
@@ -2920,11 +3040,15 @@ mod tests {
             // the ring, and the receive step runs next.
             let mut e = a.shared().engine.lock().unwrap();
             e.drain_posts();
-            qa.post_recv([RecvWr {
+            let wr = RecvWr {
                 wr_id: 9,
                 sg_list: [ma.sge(0, 2048)].into(),
-            }])
-            .unwrap();
+            };
+            if srq {
+                sa.post_recv([wr]).unwrap();
+            } else {
+                qa.post_recv([wr]).unwrap();
+            }
             if listed {
                 let Engine {
                     posted, to_drain, ..
@@ -2932,6 +3056,10 @@ mod tests {
                 posted.take_into(to_drain);
             }
             assert!(e.receive(&mut None), "nothing received (visits: {visits})");
+            assert_eq!(
+                e.stats.srq_rings_drained, 0,
+                "a pass's drain fed it, not the step"
+            );
             drop(e);
             let mut got = Vec::new();
             for _ in 0..100 {
@@ -2942,11 +3070,246 @@ mod tests {
             assert_eq!(
                 got.len(),
                 1,
-                "the SEND found no receive (visits: {visits}, listed: {listed})"
+                "the SEND found no receive (visits: {visits}, listed: {listed}, srq: {srq})"
             );
             assert_eq!(got[0].status, WcStatus::Success);
             assert_eq!(got[0].wr_id, 9);
         }
+    }
+
+    /// A pass drains the rings of the shared receive queues posted to since the pass
+    /// before, and of no other: a ring that holds receives nobody announced (as one
+    /// a post has filled but not yet listed) stays as it is, however many passes
+    /// run. Receives the transport has no room for keep their queue listed, and each
+    /// pass looks again until they fit. Before, every pass fed every queue.
+    #[test]
+    fn a_pass_drains_the_shared_receive_queues_posted_to_and_no_other() {
+        let mut e = engine();
+        let mut srqs = Vec::new();
+        for _ in 0..3 {
+            // Room for two receives in the transport.
+            let id = e.ep.create_srq(1, 2);
+            let (tx, rx) = ring::<RecvWr>(4);
+            let listed = Arc::new(AtomicBool::new(false));
+            e.add_srq(id, rx, Arc::clone(&listed));
+            srqs.push((id, tx, listed));
+        }
+        let push = |tx: &mut weft_link::spsc::Producer<RecvWr>, n: u64| {
+            for i in 0..n {
+                tx.push(recv(i)).unwrap();
+            }
+            tx.doorbell();
+        };
+        let room = |e: &Engine, id: u32| e.ep.srq_room(id).unwrap();
+        // Filled, not announced: no pass looks.
+        push(&mut srqs[0].1, 1);
+        for _ in 0..IDLE_TIMER_CHECK + 1 {
+            e.progress();
+        }
+        assert_eq!(
+            room(&e, srqs[0].0),
+            2,
+            "a pass fed a queue nobody posted to"
+        );
+        assert_eq!(e.stats.srq_rings_drained, 0);
+        // Announced: the next pass drains that ring, and only that one.
+        e.posted.mark_srq(srqs[0].0, &srqs[0].2);
+        assert!(e.progress());
+        assert_eq!(room(&e, srqs[0].0), 1);
+        assert_eq!(e.stats.srq_rings_drained, 1);
+        assert!(!srqs[0].2.load(Ordering::SeqCst), "still listed");
+        e.progress();
+        assert_eq!(e.stats.srq_rings_drained, 1, "an idle pass drained a ring");
+        // Three receives for room for two: the third waits, its queue listed, and
+        // each pass looks again.
+        push(&mut srqs[1].1, 3);
+        e.posted.mark_srq(srqs[1].0, &srqs[1].2);
+        assert!(e.progress());
+        assert_eq!(room(&e, srqs[1].0), 0);
+        assert_eq!(e.stats.srq_rings_drained, 2);
+        assert!(
+            srqs[1].2.load(Ordering::SeqCst),
+            "the waiting receive's queue"
+        );
+        e.progress();
+        e.progress();
+        assert_eq!(e.stats.srq_rings_drained, 4);
+        assert_eq!(room(&e, srqs[2].0), 2, "the idle queue's room");
+        assert_eq!(room(&e, srqs[0].0), 1, "the queue posted to before");
+    }
+
+    /// An RC QP of context `ctx` brought up against `peer`, where nobody answers, with
+    /// a 9 µs ACK timeout and one retry; a SEND posted on it; and its queues. The
+    /// SEND's retries run out at once: the transport moves the QP to ERR by itself.
+    fn doomed_qp(
+        ctx: &crate::Context,
+        peer: std::net::SocketAddr,
+        channel: Option<&crate::CompletionChannel>,
+    ) -> (
+        crate::QueuePair,
+        crate::CompletionQueue,
+        crate::CompletionQueue,
+    ) {
+        use weft_transport::{Bringup, SendWr, WrOp};
+        let pd = ctx.alloc_pd();
+        let scq = crate::CompletionQueue::new(ctx, 8, channel);
+        let rcq = crate::CompletionQueue::new(ctx, 8, channel);
+        let init = crate::QpInitAttr::new(QpType::Rc);
+        let mut qp = pd.create_qp(&scq, &rcq, None, init).unwrap();
+        let up = Bringup {
+            path: Some(ctx.path_to(peer).unwrap()),
+            dest_qpn: 0x1234,
+            timeout: 1,
+            retry_cnt: 1,
+            ..bringup()
+        };
+        for step in up.steps(QpType::Rc) {
+            qp.modify(&step).unwrap();
+        }
+        qp.post_send([SendWr::new(1, WrOp::Send { imm: None }, vec![])])
+            .unwrap();
+        (qp, scq, rcq)
+    }
+
+    fn recv(wr_id: u64) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sg_list: Default::default(),
+        }
+    }
+
+    /// A QP the transport moved to ERR by itself (its SEND's retries ran out against
+    /// a peer that never answers) while its handle still says RTS: a receive posted
+    /// to its ring while the engine thread sleeps holding the engine (played here by
+    /// the test) rings the doorbell, since its flush completion is due now, and the
+    /// pass it wakes delivers it. Judged by the handle's own state, the receive left
+    /// the engine asleep until its next timed wake-up (up to 50 ms). A receive taking
+    /// the doorbell path (the engine free) is flushed by the transport at once, and
+    /// its completion published with it: the poll that finds it runs no pass.
+    #[test]
+    fn a_receive_posted_to_a_qp_the_transport_errored_wakes_a_sleeping_engine() {
+        use crate::{Context, DeviceConfig, LinkKind};
+        use std::net::SocketAddr;
+        use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
+        use weft_transport::QpState;
+        let fabric = DgramFabric::new(7);
+        let addr = SocketAddr::from(([198, 18, 0, 1], 4791));
+        let pool = BufferPool::new(64, pool_buf_size(DEFAULT_MAX_DATAGRAM));
+        let link = fabric.link(addr, pool, 64).unwrap();
+        let mut cfg = DeviceConfig::new(LinkKind::Udp, addr);
+        cfg.progress = Progress::Inline;
+        let a = Context::with_link(Box::new(link), cfg).unwrap();
+        // Nobody at 198.18.0.2.
+        let nobody = SocketAddr::from(([198, 18, 0, 2], 4791));
+        let (mut qp, mut scq, mut rcq) = doomed_qp(&a, nobody, None);
+        let mut got = Vec::new();
+        // Passes until the retries run out (a watchdog, not a timed assertion: 9 µs
+        // timeouts end in microseconds).
+        let watchdog = std::time::Instant::now() + Duration::from_secs(20);
+        while scq.poll(&mut got, 1) == 0 {
+            assert!(std::time::Instant::now() < watchdog, "no RetryExcErr");
+        }
+        assert_eq!(got[0].status, WcStatus::RetryExcErr);
+        assert_eq!(qp.query().unwrap().0, QpState::Err);
+
+        // The engine thread asleep, holding the engine.
+        let shared = a.shared();
+        let e = shared.engine.lock().unwrap();
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.doorbell.drain();
+        qp.post_recv([recv(9)]).unwrap();
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "the receive's flush left to the engine's next timed wake-up"
+        );
+        shared.sleeping.store(false, Ordering::SeqCst);
+        drop(e);
+        // The pass the doorbell woke.
+        assert!(a.progress());
+        got.clear();
+        assert_eq!(rcq.poll(&mut got, 2), 1);
+        assert_eq!((got[0].wr_id, got[0].status), (9, WcStatus::WrFlushErr));
+
+        // The doorbell path: flushed and published by the post itself.
+        let passes = a.stats().engine.passes;
+        qp.post_recv([recv(10)]).unwrap();
+        got.clear();
+        assert_eq!(rcq.poll(&mut got, 2), 1);
+        assert_eq!((got[0].wr_id, got[0].status), (10, WcStatus::WrFlushErr));
+        assert_eq!(a.stats().engine.passes, passes, "the poll ran a pass");
+        assert_eq!(a.stats().engine.recv_flush_kicks, 1);
+        // A send on the doorbell path likewise (`publish_direct`).
+        qp.post_send([SendWr::new(12, WrOp::Send { imm: None }, vec![])])
+            .unwrap();
+        got.clear();
+        assert_eq!(scq.poll(&mut got, 2), 1);
+        assert_eq!((got[0].wr_id, got[0].status), (12, WcStatus::WrFlushErr));
+        assert_eq!(
+            a.stats().engine.passes,
+            passes,
+            "the send's poll ran a pass"
+        );
+
+        // Reset (and INIT): the flag goes with the error state, and a receive posted
+        // to the ring no longer wakes the engine.
+        qp.modify(&weft_transport::QpAttr {
+            state: Some(QpState::Reset),
+            ..Default::default()
+        })
+        .unwrap();
+        qp.modify(&bringup().steps(QpType::Rc)[0]).unwrap();
+        let e = shared.engine.lock().unwrap();
+        shared.sleeping.store(true, Ordering::SeqCst);
+        qp.post_recv([recv(11)]).unwrap();
+        assert_eq!(shared.doorbell.drain(), 0, "a receive woke the engine");
+        shared.sleeping.store(false, Ordering::SeqCst);
+        drop(e);
+        assert_eq!(a.stats().engine.recv_flush_kicks, 1);
+    }
+
+    /// The same with a real engine thread and a program blocked on its completion
+    /// channel: the QP errored by the transport, the thread asleep (it blocks as soon
+    /// as it is idle), a receive posted to the ring comes back flushed through the
+    /// channel, its post having kicked the engine (`recv_flush_kicks`: the post saw the
+    /// flag). Without the kick the event still came, at the thread's next timed
+    /// wake-up (a watchdog here, not a timed assertion); this test checks the post's
+    /// decision, and the one above that the decision rings a sleeping thread.
+    #[test]
+    fn a_receive_posted_to_a_qp_the_transport_errored_comes_back_through_the_channel() {
+        use crate::{CompletionChannel, Context, DeviceConfig, LinkKind};
+        let void = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut cfg = DeviceConfig::local(LinkKind::Udp);
+        cfg.idle_spin = Duration::ZERO;
+        let a = Context::open_with(cfg).unwrap();
+        let ch = CompletionChannel::new(&a).unwrap();
+        let (mut qp, mut scq, mut rcq) = doomed_qp(&a, void.local_addr().unwrap(), Some(&ch));
+        let mut got = Vec::new();
+        let event = |cq: &mut crate::CompletionQueue, got: &mut Vec<Completion>| loop {
+            cq.req_notify();
+            if cq.poll(got, 1) > 0 {
+                return;
+            }
+            let id = ch.get_cq_event(Duration::from_secs(20)).expect("no event");
+            assert_eq!(id, cq.id());
+            cq.ack_events(1);
+        };
+        event(&mut scq, &mut got);
+        assert_eq!(got[0].status, WcStatus::RetryExcErr);
+        // The engine thread goes to sleep: nothing left to do, no timer.
+        let watchdog = std::time::Instant::now() + Duration::from_secs(20);
+        while !a.shared().sleeping.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < watchdog,
+                "the engine never slept"
+            );
+            std::thread::yield_now();
+        }
+        qp.post_recv([recv(9)]).unwrap();
+        got.clear();
+        event(&mut rcq, &mut got);
+        assert_eq!((got[0].wr_id, got[0].status), (9, WcStatus::WrFlushErr));
+        assert_eq!(a.stats().engine.recv_flush_kicks, 1);
     }
 
     /// A look at a free engine writes no doorbell under thread progress (the write

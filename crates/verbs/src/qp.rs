@@ -2,7 +2,7 @@
 
 use crate::context::{Context, ProtectionDomain};
 use crate::cq::CompletionQueue;
-use crate::engine::{Shared, SqItem, MAX_INLINE};
+use crate::engine::{QpFlags, Shared, SqItem, MAX_INLINE};
 use crate::mr::gather_inline;
 use crate::Error;
 use std::sync::PoisonError;
@@ -74,8 +74,9 @@ pub struct QueuePair {
     /// The engine's pass count at this QP's last post on the doorbell path: a post
     /// two or more passes later follows a wait (see `post_send`).
     last_post_pass: u64,
-    /// Set while the engine has this QP on its list of QPs that posted.
-    listed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Shared with the engine: whether the QP is on its list of QPs that posted, and
+    /// whether the transport has it in ERR (`state` may still say RTS).
+    flags: std::sync::Arc<QpFlags>,
 }
 
 impl ProtectionDomain {
@@ -115,14 +116,14 @@ impl ProtectionDomain {
             srq: srq.map(|s| s.id),
         })?;
         let slot = e.ep.qp_slot(qpn).unwrap_or(u32::MAX);
-        let listed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flags = std::sync::Arc::new(QpFlags::default());
         e.add_qp(
             qpn,
             None,
             rq_rx,
             send_cq.id(),
             recv_cq.id(),
-            std::sync::Arc::clone(&listed),
+            std::sync::Arc::clone(&flags),
         );
         drop(e);
         Ok(QueuePair {
@@ -138,22 +139,24 @@ impl ProtectionDomain {
             recv_cq: recv_cq.id(),
             unprogressed: 0,
             last_post_pass: 0,
-            listed,
+            flags,
         })
     }
 
     /// A shared receive queue of `max_wr` entries (`ibv_create_srq`).
     pub fn create_srq(&self, max_wr: usize) -> SharedReceiveQueue {
         let (tx, rx) = spsc::ring(max_wr.max(1));
+        let listed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut e = self.ctx.shared().lock();
         let id = e.ep.create_srq(self.pd, max_wr.max(1));
-        e.add_srq(id, rx);
+        e.add_srq(id, rx, std::sync::Arc::clone(&listed));
         drop(e);
         SharedReceiveQueue {
             ctx: self.ctx.clone(),
             pd: self.pd,
             id,
             rq: tx,
+            listed,
         }
     }
 }
@@ -187,7 +190,16 @@ impl QueuePair {
     /// Change state and attributes (`ibv_modify_qp`): path MTU, destination QPN and
     /// path, PSNs, timeout, retry counts, `max_rd_atomic`, recovery mode, …
     pub fn modify(&mut self, attr: &QpAttr) -> Result<(), Error> {
-        self.ctx.shared().lock().ep.modify_qp(self.qpn, attr)?;
+        let mut e = self.ctx.shared().lock();
+        e.ep.modify_qp(self.qpn, attr)?;
+        // Out of ERR only through RESET; into it, the transport told the engine,
+        // which set the flag.
+        if attr.state == Some(QpState::Reset) {
+            self.flags
+                .errored
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        drop(e);
         if let Some(s) = attr.state {
             self.state = s;
         }
@@ -351,7 +363,7 @@ impl QueuePair {
         if let Some(sq) = self.sq.as_mut().filter(|_| pushed > 0) {
             sq.doorbell();
             let shared = self.ctx.shared();
-            shared.posted.mark(self.qpn, &self.listed);
+            shared.posted.mark(self.qpn, &self.flags.listed);
             shared.kick();
         }
         self.posted(posted + pushed);
@@ -465,8 +477,8 @@ impl QueuePair {
             if let Some(rq) = &mut self.rq {
                 rq.doorbell();
             }
-            shared.posted.mark(self.qpn, &self.listed);
-            shared.recv_posted(self.state == QpState::Err);
+            shared.posted.mark(self.qpn, &self.flags.listed);
+            shared.recv_posted(self.flags.errored.load(std::sync::atomic::Ordering::SeqCst));
         }
         r
     }
@@ -573,16 +585,20 @@ pub struct SharedReceiveQueue {
     pd: u32,
     id: u32,
     rq: Producer<RecvWr>,
+    /// Set while the engine has this queue on its list of queues posted to.
+    listed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SharedReceiveQueue {
     /// Post receive work requests (`ibv_post_srq_recv`).
     pub fn post_recv(&mut self, wrs: impl IntoIterator<Item = RecvWr>) -> Result<(), Error> {
-        let (_, r) = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, 0, wrs);
-        self.rq.doorbell();
-        let shared = self.ctx.shared();
-        shared.posted.mark_srq();
-        shared.kick();
+        let (pushed, r) = push_recvs(&mut self.rq, QpState::Init, MAX_SGE, 0, wrs);
+        if pushed > 0 {
+            self.rq.doorbell();
+            let shared = self.ctx.shared();
+            shared.posted.mark_srq(self.id, &self.listed);
+            shared.kick();
+        }
         r
     }
 }

@@ -211,6 +211,33 @@ fn stream_to_waiter(
     w.stats()
 }
 
+/// What an adaptive waiter learns depends on when threads run, and on a loaded
+/// 2-core machine one stream in a few dozen can be scheduled so that it learns
+/// otherwise (three copies of such a test at once: 4 failures in 135 runs,
+/// docs/results/study-idle3-20261201s28). The property must hold in one of
+/// `ATTEMPTS` fresh streams; a waiter that never learns it fails them all. Every
+/// attempt's counts are in the failure message.
+const ATTEMPTS: usize = 3;
+
+fn holds_in_one_stream(
+    mut stream: impl FnMut() -> weft_verbs::WaitStats,
+    holds: impl Fn(&weft_verbs::WaitStats) -> bool,
+) {
+    let mut seen = Vec::new();
+    for _ in 0..ATTEMPTS {
+        let s = stream();
+        if holds(&s) {
+            if !seen.is_empty() {
+                // A partial regression shows in the logs before it fails.
+                eprintln!("held at attempt {}; before: {seen:?}", seen.len() + 1);
+            }
+            return;
+        }
+        seen.push(s);
+    }
+    panic!("not in any of {ATTEMPTS} streams: {seen:#?}");
+}
+
 /// Completions that queue up while the application is away count as a batch too:
 /// a receiver away 1 ms between its polls, messages every 200 µs, finds several at
 /// once, then waits for the next one — a wait that ends with one. Its waits are
@@ -224,11 +251,14 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
     // A cap well above the time away, so the receiver counts as busy on a loaded
     // machine too. (Its batch spin is then the cap, judged after 320 ms of it; the
     // waits here spin ~20 ms in all, so the ledger never rests it.)
-    let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(20));
     let one_every_200us = (1, Duration::from_micros(200), 600);
-    let s = stream_to_waiter(&mut w, one_every_200us, (Duration::from_millis(1), 2));
-    assert!(s.waits >= 32, "{s:?}");
-    assert!(s.batch_spins * 2 >= s.waits, "{s:?}");
+    holds_in_one_stream(
+        || {
+            let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(20));
+            stream_to_waiter(&mut w, one_every_200us, (Duration::from_millis(1), 2))
+        },
+        |s| s.waits >= 32 && s.batch_spins * 2 >= s.waits,
+    );
 }
 
 /// A peer whose own gaps are long and whose messages come in bursts (four SENDs
@@ -242,9 +272,13 @@ fn an_adaptive_waiter_whose_polls_find_batches_spins_as_one_behind_a_stream() {
 fn a_batch_spin_through_a_slow_peers_own_gaps_rests() {
     // A cap of 1 ms: a batch spin of 16 ms (longer than the peer's gaps, so it
     // finds them), judged after 256 ms of it.
-    let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(1));
     let four_every_12ms = (4, Duration::from_millis(12), 150);
-    let s = stream_to_waiter(&mut w, four_every_12ms, (Duration::ZERO, 1));
-    assert!(s.batch_spins > 0, "the batch spin was made: {s:?}");
-    assert!(s.batch_spins * 2 < s.waits, "and rested: {s:?}");
+    holds_in_one_stream(
+        || {
+            let mut w = Waiter::with_spin_cap(WaitMode::Adaptive, Duration::from_millis(1));
+            stream_to_waiter(&mut w, four_every_12ms, (Duration::ZERO, 1))
+        },
+        // The batch spin was made, and rested.
+        |s| s.batch_spins > 0 && s.batch_spins * 2 < s.waits,
+    );
 }
