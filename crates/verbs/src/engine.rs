@@ -2706,24 +2706,13 @@ impl Shared {
                     // meanwhile rings the doorbell if it left it such work
                     // ([`Shared::hand_back`]).
                     Some(l) => {
-                        // In poll's whole milliseconds, as the sleep holding the
-                        // engine (`UdpLink::wait`) that lever 3 replaced. With
-                        // `poll_readable_precise` the thread wakes on time for a timer
-                        // below a millisecond (a delayed ACK's deadline) and sends
-                        // that ACK alone, waking the peer's thread, where the next
-                        // arrival would have taken it along: lever 3 had more sleeps
-                        // and ACKs per round trip beside CPU hogs (2.3 against 2.0,
-                        // 1.8 against 1.6), and a blocking ping-pong's round trip
-                        // 1.4-2x the base's. Whether this is the cause is not
-                        // measured yet (docs/results/study-idle4-20261201s29).
-                        let sleep = whole_ms(sleep);
                         g.stats.sleeps += 1;
                         g.watching();
                         self.sleep_until
                             .store(g.sleep_end(sleep), Ordering::Relaxed);
                         drop(g);
                         let db = self.doorbell.as_fd();
-                        let woke = weft_link::wake::poll_readable(&[db, l.as_fd()], sleep);
+                        let woke = weft_link::wake::poll_readable_precise(&[db, l.as_fd()], sleep);
                         if woke.unwrap_or(0) & 1 != 0 {
                             self.doorbell.drain();
                         }
@@ -2735,14 +2724,6 @@ impl Shared {
             idle_since = None;
         }
     }
-}
-
-/// `timeout` as [`weft_link::wake::poll_readable`] waits it (poll's whole
-/// milliseconds: truncated, a sub-millisecond one rounded up to one), so that the
-/// engine thread's published sleep end ([`Shared::hand_back`]) is when it wakes.
-fn whole_ms(timeout: Duration) -> Duration {
-    let ms = timeout.as_millis().min(i32::MAX as u128) as u64;
-    Duration::from_millis(if ms == 0 && !timeout.is_zero() { 1 } else { ms })
 }
 
 /// Start the engine thread.
@@ -3488,19 +3469,6 @@ mod tests {
         assert!(!shared.engine.lock().unwrap().needs_thread(u64::MAX));
         assert_eq!(shared.doorbell.drain(), 0, "nothing to wake the thread for");
         drop(qb);
-    }
-
-    /// The sleep without the engine waits in poll's whole milliseconds, as the sleep
-    /// holding it (`UdpLink::wait`): a sub-millisecond budget (a delayed ACK's
-    /// deadline) is one millisecond, a longer one is truncated, none is none.
-    #[test]
-    fn the_sleep_without_the_engine_is_in_whole_milliseconds() {
-        let us = Duration::from_micros;
-        assert_eq!(whole_ms(us(40)), Duration::from_millis(1));
-        assert_eq!(whole_ms(us(999)), Duration::from_millis(1));
-        assert_eq!(whole_ms(us(1_700)), Duration::from_millis(1));
-        assert_eq!(whole_ms(us(50_000)), Duration::from_millis(50));
-        assert_eq!(whole_ms(Duration::ZERO), Duration::ZERO);
     }
 
     /// An application's pass ([`Shared::assist`]) beside an engine thread asleep
