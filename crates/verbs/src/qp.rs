@@ -302,15 +302,17 @@ impl QueuePair {
                 // Inline payloads are gathered into the engine's buffer, one for all
                 // QPs: a buffer per QP was one more cold cache line per post when
                 // thousands of QPs take turns.
-                // Beside an engine thread asleep without the engine (udp) the post is
-                // left to that thread, woken by `Shared::hand_back` below: sent from
-                // the posting thread (6e7c313), the blocking round trip beside CPU
-                // hogs was slower (docs/results/study-idle4-20261201s29, variant V).
+                // A post beside an engine thread asleep without the engine (udp)
+                // leaves from this thread whatever else holds: left to the next
+                // pass, it would wake the thread just to send it
+                // (`Shared::hand_back`), a doorbell write and a wake-up where one
+                // `sendmmsg` does.
                 let depth = self.init.max_send_wr.max(1);
-                let mut flush = (depth - p.room.min(depth)) * 2 < depth
-                    && pass >= self.last_post_pass.saturating_add(2)
-                    && shared.app_drives()
-                    && p.posted > 0;
+                let mut flush = p.posted > 0
+                    && (shared.asleep_without_engine()
+                        || (depth - p.room.min(depth)) * 2 < depth
+                            && pass >= self.last_post_pass.saturating_add(2)
+                            && shared.app_drives());
                 if flush
                     && shared.progress == crate::engine::Progress::Inline
                     && e.last_flush_pass == Some(pass)
