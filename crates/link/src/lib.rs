@@ -108,6 +108,11 @@ pub struct LinkStats {
     pub rx_ring_wait_ns: u64,
     /// Frames whose ring wait is in [`LinkStats::rx_ring_wait_ns`].
     pub rx_ring_timed: u64,
+    /// Blocking waits (shm) that ended on the very CPU of the peer thread that woke
+    /// them, within 1 ms of the previous such wake-up (a storm of them: the two
+    /// threads kept on one CPU while another may sit idle), after which the thread
+    /// moved itself to another CPU it may run on (at most once per 10 ms).
+    pub wakes_moved: u64,
 }
 
 /// How a link takes part in a wait on several links at once ([`Link::arm_wait`]).

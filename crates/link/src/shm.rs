@@ -912,6 +912,49 @@ mod tests {
         assert!(b.peers().is_empty());
     }
 
+    /// End to end through `wait`: wake-ups on the very CPU of the peer that rang
+    /// (the test writes the peer's `RingCpu` word before each wait), one right after
+    /// another, move the waiting thread off that CPU where another is allowed; a
+    /// thread pinned to one CPU stays. Bounded: 200 waits that do not block.
+    #[test]
+    fn a_storm_of_wake_ups_on_the_ringers_cpu_moves_the_thread() {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        let (na, nb) = (name(60), name(61));
+        std::thread::spawn(move || {
+            let mut a = ShmLink::bind(na, opts()).unwrap();
+            let mut b = ShmLink::bind(nb, opts()).unwrap();
+            let v = vec![dgram(&a, nb, b"hi")];
+            assert_eq!(send_all(&mut a, &mut b, v).len(), 1);
+            let storm = |b: &mut ShmLink| {
+                for _ in 0..200 {
+                    let (region, rx) = b.ep.rx_of(na).unwrap();
+                    region.poke_u32(rx.ring_cpu_offset(), crate::sys::current_cpu() + 1);
+                    b.wait(Duration::ZERO, None).unwrap();
+                    if b.stats().wakes_moved > 0 {
+                        break;
+                    }
+                }
+                b.stats().wakes_moved
+            };
+            let allowed = sched_getaffinity(None).unwrap();
+            let moved = storm(&mut b);
+            assert_eq!(
+                moved > 0,
+                allowed.count() >= 2,
+                "moved iff another CPU is allowed"
+            );
+            assert_eq!(sched_getaffinity(None).unwrap(), allowed, "affinity kept");
+            // Pinned to one CPU (after the 10 ms between moves): never moved.
+            std::thread::sleep(Duration::from_millis(11));
+            let mut one = CpuSet::new();
+            one.set(crate::sys::current_cpu() as usize);
+            sched_setaffinity(None, &one).unwrap();
+            assert_eq!(storm(&mut b), moved, "a pinned thread stays");
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn a_full_ring_leaves_datagrams_with_the_sender() {
         let (na, nb) = (name(14), name(15));

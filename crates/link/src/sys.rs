@@ -954,6 +954,40 @@ pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
 mod tests {
     use super::*;
 
+    /// The move lands on another allowed CPU, and the thread may still run
+    /// everywhere it could before; a thread allowed one CPU is not moved.
+    #[test]
+    fn a_thread_moves_off_a_cpu_and_keeps_its_affinity() {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        std::thread::spawn(|| {
+            let allowed = sched_getaffinity(None).unwrap();
+            let here = current_cpu();
+            assert!(allowed.is_set(here as usize));
+            let landed = move_off_cpu(here).unwrap();
+            assert_eq!(
+                landed.is_some(),
+                allowed.count() >= 2,
+                "moved iff another CPU is allowed"
+            );
+            if let Some(c) = landed {
+                assert_ne!(c, here, "off the CPU it was on");
+                assert!(allowed.is_set(c as usize), "onto one it may use");
+            }
+            assert_eq!(sched_getaffinity(None).unwrap(), allowed, "affinity kept");
+            // Pinned to one CPU: left there.
+            let mut one = CpuSet::new();
+            one.set(current_cpu() as usize);
+            sched_setaffinity(None, &one).unwrap();
+            let pinned = current_cpu();
+            assert_eq!(move_off_cpu(pinned).unwrap(), None);
+            assert_eq!(current_cpu(), pinned);
+            // A CPU it may not use (a peer's word can say anything): nothing to do.
+            assert_eq!(move_off_cpu(u32::MAX).unwrap(), None);
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn ifreq_layouts_have_the_kernel_size() {
         assert_eq!(size_of::<IfReq>(), 40);
@@ -1734,4 +1768,37 @@ pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// The CPU the calling thread runs on (`sched_getcpu`), as the peer's ring words
+/// carry it.
+pub(crate) fn current_cpu() -> u32 {
+    u32::try_from(rustix::thread::sched_getcpu()).unwrap_or(u32::MAX)
+}
+
+/// Move the calling thread off CPU `cpu` to another CPU it may run on, keeping the
+/// CPUs it may run on as they were: the kernel migrates a running thread off a CPU
+/// its affinity no longer allows before `sched_setaffinity` returns, and giving the
+/// CPU back does not move it again. The CPU it ran on in between; `None` (nothing
+/// done) when `cpu` is the only CPU allowed or not one of them (a thread pinned by its
+/// user stays where it was put).
+///
+/// The restore is a `sched_setaffinity` of the mask read before the move (the
+/// effective one): since Linux 6.2 the kernel keeps it as the thread's requested
+/// mask, so a cpuset widened later does not widen this thread's CPUs (a thread that
+/// never moved keeps following its cpuset), and a mask its user sets between the
+/// two calls is overwritten.
+pub(crate) fn move_off_cpu(cpu: u32) -> io::Result<Option<u32>> {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let cpu = cpu as usize;
+    let allowed = sched_getaffinity(None)?;
+    if cpu >= CpuSet::MAX_CPU || !allowed.is_set(cpu) || allowed.count() < 2 {
+        return Ok(None);
+    }
+    let mut elsewhere = allowed;
+    elsewhere.unset(cpu);
+    sched_setaffinity(None, &elsewhere)?;
+    let landed = current_cpu();
+    sched_setaffinity(None, &allowed)?;
+    Ok(Some(landed))
 }

@@ -299,14 +299,33 @@ impl Requester {
         }
     }
 
-    /// The front WQE `w` left the queue: its inline payload and UD destination go.
-    fn retired(&mut self, w: &SendWqe) {
-        if w.inline {
-            let n = (w.len as usize).min(self.inline.len());
-            self.inline.drain(..n);
+    /// The `k` front WQEs retired (completed, in order): they leave the queue with
+    /// their `inline` payload bytes and their UD destinations, in one removal each
+    /// rather than one per WQE.
+    ///
+    /// One WQE (an ACK per message: many QPs with one in flight each) is popped, and
+    /// a ring left with nothing is cleared: a `drain` costs its set-up and drop
+    /// (~84 instructions a message at 256 QPs × 1 in flight as a drain of one).
+    #[inline]
+    fn retire_front(&mut self, k: usize, inline: usize) {
+        if k == 1 {
+            self.wqes.pop_front();
+        } else {
+            self.wqes.drain(..k);
+        }
+        if inline > 0 {
+            let n = inline.min(self.inline.len());
+            if n == self.inline.len() {
+                self.inline.clear();
+            } else {
+                self.inline.drain(..n);
+            }
             self.inline_head = self.inline_head.wrapping_add(n as u32);
         }
-        self.ud.pop_front();
+        if !self.ud.is_empty() {
+            let u = k.min(self.ud.len());
+            self.ud.drain(..u);
+        }
     }
 
     /// Start the PSN space at `sq_psn` (RTR → RTS). The 64-bit counter starts one
@@ -1139,12 +1158,19 @@ impl Requester {
             self.board.pop_front();
             self.una += 1;
         }
-        while self.started > 0 && self.wqes.front().is_some_and(|w| w.end_psn() <= self.una) {
-            let Some(w) = self.wqes.pop_front() else {
+        // The WQEs that retire are read where they lie and leave the queue together
+        // (`retire_front`): an ACK of a ping-pong retires ~16 of them, and each moved
+        // out of the queue (128 bytes) with its inline bytes and UD entry removed on
+        // its own was ~110 instructions a message (callgrind, `msg_rate … lat`).
+        let (mut k, mut inline) = (0, 0);
+        while k < self.started {
+            let Some(w) = self.wqes.get(k).filter(|w| w.end_psn() <= self.una) else {
                 break;
             };
-            self.retired(&w);
-            self.started -= 1;
+            k += 1;
+            if w.inline {
+                inline += w.len as usize;
+            }
             if w.op.is_read_or_atomic() {
                 self.rd_atomic -= 1;
             }
@@ -1155,6 +1181,10 @@ impl Requester {
             }
             ctx.stats.messages_completed += 1;
             ctx.stats.bytes_completed += w.len;
+        }
+        if k > 0 {
+            self.started -= k;
+            self.retire_front(k, inline);
         }
         if self.una > old {
             self.retry_left = q.attrs().retry_cnt;
@@ -1307,4 +1337,100 @@ fn sge_spans(
         len -= take;
         Some(piece)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{Config, Stats};
+    use crate::memory::VecMemory;
+    use crate::qp::QpAttrs;
+    use crate::wr::Completion;
+    use std::collections::BTreeMap;
+
+    /// One ACK retires several WQEs at once (`advance`, `retire_front`): each signaled
+    /// one completes, in order; exactly the retired WQEs' inline bytes leave the
+    /// ring's front (a WQE from registered memory in between has none), so the
+    /// inline payload of the WQE still queued behind them is read back unchanged;
+    /// and once every WQE has retired the ring is empty. Fails if the bytes taken
+    /// off are not the retired WQEs' sum (the ring then keeps stale bytes, or loses
+    /// the queued WQE's).
+    #[test]
+    fn an_ack_retires_its_wqes_with_exactly_their_inline_bytes() {
+        let q = QpCommon::new(
+            7,
+            QpType::Rc,
+            1,
+            QpState::Rts,
+            QpAttrs::default(),
+            None,
+            false,
+        );
+        let mut r = Requester::new();
+        r.start(&q);
+        let base = r.una;
+        // Inline 10 bytes, registered memory (8 bytes, not inline), inline 20, inline 30.
+        let wqes: [(u64, Option<Vec<u8>>, u64); 4] = [
+            (1, Some(vec![0x11; 10]), 10),
+            (2, None, 8),
+            (3, Some(vec![0x22; 20]), 20),
+            (4, Some(vec![0x33; 30]), 30),
+        ];
+        for (id, data, len) in &wqes {
+            let wr = SendWr::new(*id, WrOp::Send { imm: None }, SgList::new());
+            r.push(&wr, SgList::new(), data.as_deref(), None, *len, None);
+        }
+        // Started, one PSN each; the first three acknowledged.
+        for (i, w) in r.wqes.iter_mut().enumerate() {
+            w.first_psn = base + i as u64;
+            w.npsn = 1;
+        }
+        r.started = 4;
+        r.next_psn = base + 4;
+        r.send_psn = base + 4;
+        r.send_high = base + 4;
+        r.board = VecDeque::from([DELIVERED, DELIVERED, DELIVERED, 0]);
+        let (mut mem, mut cq, mut stats, mut srqs, config) = (
+            VecMemory::new(0, 64, 0, 1),
+            VecDeque::<Completion>::new(),
+            Stats::default(),
+            BTreeMap::new(),
+            Config::default(),
+        );
+        // One ACK's advance, each time with a context over the same state.
+        macro_rules! advance {
+            () => {
+                r.advance(
+                    &q,
+                    &mut Ctx {
+                        now: Instant(0),
+                        sharing: false,
+                        mem: &mut mem,
+                        cq: &mut cq,
+                        stats: &mut stats,
+                        srqs: &mut srqs,
+                        config: &config,
+                    },
+                )
+            };
+        }
+        advance!();
+        assert_eq!(r.una, base + 3);
+        assert_eq!((r.wqes.len(), r.started), (1, 1));
+        assert_eq!(r.inline.len(), 30, "the retired WQEs' 30 inline bytes left");
+        let mut out = [0u8; 30];
+        r.copy_inline(&r.wqes[0], 0, &mut out);
+        assert_eq!(out, [0x33; 30]);
+        assert_eq!(
+            cq.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(stats.messages_completed, 3);
+        assert_eq!(stats.bytes_completed, 38);
+        // The last one too: nothing is left in the ring.
+        r.board[0] = DELIVERED;
+        advance!();
+        assert!(r.wqes.is_empty() && r.inline.is_empty());
+        assert_eq!(cq.len(), 4);
+    }
 }

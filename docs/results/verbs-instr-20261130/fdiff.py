@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-# fdiff.py A.out B.out N [top]: per-function self-cost difference (B - A) / N
+# fdiff.py A.out B.out N [top] [--inclusive]: per-function self-cost difference (B - A) / N
+# (inclusive cost with --inclusive; its total then means nothing)
 import subprocess, sys, re, collections
+inclusive = '--inclusive' in sys.argv
+sys.argv = [x for x in sys.argv if x != '--inclusive']
 def costs(f):
-    out = subprocess.run(['callgrind_annotate','--auto=no','--inclusive=no','--threshold=100',f],capture_output=True,text=True).stdout
+    out = subprocess.run(['callgrind_annotate','--auto=no','--inclusive=yes' if inclusive else '--inclusive=no','--threshold=100',f],capture_output=True,text=True).stdout
     d = collections.Counter()
     for line in out.splitlines():
         m = re.match(r'\s*([\d,]+)\s+\([^)]*\)\s+(.*)$', line)

@@ -174,6 +174,13 @@ struct Conn {
 }
 
 impl Conn {
+    /// Wake the peer that [`TxRing::publish`] found asleep, saying which CPU rings
+    /// ([`Endpoint::wait`]'s move).
+    fn ring_peer(&self) {
+        self.tx.note_ring(&self.region, sys::current_cpu());
+        self.notify_peer.notify();
+    }
+
     fn live(&self) -> bool {
         !self.closing
     }
@@ -224,6 +231,21 @@ pub(crate) trait Outgoing {
     }
 }
 
+/// At most one move per this long: the kernel may place the thread back, and each
+/// move costs two `sched_setaffinity` calls and a migration.
+const MOVE_EVERY_US: u64 = 10_000;
+/// A same-CPU wake-up moves the thread only if it came this soon after the previous
+/// one: a storm of them (a stream's passive side sleeping and woken every ~150 µs
+/// beside its waker), not a sparse exchange whose waker rings and then blocks (the
+/// idle probe: a move there makes the next wake-ups cross cores for nothing).
+const MOVE_STORM_US: u64 = 1_000;
+
+/// Whether a same-CPU wake-up at `now_us` came within [`MOVE_STORM_US`] of the
+/// previous one at `prev_us` (0: none yet).
+fn in_a_storm(prev_us: u64, now_us: u64) -> bool {
+    prev_us != 0 && now_us.wrapping_sub(prev_us) < MOVE_STORM_US
+}
+
 /// The state of one shm endpoint.
 pub(crate) struct Endpoint {
     kind: Kind,
@@ -261,6 +283,11 @@ pub(crate) struct Endpoint {
     uid: u32,
     pfds: Vec<libc::pollfd>,
     touched: Vec<usize>,
+    /// When this endpoint's thread last moved off its waker's CPU (µs,
+    /// [`sys::monotonic_micros`]; [`Endpoint::wait`]).
+    last_move_us: u64,
+    /// When this endpoint's thread was last woken on its waker's CPU (µs; 0: never).
+    last_same_cpu_us: u64,
     pub stats: LinkStats,
     pub shm: ShmStats,
 }
@@ -350,6 +377,8 @@ impl Endpoint {
             uid: sys::euid(),
             pfds: Vec::new(),
             touched: Vec::new(),
+            last_move_us: 0,
+            last_same_cpu_us: 0,
             stats: LinkStats::default(),
             shm: ShmStats::default(),
         })
@@ -1069,7 +1098,7 @@ impl Endpoint {
         }
         self.stats.tx_frames += 1;
         if c.tx.publish(&c.region) {
-            c.notify_peer.notify();
+            c.ring_peer();
         }
         true
     }
@@ -1186,7 +1215,7 @@ impl Endpoint {
         for &idx in &self.touched {
             if let Some(c) = self.conns[idx].as_mut() {
                 if c.tx.publish(&c.region) {
-                    c.notify_peer.notify();
+                    c.ring_peer();
                 }
             }
         }
@@ -1245,14 +1274,49 @@ impl Endpoint {
                 }
             }
         }
+        let mut behind_waker = None;
+        let mut me = None;
         for c in self.conns.iter().flatten() {
             c.rx.wake_up(&c.region);
             c.my_wake.drain();
+            if let Some(cpu) = c.rx.take_ring(&c.region) {
+                let me = *me.get_or_insert_with(sys::current_cpu);
+                if cpu == me {
+                    behind_waker = Some(me);
+                }
+            }
+        }
+        if let Some(cpu) = behind_waker {
+            self.move_off_waker(cpu);
         }
         if ready {
             self.service();
         }
         Ok(ready)
+    }
+
+    /// This thread was woken on `cpu`, the CPU of the peer thread that rang it. In a
+    /// storm of such wake-ups ([`in_a_storm`]) the two share one core while another
+    /// may sit idle, and the kernel keeps them so, placing each wake-up anew on the
+    /// waker's busy CPU: a WRITE stream over shm with thread progress moved 2 GB/s so
+    /// against 23–33 GB/s apart (docs/results/verbs-wbw-20261201s28; beside a CPU hog,
+    /// verbs-move-20261201s29). A sparse exchange's waker rings and then blocks, and
+    /// its lone wake-ups on its CPU are left alone. Move off `cpu` to another CPU this
+    /// thread may run on (none if it is pinned), at most once per [`MOVE_EVERY_US`].
+    /// `cpu` is where the ring was judged: if the thread has left it meanwhile, the
+    /// move does not push it back onto its waker's CPU.
+    fn move_off_waker(&mut self, cpu: u32) {
+        let now = sys::monotonic_micros();
+        if !in_a_storm(mem::replace(&mut self.last_same_cpu_us, now), now) {
+            return;
+        }
+        if self.last_move_us != 0 && now.wrapping_sub(self.last_move_us) < MOVE_EVERY_US {
+            return;
+        }
+        self.last_move_us = now;
+        if matches!(sys::move_off_cpu(cpu), Ok(Some(_))) {
+            self.stats.wakes_moved += 1;
+        }
     }
 
     /// Test access to the control socket of the connection that sends to `peer`.
@@ -1276,6 +1340,17 @@ impl Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_storm_of_same_cpu_wake_ups_moves() {
+        assert!(!in_a_storm(0, 5), "the first one");
+        assert!(in_a_storm(1_000, 1_000 + MOVE_STORM_US - 1), "soon after");
+        assert!(
+            !in_a_storm(1_000, 1_000 + MOVE_STORM_US),
+            "a sparse exchange"
+        );
+        assert!(!in_a_storm(1_000, 1_000 + 10_000), "the idle probe's pace");
+    }
 
     /// The fallback: a probe the kernel refuses, or that reads the wrong bytes, says
     /// so and leaves the ring's "pulls" flag clear (payloads keep using the ring).

@@ -13,7 +13,10 @@
 //! HEADER            ring 0 (connector -> acceptor)
 //!   +0                tail      producer's publish index   (own 128-byte line)
 //!   +128              head      consumer's release index   (own 128-byte line)
-//!   +256              sleeping  consumer is about to block (own 128-byte line)
+//!   +256              sleeping  consumer is about to block (own 128-byte line,
+//!                     shared with the word below: both only around a blocking wait)
+//!   +260              ring_cpu  the CPU the producer last rang a sleeping consumer
+//!                     from, plus one (0: not since the consumer looked)
 //!   +RING_CTRL        slots: [len u32][reserved u32][data: slot_data bytes], stride
 //!                     rounded up to 64 bytes
 //! HEADER+ring_len   ring 1 (acceptor -> connector), same shape
@@ -350,6 +353,14 @@ impl TxRing {
         r.ctrl(self.ring, Ctrl::Sleeping).load(Ordering::Relaxed) != 0
     }
 
+    /// Before waking the consumer that [`TxRing::publish`] found asleep: say which
+    /// CPU rings, so the consumer can tell whether it was woken on the CPU of the
+    /// thread that woke it ([`RxRing::take_ring`]).
+    pub fn note_ring(&self, r: &Region, cpu: u32) {
+        r.ctrl(self.ring, Ctrl::RingCpu)
+            .store(cpu.wrapping_add(1), Ordering::Release);
+    }
+
     /// Published items the consumer has not taken yet (what a teardown loses).
     pub fn in_flight(&self, r: &Region) -> u32 {
         let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
@@ -439,6 +450,14 @@ impl RxRing {
         !matches!(self.available(r), Ok(0))
     }
 
+    /// After a wait: the CPU of the producer's last ring since the previous look
+    /// ([`TxRing::note_ring`]), if it rang. The peer writes the word: any value may
+    /// come, and is only compared.
+    pub fn take_ring(&self, r: &Region) -> Option<u32> {
+        let cpu = r.ctrl(self.ring, Ctrl::RingCpu).swap(0, Ordering::Acquire);
+        (cpu != 0).then(|| cpu - 1)
+    }
+
     /// After a wait: busy again, no notifications needed.
     pub fn wake_up(&self, r: &Region) {
         r.ctrl(self.ring, Ctrl::Sleeping)
@@ -455,6 +474,12 @@ impl RxRing {
     #[cfg(test)]
     pub fn tail_offset(&self) -> usize {
         self.base + TAIL
+    }
+
+    /// The offset of the ring's `RingCpu` word (tests play the ringing peer there).
+    #[cfg(test)]
+    pub fn ring_cpu_offset(&self) -> usize {
+        self.base + Ctrl::RingCpu as usize
     }
 }
 
@@ -517,6 +542,20 @@ mod tests {
         rx.wake_up(&r);
         tx.push(&r, b"y").unwrap();
         assert!(!tx.publish(&r));
+    }
+
+    #[test]
+    fn a_ring_says_which_cpu_rang_once() {
+        let (r, tx, rx, _) = setup(4);
+        assert_eq!(rx.take_ring(&r), None, "never rung");
+        tx.note_ring(&r, 1);
+        tx.note_ring(&r, 0);
+        assert_eq!(rx.take_ring(&r), Some(0), "the last ring");
+        assert_eq!(rx.take_ring(&r), None, "taken");
+        // The peer writes the word: any value comes back as written, without a
+        // panic (CPU u32::MAX - 1 is the largest a ring can carry: 0 means none).
+        tx.note_ring(&r, u32::MAX - 1);
+        assert_eq!(rx.take_ring(&r), Some(u32::MAX - 1));
     }
 
     #[test]

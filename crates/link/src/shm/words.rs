@@ -1,22 +1,24 @@
 //! The shm segment's mapping with the atomic words of its rings checked once, when it
 //! is mapped, instead of on every access.
 //!
-//! The rings touch their control words (`tail`, `head`, `sleeping`) and a slot's
-//! length word several times per burst; a bounds check and an `Option` per touch were
-//! about 150 instructions of a ping-pong round and 17 of a streamed SEND (callgrind,
-//! docs/results/verbs.md, "Passes per round and the shm ring's words").
+//! The rings touch their control words (`tail`, `head`, `sleeping`; the ringer's CPU
+//! and stamp around a blocking wait) and a slot's length word several times per burst;
+//! a bounds check and an `Option` per touch were about 150 instructions of a ping-pong
+//! round and 17 of a streamed SEND (callgrind, docs/results/verbs.md, "Passes per round
+//! and the shm ring's words").
 //! Here [`Segment::new`] checks once that both rings' control blocks and slot arrays,
 //! and the segment header, lie inside the mapping, 4-aligned. The accessors then
 //! compute offsets that stay inside what was checked by construction: a control word
-//! is one of three fixed offsets into its block, a slot index is masked to the ring's
+//! is one of five fixed offsets into its block, a slot index is masked to the ring's
 //! slot count, a header word index is masked to the header's first 32 bytes. Nothing a
 //! peer writes into the segment feeds an offset here.
 
 use crate::sys::Mmap;
 use std::sync::atomic::AtomicU32;
 
-/// A control word of a ring: its byte offset in the ring's control block. Each sits on
-/// a 128-byte line of its own (see `ring.rs`).
+/// A control word of a ring: its byte offset in the ring's control block. `Tail`, `Head`
+/// and `Sleeping` each sit on a 128-byte line of their own (see `ring.rs`); the ring
+/// words share `Sleeping`'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ctrl {
     /// The producer's publish index.
@@ -25,10 +27,14 @@ pub(crate) enum Ctrl {
     Head = 128,
     /// The consumer is about to block.
     Sleeping = 256,
+    /// The CPU the producer ran on when it last rang a sleeping consumer, plus one
+    /// (0: not rung since the consumer last looked). Beside `sleeping`: both are
+    /// touched only around a blocking wait.
+    RingCpu = 260,
 }
 
 /// Bytes of a ring's control block that [`Ctrl`] reaches into.
-const CTRL_SPAN: usize = Ctrl::Sleeping as usize + 4;
+const CTRL_SPAN: usize = Ctrl::RingCpu as usize + 4;
 /// Bytes of the segment header that [`Segment::header_word`] reaches into.
 const HEADER_SPAN: usize = 32;
 
@@ -165,6 +171,7 @@ mod tests {
         let at = |w: &AtomicU32| w as *const AtomicU32 as usize - s.map().addr();
         assert_eq!(at(s.ctrl(1, Ctrl::Head)), 1024 + 128);
         assert_eq!(at(s.ctrl(0, Ctrl::Sleeping)), 128 + 256);
+        assert_eq!(at(s.ctrl(1, Ctrl::RingCpu)), 1024 + 260);
         // Free-running indices wrap onto the ring's slots.
         assert_eq!(at(s.slot_len(1, 8 + 3)), 1408 + 3 * 64);
         assert_eq!(at(s.slot_len(0, u32::MAX)), 512 + 3 * 64);
