@@ -329,6 +329,10 @@ pub struct EngineStats {
     /// left it something to do before its wake-up: a post to put on the link, a
     /// timer due earlier, datagrams or sends the link holds (`Shared::hand_back`).
     pub handbacks: u64,
+    /// Sleeps of the engine thread without holding the engine (udp, the application
+    /// back after a pause, [`Shared::run`]); the rest of [`EngineStats::sleeps`] held
+    /// it.
+    pub sleeps_free: u64,
     /// Passes that transmitted while several QPs were active (their byte budget one
     /// round of the deficit round robin, then [`DeviceConfig::shared_pass`]).
     ///
@@ -2050,6 +2054,9 @@ pub(crate) struct Shared {
     sleep_until: AtomicU64,
     /// [`EngineStats::handbacks`].
     pub(crate) handbacks: AtomicU64,
+    /// The application's last pause between waits was at least [`SPARSE_AWAY`]
+    /// ([`Shared::note_app_away`]): the engine thread may sleep without the engine.
+    app_sparse: AtomicBool,
 }
 
 /// Engine threads of this process that spin idle or stand by for a spinning
@@ -2088,6 +2095,18 @@ impl Drop for Spinner {
 /// ([`QuietGap::MAX`]): these watches wake for arrivals and the doorbell, not on
 /// every look.
 const APP_AWAY: Duration = Duration::from_millis(1);
+
+/// An application whose empty polls come this far apart (it was blocked, or busy
+/// elsewhere, between its waits) is sparse: its engine thread sleeps without holding
+/// the engine ([`Shared::run`]), so that its next post and poll, after the pause, run
+/// at once instead of waking the thread. Closer together (a back-to-back ping-pong,
+/// whose gap is its round trip) the thread sleeps holding it, as where the link has
+/// no descriptor (docs/results/study.md, "Idle engine threads, fifth round").
+const SPARSE_AWAY: Duration = Duration::from_millis(2);
+
+/// Polls closer together than this are one wait's (a spin, the look after arming):
+/// they say nothing of how long the application stays away between waits.
+const SAME_WAIT: Duration = Duration::from_micros(20);
 
 /// The engine thread's timer slack: its stand-by waits are tens of microseconds.
 const TIMER_SLACK: Duration = Duration::from_micros(2);
@@ -2143,6 +2162,7 @@ impl Shared {
             link_fd,
             sleep_until: AtomicU64::new(0),
             handbacks: AtomicU64::new(0),
+            app_sparse: AtomicBool::new(false),
         })
     }
 
@@ -2169,7 +2189,10 @@ impl Shared {
         max: usize,
     ) -> usize {
         self.app_polls.fetch_add(1, Ordering::Relaxed);
-        self.app_last_poll.store(self.clock(), Ordering::Relaxed);
+        let now = self.clock();
+        let last = self.app_last_poll.load(Ordering::Relaxed);
+        self.app_last_poll.store(now, Ordering::Relaxed);
+        self.note_app_away(Duration::from_nanos(now.saturating_sub(last)));
         if self.app_left.load(Ordering::Relaxed) {
             self.app_left.store(false, Ordering::Relaxed);
         }
@@ -2311,6 +2334,27 @@ impl Shared {
     /// without (docs/results/verbs.md, "Beside CPU hogs").
     pub(crate) fn app_drives(&self) -> bool {
         self.app_sends
+    }
+
+    /// The application polled empty `away` after its previous empty poll: a gap
+    /// between two waits (at least [`SAME_WAIT`]) says whether it is sparse
+    /// ([`SPARSE_AWAY`]); shorter ones, within a wait, leave the verdict. A store only
+    /// when it changes.
+    fn note_app_away(&self, away: Duration) {
+        if away >= SAME_WAIT {
+            let sparse = away >= SPARSE_AWAY;
+            if self.app_sparse.load(Ordering::Relaxed) != sparse {
+                self.app_sparse.store(sparse, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether the idle engine thread sleeps without holding the engine ([`Shared::run`]):
+    /// where the link has a readiness descriptor (udp), holds nothing the descriptor
+    /// does not show (`link_held`), and the application is sparse
+    /// ([`Shared::note_app_away`]).
+    fn sleeps_free(&self, link_held: bool) -> bool {
+        self.link_fd.is_some() && !link_held && self.app_sparse.load(Ordering::Relaxed)
     }
 
     /// An application thread used the engine while the engine thread may sleep
@@ -2719,7 +2763,11 @@ impl Shared {
             fence(Ordering::SeqCst);
             if !g.progress() && self.waiters.load(Ordering::SeqCst) == 0 {
                 let sleep = g.sleep_budget(Duration::from_millis(50));
-                match self.link_fd.as_ref().filter(|_| !g.link_held()) {
+                match self
+                    .link_fd
+                    .as_ref()
+                    .filter(|_| self.sleeps_free(g.link_held()))
+                {
                     // Where the link has a readiness descriptor (udp) and holds
                     // nothing it does not show, the thread sleeps without the
                     // engine: an application that posts and then polls runs its
@@ -2728,6 +2776,16 @@ impl Shared {
                     // post's doorbell and let go (docs/results/study.md, "Idle
                     // engine threads"). `sleeping` stays set, so ring posts still
                     // ring the doorbell.
+                    //
+                    // Only for a sparse application (its waits `SPARSE_AWAY` or more
+                    // apart): one whose waits follow each other (a back-to-back
+                    // blocking ping-pong) then did the engine's work on its own
+                    // thread on every round trip — the `sendmmsg` of each post, a
+                    // pass in each of its polls — and the thread, finding less to do,
+                    // slept more; beside two CPU hogs its round trip took 1.3–1.6×
+                    // the held sleep's (docs/results/study.md, "Idle engine
+                    // threads, fifth round"). What the sleep saves, a wake-up of this
+                    // thread for the post after a pause, is paid once a pause there.
                     //
                     // The engine being free, an application thread can give it
                     // work that nothing announces: a post on the doorbell path goes
@@ -2744,6 +2802,7 @@ impl Shared {
                     // ([`Shared::hand_back`]).
                     Some(l) => {
                         g.stats.sleeps += 1;
+                        g.stats.sleeps_free += 1;
                         g.watching();
                         self.sleep_until
                             .store(g.sleep_end(sleep), Ordering::Relaxed);
@@ -3555,5 +3614,49 @@ mod tests {
             "a timer due before the sleep ends must ring"
         );
         assert_eq!(shared.handbacks.load(Ordering::Relaxed), 1);
+    }
+
+    /// The udp engine thread sleeps without the engine only for a sparse application
+    /// ([`Shared::sleeps_free`]): one back after a pause (its empty polls
+    /// [`SPARSE_AWAY`] or more apart), not one whose waits follow each other (a
+    /// back-to-back blocking ping-pong, whose polls are a round trip apart), which then
+    /// did the engine's work on its own thread on every round trip (the `sendmmsg` of
+    /// its posts, a pass in each poll). Polls within one wait change nothing; a link
+    /// holding datagrams its descriptor does not show keeps the engine held, and so
+    /// does a link without a descriptor.
+    #[test]
+    fn only_a_sparse_application_lets_the_udp_engine_thread_sleep_without_the_engine() {
+        let udp = |addr: &str| {
+            let link =
+                weft_link::udp::UdpLink::bind(addr.parse().unwrap(), Default::default()).unwrap();
+            Engine::new(
+                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
+                Box::new(link),
+            )
+        };
+        let shared = Shared::new(
+            udp("127.0.0.1:0"),
+            Progress::Thread,
+            Duration::from_micros(50),
+        )
+        .unwrap();
+        assert!(
+            !shared.sleeps_free(false),
+            "nothing known of the application yet"
+        );
+        shared.note_app_away(Duration::from_millis(10));
+        assert!(shared.sleeps_free(false), "back after a 10 ms pause");
+        assert!(!shared.sleeps_free(true), "the link holds datagrams");
+        shared.note_app_away(Duration::from_micros(2));
+        assert!(shared.sleeps_free(false), "a poll within the same wait");
+        shared.note_app_away(Duration::from_micros(300));
+        assert!(
+            !shared.sleeps_free(false),
+            "waits a round trip apart must keep the engine held"
+        );
+        let ((a, _), _) = connected();
+        let sim = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
+        sim.note_app_away(Duration::from_millis(10));
+        assert!(!sim.sleeps_free(false), "a link without a descriptor");
     }
 }
