@@ -2054,7 +2054,10 @@ pub(crate) struct Shared {
     sleep_until: AtomicU64,
     /// [`EngineStats::handbacks`].
     pub(crate) handbacks: AtomicU64,
-    /// The application's last pause between waits was at least [`SPARSE_AWAY`]
+    /// When the application last took completions after an empty poll (`app_left`
+    /// set; ns since `origin`).
+    app_took_at: AtomicU64,
+    /// The application's last stay away from its queues was at least [`SPARSE_AWAY`]
     /// ([`Shared::note_app_away`]): the engine thread may sleep without the engine.
     app_sparse: AtomicBool,
 }
@@ -2096,17 +2099,14 @@ impl Drop for Spinner {
 /// every look.
 const APP_AWAY: Duration = Duration::from_millis(1);
 
-/// An application whose empty polls come this far apart (it was blocked, or busy
-/// elsewhere, between its waits) is sparse: its engine thread sleeps without holding
-/// the engine ([`Shared::run`]), so that its next post and poll, after the pause, run
-/// at once instead of waking the thread. Closer together (a back-to-back ping-pong,
-/// whose gap is its round trip) the thread sleeps holding it, as where the link has
+/// An application that stayed this long away from its queues after taking
+/// completions (from the poll that took them to its next empty poll: a pause, or work
+/// of its own) is sparse: its engine thread sleeps without holding the engine
+/// ([`Shared::run`]), so that its next post and poll, after the pause, run at once
+/// instead of waking the thread. Back sooner (a back-to-back ping-pong posts its next
+/// message within microseconds) the thread sleeps holding it, as where the link has
 /// no descriptor (docs/results/study.md, "Idle engine threads, fifth round").
 const SPARSE_AWAY: Duration = Duration::from_millis(2);
-
-/// Polls closer together than this are one wait's (a spin, the look after arming):
-/// they say nothing of how long the application stays away between waits.
-const SAME_WAIT: Duration = Duration::from_micros(20);
 
 /// The engine thread's timer slack: its stand-by waits are tens of microseconds.
 const TIMER_SLACK: Duration = Duration::from_micros(2);
@@ -2162,6 +2162,7 @@ impl Shared {
             link_fd,
             sleep_until: AtomicU64::new(0),
             handbacks: AtomicU64::new(0),
+            app_took_at: AtomicU64::new(0),
             app_sparse: AtomicBool::new(false),
         })
     }
@@ -2190,11 +2191,12 @@ impl Shared {
     ) -> usize {
         self.app_polls.fetch_add(1, Ordering::Relaxed);
         let now = self.clock();
-        let last = self.app_last_poll.load(Ordering::Relaxed);
         self.app_last_poll.store(now, Ordering::Relaxed);
-        self.note_app_away(Duration::from_nanos(now.saturating_sub(last)));
         if self.app_left.load(Ordering::Relaxed) {
             self.app_left.store(false, Ordering::Relaxed);
+            // Back from acting on completions: how long it stayed away.
+            let took = self.app_took_at.load(Ordering::Relaxed);
+            self.note_app_away(Duration::from_nanos(now.saturating_sub(took)));
         }
         match self.engine.try_lock() {
             Ok(mut g) => {
@@ -2252,6 +2254,7 @@ impl Shared {
     /// them, and until its next empty poll it is not polling ([`Shared::stand_by`]).
     pub(crate) fn app_took_completions(&self) {
         if !self.app_left.load(Ordering::Relaxed) {
+            self.app_took_at.store(self.clock(), Ordering::Relaxed);
             self.app_left.store(true, Ordering::Relaxed);
         }
     }
@@ -2336,16 +2339,15 @@ impl Shared {
         self.app_sends
     }
 
-    /// The application polled empty `away` after its previous empty poll: a gap
-    /// between two waits (at least [`SAME_WAIT`]) says whether it is sparse
-    /// ([`SPARSE_AWAY`]); shorter ones, within a wait, leave the verdict. A store only
-    /// when it changes.
+    /// The application polled empty `away` after the poll that took its last
+    /// completions: it is sparse if that was at least [`SPARSE_AWAY`]. Measured from
+    /// the completions, not from its previous empty poll: that gap holds the wait
+    /// itself (a round trip, longer beside CPU hogs) and any preemption of a spin. A
+    /// store only when it changes.
     fn note_app_away(&self, away: Duration) {
-        if away >= SAME_WAIT {
-            let sparse = away >= SPARSE_AWAY;
-            if self.app_sparse.load(Ordering::Relaxed) != sparse {
-                self.app_sparse.store(sparse, Ordering::Relaxed);
-            }
+        let sparse = away >= SPARSE_AWAY;
+        if self.app_sparse.load(Ordering::Relaxed) != sparse {
+            self.app_sparse.store(sparse, Ordering::Relaxed);
         }
     }
 
@@ -2777,8 +2779,8 @@ impl Shared {
                     // engine threads"). `sleeping` stays set, so ring posts still
                     // ring the doorbell.
                     //
-                    // Only for a sparse application (its waits `SPARSE_AWAY` or more
-                    // apart): one whose waits follow each other (a back-to-back
+                    // Only for a sparse application (away `SPARSE_AWAY` or more after
+                    // taking completions): one whose waits follow each other (a back-to-back
                     // blocking ping-pong) then did the engine's work on its own
                     // thread on every round trip — the `sendmmsg` of each post, a
                     // pass in each of its polls — and the thread, finding less to do,
@@ -3617,13 +3619,13 @@ mod tests {
     }
 
     /// The udp engine thread sleeps without the engine only for a sparse application
-    /// ([`Shared::sleeps_free`]): one back after a pause (its empty polls
-    /// [`SPARSE_AWAY`] or more apart), not one whose waits follow each other (a
-    /// back-to-back blocking ping-pong, whose polls are a round trip apart), which then
-    /// did the engine's work on its own thread on every round trip (the `sendmmsg` of
-    /// its posts, a pass in each poll). Polls within one wait change nothing; a link
-    /// holding datagrams its descriptor does not show keeps the engine held, and so
-    /// does a link without a descriptor.
+    /// ([`Shared::sleeps_free`]): one back after a pause (its first empty poll
+    /// [`SPARSE_AWAY`] or more after the poll that took completions), not one whose
+    /// waits follow each other (a back-to-back blocking ping-pong, which posts its next
+    /// message at once), which then did the engine's work on its own thread on every
+    /// round trip (the `sendmmsg` of its posts, a pass in each poll). A link holding
+    /// datagrams its descriptor does not show keeps the engine held, and so does a
+    /// link without a descriptor.
     #[test]
     fn only_a_sparse_application_lets_the_udp_engine_thread_sleep_without_the_engine() {
         let udp = |addr: &str| {
@@ -3647,13 +3649,18 @@ mod tests {
         shared.note_app_away(Duration::from_millis(10));
         assert!(shared.sleeps_free(false), "back after a 10 ms pause");
         assert!(!shared.sleeps_free(true), "the link holds datagrams");
-        shared.note_app_away(Duration::from_micros(2));
-        assert!(shared.sleeps_free(false), "a poll within the same wait");
-        shared.note_app_away(Duration::from_micros(300));
+        shared.note_app_away(Duration::from_micros(30));
         assert!(
             !shared.sleeps_free(false),
-            "waits a round trip apart must keep the engine held"
+            "an application back at once must keep the engine held"
         );
+        // `assist` measures it: from the poll that took completions to the next
+        // empty one (3 ms or more here).
+        shared.app_took_completions();
+        std::thread::sleep(Duration::from_millis(3));
+        let mut out = Vec::new();
+        shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+        assert!(shared.sleeps_free(false), "back 3 ms after its completions");
         let ((a, _), _) = connected();
         let sim = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
         sim.note_app_away(Duration::from_millis(10));
