@@ -223,6 +223,14 @@ pub trait DatagramLink: Send {
         false
     }
 
+    /// True when a receive now would certainly find nothing: a look cheaper than a
+    /// receive call, for a caller that skips its whole receive step (and more) on a
+    /// yes. It may run the periodic service a receive runs. False when there may be
+    /// something, or when the link cannot tell without receiving (the default).
+    fn rx_idle(&mut self) -> bool {
+        false
+    }
+
     /// Receive up to `max` datagrams and hand each, as it is taken, to `visit`
     /// ([`RxItem`]: its bytes, its path, and what [`DatagramLink::burst_pull_pids`]
     /// and [`DatagramLink::burst_pull_maps`] would say of it), in a buffer the link
@@ -374,6 +382,9 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn visits_rx(&self) -> bool {
         (**self).visits_rx()
+    }
+    fn rx_idle(&mut self) -> bool {
+        (**self).rx_idle()
     }
     fn recv_each(
         &mut self,

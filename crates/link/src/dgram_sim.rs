@@ -197,6 +197,15 @@ impl DatagramLink for SimDatagramLink {
         self.visits
     }
 
+    /// The port's queue empty: a receive would find nothing.
+    fn rx_idle(&mut self) -> bool {
+        self.port
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
     /// Each datagram is taken from the port's queue alone (the queue's lock released
     /// before the visit, as the shm link lets go of its ring slot's accounting), so a
     /// visit sees what was published before its datagram was taken.

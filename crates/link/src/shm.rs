@@ -237,6 +237,10 @@ pub struct ShmLink {
     /// an index into `rx_tables` (one entry per run of datagrams from one peer).
     rx_maps: Vec<Option<u32>>,
     rx_tables: Vec<Arc<PeerMaps>>,
+    /// The last [`DatagramLink::rx_idle`] found items (and ran the service tick): the
+    /// next `recv_each` takes without looking again. Only this link takes from its
+    /// rings, so what the look saw is still there.
+    looked: bool,
 }
 
 impl ShmLink {
@@ -250,6 +254,7 @@ impl ShmLink {
             rx_pids: Vec::new(),
             rx_maps: Vec::new(),
             rx_tables: Vec::new(),
+            looked: false,
         })
     }
 
@@ -339,6 +344,14 @@ impl DatagramLink for ShmLink {
         true
     }
 
+    /// The rings' tails (and the service tick), inline in this call: a poll that
+    /// finds nothing pays for no receive call; one that finds items takes them with
+    /// the next `recv_each`, which does not look again.
+    fn rx_idle(&mut self) -> bool {
+        self.looked = self.ep.may_receive();
+        !self.looked
+    }
+
     fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
         self.ep.send_on_last_path(bytes, path)
     }
@@ -352,7 +365,7 @@ impl DatagramLink for ShmLink {
         spare: &mut Vec<PacketBuf>,
         visit: &mut dyn FnMut(RxItem<'_>),
     ) -> io::Result<usize> {
-        if !self.ep.may_receive() {
+        if !std::mem::take(&mut self.looked) && !self.ep.may_receive() {
             return Ok(0);
         }
         let mut wrong_family = 0;
@@ -691,6 +704,38 @@ mod tests {
         assert_eq!(b.burst_pull_pids(), &[got[0].2]);
         assert_eq!(b.stats().rx_frames, want.len() as u64 + 1);
         // Nothing waiting: a visit-less call.
+        let n = b
+            .recv_each(32, &mut spare, &mut |_| panic!("nothing sent"))
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+
+    /// `rx_idle` says yes only while nothing waits (a connection not yet made, or its
+    /// ring drained), no once a datagram is published; the `recv_each` after a no
+    /// takes it (without looking again), and the look after that says yes again.
+    #[test]
+    fn the_idle_look_says_no_exactly_while_a_datagram_waits() {
+        let (na, nb) = (name(90), name(91));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        assert!(b.rx_idle(), "no connection, nothing waiting");
+        let mut spare = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut v = vec![dgram(&a, nb, b"one")];
+        while !v.is_empty() {
+            assert!(Instant::now() < deadline, "not sent in 10 s");
+            a.send_burst(&mut v).unwrap();
+        }
+        while b.rx_idle() {
+            assert!(Instant::now() < deadline, "not seen in 10 s");
+        }
+        assert!(!b.rx_idle(), "still waiting: still no");
+        let mut got = Vec::new();
+        let n = b
+            .recv_each(32, &mut spare, &mut |item| got.push(item.bytes.to_vec()))
+            .unwrap();
+        assert_eq!((n, &got[..]), (1, &[b"one".to_vec()][..]));
+        assert!(b.rx_idle(), "drained");
         let n = b
             .recv_each(32, &mut spare, &mut |_| panic!("nothing sent"))
             .unwrap();

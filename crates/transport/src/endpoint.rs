@@ -34,7 +34,9 @@ use crate::wr::{
     Completion, CompletionSink, PostWr, RecvWr, SendWr, SgList, WcOpcode, WcStatus, WrOp, MAX_SGE,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use weft_wire::roce::{opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Operation};
+use weft_wire::roce::{
+    opcode::len, IbPacket, IbPacketRepr, IcrcPath, Ipv4IdDeltas, Opcode, Operation,
+};
 
 /// Bytes a packet may need beyond its payload: BTH, the largest extension-header set
 /// (AtomicETH, 28 bytes), pad and ICRC. `poll_transmit` needs `path_mtu + MAX_OVERHEAD`.
@@ -193,6 +195,10 @@ pub struct Stats {
     /// work counter, not a drop. A call with no QP to serve adds nothing, however many
     /// QPs exist.
     pub qp_visits: u64,
+    /// Request packets taken by the receive path of the common shape (an RC SEND
+    /// Only or WRITE Only in order, see `Endpoint::handle_request_only`): a work
+    /// counter, not a drop; the rest of `rx_packets` took the general path.
+    pub rx_lean: u64,
 }
 
 /// One packet written by [`Endpoint::poll_transmit`].
@@ -1153,6 +1159,15 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                 }
             }
         }
+        // The common shape first: an RC SEND Only or WRITE Only in order
+        // ([`Endpoint::handle_request_only`]); anything else, or one it declines,
+        // takes the general path below.
+        let op = pkt.opcode();
+        if (op == Opcode::RC_SEND_ONLY || op == Opcode::RC_WRITE_ONLY)
+            && self.handle_request_only(now, &pkt)
+        {
+            return;
+        }
         // The checked packet's headers cannot fail to parse (`IbPacket::repr`).
         let repr = pkt.repr();
         let info = pkt.info();
@@ -1187,6 +1202,54 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         );
         sched.touched(qp);
         self.rx_slot = slot;
+    }
+
+    /// A checked RC SEND Only or WRITE Only (no immediate) straight to its QP's
+    /// responder ([`Responder::request_only_in_order`], which decides whether it is
+    /// the common shape it takes): the BTH read field by field and the RETH (a WRITE's)
+    /// alone, no headers' repr, no dispatch on the operation. The QP's checks are
+    /// [`Endpoint::handle_packet`]'s and [`Qp::handle`]'s (an RC QP, the P_Key, a
+    /// state that accepts requests). True when the packet was taken (counted in
+    /// [`Stats::rx_lean`]); false with nothing changed, and the general path decides.
+    #[inline]
+    fn handle_request_only(&mut self, now: Instant, pkt: &IbPacket<&[u8]>) -> bool {
+        let bth = pkt.bth();
+        let reth = if pkt.opcode() == Opcode::RC_WRITE_ONLY {
+            match pkt.reth() {
+                Some(r) => Some(r),
+                None => return false,
+            }
+        } else {
+            None
+        };
+        let hint = self.rx_slot;
+        let (mut ctx, qps, sched) = self.split(now);
+        let Some(qp) = qps.get_mut_at(hint, bth.dest_qp()) else {
+            return false;
+        };
+        if qp.common.qp_type != QpType::Rc
+            || bth.pkey() & 0x7fff != qp.common.attrs().pkey & 0x7fff
+            || !matches!(
+                qp.common.state,
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+            )
+            || !qp.resp.request_only_in_order(
+                &qp.common,
+                &mut qp.rq,
+                &mut ctx,
+                bth.psn(),
+                bth.ack_req(),
+                reth,
+                pkt.payload(),
+            )
+        {
+            return false;
+        }
+        ctx.stats.rx_lean += 1;
+        let slot = qp.slot;
+        sched.touched(qp);
+        self.rx_slot = slot;
+        true
     }
 
     /// False when [`Endpoint::poll_transmit`] would return `None` without looking at

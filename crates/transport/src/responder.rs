@@ -14,7 +14,7 @@ use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
     AethRepr, AtomicAckEthRepr, IbPacketRepr, IcrcPath, IpPair, NakCode, Operation, PacketFields,
-    PacketTemplate, Position, Psn, Syndrome, Transport,
+    PacketTemplate, Position, Psn, RethRepr, Syndrome, Transport,
 };
 
 /// Bytes of the GRH a UD receive buffer starts with (IBTA Vol 1 ch. 11, post receive; the layout rdma_rxe uses).
@@ -372,6 +372,105 @@ impl Responder {
         } else {
             self.rc_duplicate(q, ctx, repr, p);
         }
+    }
+
+    /// The common shape of a request, taken without the general path
+    /// ([`Responder::handle_request`]): an RC SEND Only (`reth` `None`; BTH only, no
+    /// immediate) or RC WRITE Only (`reth` its RETH, no immediate) carrying the
+    /// expected PSN, with no message in progress, nothing kept ahead of ePSN, no
+    /// fatal NAK queued, and, for a SEND, a receive posted that holds the payload.
+    /// What `rc_request` → `rc_in_order` → `execute` do for such a packet, in their
+    /// order: the payload placed, the receive completed, ePSN and MSN advanced, the
+    /// ACK asked for queued (or the coalesced one owed). No headers' repr (some 130
+    /// bytes of stores), no dispatch on the QP type, the opcode's position and its
+    /// operation.
+    ///
+    /// False, with nothing changed, for every other packet and state: the general
+    /// path then decides it — a PSN ahead (sequence NAK, or kept), behind (a
+    /// duplicate), no receive (RNR NAK), a receive too small, a payload or an address
+    /// the memory refuses, a message length too long (NAKs). Those checks are the
+    /// general path's own: the ones made here only choose the path. A WRITE is checked
+    /// before its one all-or-nothing write; only a SEND whose scatter list the memory
+    /// refuses at a later entry may have had its first entries written here before the
+    /// general path fails it and writes them again (the memory a failed message writes
+    /// is undefined in IB either way).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn request_only_in_order<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        psn: Psn,
+        ack_req: bool,
+        reth: Option<RethRepr>,
+        payload: &[u8],
+    ) -> bool {
+        if self.fatal
+            || self.cur.is_some()
+            || psn != Psn::new(self.epsn as u32)
+            || !self.ooo.is_empty()
+        {
+            return false;
+        }
+        // The general path checks `max_msg_len` for a WRITE's RETH, not for a SEND
+        // (a receive's capacity bounds that): the same here.
+        let plen = payload.len() as u64;
+        if plen > q.mtu() || (reth.is_some() && plen > ctx.config.max_msg_len) {
+            return false;
+        }
+        match reth {
+            None => {
+                let Some((queue, from_srq)) = recv_queue(q.srq, rq, ctx.srqs) else {
+                    return false;
+                };
+                let Some(recv) = queue.front() else {
+                    return false;
+                };
+                if plen > recv.capacity()
+                    || scatter(ctx.mem, q.pd, recv.sg_list.as_slice(), 0, payload).is_err()
+                {
+                    return false;
+                }
+                let wr_id = recv.wr_id;
+                queue.pop_front();
+                complete_send(ctx, q, wr_id, from_srq, plen, None);
+            }
+            Some(reth) => {
+                // One packet, the whole message: its length is the RETH's (a longer
+                // RETH is a by-reference chunk or a length error, the general path's).
+                if u64::from(reth.dma_len) != plen {
+                    return false;
+                }
+                if plen > 0
+                    && (self
+                        .check_remote(q, ctx, reth.rkey, reth.va, plen, Access::REMOTE_WRITE)
+                        .is_err()
+                        || ctx
+                            .mem
+                            .write(
+                                Key::Remote(reth.rkey),
+                                q.pd,
+                                reth.va,
+                                payload,
+                                Access::REMOTE_WRITE,
+                            )
+                            .is_err())
+                {
+                    return false;
+                }
+            }
+        }
+        let p = self.epsn;
+        self.nak_outstanding = false;
+        self.msn = self.msn.wrapping_add(1);
+        self.epsn += 1;
+        if ack_req {
+            self.push_ack(p);
+        } else {
+            self.owe_ack(p, ctx.now, ctx.config.ack_delay_us);
+        }
+        true
     }
 
     /// IBTA Vol 1 §9.7, duplicate requests: SEND/WRITE are ACKed again; READ is
