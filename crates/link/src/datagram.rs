@@ -158,6 +158,15 @@ pub trait DatagramLink: Send {
         None
     }
 
+    /// Whether the link holds what [`DatagramLink::readiness_fd`] does not show:
+    /// datagrams already taken from the kernel and not yet returned by
+    /// [`DatagramLink::recv_burst`], or sends held back (staged, or left over by a
+    /// full socket). A thread that watches the descriptor alone while this is true
+    /// may sleep through them; [`DatagramLink::wait`] does not. False by default.
+    fn held(&self) -> bool {
+        false
+    }
+
     /// The link's own counters.
     fn stats(&self) -> LinkStats;
 
@@ -346,6 +355,9 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn readiness_fd(&self) -> Option<BorrowedFd<'_>> {
         (**self).readiness_fd()
+    }
+    fn held(&self) -> bool {
+        (**self).held()
     }
     fn stats(&self) -> LinkStats {
         (**self).stats()

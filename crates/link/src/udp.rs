@@ -904,6 +904,13 @@ impl DatagramLink for UdpLink {
         Some(self.fd.as_fd())
     }
 
+    /// GRO segments beyond a receive's `max` (`pending`), staged packets, and a
+    /// `send_burst`'s leftovers: what [`DatagramLink::wait`] wakes for without the
+    /// socket being readable.
+    fn held(&self) -> bool {
+        !self.pending.is_empty() || self.tx_blocked || self.tx_staged() > 0
+    }
+
     fn stats(&self) -> LinkStats {
         self.stats
     }

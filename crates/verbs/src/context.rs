@@ -350,6 +350,7 @@ impl Context {
                 watch_rearms: self.inner.shared.watch_rearms.load(Ordering::Relaxed),
                 quiet_gap_ns: self.inner.shared.quiet_gap_ns.load(Ordering::Relaxed),
                 watches: self.inner.shared.watches.load(Ordering::Relaxed),
+                handbacks: self.inner.shared.handbacks.load(Ordering::Relaxed),
                 polls_held: self.inner.shared.polls_held.load(Ordering::Relaxed),
                 recv_flush_kicks: self.inner.shared.recv_flush_kicks.load(Ordering::Relaxed),
                 ..e.stats()

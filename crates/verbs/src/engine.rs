@@ -327,6 +327,15 @@ pub struct EngineStats {
     /// engine thread made without holding the engine, because the application had
     /// polled within the last millisecond.
     pub watches: u64,
+    /// Doorbell writes by an application thread that used the engine (a poll's pass,
+    /// a post on the doorbell path) while the engine thread slept without it, and
+    /// left it something to do before its wake-up: a post to put on the link, a
+    /// timer due earlier, datagrams or sends the link holds (`Shared::hand_back`).
+    pub handbacks: u64,
+    /// Sleeps of the engine thread without holding the engine (udp, the application
+    /// back after a pause, [`Shared::run`]); the rest of [`EngineStats::sleeps`] held
+    /// it.
+    pub sleeps_free: u64,
     /// Passes that transmitted while several QPs were active (their byte budget one
     /// round of the deficit round robin, then [`DeviceConfig::shared_pass`]).
     ///
@@ -955,6 +964,33 @@ impl Engine {
             Some(t) => Duration::from_micros(t - self.now()).min(cap),
             None => cap,
         }
+    }
+
+    /// When a sleep of `d` from now ends, in the engine's clock's microseconds (the
+    /// transport's timers' clock).
+    pub(crate) fn sleep_end(&self, d: Duration) -> u64 {
+        self.now()
+            .0
+            .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// Whether the engine thread, asleep without the engine until `until` (engine
+    /// clock µs, [`Engine::sleep_end`]), has work that its sleep would leave undone:
+    /// packets to send (a post the doorbell path left to the next pass, what a full
+    /// socket kept), a transport timer due before `until` (one an application's
+    /// pass armed: a delayed ACK, a retransmission), or datagrams and sends the
+    /// link holds where its readiness descriptor does not show them
+    /// ([`DatagramLink::held`]).
+    pub(crate) fn needs_thread(&self, until: u64) -> bool {
+        self.tx_pending()
+            || self.ep.may_transmit()
+            || self.link.held()
+            || self.ep.poll_timeout().is_some_and(|t| t.0 < until)
+    }
+
+    /// [`DatagramLink::held`] of the engine's link.
+    pub(crate) fn link_held(&self) -> bool {
+        self.link.held()
     }
 
     /// The engine thread is about to block without the engine (a watch, see
@@ -2053,6 +2089,17 @@ pub(crate) struct Shared {
     /// The link's readiness descriptor, duplicated (udp; `None` on shm): watched
     /// without the engine while the application is briefly away ([`Shared::run`]).
     link_fd: Option<std::os::fd::OwnedFd>,
+    /// When the engine thread's sleep without the engine ends (engine clock µs,
+    /// [`Engine::sleep_end`]); written under the engine before it lets go.
+    sleep_until: AtomicU64,
+    /// [`EngineStats::handbacks`].
+    pub(crate) handbacks: AtomicU64,
+    /// When the application last took completions after an empty poll (`app_left`
+    /// set; ns since `origin`).
+    app_took_at: AtomicU64,
+    /// The application's last stay away from its queues was at least [`SPARSE_AWAY`]
+    /// ([`Shared::note_app_away`]): the engine thread may sleep without the engine.
+    app_sparse: AtomicBool,
 }
 
 /// Engine threads of this process that spin idle or stand by for a spinning
@@ -2091,6 +2138,15 @@ impl Drop for Spinner {
 /// ([`QuietGap::MAX`]): these watches wake for arrivals and the doorbell, not on
 /// every look.
 const APP_AWAY: Duration = Duration::from_millis(1);
+
+/// An application that stayed this long away from its queues after taking
+/// completions (from the poll that took them to its next empty poll: a pause, or work
+/// of its own) is sparse: its engine thread sleeps without holding the engine
+/// ([`Shared::run`]), so that its next post and poll, after the pause, run at once
+/// instead of waking the thread. Back sooner (a back-to-back ping-pong posts its next
+/// message within microseconds) the thread sleeps holding it, as where the link has
+/// no descriptor (docs/results/study.md, "Idle engine threads, fifth round").
+const SPARSE_AWAY: Duration = Duration::from_millis(2);
 
 /// The engine thread's timer slack: its stand-by waits are tens of microseconds.
 const TIMER_SLACK: Duration = Duration::from_micros(2);
@@ -2144,6 +2200,10 @@ impl Shared {
             watches: AtomicU64::new(0),
             quiet_gap_ns: AtomicU64::new(QuietGap::default().get().as_nanos() as u64),
             link_fd,
+            sleep_until: AtomicU64::new(0),
+            handbacks: AtomicU64::new(0),
+            app_took_at: AtomicU64::new(0),
+            app_sparse: AtomicBool::new(false),
         })
     }
 
@@ -2170,12 +2230,20 @@ impl Shared {
         max: usize,
     ) -> usize {
         self.app_polls.fetch_add(1, Ordering::Relaxed);
-        self.app_last_poll.store(self.clock(), Ordering::Relaxed);
+        let now = self.clock();
+        self.app_last_poll.store(now, Ordering::Relaxed);
         if self.app_left.load(Ordering::Relaxed) {
             self.app_left.store(false, Ordering::Relaxed);
+            // Back from acting on completions: how long it stayed away.
+            let took = self.app_took_at.load(Ordering::Relaxed);
+            self.note_app_away(Duration::from_nanos(now.saturating_sub(took)));
         }
         match self.engine.try_lock() {
-            Ok(mut g) => g.progress_into(idx, id, out, max).1,
+            Ok(mut g) => {
+                let n = g.progress_into(idx, id, out, max).1;
+                self.hand_back(&g);
+                n
+            }
             // Held, not poisoned: a poisoned engine (its thread panicked) is not
             // waited for here.
             Err(TryLockError::WouldBlock) if self.sleeping.load(Ordering::Relaxed) => {
@@ -2194,7 +2262,9 @@ impl Shared {
                 // its engine thread"). Blocked, the application is woken by the
                 // release itself.
                 let mut g = self.lock_waking();
-                g.progress_into(idx, id, out, max).1
+                let n = g.progress_into(idx, id, out, max).1;
+                self.hand_back(&g);
+                n
             }
             Err(TryLockError::WouldBlock) => {
                 self.polls_held.fetch_add(1, Ordering::Relaxed);
@@ -2224,6 +2294,7 @@ impl Shared {
     /// them, and until its next empty poll it is not polling ([`Shared::stand_by`]).
     pub(crate) fn app_took_completions(&self) {
         if !self.app_left.load(Ordering::Relaxed) {
+            self.app_took_at.store(self.clock(), Ordering::Relaxed);
             self.app_left.store(true, Ordering::Relaxed);
         }
     }
@@ -2306,6 +2377,53 @@ impl Shared {
     /// without (docs/results/verbs.md, "Beside CPU hogs").
     pub(crate) fn app_drives(&self) -> bool {
         self.app_sends
+    }
+
+    /// The application polled empty `away` after the poll that took its last
+    /// completions: it is sparse if that was at least [`SPARSE_AWAY`]. Measured from
+    /// the completions, not from its previous empty poll: that gap holds the wait
+    /// itself (a round trip, longer beside CPU hogs) and any preemption of a spin. A
+    /// store only when it changes.
+    fn note_app_away(&self, away: Duration) {
+        let sparse = away >= SPARSE_AWAY;
+        if self.app_sparse.load(Ordering::Relaxed) != sparse {
+            self.app_sparse.store(sparse, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the idle engine thread sleeps without holding the engine ([`Shared::run`]):
+    /// where the link has a readiness descriptor (udp), holds nothing the descriptor
+    /// does not show (`link_held`), and the application is sparse
+    /// ([`Shared::note_app_away`]).
+    fn sleeps_free(&self, link_held: bool) -> bool {
+        self.link_fd.is_some() && !link_held && self.app_sparse.load(Ordering::Relaxed)
+    }
+
+    /// An application thread used the engine while the engine thread may sleep
+    /// without it (`g`, still held): a poll's pass ([`Shared::assist`]) or a post on
+    /// the doorbell path (`QueuePair::post_send`). If the thread sleeps so (udp,
+    /// [`Shared::run`]) and what the application left needs it before its sleep
+    /// would end ([`Engine::needs_thread`]: a post for the link, an earlier timer,
+    /// datagrams the link holds), ring its doorbell: nothing else would wake it.
+    /// Read under the engine, `sleeping` is exact enough: the thread sets it, and
+    /// `sleep_until`, before it lets go of the engine for its sleep, and clears it
+    /// only after waking, after which it runs a pass anyway.
+    pub(crate) fn hand_back(&self, g: &Engine) {
+        if self.sleeping.load(Ordering::Relaxed)
+            && g.needs_thread(self.sleep_until.load(Ordering::Relaxed))
+        {
+            self.handbacks.fetch_add(1, Ordering::Relaxed);
+            self.doorbell.notify();
+        }
+    }
+
+    /// Whether the engine thread sleeps without the engine (udp, [`Shared::run`]);
+    /// asked holding the engine, when `sleeping` can mean nothing else (the thread
+    /// sets it under the engine before its last pass, and asleep holding the engine
+    /// it would not be free). A post may then put its packets on the link itself
+    /// (`QueuePair::post_send`).
+    pub(crate) fn asleep_without_engine(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed)
     }
 
     /// The engine, if no other thread holds it (the doorbell path of inline progress).
@@ -2550,6 +2668,14 @@ impl Shared {
                     // The application's thread spins now: it holds this thread's claim.
                     let _claim = Spinner::claim();
                     // Its polls run the passes now: this thread's stretch is over.
+                    // `last_quiet` keeps the last stretch that ended in work, on
+                    // purpose: every wait of a blocking application passes through
+                    // a stand-by (its polls before it arms), so a sparse round trip's
+                    // server stands by between the pass that delivered the request
+                    // and its reply; ended here, the stretch would read the few µs
+                    // since that pass instead of the pause before the request, and
+                    // the ACK it owes would wait for its deadline (a wake-up) instead
+                    // of leaving as the thread blocks (`send_owed_acks`).
                     quiet_since = None;
                     if self.stand_by(&mut quiet, &mut by_link) {
                         self.takeovers.fetch_add(1, Ordering::Relaxed);
@@ -2679,7 +2805,58 @@ impl Shared {
             fence(Ordering::SeqCst);
             if !g.progress() && self.waiters.load(Ordering::SeqCst) == 0 {
                 let sleep = g.sleep_budget(Duration::from_millis(50));
-                g.wait(sleep, &self.doorbell);
+                match self
+                    .link_fd
+                    .as_ref()
+                    .filter(|_| self.sleeps_free(g.link_held()))
+                {
+                    // Where the link has a readiness descriptor (udp) and holds
+                    // nothing it does not show, the thread sleeps without the
+                    // engine: an application that posts and then polls runs its
+                    // pass at once (`assist` takes the free engine) instead of
+                    // blocking on the mutex until this thread has woken for the
+                    // post's doorbell and let go (docs/results/study.md, "Idle
+                    // engine threads"). `sleeping` stays set, so ring posts still
+                    // ring the doorbell.
+                    //
+                    // Only for a sparse application (away `SPARSE_AWAY` or more after
+                    // taking completions): one whose waits follow each other (a back-to-back
+                    // blocking ping-pong) then did the engine's work on its own
+                    // thread on every round trip — the `sendmmsg` of each post, a
+                    // pass in each of its polls — and the thread, finding less to do,
+                    // slept more; beside two CPU hogs its round trip took 1.3–1.6×
+                    // the held sleep's (docs/results/study.md, "Idle engine
+                    // threads, fifth round"). What the sleep saves, a wake-up of this
+                    // thread for the post after a pause, is paid once a pause there.
+                    //
+                    // The engine being free, an application thread can give it
+                    // work that nothing announces: a post on the doorbell path goes
+                    // into the transport with no ring and no kick (a free engine
+                    // used to mean a thread about to run its next pass), and a
+                    // poll's pass can arm a timer (a delayed ACK, a retransmission)
+                    // due before this sleep ends, or leave datagrams the link holds.
+                    // Without a word of it the thread slept on to its timeout (up to
+                    // 50 ms) or the next arrival: a sender that posted without
+                    // polling had its messages leave in batches, 50 ms late
+                    // (tests/wait.rs). So it publishes when its sleep ends
+                    // (`sleep_until`, under the engine), and whoever used the engine
+                    // meanwhile rings the doorbell if it left it such work
+                    // ([`Shared::hand_back`]).
+                    Some(l) => {
+                        g.stats.sleeps += 1;
+                        g.stats.sleeps_free += 1;
+                        g.watching();
+                        self.sleep_until
+                            .store(g.sleep_end(sleep), Ordering::Relaxed);
+                        drop(g);
+                        let db = self.doorbell.as_fd();
+                        let woke = weft_link::wake::poll_readable_precise(&[db, l.as_fd()], sleep);
+                        if woke.unwrap_or(0) & 1 != 0 {
+                            self.doorbell.drain();
+                        }
+                    }
+                    None => g.wait(sleep, &self.doorbell),
+                }
             }
             self.sleeping.store(false, Ordering::SeqCst);
             idle_since = None;
@@ -3439,5 +3616,183 @@ mod tests {
         assert_eq!(shared.waiters.load(Ordering::SeqCst), 0);
         assert_eq!(shared.app_polls.load(Ordering::Relaxed), 2);
         assert_eq!(shared.engine.lock().unwrap().stats().passes, 1);
+    }
+
+    /// A post on the doorbell path beside an engine thread asleep without the engine
+    /// (udp's sleep, [`Shared::run`]; played here: `sleeping` set) is not left in
+    /// the transport for the thread's next pass: it goes onto the link from the
+    /// posting thread, and the doorbell stays quiet (a UD SEND arms no timer). Beside
+    /// a thread awake it is left to that pass (udp under thread progress). Before,
+    /// such a post stayed in the transport, unannounced, until the sleep ended (up to
+    /// 50 ms): the three failures of tests/wait.rs with the sleep without the engine.
+    #[test]
+    fn a_post_beside_a_thread_asleep_without_the_engine_leaves_at_once() {
+        use crate::{Context, DeviceConfig, LinkKind};
+        use std::net::SocketAddr;
+        use weft_link::datagram::{pool_buf_size, DEFAULT_MAX_DATAGRAM};
+        use weft_transport::{Bringup, QpType};
+        let fabric = DgramFabric::new(7);
+        let dev = |ip: [u8; 4]| {
+            let addr = SocketAddr::from((ip, 4791));
+            let pool = BufferPool::new(64, pool_buf_size(DEFAULT_MAX_DATAGRAM));
+            let link = fabric.link(addr, pool, 64).unwrap();
+            let mut cfg = DeviceConfig::new(LinkKind::Udp, addr);
+            cfg.progress = Progress::Thread;
+            Context::with_link(Box::new(link), cfg).unwrap()
+        };
+        let (a, b) = (dev([198, 18, 0, 1]), dev([198, 18, 0, 2]));
+        // B's engine thread stops (it lets go of its `Arc` as it returns): this
+        // thread plays it.
+        let shared = b.shared();
+        shared.stop();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(shared) > 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the engine thread did not stop"
+            );
+            std::thread::yield_now();
+        }
+        let pb = b.alloc_pd();
+        let cqb = crate::CompletionQueue::new(&b, 8, None);
+        let init = crate::QpInitAttr::new(QpType::Ud);
+        let mut qb = pb.create_qp(&cqb, &cqb, None, init).unwrap();
+        let up = Bringup {
+            qkey: 0x1111_1111,
+            ..bringup()
+        };
+        for step in up.steps(QpType::Ud) {
+            qb.modify(&step).unwrap();
+        }
+        let ah = pb.create_ah(a.local_addr()).unwrap();
+        let wr = || {
+            let mut wr = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
+            wr.ud = Some(ah.dest(1, up.qkey));
+            wr
+        };
+        let sent = || shared.engine.lock().unwrap().link_stats().tx_frames;
+        // Control calls rang it; the thread's pass would have drained it.
+        shared.doorbell.drain();
+        qb.post_send([wr()]).unwrap();
+        assert_eq!(sent(), 0, "left to the awake thread's pass");
+        assert_eq!(
+            shared.doorbell.drain(),
+            0,
+            "a post beside an awake thread rang"
+        );
+        assert!(
+            shared.engine.lock().unwrap().progress(),
+            "the pass sends it"
+        );
+        assert_eq!(sent(), 1);
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.sleep_until.store(u64::MAX, Ordering::Relaxed);
+        qb.post_send([wr()]).unwrap();
+        assert_eq!(
+            sent(),
+            2,
+            "a post beside a thread asleep without the engine must not wait for it"
+        );
+        assert!(!shared.engine.lock().unwrap().needs_thread(u64::MAX));
+        assert_eq!(shared.doorbell.drain(), 0, "nothing to wake the thread for");
+        drop(qb);
+    }
+
+    /// An application's pass ([`Shared::assist`]) beside an engine thread asleep
+    /// without the engine rings its doorbell when it leaves the thread work due
+    /// before the sleep ends: here the retransmission timer of the SEND the pass put
+    /// on the link. Not when the thread is awake, nor when its sleep ends before the
+    /// timer anyway.
+    #[test]
+    fn a_poll_beside_a_thread_asleep_without_the_engine_hands_back_an_earlier_timer() {
+        let ((a, qa), _b) = connected();
+        let shared = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
+        let send_and_poll = || {
+            let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
+            send.signaled = false;
+            shared
+                .engine
+                .lock()
+                .unwrap()
+                .ep
+                .post_send(qa, send)
+                .unwrap();
+            let mut out = Vec::new();
+            shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+            let e = shared.engine.lock().unwrap();
+            assert!(!e.ep.may_transmit(), "the poll's pass sent the SEND");
+            assert!(e.ep.poll_timeout().is_some(), "its timer is armed");
+        };
+        send_and_poll();
+        assert_eq!(
+            shared.doorbell.drain(),
+            0,
+            "a poll beside an awake thread rang"
+        );
+        shared.sleeping.store(true, Ordering::SeqCst);
+        shared.sleep_until.store(0, Ordering::Relaxed);
+        send_and_poll();
+        assert_eq!(
+            shared.doorbell.drain(),
+            0,
+            "the sleep ends before the timer"
+        );
+        shared.sleep_until.store(u64::MAX, Ordering::Relaxed);
+        send_and_poll();
+        assert_eq!(
+            shared.doorbell.drain(),
+            1,
+            "a timer due before the sleep ends must ring"
+        );
+        assert_eq!(shared.handbacks.load(Ordering::Relaxed), 1);
+    }
+
+    /// The udp engine thread sleeps without the engine only for a sparse application
+    /// ([`Shared::sleeps_free`]): one back after a pause (its first empty poll
+    /// [`SPARSE_AWAY`] or more after the poll that took completions), not one whose
+    /// waits follow each other (a back-to-back blocking ping-pong, which posts its next
+    /// message at once), which then did the engine's work on its own thread on every
+    /// round trip (the `sendmmsg` of its posts, a pass in each poll). A link holding
+    /// datagrams its descriptor does not show keeps the engine held, and so does a
+    /// link without a descriptor.
+    #[test]
+    fn only_a_sparse_application_lets_the_udp_engine_thread_sleep_without_the_engine() {
+        let udp = |addr: &str| {
+            let link =
+                weft_link::udp::UdpLink::bind(addr.parse().unwrap(), Default::default()).unwrap();
+            Engine::new(
+                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
+                Box::new(link),
+            )
+        };
+        let shared = Shared::new(
+            udp("127.0.0.1:0"),
+            Progress::Thread,
+            Duration::from_micros(50),
+        )
+        .unwrap();
+        assert!(
+            !shared.sleeps_free(false),
+            "nothing known of the application yet"
+        );
+        shared.note_app_away(Duration::from_millis(10));
+        assert!(shared.sleeps_free(false), "back after a 10 ms pause");
+        assert!(!shared.sleeps_free(true), "the link holds datagrams");
+        shared.note_app_away(Duration::from_micros(30));
+        assert!(
+            !shared.sleeps_free(false),
+            "an application back at once must keep the engine held"
+        );
+        // `assist` measures it: from the poll that took completions to the next
+        // empty one (3 ms or more here).
+        shared.app_took_completions();
+        std::thread::sleep(Duration::from_millis(3));
+        let mut out = Vec::new();
+        shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+        assert!(shared.sleeps_free(false), "back 3 ms after its completions");
+        let ((a, _), _) = connected();
+        let sim = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
+        sim.note_app_away(Duration::from_millis(10));
+        assert!(!sim.sleeps_free(false), "a link without a descriptor");
     }
 }

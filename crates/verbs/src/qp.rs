@@ -262,8 +262,9 @@ impl QueuePair {
         // pass puts it there: with inline progress the caller's next poll, or the
         // pass below every `POSTS_PER_PASS` posts; with an engine thread the same
         // while the thread stands by for a polling application (its polls run the
-        // passes), or the thread's next pass. A thread in a pass, or asleep holding
-        // the engine, makes this a ring post and a kick. What the transport has no
+        // passes), or the thread's next pass (woken for it if it sleeps without the
+        // engine, `Shared::hand_back`). A thread in a pass, or asleep holding the
+        // engine, makes this a ring post and a kick. What the transport has no
         // room for yet takes the ring below, behind it, so order is kept.
         let shared = self.ctx.shared();
         if self.sq.as_mut().is_none_or(Producer::is_drained) {
@@ -301,11 +302,17 @@ impl QueuePair {
                 // Inline payloads are gathered into the engine's buffer, one for all
                 // QPs: a buffer per QP was one more cold cache line per post when
                 // thousands of QPs take turns.
+                // A post beside an engine thread asleep without the engine (udp)
+                // leaves from this thread whatever else holds: left to the next
+                // pass, it would wake the thread just to send it
+                // (`Shared::hand_back`), a doorbell write and a wake-up where one
+                // `sendmmsg` does.
                 let depth = self.init.max_send_wr.max(1);
-                let mut flush = (depth - p.room.min(depth)) * 2 < depth
-                    && pass >= self.last_post_pass.saturating_add(2)
-                    && shared.app_drives()
-                    && p.posted > 0;
+                let mut flush = p.posted > 0
+                    && (shared.asleep_without_engine()
+                        || (depth - p.room.min(depth)) * 2 < depth
+                            && pass >= self.last_post_pass.saturating_add(2)
+                            && shared.app_drives());
                 if flush
                     && shared.progress == crate::engine::Progress::Inline
                     && e.last_flush_pass == Some(pass)
@@ -324,6 +331,9 @@ impl QueuePair {
                     e.deferred_posts = 0;
                     e.flush(self.slot);
                 }
+                // The engine thread may sleep without the engine (udp): a post it
+                // would leave for the next pass must wake it.
+                shared.hand_back(&e);
             }
         }
         if let Some(r) = refused {
