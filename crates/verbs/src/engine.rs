@@ -333,7 +333,7 @@ pub struct EngineStats {
     /// timer due earlier, datagrams or sends the link holds (`Shared::hand_back`).
     pub handbacks: u64,
     /// Sleeps of the engine thread without holding the engine (udp, the application
-    /// back after a pause, [`Shared::run`]); the rest of [`EngineStats::sleeps`] held
+    /// back after a pause, the engine thread's loop); the rest of [`EngineStats::sleeps`] held
     /// it.
     pub sleeps_free: u64,
     /// Passes that transmitted while several QPs were active (their byte budget one
