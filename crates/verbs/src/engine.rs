@@ -2601,6 +2601,24 @@ impl Shared {
         took_over
     }
 
+    /// Whether the idle engine thread, about to block, watches the doorbell and the
+    /// link without the engine for the application's next poll ([`Shared::run`])
+    /// rather than sleeping: the application polled `away` ago, less than
+    /// [`APP_AWAY`], and no application thread is asleep on a channel, and the
+    /// thread's sleep would hold the engine. Where it would not (udp, a sparse
+    /// application, nothing held by the link: [`Shared::sleeps_free`]), the sleep
+    /// leaves the engine to the application's polls just as the watch does, and the
+    /// watch only added a wake-up at its timeout before that same sleep: a sparse
+    /// ping-pong's client took it once a round trip, its engine thread woken 1 ms
+    /// after every reply for nothing (docs/results/study-wake-20261202s31).
+    fn watches_for_app(&self, away: Duration, link_held: bool) -> bool {
+        !self.idle_spin.is_zero()
+            && self.app_polls.load(Ordering::Relaxed) > 0
+            && away < APP_AWAY
+            && self.app_asleep.load(Ordering::SeqCst) == 0
+            && !self.sleeps_free(link_held)
+    }
+
     /// The engine thread's loop: spin while there is work and spinning pays, then
     /// block; stand by while the application spins on its queues.
     ///
@@ -2762,11 +2780,7 @@ impl Shared {
                 self.clock()
                     .saturating_sub(self.app_last_poll.load(Ordering::Relaxed)),
             );
-            if !self.idle_spin.is_zero()
-                && self.app_polls.load(Ordering::Relaxed) > 0
-                && away < APP_AWAY
-                && self.app_asleep.load(Ordering::SeqCst) == 0
-            {
+            if self.watches_for_app(away, g.link_held()) {
                 // The application polled a moment ago and will likely poll again:
                 // blocking here would hold the engine asleep, and its polls could
                 // not run passes until this thread got a core again. Watch the
@@ -3794,5 +3808,54 @@ mod tests {
         let sim = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
         sim.note_app_away(Duration::from_millis(10));
         assert!(!sim.sleeps_free(false), "a link without a descriptor");
+    }
+
+    /// The idle engine thread watches for the next poll of an application that polled
+    /// a moment ago only where its sleep would hold the engine
+    /// ([`Shared::watches_for_app`]): for a sparse application on udp it sleeps
+    /// without the engine at once, and the watch would only add a wake-up at its
+    /// timeout (one a round trip of a ping-pong with pauses). A dense one, a link
+    /// holding datagrams, a link without a descriptor: the watch stays.
+    #[test]
+    fn a_sparse_application_on_udp_gets_the_free_sleep_without_a_watch_before_it() {
+        let link =
+            weft_link::udp::UdpLink::bind("127.0.0.1:0".parse().unwrap(), Default::default())
+                .unwrap();
+        let shared = Shared::new(
+            Engine::new(
+                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
+                Box::new(link),
+            ),
+            Progress::Thread,
+            Duration::from_micros(50),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+        let now = Duration::ZERO;
+        assert!(
+            shared.watches_for_app(now, false),
+            "an application that is not known sparse polled a moment ago"
+        );
+        shared.note_app_away(Duration::from_millis(10));
+        assert!(
+            !shared.watches_for_app(now, false),
+            "a sparse application on udp: the free sleep, no watch first"
+        );
+        assert!(
+            shared.watches_for_app(now, true),
+            "the link holds datagrams: the sleep would hold the engine"
+        );
+        assert!(!shared.watches_for_app(APP_AWAY, true), "away too long");
+        shared.note_app_away(Duration::from_micros(30));
+        assert!(shared.watches_for_app(now, false), "back at once: dense");
+        let ((a, _), _) = connected();
+        let sim = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
+        sim.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
+        sim.note_app_away(Duration::from_millis(10));
+        assert!(
+            sim.watches_for_app(now, false),
+            "a link without a descriptor sleeps holding the engine"
+        );
     }
 }
