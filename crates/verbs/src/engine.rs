@@ -2603,14 +2603,18 @@ impl Shared {
 
     /// Whether the idle engine thread, about to block, watches the doorbell and the
     /// link without the engine for the application's next poll ([`Shared::run`])
-    /// rather than sleeping: the application polled `away` ago, less than
-    /// [`APP_AWAY`], and no application thread is asleep on a channel, and the
-    /// thread's sleep would hold the engine. Where it would not (udp, a sparse
-    /// application, nothing held by the link: [`Shared::sleeps_free`]), the sleep
-    /// leaves the engine to the application's polls just as the watch does, and the
-    /// watch only added a wake-up at its timeout before that same sleep: a sparse
-    /// ping-pong's client took it once a round trip, its engine thread woken 1 ms
-    /// after every reply for nothing (docs/results/study-wake-20261202s31).
+    /// rather than sleeping: the thread may spin at all (`idle_spin` not zero), the
+    /// application has polled, last `away` ago (less than [`APP_AWAY`]), no
+    /// application thread is asleep on a channel, and the thread's sleep would hold
+    /// the engine. Where it would not (udp, a sparse application, nothing held by the
+    /// link: [`Shared::sleeps_free`]), the sleep already leaves the engine to the
+    /// application's polls, and covers more than the watch: it publishes `sleeping`
+    /// and its end, so a post or a poll's pass that leaves work rings it
+    /// ([`Shared::hand_back`]), where during a watch such work waited for the watch's
+    /// timeout. The watches (backing off, each followed by a pass) mostly ended in
+    /// that sleep anyway: a sparse ping-pong's client took one a round trip, its
+    /// engine thread woken 1 ms after every reply for nothing
+    /// (docs/results/study-wake-20261202s31).
     fn watches_for_app(&self, away: Duration, link_held: bool) -> bool {
         !self.idle_spin.is_zero()
             && self.app_polls.load(Ordering::Relaxed) > 0
@@ -3817,7 +3821,7 @@ mod tests {
     /// timeout (one a round trip of a ping-pong with pauses). A dense one, a link
     /// holding datagrams, a link without a descriptor: the watch stays.
     #[test]
-    fn a_sparse_application_on_udp_gets_the_free_sleep_without_a_watch_before_it() {
+    fn the_watch_for_the_next_poll_is_skipped_only_where_the_sleep_would_be_free() {
         let link =
             weft_link::udp::UdpLink::bind("127.0.0.1:0".parse().unwrap(), Default::default())
                 .unwrap();
@@ -3832,29 +3836,37 @@ mod tests {
         .unwrap();
         let mut out = Vec::new();
         shared.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
-        let now = Duration::ZERO;
+        // The application's last poll was this long ago: just now.
+        let polled_just_now = Duration::ZERO;
         assert!(
-            shared.watches_for_app(now, false),
+            shared.watches_for_app(polled_just_now, false),
             "an application that is not known sparse polled a moment ago"
         );
         shared.note_app_away(Duration::from_millis(10));
         assert!(
-            !shared.watches_for_app(now, false),
+            shared.sleeps_free(false),
+            "sparse on udp: the sleep is free"
+        );
+        assert!(
+            !shared.watches_for_app(polled_just_now, false),
             "a sparse application on udp: the free sleep, no watch first"
         );
         assert!(
-            shared.watches_for_app(now, true),
+            shared.watches_for_app(polled_just_now, true),
             "the link holds datagrams: the sleep would hold the engine"
         );
         assert!(!shared.watches_for_app(APP_AWAY, true), "away too long");
         shared.note_app_away(Duration::from_micros(30));
-        assert!(shared.watches_for_app(now, false), "back at once: dense");
+        assert!(
+            shared.watches_for_app(polled_just_now, false),
+            "back at once: dense"
+        );
         let ((a, _), _) = connected();
         let sim = Shared::new(a, Progress::Thread, Duration::from_micros(50)).unwrap();
         sim.assist(NO_CQ.idx, NO_CQ.id, &mut out, 8);
         sim.note_app_away(Duration::from_millis(10));
         assert!(
-            sim.watches_for_app(now, false),
+            sim.watches_for_app(polled_just_now, false),
             "a link without a descriptor sleeps holding the engine"
         );
     }
