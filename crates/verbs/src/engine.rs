@@ -633,6 +633,13 @@ const RECENT_PASSES: u64 = 16;
 /// A pass that found nothing to do checks an armed transport timer only every this
 /// many passes (see [`Engine::progress`]).
 const IDLE_TIMER_CHECK: u64 = 16;
+
+/// Whether pass number `pass` is one of the every-[`IDLE_TIMER_CHECK`]th passes that
+/// look at the timers with nothing else calling for it.
+#[inline]
+fn timer_turn(pass: u64) -> bool {
+    pass % IDLE_TIMER_CHECK == 0
+}
 /// Rounds of the transport's scheduler a pass runs at least while several QPs are
 /// active.
 const SHARED_ROUNDS: usize = 1;
@@ -869,7 +876,7 @@ impl Engine {
         // a ping-pong find nothing and read neither the set nor the clock (the set's
         // first entry was ~15 instructions of such a pass; callgrind, `msg_rate … lat`).
         // The wake-up flag is spent only by a pass that finds a timer, as before.
-        if work || self.woke || now.is_some() || self.stats.passes % IDLE_TIMER_CHECK == 0 {
+        if work || now.is_some() || self.timer_look_due(self.stats.passes) {
             if let Some(t) = self.ep.poll_timeout() {
                 self.woke = false;
                 let n = self.now_once(&mut now);
@@ -939,8 +946,7 @@ impl Engine {
     #[inline]
     fn idle_pass(&mut self) -> bool {
         let r = self.ep.sink();
-        if ((self.woke || (self.stats.passes + 1) % IDLE_TIMER_CHECK == 0)
-            && self.ep.poll_timeout().is_some())
+        if (self.timer_look_due(self.stats.passes + 1) && self.ep.poll_timeout().is_some())
             || self.posted.any.load(Ordering::Relaxed)
             || !self.to_drain.is_empty()
             || self.tx_pending()
@@ -956,6 +962,14 @@ impl Engine {
         self.stats.idle_passes += 1;
         self.pass += 1;
         true
+    }
+
+    /// Whether pass number `pass` looks at the timers whether or not it found work: its
+    /// turn ([`timer_turn`]) or the first pass after a wake-up. [`Engine::progress`]
+    /// asks it of the pass it runs, [`Engine::idle_pass`] of the pass it would run.
+    #[inline]
+    fn timer_look_due(&self, pass: u64) -> bool {
+        self.woke || timer_turn(pass)
     }
 
     /// How long the engine may sleep: until the next transport timer, at most `cap`.
@@ -2982,7 +2996,15 @@ mod tests {
     /// Moves `e`'s pass count off the pass that looks at the timers every
     /// [`IDLE_TIMER_CHECK`]: the next pass looks only if something calls for it.
     fn off_timer_turn(e: &mut Engine) {
-        while (e.stats.passes + 1) % IDLE_TIMER_CHECK == 0 {
+        while timer_turn(e.stats.passes + 1) {
+            e.stats.passes += 1;
+        }
+    }
+
+    /// Moves `e`'s pass count to just before the pass that looks at the timers every
+    /// [`IDLE_TIMER_CHECK`]: the next pass looks.
+    fn onto_timer_turn(e: &mut Engine) {
+        while !timer_turn(e.stats.passes + 1) {
             e.stats.passes += 1;
         }
     }
@@ -3071,9 +3093,7 @@ mod tests {
         );
         // No timer armed: a timer look's turn finds nothing, the pass stays idle.
         assert_eq!(b.ep.poll_timeout(), None);
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK != 0 {
-            b.stats.passes += 1;
-        }
+        onto_timer_turn(&mut b);
         b.progress_into(0, 0, &mut out, 16);
         assert_eq!(b.stats().idle_passes, idle + 1, "nothing to do again");
     }
@@ -3098,9 +3118,7 @@ mod tests {
         b.progress_into(0, 0, &mut out, 16);
         assert_eq!(b.link_stats().tx_frames, 1, "the delayed ACK left");
         let (_a, mut b) = owing_b();
-        while (b.stats.passes + 1) % IDLE_TIMER_CHECK != 0 {
-            b.stats.passes += 1;
-        }
+        onto_timer_turn(&mut b);
         b.progress_into(0, 0, &mut out, 16);
         assert_eq!(b.stats().idle_passes, 0, "the timers' turn");
     }
