@@ -355,6 +355,10 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
+    /// Times a post's flush sent, with the request it answers, the delayed ACK owed
+    /// for a request that arrived after a quiet stretch ([`Engine::flush`]): a sparse
+    /// ping-pong's reply and its request's ACK in one burst, one wake-up of the peer.
+    pub acks_with_post: u64,
     /// Receive posts through the ring that found their QP in the error state (its
     /// flag set by the transport's word, whatever the handle's own state says): each
     /// kicked the engine (a doorbell write if its thread was asleep), their flush
@@ -569,6 +573,12 @@ pub(crate) struct Engine {
     /// Where [`Engine::flush`] writes a lone QP's packet (a pool buffer's room, sized
     /// at the first flush): a link that takes it as it is (shm) copies it from here.
     lone: Vec<u8>,
+    /// When the last receive that found packets ran (the pass's clock; `None` before
+    /// the first), and whether those packets came after a quiet stretch of at least
+    /// the ACK delay (a sparse peer's request): [`Engine::flush`] sends the ACK it
+    /// owes for them with the reply, not at its deadline or as the thread blocks.
+    last_arrival: Option<Instant>,
+    arrival_after_quiet: bool,
     link: Box<dyn DatagramLink>,
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
@@ -656,6 +666,8 @@ impl Engine {
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             lone: Vec::new(),
+            last_arrival: None,
+            arrival_after_quiet: false,
             link,
             stages_tx,
             visits_rx,
@@ -1243,6 +1255,19 @@ impl Engine {
         }
         self.stats.post_flushes += 1;
         let mut now = None;
+        if std::mem::take(&mut self.arrival_after_quiet) {
+            // The packets last taken came after a quiet stretch at least as long as
+            // the ACK delay: a sparse peer's request, and this post most likely its
+            // reply. The ACK owed for it leaves now, in the reply's burst, instead of
+            // at its deadline or as the engine thread blocks (`send_owed_acks`), each
+            // a second arrival (a wake-up) at the peer. Not after a short stretch: in
+            // a dense ping-pong or a stream the ACK waits to cover the next messages
+            // too (one ACK per message cost a saturated ping-pong 1.23x the CPU).
+            let t = self.now_once(&mut now);
+            if self.ep.ack_owed_now(t) > 0 {
+                self.stats.acks_with_post += 1;
+            }
+        }
         if self.stages_tx || !self.tx.is_empty() {
             self.transmit(&mut now);
             return;
@@ -1359,7 +1384,20 @@ impl Engine {
                 break;
             }
         }
+        if let (true, Some(t)) = (got > 0, *now) {
+            self.note_arrival(t);
+        }
         got > 0
+    }
+
+    /// Packets were taken at `t` (the pass's clock): whether they came after a quiet
+    /// stretch of at least the ACK delay since the last ones ([`Engine::flush`]).
+    fn note_arrival(&mut self, t: Instant) {
+        let quiet = self
+            .last_arrival
+            .is_none_or(|l| t.micros().saturating_sub(l.micros()) >= self.ep.config().ack_delay_us);
+        self.arrival_after_quiet = quiet;
+        self.last_arrival = Some(t);
     }
 
     /// [`Engine::receive`] on a link that visits each datagram in its own buffer
@@ -1416,6 +1454,9 @@ impl Engine {
             if n < BURST || bytes >= RX_BYTES_PER_PASS {
                 break;
             }
+        }
+        if let (true, Some(t)) = (got > 0, *now) {
+            self.note_arrival(t);
         }
         got > 0
     }
@@ -3010,6 +3051,12 @@ mod tests {
     /// to an engine thread asleep, not woken: [`Shared::recv_posted`]); the pass
     /// that takes the SEND drains the ring first, so the SEND finds it.
     fn owing_b() -> (Engine, Engine) {
+        let ((a, _), (b, _)) = owing_b_qps();
+        (a, b)
+    }
+
+    /// [`owing_b`] with the two engines' QP numbers.
+    fn owing_b_qps() -> ((Engine, u32), (Engine, u32)) {
         let ((mut a, qa), (mut b, qb)) = connected();
         let _rq_tx = listed_recv(&mut b, qb);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
@@ -3025,7 +3072,7 @@ mod tests {
         );
         assert_eq!(b.ep.stats().rnr_naks_sent, 0);
         assert!(b.ep.poll_timeout().is_some(), "B owes the delayed ACK");
-        (a, b)
+        ((a, qa), (b, qb))
     }
 
     /// A poll's pass that would certainly do nothing is only counted
@@ -3135,6 +3182,37 @@ mod tests {
         assert!(a.ep.is_idle(), "A's SEND retired on the ACK");
         assert_eq!(a.ep.stats().messages_completed, 1);
         assert_eq!(a.ep.stats().timeouts, 0);
+    }
+
+    /// A post's flush after packets that came after a quiet stretch (a sparse peer's
+    /// request) sends the delayed ACK owed for them in the same burst as the post's
+    /// own packet (the reply), one arrival at the peer instead of two; after packets
+    /// that came within the ACK delay of the last ones (a dense ping-pong, a stream)
+    /// the ACK waits to cover the next messages too.
+    #[test]
+    fn a_reply_to_a_sparse_request_carries_its_ack_and_a_dense_one_does_not() {
+        for sparse in [true, false] {
+            let ((mut a, qa), (mut b, qb)) = owing_b_qps();
+            let slot = b.ep.qp_slot(qb).unwrap();
+            if !sparse {
+                // The SEND came within the ACK delay of packets before it.
+                let t = b.last_arrival.expect("B took A's SEND");
+                b.note_arrival(t);
+            }
+            let _rq = listed_recv(&mut a, qa);
+            let mut reply = SendWr::new(2, WrOp::Send { imm: None }, vec![]);
+            reply.signaled = false;
+            b.ep.post_send(qb, reply).unwrap();
+            b.flush(slot);
+            let (frames, acks) = if sparse { (2, 1) } else { (1, 0) };
+            assert_eq!(b.link_stats().tx_frames, frames, "sparse {sparse}");
+            assert_eq!(b.stats().acks_with_post, acks, "sparse {sparse}");
+            assert_eq!(b.ep.stats().acks_sent, acks, "sparse {sparse}");
+            if sparse {
+                a.progress();
+                assert_eq!(a.ep.stats().messages_completed, 1, "A's SEND retired");
+            }
+        }
     }
 
     /// The pass after a watch (the engine thread blocked without the engine) looks at
