@@ -355,9 +355,10 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
-    /// Times a post's flush sent, with the request it answers, the delayed ACK owed
-    /// for a request that arrived after a quiet stretch ([`Engine::flush`]): a sparse
-    /// ping-pong's reply and its request's ACK in one burst, one wake-up of the peer.
+    /// Times a transmit sent, with the packet it had to send (most likely a reply),
+    /// the delayed ACK owed for a request that arrived after a quiet stretch
+    /// (`Engine::acks_ride_along`): a sparse ping-pong's reply and its request's ACK
+    /// in one burst, one wake-up of the peer.
     pub acks_with_post: u64,
     /// Receive posts through the ring that found their QP in the error state (its
     /// flag set by the transport's word, whatever the handle's own state says): each
@@ -1255,19 +1256,7 @@ impl Engine {
         }
         self.stats.post_flushes += 1;
         let mut now = None;
-        if std::mem::take(&mut self.arrival_after_quiet) {
-            // The packets last taken came after a quiet stretch at least as long as
-            // the ACK delay: a sparse peer's request, and this post most likely its
-            // reply. The ACK owed for it leaves now, in the reply's burst, instead of
-            // at its deadline or as the engine thread blocks (`send_owed_acks`), each
-            // a second arrival (a wake-up) at the peer. Not after a short stretch: in
-            // a dense ping-pong or a stream the ACK waits to cover the next messages
-            // too (one ACK per message cost a saturated ping-pong 1.23x the CPU).
-            let t = self.now_once(&mut now);
-            if self.ep.ack_owed_now(t) > 0 {
-                self.stats.acks_with_post += 1;
-            }
-        }
+        self.acks_ride_along(&mut now);
         if self.stages_tx || !self.tx.is_empty() {
             self.transmit(&mut now);
             return;
@@ -1390,6 +1379,25 @@ impl Engine {
         got > 0
     }
 
+    /// The first transmit with something to send after packets that came after a quiet
+    /// stretch at least as long as the ACK delay (a sparse peer's request; this send
+    /// most likely its reply, from a post's flush or the engine thread's pass) takes
+    /// the ACK owed for them along, in the same burst, instead of at its deadline or
+    /// as the engine thread blocks (`send_owed_acks`), each a second arrival — a
+    /// wake-up — at the peer. Not after a short stretch: in a dense ping-pong or a
+    /// stream the ACK waits to cover the next messages too (one ACK per message cost
+    /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`).
+    fn acks_ride_along(&mut self, now: &mut Option<Instant>) {
+        if !self.arrival_after_quiet || !self.ep.may_transmit() {
+            return;
+        }
+        self.arrival_after_quiet = false;
+        let t = self.now_once(now);
+        if self.ep.ack_owed_now(t) > 0 {
+            self.stats.acks_with_post += 1;
+        }
+    }
+
     /// Packets were taken at `t` (the pass's clock): whether they came after a quiet
     /// stretch of at least the ACK delay since the last ones ([`Engine::flush`]).
     fn note_arrival(&mut self, t: Instant) {
@@ -1492,6 +1500,7 @@ impl Engine {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
+        self.acks_ride_along(now);
         // How much a pass may send. The engine is CPU-bound, so a pass is also a share
         // of CPU. Alone, a QP gets `TX_BYTES_PER_PASS`. While several QPs sent
         // recently, a pass sends at least one round of the transport's deficit round
