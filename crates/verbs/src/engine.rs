@@ -580,6 +580,13 @@ pub(crate) struct Engine {
     /// owes for them with the reply, not at its deadline or as the thread blocks.
     last_arrival: Option<Instant>,
     arrival_after_quiet: bool,
+    /// The owed ACK rides along with the next transmit ([`Engine::acks_ride_along`]):
+    /// only on a link whose sends are memory writes ([`DatagramLink::sends_in_memory`],
+    /// shm), where a burst reaches the peer as one arrival. Over udp each datagram of a
+    /// `sendmmsg` is its own arrival, and the peer's engine thread, woken by the
+    /// reply, mostly took it before the ACK behind it was queued: no wake-up saved
+    /// (docs/results/study-ack-20261202s31).
+    ride_acks: bool,
     link: Box<dyn DatagramLink>,
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
@@ -669,6 +676,7 @@ impl Engine {
             lone: Vec::new(),
             last_arrival: None,
             arrival_after_quiet: false,
+            ride_acks: send_after_receive,
             link,
             stages_tx,
             visits_rx,
@@ -1373,7 +1381,7 @@ impl Engine {
                 break;
             }
         }
-        if let (true, Some(t)) = (got > 0, *now) {
+        if let (true, true, Some(t)) = (self.ride_acks, got > 0, *now) {
             self.note_arrival(t);
         }
         got > 0
@@ -1386,7 +1394,8 @@ impl Engine {
     /// as the engine thread blocks (`send_owed_acks`), each a second arrival — a
     /// wake-up — at the peer. Not after a short stretch: in a dense ping-pong or a
     /// stream the ACK waits to cover the next messages too (one ACK per message cost
-    /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`).
+    /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`). Only where a burst is
+    /// one arrival (`ride_acks`: shm); elsewhere the flag is never set.
     fn acks_ride_along(&mut self, now: &mut Option<Instant>) {
         if !self.arrival_after_quiet || !self.ep.may_transmit() {
             return;
@@ -1463,7 +1472,7 @@ impl Engine {
                 break;
             }
         }
-        if let (true, Some(t)) = (got > 0, *now) {
+        if let (true, true, Some(t)) = (self.ride_acks, got > 0, *now) {
             self.note_arrival(t);
         }
         got > 0
@@ -3060,13 +3069,16 @@ mod tests {
     /// to an engine thread asleep, not woken: [`Shared::recv_posted`]); the pass
     /// that takes the SEND drains the ring first, so the SEND finds it.
     fn owing_b() -> (Engine, Engine) {
-        let ((a, _), (b, _)) = owing_b_qps();
+        let ((a, _), (b, _)) = owing_b_qps(false);
         (a, b)
     }
 
-    /// [`owing_b`] with the two engines' QP numbers.
-    fn owing_b_qps() -> ((Engine, u32), (Engine, u32)) {
+    /// [`owing_b`] with the two engines' QP numbers, their owed ACKs riding along with
+    /// the next transmit (`Engine::ride_acks`, shm's setting) when `ride`.
+    fn owing_b_qps(ride: bool) -> ((Engine, u32), (Engine, u32)) {
         let ((mut a, qa), (mut b, qb)) = connected();
+        assert!(!a.ride_acks, "the fabric's sends are not memory writes");
+        (a.ride_acks, b.ride_acks) = (ride, ride);
         let _rq_tx = listed_recv(&mut b, qb);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
         send.signaled = false;
@@ -3195,13 +3207,17 @@ mod tests {
 
     /// A post's flush after packets that came after a quiet stretch (a sparse peer's
     /// request) sends the delayed ACK owed for them in the same burst as the post's
-    /// own packet (the reply), one arrival at the peer instead of two; after packets
-    /// that came within the ACK delay of the last ones (a dense ping-pong, a stream)
-    /// the ACK waits to cover the next messages too.
+    /// own packet (the reply), one arrival at the peer instead of two, on a link whose
+    /// bursts are one arrival (`ride_acks`, shm); after packets that came within the
+    /// ACK delay of the last ones (a dense ping-pong, a stream) the ACK waits to cover
+    /// the next messages too. On a link whose sends are system calls (udp; here the
+    /// fabric, `ride_acks` as `Engine::new` sets it) the reply leaves alone: each
+    /// datagram is its own arrival there, and the ACK in the reply's burst saved the
+    /// peer no wake-up.
     #[test]
-    fn a_reply_to_a_sparse_request_carries_its_ack_and_a_dense_one_does_not() {
-        for sparse in [true, false] {
-            let ((mut a, qa), (mut b, qb)) = owing_b_qps();
+    fn a_reply_to_a_sparse_request_carries_its_ack_only_where_a_burst_is_one_arrival() {
+        for (ride, sparse) in [(true, true), (true, false), (false, true)] {
+            let ((mut a, qa), (mut b, qb)) = owing_b_qps(ride);
             let slot = b.ep.qp_slot(qb).unwrap();
             if !sparse {
                 // The SEND came within the ACK delay of packets before it.
@@ -3213,11 +3229,13 @@ mod tests {
             reply.signaled = false;
             b.ep.post_send(qb, reply).unwrap();
             b.flush(slot);
-            let (frames, acks) = if sparse { (2, 1) } else { (1, 0) };
-            assert_eq!(b.link_stats().tx_frames, frames, "sparse {sparse}");
-            assert_eq!(b.stats().acks_with_post, acks, "sparse {sparse}");
-            assert_eq!(b.ep.stats().acks_sent, acks, "sparse {sparse}");
-            if sparse {
+            let rides = ride && sparse;
+            let (frames, acks) = if rides { (2, 1) } else { (1, 0) };
+            let case = format!("ride {ride}, sparse {sparse}");
+            assert_eq!(b.link_stats().tx_frames, frames, "{case}");
+            assert_eq!(b.stats().acks_with_post, acks, "{case}");
+            assert_eq!(b.ep.stats().acks_sent, acks, "{case}");
+            if rides {
                 a.progress();
                 assert_eq!(a.ep.stats().messages_completed, 1, "A's SEND retired");
             }
