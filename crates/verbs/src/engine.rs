@@ -355,6 +355,11 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
+    /// Times a transmit sent, with the packet it had to send (most likely a reply),
+    /// the delayed ACK owed for a request that arrived after a quiet stretch
+    /// (`Engine::acks_ride_along`): a sparse ping-pong's reply and its request's ACK
+    /// in one burst, one wake-up of the peer.
+    pub acks_with_post: u64,
     /// Receive posts through the ring that found their QP in the error state (its
     /// flag set by the transport's word, whatever the handle's own state says): each
     /// kicked the engine (a doorbell write if its thread was asleep), their flush
@@ -569,6 +574,20 @@ pub(crate) struct Engine {
     /// Where [`Engine::flush`] writes a lone QP's packet (a pool buffer's room, sized
     /// at the first flush): a link that takes it as it is (shm) copies it from here.
     lone: Vec<u8>,
+    /// When the last receive that found packets ran (the pass's clock; `None` before
+    /// the first), and whether those packets came after a quiet stretch of at least
+    /// the ACK delay (a sparse peer's request): [`Engine::flush`] sends the ACK it
+    /// owes for them with the reply, not at its deadline or as the thread blocks.
+    last_arrival: Option<Instant>,
+    arrival_after_quiet: bool,
+    /// The owed ACK rides along with the next transmit ([`Engine::acks_ride_along`]):
+    /// only on a link whose sends are memory writes ([`DatagramLink::sends_in_memory`],
+    /// shm), where a burst reaches the peer as one arrival. Over udp each datagram of a
+    /// `sendmmsg` is its own arrival: the peer's engine thread, woken by the reply,
+    /// took it alone and was woken again by the ACK behind it (a third of the traced
+    /// rounds), no wake-up was saved, and the idle probe took 1.03–1.13x the CPU
+    /// (docs/results/study-ack-20261202s31).
+    ride_acks: bool,
     link: Box<dyn DatagramLink>,
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
@@ -663,6 +682,9 @@ impl Engine {
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             lone: Vec::new(),
+            last_arrival: None,
+            arrival_after_quiet: false,
+            ride_acks: send_after_receive,
             link,
             stages_tx,
             visits_rx,
@@ -1257,6 +1279,7 @@ impl Engine {
         }
         self.stats.post_flushes += 1;
         let mut now = None;
+        self.acks_ride_along(&mut now);
         if self.stages_tx || !self.tx.is_empty() {
             self.transmit(&mut now);
             return;
@@ -1373,7 +1396,40 @@ impl Engine {
                 break;
             }
         }
+        if let (true, true, Some(t)) = (self.ride_acks, got > 0, *now) {
+            self.note_arrival(t);
+        }
         got > 0
+    }
+
+    /// The first transmit with something to send after packets that came after a quiet
+    /// stretch at least as long as the ACK delay (a sparse peer's request; this send
+    /// most likely its reply, from a post's flush or the engine thread's pass) takes
+    /// the ACK owed for them along, in the same burst, instead of at its deadline or
+    /// as the engine thread blocks (`send_owed_acks`), each a second arrival — a
+    /// wake-up — at the peer. Not after a short stretch: in a dense ping-pong or a
+    /// stream the ACK waits to cover the next messages too (one ACK per message cost
+    /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`). Only where a burst is
+    /// one arrival (`ride_acks`: shm); elsewhere the flag is never set.
+    fn acks_ride_along(&mut self, now: &mut Option<Instant>) {
+        if !self.arrival_after_quiet || !self.ep.may_transmit() {
+            return;
+        }
+        self.arrival_after_quiet = false;
+        let t = self.now_once(now);
+        if self.ep.ack_owed_now(t) > 0 {
+            self.stats.acks_with_post += 1;
+        }
+    }
+
+    /// Packets were taken at `t` (the pass's clock): whether they came after a quiet
+    /// stretch of at least the ACK delay since the last ones ([`Engine::flush`]).
+    fn note_arrival(&mut self, t: Instant) {
+        let quiet = self
+            .last_arrival
+            .is_none_or(|l| t.micros().saturating_sub(l.micros()) >= self.ep.config().ack_delay_us);
+        self.arrival_after_quiet = quiet;
+        self.last_arrival = Some(t);
     }
 
     /// [`Engine::receive`] on a link that visits each datagram in its own buffer
@@ -1431,6 +1487,9 @@ impl Engine {
                 break;
             }
         }
+        if let (true, true, Some(t)) = (self.ride_acks, got > 0, *now) {
+            self.note_arrival(t);
+        }
         got > 0
     }
 
@@ -1465,6 +1524,7 @@ impl Engine {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
+        self.acks_ride_along(now);
         // How much a pass may send. The engine is CPU-bound, so a pass is also a share
         // of CPU. Alone, a QP gets `TX_BYTES_PER_PASS`. While several QPs sent
         // recently, a pass sends at least one round of the transport's deficit round
@@ -3032,7 +3092,16 @@ mod tests {
     /// to an engine thread asleep, not woken: [`Shared::recv_posted`]); the pass
     /// that takes the SEND drains the ring first, so the SEND finds it.
     fn owing_b() -> (Engine, Engine) {
+        let ((a, _), (b, _)) = owing_b_qps(false);
+        (a, b)
+    }
+
+    /// [`owing_b`] with the two engines' QP numbers, their owed ACKs riding along with
+    /// the next transmit (`Engine::ride_acks`, shm's setting) when `ride`.
+    fn owing_b_qps(ride: bool) -> ((Engine, u32), (Engine, u32)) {
         let ((mut a, qa), (mut b, qb)) = connected();
+        assert!(!a.ride_acks, "the fabric's sends are not memory writes");
+        (a.ride_acks, b.ride_acks) = (ride, ride);
         let _rq_tx = listed_recv(&mut b, qb);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
         send.signaled = false;
@@ -3047,7 +3116,7 @@ mod tests {
         );
         assert_eq!(b.ep.stats().rnr_naks_sent, 0);
         assert!(b.ep.poll_timeout().is_some(), "B owes the delayed ACK");
-        (a, b)
+        ((a, qa), (b, qb))
     }
 
     /// A poll's pass that would certainly do nothing is only counted
@@ -3153,6 +3222,43 @@ mod tests {
         assert!(a.ep.is_idle(), "A's SEND retired on the ACK");
         assert_eq!(a.ep.stats().messages_completed, 1);
         assert_eq!(a.ep.stats().timeouts, 0);
+    }
+
+    /// A post's flush after packets that came after a quiet stretch (a sparse peer's
+    /// request) sends the delayed ACK owed for them in the same burst as the post's
+    /// own packet (the reply), one arrival at the peer instead of two, on a link whose
+    /// bursts are one arrival (`ride_acks`, shm); after packets that came within the
+    /// ACK delay of the last ones (a dense ping-pong, a stream) the ACK waits to cover
+    /// the next messages too. On a link whose sends are system calls (udp; here the
+    /// fabric, `ride_acks` as `Engine::new` sets it) the reply leaves alone: each
+    /// datagram is its own arrival there, and the ACK in the reply's burst saved the
+    /// peer no wake-up.
+    #[test]
+    fn a_reply_to_a_sparse_request_carries_its_ack_only_where_a_burst_is_one_arrival() {
+        for (ride, sparse) in [(true, true), (true, false), (false, true)] {
+            let ((mut a, qa), (mut b, qb)) = owing_b_qps(ride);
+            let slot = b.ep.qp_slot(qb).unwrap();
+            if !sparse {
+                // The SEND came within the ACK delay of packets before it.
+                let t = b.last_arrival.expect("B took A's SEND");
+                b.note_arrival(t);
+            }
+            let _rq = listed_recv(&mut a, qa);
+            let mut reply = SendWr::new(2, WrOp::Send { imm: None }, vec![]);
+            reply.signaled = false;
+            b.ep.post_send(qb, reply).unwrap();
+            b.flush(slot);
+            let rides = ride && sparse;
+            let (frames, acks) = if rides { (2, 1) } else { (1, 0) };
+            let case = format!("ride {ride}, sparse {sparse}");
+            assert_eq!(b.link_stats().tx_frames, frames, "{case}");
+            assert_eq!(b.stats().acks_with_post, acks, "{case}");
+            assert_eq!(b.ep.stats().acks_sent, acks, "{case}");
+            if rides {
+                a.progress();
+                assert_eq!(a.ep.stats().messages_completed, 1, "A's SEND retired");
+            }
+        }
     }
 
     /// The pass after a watch (the engine thread blocked without the engine) looks at
