@@ -124,6 +124,7 @@ impl DgramFabric {
             queue_limit,
             icrc: true,
             visits: false,
+            in_memory: false,
             stats: LinkStats::default(),
         })
     }
@@ -140,6 +141,7 @@ pub struct SimDatagramLink {
     queue_limit: usize,
     icrc: bool,
     visits: bool,
+    in_memory: bool,
     stats: LinkStats,
 }
 
@@ -155,6 +157,13 @@ impl SimDatagramLink {
     /// a caller.
     pub fn set_visits(&mut self, on: bool) {
         self.visits = on;
+    }
+
+    /// What [`DatagramLink::sends_in_memory`] answers (false by default): with it on,
+    /// [`DatagramLink::try_send_one`] sends a lone datagram at once, as the shm link
+    /// does, so a caller's lone path and its burst path can both be tested.
+    pub fn set_in_memory(&mut self, on: bool) {
+        self.in_memory = on;
     }
 }
 
@@ -195,6 +204,26 @@ impl DatagramLink for SimDatagramLink {
 
     fn visits_rx(&self) -> bool {
         self.visits
+    }
+
+    fn sends_in_memory(&self) -> bool {
+        self.in_memory
+    }
+
+    /// With [`SimDatagramLink::set_in_memory`] on: the datagram goes at once, through
+    /// the same fabric (and faults) as a burst of one.
+    fn try_send_one(&mut self, bytes: &[u8], path: &weft_wire::roce::IcrcPath) -> bool {
+        if !self.in_memory {
+            return false;
+        }
+        let Some(mut buf) = self.pool.alloc() else {
+            return false;
+        };
+        if !buf.copy_from(bytes) {
+            return false;
+        }
+        let mut one = vec![Datagram { buf, path: *path }];
+        self.send_burst(&mut one).is_ok()
     }
 
     /// The port's queue empty: a receive would find nothing.

@@ -355,10 +355,10 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
-    /// Times a transmit sent, with the packet it had to send (most likely a reply),
-    /// the delayed ACK owed for a request that arrived after a quiet stretch
-    /// (`Engine::acks_ride_along`): a sparse ping-pong's reply and its request's ACK
-    /// in one burst, one wake-up of the peer.
+    /// Times a transmit queued, ahead of the packet it had to send (most likely a
+    /// reply), the delayed ACKs owed after packets that arrived after a quiet stretch
+    /// (`Engine::acks_ride_along`; the ACKs of every QP that owed one): a sparse
+    /// ping-pong's reply and its request's ACK in one burst, one wake-up of the peer.
     pub acks_with_post: u64,
     /// Receive posts through the ring that found their QP in the error state (its
     /// flag set by the transport's word, whatever the handle's own state says): each
@@ -574,8 +574,8 @@ pub(crate) struct Engine {
     /// Where [`Engine::flush`] writes a lone QP's packet (a pool buffer's room, sized
     /// at the first flush): a link that takes it as it is (shm) copies it from here.
     lone: Vec<u8>,
-    /// When the last receive that found packets ran (the pass's clock; `None` before
-    /// the first), and whether those packets came after a quiet stretch of at least
+    /// On a link with `ride_acks` only (else never set): when the last receive that
+    /// found packets ran (the pass's clock; `None` before the first), and whether those packets came after a quiet stretch of at least
     /// the ACK delay (a sparse peer's request): [`Engine::flush`] sends the ACK it
     /// owes for them with the reply, not at its deadline or as the thread blocks.
     last_arrival: Option<Instant>,
@@ -1279,8 +1279,12 @@ impl Engine {
         }
         self.stats.post_flushes += 1;
         let mut now = None;
-        self.acks_ride_along(&mut now);
-        if self.stages_tx || !self.tx.is_empty() {
+        // An ACK that rides along takes the pass's transmit with the packet: the lone
+        // path would publish the reply on its own and the ACK after it, two ring
+        // publishes (and two notifications of a sleeping peer), and a peer that took
+        // the reply alone would be woken again by the ACK.
+        let rode = self.acks_ride_along(&mut now);
+        if rode || self.stages_tx || !self.tx.is_empty() {
             self.transmit(&mut now);
             return;
         }
@@ -1411,15 +1415,18 @@ impl Engine {
     /// stream the ACK waits to cover the next messages too (one ACK per message cost
     /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`). Only where a burst is
     /// one arrival (`ride_acks`: shm); elsewhere the flag is never set.
-    fn acks_ride_along(&mut self, now: &mut Option<Instant>) {
+    /// True when it queued an ACK.
+    fn acks_ride_along(&mut self, now: &mut Option<Instant>) -> bool {
         if !self.arrival_after_quiet || !self.ep.may_transmit() {
-            return;
+            return false;
         }
         self.arrival_after_quiet = false;
         let t = self.now_once(now);
-        if self.ep.ack_owed_now(t) > 0 {
+        let rode = self.ep.ack_owed_now(t) > 0;
+        if rode {
             self.stats.acks_with_post += 1;
         }
+        rode
     }
 
     /// Packets were taken at `t` (the pass's clock): whether they came after a quiet
@@ -1524,7 +1531,7 @@ impl Engine {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
-        self.acks_ride_along(now);
+        let _ = self.acks_ride_along(now);
         // How much a pass may send. The engine is CPU-bound, so a pass is also a share
         // of CPU. Alone, a QP gets `TX_BYTES_PER_PASS`. While several QPs sent
         // recently, a pass sends at least one round of the transport's deficit round
@@ -3016,11 +3023,18 @@ mod tests {
     /// and the QPs' numbers: A's local ACK timeout 67 ms and B's delayed-ACK bound
     /// announced, so A's unsignaled SENDs leave AckReq clear.
     fn connected() -> ((Engine, u32), (Engine, u32)) {
+        connected_with(false)
+    }
+
+    /// [`connected`] on links whose sends are memory writes (`in_memory`: a lone
+    /// datagram goes at once, as on shm) or not.
+    fn connected_with(in_memory: bool) -> ((Engine, u32), (Engine, u32)) {
         let fabric = DgramFabric::new(1);
         let a: std::net::SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let b: std::net::SocketAddr = "127.0.0.1:4792".parse().unwrap();
         let mk = |addr| {
-            let link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
+            let mut link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
+            link.set_in_memory(in_memory);
             let mut e = Engine::new(
                 Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
                 Box::new(link),
@@ -3099,9 +3113,12 @@ mod tests {
     /// [`owing_b`] with the two engines' QP numbers, their owed ACKs riding along with
     /// the next transmit (`Engine::ride_acks`, shm's setting) when `ride`.
     fn owing_b_qps(ride: bool) -> ((Engine, u32), (Engine, u32)) {
-        let ((mut a, qa), (mut b, qb)) = connected();
-        assert!(!a.ride_acks, "the fabric's sends are not memory writes");
-        (a.ride_acks, b.ride_acks) = (ride, ride);
+        let ((mut a, qa), (mut b, qb)) = connected_with(ride);
+        assert_eq!(
+            (a.ride_acks, b.ride_acks),
+            (ride, ride),
+            "set from the link"
+        );
         let _rq_tx = listed_recv(&mut b, qb);
         let mut send = SendWr::new(1, WrOp::Send { imm: None }, vec![]);
         send.signaled = false;
@@ -3238,10 +3255,14 @@ mod tests {
         for (ride, sparse) in [(true, true), (true, false), (false, true)] {
             let ((mut a, qa), (mut b, qb)) = owing_b_qps(ride);
             let slot = b.ep.qp_slot(qb).unwrap();
-            if !sparse {
-                // The SEND came within the ACK delay of packets before it.
+            if ride {
+                // The SEND came one ACK delay after packets before it (sparse), or a
+                // microsecond less (dense).
                 let t = b.last_arrival.expect("B took A's SEND");
-                b.note_arrival(t);
+                let delay = b.ep.config().ack_delay_us;
+                let gap = if sparse { delay } else { delay - 1 };
+                b.note_arrival(Instant(t.micros() + gap));
+                assert_eq!(b.arrival_after_quiet, sparse);
             }
             let _rq = listed_recv(&mut a, qa);
             let mut reply = SendWr::new(2, WrOp::Send { imm: None }, vec![]);
@@ -3252,8 +3273,19 @@ mod tests {
             let (frames, acks) = if rides { (2, 1) } else { (1, 0) };
             let case = format!("ride {ride}, sparse {sparse}");
             assert_eq!(b.link_stats().tx_frames, frames, "{case}");
+            assert_eq!(
+                b.stats().tx_bursts,
+                1,
+                "{case}: the reply and its ACK, one burst"
+            );
             assert_eq!(b.stats().acks_with_post, acks, "{case}");
             assert_eq!(b.ep.stats().acks_sent, acks, "{case}");
+            if !rides {
+                assert!(
+                    b.ep.poll_timeout().is_some(),
+                    "{case}: the ACK is still owed"
+                );
+            }
             if rides {
                 a.progress();
                 assert_eq!(a.ep.stats().messages_completed, 1, "A's SEND retired");
