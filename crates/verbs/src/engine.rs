@@ -575,9 +575,10 @@ pub(crate) struct Engine {
     /// at the first flush): a link that takes it as it is (shm) copies it from here.
     lone: Vec<u8>,
     /// On a link with `ride_acks` only (else never set): when the last receive that
-    /// found packets ran (the pass's clock; `None` before the first), and whether those packets came after a quiet stretch of at least
-    /// the ACK delay (a sparse peer's request): [`Engine::flush`] sends the ACK it
-    /// owes for them with the reply, not at its deadline or as the thread blocks.
+    /// found packets ran (the pass's clock; `None` before the first), and whether
+    /// those packets came after a quiet stretch of at least the ACK delay (a sparse
+    /// peer's request): [`Engine::flush`] sends the ACK it owes for them with the
+    /// reply, not at its deadline or as the thread blocks.
     last_arrival: Option<Instant>,
     arrival_after_quiet: bool,
     /// The owed ACK rides along with the next transmit ([`Engine::acks_ride_along`]):
@@ -1400,9 +1401,7 @@ impl Engine {
                 break;
             }
         }
-        if let (true, true, Some(t)) = (self.ride_acks, got > 0, *now) {
-            self.note_arrival(t);
-        }
+        self.note_arrival(got, *now);
         got > 0
     }
 
@@ -1415,6 +1414,7 @@ impl Engine {
     /// stream the ACK waits to cover the next messages too (one ACK per message cost
     /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`). Only where a burst is
     /// one arrival (`ride_acks`: shm); elsewhere the flag is never set.
+    ///
     /// True when it queued an ACK.
     fn acks_ride_along(&mut self, now: &mut Option<Instant>) -> bool {
         if !self.arrival_after_quiet || !self.ep.may_transmit() {
@@ -1429,9 +1429,13 @@ impl Engine {
         rode
     }
 
-    /// Packets were taken at `t` (the pass's clock): whether they came after a quiet
-    /// stretch of at least the ACK delay since the last ones ([`Engine::flush`]).
-    fn note_arrival(&mut self, t: Instant) {
+    /// A receive took `got` packets at `now` (the pass's clock): on a link with
+    /// `ride_acks`, whether any came after a quiet stretch of at least the ACK delay
+    /// since the last ones ([`Engine::flush`]). Both receive paths end with it.
+    fn note_arrival(&mut self, got: usize, now: Option<Instant>) {
+        let (true, true, Some(t)) = (self.ride_acks, got > 0, now) else {
+            return;
+        };
         let quiet = self
             .last_arrival
             .is_none_or(|l| t.micros().saturating_sub(l.micros()) >= self.ep.config().ack_delay_us);
@@ -1494,9 +1498,7 @@ impl Engine {
                 break;
             }
         }
-        if let (true, true, Some(t)) = (self.ride_acks, got > 0, *now) {
-            self.note_arrival(t);
-        }
+        self.note_arrival(got, *now);
         got > 0
     }
 
@@ -3261,7 +3263,7 @@ mod tests {
                 let t = b.last_arrival.expect("B took A's SEND");
                 let delay = b.ep.config().ack_delay_us;
                 let gap = if sparse { delay } else { delay - 1 };
-                b.note_arrival(Instant(t.micros() + gap));
+                b.note_arrival(1, Some(Instant(t.micros() + gap)));
                 assert_eq!(b.arrival_after_quiet, sparse);
             }
             let _rq = listed_recv(&mut a, qa);
