@@ -14,6 +14,7 @@ use crate::icmpv4::{self, Icmpv4Packet, Icmpv4Repr};
 use crate::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
 use crate::ipv4::{Ipv4Packet, Ipv4Repr};
 use crate::ipv6::{Ipv6Packet, Ipv6Repr};
+use crate::ring::RingDescriptor;
 use crate::roce::{BthRepr, IbPacket, IbPacketRepr};
 use crate::udp::{UdpPacket, UdpRepr};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -332,6 +333,35 @@ pub fn roce(data: &[u8]) -> bool {
     assert_eq!(back, r);
     assert_eq!(q.payload(), p.payload());
     true
+}
+
+/// Feed `data` to the shm ring mode's descriptor parser; for what parses, emit the
+/// descriptor again for the same payload and require the same bytes (every field
+/// with fewer values than bits is checked, so nothing is lost in the round trip).
+/// Returns whether it parsed; panics on a broken invariant.
+pub fn ring_descriptor(data: &[u8]) -> bool {
+    let Ok((d, payload)) = RingDescriptor::parse(data) else {
+        return false;
+    };
+    let mut out = vec![0u8; d.header_len() + payload.len()];
+    let n = d
+        .emit(&mut out, payload.len())
+        .expect("a parsed descriptor re-emits");
+    assert_eq!(n, d.header_len());
+    out[n..].copy_from_slice(payload);
+    assert_eq!(out, data);
+    true
+}
+
+/// Make a buffer look like a descriptor where a mutation most often breaks one: the
+/// marker byte, an operation in range, the reserved byte zero (so the checks behind
+/// them are reached).
+pub fn fix_ring_descriptor(b: &mut [u8]) {
+    if let [marker, op, _, reserved, ..] = b {
+        *marker = crate::ring::MARKER;
+        *op = 1 + *op % 3;
+        *reserved = 0;
+    }
 }
 
 /// The headers a checked packet reads in place ([`IbPacket::repr`], which trusts

@@ -3,7 +3,8 @@
 //!
 //! It owns: Ethernet II (+802.1Q), ARP, IPv4, IPv6 (and [`IpRepr`] over both), ICMPv4, ICMPv6, UDP, the RoCEv2
 //! (InfiniBand transport) headers with the one opcode table of the project, the 24-bit
-//! [`Psn`], and the invariant CRC (ICRC).
+//! [`Psn`], and the invariant CRC (ICRC); and weft's own descriptor for the shm ring
+//! mode ([`ring`]), which never leaves the machine.
 //!
 //! It must not touch: I/O, clocks, allocation on a parse path, `unsafe`.
 //!
@@ -54,6 +55,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod ring;
 pub mod roce;
 pub mod udp;
 
@@ -99,6 +101,8 @@ pub enum Header {
     Imm,
     /// The invariant CRC and the masked headers it covers.
     Icrc,
+    /// The shm ring mode's descriptor ([`ring`]).
+    RingDescriptor,
 }
 
 /// The field of a [`Header`] an [`Error`] is about.
@@ -165,6 +169,11 @@ pub enum Field {
     Msn,
     /// Bytes after the headers (payload, pad).
     Payload,
+    /// A flags field (a bit the format does not define, or one the operation does
+    /// not take).
+    Flags,
+    /// A reserved field that must be zero.
+    Reserved,
 }
 
 /// Why a buffer could not be parsed or emitted: which header, which field, which value.

@@ -74,6 +74,14 @@ fn roce_hostile() {
 }
 
 #[test]
+fn ring_descriptor_hostile() {
+    assert_reaches_emit(
+        "ring_descriptor",
+        hostile("ring_descriptor", 10, fix_ring_descriptor, ring_descriptor),
+    );
+}
+
+#[test]
 fn frame_hostile() {
     assert_reaches_emit("frame", hostile("frame", 9, fix_frame, frame));
 }
