@@ -26,7 +26,7 @@ use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::memory::{Access, Memory};
 use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
 use crate::requester::{Fault, Requester};
-use crate::responder::Responder;
+use crate::responder::{Responder, RingAnswer};
 use crate::slots::Slots;
 use crate::status::local_status;
 use crate::time::Instant;
@@ -146,6 +146,9 @@ pub struct Stats {
     pub pkey_mismatch: u64,
     /// Dropped: the QP's state does not accept it.
     pub dropped_state: u64,
+    /// Ring mode: descriptors discarded while an RNR was outstanding (go-back-N;
+    /// [`Endpoint::ring_request`]).
+    pub ring_discarded: u64,
     /// Dropped: UD Q_Key mismatch.
     pub qkey_mismatch: u64,
     /// Dropped: UD datagram with no receive WQE posted.
@@ -1250,6 +1253,42 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         sched.touched(qp);
         self.rx_slot = slot;
         true
+    }
+
+    /// A descriptor of the shm ring mode for QP `d.dest_qpn`, with its payload
+    /// ([`weft_wire::ring`]; the responder's side: [`RingAnswer`] says what the caller
+    /// must do, and a fatal refusal has put the QP in ERR). `None`: no such QP, or not
+    /// an RC QP that receives (RTR or later; counted as the packet path counts them).
+    pub fn ring_request(
+        &mut self,
+        now: Instant,
+        d: &weft_wire::ring::RingDescriptor,
+        payload: &[u8],
+    ) -> Option<RingAnswer> {
+        let (mut ctx, qps, sched) = self.split(now);
+        let Some(qp) = qps.get_mut(d.dest_qpn) else {
+            ctx.stats.unknown_qpn += 1;
+            return None;
+        };
+        if qp.common.qp_type != QpType::Rc {
+            ctx.stats.wrong_transport += 1;
+            return None;
+        }
+        if !matches!(
+            qp.common.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
+            ctx.stats.dropped_state += 1;
+            return None;
+        }
+        let answer = qp
+            .resp
+            .ring_request(&qp.common, &mut qp.rq, &mut ctx, d, payload);
+        if let RingAnswer::Refused { fatal: true, .. } = answer {
+            qp.enter_error(&mut ctx, None);
+            sched.touched(qp);
+        }
+        Some(answer)
     }
 
     /// False when [`Endpoint::poll_transmit`] would return `None` without looking at

@@ -10,6 +10,7 @@ use crate::status::RespError;
 use crate::time::Instant;
 use crate::wr::{Completion, RecvWr, WcOpcode, WcStatus, MAX_SGE};
 use std::collections::{BTreeMap, VecDeque};
+use weft_wire::ring::{RingDescriptor, RingOp};
 use weft_wire::roce::ext::{code_from_credits, CREDITS_INVALID};
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
@@ -104,6 +105,26 @@ impl From<RespError> for Refusal {
     }
 }
 
+/// What became of a ring-mode descriptor ([`Endpoint::ring_request`](crate::Endpoint::ring_request)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingAnswer {
+    /// Executed: its data placed, its receive (if any) completed.
+    Executed,
+    /// Refused: the caller sends an ERROR descriptor with this syndrome and the
+    /// descriptor's sequence number back before it releases the item. `fatal`: the QP
+    /// entered ERR (a NAK code); otherwise an RNR, which the requester retries.
+    Refused {
+        /// The AETH syndrome (an RNR NAK with the QP's timer, or a NAK code).
+        syndrome: Syndrome,
+        /// The QP is in ERR.
+        fatal: bool,
+    },
+    /// Dropped without an answer: a later descriptor while an RNR is outstanding
+    /// (the requester sends it again after the refused one), or one for a QP that
+    /// refused a fatal one already or is not in a state to receive.
+    Discarded,
+}
+
 /// Outcome of one `poll_transmit` of the responder.
 pub(crate) struct RespEmitted {
     pub len: usize,
@@ -133,6 +154,9 @@ pub(crate) struct Responder {
     /// An ACK owed for request packets through this PSN that did not ask for one, and
     /// when it is due ([`Config::ack_delay_us`](crate::Config::ack_delay_us)).
     owed: Option<(u64, Instant)>,
+    /// Ring mode: the sequence number of the next descriptor ([`Responder::ring_request`]);
+    /// a QP's first is 0 (its requester's too).
+    ring_next: u32,
 }
 
 /// Longest response queue; beyond it duplicates and NAKs are dropped (a hostile
@@ -154,6 +178,7 @@ impl Responder {
             atomic_replay: VecDeque::new(),
             ooo: BTreeMap::new(),
             owed: None,
+            ring_next: 0,
         }
     }
 
@@ -471,6 +496,125 @@ impl Responder {
             self.owe_ack(p, ctx.now, ctx.config.ack_delay_us);
         }
         true
+    }
+
+    /// A descriptor of the shm ring mode (docs/verbs.md, "What 1 500 instructions a
+    /// message would take"; the format is [`weft_wire::ring`]) for this RC QP, with
+    /// its payload. The ring delivers in order and uncorrupted, so there is no PSN
+    /// window and no ACK: the requester learns that a message was executed from the
+    /// ring's release index, and of a refusal from the ERROR descriptor the caller
+    /// sends back for a [`RingAnswer::Refused`] (before it releases this item). What
+    /// stays is every check the packet path makes for the same message — receive
+    /// WQE, its capacity and protection domain, the rkey, bounds and rights of a
+    /// WRITE, the message length limit — and RC's answers to them: RNR for a missing
+    /// receive (then every later descriptor of the QP is discarded until the refused
+    /// one comes again, go-back-N, which is what the sequence number is for), a fatal
+    /// NAK code for the rest (the QP then enters ERR, as the caller does on `fatal`).
+    /// A sequence number other than the next one outside that retry is a broken peer:
+    /// fatal, Invalid Request.
+    pub fn ring_request<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        rq: &mut VecDeque<RecvWr>,
+        ctx: &mut Ctx<'_, M>,
+        d: &RingDescriptor,
+        payload: &[u8],
+    ) -> RingAnswer {
+        if self.fatal {
+            ctx.stats.dropped_state += 1;
+            return RingAnswer::Discarded;
+        }
+        if d.seq != self.ring_next {
+            if self.nak_outstanding {
+                ctx.stats.ring_discarded += 1;
+                return RingAnswer::Discarded;
+            }
+            return self.ring_fatal(RespError::InvalidRequest("ring sequence"));
+        }
+        let plen = payload.len() as u64;
+        if plen > ctx.config.max_msg_len {
+            return self.ring_fatal(RespError::InvalidRequest("message length"));
+        }
+        // What a message needs before anything is written: a WRITE's target, and a
+        // receive WQE for a SEND or a WRITE with immediate (an RNR leaves no trace).
+        let needs_recv = match d.op {
+            RingOp::Send { .. } => true,
+            RingOp::Write { va, rkey, imm } => {
+                if let Err(e) = self.check_remote(q, ctx, rkey, va, plen, Access::REMOTE_WRITE) {
+                    return self.ring_fatal(e);
+                }
+                imm.is_some()
+            }
+            RingOp::Error { .. } => {
+                return self.ring_fatal(RespError::InvalidRequest("error descriptor"))
+            }
+        };
+        if needs_recv && !has_recv(q, rq, ctx) {
+            self.nak_outstanding = true;
+            ctx.stats.rnr_naks_sent += 1;
+            return RingAnswer::Refused {
+                syndrome: Syndrome::RnrNak {
+                    timer: q.attrs().min_rnr_timer,
+                },
+                fatal: false,
+            };
+        }
+        self.nak_outstanding = false;
+        match d.op {
+            RingOp::Send { imm, .. } => {
+                let Some((recv, from_srq)) = take_recv(q, rq, ctx) else {
+                    return self.ring_fatal(RespError::InvalidRequest("receive queue"));
+                };
+                let placed = if plen > recv.capacity() {
+                    Err(RespError::RecvTooSmall)
+                } else {
+                    scatter(ctx.mem, q.pd, recv.sg_list.as_slice(), 0, payload)
+                        .map_err(RespError::RecvProtection)
+                };
+                if let Err(e) = placed {
+                    let mut c = Completion::new(recv.wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
+                    c.from_srq = from_srq;
+                    ctx.cq.complete(c);
+                    return self.ring_fatal(e);
+                }
+                complete_send(ctx, q, recv.wr_id, from_srq, plen, imm);
+            }
+            RingOp::Write { va, rkey, imm } => {
+                if plen > 0 {
+                    if let Err(e) =
+                        ctx.mem
+                            .write(Key::Remote(rkey), q.pd, va, payload, Access::REMOTE_WRITE)
+                    {
+                        return self.ring_fatal(RespError::RemoteAccess(e));
+                    }
+                }
+                if let (Some(imm), Some((recv, from_srq))) = (imm, take_recv(q, rq, ctx)) {
+                    let mut c = Completion::new(
+                        recv.wr_id,
+                        WcStatus::Success,
+                        WcOpcode::RecvRdmaWithImm,
+                        q.qpn,
+                    );
+                    c.byte_len = plen as u32;
+                    c.imm = Some(imm);
+                    c.from_srq = from_srq;
+                    ctx.cq.complete(c);
+                }
+            }
+            RingOp::Error { .. } => unreachable!("refused above"),
+        }
+        self.ring_next = self.ring_next.wrapping_add(1);
+        self.msn = self.msn.wrapping_add(1);
+        RingAnswer::Executed
+    }
+
+    /// A ring descriptor refused for good: the QP stops taking requests.
+    fn ring_fatal(&mut self, e: RespError) -> RingAnswer {
+        self.fatal = true;
+        RingAnswer::Refused {
+            syndrome: Syndrome::Nak(e.nak_code()),
+            fatal: true,
+        }
     }
 
     /// IBTA Vol 1 §9.7, duplicate requests: SEND/WRITE are ACKed again; READ is
