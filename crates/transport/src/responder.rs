@@ -601,7 +601,10 @@ impl Responder {
                     ctx.cq.complete(c);
                 }
             }
-            RingOp::Error { .. } => unreachable!("refused above"),
+            // Refused above; answered the same way here, not with a panic.
+            RingOp::Error { .. } => {
+                return self.ring_fatal(RespError::InvalidRequest("error descriptor"))
+            }
         }
         self.ring_next = self.ring_next.wrapping_add(1);
         self.msn = self.msn.wrapping_add(1);
