@@ -589,16 +589,7 @@ impl Responder {
                     }
                 }
                 if let (Some(imm), Some((recv, from_srq))) = (imm, take_recv(q, rq, ctx)) {
-                    let mut c = Completion::new(
-                        recv.wr_id,
-                        WcStatus::Success,
-                        WcOpcode::RecvRdmaWithImm,
-                        q.qpn,
-                    );
-                    c.byte_len = plen as u32;
-                    c.imm = Some(imm);
-                    c.from_srq = from_srq;
-                    ctx.cq.complete(c);
+                    complete_write_imm(ctx, q, recv.wr_id, from_srq, plen, imm);
                 }
             }
             // Refused above; answered the same way here, not with a panic.
@@ -1116,16 +1107,7 @@ impl Responder {
                     self.msn = self.msn.wrapping_add(1);
                     if let Some(imm) = repr.imm {
                         if let Some((recv, from_srq)) = take_recv(q, rq, ctx) {
-                            let mut c = Completion::new(
-                                recv.wr_id,
-                                WcStatus::Success,
-                                WcOpcode::RecvRdmaWithImm,
-                                q.qpn,
-                            );
-                            c.byte_len = total as u32;
-                            c.imm = Some(imm);
-                            c.from_srq = from_srq;
-                            ctx.cq.complete(c);
+                            complete_write_imm(ctx, q, recv.wr_id, from_srq, total, imm);
                         }
                     }
                 } else if let Some(InMsg::Write { offset, .. }) = &mut self.cur {
@@ -1401,6 +1383,23 @@ fn complete_send<M: Memory>(
     let mut c = Completion::new(wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
     c.byte_len = len as u32;
     c.imm = imm;
+    c.from_srq = from_srq;
+    ctx.cq.complete(c);
+}
+
+/// A WRITE with immediate arrived whole: the receive it consumed completes with the
+/// message's length and immediate (the packet path and the ring mode).
+fn complete_write_imm<M: Memory>(
+    ctx: &mut Ctx<'_, M>,
+    q: &QpCommon,
+    wr_id: u64,
+    from_srq: bool,
+    len: u64,
+    imm: u32,
+) {
+    let mut c = Completion::new(wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, q.qpn);
+    c.byte_len = len as u32;
+    c.imm = Some(imm);
     c.from_srq = from_srq;
     ctx.cq.complete(c);
 }
