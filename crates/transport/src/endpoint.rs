@@ -1593,6 +1593,7 @@ impl Qp {
 
     /// The QP's next timer: its requester's (retransmission, RNR wait) or the
     /// responder's delayed ACK, whichever is first.
+    #[inline]
     fn next_deadline(&self) -> Option<Instant> {
         match (self.req.next_deadline(), self.resp.ack_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
