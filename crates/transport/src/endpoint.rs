@@ -83,6 +83,20 @@ pub struct Config {
     /// loss. A ping-pong of unsignaled SENDs then costs one ACK per `ack_req_interval`
     /// messages or per this delay, not one per message.
     pub ack_delay_us: u64,
+    /// A delayed ACK owed after a quiet stretch leaves right behind the next request
+    /// packet of its QP (most likely the reply), in the same transmit, instead of at
+    /// its deadline (off by default). "After a quiet stretch": the request that began
+    /// owing it arrived at least [`Config::ack_delay_us`] after the QP's previous
+    /// accepted request (or was its first), a sparse peer's request; requests closer
+    /// together (a dense ping-pong, a stream) keep coalescing as before, the ACK
+    /// waiting to cover the next ones too. Only for a link where a burst of sends is
+    /// one arrival at the peer (weft's shm link, whose burst is one ring publish):
+    /// there the reply and its request's ACK wake a sleeping peer once instead of
+    /// twice. Over udp each datagram of a burst is its own arrival, the peer woken by
+    /// the reply was woken again by the ACK, and the idle CPU per sparse round trip
+    /// did not drop (docs/results/study-ack-20261202s31). Counted in
+    /// [`Stats::acks_with_reply`].
+    pub ack_rides_reply: bool,
     /// Largest inline payload.
     pub max_inline: usize,
     /// Seed of the QP-number generator (QPNs must be unguessable; the caller supplies
@@ -113,6 +127,7 @@ impl Default for Config {
             max_msg_len: 1 << 31,
             ack_req_interval: 16,
             ack_delay_us: 64,
+            ack_rides_reply: false,
             max_inline: 256,
             qpn_seed: 0x5eed,
             drr_quantum: 4096,
@@ -172,6 +187,10 @@ pub struct Stats {
     pub bad_responses: u64,
     pub unexpected_opcode: u64,
     pub acks_sent: u64,
+    /// Delayed ACKs queued right behind a request packet of their QP, to leave with
+    /// it ([`Config::ack_rides_reply`]): a sparse peer's request acknowledged by the
+    /// reply's transmit, not at the ACK's deadline.
+    pub acks_with_reply: u64,
     pub naks_sent: u64,
     pub seq_naks_sent: u64,
     pub rnr_naks_sent: u64,
@@ -604,6 +623,25 @@ impl Sched {
         self.timers.insert((d, qp.common.qpn));
         qp.armed = Some(d);
     }
+
+    /// Queue the delayed ACK `qp`'s responder owes now, ahead of its deadline, and
+    /// take its timer entry out; false when it owes none. The entry stood for the ACK
+    /// (or earlier): out with it, so that a driver sleeping until the next timer does
+    /// not wake for it. [`Sched::touched`] files the QP again under its requester's
+    /// deadline, if it has one, and queues the ACK. Both ways an owed ACK leaves
+    /// early go through here: [`Endpoint::ack_owed_now`] (every QP's, for a driver
+    /// about to sleep) and [`Qp::ack_rides_along`] (one QP's, behind its request).
+    fn ack_now(&mut self, qp: &mut Qp) -> bool {
+        if qp.resp.ack_due().is_none() {
+            return false;
+        }
+        qp.resp.send_owed_ack();
+        if let Some(a) = qp.armed.take() {
+            self.timers.remove(&(a, qp.common.qpn));
+        }
+        self.touched(qp);
+        true
+    }
 }
 
 /// A packet `qp` wrote (`len`, `moves`): charged to its deficit and counted, and
@@ -685,7 +723,7 @@ fn turn_packet<M: Memory>(
     qp: &mut Qp,
     buf: &mut [u8],
 ) -> Option<(usize, usize)> {
-    let sent = qp.poll_transmit(ctx, buf);
+    let sent = qp.poll_transmit(ctx, sched, buf);
     sched.sync_timer(qp);
     let Some(packet) = sent else {
         sched.retire_front(qp);
@@ -1429,7 +1467,11 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
                         // Still this QP's turn. No ACK owed elsewhere can go first:
                         // `transmit_ack` emptied their queue before the turns, and
                         // only an input (a packet, a post) fills it.
-                        debug_assert!(sched.ready.len() == 1 || sched.acks.is_empty());
+                        // Or this QP's own ACK, queued behind the packet it just
+                        // wrote (`Qp::ack_rides_along`): its next packet anyway.
+                        debug_assert!(
+                            sched.ready.len() == 1 || sched.acks.iter().all(|&s| s == qp.slot)
+                        );
                         let Some(next) = out.next_buffer() else {
                             return n;
                         };
@@ -1467,7 +1509,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             };
             let sent = if qp.resp.ack_first() {
                 ctx.stats.qp_visits += 1;
-                qp.poll_transmit(&mut ctx, buf)
+                qp.poll_transmit(&mut ctx, sched, buf)
             } else {
                 None
             };
@@ -1563,22 +1605,9 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         );
         let mut n = 0;
         for qpn in owing.drain(..) {
-            let Some(qp) = qps.get_mut(qpn) else {
-                continue;
-            };
-            if qp.resp.ack_due().is_none() {
-                continue;
+            if qps.get_mut(qpn).is_some_and(|qp| sched.ack_now(qp)) {
+                n += 1;
             }
-            qp.resp.send_owed_ack();
-            n += 1;
-            // The entry stood for the ACK (or earlier): out with it, so that a driver
-            // sleeping until the next timer does not wake for it. `touched` files the
-            // QP again under its requester's deadline, if it has one, and queues the
-            // ACK.
-            if let Some(a) = qp.armed.take() {
-                sched.timers.remove(&(a, qpn));
-            }
-            sched.touched(qp);
         }
         sched.due = owing;
         n
@@ -1603,6 +1632,7 @@ impl Qp {
 
     /// The QP's next timer: its requester's (retransmission, RNR wait) or the
     /// responder's delayed ACK, whichever is first.
+    #[inline]
     fn next_deadline(&self) -> Option<Instant> {
         match (self.req.next_deadline(), self.resp.ack_due()) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -1668,6 +1698,7 @@ impl Qp {
     fn poll_transmit<M: Memory>(
         &mut self,
         ctx: &mut Ctx<'_, M>,
+        sched: &mut Sched,
         buf: &mut [u8],
     ) -> Option<(usize, usize)> {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
@@ -1677,6 +1708,10 @@ impl Qp {
             match self.req.poll_transmit(&self.common, ctx, buf) {
                 Ok(Some(e)) => {
                     self.ack_yielded = true;
+                    if self.resp.ack_rides() {
+                        // Into the queued ACK, which goes next.
+                        self.ack_rides_along(ctx.stats, sched);
+                    }
                     return Some((e.len, e.moves));
                 }
                 Ok(None) => {}
@@ -1699,12 +1734,33 @@ impl Qp {
             }
         }
         match self.req.poll_transmit(&self.common, ctx, buf) {
-            Ok(Some(e)) => Some((e.len, e.moves)),
+            Ok(Some(e)) => {
+                if self.resp.ack_rides() {
+                    self.ack_rides_along(ctx.stats, sched);
+                }
+                Some((e.len, e.moves))
+            }
             Ok(None) => None,
             Err(f) => {
                 self.fault(ctx, f);
                 None
             }
+        }
+    }
+
+    /// The requester just wrote a packet (most likely the reply to the peer's
+    /// request) while the responder owes a delayed ACK that began after a quiet
+    /// stretch ([`Config::ack_rides_reply`]): the ACK is queued now and is the QP's
+    /// next packet (`ack_yielded`), so it leaves right behind the packet, in the same
+    /// transmit, not at its deadline — one arrival at a sparse peer instead of two.
+    /// Only this QP's ACK: another QP's waits for its own request packet, its
+    /// deadline, or [`Endpoint::ack_owed_now`]. Out of line: the check before the
+    /// call is the per-packet part, a ride is one per sparse request.
+    #[inline(never)]
+    fn ack_rides_along(&mut self, stats: &mut Stats, sched: &mut Sched) {
+        if sched.ack_now(self) {
+            self.ack_yielded = true;
+            stats.acks_with_reply += 1;
         }
     }
 

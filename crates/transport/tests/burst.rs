@@ -54,8 +54,18 @@ fn run(seed: u64, rate: u64, tx: Tx) -> Trace {
 }
 
 fn run_qps(seed: u64, rate: u64, tx: Tx, qps: usize) -> Trace {
+    run_with(seed, rate, tx, qps, false)
+}
+
+/// [`run_qps`]; with `rides`, owed ACKs ride along with their QP's next request
+/// packet (`Config::ack_rides_reply`) and every fourth message of each side is
+/// unsignaled (its AckReq clear, so its ACK is owed, not asked for).
+fn run_with(seed: u64, rate: u64, tx: Tx, qps: usize, rides: bool) -> Trace {
     let mut p = Pair::new(
-        Config::default(),
+        Config {
+            ack_rides_reply: rides,
+            ..Config::default()
+        },
         MEM as usize,
         faulty(rate),
         faulty(rate),
@@ -67,10 +77,15 @@ fn run_qps(seed: u64, rate: u64, tx: Tx, qps: usize) -> Trace {
         Tx::Alone(k) => p.transmit_alone(Some(k)),
     }
     let (ra, rb) = big_regions(&mut p, MEM);
-    let o = ConnectOptions {
+    let mut o = ConnectOptions {
         max_inflight: 16,
         ..ConnectOptions::default()
     };
+    if rides {
+        // A local ACK timeout long enough for the peer's ACK delay: unsignaled
+        // messages leave AckReq clear (`Config::ack_delay_us`).
+        o.timeout = 14;
+    }
     let conns: Vec<_> = (0..qps).map(|_| p.connect(QpType::Rc, &o)).collect();
     // Sizes from one packet to many (MTU 1024): small messages beside long ones, so
     // the round robin's deficit runs out mid-message and turns pass between QPs.
@@ -84,7 +99,7 @@ fn run_qps(seed: u64, rate: u64, tx: Tx, qps: usize) -> Trace {
                 .unwrap();
             p.a.post_recv(c.qpn_a, recv(id, vec![sge(&ra, ra.addr + at, 32_768)]))
                 .unwrap();
-            let wa = if i % 3 == 2 {
+            let mut wa = if i % 3 == 2 {
                 write(
                     id,
                     remote(&rb, rb.addr + at),
@@ -93,9 +108,13 @@ fn run_qps(seed: u64, rate: u64, tx: Tx, qps: usize) -> Trace {
             } else {
                 send(id, vec![sge(&ra, ra.addr + at, len)])
             };
+            let mut wb = send(id, vec![sge(&rb, rb.addr + at, len)]);
+            if rides && i % 4 == 1 {
+                wa.signaled = false;
+                wb.signaled = false;
+            }
             p.a.post_send(c.qpn_a, wa).unwrap();
-            p.b.post_send(c.qpn_b, send(id, vec![sge(&rb, rb.addr + at, len)]))
-                .unwrap();
+            p.b.post_send(c.qpn_b, wb).unwrap();
         }
     }
     let mut sent = Vec::new();
@@ -201,4 +220,50 @@ fn a_lone_qps_direct_turn_sends_the_packets_of_single_calls() {
             }
         }
     }
+}
+
+/// The same three ways of transmitting (single calls, bursts, a lone QP's direct turn)
+/// with owed ACKs riding along with their QP's next request packet
+/// (`Config::ack_rides_reply`): a ride queues the ACK inside a turn, as the QP's next
+/// packet, and every way must send the same packets at the same times, and end with
+/// the same completions and counters. The runs do ride (`Stats::acks_with_reply`).
+#[test]
+fn riding_acks_leave_the_same_way_in_bursts_and_lone_turns() {
+    let mut rode = 0;
+    for (seed, rate) in [(1, 1250), (7, 1250), (3, 100)] {
+        for qps in [1, QPS] {
+            let (sent, ca, cb, stats) = run_with(seed, rate, Tx::Single, qps, true);
+            rode += stats.0.acks_with_reply + stats.1.acks_with_reply;
+            assert!(
+                ca.iter().chain(&cb).all(|c| c.status == WcStatus::Success),
+                "seed {seed}, {qps} QPs: every message went through"
+            );
+            assert_eq!(stats.0.messages_completed, (qps as u64) * MSGS);
+            assert_eq!(stats.1.messages_completed, (qps as u64) * MSGS);
+            for tx in [
+                Tx::Burst(1),
+                Tx::Burst(5),
+                Tx::Burst(64),
+                Tx::Alone(1),
+                Tx::Alone(4),
+            ] {
+                let (osent, oca, ocb, ostats) = run_with(seed, rate, tx, qps, true);
+                let what = format!("seed {seed}, {qps} QPs, {tx:?}");
+                assert_eq!(osent.len(), sent.len(), "{what}: packet count");
+                if let Some(i) = (0..sent.len()).find(|&i| sent[i] != osent[i]) {
+                    let at = |t: &(u8, u64, Vec<u8>)| (t.0, t.1, t.2.len());
+                    panic!(
+                        "{what}: packet {i} {:?}, here {:?}",
+                        at(&sent[i]),
+                        at(&osent[i])
+                    );
+                }
+                assert_eq!(oca, ca, "{what}: A's completions");
+                assert_eq!(ocb, cb, "{what}: B's completions");
+                assert_eq!(ostats.0, stats.0, "{what}: A's counters");
+                assert_eq!(ostats.1, stats.1, "{what}: B's counters");
+            }
+        }
+    }
+    assert!(rode > 0, "no ACK rode along in any run");
 }

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use weft_transport::sim::{ConnectOptions, LinkConfig, Pair, Seen, Side};
-use weft_transport::{Config, Mtu, QpType, Recovery, SendWr, Sge, WcStatus, WrOp};
+use weft_transport::{Config, Mtu, QpType, Recovery, Region, SendWr, Sge, WcStatus, WrOp};
 
 const MEM: u64 = 4 << 20;
 
@@ -949,4 +949,278 @@ fn owed_acks_leave_at_once_when_the_driver_asks() {
     settle(&mut p, 1_000_000);
     assert_eq!(p.a.stats().timeouts, 0);
     assert_eq!(p.a.stats().retransmitted_packets, 0);
+}
+
+/// Everything `side` transmits now, through one [`Endpoint::poll_transmit_burst`]
+/// (the verbs engine's path): opcode, destination QPN, PSN, path and bytes, in order.
+fn transmit_burst(
+    p: &mut Pair,
+    side: Side,
+) -> Vec<(u8, u32, u32, weft_wire::roce::IcrcPath, Vec<u8>)> {
+    struct Out {
+        buf: Vec<u8>,
+        sent: Vec<(u8, u32, u32, weft_wire::roce::IcrcPath, Vec<u8>)>,
+    }
+    impl weft_transport::TxBuffers for Out {
+        fn next_buffer(&mut self) -> Option<&mut [u8]> {
+            (self.sent.len() < 64).then_some(&mut self.buf[..])
+        }
+        fn written(&mut self, t: weft_transport::Transmit) -> bool {
+            let b = &self.buf[..t.len];
+            let qpn = u32::from_be_bytes([0, b[5], b[6], b[7]]);
+            self.sent.push((b[0], qpn, bth(b).2, t.path, b.to_vec()));
+            true
+        }
+    }
+    let mut out = Out {
+        buf: vec![0; 8192],
+        sent: Vec::new(),
+    };
+    let now = p.now;
+    p.ep(side).poll_transmit_burst(now, &mut out);
+    out.sent
+}
+
+/// Hand `out` (what B transmitted) to A at the pair's time.
+fn deliver_to_a(p: &mut Pair, out: &[(u8, u32, u32, weft_wire::roce::IcrcPath, Vec<u8>)]) {
+    for (_, _, _, path, bytes) in out {
+        p.a.handle_packet(p.now, path, bytes);
+    }
+}
+
+/// The pair for the ACK ride-along tests: delayed ACKs on (the default delay), and
+/// `Config::ack_rides_reply` as `rides`.
+fn ride_pair(rides: bool) -> Pair {
+    pair(Config {
+        ack_rides_reply: rides,
+        ..Config::default()
+    })
+}
+
+/// Connection options under which an unsignaled SEND leaves AckReq clear (a local
+/// ACK timeout long enough for the peer's delay, see `Config::ack_delay_us`).
+fn ride_opts() -> ConnectOptions {
+    ConnectOptions {
+        timeout: 14,
+        depth: 64,
+        ..ConnectOptions::default()
+    }
+}
+
+/// A's unsignaled SEND on `c`, taken by B at `at` (µs); B owes its delayed ACK.
+/// Returns the SEND's PSN.
+fn unasked_send_at(p: &mut Pair, c: &weft_transport::sim::Connection, ra: &Region, at: u64) -> u32 {
+    let mut s = send(1, vec![sge(ra, ra.addr, 64)]);
+    s.signaled = false;
+    p.a.post_send(c.qpn_a, s).unwrap();
+    let sent = transmit_burst(p, Side::A);
+    assert_eq!(sent.len(), 1);
+    let (op, _, psn, path, bytes) = &sent[0];
+    assert_eq!(*op, RC_SEND_ONLY);
+    assert!(!bth(bytes).1, "the SEND leaves AckReq clear");
+    p.b.handle_packet(weft_transport::Instant(at), path, bytes);
+    *psn
+}
+
+/// B's application answers on `c` (one unsignaled SEND; A has a receive for it).
+fn reply(p: &mut Pair, c: &weft_transport::sim::Connection, ra: &Region, rb: &Region, id: u64) {
+    p.a.post_recv(c.qpn_a, recv(id, vec![sge(ra, ra.addr + 4096, 64)]))
+        .unwrap();
+    let mut s = send(id, vec![sge(rb, rb.addr + 64, 64)]);
+    s.signaled = false;
+    p.b.post_send(c.qpn_b, s).unwrap();
+}
+
+/// With `Config::ack_rides_reply`, the delayed ACK of a sparse peer's request (here
+/// the QP's first) leaves right behind the reply, in the same transmit, not at its
+/// deadline: the ACK is the packet after the reply, it acknowledges the request, its
+/// timer entry is gone (B's next deadline is the reply's own retransmission timer),
+/// and A's SEND retires on it with no timeout. Without the flag the ACK stays owed
+/// and the reply leaves alone.
+#[test]
+fn a_reply_to_a_sparse_request_carries_its_ack_when_asked_to() {
+    for rides in [true, false] {
+        let mut p = ride_pair(rides);
+        let c = p.connect(QpType::Rc, &ride_opts());
+        let (ra, rb) = big_regions(&mut p, MEM);
+        p.b.post_recv(c.qpn_b, recv(1, vec![sge(&rb, rb.addr, 64)]))
+            .unwrap();
+        let now = p.now.micros();
+        let psn = unasked_send_at(&mut p, &c, &ra, now);
+        let due = p.b.poll_timeout().expect("B owes the delayed ACK");
+        assert!(transmit_burst(&mut p, Side::B).is_empty(), "the ACK waits");
+        reply(&mut p, &c, &ra, &rb, 2);
+        let out = transmit_burst(&mut p, Side::B);
+        let ops: Vec<u8> = out.iter().map(|o| o.0).collect();
+        if !rides {
+            assert_eq!(ops, [RC_SEND_ONLY], "flag off: the reply alone");
+            assert_eq!(p.b.poll_timeout(), Some(due), "the ACK is still owed");
+            assert_eq!(p.b.stats().acks_with_reply, 0);
+            continue;
+        }
+        assert_eq!(
+            ops,
+            [RC_SEND_ONLY, RC_ACK],
+            "the reply, then its request's ACK"
+        );
+        assert_eq!(out[1].2, psn, "the ACK covers the SEND");
+        assert_eq!(out[1].1, c.qpn_a, "to the requesting QP");
+        assert_eq!(p.b.stats().acks_with_reply, 1);
+        assert_eq!(p.b.stats().acks_sent, 1);
+        assert!(
+            p.b.poll_timeout().is_some_and(|t| t > due),
+            "the ACK's timer entry is gone; the reply's own timer is later"
+        );
+        deliver_to_a(&mut p, &out);
+        assert_eq!(
+            p.a.stats().messages_completed,
+            1,
+            "A's SEND retired on the ACK"
+        );
+        settle(&mut p, 1_000_000);
+        assert_eq!(p.a.stats().timeouts + p.b.stats().timeouts, 0);
+        assert_eq!(p.b.stats().acks_with_reply, 1);
+    }
+}
+
+/// The same through the turn of a lone QP (`Endpoint::poll_transmit_alone`, the
+/// verbs engine's flush of a post): the reply is its packet, and the ACK is still
+/// ready after it (`may_transmit`), the next packet the endpoint writes.
+#[test]
+fn a_lone_turn_leaves_the_riding_ack_ready_behind_the_reply() {
+    let mut p = ride_pair(true);
+    let c = p.connect(QpType::Rc, &ride_opts());
+    let (ra, rb) = big_regions(&mut p, MEM);
+    p.b.post_recv(c.qpn_b, recv(1, vec![sge(&rb, rb.addr, 64)]))
+        .unwrap();
+    let now = p.now.micros();
+    unasked_send_at(&mut p, &c, &ra, now);
+    reply(&mut p, &c, &ra, &rb, 2);
+    let slot = p.b.qp_slot(c.qpn_b).unwrap();
+    let mut buf = vec![0u8; 8192];
+    let t =
+        p.b.poll_transmit_alone(p.now, slot, &mut buf)
+            .expect("the reply");
+    assert_eq!(buf[0], RC_SEND_ONLY);
+    assert_eq!(t.qpn, c.qpn_b);
+    assert!(p.b.may_transmit(), "the ACK is ready behind it");
+    let out = transmit_burst(&mut p, Side::B);
+    assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), [RC_ACK]);
+    assert!(!p.b.may_transmit());
+}
+
+/// A request that came within the ACK delay of its QP's previous one (a dense
+/// ping-pong, a stream) leaves its ACK owed, to cover the next requests too: the
+/// reply goes alone. At exactly the delay the stretch counts as quiet and the ACK
+/// rides.
+#[test]
+fn a_dense_request_keeps_its_ack_owed_behind_the_reply() {
+    let delay = Config::default().ack_delay_us;
+    for (gap, rides) in [(1, false), (delay - 1, false), (delay, true)] {
+        let mut p = ride_pair(true);
+        let c = p.connect(QpType::Rc, &ride_opts());
+        let (ra, rb) = big_regions(&mut p, MEM);
+        for i in 0..2 {
+            p.b.post_recv(c.qpn_b, recv(1 + i, vec![sge(&rb, rb.addr, 64)]))
+                .unwrap();
+        }
+        // A signaled SEND first (it asks for its ACK, which leaves at once) ...
+        p.a.post_send(c.qpn_a, send(1, vec![sge(&ra, ra.addr, 64)]))
+            .unwrap();
+        let sent = transmit_burst(&mut p, Side::A);
+        let t0 = p.now.micros();
+        for (_, _, _, path, bytes) in &sent {
+            assert!(bth(bytes).1, "a signaled SEND asks");
+            p.b.handle_packet(weft_transport::Instant(t0), path, bytes);
+        }
+        let acked = transmit_burst(&mut p, Side::B);
+        assert_eq!(acked.iter().map(|o| o.0).collect::<Vec<_>>(), [RC_ACK]);
+        deliver_to_a(&mut p, &acked);
+        // ... then an unsignaled one `gap` µs later.
+        p.now = weft_transport::Instant(t0 + gap);
+        unasked_send_at(&mut p, &c, &ra, t0 + gap);
+        let due = p.b.poll_timeout().expect("B owes the second's ACK");
+        reply(&mut p, &c, &ra, &rb, 3);
+        let out = transmit_burst(&mut p, Side::B);
+        let ops: Vec<u8> = out.iter().map(|o| o.0).collect();
+        if rides {
+            assert_eq!(
+                ops,
+                [RC_SEND_ONLY, RC_ACK],
+                "gap {gap}: quiet, the ACK rides"
+            );
+            assert_eq!(p.b.stats().acks_with_reply, 1);
+        } else {
+            assert_eq!(ops, [RC_SEND_ONLY], "gap {gap}: dense, the reply alone");
+            assert_eq!(
+                p.b.poll_timeout(),
+                Some(due),
+                "gap {gap}: the ACK is still owed"
+            );
+            assert_eq!(p.b.stats().acks_with_reply, 0);
+        }
+        deliver_to_a(&mut p, &out);
+        settle(&mut p, 1_000_000);
+        assert_eq!(p.a.stats().timeouts, 0, "gap {gap}");
+        assert_eq!(p.a.stats().messages_completed, 2, "gap {gap}");
+    }
+}
+
+/// The rule is per QP: a sparse QP's request is judged by that QP's previous
+/// request, not by a dense QP's packets beside it, and its reply carries only its
+/// own ACK. Here B's QP 2 takes two requests within the delay (dense) just before
+/// QP 1 takes its first (sparse). QP 1's reply leaves with QP 1's ACK, QP 2's ACK
+/// stays owed; QP 2's reply then leaves alone. Both replies in one burst: the same.
+#[test]
+fn each_qp_rides_only_its_own_ack() {
+    for together in [false, true] {
+        let mut p = ride_pair(true);
+        let c1 = p.connect(QpType::Rc, &ride_opts());
+        let c2 = p.connect(QpType::Rc, &ride_opts());
+        let (ra, rb) = big_regions(&mut p, MEM);
+        for c in [&c1, &c2] {
+            for i in 0..2 {
+                p.b.post_recv(c.qpn_b, recv(1 + i, vec![sge(&rb, rb.addr, 64)]))
+                    .unwrap();
+            }
+        }
+        let t0 = p.now.micros();
+        p.a.post_send(c2.qpn_a, send(1, vec![sge(&ra, ra.addr, 64)]))
+            .unwrap();
+        for (_, _, _, path, bytes) in &transmit_burst(&mut p, Side::A) {
+            p.b.handle_packet(weft_transport::Instant(t0), path, bytes);
+        }
+        let acked = transmit_burst(&mut p, Side::B);
+        assert_eq!(acked.len(), 1, "QP 2's asked-for ACK");
+        deliver_to_a(&mut p, &acked);
+        unasked_send_at(&mut p, &c2, &ra, t0 + 1);
+        let psn1 = unasked_send_at(&mut p, &c1, &ra, t0 + 2);
+        reply(&mut p, &c1, &ra, &rb, 3);
+        if together {
+            reply(&mut p, &c2, &ra, &rb, 4);
+        }
+        let out = transmit_burst(&mut p, Side::B);
+        let got: Vec<(u8, u32)> = out.iter().map(|o| (o.0, o.1)).collect();
+        let mut want = vec![(RC_SEND_ONLY, c1.qpn_a), (RC_ACK, c1.qpn_a)];
+        if together {
+            want.push((RC_SEND_ONLY, c2.qpn_a));
+        }
+        assert_eq!(got, want, "together {together}");
+        assert_eq!(out[1].2, psn1, "QP 1's ACK covers QP 1's SEND");
+        assert_eq!(p.b.stats().acks_with_reply, 1);
+        assert_eq!(p.b.stats().acks_sent, 2, "QP 2's second ACK is still owed");
+        assert!(p.b.poll_timeout().is_some());
+        deliver_to_a(&mut p, &out);
+        if !together {
+            reply(&mut p, &c2, &ra, &rb, 4);
+            let out = transmit_burst(&mut p, Side::B);
+            let got: Vec<(u8, u32)> = out.iter().map(|o| (o.0, o.1)).collect();
+            assert_eq!(got, [(RC_SEND_ONLY, c2.qpn_a)], "QP 2's reply alone");
+            deliver_to_a(&mut p, &out);
+        }
+        assert_eq!(p.b.stats().acks_with_reply, 1);
+        settle(&mut p, 1_000_000);
+        assert_eq!(p.a.stats().timeouts, 0);
+        assert_eq!(p.a.stats().messages_completed, 3);
+    }
 }

@@ -1,6 +1,6 @@
 //! Opening a device: [`Context`], [`ProtectionDomain`], [`AddressHandle`].
 
-use crate::engine::{self, ContextStats, CqRouter, Engine, EngineStats, Progress, Shared};
+use crate::engine::{self, ContextStats, Engine, EngineStats, Progress, Shared};
 use crate::mr::{MemoryRegion, MrTable, PoolRegion};
 use crate::Error;
 use std::collections::hash_map::RandomState;
@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use weft_link::datagram::path_between;
 use weft_link::DatagramLink;
-use weft_transport::{Access, Config, Endpoint, UdDest};
+use weft_transport::{Access, Config, UdDest};
 use weft_wire::roce::IcrcPath;
 
 /// A link kind a device runs on.
@@ -259,8 +259,7 @@ impl Context {
         let ack_delay_us = u32::try_from(tcfg.ack_delay_us).unwrap_or(u32::MAX);
         let mut mem = MrTable::default();
         mem.cma_min = cfg.one_copy_cma_min;
-        let ep = Endpoint::with_sink(tcfg, mem, CqRouter::default());
-        let mut engine = Engine::new(ep, link);
+        let mut engine = Engine::new(tcfg, mem, link);
         engine.set_shared_pass(cfg.shared_pass);
         let shared =
             Arc::new(Shared::new(engine, cfg.progress, cfg.idle_spin).map_err(Error::Link)?);

@@ -41,8 +41,8 @@ use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{
-    Completion, CompletionSink, Endpoint, Instant, PostError, PostWr, RecvWr, SendQueue, SendWr,
-    Stats, Transmit, TxBuffers, WcStatus, WrOp,
+    Completion, CompletionSink, Config, Endpoint, Instant, PostError, PostWr, RecvWr, SendQueue,
+    SendWr, Stats, Transmit, TxBuffers, WcStatus, WrOp,
 };
 
 /// Who drives the engine.
@@ -355,11 +355,6 @@ pub struct EngineStats {
     /// owed ahead of their deadline instead of waking for them
     /// (`Engine::send_owed_acks`).
     pub early_acks: u64,
-    /// Times a transmit queued, ahead of the packet it had to send (most likely a
-    /// reply), the delayed ACKs owed after packets that arrived after a quiet stretch
-    /// (`Engine::acks_ride_along`; the ACKs of every QP that owed one): a sparse
-    /// ping-pong's reply and its request's ACK in one burst, one wake-up of the peer.
-    pub acks_with_post: u64,
     /// Receive posts through the ring that found their QP in the error state (its
     /// flag set by the transport's word, whatever the handle's own state says): each
     /// kicked the engine (a doorbell write if its thread was asleep), their flush
@@ -574,21 +569,6 @@ pub(crate) struct Engine {
     /// Where [`Engine::flush`] writes a lone QP's packet (a pool buffer's room, sized
     /// at the first flush): a link that takes it as it is (shm) copies it from here.
     lone: Vec<u8>,
-    /// On a link with `ride_acks` only (else never set): when the last receive that
-    /// found packets ran (the pass's clock; `None` before the first), and whether
-    /// those packets came after a quiet stretch of at least the ACK delay (a sparse
-    /// peer's request): [`Engine::flush`] sends the ACK it owes for them with the
-    /// reply, not at its deadline or as the thread blocks.
-    last_arrival: Option<Instant>,
-    arrival_after_quiet: bool,
-    /// The owed ACK rides along with the next transmit ([`Engine::acks_ride_along`]):
-    /// only on a link whose sends are memory writes ([`DatagramLink::sends_in_memory`],
-    /// shm), where a burst reaches the peer as one arrival. Over udp each datagram of a
-    /// `sendmmsg` is its own arrival: the peer's engine thread, woken by the reply,
-    /// took it alone and was woken again by the ACK behind it (a third of the traced
-    /// rounds), no wake-up was saved, and the idle probe took 1.03–1.13x the CPU
-    /// (docs/results/study-ack-20261202s31).
-    ride_acks: bool,
     link: Box<dyn DatagramLink>,
     /// The link stages packets itself ([`DatagramLink::stages_tx`], asked once): the
     /// udp link. Other links' passes make no call to ask for staged packets.
@@ -673,9 +653,17 @@ pub(crate) const SHARED_PASS_DEFAULT: Duration = Duration::from_micros(16);
 const RX_BYTES_PER_PASS: usize = 64 << 10;
 
 impl Engine {
-    pub(crate) fn new(ep: Endpoint<MrTable, CqRouter>, link: Box<dyn DatagramLink>) -> Engine {
-        let quantum = ep.config().drr_quantum.max(1) as usize;
+    /// The engine over `link`, with a transport endpoint of configuration `cfg` and
+    /// memory `mem`. What the transport is told about the link it runs on is set
+    /// here, from the link's own word: an owed ACK rides along with its QP's reply
+    /// ([`Config::ack_rides_reply`]) where the link's sends are memory writes
+    /// ([`DatagramLink::sends_in_memory`], shm), a burst of them one arrival at the
+    /// peer.
+    pub(crate) fn new(mut cfg: Config, mem: MrTable, link: Box<dyn DatagramLink>) -> Engine {
         let send_after_receive = link.sends_in_memory();
+        cfg.ack_rides_reply = send_after_receive;
+        let ep = Endpoint::with_sink(cfg, mem, CqRouter::default());
+        let quantum = ep.config().drr_quantum.max(1) as usize;
         let stages_tx = link.stages_tx();
         let visits_rx = link.visits_rx();
         Engine {
@@ -683,9 +671,6 @@ impl Engine {
             ep,
             inline_scratch: vec![0; MAX_INLINE],
             lone: Vec::new(),
-            last_arrival: None,
-            arrival_after_quiet: false,
-            ride_acks: send_after_receive,
             link,
             stages_tx,
             visits_rx,
@@ -1272,20 +1257,21 @@ impl Engine {
     /// burst's set-up, its buffer hand-over and budget checks, the round robin's
     /// upkeep). The pass's clock of `recent` ticks as a transmit's does, the QP is
     /// marked recent, and anything still ready after that packet (a longer message,
-    /// a list, another QP's ACK) goes on in the same transmit, as before. The
-    /// packets, and their order, are those of [`Engine::transmit`].
+    /// a list, another QP's ACK) goes on in the same transmit, as before. Then the
+    /// packet is queued, not handed over alone, so that it leaves in one burst with
+    /// the rest: above all the delayed ACK a sparse peer's request left owed, which
+    /// the transport queues right behind the reply on shm
+    /// ([`weft_transport::Config::ack_rides_reply`]). Handed over alone, the reply
+    /// would be one ring publish and the ACK a second (two notifications of a
+    /// sleeping peer, and a peer that took the reply alone woken again by the ACK).
+    /// The packets, and their order, are those of [`Engine::transmit`].
     pub(crate) fn flush(&mut self, slot: u32) {
         if !(self.tx_pending() || self.ep.may_transmit()) {
             return;
         }
         self.stats.post_flushes += 1;
         let mut now = None;
-        // An ACK that rides along takes the pass's transmit with the packet: the lone
-        // path would publish the reply on its own and the ACK after it, two ring
-        // publishes (and two notifications of a sleeping peer), and a peer that took
-        // the reply alone would be woken again by the ACK.
-        let rode = self.acks_ride_along(&mut now);
-        if rode || self.stages_tx || !self.tx.is_empty() {
+        if self.stages_tx || !self.tx.is_empty() {
             self.transmit(&mut now);
             return;
         }
@@ -1308,13 +1294,17 @@ impl Engine {
                 self.lone = vec![0; b.capacity()];
                 self.spare.push(b);
             }
-            if let Some(t) = self.ep.poll_transmit_alone(n, slot, &mut self.lone) {
-                // Straight onto the link when it takes a lone datagram (shm, on
-                // the route it last sent on): no `Datagram` queued, no burst, and
-                // no pool buffer taken and given back for it. Anything else goes
-                // into a spare buffer (there is one: checked above) and queues.
+            let alone = self.ep.poll_transmit_alone(n, slot, &mut self.lone);
+            // Anything ready after the packet (asked before it is handed over).
+            let more = self.ep.may_transmit();
+            if let Some(t) = alone {
+                // Straight onto the link when it is the only packet ready and the
+                // link takes a lone datagram (shm, on the route it last sent on): no
+                // `Datagram` queued, no burst, and no pool buffer taken and given back
+                // for it. Anything else goes into a spare buffer (there is one:
+                // checked above) and queues, to leave with what follows it.
                 if let Some(bytes_out) = self.lone.get(..t.len) {
-                    if self.link.try_send_one(bytes_out, &t.path) {
+                    if !more && self.link.try_send_one(bytes_out, &t.path) {
                         self.stats.tx_bursts += 1;
                     } else {
                         // Neither branch that drops the packet can be taken today
@@ -1337,7 +1327,7 @@ impl Engine {
                 self.recent.mark(t.slot, self.pass);
                 (sent, bytes) = (1, t.moves);
             }
-            if !self.ep.may_transmit() {
+            if !more {
                 self.flush_tx();
                 return;
             }
@@ -1401,46 +1391,7 @@ impl Engine {
                 break;
             }
         }
-        self.note_arrival(got, *now);
         got > 0
-    }
-
-    /// The first transmit with something to send after packets that came after a quiet
-    /// stretch at least as long as the ACK delay (a sparse peer's request; this send
-    /// most likely its reply, from a post's flush or the engine thread's pass) takes
-    /// the ACK owed for them along, in the same burst, instead of at its deadline or
-    /// as the engine thread blocks (`send_owed_acks`), each a second arrival — a
-    /// wake-up — at the peer. Not after a short stretch: in a dense ping-pong or a
-    /// stream the ACK waits to cover the next messages too (one ACK per message cost
-    /// a saturated ping-pong 1.23x the CPU: `send_owed_acks`). Only where a burst is
-    /// one arrival (`ride_acks`: shm); elsewhere the flag is never set.
-    ///
-    /// True when it queued an ACK.
-    fn acks_ride_along(&mut self, now: &mut Option<Instant>) -> bool {
-        if !self.arrival_after_quiet || !self.ep.may_transmit() {
-            return false;
-        }
-        self.arrival_after_quiet = false;
-        let t = self.now_once(now);
-        let rode = self.ep.ack_owed_now(t) > 0;
-        if rode {
-            self.stats.acks_with_post += 1;
-        }
-        rode
-    }
-
-    /// A receive took `got` packets at `now` (the pass's clock): on a link with
-    /// `ride_acks`, whether any came after a quiet stretch of at least the ACK delay
-    /// since the last ones ([`Engine::flush`]). Both receive paths end with it.
-    fn note_arrival(&mut self, got: usize, now: Option<Instant>) {
-        let (true, true, Some(t)) = (self.ride_acks, got > 0, now) else {
-            return;
-        };
-        let quiet = self
-            .last_arrival
-            .is_none_or(|l| t.micros().saturating_sub(l.micros()) >= self.ep.config().ack_delay_us);
-        self.arrival_after_quiet = quiet;
-        self.last_arrival = Some(t);
     }
 
     /// [`Engine::receive`] on a link that visits each datagram in its own buffer
@@ -1498,7 +1449,6 @@ impl Engine {
                 break;
             }
         }
-        self.note_arrival(got, *now);
         got > 0
     }
 
@@ -1533,7 +1483,6 @@ impl Engine {
             // The link is full: let the transport keep its packets until it drains.
             return false;
         }
-        let _ = self.acks_ride_along(now);
         // How much a pass may send. The engine is CPU-bound, so a pass is also a share
         // of CPU. Alone, a QP gets `TX_BYTES_PER_PASS`. While several QPs sent
         // recently, a pass sends at least one round of the transport's deficit round
@@ -3002,10 +2951,7 @@ mod tests {
         let fabric = DgramFabric::new(1);
         let addr = "127.0.0.1:4791".parse().unwrap();
         let link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
-        Engine::new(
-            Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
-            Box::new(link),
-        )
+        Engine::new(Config::default(), MrTable::default(), Box::new(link))
     }
 
     /// The bring-up the tests' QPs share: the connection manager's INIT bring-up with
@@ -3037,10 +2983,7 @@ mod tests {
         let mk = |addr| {
             let mut link = fabric.link(addr, BufferPool::new(8, 2048), 8).unwrap();
             link.set_in_memory(in_memory);
-            let mut e = Engine::new(
-                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
-                Box::new(link),
-            );
+            let mut e = Engine::new(Config::default(), MrTable::default(), Box::new(link));
             let qpn =
                 e.ep.create_qp(weft_transport::QpInit {
                     qp_type: QpType::Rc,
@@ -3112,13 +3055,14 @@ mod tests {
         (a, b)
     }
 
-    /// [`owing_b`] with the two engines' QP numbers, their owed ACKs riding along with
-    /// the next transmit (`Engine::ride_acks`, shm's setting) when `ride`.
-    fn owing_b_qps(ride: bool) -> ((Engine, u32), (Engine, u32)) {
-        let ((mut a, qa), (mut b, qb)) = connected_with(ride);
+    /// [`owing_b`] with the two engines' QP numbers, over links whose sends are
+    /// memory writes (shm's kind) when `in_memory`: there an owed ACK rides along
+    /// with its QP's reply (`Config::ack_rides_reply`, set by `Engine::new`).
+    fn owing_b_qps(in_memory: bool) -> ((Engine, u32), (Engine, u32)) {
+        let ((mut a, qa), (mut b, qb)) = connected_with(in_memory);
         assert_eq!(
-            (a.ride_acks, b.ride_acks),
-            (ride, ride),
+            (a.ep.config().ack_rides_reply, b.ep.config().ack_rides_reply),
+            (in_memory, in_memory),
             "set from the link"
         );
         let _rq_tx = listed_recv(&mut b, qb);
@@ -3243,56 +3187,88 @@ mod tests {
         assert_eq!(a.ep.stats().timeouts, 0);
     }
 
-    /// A post's flush after packets that came after a quiet stretch (a sparse peer's
-    /// request) sends the delayed ACK owed for them in the same burst as the post's
-    /// own packet (the reply), one arrival at the peer instead of two, on a link whose
-    /// bursts are one arrival (`ride_acks`, shm); after packets that came within the
-    /// ACK delay of the last ones (a dense ping-pong, a stream) the ACK waits to cover
-    /// the next messages too. On a link whose sends are system calls (udp; here the
-    /// fabric, `ride_acks` as `Engine::new` sets it) the reply leaves alone: each
-    /// datagram is its own arrival there, and the ACK in the reply's burst saved the
-    /// peer no wake-up.
+    /// A post's flush after a request that came after a quiet stretch on its QP (a
+    /// sparse peer's request, here the QP's first) sends the delayed ACK owed for it
+    /// in the same burst as the post's own packet (the reply), one arrival at the
+    /// peer instead of two, on a link whose bursts are one arrival (shm's kind, where
+    /// `Engine::new` sets `Config::ack_rides_reply`); after a request that came within
+    /// the ACK delay of the QP's previous one (a dense ping-pong, a stream) the ACK
+    /// waits to cover the next messages too. On a link whose sends are system calls
+    /// (udp; here the fabric as it comes) the reply leaves alone: each datagram is its
+    /// own arrival there, and the ACK in the reply's burst saved the peer no wake-up.
     #[test]
     fn a_reply_to_a_sparse_request_carries_its_ack_only_where_a_burst_is_one_arrival() {
-        for (ride, sparse) in [(true, true), (true, false), (false, true)] {
-            let ((mut a, qa), (mut b, qb)) = owing_b_qps(ride);
+        for (in_memory, sparse) in [(true, true), (true, false), (false, true)] {
+            let case = format!("in memory {in_memory}, sparse {sparse}");
+            let ((mut a, qa), (mut b, qb)) = if sparse {
+                owing_b_qps(in_memory)
+            } else {
+                dense_owing_b(in_memory)
+            };
             let slot = b.ep.qp_slot(qb).unwrap();
-            if ride {
-                // The SEND came one ACK delay after packets before it (sparse), or a
-                // microsecond less (dense).
-                let t = b.last_arrival.expect("B took A's SEND");
-                let delay = b.ep.config().ack_delay_us;
-                let gap = if sparse { delay } else { delay - 1 };
-                b.note_arrival(1, Some(Instant(t.micros() + gap)));
-                assert_eq!(b.arrival_after_quiet, sparse);
-            }
+            let (frames, bursts) = (b.link_stats().tx_frames, b.stats().tx_bursts);
+            let acks_before = b.ep.stats().acks_sent;
             let _rq = listed_recv(&mut a, qa);
             let mut reply = SendWr::new(2, WrOp::Send { imm: None }, vec![]);
             reply.signaled = false;
             b.ep.post_send(qb, reply).unwrap();
             b.flush(slot);
-            let rides = ride && sparse;
-            let (frames, acks) = if rides { (2, 1) } else { (1, 0) };
-            let case = format!("ride {ride}, sparse {sparse}");
-            assert_eq!(b.link_stats().tx_frames, frames, "{case}");
+            let rides = in_memory && sparse;
+            let (sent, acks) = if rides { (2, 1) } else { (1, 0) };
+            assert_eq!(b.link_stats().tx_frames - frames, sent, "{case}");
             assert_eq!(
-                b.stats().tx_bursts,
+                b.stats().tx_bursts - bursts,
                 1,
                 "{case}: the reply and its ACK, one burst"
             );
-            assert_eq!(b.stats().acks_with_post, acks, "{case}");
-            assert_eq!(b.ep.stats().acks_sent, acks, "{case}");
-            if !rides {
+            assert_eq!(b.ep.stats().acks_with_reply, acks, "{case}");
+            assert_eq!(b.ep.stats().acks_sent - acks_before, acks, "{case}");
+            if rides {
+                a.progress();
+                assert_eq!(
+                    a.ep.stats().messages_completed,
+                    1,
+                    "{case}: A's SEND retired"
+                );
+            } else {
                 assert!(
                     b.ep.poll_timeout().is_some(),
                     "{case}: the ACK is still owed"
                 );
             }
-            if rides {
-                a.progress();
-                assert_eq!(a.ep.stats().messages_completed, 1, "A's SEND retired");
-            }
         }
+    }
+
+    /// A's signaled SEND and an unsignaled one right behind it, taken by B in one pass
+    /// (one clock reading: the second came within the ACK delay of the first): the
+    /// first's ACK left in that pass (asked for; on links whose sends are memory
+    /// writes, in the pass that received, elsewhere the next), the second's is owed,
+    /// and it began owing within the delay of the QP's previous request (dense).
+    fn dense_owing_b(in_memory: bool) -> ((Engine, u32), (Engine, u32)) {
+        let ((mut a, qa), (mut b, qb)) = connected_with(in_memory);
+        let mut rq_tx = listed_recv(&mut b, qb);
+        rq_tx
+            .push(RecvWr {
+                wr_id: 2,
+                sg_list: Default::default(),
+            })
+            .unwrap();
+        rq_tx.doorbell();
+        a.ep.post_send(qa, SendWr::new(1, WrOp::Send { imm: None }, vec![]))
+            .unwrap();
+        let mut send = SendWr::new(2, WrOp::Send { imm: None }, vec![]);
+        send.signaled = false;
+        a.ep.post_send(qa, send).unwrap();
+        assert!(a.progress(), "A sends");
+        assert_eq!(a.link_stats().tx_frames, 2);
+        assert!(b.progress(), "B takes both SENDs");
+        if b.ep.may_transmit() {
+            b.progress();
+        }
+        assert_eq!(b.ep.stats().rx_packets, 2);
+        assert_eq!(b.ep.stats().acks_sent, 1, "the asked-for ACK left");
+        assert!(b.ep.poll_timeout().is_some(), "B owes the second's ACK");
+        ((a, qa), (b, qb))
     }
 
     /// The pass after a watch (the engine thread blocked without the engine) looks at
@@ -3936,10 +3912,7 @@ mod tests {
         let udp = |addr: &str| {
             let link =
                 weft_link::udp::UdpLink::bind(addr.parse().unwrap(), Default::default()).unwrap();
-            Engine::new(
-                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
-                Box::new(link),
-            )
+            Engine::new(Config::default(), MrTable::default(), Box::new(link))
         };
         let shared = Shared::new(
             udp("127.0.0.1:0"),
@@ -3984,10 +3957,7 @@ mod tests {
             weft_link::udp::UdpLink::bind("127.0.0.1:0".parse().unwrap(), Default::default())
                 .unwrap();
         let shared = Shared::new(
-            Engine::new(
-                Endpoint::with_sink(Config::default(), MrTable::default(), CqRouter::default()),
-                Box::new(link),
-            ),
+            Engine::new(Config::default(), MrTable::default(), Box::new(link)),
             Progress::Thread,
             Duration::from_micros(50),
         )
