@@ -46,6 +46,9 @@ pub(crate) struct QpCommon {
     pub srq: Option<u32>,
     /// Large WRITEs may go by reference ([`crate::byref`]).
     pub by_reference: bool,
+    /// The QP takes shm ring-mode descriptors ([`crate::Endpoint::set_ring_mode`]):
+    /// both ends agreed to it for one shm connection.
+    pub ring_mode: bool,
     /// The attributes let the last packet of a message nobody waits for leave AckReq
     /// clear ([`unasked_ok`]; the requester's `may_leave_unasked` adds the WQE's and
     /// the queue's part). Kept with `attrs`: worked out on every request packet it was
@@ -85,6 +88,7 @@ impl QpCommon {
             attrs,
             srq,
             by_reference,
+            ring_mode: false,
             unasked_ok: unasked_ok(&attrs),
         }
     }

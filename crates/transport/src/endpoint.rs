@@ -95,7 +95,8 @@ pub struct Config {
     /// twice. Over udp each datagram of a burst is its own arrival, the peer woken by
     /// the reply was woken again by the ACK, and the idle CPU per sparse round trip
     /// did not drop (docs/results/study-ack-20261202s31). Counted in
-    /// [`Stats::acks_with_reply`].
+    /// [`Stats::acks_with_reply`]. The verbs engine sets it from its link
+    /// (`DatagramLink::sends_in_memory`), whatever the configuration it was given says.
     pub ack_rides_reply: bool,
     /// Largest inline payload.
     pub max_inline: usize,
@@ -164,6 +165,9 @@ pub struct Stats {
     /// Ring mode: descriptors discarded while an RNR was outstanding (go-back-N;
     /// [`Endpoint::ring_request`]).
     pub ring_discarded: u64,
+    /// Ring mode: descriptors for a QP that does not take them (not RC, or not in
+    /// ring mode: [`Endpoint::set_ring_mode`]).
+    pub ring_refused: u64,
     /// Dropped: UD Q_Key mismatch.
     pub qkey_mismatch: u64,
     /// Dropped: UD datagram with no receive WQE posted.
@@ -891,6 +895,20 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         Ok(qpn)
     }
 
+    /// Let QP `qpn` take shm ring-mode descriptors ([`Endpoint::ring_request`]), or
+    /// not: for an RC QP whose two ends agreed to the mode for one shm connection (the
+    /// connection manager's part; docs/verbs.md, the ring mode's build plan). Without
+    /// it every descriptor for the QP is refused. False when there is no such QP.
+    pub fn set_ring_mode(&mut self, qpn: u32, on: bool) -> bool {
+        match self.qps.get_mut(qpn) {
+            Some(q) => {
+                q.common.ring_mode = on;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Allow (or stop) sending large WRITEs of QP `qpn` by reference
     /// ([`crate::byref`]): the caller's link must deliver them to a peer that pulls
     /// the payload from this process's memory. Takes effect for messages not yet
@@ -1295,8 +1313,9 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 
     /// A descriptor of the shm ring mode for QP `d.dest_qpn`, with its payload
     /// ([`weft_wire::ring`]; the responder's side: [`RingAnswer`] says what the caller
-    /// must do, and a fatal refusal has put the QP in ERR). `None`: no such QP, or not
-    /// an RC QP that receives (RTR or later; counted as the packet path counts them).
+    /// must do, and a fatal refusal has put the QP in ERR). `None`, counted: no such
+    /// QP, not an RC QP in ring mode ([`Endpoint::set_ring_mode`]), or not in a state
+    /// that receives (RTR or later).
     pub fn ring_request(
         &mut self,
         now: Instant,
@@ -1308,8 +1327,8 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
             ctx.stats.unknown_qpn += 1;
             return None;
         };
-        if qp.common.qp_type != QpType::Rc {
-            ctx.stats.wrong_transport += 1;
+        if qp.common.qp_type != QpType::Rc || !qp.common.ring_mode {
+            ctx.stats.ring_refused += 1;
             return None;
         }
         if !matches!(

@@ -121,8 +121,7 @@ pub enum RingAnswer {
         fatal: bool,
     },
     /// Dropped without an answer: a later descriptor while an RNR is outstanding
-    /// (the requester sends it again after the refused one), or one for a QP that
-    /// refused a fatal one already or is not in a state to receive.
+    /// (the requester sends it again after the refused one).
     Discarded,
 }
 
@@ -576,6 +575,8 @@ impl Responder {
         d: &RingDescriptor,
         payload: &[u8],
     ) -> RingAnswer {
+        // After a fatal refusal (not reached through the endpoint, whose QP is in ERR
+        // by then and refuses the descriptor itself).
         if self.fatal {
             ctx.stats.dropped_state += 1;
             return RingAnswer::Discarded;
@@ -585,24 +586,22 @@ impl Responder {
                 ctx.stats.ring_discarded += 1;
                 return RingAnswer::Discarded;
             }
-            return self.ring_fatal(RespError::InvalidRequest("ring sequence"));
+            return self.ring_fatal(ctx, RespError::InvalidRequest("ring sequence"));
+        }
+        // A QP that took packets must not take descriptors in the middle of their
+        // message or with packets kept ahead of it: a QP never mixes modes.
+        if self.cur.is_some() || !self.ooo.is_empty() {
+            return self.ring_fatal(ctx, RespError::InvalidRequest("ring mode mid-message"));
         }
         let plen = payload.len() as u64;
-        if plen > ctx.config.max_msg_len {
-            return self.ring_fatal(RespError::InvalidRequest("message length"));
-        }
-        // What a message needs before anything is written: a WRITE's target, and a
-        // receive WQE for a SEND or a WRITE with immediate (an RNR leaves no trace).
+        // The packet path's order: a receive first (an RNR leaves no trace and
+        // answers before anything else is looked at), then a WRITE's length limit and
+        // target (only with bytes to write: a zero-length WRITE names no memory).
         let needs_recv = match d.op {
             RingOp::Send { .. } => true,
-            RingOp::Write { va, rkey, imm } => {
-                if let Err(e) = self.check_remote(q, ctx, rkey, va, plen, Access::REMOTE_WRITE) {
-                    return self.ring_fatal(e);
-                }
-                imm.is_some()
-            }
+            RingOp::Write { imm, .. } => imm.is_some(),
             RingOp::Error { .. } => {
-                return self.ring_fatal(RespError::InvalidRequest("error descriptor"))
+                return self.ring_fatal(ctx, RespError::InvalidRequest("error descriptor"))
             }
         };
         if needs_recv && !has_recv(q, rq, ctx) {
@@ -615,11 +614,21 @@ impl Responder {
                 fatal: false,
             };
         }
+        if let RingOp::Write { va, rkey, .. } = d.op {
+            if plen > ctx.config.max_msg_len {
+                return self.ring_fatal(ctx, RespError::InvalidRequest("message length"));
+            }
+            if plen > 0 {
+                if let Err(e) = self.check_remote(q, ctx, rkey, va, plen, Access::REMOTE_WRITE) {
+                    return self.ring_fatal(ctx, e);
+                }
+            }
+        }
         self.nak_outstanding = false;
         match d.op {
             RingOp::Send { imm, .. } => {
                 let Some((recv, from_srq)) = take_recv(q, rq, ctx) else {
-                    return self.ring_fatal(RespError::InvalidRequest("receive queue"));
+                    return self.ring_fatal(ctx, RespError::InvalidRequest("receive queue"));
                 };
                 let placed = if plen > recv.capacity() {
                     Err(RespError::RecvTooSmall)
@@ -631,7 +640,7 @@ impl Responder {
                     let mut c = Completion::new(recv.wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
                     c.from_srq = from_srq;
                     ctx.cq.complete(c);
-                    return self.ring_fatal(e);
+                    return self.ring_fatal(ctx, e);
                 }
                 complete_send(ctx, q, recv.wr_id, from_srq, plen, imm);
             }
@@ -641,16 +650,20 @@ impl Responder {
                         ctx.mem
                             .write(Key::Remote(rkey), q.pd, va, payload, Access::REMOTE_WRITE)
                     {
-                        return self.ring_fatal(RespError::RemoteAccess(e));
+                        return self.ring_fatal(ctx, RespError::RemoteAccess(e));
                     }
                 }
-                if let (Some(imm), Some((recv, from_srq))) = (imm, take_recv(q, rq, ctx)) {
-                    complete_write_imm(ctx, q, recv.wr_id, from_srq, plen, imm);
+                // Only a WRITE with immediate consumes a receive (a plain one must not
+                // take one: the tuple form of this test would have, for every WRITE).
+                if let Some(imm) = imm {
+                    if let Some((recv, from_srq)) = take_recv(q, rq, ctx) {
+                        complete_write_imm(ctx, q, recv.wr_id, from_srq, plen, imm);
+                    }
                 }
             }
             // Refused above; answered the same way here, not with a panic.
             RingOp::Error { .. } => {
-                return self.ring_fatal(RespError::InvalidRequest("error descriptor"))
+                return self.ring_fatal(ctx, RespError::InvalidRequest("error descriptor"))
             }
         }
         self.ring_next = self.ring_next.wrapping_add(1);
@@ -659,8 +672,9 @@ impl Responder {
     }
 
     /// A ring descriptor refused for good: the QP stops taking requests.
-    fn ring_fatal(&mut self, e: RespError) -> RingAnswer {
+    fn ring_fatal<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, e: RespError) -> RingAnswer {
         self.fatal = true;
+        ctx.stats.fatal_naks_sent += 1;
         RingAnswer::Refused {
             syndrome: Syndrome::Nak(e.nak_code()),
             fatal: true,

@@ -21,6 +21,7 @@ fn setup() -> Setup {
     let mut p = clean_pair(MEM as usize, 7);
     let c = p.connect(QpType::Rc, &ConnectOptions::default());
     let (_ra, rb) = big_regions(&mut p, MEM);
+    assert!(p.b.set_ring_mode(c.qpn_b, true));
     Setup {
         p,
         qpn: c.qpn_b,
@@ -206,7 +207,9 @@ fn an_error_descriptor_is_not_a_request() {
     let d = RingDescriptor {
         dest_qpn: s.qpn,
         seq: 0,
-        op: RingOp::Error { syndrome: 0x20 },
+        op: RingOp::Error {
+            syndrome: Syndrome::RnrNak { timer: 0 },
+        },
     };
     let now = s.p.now;
     assert_eq!(s.p.b.ring_request(now, &d, &[]), Some(FATAL_INVALID));
@@ -216,4 +219,47 @@ fn an_error_descriptor_is_not_a_request() {
     };
     assert_eq!(s.p.b.ring_request(now, &unknown, &[]), None);
     assert_eq!(s.p.b.stats().unknown_qpn, 1);
+}
+
+#[test]
+fn a_qp_not_in_ring_mode_takes_no_descriptor() {
+    let mut s = setup();
+    s.post_recv(1, 0, 8);
+    s.p.b.set_ring_mode(s.qpn, false);
+    assert_eq!(s.send(0, None, b"x"), None);
+    assert_eq!(s.p.b.stats().ring_refused, 1);
+    assert!(completions(&mut s.p, Side::B).is_empty());
+    assert_eq!(s.p.b.qp_state(s.qpn), Some(QpState::Rts));
+}
+
+/// Only a WRITE with immediate consumes a receive: a plain WRITE beside a posted
+/// receive leaves it for the SEND that follows.
+#[test]
+fn a_plain_write_leaves_the_posted_receive_alone() {
+    let mut s = setup();
+    s.post_recv(1, 0, 8);
+    let (va, rkey) = (s.rb.addr + 512, s.rb.rkey);
+    assert_eq!(s.write(0, va, rkey, None, b"w"), Some(RingAnswer::Executed));
+    assert!(completions(&mut s.p, Side::B).is_empty());
+    assert_eq!(s.send(1, None, b"s"), Some(RingAnswer::Executed));
+    let c = completions(&mut s.p, Side::B);
+    assert_eq!((c.len(), c[0].wr_id, c[0].opcode), (1, 1, WcOpcode::Recv));
+}
+
+/// A zero-length WRITE names no memory: its rkey is not looked at (the packet path's
+/// rule), so a WRITE with immediate works as a doorbell with any rkey.
+#[test]
+fn a_zero_length_write_with_immediate_is_a_doorbell_whatever_its_rkey() {
+    let mut s = setup();
+    s.post_recv(4, 0, 0);
+    assert_eq!(
+        s.write(0, 0, 0xbad, Some(5), b""),
+        Some(RingAnswer::Executed)
+    );
+    let c = completions(&mut s.p, Side::B);
+    assert_eq!(
+        (c[0].wr_id, c[0].opcode, c[0].byte_len, c[0].imm),
+        (4, WcOpcode::RecvRdmaWithImm, 0, Some(5))
+    );
+    assert_eq!(s.p.b.qp_state(s.qpn), Some(QpState::Rts));
 }

@@ -16,8 +16,8 @@
 //!  4..8   destination QPN, big-endian, below 2^24
 //!  8..12  sequence number of the message on its QP (RNR go-back-N; for ERROR, the
 //!         failed message's)
-//! 12..16  immediate data (zero without the flag); for ERROR, the syndrome in
-//!         byte 12 (an AETH NAK code) and zeros
+//! 12..16  immediate data (zero without the flag); for ERROR, the AETH syndrome in
+//!         byte 12 (an RNR NAK with its timer, or a NAK code IBTA defines) and zeros
 //! 16..32  WRITE only: remote address (u64), rkey (u32), length of the message (u32)
 //! then    the payload, to the item's end (none for ERROR; a WRITE's is the whole
 //!         message: its length must equal the length field)
@@ -28,6 +28,7 @@
 //! Every field with fewer valid values than bits is checked, so what parses emits
 //! back to the same bytes.
 
+use crate::roce::{NakCode, Syndrome};
 use crate::{check_len, Error, Field, Header, Result};
 
 /// The first byte of every descriptor.
@@ -61,11 +62,13 @@ pub enum RingOp {
         /// Immediate data.
         imm: Option<u32>,
     },
-    /// The responder refused message `seq` of the QP: an AETH NAK code (RNR, or a
-    /// remote access, operation or invalid-request error).
+    /// The responder refused message `seq` of the QP: an RNR NAK (the requester
+    /// retries after its timer) or a NAK code (PSN sequence, invalid request, remote
+    /// access or operational error, invalid RD request).
     Error {
-        /// The AETH syndrome's NAK code.
-        syndrome: u8,
+        /// The AETH syndrome: [`Syndrome::RnrNak`] or [`Syndrome::Nak`] with a defined
+        /// code; nothing else parses or emits.
+        syndrome: Syndrome,
     },
 }
 
@@ -88,6 +91,15 @@ pub struct RingDescriptor {
     pub seq: u32,
     /// The operation and its fields.
     pub op: RingOp,
+}
+
+/// The syndromes an ERROR may carry: an RNR NAK, or a NAK whose code IBTA defines.
+fn error_syndrome(s: Syndrome) -> bool {
+    match s {
+        Syndrome::RnrNak { timer } => timer <= 0x1f,
+        Syndrome::Nak(code) => code.0 <= NakCode::INVALID_RD_REQUEST.0,
+        Syndrome::Ack { .. } | Syndrome::Reserved(_) => false,
+    }
 }
 
 fn be_u32(b: &[u8], at: usize) -> u32 {
@@ -178,6 +190,10 @@ impl RingDescriptor {
                 if word & 0x00ff_ffff != 0 {
                     return Err(field(Field::Reserved, word));
                 }
+                let syndrome = Syndrome::from_u8(b[12]);
+                if !error_syndrome(syndrome) {
+                    return Err(field(Field::Syndrome, u32::from(b[12])));
+                }
                 if b.len() != HEADER_LEN {
                     return Err(Error::Length {
                         header: Header::RingDescriptor,
@@ -185,7 +201,7 @@ impl RingDescriptor {
                         value: b.len() - HEADER_LEN,
                     });
                 }
-                (RingOp::Error { syndrome: b[12] }, &b[HEADER_LEN..])
+                (RingOp::Error { syndrome }, &b[HEADER_LEN..])
             }
         };
         Ok((RingDescriptor { dest_qpn, seq, op }, payload))
@@ -194,7 +210,8 @@ impl RingDescriptor {
     /// Write the header for a payload of `payload_len` bytes into the front of `b`;
     /// returns the header's length (the payload goes right after it). Refuses what
     /// [`RingDescriptor::parse`] would refuse: a QPN of 2^24 or more, a payload on an
-    /// ERROR, a WRITE's payload longer than its length field holds.
+    /// ERROR or a syndrome it may not carry, a WRITE's payload longer than its length
+    /// field holds.
     pub fn emit(&self, b: &mut [u8], payload_len: usize) -> Result<usize> {
         let n = self.header_len();
         check_len(Header::RingDescriptor, b.len(), n)?;
@@ -222,7 +239,10 @@ impl RingDescriptor {
                 if payload_len != 0 {
                     return Err(bad_len());
                 }
-                (0, u32::from(syndrome) << 24)
+                if !error_syndrome(syndrome) {
+                    return Err(field(Field::Syndrome, u32::from(syndrome.to_u8())));
+                }
+                (0, u32::from(syndrome.to_u8()) << 24)
             }
         };
         b[0] = MARKER;
@@ -296,13 +316,31 @@ mod tests {
         let d = RingDescriptor {
             dest_qpn: 1,
             seq: 3,
-            op: RingOp::Error { syndrome: 0x20 },
+            op: RingOp::Error {
+                syndrome: Syndrome::RnrNak { timer: 0 },
+            },
         };
         let b = item(&d, &[]);
         assert_eq!(RingDescriptor::parse(&b).unwrap(), (d, &[][..]));
         let mut longer = b.clone();
         longer.push(0);
         assert!(RingDescriptor::parse(&longer).is_err());
+        // An ACK's syndrome, and a NAK code IBTA does not define, are not errors.
+        for raw in [0x00, 0x65] {
+            let mut bad = b.clone();
+            bad[12] = raw;
+            assert_eq!(
+                RingDescriptor::parse(&bad),
+                Err(field(Field::Syndrome, u32::from(raw)))
+            );
+        }
+        let ack = RingDescriptor {
+            op: RingOp::Error {
+                syndrome: Syndrome::Ack { credit_code: 0 },
+            },
+            ..d
+        };
+        assert!(ack.emit(&mut [0u8; 16], 0).is_err());
         assert!(d.emit(&mut [0u8; 32], 1).is_err());
     }
 
@@ -350,7 +388,12 @@ mod tests {
                 .prop_map(|(imm, solicited)| RingOp::Send { imm, solicited }),
             (any::<u64>(), any::<u32>(), any::<Option<u32>>())
                 .prop_map(|(va, rkey, imm)| RingOp::Write { va, rkey, imm }),
-            any::<u8>().prop_map(|syndrome| RingOp::Error { syndrome }),
+            (0u8..32).prop_map(|timer| RingOp::Error {
+                syndrome: Syndrome::RnrNak { timer }
+            }),
+            (0u8..5).prop_map(|c| RingOp::Error {
+                syndrome: Syndrome::Nak(NakCode(c))
+            }),
         ]
     }
 
