@@ -18,7 +18,8 @@
 //!         failed message's)
 //! 12..16  immediate data (zero without the flag); for ERROR, the AETH syndrome in
 //!         byte 12 (an RNR NAK with its timer, or a NAK code IBTA defines) and zeros
-//! 16..32  WRITE only: remote address (u64), rkey (u32), length of the message (u32)
+//! 16..32  WRITE only: a RETH (IBTA Vol 1 §9.3.3: remote address u64, rkey u32,
+//!         length of the message u32)
 //! then    the payload, to the item's end (none for ERROR; a WRITE's is the whole
 //!         message: its length must equal the length field)
 //! ```
@@ -28,15 +29,16 @@
 //! Every field with fewer valid values than bits is checked, so what parses emits
 //! back to the same bytes.
 
-use crate::roce::{NakCode, Syndrome};
+use crate::roce::ext::be_u32;
+use crate::roce::{NakCode, RethRepr, Syndrome};
 use crate::{check_len, Error, Field, Header, Result};
 
 /// The first byte of every descriptor.
 pub const MARKER: u8 = 0xF0;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 16;
-/// Bytes of a WRITE's remote-buffer fields after the fixed header.
-pub const WRITE_EXT_LEN: usize = 16;
+/// Bytes of a WRITE's RETH after the fixed header.
+pub const WRITE_EXT_LEN: usize = crate::roce::opcode::len::RETH;
 
 const FLAG_IMM: u8 = 1;
 const FLAG_SOLICITED: u8 = 2;
@@ -102,10 +104,6 @@ fn error_syndrome(s: Syndrome) -> bool {
     }
 }
 
-fn be_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 fn field(field: Field, value: u32) -> Error {
     Error::Field {
         header: Header::RingDescriptor,
@@ -165,11 +163,9 @@ impl RingDescriptor {
             ),
             2 => {
                 check_len(Header::RingDescriptor, b.len(), HEADER_LEN + WRITE_EXT_LEN)?;
-                let mut va = [0u8; 8];
-                va.copy_from_slice(&b[16..24]);
-                let (rkey, len) = (be_u32(b, 24), be_u32(b, 28));
+                let reth = RethRepr::parse(&b[HEADER_LEN..])?;
                 let payload = &b[HEADER_LEN + WRITE_EXT_LEN..];
-                if payload.len() != len as usize {
+                if payload.len() != reth.dma_len as usize {
                     return Err(Error::Length {
                         header: Header::RingDescriptor,
                         field: Field::Payload,
@@ -178,8 +174,8 @@ impl RingDescriptor {
                 }
                 (
                     RingOp::Write {
-                        va: u64::from_be_bytes(va),
-                        rkey,
+                        va: reth.va,
+                        rkey: reth.rkey,
                         imm,
                     },
                     payload,
@@ -229,10 +225,8 @@ impl RingDescriptor {
                 imm.unwrap_or(0),
             ),
             RingOp::Write { va, rkey, imm } => {
-                let len = u32::try_from(payload_len).map_err(|_| bad_len())?;
-                b[16..24].copy_from_slice(&va.to_be_bytes());
-                b[24..28].copy_from_slice(&rkey.to_be_bytes());
-                b[28..32].copy_from_slice(&len.to_be_bytes());
+                let dma_len = u32::try_from(payload_len).map_err(|_| bad_len())?;
+                RethRepr { va, rkey, dma_len }.emit(&mut b[HEADER_LEN..n])?;
                 (u8::from(imm.is_some()) * FLAG_IMM, imm.unwrap_or(0))
             }
             RingOp::Error { syndrome } => {

@@ -10,7 +10,7 @@ use super::bth::{get_u24, set_u24, QPN_MASK};
 use super::opcode::len;
 use crate::{check_len, Error, Field, Header, Result};
 
-fn be_u32(b: &[u8], at: usize) -> u32 {
+pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
