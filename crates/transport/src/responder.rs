@@ -637,9 +637,7 @@ impl Responder {
                         .map_err(RespError::RecvProtection)
                 };
                 if let Err(e) = placed {
-                    let mut c = Completion::new(recv.wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
-                    c.from_srq = from_srq;
-                    ctx.cq.complete(c);
+                    fail_recv(ctx, q, recv.wr_id, from_srq, e);
                     return self.ring_fatal(ctx, e);
                 }
                 complete_send(ctx, q, recv.wr_id, from_srq, plen, imm);
@@ -793,9 +791,7 @@ impl Responder {
     /// Complete the receive WQE of a message that failed, with the status the error names.
     fn fail_current<M: Memory>(&mut self, q: &QpCommon, ctx: &mut Ctx<'_, M>, e: RespError) {
         if let Some(InMsg::Send { recv, from_srq, .. }) = self.cur.take() {
-            let mut c = Completion::new(recv.wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
-            c.from_srq = from_srq;
-            ctx.cq.complete(c);
+            fail_recv(ctx, q, recv.wr_id, from_srq, e);
         }
     }
 
@@ -1454,6 +1450,20 @@ fn complete_send<M: Memory>(
     let mut c = Completion::new(wr_id, WcStatus::Success, WcOpcode::Recv, q.qpn);
     c.byte_len = len as u32;
     c.imm = imm;
+    c.from_srq = from_srq;
+    ctx.cq.complete(c);
+}
+
+/// A SEND's receive failed with `e` (too small, a protection error): it completes
+/// with the status `e` gives it (the packet path's `fail_current` and the ring mode).
+fn fail_recv<M: Memory>(
+    ctx: &mut Ctx<'_, M>,
+    q: &QpCommon,
+    wr_id: u64,
+    from_srq: bool,
+    e: RespError,
+) {
+    let mut c = Completion::new(wr_id, e.recv_status(), WcOpcode::Recv, q.qpn);
     c.from_srq = from_srq;
     ctx.cq.complete(c);
 }
