@@ -25,8 +25,9 @@ use crate::cc::{CongestionControl, CongestionState};
 use crate::ctx::{check_sges, gather, Ctx, QpCommon, Srq};
 use crate::memory::{Access, Memory};
 use crate::qp::{apply_attr, check_transition, ModifyError, QpAttr, QpAttrs, QpState, QpType};
-use crate::requester::{Fault, Requester};
+use crate::requester::{Emitted, Fault, Requester};
 use crate::responder::{Responder, RingAnswer};
+use crate::ring::RingTag;
 use crate::slots::Slots;
 use crate::status::local_status;
 use crate::time::Instant;
@@ -168,6 +169,12 @@ pub struct Stats {
     /// Ring mode: descriptors for a QP that does not take them (not RC, or not in
     /// ring mode: [`Endpoint::set_ring_mode`]).
     pub ring_refused: u64,
+    /// Ring mode, the requester: descriptors written ([`crate::ring`]; also counted in
+    /// `tx_packets`).
+    pub ring_sent: u64,
+    /// Ring mode, the requester: releases, losses or ERRORs that named no descriptor
+    /// in flight (sent before an RNR sent the requester back, or forged).
+    pub ring_stale: u64,
     /// Dropped: UD Q_Key mismatch.
     pub qkey_mismatch: u64,
     /// Dropped: UD datagram with no receive WQE posted.
@@ -246,6 +253,11 @@ pub struct Transmit {
     /// deficit round robin charges this, so one by-reference packet of 4 MiB counts
     /// as the 4 MiB it costs; a driver budgeting a pass in bytes should count it too.
     pub moves: usize,
+    /// Set when the bytes are a shm ring-mode descriptor, not a RoCEv2 packet
+    /// ([`crate::ring`]): the driver sends them alone, as one item its link tracks
+    /// with this tag, and hands the item's release back
+    /// ([`Endpoint::ring_released`]).
+    pub ring: Option<RingTag>,
 }
 
 /// The buffers a driver lends [`Endpoint::poll_transmit_burst`], one packet each.
@@ -651,7 +663,8 @@ impl Sched {
 /// A packet `qp` wrote (`len`, `moves`): charged to its deficit and counted, and
 /// given its path.
 #[inline]
-fn charge(qp: &mut Qp, stats: &mut Stats, (len, moves): (usize, usize)) -> Transmit {
+fn charge(qp: &mut Qp, stats: &mut Stats, e: Emitted) -> Transmit {
+    let Emitted { len, moves, ring } = e;
     qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
     stats.tx_packets += 1;
     stats.tx_bytes += len as u64;
@@ -673,6 +686,7 @@ fn charge(qp: &mut Qp, stats: &mut Stats, (len, moves): (usize, usize)) -> Trans
         qpn: qp.common.qpn,
         slot: qp.slot,
         moves,
+        ring,
     }
 }
 
@@ -726,7 +740,7 @@ fn turn_packet<M: Memory>(
     sched: &mut Sched,
     qp: &mut Qp,
     buf: &mut [u8],
-) -> Option<(usize, usize)> {
+) -> Option<Emitted> {
     let sent = qp.poll_transmit(ctx, sched, buf);
     sched.sync_timer(qp);
     let Some(packet) = sent else {
@@ -1348,6 +1362,78 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         Some(answer)
     }
 
+    /// The ERROR descriptor that answers a refusal by [`Endpoint::ring_request`] of
+    /// the descriptor `d` (for local QP `d.dest_qpn`) with `syndrome`, addressed to the
+    /// QP's peer, and the path it goes back on. The driver pushes it on the reverse
+    /// ring before it releases `d`'s item ([`crate::ring`]). `None`: no such QP, or
+    /// it has no connected peer.
+    pub fn ring_refusal(
+        &self,
+        d: &weft_wire::ring::RingDescriptor,
+        syndrome: weft_wire::roce::Syndrome,
+    ) -> Option<(weft_wire::ring::RingDescriptor, IcrcPath)> {
+        let qp = self.qps.get(d.dest_qpn)?;
+        let path = qp.common.attrs().path?;
+        let reply = weft_wire::ring::RingDescriptor {
+            dest_qpn: qp.common.attrs().dest_qpn,
+            seq: d.seq,
+            op: weft_wire::ring::RingOp::Error { syndrome },
+        };
+        Some((reply, path))
+    }
+
+    /// The link released the ring descriptor `tag` names ([`Transmit::ring`]): the
+    /// peer's transport answered it. Hand in every release read before the ERRORs of
+    /// the same step, after them ([`crate::ring`]). A tag that names nothing in flight
+    /// (an old epoch, a destroyed QP) is counted and ignored.
+    pub fn ring_released(&mut self, now: Instant, tag: RingTag) {
+        let (mut ctx, qps, sched) = self.split(now);
+        let Some(qp) = qps.get_mut(tag.qpn()) else {
+            ctx.stats.ring_stale += 1;
+            return;
+        };
+        qp.req
+            .ring_released(&qp.common, &mut ctx, tag.psn(), tag.epoch());
+        sched.touched(qp);
+    }
+
+    /// The link will never release the ring descriptor `tag` names (its peer died, or
+    /// the ring broke): its message fails with `RetryExcErr` and the QP enters ERR, as
+    /// an RC QP whose peer stopped answering.
+    pub fn ring_lost(&mut self, now: Instant, tag: RingTag) {
+        let (mut ctx, qps, sched) = self.split(now);
+        let Some(qp) = qps.get_mut(tag.qpn()) else {
+            ctx.stats.ring_stale += 1;
+            return;
+        };
+        let q = qp.common.clone();
+        if let Err(f) = qp.req.ring_lost(&q, &mut ctx, tag.psn(), tag.epoch()) {
+            qp.fault(&mut ctx, f);
+        }
+        sched.touched(qp);
+    }
+
+    /// An ERROR descriptor from the peer ([`weft_wire::ring::RingOp::Error`], for local
+    /// QP `d.dest_qpn`): it refused the message `d.seq` names. An RNR is retried after
+    /// its timer while `rnr_retry` lasts; a NAK code fails the message and the QP.
+    /// Anything else (not an ERROR, no such QP or message) is counted and ignored.
+    pub fn ring_refused(&mut self, now: Instant, d: &weft_wire::ring::RingDescriptor) {
+        let weft_wire::ring::RingOp::Error { syndrome } = d.op else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let (mut ctx, qps, sched) = self.split(now);
+        let Some(qp) = qps.get_mut(d.dest_qpn) else {
+            ctx.stats.unknown_qpn += 1;
+            return;
+        };
+        let q = qp.common.clone();
+        if let Err(f) = qp.req.ring_refused(&q, &mut ctx, d.seq, syndrome) {
+            qp.fault(&mut ctx, f);
+        }
+        sched.touched(qp);
+    }
+
     /// False when [`Endpoint::poll_transmit`] would return `None` without looking at
     /// any QP (the transmit queue is empty): a driver can skip reading its clock.
     pub fn may_transmit(&self) -> bool {
@@ -1719,7 +1805,7 @@ impl Qp {
         ctx: &mut Ctx<'_, M>,
         sched: &mut Sched,
         buf: &mut [u8],
-    ) -> Option<(usize, usize)> {
+    ) -> Option<Emitted> {
         if buf.len() < self.common.mtu() as usize + MAX_OVERHEAD {
             return None;
         }
@@ -1731,7 +1817,7 @@ impl Qp {
                         // Into the queued ACK, which goes next.
                         self.ack_rides_along(ctx.stats, sched);
                     }
-                    return Some((e.len, e.moves));
+                    return Some(e);
                 }
                 Ok(None) => {}
                 // The QP leaves RTS (RC: ERR, which drops the ACK with the rest of
@@ -1749,7 +1835,11 @@ impl Qp {
                 if e.fatal {
                     self.enter_error(ctx, None);
                 }
-                return Some((e.len, e.len));
+                return Some(Emitted {
+                    len: e.len,
+                    moves: e.len,
+                    ring: None,
+                });
             }
         }
         match self.req.poll_transmit(&self.common, ctx, buf) {
@@ -1757,7 +1847,7 @@ impl Qp {
                 if self.resp.ack_rides() {
                     self.ack_rides_along(ctx.stats, sched);
                 }
-                Some((e.len, e.moves))
+                Some(e)
             }
             Ok(None) => None,
             Err(f) => {

@@ -28,6 +28,7 @@ pub mod memory;
 pub mod qp;
 mod requester;
 mod responder;
+pub mod ring;
 pub mod sim;
 mod slots;
 mod status;
@@ -43,6 +44,7 @@ pub use endpoint::{
 pub use memory::{Access, AccessError, AtomicOp, Key, Memory, Region, VecMemory};
 pub use qp::{Bringup, ModifyError, Mtu, QpAttr, QpAttrs, QpState, QpType, Recovery};
 pub use responder::{grh_for, RingAnswer, GRH_LEN};
+pub use ring::RingTag;
 pub use time::{local_ack_timeout_micros, Instant};
 pub use wr::{
     Completion, CompletionSink, PostWr, RecvWr, RemoteAddr, SendWr, SgList, Sge, UdDest, WcOpcode,

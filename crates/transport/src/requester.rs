@@ -11,10 +11,12 @@ use crate::cc::{CongestionControl, CongestionState, Window};
 use crate::ctx::{gather, opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
 use crate::memory::{Key, Memory};
 use crate::qp::{QpState, QpType, Recovery};
+use crate::ring::RingTag;
 use crate::status::{local_status, requester_status};
 use crate::time::{local_ack_timeout_micros, Instant};
 use crate::wr::{Completion, SendWr, SgList, UdDest, WcStatus, WrOp};
 use std::collections::VecDeque;
+use weft_wire::ring::{RingDescriptor, RingOp};
 use weft_wire::roce::ext::rnr_timer_micros;
 use weft_wire::roce::opcode::len as wire_len;
 use weft_wire::roce::{
@@ -62,6 +64,9 @@ pub(crate) struct SendWqe {
     /// A WRITE sent by reference (one packet naming the source spans; decided when
     /// the message starts, see [`crate::byref`]).
     pub by_ref: bool,
+    /// Sent as a shm ring-mode descriptor ([`crate::ring`]; decided when the message
+    /// starts): one PSN, acknowledged by the link's release of the item.
+    pub ring: bool,
     /// The payload was gathered at post time: `len` bytes at `inline_at` in the
     /// requester's inline ring (`sg_list` is then empty).
     pub inline: bool,
@@ -103,6 +108,8 @@ pub(crate) struct Emitted {
     pub len: usize,
     /// Bytes the packet moves: `len`, or a by-reference WRITE's message length.
     pub moves: usize,
+    /// A ring-mode descriptor, not a packet ([`crate::ring`]): its tag.
+    pub ring: Option<RingTag>,
 }
 
 #[derive(Debug)]
@@ -162,6 +169,10 @@ pub(crate) struct Requester {
     /// The QP's send queue depth (`max_send_wr`; 0: unknown, and every message asks
     /// for its ACK).
     depth: usize,
+    /// Ring mode ([`crate::ring`]): bumped when an RNR refusal sends the requester back,
+    /// so the releases of descriptors sent before it (which the peer discarded) are
+    /// known for what they are.
+    ring_epoch: u8,
 }
 
 impl Requester {
@@ -197,6 +208,7 @@ impl Requester {
             probes: VecDeque::new(),
             cc: Window::new(1),
             depth: 0,
+            ring_epoch: 0,
         }
     }
 
@@ -273,6 +285,7 @@ impl Requester {
             fence,
             solicited,
             by_ref: false,
+            ring: false,
             inline: inline.is_some(),
             sg_list,
             wr_id,
@@ -517,7 +530,14 @@ impl Requester {
                 status: WcStatus::LocLenErr,
             });
         }
-        let by_ref = goes_by_reference(q, ctx, w);
+        let ring = goes_by_ring(q, w, mtu);
+        // A QP never has messages of both kinds in flight ([`crate::ring`]): the peer's
+        // responder takes a descriptor only between packet-path messages, and a
+        // descriptor's release acknowledges nothing sent as packets.
+        if self.started > 0 && self.wqes[0].ring != ring {
+            return Ok(false);
+        }
+        let by_ref = !ring && goes_by_reference(q, ctx, w);
         let npsn = if by_ref {
             byref::chunks(w.len)
         } else if op.is_atomic() {
@@ -537,6 +557,7 @@ impl Requester {
         w.first_psn = self.next_psn;
         w.npsn = npsn;
         w.by_ref = by_ref;
+        w.ring = ring;
         self.next_psn += npsn;
         if npsn == 1 {
             // Most messages are one packet: no iterator and reserve for one flag.
@@ -562,6 +583,9 @@ impl Requester {
         p: u64,
         single: bool,
     ) -> Result<Emitted, Fault> {
+        if self.wqes[idx].ring {
+            return self.emit_ring(q, ctx, buf, idx, p);
+        }
         let mtu = q.mtu();
         let w = &self.wqes[idx];
         // Read now for the bookkeeping at the end (after `w`'s borrow; and before
@@ -843,7 +867,71 @@ impl Requester {
             }
             self.advance(q, ctx);
         }
-        Ok(Emitted { len, moves })
+        Ok(Emitted {
+            len,
+            moves,
+            ring: None,
+        })
+    }
+
+    /// Write WQE `idx`'s ring descriptor (its one PSN, `p`) into `buf`
+    /// ([`crate::ring`]): the header, then the payload straight from the inline ring or
+    /// the gather list. No AckReq, no RTT probe: the link's release acknowledges it.
+    fn emit_ring<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        buf: &mut [u8],
+        idx: usize,
+        p: u64,
+    ) -> Result<Emitted, Fault> {
+        let fault = |status| Fault { idx, status };
+        let w = &self.wqes[idx];
+        if q.attrs().path.is_none() {
+            return Err(fault(WcStatus::LocQpOpErr));
+        }
+        let op = match w.op {
+            WrOp::Send { imm } => RingOp::Send {
+                imm,
+                solicited: w.solicited,
+            },
+            WrOp::Write { imm, remote } => RingOp::Write {
+                va: remote.addr,
+                rkey: remote.rkey,
+                imm,
+            },
+            _ => return Err(fault(WcStatus::LocQpOpErr)),
+        };
+        let d = RingDescriptor {
+            dest_qpn: q.attrs().dest_qpn,
+            seq: p as u32 & 0x00ff_ffff,
+            op,
+        };
+        let plen = usize::try_from(w.len).map_err(|_| fault(WcStatus::LocLenErr))?;
+        let at = d.emit(buf, plen).map_err(|_| fault(WcStatus::LocLenErr))?;
+        let dst = buf
+            .get_mut(at..at + plen)
+            .ok_or(fault(WcStatus::LocLenErr))?;
+        if w.inline {
+            self.copy_inline(w, 0, dst);
+        } else {
+            gather(&*ctx.mem, q.pd, &w.sg_list, 0, dst).map_err(|e| fault(local_status(e)))?;
+        }
+        if p < self.send_high {
+            ctx.stats.retransmitted_packets += 1;
+        }
+        ctx.stats.ring_sent += 1;
+        self.send_psn = p + 1;
+        self.send_high = self.send_high.max(p + 1);
+        if self.timer.is_none() {
+            self.arm_timer(q, ctx.now);
+        }
+        let len = at + plen;
+        Ok(Emitted {
+            len,
+            moves: len,
+            ring: Some(RingTag::new(q.qpn, p as u32, self.ring_epoch)),
+        })
     }
 
     // ---------------------------------------------------------------- receive
@@ -921,35 +1009,8 @@ impl Requester {
                         let from = p.min(self.una);
                         self.go_back_once(from);
                     }
-                    Syndrome::RnrNak { timer } => {
-                        ctx.stats.rnr_naks_received += 1;
-                        self.ack_through(q, ctx, p);
-                        if q.attrs().rnr_retry != 7 {
-                            if self.rnr_left == 0 {
-                                let idx = self.idx_of(p).unwrap_or(0);
-                                return Err(Fault {
-                                    idx,
-                                    status: WcStatus::RnrRetryExcErr,
-                                });
-                            }
-                            self.rnr_left -= 1;
-                        }
-                        // The refused packet is no longer held by the responder.
-                        if let Some(f) = self.board.get_mut((p - self.una) as usize) {
-                            *f &= !SACKED;
-                        }
-                        self.rnr_until = Some(ctx.now + u64::from(rnr_timer_micros(timer)));
-                        self.rnr_psn = p;
-                        self.rnr_refused = Some(p);
-                        self.timer = None;
-                    }
-                    Syndrome::Nak(code) => {
-                        ctx.stats.fatal_naks_received += 1;
-                        self.ack_through(q, ctx, p);
-                        let idx = self.idx_of(p).unwrap_or(0);
-                        let status = requester_status(code).unwrap_or(WcStatus::RemOpErr);
-                        return Err(Fault { idx, status });
-                    }
+                    Syndrome::RnrNak { timer } => return self.rnr_nak(q, ctx, p, timer),
+                    Syndrome::Nak(code) => return Err(self.fatal_nak(q, ctx, p, code)),
                     Syndrome::Reserved(_) => ctx.stats.malformed += 1,
                 }
             }
@@ -1024,6 +1085,148 @@ impl Requester {
     /// a probe (a first transmission that asked for it), that is an RTT sample for the
     /// congestion window. Probes it passed without answering are dropped: their ACKs
     /// were coalesced into this one, which says nothing about their own delay.
+    /// The responder refused PSN `p` for want of a receive WQE (an RNR NAK, or a ring
+    /// ERROR carrying one): everything before it arrived; `p` and what follows wait
+    /// for the RNR timer `timer`, then go again, while `rnr_retry` lasts.
+    fn rnr_nak<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        p: u64,
+        timer: u8,
+    ) -> Result<(), Fault> {
+        ctx.stats.rnr_naks_received += 1;
+        self.ack_through(q, ctx, p);
+        if q.attrs().rnr_retry != 7 {
+            if self.rnr_left == 0 {
+                let idx = self.idx_of(p).unwrap_or(0);
+                return Err(Fault {
+                    idx,
+                    status: WcStatus::RnrRetryExcErr,
+                });
+            }
+            self.rnr_left -= 1;
+        }
+        // The refused packet is no longer held by the responder.
+        if let Some(f) = self.board.get_mut((p - self.una) as usize) {
+            *f &= !SACKED;
+        }
+        self.rnr_until = Some(ctx.now + u64::from(rnr_timer_micros(timer)));
+        self.rnr_psn = p;
+        self.rnr_refused = Some(p);
+        self.timer = None;
+        Ok(())
+    }
+
+    /// The responder refused PSN `p` for good with NAK `code` (a NAK packet, or a ring
+    /// ERROR carrying one): everything before it arrived; the fault of its WQE.
+    fn fatal_nak<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        p: u64,
+        code: NakCode,
+    ) -> Fault {
+        ctx.stats.fatal_naks_received += 1;
+        self.ack_through(q, ctx, p);
+        let idx = self.idx_of(p).unwrap_or(0);
+        let status = requester_status(code).unwrap_or(WcStatus::RemOpErr);
+        Fault { idx, status }
+    }
+
+    /// Whether the messages in flight are ring descriptors ([`crate::ring`]; they are
+    /// all of one kind).
+    fn ring_in_flight(&self) -> bool {
+        self.started > 0 && self.wqes.front().is_some_and(|w| w.ring)
+    }
+
+    /// Ring mode: the ring descriptor `psn` (24 bits) went out in epoch `epoch` and
+    /// was sent since (`[una, send_high)`), so it names a message in flight; its PSN
+    /// in the 64-bit space. `None`: a stale or forged name, counted.
+    fn ring_psn<M: Memory>(
+        &self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        psn: u32,
+        epoch: Option<u8>,
+    ) -> Option<u64> {
+        if !matches!(q.state, QpState::Rts | QpState::Sqd) {
+            ctx.stats.dropped_state += 1;
+            return None;
+        }
+        let p = Psn::new(psn).expand(self.una);
+        if epoch.is_some_and(|e| e != self.ring_epoch)
+            || p < self.una
+            || p >= self.send_high
+            || !self.ring_in_flight()
+        {
+            ctx.stats.ring_stale += 1;
+            return None;
+        }
+        Some(p)
+    }
+
+    /// Ring mode: the link released the descriptor of PSN `psn` sent in epoch `epoch`
+    /// — the peer's transport answered it, and had it refused it, its ERROR would have
+    /// been handed in first ([`crate::ring`]): the message and every one before it are
+    /// acknowledged.
+    pub fn ring_released<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        psn: u32,
+        epoch: u8,
+    ) {
+        if let Some(p) = self.ring_psn(q, ctx, psn, Some(epoch)) {
+            self.ack_through(q, ctx, p + 1);
+        }
+    }
+
+    /// Ring mode: the peer refused the descriptor of PSN `psn` with `syndrome` (an
+    /// ERROR descriptor). An RNR starts a new epoch, so the releases of what was sent
+    /// after the refused message (the peer discarded those) acknowledge nothing.
+    pub fn ring_refused<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        psn: u32,
+        syndrome: Syndrome,
+    ) -> Result<(), Fault> {
+        let Some(p) = self.ring_psn(q, ctx, psn, None) else {
+            return Ok(());
+        };
+        match syndrome {
+            Syndrome::RnrNak { timer } => {
+                self.ring_epoch = self.ring_epoch.wrapping_add(1);
+                self.rnr_nak(q, ctx, p, timer)
+            }
+            Syndrome::Nak(code) => Err(self.fatal_nak(q, ctx, p, code)),
+            Syndrome::Ack { .. } | Syndrome::Reserved(_) => {
+                ctx.stats.malformed += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// Ring mode: the link will never release the descriptor of PSN `psn` sent in
+    /// epoch `epoch` (the peer is gone, or its ring broke): the message fails with
+    /// `RetryExcErr`, as an RC message whose peer stopped answering.
+    pub fn ring_lost<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        psn: u32,
+        epoch: u8,
+    ) -> Result<(), Fault> {
+        match self.ring_psn(q, ctx, psn, Some(epoch)) {
+            Some(p) => Err(Fault {
+                idx: self.idx_of(p).unwrap_or(0),
+                status: WcStatus::RetryExcErr,
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn sample_rtt<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, upto: u64, acked: u64) {
         let CongestionControl::Delay(c) = ctx.config.congestion else {
             return;
@@ -1210,10 +1413,14 @@ impl Requester {
         ctx: &mut Ctx<'_, M>,
     ) -> Result<(), Fault> {
         let now = ctx.now;
+        let ring = self.ring_in_flight();
         if self.rnr_until.is_some_and(|t| now >= t) {
             self.rnr_until = None;
             self.reset_recovery();
             match q.attrs().recovery {
+                // Descriptors are never SACKed: the peer discarded all after the
+                // refused one.
+                _ if ring => self.go_back(self.rnr_psn.max(self.una)),
                 // Resend from the refused PSN.
                 Recovery::GoBackN => self.go_back(self.rnr_psn.max(self.una)),
                 // The responder kept what arrived after the refused PSN and said so
@@ -1232,6 +1439,10 @@ impl Requester {
             }
             self.consume_retry()?;
             match q.attrs().recovery {
+                // The ring loses nothing: a descriptor not released in time is a peer
+                // that stopped taking from its ring, not a loss to repair. The wait
+                // goes on, `retry_cnt` timeouts long, as RC's does for a silent peer.
+                _ if ring => {}
                 Recovery::GoBackN => {
                     self.recovering_at = None;
                     self.go_back(self.una);
@@ -1270,7 +1481,10 @@ impl Requester {
     pub fn take_all(&mut self) -> VecDeque<SendWqe> {
         let w = std::mem::take(&mut self.wqes);
         let (psn, retry, rnr, cc) = (self.next_psn, self.retry_left, self.rnr_left, self.cc);
+        let epoch = self.ring_epoch.wrapping_add(1);
         *self = Requester::with_depth(self.depth);
+        // Releases of descriptors flushed here name an old epoch.
+        self.ring_epoch = epoch;
         self.cc = cc;
         self.asked = psn;
         self.next_psn = psn;
@@ -1282,6 +1496,16 @@ impl Requester {
         self.rnr_left = rnr;
         w
     }
+}
+
+/// Whether WQE `w` goes as a ring descriptor ([`crate::ring`]): an RC QP in ring
+/// mode, a SEND or WRITE of at most one path MTU `mtu` (so a descriptor fits wherever
+/// the same message's packet would). READs, atomics and longer messages go as packets.
+fn goes_by_ring(q: &QpCommon, w: &SendWqe, mtu: u64) -> bool {
+    q.ring_mode
+        && q.qp_type == QpType::Rc
+        && matches!(w.op, WrOp::Send { .. } | WrOp::Write { .. })
+        && w.len <= mtu
 }
 
 /// Whether WQE `w` goes by reference ([`crate::byref`]): the QP allows it, it is a

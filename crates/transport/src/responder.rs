@@ -159,9 +159,6 @@ pub(crate) struct Responder {
     /// the `Option`'s tag was two of the four instructions that cost a streamed
     /// message (callgrind, `msg_rate`).
     last_request: Instant,
-    /// Ring mode: the sequence number of the next descriptor ([`Responder::ring_request`]);
-    /// a QP's first is 0 (its requester's too).
-    ring_next: u32,
 }
 
 /// [`Responder::last_request`] before the first request (no clock reads it: time
@@ -203,7 +200,6 @@ impl Responder {
             ooo: BTreeMap::new(),
             owed: None,
             last_request: NO_REQUEST,
-            ring_next: 0,
         }
     }
 
@@ -565,8 +561,9 @@ impl Responder {
     /// receive (then every later descriptor of the QP is discarded until the refused
     /// one comes again, go-back-N, which is what the sequence number is for), a fatal
     /// NAK code for the rest (the QP then enters ERR, as the caller does on `fatal`).
-    /// A sequence number other than the next one outside that retry is a broken peer:
-    /// fatal, Invalid Request.
+    /// The sequence number is the message's PSN (24 bits): a descriptor takes the
+    /// expected PSN as a one-packet message would. Another one outside that retry is
+    /// a broken peer: fatal, Invalid Request.
     pub fn ring_request<M: Memory>(
         &mut self,
         q: &QpCommon,
@@ -581,7 +578,9 @@ impl Responder {
             ctx.stats.dropped_state += 1;
             return RingAnswer::Discarded;
         }
-        if d.seq != self.ring_next {
+        // A descriptor takes one PSN, the next: the sequence number is its 24-bit
+        // PSN, so descriptors and packets of one QP share one ordered stream.
+        if d.seq != self.epsn as u32 & 0x00ff_ffff {
             if self.nak_outstanding {
                 ctx.stats.ring_discarded += 1;
                 return RingAnswer::Discarded;
@@ -664,7 +663,7 @@ impl Responder {
                 return self.ring_fatal(ctx, RespError::InvalidRequest("error descriptor"))
             }
         }
-        self.ring_next = self.ring_next.wrapping_add(1);
+        self.epsn += 1;
         self.msn = self.msn.wrapping_add(1);
         RingAnswer::Executed
     }

@@ -29,11 +29,17 @@ fn setup() -> Setup {
     }
 }
 
+/// The PSN of A's `n`th message: a descriptor's sequence number is its PSN, from the
+/// QP's `rq_psn` (near the 24-bit wrap in the simulator's default, so the tests cross it).
+fn seq_of(n: u32) -> u32 {
+    ConnectOptions::default().psn_a.wrapping_add(n) & 0x00ff_ffff
+}
+
 impl Setup {
-    fn send(&mut self, seq: u32, imm: Option<u32>, payload: &[u8]) -> Option<RingAnswer> {
+    fn send(&mut self, n: u32, imm: Option<u32>, payload: &[u8]) -> Option<RingAnswer> {
         let d = RingDescriptor {
             dest_qpn: self.qpn,
-            seq,
+            seq: seq_of(n),
             op: RingOp::Send {
                 imm,
                 solicited: false,
@@ -45,7 +51,7 @@ impl Setup {
 
     fn write(
         &mut self,
-        seq: u32,
+        n: u32,
         va: u64,
         rkey: u32,
         imm: Option<u32>,
@@ -53,7 +59,7 @@ impl Setup {
     ) -> Option<RingAnswer> {
         let d = RingDescriptor {
             dest_qpn: self.qpn,
-            seq,
+            seq: seq_of(n),
             op: RingOp::Write { va, rkey, imm },
         };
         let now = self.p.now;
@@ -206,7 +212,7 @@ fn an_error_descriptor_is_not_a_request() {
     let mut s = setup();
     let d = RingDescriptor {
         dest_qpn: s.qpn,
-        seq: 0,
+        seq: seq_of(0),
         op: RingOp::Error {
             syndrome: Syndrome::RnrNak { timer: 0 },
         },

@@ -345,6 +345,8 @@ pub struct Pair {
     alone: Option<u32>,
     /// The next slot `alone` names.
     alone_next: u32,
+    /// The shm rings of ring mode ([`Pair::use_rings`]), once a connection uses them.
+    rings: Option<rings::Rings>,
 }
 
 /// [`Pair::step_with`]'s transmit, packet by packet or in bursts: the pair's one
@@ -358,6 +360,8 @@ struct SimTx<'a> {
     now: Instant,
     left: usize,
     blocked: &'a mut Option<Instant>,
+    /// Where ring-mode descriptors go ([`Transmit::ring`]), and which way.
+    rings: Option<&'a mut rings::Rings>,
 }
 
 impl TxBuffers for SimTx<'_> {
@@ -380,7 +384,14 @@ impl TxBuffers for SimTx<'_> {
             now: self.now,
             bytes,
         });
-        self.link.send(self.now, t.path, bytes);
+        match (t.ring, self.rings.as_deref_mut()) {
+            (Some(tag), Some(r)) => {
+                r.push(self.side == Side::A, self.now, bytes, Some(tag));
+            }
+            // A descriptor with no ring to take it goes on the wire, where the peer
+            // counts it as a packet it cannot parse.
+            _ => self.link.send(self.now, t.path, bytes),
+        }
         self.left -= 1;
         self.left > 0
     }
@@ -483,6 +494,33 @@ impl Pair {
             burst: None,
             alone: None,
             alone_next: 0,
+            rings: None,
+        }
+    }
+
+    /// Put connection `c`'s two QPs in the shm ring mode ([`crate::ring`]): their SENDs
+    /// and WRITEs of up to one MTU travel as descriptors through a ring each way, which
+    /// loses and corrupts nothing; the consumer takes each item `delay_us` after its
+    /// push plus a seeded lag of up to `lag_us` (in order). READs, atomics and longer
+    /// messages still take the links, with their faults. The rings are made by the first
+    /// call (later calls keep them); `seed` seeds the lag.
+    pub fn use_rings(&mut self, c: &Connection, delay_us: u64, lag_us: u64, seed: u64) {
+        assert!(self.a.set_ring_mode(c.qpn_a, true) && self.b.set_ring_mode(c.qpn_b, true));
+        if self.rings.is_none() {
+            self.rings = Some(rings::Rings::new(delay_us, lag_us, seed));
+        }
+    }
+
+    /// What the rings carried ([`Pair::use_rings`]; `None` without rings).
+    pub fn ring_stats(&self) -> Option<RingStats> {
+        self.rings.as_ref().map(|r| r.stats)
+    }
+
+    /// The shm connection dies: what is on the rings is gone, and each side learns that
+    /// its descriptors not yet released never will be.
+    pub fn kill_rings(&mut self) {
+        if let Some(r) = &mut self.rings {
+            r.kill();
         }
     }
 
@@ -591,6 +629,7 @@ impl Pair {
                 now,
                 left: self.burst.unwrap_or(usize::MAX),
                 blocked: &mut blocked,
+                rings: self.rings.as_mut(),
             };
             match self.burst {
                 // Bursts of at most k packets while each comes back full.
@@ -640,6 +679,10 @@ impl Pair {
             self.a.handle_packet(now, &path, &bytes);
             busy = true;
         }
+        if let Some(r) = &mut self.rings {
+            busy |= r.serve(true, &mut self.a, now);
+            busy |= r.serve(false, &mut self.b, now);
+        }
         for ep in [&mut self.a, &mut self.b] {
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
@@ -655,6 +698,7 @@ impl Pair {
             self.a.poll_timeout(),
             self.b.poll_timeout(),
             blocked,
+            self.rings.as_ref().and_then(|r| r.next_event()),
         ]
         .into_iter()
         .flatten()
@@ -695,6 +739,8 @@ impl Pair {
     }
 }
 
+mod rings;
+pub use rings::RingStats;
 mod incast;
 pub use incast::{incast_table, run_incast, IncastConfig, IncastReport};
 mod workload;
