@@ -41,9 +41,11 @@ use weft_link::wake::EventFd;
 use weft_link::{Datagram, DatagramLink, LinkStats, PacketBuf};
 use weft_transport::fastmap::FastMap;
 use weft_transport::{
-    Completion, CompletionSink, Config, Endpoint, Instant, PostError, PostWr, RecvWr, SendQueue,
-    SendWr, Stats, Transmit, TxBuffers, WcStatus, WrOp,
+    Completion, CompletionSink, Config, Endpoint, Instant, PostError, PostWr, RecvWr, RingAnswer,
+    RingTag, SendQueue, SendWr, Stats, Transmit, TxBuffers, WcStatus, WrOp,
 };
+use weft_wire::ring::{RingDescriptor, RingOp};
+use weft_wire::roce::IcrcPath;
 
 /// Who drives the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -280,6 +282,12 @@ pub struct EngineStats {
     /// Datagrams dropped because the link's buffer pool was empty (or, never seen,
     /// its buffer was too small for the packet a flush wrote).
     pub tx_no_buffer: u64,
+    /// Ring mode ([`weft_transport::ring`]): descriptors the link did not take at once
+    /// (its ring full, or no connection to the peer yet), queued and sent in order by
+    /// a later pass.
+    pub ring_queued: u64,
+    /// Ring mode: received items with the descriptor marker that did not parse.
+    pub ring_malformed: u64,
     /// Bursts handed to the link (one system call each on udp).
     pub tx_bursts: u64,
     /// Posts that the posting thread put on the link itself, because they followed a
@@ -610,6 +618,14 @@ pub(crate) struct Engine {
     /// other QPs it has left to the next pass since (see `QueuePair::post_send`).
     pub(crate) last_flush_pass: Option<u64>,
     pub(crate) deferred_posts: u32,
+    /// Ring mode ([`weft_transport::ring`]): descriptors the link did not take yet, in
+    /// order; each goes before anything newer.
+    ring_tx: VecDeque<(PacketBuf, IcrcPath, RingTag)>,
+    /// Releases (and losses) of descriptors read from the link and not yet handed to
+    /// the transport: a pass hands them in after its receive found the link empty,
+    /// so an ERROR the peer pushed before a release is always handled first.
+    ring_released: Vec<u64>,
+    ring_lost: Vec<u64>,
     pub(crate) stats: EngineStats,
 }
 
@@ -624,6 +640,10 @@ impl fmt::Debug for Engine {
 }
 
 const BURST: usize = 32;
+/// How long an engine thread sleeps at most while ring-mode descriptors wait for the
+/// peer's release ([`Engine::sleep_budget`]): their completions come no later than
+/// this after the peer took them, though nothing wakes the thread for it.
+const RING_RELEASE_LOOK: Duration = Duration::from_micros(50);
 /// Most spare packet buffers the engine keeps between passes ([`Engine::trim_spare`]).
 const SPARE_MAX: usize = 2 * BURST;
 /// Most bytes one progress pass transmits.
@@ -691,6 +711,9 @@ impl Engine {
             send_after_receive,
             last_flush_pass: None,
             deferred_posts: 0,
+            ring_tx: VecDeque::new(),
+            ring_released: Vec::new(),
+            ring_lost: Vec::new(),
             stats: EngineStats::default(),
         }
     }
@@ -866,7 +889,16 @@ impl Engine {
         } else {
             self.pass += 1;
         }
-        if self.receive(&mut now) {
+        let tracked = self.link.tracked_outstanding() > 0;
+        if tracked {
+            self.link.take_released(&mut self.ring_released);
+            self.link.take_lost(&mut self.ring_lost);
+        }
+        let received = self.receive(&mut now);
+        if !(self.ring_released.is_empty() && self.ring_lost.is_empty()) {
+            work |= self.ring_hand_in(&mut now);
+        }
+        if received {
             work = true;
             // On a link whose sends are memory writes (shm), what the packets just
             // received made owed (an ACK that a request asked for, a READ response)
@@ -963,12 +995,36 @@ impl Engine {
             || r.overflowed
             || !r.cq_touched.is_empty()
             || !self.link.rx_idle()
+            || !self.ring_released.is_empty()
+            || (self.link.tracked_outstanding() > 0
+                && self.link.take_released(&mut self.ring_released)
+                    + self.link.take_lost(&mut self.ring_lost)
+                    > 0)
         {
             return false;
         }
         self.stats.passes += 1;
         self.stats.idle_passes += 1;
         self.pass += 1;
+        true
+    }
+
+    /// Hand the ring releases and losses read before this pass's receive to the
+    /// transport ([`weft_transport::ring`]), once the receive left nothing on the link:
+    /// an ERROR the peer pushed before a release was then handled. With items still
+    /// waiting they stay for the next pass. True when any was handed in.
+    #[inline(never)]
+    fn ring_hand_in(&mut self, now: &mut Option<Instant>) -> bool {
+        if !self.link.rx_idle() {
+            return false;
+        }
+        let n = self.now_once(now);
+        for raw in self.ring_released.drain(..) {
+            self.ep.ring_released(n, RingTag::from_raw(raw));
+        }
+        for raw in self.ring_lost.drain(..) {
+            self.ep.ring_lost(n, RingTag::from_raw(raw));
+        }
         true
     }
 
@@ -980,8 +1036,15 @@ impl Engine {
         self.woke || timer_turn(pass)
     }
 
-    /// How long the engine may sleep: until the next transport timer, at most `cap`.
+    /// How long the engine may sleep: until the next transport timer, at most `cap`;
+    /// at most [`RING_RELEASE_LOOK`] while ring-mode descriptors wait for their release
+    /// (a release wakes nobody: the peer's consumer only stores its index).
     pub(crate) fn sleep_budget(&self, cap: Duration) -> Duration {
+        let cap = if self.link.tracked_outstanding() > 0 {
+            cap.min(RING_RELEASE_LOOK)
+        } else {
+            cap
+        };
         match self.ep.poll_timeout() {
             Some(t) => Duration::from_micros(t - self.now()).min(cap),
             None => cap,
@@ -1303,7 +1366,24 @@ impl Engine {
                 // `Datagram` queued, no burst, and no pool buffer taken and given back
                 // for it. Anything else goes into a spare buffer (there is one:
                 // checked above) and queues, to leave with what follows it.
-                if let Some(bytes_out) = self.lone.get(..t.len) {
+                if let (Some(tag), Some(bytes_out)) = (t.ring, self.lone.get(..t.len)) {
+                    // A ring descriptor: alone, tracked, straight from here when
+                    // nothing of the ring's is queued before it.
+                    if !(self.ring_tx.is_empty()
+                        && self.link.send_tracked(bytes_out, &t.path, tag.raw()))
+                    {
+                        if let Some(mut buf) = self.spare.pop() {
+                            buf.reset();
+                            if buf.copy_from(bytes_out) {
+                                self.stats.ring_queued += 1;
+                                self.ring_tx.push_back((buf, t.path, tag));
+                            } else {
+                                self.spare.push(buf);
+                                self.stats.tx_no_buffer += 1;
+                            }
+                        }
+                    }
+                } else if let Some(bytes_out) = self.lone.get(..t.len) {
                     if !more && self.link.try_send_one(bytes_out, &t.path) {
                         self.stats.tx_bursts += 1;
                     } else {
@@ -1455,10 +1535,15 @@ impl Engine {
     /// Packets the link did not take yet: queued datagrams, or packets in its stage.
     #[inline]
     fn tx_pending(&self) -> bool {
-        !self.tx.is_empty() || (self.stages_tx && self.link.tx_staged() > 0)
+        !self.tx.is_empty()
+            || (self.stages_tx && self.link.tx_staged() > 0)
+            || !self.ring_tx.is_empty()
     }
 
     fn flush_tx(&mut self) {
+        if !self.ring_tx.is_empty() {
+            flush_ring_tx(&mut *self.link, &mut self.ring_tx, &mut self.spare);
+        }
         flush_tx(
             &mut *self.link,
             &mut self.tx,
@@ -1540,11 +1625,13 @@ impl Engine {
             pass,
             shared_pass_us,
             stages_tx,
+            ring_tx,
             ..
         } = self;
         let mut run = TxRun {
             link: &mut **link,
             tx,
+            ring_tx,
             spare,
             stats,
             recent,
@@ -1625,6 +1712,72 @@ fn flush_tx(
     }
 }
 
+/// Put ring-mode descriptor `buf` (tagged `tag`) on the link as one tracked item, or,
+/// when the link does not take it now or descriptors wait before it, queue it
+/// ([`Engine::ring_tx`]): a descriptor is never dropped and never overtakes another.
+fn send_descriptor(
+    link: &mut dyn DatagramLink,
+    ring_tx: &mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
+    spare: &mut Vec<PacketBuf>,
+    stats: &mut EngineStats,
+    buf: PacketBuf,
+    path: IcrcPath,
+    tag: RingTag,
+) {
+    if ring_tx.is_empty() && link.send_tracked(&buf[..], &path, tag.raw()) {
+        spare.push(buf);
+    } else {
+        stats.ring_queued += 1;
+        ring_tx.push_back((buf, path, tag));
+    }
+}
+
+/// A received ring-mode item ([`weft_transport::ring`]) for the transport: an ERROR
+/// refuses one of this side's descriptors; anything else is a request, and a refusal
+/// of it writes the ERROR descriptor into `reply` (which the link pushes back on the
+/// connection the item came through before it releases the item). False: the item
+/// did not parse.
+fn ring_item(
+    ep: &mut Endpoint<MrTable, CqRouter>,
+    now: Instant,
+    bytes: &[u8],
+    reply: &mut Vec<u8>,
+) -> bool {
+    let Ok((d, payload)) = RingDescriptor::parse(bytes) else {
+        return false;
+    };
+    if let RingOp::Error { .. } = d.op {
+        ep.ring_refused(now, &d);
+        return true;
+    }
+    if let Some(RingAnswer::Refused { syndrome, .. }) = ep.ring_request(now, &d, payload) {
+        if let Some((e, _)) = ep.ring_refusal(&d, syndrome) {
+            reply.clear();
+            reply.resize(weft_wire::ring::HEADER_LEN, 0);
+            if e.emit(reply, 0).is_err() {
+                reply.clear();
+            }
+        }
+    }
+    true
+}
+
+/// Send the queued ring-mode descriptors, in order, while the link takes them.
+fn flush_ring_tx(
+    link: &mut dyn DatagramLink,
+    ring_tx: &mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
+    spare: &mut Vec<PacketBuf>,
+) {
+    while let Some((buf, path, tag)) = ring_tx.front() {
+        if !link.send_tracked(&buf[..], path, tag.raw()) {
+            return;
+        }
+        if let Some((buf, ..)) = ring_tx.pop_front() {
+            spare.push(buf);
+        }
+    }
+}
+
 /// Spare buffers (received, sent, or taken from the pool) beyond [`SPARE_MAX`] go
 /// back to the pool, down to [`BURST`], under one lock.
 #[inline]
@@ -1645,6 +1798,8 @@ fn free_spare(link: &dyn DatagramLink, spare: &mut Vec<PacketBuf>) {
 struct TxRun<'a> {
     link: &'a mut dyn DatagramLink,
     tx: &'a mut Vec<Datagram>,
+    /// Ring-mode descriptors the link did not take yet ([`Engine::ring_tx`]).
+    ring_tx: &'a mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
     spare: &'a mut Vec<PacketBuf>,
     stats: &'a mut EngineStats,
     recent: &'a mut Recent,
@@ -1760,10 +1915,20 @@ impl TxBuffers for TxRun<'_> {
             debug_assert!(false, "a packet written without a lent buffer");
             return false;
         };
-        if buf.set_len(t.len) {
-            self.tx.push(Datagram { buf, path: t.path });
-        } else {
+        if !buf.set_len(t.len) {
             self.spare.push(buf);
+        } else if let Some(tag) = t.ring {
+            send_descriptor(
+                self.link,
+                self.ring_tx,
+                self.spare,
+                self.stats,
+                buf,
+                t.path,
+                tag,
+            );
+        } else {
+            self.tx.push(Datagram { buf, path: t.path });
         }
         self.sent += 1;
         self.bytes += t.moves;
