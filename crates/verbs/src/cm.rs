@@ -3,10 +3,10 @@
 //! A server binds a [`Listener`] to a TCP address and takes [`ConnectRequest`]s; a
 //! client calls [`connect`]. Over the TCP side channel the two exchange a versioned
 //! handshake — QP number, first PSN, path MTU, link kind and address, READ/atomic
-//! depths, recovery mode, ICRC use and private data — then each side moves its QP
-//! RESET → INIT → RTR → RTS with [`weft_transport::Bringup`]. The client confirms with
-//! a ready-to-use message, so a server's [`ConnectRequest::accept`] returns only when
-//! both ends can send.
+//! depths, recovery mode, ICRC use, whether it asks for the shm ring mode, and
+//! private data — then each side moves its QP RESET → INIT → RTR → RTS with
+//! [`weft_transport::Bringup`]. The client confirms with a ready-to-use message, so a
+//! server's [`ConnectRequest::accept`] returns only when both ends can send.
 //!
 //! The TCP connection stays open as the connection's liveness signal: when it
 //! closes (the peer disconnected, exited or was killed), the local QP is moved to
@@ -40,6 +40,12 @@ const KIND_REQUEST: u8 = 1;
 const KIND_ACCEPT: u8 = 2;
 const KIND_REJECT: u8 = 3;
 const KIND_READY: u8 = 4;
+
+// The hello's flags byte. A version-2 decoder ignores the other bits (3..7), so a
+// later flag needs no version bump: a peer that predates it leaves it clear.
+const FLAG_ICRC: u8 = 1 << 0;
+const FLAG_SELECTIVE: u8 = 1 << 1;
+const FLAG_RING: u8 = 1 << 2;
 
 /// What one side asks for or offers. Each field's default ([`ConnParam::default`]) is
 /// stated with it.
@@ -362,6 +368,11 @@ pub struct Hello {
     pub responder_resources: u8,
     /// The sender asks for selective recovery.
     pub selective: bool,
+    /// The sender asks for the shm ring mode on this QP (docs/verbs.md, the ring
+    /// mode's build plan, step 2). Bit 2 of the flags byte; a peer that predates it
+    /// leaves it clear and never gets the mode. The mode is used only when both
+    /// hellos set it. Nothing asks for it yet.
+    pub ring: bool,
     /// The sender's Q_Key (UD).
     pub qkey: u32,
     /// How long the sender's responder holds the ACK of a packet that does not ask for
@@ -399,7 +410,12 @@ impl Hello {
         b.push(self.kind);
         b.push(link_code(self.link));
         b.push(qp_code(self.qp_type));
-        b.push(u8::from(self.icrc) | (u8::from(self.selective) << 1));
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        b.push(
+            flag(self.icrc, FLAG_ICRC)
+                | flag(self.selective, FLAG_SELECTIVE)
+                | flag(self.ring, FLAG_RING),
+        );
         b.extend_from_slice(&self.qpn.to_be_bytes());
         b.extend_from_slice(&self.psn.to_be_bytes());
         b.extend_from_slice(&(self.path_mtu.bytes() as u16).to_be_bytes());
@@ -475,13 +491,14 @@ impl Hello {
             kind,
             link,
             qp_type,
-            icrc: flags & 1 != 0,
+            icrc: flags & FLAG_ICRC != 0,
             qpn,
             psn,
             path_mtu,
             initiator_depth,
             responder_resources,
-            selective: flags & 2 != 0,
+            selective: flags & FLAG_SELECTIVE != 0,
+            ring: flags & FLAG_RING != 0,
             qkey,
             ack_delay_us,
             addr: SocketAddr::new(ip, port),
@@ -583,6 +600,7 @@ fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> He
         initiator_depth: p.initiator_depth,
         responder_resources: p.responder_resources,
         selective: p.recovery == Recovery::Selective,
+        ring: false,
         qkey: p.qkey,
         ack_delay_us: ctx.ack_delay_us(),
         addr: ctx.local_addr(),
@@ -1008,12 +1026,12 @@ impl ConnectRequest {
 /// stable test (`tests/hostile_handshake.rs`): arbitrary bytes through
 /// [`Hello::decode`]; what decodes must encode and decode again to the same
 /// [`Hello`], and that encoding is a fixed point. (Not byte-for-byte the input:
-/// flag bits beyond ICRC and selective are ignored, and a PSN keeps 24 bits.) Only
-/// with the `fuzzing` feature; not part of the API.
+/// flag bits beyond ICRC, selective and ring (3..7) are ignored, and a PSN keeps 24
+/// bits.) Only with the `fuzzing` feature; not part of the API.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
-    use super::{Hello, MAX_PRIVATE_DATA};
+    use super::{Hello, FLAG_ICRC, FLAG_RING, FLAG_SELECTIVE, MAX_PRIVATE_DATA};
 
     /// Returns whether `data` decoded (and round-tripped); panics on a broken
     /// invariant, never on malformed input.
@@ -1025,6 +1043,8 @@ pub mod fuzzing {
         assert!(h.private_data.len() <= MAX_PRIVATE_DATA);
         let b = h.encode();
         assert_eq!(b.len(), data.len(), "the encoding keeps the length");
+        // Byte 9, the flags: ICRC, selective and ring are kept, bits 3..7 ignored.
+        assert_eq!(b[9], data[9] & (FLAG_ICRC | FLAG_SELECTIVE | FLAG_RING));
         let again = Hello::decode(&b).expect("an encoded hello decodes");
         assert_eq!(again, h);
         assert_eq!(again.encode(), b);
@@ -1033,6 +1053,19 @@ pub mod fuzzing {
 
     /// A valid request (the fuzz target's seeds and the stable test's start).
     pub fn sample(v6: bool, private_data: &[u8]) -> Vec<u8> {
+        sample_hello(v6, private_data).encode()
+    }
+
+    /// A valid shm request that asks for the ring mode (flags bit 2).
+    pub fn sample_ring() -> Vec<u8> {
+        Hello {
+            ring: true,
+            ..sample_hello(true, b"")
+        }
+        .encode()
+    }
+
+    fn sample_hello(v6: bool, private_data: &[u8]) -> Hello {
         Hello {
             kind: super::KIND_REQUEST,
             link: if v6 {
@@ -1048,6 +1081,7 @@ pub mod fuzzing {
             initiator_depth: 16,
             responder_resources: 16,
             selective: false,
+            ring: false,
             qkey: 0x1111_1111,
             ack_delay_us: 64,
             addr: if v6 {
@@ -1057,7 +1091,6 @@ pub mod fuzzing {
             },
             private_data: private_data.to_vec(),
         }
-        .encode()
     }
 }
 
@@ -1077,6 +1110,7 @@ mod tests {
             initiator_depth: 8,
             responder_resources: 4,
             selective: true,
+            ring: false,
             qkey: 7,
             ack_delay_us: 64,
             addr: "198.18.0.1:4791".parse().unwrap(),
@@ -1093,6 +1127,56 @@ mod tests {
         h6.link = LinkKind::Shm;
         h6.qp_type = QpType::Ud;
         assert_eq!(Hello::decode(&h6.encode()).unwrap(), h6);
+    }
+
+    #[test]
+    fn the_ring_bit_round_trips_as_bit_2_of_the_flags() {
+        for (icrc, selective, ring) in [
+            (false, false, true),
+            (true, true, true),
+            (true, false, false),
+            (false, true, true),
+        ] {
+            let h = Hello {
+                icrc,
+                selective,
+                ring,
+                link: LinkKind::Shm,
+                ..sample()
+            };
+            let b = h.encode();
+            assert_eq!(
+                b[9],
+                u8::from(icrc) | u8::from(selective) << 1 | u8::from(ring) << 2
+            );
+            assert_eq!(Hello::decode(&b).unwrap(), h);
+        }
+    }
+
+    /// A request from the encoder before the ring bit (`fuzz/corpus/cm_hello/
+    /// request_v4`, written by it): flags 0x01, ICRC only.
+    const OLD_REQUEST_V4: [u8; 50] = [
+        0x57, 0x46, 0x43, 0x4d, 0x00, 0x02, 0x01, 0x01, 0x01, 0x01, 0x00, 0x12, 0x34, 0x56, 0x00,
+        0xab, 0xcd, 0xef, 0x04, 0x00, 0x10, 0x10, 0x11, 0x11, 0x11, 0x11, 0x00, 0x00, 0x00, 0x40,
+        0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x7f, 0x00,
+        0x00, 0x01, 0x12, 0xb7, 0x00,
+    ];
+
+    #[test]
+    fn an_older_peers_hello_asks_for_no_ring_and_unknown_flag_bits_are_ignored() {
+        let old = Hello::decode(&OLD_REQUEST_V4).unwrap();
+        assert!(old.icrc && !old.selective && !old.ring, "{old:?}");
+        assert_eq!(old.encode(), OLD_REQUEST_V4, "ring off encodes as before");
+        // Bits 3..7 are for later flags: a version-2 decoder ignores them.
+        for bit in 3..8 {
+            let mut b = OLD_REQUEST_V4;
+            b[9] |= 1 << bit;
+            assert_eq!(Hello::decode(&b).unwrap(), old, "bit {bit}");
+        }
+        let mut b = OLD_REQUEST_V4;
+        b[9] = 0xff;
+        let all = Hello::decode(&b).unwrap();
+        assert!(all.icrc && all.selective && all.ring);
     }
 
     #[test]
