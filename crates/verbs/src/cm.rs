@@ -369,9 +369,10 @@ pub struct Hello {
     /// The sender asks for selective recovery.
     pub selective: bool,
     /// The sender asks for the shm ring mode on this QP (docs/verbs.md, the ring
-    /// mode's build plan, step 2). Bit 2 of the flags byte; a peer that predates it
-    /// leaves it clear and never gets the mode. The mode is used only when both
-    /// hellos set it. Nothing asks for it yet.
+    /// mode's build plan, step 2): its QP is RC, its link shm, and its engine can
+    /// carry ring-mode descriptors (not yet by default; see [`RemoteInfo::ring`]).
+    /// Bit 2 of the flags byte; a peer that predates it leaves it clear and never
+    /// gets the mode. The mode is used only when both hellos set it.
     pub ring: bool,
     /// The sender's Q_Key (UD).
     pub qkey: u32,
@@ -600,12 +601,21 @@ fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> He
         initiator_depth: p.initiator_depth,
         responder_resources: p.responder_resources,
         selective: p.recovery == Recovery::Selective,
-        ring: false,
+        ring: qp.qp_type() == QpType::Rc && ctx.link_kind() == LinkKind::Shm && ctx.ring_capable(),
         qkey: p.qkey,
         ack_delay_us: ctx.ack_delay_us(),
         addr: ctx.local_addr(),
         private_data: p.private_data.clone(),
     }
+}
+
+/// Whether a QP goes into the shm ring mode: both hellos ask for it, and both name an
+/// shm link and an RC QP. The peer's bit alone never decides it (its hello is hostile),
+/// nor this side's: a peer that predates the bit leaves it clear.
+fn ring_mode(mine: &Hello, peer: &Hello) -> bool {
+    [mine, peer]
+        .iter()
+        .all(|h| h.ring && h.link == LinkKind::Shm && h.qp_type == QpType::Rc)
 }
 
 /// Why this side refuses a peer's hello, if it does.
@@ -668,8 +678,18 @@ pub(crate) fn init_bringup(param: &ConnParam) -> Bringup {
     }
 }
 
-/// Bring `qp` from wherever it is to RTS against the peer.
-fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Result<(), Error> {
+/// Bring `qp` from wherever it is to RTS against the peer, in the shm ring mode when
+/// `ring` ([`ring_mode`]). The transport is told the mode (`Endpoint::set_ring_mode`)
+/// while the QP is in INIT, just before RTR: no message has been sent or received on
+/// it then, so it never mixes modes, and none can be posted before the mode is set.
+/// A QP reused through RESET is set again, either way.
+fn bring_up(
+    qp: &mut QueuePair,
+    me: &ConnParam,
+    my_psn: u32,
+    peer: &Hello,
+    ring: bool,
+) -> Result<(), Error> {
     let ctx = qp.context().clone();
     let selective = me.recovery == Recovery::Selective && peer.selective;
     let b = Bringup {
@@ -701,12 +721,15 @@ fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Re
         if from == QpState::Init && s.state == Some(QpState::Init) {
             continue;
         }
+        if s.state == Some(QpState::Rtr) {
+            qp.set_ring_mode(ring);
+        }
         qp.modify(s)?;
     }
     Ok(())
 }
 
-/// What the peer told us, for the application.
+/// What the peer told us, and what the two sides agreed, for the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteInfo {
     /// The peer's QP number (the destination of UD sends).
@@ -719,6 +742,15 @@ pub struct RemoteInfo {
     pub private_data: Vec<u8>,
     /// The path MTU both use.
     pub path_mtu: Mtu,
+    /// Whether the QP was put in the shm ring mode: both hellos asked for it
+    /// ([`Hello::ring`]), both links are shm and the QP is RC. Its transport then
+    /// takes the peer's ring-mode descriptors (`Endpoint::set_ring_mode`, set before
+    /// the QP left INIT). This says what was agreed, not yet how messages travel:
+    /// the engine's half of the mode (docs/verbs.md, the ring mode's build plan) is
+    /// being built, its messages still go as RoCEv2 packets, and no device asks for
+    /// the mode unless the environment variable `WEFT_RING` is `1` when it opens —
+    /// which exists so that tests can exercise the negotiation.
+    pub ring: bool,
 }
 
 /// An established connection: keeps the side channel open as the liveness signal.
@@ -791,13 +823,14 @@ impl Drop for Connection {
     }
 }
 
-fn remote_of(h: &Hello, me: &ConnParam) -> RemoteInfo {
+fn remote_of(h: &Hello, me: &ConnParam, ring: bool) -> RemoteInfo {
     RemoteInfo {
         qpn: h.qpn,
         qkey: h.qkey,
         addr: h.addr,
         private_data: h.private_data.clone(),
         path_mtu: me.path_mtu.min(h.path_mtu),
+        ring,
     }
 }
 
@@ -822,11 +855,8 @@ pub fn connect(
     })?;
     s.set_nodelay(true).map_err(Error::Io)?;
     let psn = random_u64() as u32 & 0x00ff_ffff;
-    send_msg(
-        &mut s,
-        KIND_REQUEST,
-        &hello(&ctx, KIND_REQUEST, qp, psn, param).encode(),
-    )?;
+    let mine = hello(&ctx, KIND_REQUEST, qp, psn, param);
+    send_msg(&mut s, KIND_REQUEST, &mine.encode())?;
     let (kind, body) = recv_msg(&mut s, server, deadline)?;
     let handshake = |error| Error::Handshake {
         peer: server,
@@ -854,11 +884,12 @@ pub fn connect(
             reason,
         });
     }
-    bring_up(qp, param, psn, &peer)?;
+    let ring = ring_mode(&mine, &peer);
+    bring_up(qp, param, psn, &peer, ring)?;
     send_msg(&mut s, KIND_READY, &[])?;
     Connection::start(
         s,
-        remote_of(&peer, param),
+        remote_of(&peer, param, ring),
         Arc::clone(ctx.shared()),
         qp.qp_num(),
     )
@@ -984,12 +1015,10 @@ impl ConnectRequest {
         }
         let deadline = Instant::now() + param.handshake_timeout;
         let psn = random_u64() as u32 & 0x00ff_ffff;
-        bring_up(qp, param, psn, &self.peer)?;
-        send_msg(
-            &mut self.stream,
-            KIND_ACCEPT,
-            &hello(&ctx, KIND_ACCEPT, qp, psn, param).encode(),
-        )?;
+        let mine = hello(&ctx, KIND_ACCEPT, qp, psn, param);
+        let ring = ring_mode(&mine, &self.peer);
+        bring_up(qp, param, psn, &self.peer, ring)?;
+        send_msg(&mut self.stream, KIND_ACCEPT, &mine.encode())?;
         match recv_msg(&mut self.stream, self.from, deadline)? {
             (KIND_READY, _) => {}
             (got, _) => {
@@ -1002,7 +1031,7 @@ impl ConnectRequest {
                 })
             }
         }
-        let remote = remote_of(&self.peer, param);
+        let remote = remote_of(&self.peer, param, ring);
         Connection::start(self.stream, remote, Arc::clone(ctx.shared()), qp.qp_num())
     }
 
@@ -1177,6 +1206,148 @@ mod tests {
         b[9] = 0xff;
         let all = Hello::decode(&b).unwrap();
         assert!(all.icrc && all.selective && all.ring);
+    }
+
+    #[test]
+    fn ring_mode_needs_both_hellos_to_ask_with_shm_links_and_rc_qps() {
+        let links = [LinkKind::Udp, LinkKind::Shm];
+        let types = [QpType::Rc, QpType::Uc, QpType::Ud];
+        let mut on = 0;
+        for ask in [[false, false], [false, true], [true, false], [true, true]] {
+            for link in links.iter().flat_map(|a| links.map(|b| [*a, b])) {
+                for qp in types.iter().flat_map(|a| types.map(|b| [*a, b])) {
+                    let h = |i: usize| Hello {
+                        ring: ask[i],
+                        link: link[i],
+                        qp_type: qp[i],
+                        ..sample()
+                    };
+                    let want =
+                        ask == [true, true] && link == [LinkKind::Shm; 2] && qp == [QpType::Rc; 2];
+                    assert_eq!(ring_mode(&h(0), &h(1)), want, "{ask:?} {link:?} {qp:?}");
+                    assert_eq!(ring_mode(&h(1), &h(0)), want, "the decision is symmetric");
+                    on += usize::from(want);
+                }
+            }
+        }
+        assert_eq!(on, 1);
+    }
+
+    /// Whether the transport takes ring-mode descriptors for `qp`
+    /// (`Endpoint::set_ring_mode`), asked the transport itself: a zero-length WRITE
+    /// descriptor (it names no memory) is executed in ring mode, and refused and
+    /// counted in `Stats::ring_refused` otherwise.
+    fn transport_takes_descriptors(qp: &QueuePair) -> bool {
+        use weft_wire::ring::{RingDescriptor, RingOp};
+        let mut e = qp.context().shared().lock();
+        let refused = e.ep.stats().ring_refused;
+        let d = RingDescriptor {
+            dest_qpn: qp.qp_num(),
+            seq: 0,
+            op: RingOp::Write {
+                va: 0,
+                rkey: 0,
+                imm: None,
+            },
+        };
+        let answer = e.ep.ring_request(weft_transport::Instant::ZERO, &d, &[]);
+        let counted = e.ep.stats().ring_refused - refused;
+        match answer {
+            Some(a) => {
+                assert_eq!(a, weft_transport::RingAnswer::Executed);
+                assert_eq!(counted, 0);
+                true
+            }
+            None => {
+                assert_eq!(counted, 1, "refused as not in ring mode");
+                false
+            }
+        }
+    }
+
+    /// What one side of an in-process connection ended with.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Outcome {
+        /// [`RemoteInfo::ring`].
+        agreed: bool,
+        /// The transport takes descriptors for the QP.
+        transport: bool,
+    }
+
+    const RING: Outcome = Outcome {
+        agreed: true,
+        transport: true,
+    };
+    const PACKETS: Outcome = Outcome {
+        agreed: false,
+        transport: false,
+    };
+
+    /// Connect a client QP on one new device to a server QP on another over `link`,
+    /// with [`Context::ring_capable`] set as `capable` says (client, server), and
+    /// return what each side ended with (client, server) and whether the client's
+    /// hello, as the server read it, asked for the ring mode. Bounded by the
+    /// handshake's timeout and the listener's.
+    fn connect_pair(link: LinkKind, qp_type: QpType, capable: [bool; 2]) -> ([Outcome; 2], bool) {
+        use crate::{CompletionQueue, DeviceConfig, QpInitAttr};
+        let t = Duration::from_secs(10);
+        let open = |ring: bool| {
+            let ctx = Context::open_with(DeviceConfig::local(link)).expect("open a device");
+            ctx.set_ring_capable(ring);
+            let cq = CompletionQueue::new(&ctx, 16, None);
+            let qp = ctx
+                .alloc_pd()
+                .create_qp(&cq, &cq, None, QpInitAttr::new(qp_type))
+                .expect("create a QP");
+            (ctx, cq, qp)
+        };
+        let (_ca, _cqa, mut qa) = open(capable[0]);
+        let (cb, _cqb, mut qb) = open(capable[1]);
+        let listener = Listener::bind(&cb, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = listener.local_addr().unwrap();
+        let param = ConnParam {
+            handshake_timeout: t,
+            ..ConnParam::default()
+        };
+        let (conn_a, (conn_b, client_asked)) = std::thread::scope(|s| {
+            let server = s.spawn(|| {
+                let req = listener.get_request(t).expect("a request");
+                let asked = req.peer().ring;
+                (req.accept(&mut qb, &param).expect("accept"), asked)
+            });
+            let a = connect(&mut qa, at, &param).expect("connect");
+            (a, server.join().expect("the server side"))
+        });
+        let outcome = |conn: &Connection, qp: &QueuePair| Outcome {
+            agreed: conn.remote().ring,
+            transport: transport_takes_descriptors(qp),
+        };
+        ([outcome(&conn_a, &qa), outcome(&conn_b, &qb)], client_asked)
+    }
+
+    #[test]
+    fn cm_over_shm_puts_both_rc_qps_in_ring_mode_when_both_ask() {
+        let (sides, client_asked) = connect_pair(LinkKind::Shm, QpType::Rc, [true, true]);
+        assert!(client_asked);
+        assert_eq!(sides, [RING, RING]);
+    }
+
+    #[test]
+    fn cm_over_shm_puts_neither_qp_in_ring_mode_when_one_side_does_not_ask() {
+        for capable in [[true, false], [false, true], [false, false]] {
+            let (sides, client_asked) = connect_pair(LinkKind::Shm, QpType::Rc, capable);
+            assert_eq!(client_asked, capable[0], "{capable:?}");
+            assert_eq!(sides, [PACKETS, PACKETS], "{capable:?}");
+        }
+    }
+
+    #[test]
+    fn cm_never_asks_for_ring_mode_over_udp_or_for_a_ud_qp() {
+        for (link, qp_type) in [(LinkKind::Udp, QpType::Rc), (LinkKind::Shm, QpType::Ud)] {
+            let (sides, client_asked) = connect_pair(link, qp_type, [true, true]);
+            assert!(!client_asked, "{link} {qp_type:?}");
+            assert_eq!(sides, [PACKETS, PACKETS], "{link} {qp_type:?}");
+        }
     }
 
     #[test]
