@@ -1,4 +1,4 @@
-//! Arbitrary bytes as a WFCM v1 connection-manager handshake body: `Hello::decode`
+//! Arbitrary bytes as a WFCM v2 connection-manager handshake body: `Hello::decode`
 //! must never panic, and what decodes must encode and decode again to the same
 //! value. The check is `weft_verbs::cm::fuzzing::hello`, which the stable test
 //! `crates/verbs/tests/hostile_handshake.rs` runs too.

@@ -3,10 +3,10 @@
 //! A server binds a [`Listener`] to a TCP address and takes [`ConnectRequest`]s; a
 //! client calls [`connect`]. Over the TCP side channel the two exchange a versioned
 //! handshake — QP number, first PSN, path MTU, link kind and address, READ/atomic
-//! depths, recovery mode, ICRC use and private data — then each side moves its QP
-//! RESET → INIT → RTR → RTS with [`weft_transport::Bringup`]. The client confirms with
-//! a ready-to-use message, so a server's [`ConnectRequest::accept`] returns only when
-//! both ends can send.
+//! depths, recovery mode, ICRC use, whether it asks for the shm ring mode, and
+//! private data — then each side moves its QP RESET → INIT → RTR → RTS with
+//! [`weft_transport::Bringup`]. The client confirms with a ready-to-use message, so a
+//! server's [`ConnectRequest::accept`] returns only when both ends can send.
 //!
 //! The TCP connection stays open as the connection's liveness signal: when it
 //! closes (the peer disconnected, exited or was killed), the local QP is moved to
@@ -40,6 +40,12 @@ const KIND_REQUEST: u8 = 1;
 const KIND_ACCEPT: u8 = 2;
 const KIND_REJECT: u8 = 3;
 const KIND_READY: u8 = 4;
+
+// The hello's flags byte. A version-2 decoder ignores the other bits (3..7), so a
+// later flag needs no version bump: a peer that predates it leaves it clear.
+const FLAG_ICRC: u8 = 1 << 0;
+const FLAG_SELECTIVE: u8 = 1 << 1;
+const FLAG_RING: u8 = 1 << 2;
 
 /// What one side asks for or offers. Each field's default ([`ConnParam::default`]) is
 /// stated with it.
@@ -362,6 +368,12 @@ pub struct Hello {
     pub responder_resources: u8,
     /// The sender asks for selective recovery.
     pub selective: bool,
+    /// The sender asks for the shm ring mode on this QP (docs/verbs.md, the ring
+    /// mode's build plan, step 2): its QP is RC, its link shm, and its engine can
+    /// carry ring-mode descriptors (not yet by default; see [`RemoteInfo::ring`]).
+    /// Bit 2 of the flags byte; a peer that predates it leaves it clear and never
+    /// gets the mode. The mode is used only when both hellos set it.
+    pub ring: bool,
     /// The sender's Q_Key (UD).
     pub qkey: u32,
     /// How long the sender's responder holds the ACK of a packet that does not ask for
@@ -399,7 +411,12 @@ impl Hello {
         b.push(self.kind);
         b.push(link_code(self.link));
         b.push(qp_code(self.qp_type));
-        b.push(u8::from(self.icrc) | (u8::from(self.selective) << 1));
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        b.push(
+            flag(self.icrc, FLAG_ICRC)
+                | flag(self.selective, FLAG_SELECTIVE)
+                | flag(self.ring, FLAG_RING),
+        );
         b.extend_from_slice(&self.qpn.to_be_bytes());
         b.extend_from_slice(&self.psn.to_be_bytes());
         b.extend_from_slice(&(self.path_mtu.bytes() as u16).to_be_bytes());
@@ -475,13 +492,14 @@ impl Hello {
             kind,
             link,
             qp_type,
-            icrc: flags & 1 != 0,
+            icrc: flags & FLAG_ICRC != 0,
             qpn,
             psn,
             path_mtu,
             initiator_depth,
             responder_resources,
-            selective: flags & 2 != 0,
+            selective: flags & FLAG_SELECTIVE != 0,
+            ring: flags & FLAG_RING != 0,
             qkey,
             ack_delay_us,
             addr: SocketAddr::new(ip, port),
@@ -583,11 +601,21 @@ fn hello(ctx: &Context, kind: u8, qp: &QueuePair, psn: u32, p: &ConnParam) -> He
         initiator_depth: p.initiator_depth,
         responder_resources: p.responder_resources,
         selective: p.recovery == Recovery::Selective,
+        ring: qp.qp_type() == QpType::Rc && ctx.link_kind() == LinkKind::Shm && ctx.ring_capable(),
         qkey: p.qkey,
         ack_delay_us: ctx.ack_delay_us(),
         addr: ctx.local_addr(),
         private_data: p.private_data.clone(),
     }
+}
+
+/// Whether a QP goes into the shm ring mode: both hellos ask for it, and both name an
+/// shm link and an RC QP. The peer's bit alone never decides it (its hello is hostile),
+/// nor this side's: a peer that predates the bit leaves it clear.
+fn ring_mode(mine: &Hello, peer: &Hello) -> bool {
+    [mine, peer]
+        .iter()
+        .all(|h| h.ring && h.link == LinkKind::Shm && h.qp_type == QpType::Rc)
 }
 
 /// Why this side refuses a peer's hello, if it does.
@@ -650,8 +678,18 @@ pub(crate) fn init_bringup(param: &ConnParam) -> Bringup {
     }
 }
 
-/// Bring `qp` from wherever it is to RTS against the peer.
-fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Result<(), Error> {
+/// Bring `qp` from wherever it is to RTS against the peer, in the shm ring mode when
+/// `ring` ([`ring_mode`]). The transport is told the mode (`Endpoint::set_ring_mode`)
+/// while the QP is in INIT, just before RTR: no message has been sent or received on
+/// it then, so it never mixes modes, and none can be posted before the mode is set.
+/// A QP reused through RESET is set again, either way.
+fn bring_up(
+    qp: &mut QueuePair,
+    me: &ConnParam,
+    my_psn: u32,
+    peer: &Hello,
+    ring: bool,
+) -> Result<(), Error> {
     let ctx = qp.context().clone();
     let selective = me.recovery == Recovery::Selective && peer.selective;
     let b = Bringup {
@@ -683,12 +721,15 @@ fn bring_up(qp: &mut QueuePair, me: &ConnParam, my_psn: u32, peer: &Hello) -> Re
         if from == QpState::Init && s.state == Some(QpState::Init) {
             continue;
         }
+        if s.state == Some(QpState::Rtr) {
+            qp.set_ring_mode(ring);
+        }
         qp.modify(s)?;
     }
     Ok(())
 }
 
-/// What the peer told us, for the application.
+/// What the peer told us, and what the two sides agreed, for the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteInfo {
     /// The peer's QP number (the destination of UD sends).
@@ -701,6 +742,15 @@ pub struct RemoteInfo {
     pub private_data: Vec<u8>,
     /// The path MTU both use.
     pub path_mtu: Mtu,
+    /// Whether the QP was put in the shm ring mode: both hellos asked for it
+    /// ([`Hello::ring`]), both links are shm and the QP is RC. Its transport then
+    /// takes the peer's ring-mode descriptors (`Endpoint::set_ring_mode`, set before
+    /// the QP left INIT). This says what was agreed, not yet how messages travel:
+    /// the engine's half of the mode (docs/verbs.md, the ring mode's build plan) is
+    /// being built, its messages still go as RoCEv2 packets, and no device asks for
+    /// the mode unless the environment variable `WEFT_RING` is `1` when it opens —
+    /// which exists so that tests can exercise the negotiation.
+    pub ring: bool,
 }
 
 /// An established connection: keeps the side channel open as the liveness signal.
@@ -773,13 +823,14 @@ impl Drop for Connection {
     }
 }
 
-fn remote_of(h: &Hello, me: &ConnParam) -> RemoteInfo {
+fn remote_of(h: &Hello, me: &ConnParam, ring: bool) -> RemoteInfo {
     RemoteInfo {
         qpn: h.qpn,
         qkey: h.qkey,
         addr: h.addr,
         private_data: h.private_data.clone(),
         path_mtu: me.path_mtu.min(h.path_mtu),
+        ring,
     }
 }
 
@@ -804,11 +855,8 @@ pub fn connect(
     })?;
     s.set_nodelay(true).map_err(Error::Io)?;
     let psn = random_u64() as u32 & 0x00ff_ffff;
-    send_msg(
-        &mut s,
-        KIND_REQUEST,
-        &hello(&ctx, KIND_REQUEST, qp, psn, param).encode(),
-    )?;
+    let mine = hello(&ctx, KIND_REQUEST, qp, psn, param);
+    send_msg(&mut s, KIND_REQUEST, &mine.encode())?;
     let (kind, body) = recv_msg(&mut s, server, deadline)?;
     let handshake = |error| Error::Handshake {
         peer: server,
@@ -836,11 +884,12 @@ pub fn connect(
             reason,
         });
     }
-    bring_up(qp, param, psn, &peer)?;
+    let ring = ring_mode(&mine, &peer);
+    bring_up(qp, param, psn, &peer, ring)?;
     send_msg(&mut s, KIND_READY, &[])?;
     Connection::start(
         s,
-        remote_of(&peer, param),
+        remote_of(&peer, param, ring),
         Arc::clone(ctx.shared()),
         qp.qp_num(),
     )
@@ -966,12 +1015,10 @@ impl ConnectRequest {
         }
         let deadline = Instant::now() + param.handshake_timeout;
         let psn = random_u64() as u32 & 0x00ff_ffff;
-        bring_up(qp, param, psn, &self.peer)?;
-        send_msg(
-            &mut self.stream,
-            KIND_ACCEPT,
-            &hello(&ctx, KIND_ACCEPT, qp, psn, param).encode(),
-        )?;
+        let mine = hello(&ctx, KIND_ACCEPT, qp, psn, param);
+        let ring = ring_mode(&mine, &self.peer);
+        bring_up(qp, param, psn, &self.peer, ring)?;
+        send_msg(&mut self.stream, KIND_ACCEPT, &mine.encode())?;
         match recv_msg(&mut self.stream, self.from, deadline)? {
             (KIND_READY, _) => {}
             (got, _) => {
@@ -984,7 +1031,7 @@ impl ConnectRequest {
                 })
             }
         }
-        let remote = remote_of(&self.peer, param);
+        let remote = remote_of(&self.peer, param, ring);
         Connection::start(self.stream, remote, Arc::clone(ctx.shared()), qp.qp_num())
     }
 
@@ -1008,12 +1055,12 @@ impl ConnectRequest {
 /// stable test (`tests/hostile_handshake.rs`): arbitrary bytes through
 /// [`Hello::decode`]; what decodes must encode and decode again to the same
 /// [`Hello`], and that encoding is a fixed point. (Not byte-for-byte the input:
-/// flag bits beyond ICRC and selective are ignored, and a PSN keeps 24 bits.) Only
-/// with the `fuzzing` feature; not part of the API.
+/// flag bits beyond ICRC, selective and ring (3..7) are ignored, and a PSN keeps 24
+/// bits.) Only with the `fuzzing` feature; not part of the API.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
-    use super::{Hello, MAX_PRIVATE_DATA};
+    use super::{Hello, FLAG_ICRC, FLAG_RING, FLAG_SELECTIVE, MAX_PRIVATE_DATA};
 
     /// Returns whether `data` decoded (and round-tripped); panics on a broken
     /// invariant, never on malformed input.
@@ -1025,6 +1072,8 @@ pub mod fuzzing {
         assert!(h.private_data.len() <= MAX_PRIVATE_DATA);
         let b = h.encode();
         assert_eq!(b.len(), data.len(), "the encoding keeps the length");
+        // Byte 9, the flags: ICRC, selective and ring are kept, bits 3..7 ignored.
+        assert_eq!(b[9], data[9] & (FLAG_ICRC | FLAG_SELECTIVE | FLAG_RING));
         let again = Hello::decode(&b).expect("an encoded hello decodes");
         assert_eq!(again, h);
         assert_eq!(again.encode(), b);
@@ -1033,6 +1082,19 @@ pub mod fuzzing {
 
     /// A valid request (the fuzz target's seeds and the stable test's start).
     pub fn sample(v6: bool, private_data: &[u8]) -> Vec<u8> {
+        sample_hello(v6, private_data).encode()
+    }
+
+    /// A valid shm request that asks for the ring mode (flags bit 2).
+    pub fn sample_ring() -> Vec<u8> {
+        Hello {
+            ring: true,
+            ..sample_hello(true, b"")
+        }
+        .encode()
+    }
+
+    fn sample_hello(v6: bool, private_data: &[u8]) -> Hello {
         Hello {
             kind: super::KIND_REQUEST,
             link: if v6 {
@@ -1048,6 +1110,7 @@ pub mod fuzzing {
             initiator_depth: 16,
             responder_resources: 16,
             selective: false,
+            ring: false,
             qkey: 0x1111_1111,
             ack_delay_us: 64,
             addr: if v6 {
@@ -1057,7 +1120,6 @@ pub mod fuzzing {
             },
             private_data: private_data.to_vec(),
         }
-        .encode()
     }
 }
 
@@ -1077,6 +1139,7 @@ mod tests {
             initiator_depth: 8,
             responder_resources: 4,
             selective: true,
+            ring: false,
             qkey: 7,
             ack_delay_us: 64,
             addr: "198.18.0.1:4791".parse().unwrap(),
@@ -1093,6 +1156,198 @@ mod tests {
         h6.link = LinkKind::Shm;
         h6.qp_type = QpType::Ud;
         assert_eq!(Hello::decode(&h6.encode()).unwrap(), h6);
+    }
+
+    #[test]
+    fn the_ring_bit_round_trips_as_bit_2_of_the_flags() {
+        for (icrc, selective, ring) in [
+            (false, false, true),
+            (true, true, true),
+            (true, false, false),
+            (false, true, true),
+        ] {
+            let h = Hello {
+                icrc,
+                selective,
+                ring,
+                link: LinkKind::Shm,
+                ..sample()
+            };
+            let b = h.encode();
+            assert_eq!(
+                b[9],
+                u8::from(icrc) | u8::from(selective) << 1 | u8::from(ring) << 2
+            );
+            assert_eq!(Hello::decode(&b).unwrap(), h);
+        }
+    }
+
+    /// A request from the encoder before the ring bit (`fuzz/corpus/cm_hello/
+    /// request_v4`, written by it): flags 0x01, ICRC only.
+    const OLD_REQUEST_V4: [u8; 50] = [
+        0x57, 0x46, 0x43, 0x4d, 0x00, 0x02, 0x01, 0x01, 0x01, 0x01, 0x00, 0x12, 0x34, 0x56, 0x00,
+        0xab, 0xcd, 0xef, 0x04, 0x00, 0x10, 0x10, 0x11, 0x11, 0x11, 0x11, 0x00, 0x00, 0x00, 0x40,
+        0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x7f, 0x00,
+        0x00, 0x01, 0x12, 0xb7, 0x00,
+    ];
+
+    #[test]
+    fn an_older_peers_hello_asks_for_no_ring_and_unknown_flag_bits_are_ignored() {
+        let old = Hello::decode(&OLD_REQUEST_V4).unwrap();
+        assert!(old.icrc && !old.selective && !old.ring, "{old:?}");
+        assert_eq!(old.encode(), OLD_REQUEST_V4, "ring off encodes as before");
+        // Bits 3..7 are for later flags: a version-2 decoder ignores them.
+        for bit in 3..8 {
+            let mut b = OLD_REQUEST_V4;
+            b[9] |= 1 << bit;
+            assert_eq!(Hello::decode(&b).unwrap(), old, "bit {bit}");
+        }
+        let mut b = OLD_REQUEST_V4;
+        b[9] = 0xff;
+        let all = Hello::decode(&b).unwrap();
+        assert!(all.icrc && all.selective && all.ring);
+    }
+
+    #[test]
+    fn ring_mode_needs_both_hellos_to_ask_with_shm_links_and_rc_qps() {
+        let links = [LinkKind::Udp, LinkKind::Shm];
+        let types = [QpType::Rc, QpType::Uc, QpType::Ud];
+        let mut on = 0;
+        for ask in [[false, false], [false, true], [true, false], [true, true]] {
+            for link in links.iter().flat_map(|a| links.map(|b| [*a, b])) {
+                for qp in types.iter().flat_map(|a| types.map(|b| [*a, b])) {
+                    let h = |i: usize| Hello {
+                        ring: ask[i],
+                        link: link[i],
+                        qp_type: qp[i],
+                        ..sample()
+                    };
+                    let want =
+                        ask == [true, true] && link == [LinkKind::Shm; 2] && qp == [QpType::Rc; 2];
+                    assert_eq!(ring_mode(&h(0), &h(1)), want, "{ask:?} {link:?} {qp:?}");
+                    assert_eq!(ring_mode(&h(1), &h(0)), want, "the decision is symmetric");
+                    on += usize::from(want);
+                }
+            }
+        }
+        assert_eq!(on, 1);
+    }
+
+    /// Whether the transport takes ring-mode descriptors for `qp`
+    /// (`Endpoint::set_ring_mode`), asked the transport itself: a zero-length WRITE
+    /// descriptor (it names no memory) is executed in ring mode, and refused and
+    /// counted in `Stats::ring_refused` otherwise.
+    fn transport_takes_descriptors(qp: &QueuePair) -> bool {
+        use weft_wire::ring::{RingDescriptor, RingOp};
+        let mut e = qp.context().shared().lock();
+        let refused = e.ep.stats().ring_refused;
+        let d = RingDescriptor {
+            dest_qpn: qp.qp_num(),
+            seq: 0,
+            op: RingOp::Write {
+                va: 0,
+                rkey: 0,
+                imm: None,
+            },
+        };
+        let answer = e.ep.ring_request(weft_transport::Instant::ZERO, &d, &[]);
+        let counted = e.ep.stats().ring_refused - refused;
+        match answer {
+            Some(a) => {
+                assert_eq!(a, weft_transport::RingAnswer::Executed);
+                assert_eq!(counted, 0);
+                true
+            }
+            None => {
+                assert_eq!(counted, 1, "refused as not in ring mode");
+                false
+            }
+        }
+    }
+
+    /// What one side of an in-process connection ended with.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Outcome {
+        /// [`RemoteInfo::ring`].
+        agreed: bool,
+        /// The transport takes descriptors for the QP.
+        transport: bool,
+    }
+
+    const RING: Outcome = Outcome {
+        agreed: true,
+        transport: true,
+    };
+    const PACKETS: Outcome = Outcome {
+        agreed: false,
+        transport: false,
+    };
+
+    /// Connect a client QP on one new device to a server QP on another over `link`,
+    /// with [`Context::ring_capable`] set as `capable` says (client, server), and
+    /// return what each side ended with (client, server) and whether the client's
+    /// hello, as the server read it, asked for the ring mode. Bounded by the
+    /// handshake's timeout and the listener's.
+    fn connect_pair(link: LinkKind, qp_type: QpType, capable: [bool; 2]) -> ([Outcome; 2], bool) {
+        use crate::{CompletionQueue, DeviceConfig, QpInitAttr};
+        let t = Duration::from_secs(10);
+        let open = |ring: bool| {
+            let ctx = Context::open_with(DeviceConfig::local(link)).expect("open a device");
+            ctx.set_ring_capable(ring);
+            let cq = CompletionQueue::new(&ctx, 16, None);
+            let qp = ctx
+                .alloc_pd()
+                .create_qp(&cq, &cq, None, QpInitAttr::new(qp_type))
+                .expect("create a QP");
+            (ctx, cq, qp)
+        };
+        let (_ca, _cqa, mut qa) = open(capable[0]);
+        let (cb, _cqb, mut qb) = open(capable[1]);
+        let listener = Listener::bind(&cb, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = listener.local_addr().unwrap();
+        let param = ConnParam {
+            handshake_timeout: t,
+            ..ConnParam::default()
+        };
+        let (conn_a, (conn_b, client_asked)) = std::thread::scope(|s| {
+            let server = s.spawn(|| {
+                let req = listener.get_request(t).expect("a request");
+                let asked = req.peer().ring;
+                (req.accept(&mut qb, &param).expect("accept"), asked)
+            });
+            let a = connect(&mut qa, at, &param).expect("connect");
+            (a, server.join().expect("the server side"))
+        });
+        let outcome = |conn: &Connection, qp: &QueuePair| Outcome {
+            agreed: conn.remote().ring,
+            transport: transport_takes_descriptors(qp),
+        };
+        ([outcome(&conn_a, &qa), outcome(&conn_b, &qb)], client_asked)
+    }
+
+    #[test]
+    fn cm_over_shm_puts_both_rc_qps_in_ring_mode_when_both_ask() {
+        let (sides, client_asked) = connect_pair(LinkKind::Shm, QpType::Rc, [true, true]);
+        assert!(client_asked);
+        assert_eq!(sides, [RING, RING]);
+    }
+
+    #[test]
+    fn cm_over_shm_puts_neither_qp_in_ring_mode_when_one_side_does_not_ask() {
+        for capable in [[true, false], [false, true], [false, false]] {
+            let (sides, client_asked) = connect_pair(LinkKind::Shm, QpType::Rc, capable);
+            assert_eq!(client_asked, capable[0], "{capable:?}");
+            assert_eq!(sides, [PACKETS, PACKETS], "{capable:?}");
+        }
+    }
+
+    #[test]
+    fn cm_never_asks_for_ring_mode_over_udp_or_for_a_ud_qp() {
+        for (link, qp_type) in [(LinkKind::Udp, QpType::Rc), (LinkKind::Shm, QpType::Ud)] {
+            let (sides, client_asked) = connect_pair(link, qp_type, [true, true]);
+            assert!(!client_asked, "{link} {qp_type:?}");
+            assert_eq!(sides, [PACKETS, PACKETS], "{link} {qp_type:?}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -200,8 +200,19 @@ struct ContextInner {
     icrc: bool,
     max_mtu: weft_transport::Mtu,
     ack_delay_us: u32,
+    /// [`Context::ring_capable`]: read from the environment when the device opens.
+    ring_capable: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     next_pd: AtomicU32,
+}
+
+/// The environment variable that lets a device ask for the shm ring mode before its
+/// engine carries descriptors ([`Context::ring_capable`]).
+const RING_ENV: &str = "WEFT_RING";
+
+/// Whether the value of [`RING_ENV`] turns the ring mode's negotiation on: exactly `1`.
+fn ring_env(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|v| v == "1")
 }
 
 impl Drop for ContextInner {
@@ -274,6 +285,7 @@ impl Context {
                 icrc,
                 max_mtu,
                 ack_delay_us,
+                ring_capable: AtomicBool::new(ring_env(std::env::var_os(RING_ENV).as_deref())),
                 thread: Mutex::new(thread),
                 next_pd: AtomicU32::new(1),
             }),
@@ -310,6 +322,29 @@ impl Context {
     /// connection manager tells it); 0: every SEND or WRITE is acknowledged at once.
     pub fn ack_delay_us(&self) -> u32 {
         self.inner.ack_delay_us
+    }
+
+    /// Whether this device's engine can carry an RC QP's messages on an shm link as
+    /// ring-mode descriptors instead of RoCEv2 packets (docs/verbs.md, the ring mode's
+    /// build plan); the connection manager asks for the mode in its hello only then
+    /// (`cm::Hello::ring`).
+    ///
+    /// Not yet: the engine's half (the requester's post and reap, the receive
+    /// visitor's hook; steps 3 and 4 of the plan) is being built, so this is false
+    /// unless the environment variable `WEFT_RING` was `1` when the device opened.
+    /// The variable exists so that tests can exercise the negotiation; it changes no
+    /// data path by itself, only which QPs the transport lets take descriptors
+    /// (`Endpoint::set_ring_mode`). The default becomes true when the engine carries
+    /// descriptors.
+    pub(crate) fn ring_capable(&self) -> bool {
+        self.inner.ring_capable.load(Ordering::Relaxed)
+    }
+
+    /// Override [`Context::ring_capable`] for one device (the connection manager's
+    /// tests: one side asking, the other not, in one process).
+    #[cfg(test)]
+    pub(crate) fn set_ring_capable(&self, on: bool) {
+        self.inner.ring_capable.store(on, Ordering::Relaxed);
     }
 
     /// How progress is made.
@@ -524,5 +559,26 @@ impl AddressHandle {
     /// The path.
     pub fn path(&self) -> IcrcPath {
         self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ring_env;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn only_weft_ring_1_turns_the_ring_negotiation_on() {
+        assert!(ring_env(Some(OsStr::new("1"))));
+        for off in [
+            None,
+            Some(""),
+            Some("0"),
+            Some("yes"),
+            Some("1 "),
+            Some("true"),
+        ] {
+            assert!(!ring_env(off.map(OsStr::new)), "{off:?}");
+        }
     }
 }

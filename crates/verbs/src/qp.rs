@@ -206,6 +206,18 @@ impl QueuePair {
         Ok(())
     }
 
+    /// Let the transport take shm ring-mode descriptors for this QP, or not
+    /// (`Endpoint::set_ring_mode`): the connection manager's decision
+    /// ([`RemoteInfo::ring`](crate::cm::RemoteInfo::ring)), made before the QP leaves
+    /// INIT, so no message is posted or received before the QP's mode is set.
+    pub(crate) fn set_ring_mode(&mut self, on: bool) {
+        let set = self.ctx.shared().lock().ep.set_ring_mode(self.qpn, on);
+        debug_assert!(
+            set,
+            "a QueuePair's QP is in its transport until it is dropped"
+        );
+    }
+
     /// The QP's current state (it may have moved to ERR on its own) and attributes
     /// (`ibv_query_qp`).
     pub fn query(&self) -> Option<(QpState, QpAttrs)> {

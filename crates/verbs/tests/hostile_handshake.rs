@@ -1,4 +1,4 @@
-//! The connection manager's handshake decoder (`cm::Hello::decode`, WFCM v1) on
+//! The connection manager's handshake decoder (`cm::Hello::decode`, WFCM v2) on
 //! hostile bytes, on stable: the fuzz target's check (`weft_verbs::cm::fuzzing`,
 //! shared with `fuzz/fuzz_targets/cm_hello.rs`) over the committed seed corpus
 //! (`fuzz/corpus/cm_hello/`), random bytes and mutated seeds from the shared driver
@@ -8,7 +8,7 @@
 //! soaks longer; `WEFT_WRITE_CORPUS=1` rewrites the corpus from the encoder.
 
 use std::path::PathBuf;
-use weft_verbs::cm::fuzzing::{hello, sample};
+use weft_verbs::cm::fuzzing::{hello, sample, sample_ring};
 use weft_wire::fuzzing::hostile;
 
 fn corpus_dir() -> PathBuf {
@@ -23,6 +23,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             sample(true, b"WRPC\x01\x00\x00\x20\x00\x00\x10\x00"),
         ),
         ("request_v4_max_private_data", sample(false, &[0xab; 196])),
+        ("request_v6_ring", sample_ring()),
     ]
 }
 
@@ -43,10 +44,11 @@ fn seed_corpus_matches_the_encoder() {
 fn cm_hello_hostile() {
     let seeds: Vec<Vec<u8>> = seeds().into_iter().map(|s| s.1).collect();
     // Half the mutated inputs also get a random value in one of the fields that pick a
-    // decode path: kind, link, QP type, flags, MTU, address family, private data length.
+    // decode path: kind, link, QP type, flags, MTU, address family, private data length
+    // (offsets of version 2, whose ACK delay at 26..30 moved the last two by 4).
     let tweak = |rng: &mut hostile::Rng, b: &mut Vec<u8>| {
         if !b.is_empty() {
-            let j = [6, 7, 8, 9, 18, 19, 26, 45][rng.below(8)].min(b.len() - 1);
+            let j = [6, 7, 8, 9, 18, 19, 30, 49][rng.below(8)].min(b.len() - 1);
             b[j] = rng.byte();
         }
     };
