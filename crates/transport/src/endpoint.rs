@@ -923,6 +923,11 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         }
     }
 
+    /// Whether QP `qpn` is in the shm ring mode ([`Endpoint::set_ring_mode`]).
+    pub fn ring_mode(&self, qpn: u32) -> bool {
+        self.qps.get(qpn).is_some_and(|q| q.common.ring_mode)
+    }
+
     /// Allow (or stop) sending large WRITEs of QP `qpn` by reference
     /// ([`crate::byref`]): the caller's link must deliver them to a peer that pulls
     /// the payload from this process's memory. Takes effect for messages not yet

@@ -1233,36 +1233,9 @@ mod tests {
         assert_eq!(on, 1);
     }
 
-    /// Whether the transport takes ring-mode descriptors for `qp`
-    /// (`Endpoint::set_ring_mode`), asked the transport itself: a zero-length WRITE
-    /// descriptor (it names no memory) is executed in ring mode, and refused and
-    /// counted in `Stats::ring_refused` otherwise.
+    /// Whether the transport has `qp` in ring mode (`Endpoint::set_ring_mode`).
     fn transport_takes_descriptors(qp: &QueuePair) -> bool {
-        use weft_wire::ring::{RingDescriptor, RingOp};
-        let mut e = qp.context().shared().lock();
-        let refused = e.ep.stats().ring_refused;
-        let d = RingDescriptor {
-            dest_qpn: qp.qp_num(),
-            seq: 0,
-            op: RingOp::Write {
-                va: 0,
-                rkey: 0,
-                imm: None,
-            },
-        };
-        let answer = e.ep.ring_request(weft_transport::Instant::ZERO, &d, &[]);
-        let counted = e.ep.stats().ring_refused - refused;
-        match answer {
-            Some(a) => {
-                assert_eq!(a, weft_transport::RingAnswer::Executed);
-                assert_eq!(counted, 0);
-                true
-            }
-            None => {
-                assert_eq!(counted, 1, "refused as not in ring mode");
-                false
-            }
-        }
+        qp.context().shared().lock().ep.ring_mode(qp.qp_num())
     }
 
     /// What one side of an in-process connection ended with.
