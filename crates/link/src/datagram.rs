@@ -216,26 +216,6 @@ pub trait DatagramLink: Send {
         false
     }
 
-    /// TEMPORARY (s34-req, replaced by s34-link's API at the merge).
-    fn send_tracked(&mut self, bytes: &[u8], path: &IcrcPath, tag: u64) -> bool {
-        let _ = (bytes, path, tag);
-        false
-    }
-    /// TEMPORARY.
-    fn take_released(&mut self, out: &mut Vec<u64>) -> usize {
-        let _ = out;
-        0
-    }
-    /// TEMPORARY.
-    fn take_lost(&mut self, out: &mut Vec<u64>) -> usize {
-        let _ = out;
-        0
-    }
-    /// TEMPORARY.
-    fn tracked_outstanding(&self) -> usize {
-        0
-    }
-
     /// True when the link hands received datagrams to a visitor one by one
     /// ([`DatagramLink::recv_each`]). Asked once: the default answers false, and the
     /// caller then receives through [`DatagramLink::recv_burst_reuse`].
