@@ -355,6 +355,13 @@ impl TxRing {
             .store(cpu.wrapping_add(1), Ordering::Release);
     }
 
+    /// The index after the last item written: a tracked send's mark, released when
+    /// [`TxRing::consumer_head`] reaches it.
+    #[inline]
+    pub fn next_index(&self) -> u32 {
+        self.next
+    }
+
     /// The consumer's release index, read once (Acquire: the consumer's reads of the
     /// slots it released, and everything its process published before the store,
     /// happened before), and checked. The consumer only ever moves it forward, up to
@@ -607,6 +614,7 @@ mod tests {
         }
         rx.release(&r);
         assert_eq!(tx.consumer_head(&r), Ok(3));
+        assert_eq!(tx.next_index(), 4);
         r.poke_u32(tx.head_offset(), 2);
         assert_eq!(tx.consumer_head(&r), Err(Corrupt), "backwards");
         assert_eq!(tx.push(&r, b"z"), Ok(Push::Written), "not full: not read");
