@@ -312,8 +312,9 @@ pub trait DatagramLink: Send {
     /// the ERROR item it sends, after its receive returned, for a request that
     /// failed is published before that request's item is released (see "Ordering"
     /// at `take_released`). A held item keeps its slot: the peer's ring fills after
-    /// a ring's worth. Returns whether the link now holds them: the default holds
-    /// nothing and answers false.
+    /// a ring's worth, and a caller about to block in [`DatagramLink::wait`] releases
+    /// first (nothing wakes the peer when it does). Returns whether the link now
+    /// holds them: the default holds nothing and answers false.
     fn hold_releases(&mut self, on: bool) -> bool {
         let _ = on;
         false

@@ -1087,6 +1087,47 @@ mod tests {
         assert!(lost(&mut a).is_empty());
     }
 
+    /// Not a check: a loop to count under callgrind (`WEFT_COUNT=one|tracked`,
+    /// `WEFT_COUNT_N` rounds of one send, the peer's receive of it, and for
+    /// `tracked` the sender's `take_released`). Run two N and subtract for the cost
+    /// per round without the setup.
+    #[test]
+    #[ignore = "a callgrind workload, not a check"]
+    fn count_sends_under_callgrind() {
+        let mode = std::env::var("WEFT_COUNT").unwrap_or_default();
+        let n: u64 = std::env::var("WEFT_COUNT_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        let (na, nb) = (name(120), name(121));
+        let mut a = ShmLink::bind(na, opts()).unwrap();
+        let mut b = ShmLink::bind(nb, opts()).unwrap();
+        let to_b = path_between(na, nb).unwrap();
+        // The route made by a burst (which connects), and its last path by a second.
+        for _ in 0..2 {
+            let first = vec![dgram(&a, nb, &[0; 64])];
+            assert_eq!(send_all(&mut a, &mut b, first).len(), 1);
+        }
+        let (msg, mut spare, mut out) = ([7u8; 64], Vec::new(), Vec::with_capacity(64));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for i in 0..n {
+            let sent = match mode.as_str() {
+                "tracked" => a.send_tracked(&msg, &to_b, i),
+                _ => a.try_send_one(&msg, &to_b),
+            };
+            assert!(sent, "round {i}");
+            let mut seen = 0;
+            while seen == 0 {
+                assert!(Instant::now() < deadline, "not received in 60 s");
+                seen = b.recv_each(1, &mut spare, &mut |_| {}).unwrap();
+            }
+            if mode == "tracked" {
+                out.clear();
+                assert_eq!(a.take_released(&mut out), 1);
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig {
             cases: 24,
