@@ -263,8 +263,9 @@ pub trait DatagramLink: Send {
     ///
     /// 1. call `take_released` (and [`DatagramLink::take_lost`]) first;
     /// 2. then receive, and process every item that was waiting when that receive
-    ///    began (a receive bounded by `max` that stopped early has not: the rest of
-    ///    the items come in a later step, and so must the step-1 tags' completions);
+    ///    began (a receive that returned its `max` may have stopped early: the rest
+    ///    of the items come in a later step, and so must the step-1 tags'
+    ///    completions);
     /// 3. and only then complete the step-1 tags as successes, except those an item
     ///    of step 2 failed.
     ///
