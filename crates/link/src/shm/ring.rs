@@ -385,6 +385,12 @@ impl TxRing {
         self.base + HEAD
     }
 
+    /// The last release index accepted (tests compare it with their model).
+    #[cfg(test)]
+    pub fn head_seen(&self) -> u32 {
+        self.head_cache
+    }
+
     /// Published items the consumer has not taken yet (what a teardown loses).
     pub fn in_flight(&self, r: &Region) -> u32 {
         let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
@@ -630,6 +636,54 @@ mod tests {
         );
         r.poke_u32(tx.head_offset(), 5);
         assert_eq!(tx.consumer_head(&r), Ok(5), "up to what was written");
+    }
+
+    proptest::proptest! {
+        /// Whatever the peer writes as its release index between pushes, the
+        /// producer accepts exactly the values between the last one it accepted and
+        /// what it wrote (a consumer's only honest moves; modelled in unwrapped
+        /// indices), never another, and no push writes over a slot the last accepted
+        /// index has not given back.
+        #[test]
+        fn only_an_honest_release_index_is_accepted(
+            steps in proptest::collection::vec((0u32..6, proptest::num::u32::ANY), 1..60)
+        ) {
+            let (r, mut tx, _rx, _) = setup(4);
+            // The model: what was written and what was accepted, never wrapping.
+            let (mut next, mut seen) = (0u64, 0u64);
+            for (pushes, head) in steps {
+                for _ in 0..pushes {
+                    match tx.push(&r, b"p") {
+                        Ok(Push::Written) => {
+                            seen += u64::from(tx.head_seen().wrapping_sub(seen as u32));
+                            proptest::prop_assert!(next - seen < 4, "wrote over a slot");
+                            next += 1;
+                        }
+                        Ok(Push::Full) => {
+                            seen += u64::from(tx.head_seen().wrapping_sub(seen as u32));
+                            proptest::prop_assert_eq!(next - seen, 4);
+                        }
+                        other => proptest::prop_assert!(false, "{:?}", other),
+                    }
+                    proptest::prop_assert_eq!(u64::from(tx.next_index()), next);
+                }
+                // Half the time an honest value, a quarter near the honest ones
+                // (behind, ahead), a quarter whatever the peer likes.
+                let v = match head % 4 {
+                    0 | 2 => (seen + u64::from(head) % (next - seen + 1)) as u32,
+                    1 => (next as u32).wrapping_add((head >> 2) % 13).wrapping_sub(6),
+                    _ => head,
+                };
+                r.poke_u32(tx.head_offset(), v);
+                let honest = (seen..=next).find(|&x| x as u32 == v);
+                proptest::prop_assert_eq!(tx.consumer_head(&r).ok(), honest.map(|x| x as u32));
+                match honest {
+                    Some(x) => seen = x,
+                    // Put the last honest value back: a lie left there ends the ring.
+                    None => r.poke_u32(tx.head_offset(), seen as u32),
+                }
+            }
+        }
     }
 
     #[test]
