@@ -351,6 +351,14 @@ pub trait DatagramLink: Send {
     /// walk over the burst and its buffers afterwards. The datagrams, their order and
     /// the counters are those of `recv_burst_reuse`. Links that answer
     /// [`DatagramLink::visits_rx`] false refuse (`Unsupported`, the default).
+    ///
+    /// The shm link gives a connection's items back to its producer (stores its
+    /// consumer index, what the peer's [`DatagramLink::take_released`] reads) once
+    /// per connection per call, after the last visit of that connection's items and
+    /// before the call returns: a visited item is not released while it is visited,
+    /// and everything the visit did happens before its release. Unless releases are
+    /// held ([`DatagramLink::hold_releases`]): then at the next
+    /// [`DatagramLink::release_received`].
     fn recv_each(
         &mut self,
         max: usize,
