@@ -216,6 +216,116 @@ pub trait DatagramLink: Send {
         false
     }
 
+    /// Send `bytes` to the peer at `path` now, as one item of that peer's receive ring
+    /// (no batching, nothing queued inside the link), and remember `tag` with the ring
+    /// index after the item, until the peer's consumer releases the item
+    /// ([`DatagramLink::take_released`]) or the connection ends first
+    /// ([`DatagramLink::take_lost`]). Issue 13's ring mode: the peer's release index is
+    /// the ACK. True when it went (counted as a burst's datagram would be).
+    ///
+    /// False, with nothing written and nothing remembered, when it cannot go now; the
+    /// caller keeps it and tries again later (and, to keep its order, sends nothing
+    /// else of its own to that peer in between): no connection and none can be made
+    /// now (the peer is not listening, or is within its back-off), the ring full, the
+    /// connection closing or broken. Two cases never go, however often tried: `bytes`
+    /// longer than [`DatagramLink::max_datagram`], and a `path` whose source is not
+    /// [`DatagramLink::local_addr`]; the caller checks those first. The default (every
+    /// link but shm) answers false.
+    ///
+    /// The shm link: with no connection to the peer yet, the call connects (as a
+    /// burst's first datagram to a peer does, bounded by the connect timeout) and
+    /// writes into the new connection's ring at once; the path of the last route
+    /// goes without a look-up.
+    fn send_tracked(&mut self, bytes: &[u8], path: &IcrcPath, tag: u64) -> bool {
+        let _ = (bytes, path, tag);
+        false
+    }
+
+    /// Append to `out` the tags of tracked sends ([`DatagramLink::send_tracked`]) whose
+    /// item the peer's consumer has released (its release index is at or past the
+    /// item's end), in send order per connection; forget them; return how many. The
+    /// default (no tracked sends) appends none.
+    ///
+    /// Each connection with tracked items outstanding has its peer's release index
+    /// read once per call. That index is the peer's word, so it is checked: one that
+    /// moves backwards or beyond what was written releases nothing and ends the
+    /// connection as corrupt, its outstanding tags then reported by
+    /// [`DatagramLink::take_lost`].
+    ///
+    /// # Ordering with what the peer sends back
+    ///
+    /// The peer's link stores its release index after its visitor
+    /// ([`DatagramLink::recv_each`]) ran for every item before it, and reading the
+    /// index here (an Acquire load) makes visible everything the peer's link published
+    /// to this one before that store, on any of its rings: in ring mode, the ERROR
+    /// item the peer pushed for a failed request before it released that request's
+    /// item. So in one step a caller must
+    ///
+    /// 1. call `take_released` (and [`DatagramLink::take_lost`]) first;
+    /// 2. then receive, and process every item that was waiting when that receive
+    ///    began (a receive that returned its `max` may have stopped early: the rest
+    ///    of the items come in a later step, and so must the step-1 tags'
+    ///    completions);
+    /// 3. and only then complete the step-1 tags as successes, except those an item
+    ///    of step 2 failed.
+    ///
+    /// A caller that receives first and reads released second can see a tag released
+    /// whose ERROR item arrives only in its next receive, and would complete as a
+    /// success what failed. The guarantee covers only what the peer published before
+    /// its release store: an item the peer sends after its receive returned (the
+    /// release is stored before the receive returns) is not covered, unless the peer
+    /// holds its releases back ([`DatagramLink::hold_releases`]) until it has sent.
+    fn take_released(&mut self, out: &mut Vec<u64>) -> usize {
+        let _ = out;
+        0
+    }
+
+    /// Append to `out` the tags of tracked sends whose connection ended before the
+    /// peer's consumer released their item — the peer died or hung up, refused the
+    /// handshake, or its ring was found corrupt (an impossible release index among
+    /// them) — in send order per connection; forget them; return how many. A tag is
+    /// reported once, by this or by [`DatagramLink::take_released`], never by both.
+    /// When a peer hangs up, its last stored release index is read once more: the
+    /// tags it covers (items the peer took before it went) are reported released,
+    /// the rest lost. A connection's end is noticed by the link's own service (in
+    /// its receive, [`DatagramLink::rx_idle`] and [`DatagramLink::wait`]), by a
+    /// tracked send that finds its ring full, and by `take_released` itself; this
+    /// reports what those found. The default appends none.
+    fn take_lost(&mut self, out: &mut Vec<u64>) -> usize {
+        let _ = out;
+        0
+    }
+
+    /// Tracked sends whose tag neither [`DatagramLink::take_released`] nor
+    /// [`DatagramLink::take_lost`] has handed back yet (a counter: the verbs engine's
+    /// idle check). Nonzero does not mean the peer will ever release them: nothing
+    /// wakes a waiting caller when the peer's release index moves. The default
+    /// answers 0.
+    fn tracked_outstanding(&self) -> usize {
+        0
+    }
+
+    /// Hold back (`on`) the release of received items, or stop holding them back
+    /// (which releases what is held). While held, a receive takes and visits items
+    /// as before, but their slots go back to the peer's producer — and the peer's
+    /// [`DatagramLink::take_released`] sees them released — only at the next
+    /// [`DatagramLink::release_received`]. Ring mode's responder holds them so that
+    /// the ERROR item it sends, after its receive returned, for a request that
+    /// failed is published before that request's item is released (see "Ordering"
+    /// at `take_released`). A held item keeps its slot: the peer's ring fills after
+    /// a ring's worth, and a caller about to block in [`DatagramLink::wait`] releases
+    /// first (nothing wakes the peer when it does). Returns whether the link now
+    /// holds them: the default holds nothing and answers false.
+    fn hold_releases(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// Release every received item taken so far: one store of the consumer's index
+    /// per connection whose index moved ([`DatagramLink::hold_releases`]). The
+    /// default does nothing.
+    fn release_received(&mut self) {}
+
     /// True when the link hands received datagrams to a visitor one by one
     /// ([`DatagramLink::recv_each`]). Asked once: the default answers false, and the
     /// caller then receives through [`DatagramLink::recv_burst_reuse`].
@@ -241,6 +351,14 @@ pub trait DatagramLink: Send {
     /// walk over the burst and its buffers afterwards. The datagrams, their order and
     /// the counters are those of `recv_burst_reuse`. Links that answer
     /// [`DatagramLink::visits_rx`] false refuse (`Unsupported`, the default).
+    ///
+    /// The shm link gives a connection's items back to its producer (stores its
+    /// consumer index, what the peer's [`DatagramLink::take_released`] reads) once
+    /// per connection per call, after the last visit of that connection's items and
+    /// before the call returns: a visited item is not released while it is visited,
+    /// and everything the visit did happens before its release. Unless releases are
+    /// held ([`DatagramLink::hold_releases`]): then at the next
+    /// [`DatagramLink::release_received`].
     fn recv_each(
         &mut self,
         max: usize,
@@ -379,6 +497,24 @@ impl<L: DatagramLink + ?Sized> DatagramLink for Box<L> {
     }
     fn try_send_one(&mut self, bytes: &[u8], path: &IcrcPath) -> bool {
         (**self).try_send_one(bytes, path)
+    }
+    fn send_tracked(&mut self, bytes: &[u8], path: &IcrcPath, tag: u64) -> bool {
+        (**self).send_tracked(bytes, path, tag)
+    }
+    fn take_released(&mut self, out: &mut Vec<u64>) -> usize {
+        (**self).take_released(out)
+    }
+    fn take_lost(&mut self, out: &mut Vec<u64>) -> usize {
+        (**self).take_lost(out)
+    }
+    fn tracked_outstanding(&self) -> usize {
+        (**self).tracked_outstanding()
+    }
+    fn hold_releases(&mut self, on: bool) -> bool {
+        (**self).hold_releases(on)
+    }
+    fn release_received(&mut self) {
+        (**self).release_received()
     }
     fn visits_rx(&self) -> bool {
         (**self).visits_rx()

@@ -333,3 +333,72 @@ fn an_icrc_mismatch_between_processes_is_refused() {
     assert!(l.peers().is_empty());
     assert!(finish(c, Duration::from_secs(20)), "child failed");
 }
+
+#[test]
+#[ignore = "child role of tracked_sends_to_a_peer_killed_with_sigkill_are_released_or_lost"]
+fn child_takes_five() {
+    if !is_child() {
+        return;
+    }
+    let parent = env_addr("PARENT");
+    let mut l = ShmLink::bind(env_addr("ME"), opts()).expect("bind");
+    let mut v = vec![dgram(&l, parent, b"ready")];
+    l.send_burst(&mut v).expect("send");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut spare, mut took) = (Vec::new(), 0);
+    while took < 5 {
+        assert!(Instant::now() < deadline, "took {took} of 5");
+        l.wait(Duration::from_millis(10), None).expect("wait");
+        took += l
+            .recv_each(5 - took, &mut spare, &mut |_| {})
+            .expect("recv");
+    }
+    // The five are released (the receive stored the index); say so, then stall.
+    let mut v = vec![dgram(&l, parent, b"took")];
+    while !v.is_empty() {
+        assert!(Instant::now() < deadline, "took not sent");
+        l.send_burst(&mut v).expect("send");
+    }
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// Tracked sends to a peer process that took five of them and was then killed
+/// with SIGKILL: those five come back released (some perhaps before the kill),
+/// the other fifteen lost, each tag once, nothing left outstanding.
+#[test]
+fn tracked_sends_to_a_peer_killed_with_sigkill_are_released_or_lost() {
+    let (me, child) = names(5);
+    let mut l = ShmLink::bind(me, opts()).expect("bind");
+    let mut c = spawn("child_takes_five", me, child, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut rx = Vec::new();
+    while rx.is_empty() {
+        assert!(Instant::now() < deadline, "no ready");
+        l.wait(Duration::from_millis(50), None).expect("wait");
+        l.recv_burst(&mut rx, 8).expect("recv");
+    }
+    let to = path_between(me, child).expect("family");
+    for tag in 0..20 {
+        assert!(l.send_tracked(&payload(tag as u32), &to, tag), "tag {tag}");
+    }
+    let (mut released, mut lost) = (Vec::new(), Vec::new());
+    rx.clear();
+    while rx.is_empty() {
+        assert!(Instant::now() < deadline, "no took");
+        l.wait(Duration::from_millis(50), None).expect("wait");
+        l.recv_burst(&mut rx, 8).expect("recv");
+    }
+    assert_eq!(&rx[0].buf[..], b"took");
+    l.take_released(&mut released);
+    c.kill().expect("SIGKILL");
+    c.wait().expect("reap");
+    while l.tracked_outstanding() > 0 {
+        assert!(Instant::now() < deadline, "hang-up not seen");
+        l.wait(Duration::from_millis(50), None).expect("wait");
+        l.take_released(&mut released);
+        l.take_lost(&mut lost);
+    }
+    assert_eq!(released, (0..5).collect::<Vec<u64>>());
+    assert_eq!(lost, (5..20).collect::<Vec<u64>>());
+    assert_eq!(l.shm_stats().peers_lost, 1);
+}

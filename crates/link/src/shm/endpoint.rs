@@ -56,7 +56,7 @@ use crate::shmem::PeerMaps;
 use crate::sys::{self, peer_pid, peer_uid, recv_msg, send_msg};
 use crate::wake::EventFd;
 use crate::{BufferPool, LinkStats, PacketBuf};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::mem;
 use std::net::SocketAddr;
@@ -171,6 +171,10 @@ struct Conn {
     /// this endpoint), `None` when the two names are of different families: set once
     /// by [`Endpoint::insert`], so a received item is not converted from addresses.
     rx_path: Option<IcrcPath>,
+    /// Tracked sends on our ring not yet released by the peer's consumer, oldest
+    /// first: the ring index after each item, and its tag
+    /// ([`Endpoint::send_tracked`]).
+    tracked: VecDeque<(u32, u64)>,
 }
 
 impl Conn {
@@ -240,6 +244,16 @@ const MOVE_EVERY_US: u64 = 10_000;
 /// idle probe: a move there makes the next wake-ups cross cores for nothing).
 const MOVE_STORM_US: u64 = 1_000;
 
+/// Whether a tracked send whose item ends at ring index `at` is released by the
+/// consumer's checked release index `head`, both at or before the producer's `next`:
+/// measured back from `next`, so exact while fewer than 2^32 items were written
+/// since `at` (a wrap-around comparison of `head` with `at` alone goes wrong once
+/// 2^31 items were written while `at` waited in the queue with nobody asking).
+#[inline]
+fn covers(next: u32, head: u32, at: u32) -> bool {
+    next.wrapping_sub(at) >= next.wrapping_sub(head)
+}
+
 /// Whether a same-CPU wake-up at `now_us` came within [`MOVE_STORM_US`] of the
 /// previous one at `prev_us` (0: none yet).
 fn in_a_storm(prev_us: u64, now_us: u64) -> bool {
@@ -288,6 +302,16 @@ pub(crate) struct Endpoint {
     last_move_us: u64,
     /// When this endpoint's thread was last woken on its waker's CPU (µs; 0: never).
     last_same_cpu_us: u64,
+    /// Tracked sends in the connections' `tracked` queues.
+    tracked_live: usize,
+    /// Tags of tracked sends released by a connection's last release index when it
+    /// ended ([`Endpoint::teardown`]), for the next [`Endpoint::take_released`].
+    late_released: Vec<u64>,
+    /// Tags of tracked sends whose connection ended before their release, for
+    /// [`Endpoint::take_lost`].
+    lost: Vec<u64>,
+    /// Receives leave their items unreleased until [`Endpoint::release_received`].
+    hold: bool,
     pub stats: LinkStats,
     pub shm: ShmStats,
 }
@@ -379,6 +403,10 @@ impl Endpoint {
             touched: Vec::new(),
             last_move_us: 0,
             last_same_cpu_us: 0,
+            tracked_live: 0,
+            late_released: Vec::new(),
+            lost: Vec::new(),
+            hold: false,
             stats: LinkStats::default(),
             shm: ShmStats::default(),
         })
@@ -447,6 +475,24 @@ impl Endpoint {
         }
         // What we published but the peer never took is lost with the connection.
         self.stats.tx_dropped += u64::from(c.tx.in_flight(&c.region));
+        // Its tracked sends: a hang-up's last release index (checked) releases what
+        // the peer took before it went; the rest, and every one of a refused or
+        // corrupt connection, are lost.
+        if !c.tracked.is_empty() {
+            let head = match why {
+                End::Lost => c.tx.consumer_head(&c.region).ok(),
+                End::Refused | End::Corrupt => None,
+            };
+            let next = c.tx.next_index();
+            self.tracked_live -= c.tracked.len();
+            for (at, tag) in c.tracked.drain(..) {
+                if head.is_some_and(|h| covers(next, h, at)) {
+                    self.late_released.push(tag);
+                } else {
+                    self.lost.push(tag);
+                }
+            }
+        }
         match why {
             End::Lost => self.shm.peers_lost += 1,
             End::Refused => self.shm.refused += 1,
@@ -542,6 +588,7 @@ impl Endpoint {
             maps: Arc::default(),
             revokes_seen: 0,
             rx_path: None,
+            tracked: VecDeque::new(),
         }))
     }
 
@@ -623,6 +670,7 @@ impl Endpoint {
             maps: Arc::default(),
             revokes_seen: 0,
             rx_path: None,
+            tracked: VecDeque::new(),
         })))
     }
 
@@ -1009,6 +1057,7 @@ impl Endpoint {
         let n = self.conns.len();
         let mut got = 0;
         let mut corrupt = Vec::new();
+        let hold = self.hold;
         for k in 0..n {
             if got >= max {
                 break;
@@ -1059,7 +1108,11 @@ impl Endpoint {
                     }
                 }
             }
-            c.rx.release(&c.region);
+            // After every visit of the burst: what a visitor did happens before the
+            // peer sees these items released (unless held for `release_received`).
+            if !hold {
+                c.rx.release(&c.region);
+            }
             if c.closing && matches!(c.rx.available(&c.region), Ok(0) | Err(_)) {
                 self.conns[idx] = None;
             }
@@ -1101,6 +1154,141 @@ impl Endpoint {
             c.ring_peer();
         }
         true
+    }
+
+    /// A ring found full: a dead peer never drains it, so look whether the peer is
+    /// alive (at most once per service interval: a live but slow peer makes this
+    /// path hot). False when the look found it gone (the connection is then torn
+    /// down).
+    fn full_ring_peer_alive(&mut self, idx: usize) -> bool {
+        let now = Instant::now();
+        let look = now >= self.next_full_check;
+        if look {
+            self.next_full_check = now + self.params.service_interval;
+        }
+        !look || self.alive(idx)
+    }
+
+    /// [`crate::DatagramLink::send_tracked`]: `bytes` written into the ring of the
+    /// connection that sends to `path`'s destination and published at once, and
+    /// `tag` remembered with the ring index after it. The last route's own path is
+    /// matched inline (as [`Endpoint::send_on_last_path`] does); any other path is
+    /// routed (connecting if need be), never queued. False, with nothing written or
+    /// remembered: no route (another source, an unreachable peer), the connection
+    /// closing, the ring full (the peer looked at as a full burst does) or broken
+    /// (the connection then ends), the datagram too big.
+    #[inline]
+    pub fn send_tracked(&mut self, bytes: &[u8], path: &IcrcPath, tag: u64) -> bool {
+        let idx = match (self.last_route, &self.last_path) {
+            (Some((_, idx)), Some(p)) if p == path => idx,
+            _ => match self.route_of(path) {
+                Some(idx) => idx,
+                None => return false,
+            },
+        };
+        let Some(c) = self.conns[idx].as_mut().filter(|c| c.live()) else {
+            return false;
+        };
+        match c.tx.push(&c.region, bytes) {
+            Ok(Push::Written) => {}
+            Ok(Push::TooBig) => return false,
+            Ok(Push::Full) => {
+                self.stats.tx_ring_full += 1;
+                self.full_ring_peer_alive(idx);
+                return false;
+            }
+            Err(Corrupt) => {
+                self.teardown(idx, End::Corrupt);
+                return false;
+            }
+        }
+        c.tracked.push_back((c.tx.next_index(), tag));
+        self.tracked_live += 1;
+        self.stats.tx_frames += 1;
+        if c.tx.publish(&c.region) {
+            c.ring_peer();
+        }
+        true
+    }
+
+    /// The connection that sends on `path` (its source must be this endpoint),
+    /// connecting when there is none.
+    #[inline(never)]
+    fn route_of(&mut self, path: &IcrcPath) -> Option<usize> {
+        let (src, dst) = path_ends(path);
+        if src != self.name {
+            return None;
+        }
+        self.route(dst)
+    }
+
+    /// [`crate::DatagramLink::take_released`]: the tags released by connections that
+    /// ended (their last release index), then, per connection with tracked sends,
+    /// those its peer's release index (read once, checked) covers. A connection whose
+    /// index is impossible releases nothing and ends as corrupt: its tags are lost
+    /// (one such connection per call; a second is found again by the next).
+    pub fn take_released(&mut self, out: &mut Vec<u64>) -> usize {
+        let late = self.late_released.len();
+        if late > 0 {
+            out.append(&mut self.late_released);
+        }
+        if self.tracked_live == 0 {
+            return late;
+        }
+        let mut n = 0;
+        // Not a Vec: its drop was ~10 instructions a call (callgrind).
+        let mut corrupt = None;
+        for (idx, c) in self.conns.iter_mut().enumerate() {
+            let Some(c) = c.as_mut().filter(|c| !c.tracked.is_empty()) else {
+                continue;
+            };
+            let Ok(head) = c.tx.consumer_head(&c.region) else {
+                corrupt = Some(idx);
+                continue;
+            };
+            let next = c.tx.next_index();
+            while let Some(&(at, tag)) = c.tracked.front() {
+                if !covers(next, head, at) {
+                    break;
+                }
+                c.tracked.pop_front();
+                out.push(tag);
+                n += 1;
+            }
+        }
+        self.tracked_live -= n;
+        if let Some(idx) = corrupt {
+            self.teardown(idx, End::Corrupt);
+        }
+        late + n
+    }
+
+    /// [`crate::DatagramLink::take_lost`].
+    pub fn take_lost(&mut self, out: &mut Vec<u64>) -> usize {
+        let n = self.lost.len();
+        out.append(&mut self.lost);
+        n
+    }
+
+    /// [`crate::DatagramLink::tracked_outstanding`].
+    pub fn tracked_outstanding(&self) -> usize {
+        self.tracked_live + self.late_released.len() + self.lost.len()
+    }
+
+    /// [`crate::DatagramLink::hold_releases`]: turning it off releases what is held.
+    pub fn hold_releases(&mut self, on: bool) {
+        self.hold = on;
+        if !on {
+            self.release_received();
+        }
+    }
+
+    /// [`crate::DatagramLink::release_received`]: one store per connection whose
+    /// consumer index moved.
+    pub fn release_received(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            c.rx.release(&c.region);
+        }
     }
 
     /// [`Endpoint::send`], handing each item it removes (sent or dropped) to `done`.
@@ -1194,14 +1382,7 @@ impl Endpoint {
                     i += 1;
                 }
                 Ok(Push::Full) => {
-                    // A dead peer never drains its ring: look (at most once per
-                    // service interval: a live but slow peer makes this path hot).
-                    let now = Instant::now();
-                    let look = now >= self.next_full_check;
-                    if look {
-                        self.next_full_check = now + self.params.service_interval;
-                    }
-                    if !look || self.alive(idx) {
+                    if self.full_ring_peer_alive(idx) {
                         self.stats.tx_ring_full += 1;
                         break;
                     }
@@ -1324,6 +1505,14 @@ impl Endpoint {
     pub fn ctl_of(&self, peer: SocketAddr) -> Option<RawFd> {
         let idx = *self.tx_for.get(&peer)?;
         self.conns[idx].as_ref().map(|c| c.ctl.as_raw_fd())
+    }
+
+    /// Test access to the segment and send ring of the connection that sends to
+    /// `peer`.
+    #[cfg(test)]
+    pub fn tx_of(&self, peer: SocketAddr) -> Option<(&Region, &TxRing)> {
+        let idx = *self.tx_for.get(&peer)?;
+        self.conns[idx].as_ref().map(|c| (&c.region, &c.tx))
     }
 
     /// Test access to a connection's segment and receive ring.

@@ -314,13 +314,7 @@ impl TxRing {
         }
         if self.next.wrapping_sub(self.head_cache) >= self.layout.slots {
             // Acquire: the consumer's reads of the slots it released happened before.
-            let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
-            // A head ahead of what we wrote, or further back than a full ring, is a
-            // lie: the peer is broken.
-            if self.next.wrapping_sub(head) > self.layout.slots {
-                return Err(Corrupt);
-            }
-            self.head_cache = head;
+            let head = self.consumer_head(r)?;
             if self.next.wrapping_sub(head) >= self.layout.slots {
                 return Ok(Push::Full);
             }
@@ -359,6 +353,42 @@ impl TxRing {
     pub fn note_ring(&self, r: &Region, cpu: u32) {
         r.ctrl(self.ring, Ctrl::RingCpu)
             .store(cpu.wrapping_add(1), Ordering::Release);
+    }
+
+    /// The index after the last item written: a tracked send's mark, released when
+    /// [`TxRing::consumer_head`] reaches it.
+    #[inline]
+    pub fn next_index(&self) -> u32 {
+        self.next
+    }
+
+    /// The consumer's release index, read once (Acquire: the consumer's reads of the
+    /// slots it released, and everything its process published before the store,
+    /// happened before), and checked. The consumer only ever moves it forward, up to
+    /// what we wrote: a value behind the last one seen here, or ahead of `next`, is a
+    /// lie, and the peer is broken. `head_cache` only ever holds such checked values
+    /// and `push` writes no further than a ring past it, so a value that passes lies
+    /// within a ring of `next` too.
+    #[inline]
+    pub fn consumer_head(&mut self, r: &Region) -> Result<u32, Corrupt> {
+        let head = r.ctrl(self.ring, Ctrl::Head).load(Ordering::Acquire);
+        if head.wrapping_sub(self.head_cache) > self.next.wrapping_sub(self.head_cache) {
+            return Err(Corrupt);
+        }
+        self.head_cache = head;
+        Ok(head)
+    }
+
+    /// The offset of the ring's `head` word (tests play a hostile consumer there).
+    #[cfg(test)]
+    pub fn head_offset(&self) -> usize {
+        self.base + HEAD
+    }
+
+    /// The last release index accepted (tests compare it with their model).
+    #[cfg(test)]
+    pub fn head_seen(&self) -> u32 {
+        self.head_cache
     }
 
     /// Published items the consumer has not taken yet (what a teardown loses).
@@ -578,6 +608,82 @@ mod tests {
         }
         r.poke_u32(tx.base + HEAD, 77);
         assert_eq!(tx.push(&r, b"z"), Err(Corrupt));
+        // A head that moves backwards, even within a ring of what was written.
+        let (r, mut tx, mut rx, pool) = setup(4);
+        for _ in 0..4 {
+            tx.push(&r, b"z").unwrap();
+        }
+        tx.publish(&r);
+        let mut b = pool.alloc().unwrap();
+        for _ in 0..3 {
+            assert_eq!(rx.pop_into(&r, &mut b), Pop::Item);
+        }
+        rx.release(&r);
+        assert_eq!(tx.consumer_head(&r), Ok(3));
+        assert_eq!(tx.next_index(), 4);
+        r.poke_u32(tx.head_offset(), 2);
+        assert_eq!(tx.consumer_head(&r), Err(Corrupt), "backwards");
+        assert_eq!(tx.push(&r, b"z"), Ok(Push::Written), "not full: not read");
+        r.poke_u32(tx.head_offset(), 1);
+        // Written up to a ring past the last head seen (3), where the push reads it.
+        for _ in 0..2 {
+            assert_eq!(tx.push(&r, b"z"), Ok(Push::Written));
+        }
+        assert_eq!(
+            tx.push(&r, b"z"),
+            Err(Corrupt),
+            "backwards, seen by a full push"
+        );
+        r.poke_u32(tx.head_offset(), 5);
+        assert_eq!(tx.consumer_head(&r), Ok(5), "up to what was written");
+    }
+
+    proptest::proptest! {
+        /// Whatever the peer writes as its release index between pushes, the
+        /// producer accepts exactly the values between the last one it accepted and
+        /// what it wrote (a consumer's only honest moves; modelled in unwrapped
+        /// indices), never another, and no push writes over a slot the last accepted
+        /// index has not given back.
+        #[test]
+        fn only_an_honest_release_index_is_accepted(
+            steps in proptest::collection::vec((0u32..6, proptest::num::u32::ANY), 1..60)
+        ) {
+            let (r, mut tx, _rx, _) = setup(4);
+            // The model: what was written and what was accepted, never wrapping.
+            let (mut next, mut seen) = (0u64, 0u64);
+            for (pushes, head) in steps {
+                for _ in 0..pushes {
+                    match tx.push(&r, b"p") {
+                        Ok(Push::Written) => {
+                            seen += u64::from(tx.head_seen().wrapping_sub(seen as u32));
+                            proptest::prop_assert!(next - seen < 4, "wrote over a slot");
+                            next += 1;
+                        }
+                        Ok(Push::Full) => {
+                            seen += u64::from(tx.head_seen().wrapping_sub(seen as u32));
+                            proptest::prop_assert_eq!(next - seen, 4);
+                        }
+                        other => proptest::prop_assert!(false, "{:?}", other),
+                    }
+                    proptest::prop_assert_eq!(u64::from(tx.next_index()), next);
+                }
+                // Half the time an honest value, a quarter near the honest ones
+                // (behind, ahead), a quarter whatever the peer likes.
+                let v = match head % 4 {
+                    0 | 2 => (seen + u64::from(head) % (next - seen + 1)) as u32,
+                    1 => (next as u32).wrapping_add((head >> 2) % 13).wrapping_sub(6),
+                    _ => head,
+                };
+                r.poke_u32(tx.head_offset(), v);
+                let honest = (seen..=next).find(|&x| x as u32 == v);
+                proptest::prop_assert_eq!(tx.consumer_head(&r).ok(), honest.map(|x| x as u32));
+                match honest {
+                    Some(x) => seen = x,
+                    // Put the last honest value back: a lie left there ends the ring.
+                    None => r.poke_u32(tx.head_offset(), seen as u32),
+                }
+            }
+        }
     }
 
     #[test]
