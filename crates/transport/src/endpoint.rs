@@ -664,7 +664,8 @@ impl Sched {
 /// given its path.
 #[inline]
 fn charge(qp: &mut Qp, stats: &mut Stats, e: Emitted) -> Transmit {
-    let Emitted { len, moves, ring } = e;
+    let Emitted { len, moves } = e;
+    let ring = qp.req.take_ring_tag();
     qp.deficit -= i64::try_from(moves).unwrap_or(i64::MAX);
     stats.tx_packets += 1;
     stats.tx_bytes += len as u64;
@@ -1843,7 +1844,6 @@ impl Qp {
                 return Some(Emitted {
                     len: e.len,
                     moves: e.len,
-                    ring: None,
                 });
             }
         }

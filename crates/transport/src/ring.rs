@@ -34,13 +34,25 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RingTag(u64);
 
+/// [`RingTag::asks`]'s bit.
+const ASKS: u64 = 1 << 63;
+
 impl RingTag {
-    pub(crate) fn new(qpn: u32, psn: u32, epoch: u8) -> RingTag {
+    pub(crate) fn new(qpn: u32, psn: u32, epoch: u8, asks: bool) -> RingTag {
         RingTag(
             u64::from(qpn & 0x00ff_ffff)
                 | (u64::from(epoch) << 24)
-                | (u64::from(psn & 0x00ff_ffff) << 32),
+                | (u64::from(psn & 0x00ff_ffff) << 32)
+                | if asks { ASKS } else { 0 },
         )
+    }
+
+    /// Whether the requester waits for this release: the message is signaled, or its
+    /// send queue is at least half full (the packet path's AckReq rule). A driver may
+    /// read the releases of the others lazily — every so many passes — and hand them
+    /// in together, as the packet path's responder coalesces their ACKs.
+    pub fn asks(self) -> bool {
+        self.0 & ASKS != 0
     }
 
     /// The sending QP.
@@ -75,12 +87,15 @@ mod tests {
     use super::RingTag;
 
     #[test]
-    fn a_tag_keeps_its_qpn_psn_and_epoch_through_raw() {
-        let t = RingTag::new(0xab_cdef, 0xff_fff0, 201);
+    fn a_tag_keeps_its_qpn_psn_epoch_and_ask_through_raw() {
+        let t = RingTag::new(0xab_cdef, 0xff_fff0, 201, true);
         let u = RingTag::from_raw(t.raw());
-        assert_eq!((u.qpn(), u.psn(), u.epoch()), (0xab_cdef, 0xff_fff0, 201));
+        assert_eq!(
+            (u.qpn(), u.psn(), u.epoch(), u.asks()),
+            (0xab_cdef, 0xff_fff0, 201, true)
+        );
         // Out-of-range inputs keep their low 24 bits only.
-        let v = RingTag::new(0x1ab_cdef, 0x1ff_ffff, 0);
-        assert_eq!((v.qpn(), v.psn()), (0xab_cdef, 0xff_ffff));
+        let v = RingTag::new(0x1ab_cdef, 0x1ff_ffff, 0, false);
+        assert_eq!((v.qpn(), v.psn(), v.asks()), (0xab_cdef, 0xff_ffff, false));
     }
 }

@@ -626,6 +626,19 @@ pub(crate) struct Engine {
     /// so an ERROR the peer pushed before a release is always handled first.
     ring_released: Vec<u64>,
     ring_lost: Vec<u64>,
+    /// ERROR descriptors answering refused ring-mode requests, until published.
+    ring_replies: Vec<(RingDescriptor, IcrcPath)>,
+    /// The link holds back the release of received items until the engine lets it
+    /// ([`DatagramLink::hold_releases`], shm): see [`Engine::release_rx`].
+    holds_rx: bool,
+    /// Received items are held unreleased: an ERROR waits for room on the link.
+    rx_held: bool,
+    /// Descriptors sent as tracked items whose tags the link has not handed back yet,
+    /// and of them those whose release the transport waits for
+    /// ([`RingTag::asks`]): kept here so that a pass asks the link only when it may
+    /// have something (a virtual call each pass was ~20 instructions of an idle poll).
+    ring_inflight: usize,
+    ring_asking: usize,
     pub(crate) stats: EngineStats,
 }
 
@@ -686,6 +699,7 @@ impl Engine {
         let quantum = ep.config().drr_quantum.max(1) as usize;
         let stages_tx = link.stages_tx();
         let visits_rx = link.visits_rx();
+        let holds_rx = false;
         Engine {
             quantum,
             ep,
@@ -714,6 +728,11 @@ impl Engine {
             ring_tx: VecDeque::new(),
             ring_released: Vec::new(),
             ring_lost: Vec::new(),
+            ring_replies: Vec::new(),
+            holds_rx,
+            rx_held: false,
+            ring_inflight: 0,
+            ring_asking: 0,
             stats: EngineStats::default(),
         }
     }
@@ -889,10 +908,8 @@ impl Engine {
         } else {
             self.pass += 1;
         }
-        let tracked = self.link.tracked_outstanding() > 0;
-        if tracked {
-            self.link.take_released(&mut self.ring_released);
-            self.link.take_lost(&mut self.ring_lost);
+        if self.ring_inflight > 0 {
+            self.take_ring_releases(self.timer_look_due(self.stats.passes));
         }
         let received = self.receive(&mut now);
         if !(self.ring_released.is_empty() && self.ring_lost.is_empty()) {
@@ -983,7 +1000,9 @@ impl Engine {
     /// receive step's and the link's receive call, which were most of an empty poll
     /// (~215 instructions, callgrind, `msg_rate … lat`). True when the pass is done.
     /// A link that cannot tell (the default) never takes it.
-    #[inline]
+    // Always inlined: with ring mode's check it grew past the compiler's choice, and
+    // out of line it cost a poll ~90 instructions a ping-pong round (callgrind).
+    #[inline(always)]
     fn idle_pass(&mut self) -> bool {
         let r = self.ep.sink();
         if (self.timer_look_due(self.stats.passes + 1) && self.ep.poll_timeout().is_some())
@@ -995,11 +1014,7 @@ impl Engine {
             || r.overflowed
             || !r.cq_touched.is_empty()
             || !self.link.rx_idle()
-            || !self.ring_released.is_empty()
-            || (self.link.tracked_outstanding() > 0
-                && self.link.take_released(&mut self.ring_released)
-                    + self.link.take_lost(&mut self.ring_lost)
-                    > 0)
+            || self.ring_not_idle()
         {
             return false;
         }
@@ -1007,6 +1022,63 @@ impl Engine {
         self.stats.idle_passes += 1;
         self.pass += 1;
         true
+    }
+
+    /// Read from the link the releases of this side's descriptors, when the transport
+    /// waits for one ([`RingTag::asks`]) or `look` says (the pass's timer look: the
+    /// others, and the losses, are read that often and handed in together, as the
+    /// packet path's ACKs of messages nobody waits for are coalesced). True when any
+    /// came back.
+    #[inline(never)]
+    fn take_ring_releases(&mut self, look: bool) -> bool {
+        if self.ring_asking == 0 && !look {
+            return false;
+        }
+        let (from, from_lost) = (self.ring_released.len(), self.ring_lost.len());
+        let mut n = self.link.take_released(&mut self.ring_released);
+        if look {
+            n += self.link.take_lost(&mut self.ring_lost);
+        }
+        if n > 0 {
+            let asked = self.ring_released[from..]
+                .iter()
+                .chain(&self.ring_lost[from_lost..])
+                .filter(|&&t| RingTag::from_raw(t).asks())
+                .count();
+            self.ring_asking -= asked.min(self.ring_asking);
+            self.ring_inflight -= n.min(self.ring_inflight);
+        }
+        n > 0
+    }
+
+    /// Whether ring mode leaves a pass something to do: releases read and not handed
+    /// in, received items held, or a release the transport waits for that has come.
+    /// Its reads are the whole cost for an engine without ring-mode QPs.
+    #[inline]
+    fn ring_not_idle(&mut self) -> bool {
+        !self.ring_released.is_empty()
+            || self.rx_held
+            || (self.ring_asking > 0 && self.take_ring_releases(false))
+    }
+
+    /// A descriptor went onto the link as a tracked item.
+    #[inline]
+    fn ring_sent(inflight: &mut usize, asking: &mut usize, tag: RingTag) {
+        *inflight += 1;
+        *asking += usize::from(tag.asks());
+    }
+
+    /// QP `qpn` enters (or leaves) the shm ring mode ([`Endpoint::set_ring_mode`]).
+    /// The first QP that enters it makes the link hold back the release of what it
+    /// receives ([`DatagramLink::hold_releases`]), so that an ERROR answering a
+    /// refused request is published before the request's release
+    /// ([`Engine::release_rx`]); an engine with no ring-mode QP never holds. False when
+    /// there is no such QP.
+    pub(crate) fn set_ring_mode(&mut self, qpn: u32, on: bool) -> bool {
+        if on && !self.holds_rx && self.visits_rx && self.send_after_receive {
+            self.holds_rx = self.link.hold_releases(true);
+        }
+        self.ep.set_ring_mode(qpn, on)
     }
 
     /// Hand the ring releases and losses read before this pass's receive to the
@@ -1019,8 +1091,18 @@ impl Engine {
             return false;
         }
         let n = self.now_once(now);
+        // A QP's release acknowledges every message before it: of a run of one QP's
+        // tags (in send order) only the last is handed in.
+        let mut last: Option<RingTag> = None;
         for raw in self.ring_released.drain(..) {
-            self.ep.ring_released(n, RingTag::from_raw(raw));
+            let t = RingTag::from_raw(raw);
+            if let Some(l) = last.filter(|l| l.qpn() != t.qpn()) {
+                self.ep.ring_released(n, l);
+            }
+            last = Some(t);
+        }
+        if let Some(l) = last {
+            self.ep.ring_released(n, l);
         }
         for raw in self.ring_lost.drain(..) {
             self.ep.ring_lost(n, RingTag::from_raw(raw));
@@ -1040,7 +1122,7 @@ impl Engine {
     /// at most [`RING_RELEASE_LOOK`] while ring-mode descriptors wait for their release
     /// (a release wakes nobody: the peer's consumer only stores its index).
     pub(crate) fn sleep_budget(&self, cap: Duration) -> Duration {
-        let cap = if self.link.tracked_outstanding() > 0 {
+        let cap = if self.rx_held || self.ring_inflight > 0 {
             cap.min(RING_RELEASE_LOOK)
         } else {
             cap
@@ -1369,9 +1451,11 @@ impl Engine {
                 if let (Some(tag), Some(bytes_out)) = (t.ring, self.lone.get(..t.len)) {
                     // A ring descriptor: alone, tracked, straight from here when
                     // nothing of the ring's is queued before it.
-                    if !(self.ring_tx.is_empty()
-                        && self.link.send_tracked(bytes_out, &t.path, tag.raw()))
+                    if self.ring_tx.is_empty()
+                        && self.link.send_tracked(bytes_out, &t.path, tag.raw())
                     {
+                        Engine::ring_sent(&mut self.ring_inflight, &mut self.ring_asking, tag);
+                    } else {
                         if let Some(mut buf) = self.spare.pop() {
                             buf.reset();
                             if buf.copy_from(bytes_out) {
@@ -1482,6 +1566,7 @@ impl Engine {
     /// tables and their look-ups per packet, and the walk that gave the buffers back.
     fn receive_each(&mut self, now: &mut Option<Instant>) -> bool {
         let (mut got, mut bytes) = (0, 0);
+        let mut malformed = 0;
         let Engine {
             ep,
             link,
@@ -1492,6 +1577,7 @@ impl Engine {
             qps,
             srqs,
             rq_scratch,
+            ring_replies,
             ..
         } = self;
         let origin = *origin;
@@ -1512,6 +1598,12 @@ impl Engine {
                     // `receive`'s bursts (a UD SEND that found none would be dropped
                     // for good, an RC one would cost an RNR NAK and a retry).
                     feed_posted_recvs(ep, posted, to_drain, qps, srqs, rq_scratch);
+                    if item.bytes.first() == Some(&weft_wire::ring::MARKER) {
+                        if !ring_item(ep, t, item.bytes, ring_replies) {
+                            malformed += 1;
+                        }
+                        return;
+                    }
                     // Whom a by-reference payload may be pulled from: the link's word
                     // for the connection it came through, never the packet's.
                     ep.mem_mut().set_pull_source(item.pull_pid, item.pull_maps);
@@ -1529,7 +1621,50 @@ impl Engine {
                 break;
             }
         }
+        self.stats.ring_malformed += malformed;
+        if got > 0 && self.holds_rx {
+            self.release_rx();
+        }
         got > 0
+    }
+
+    /// Let the link release what the receives took ([`DatagramLink::hold_releases`]):
+    /// first the ERROR descriptors of ring-mode requests refused in them, published,
+    /// so that the peer, which reads our release before its reverse ring, sees the
+    /// ERROR of any request it sees released. While an ERROR waits for room on the
+    /// link, the link keeps holding everything (`rx_held`).
+    #[inline]
+    fn release_rx(&mut self) {
+        if !self.ring_replies.is_empty() {
+            self.queue_ring_replies();
+        }
+        if !self.tx.is_empty() {
+            self.flush_tx();
+        }
+        self.rx_held = !self.tx.is_empty();
+        if !self.rx_held {
+            self.link.release_received();
+        }
+    }
+
+    /// The ERROR descriptors of the pass's refusals into the transmit queue.
+    #[cold]
+    fn queue_ring_replies(&mut self) {
+        for (d, path) in self.ring_replies.drain(..) {
+            if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
+                self.stats.tx_no_buffer += 1;
+                continue;
+            }
+            let Some(mut buf) = self.spare.pop() else {
+                continue;
+            };
+            buf.reset();
+            if buf.set_len(weft_wire::ring::HEADER_LEN) && d.emit(&mut buf[..], 0).is_ok() {
+                self.tx.push(Datagram { buf, path });
+            } else {
+                self.spare.push(buf);
+            }
+        }
     }
 
     /// Packets the link did not take yet: queued datagrams, or packets in its stage.
@@ -1540,10 +1675,11 @@ impl Engine {
             || !self.ring_tx.is_empty()
     }
 
+    // Inlined as before ring mode's check joined it: out of line it was a call with
+    // its prologue at each of a ping-pong round's flushes (~55 instructions a round,
+    // callgrind).
+    #[inline(always)]
     fn flush_tx(&mut self) {
-        if !self.ring_tx.is_empty() {
-            flush_ring_tx(&mut *self.link, &mut self.ring_tx, &mut self.spare);
-        }
         flush_tx(
             &mut *self.link,
             &mut self.tx,
@@ -1553,6 +1689,26 @@ impl Engine {
         if self.stages_tx && self.link.tx_staged() > 0 {
             self.stats.tx_bursts += 1;
             self.link.tx_flush();
+        }
+        if !self.ring_tx.is_empty() || self.rx_held {
+            self.flush_ring();
+        }
+    }
+
+    /// Ring mode's part of [`Engine::flush_tx`]: the descriptors the link did not take
+    /// before, and the release of received items held for an ERROR that is now out.
+    #[inline(never)]
+    fn flush_ring(&mut self) {
+        flush_ring_tx(
+            &mut *self.link,
+            &mut self.ring_tx,
+            &mut self.spare,
+            &mut self.ring_inflight,
+            &mut self.ring_asking,
+        );
+        if self.rx_held && self.tx.is_empty() {
+            self.rx_held = false;
+            self.link.release_received();
         }
     }
 
@@ -1626,12 +1782,16 @@ impl Engine {
             shared_pass_us,
             stages_tx,
             ring_tx,
+            ring_inflight,
+            ring_asking,
             ..
         } = self;
         let mut run = TxRun {
             link: &mut **link,
             tx,
             ring_tx,
+            ring_inflight,
+            ring_asking,
             spare,
             stats,
             recent,
@@ -1723,25 +1883,27 @@ fn send_descriptor(
     buf: PacketBuf,
     path: IcrcPath,
     tag: RingTag,
-) {
+) -> bool {
     if ring_tx.is_empty() && link.send_tracked(&buf[..], &path, tag.raw()) {
         spare.push(buf);
+        true
     } else {
         stats.ring_queued += 1;
         ring_tx.push_back((buf, path, tag));
+        false
     }
 }
 
 /// A received ring-mode item ([`weft_transport::ring`]) for the transport: an ERROR
 /// refuses one of this side's descriptors; anything else is a request, and a refusal
-/// of it writes the ERROR descriptor into `reply` (which the link pushes back on the
-/// connection the item came through before it releases the item). False: the item
-/// did not parse.
+/// of it adds the ERROR descriptor and its path to `replies` (the engine publishes
+/// them before it lets the link release the item: [`Engine::receive_each`]). False:
+/// the item did not parse.
 fn ring_item(
     ep: &mut Endpoint<MrTable, CqRouter>,
     now: Instant,
     bytes: &[u8],
-    reply: &mut Vec<u8>,
+    replies: &mut Vec<(RingDescriptor, IcrcPath)>,
 ) -> bool {
     let Ok((d, payload)) = RingDescriptor::parse(bytes) else {
         return false;
@@ -1751,27 +1913,25 @@ fn ring_item(
         return true;
     }
     if let Some(RingAnswer::Refused { syndrome, .. }) = ep.ring_request(now, &d, payload) {
-        if let Some((e, _)) = ep.ring_refusal(&d, syndrome) {
-            reply.clear();
-            reply.resize(weft_wire::ring::HEADER_LEN, 0);
-            if e.emit(reply, 0).is_err() {
-                reply.clear();
-            }
-        }
+        replies.extend(ep.ring_refusal(&d, syndrome));
     }
     true
 }
 
-/// Send the queued ring-mode descriptors, in order, while the link takes them.
+/// Send the queued ring-mode descriptors, in order, while the link takes them;
+/// count each sent in `inflight` and `asking` ([`Engine::ring_inflight`]).
 fn flush_ring_tx(
     link: &mut dyn DatagramLink,
     ring_tx: &mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
     spare: &mut Vec<PacketBuf>,
+    inflight: &mut usize,
+    asking: &mut usize,
 ) {
     while let Some((buf, path, tag)) = ring_tx.front() {
         if !link.send_tracked(&buf[..], path, tag.raw()) {
             return;
         }
+        Engine::ring_sent(inflight, asking, *tag);
         if let Some((buf, ..)) = ring_tx.pop_front() {
             spare.push(buf);
         }
@@ -1800,6 +1960,9 @@ struct TxRun<'a> {
     tx: &'a mut Vec<Datagram>,
     /// Ring-mode descriptors the link did not take yet ([`Engine::ring_tx`]).
     ring_tx: &'a mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
+    /// [`Engine::ring_inflight`], [`Engine::ring_asking`].
+    ring_inflight: &'a mut usize,
+    ring_asking: &'a mut usize,
     spare: &'a mut Vec<PacketBuf>,
     stats: &'a mut EngineStats,
     recent: &'a mut Recent,
@@ -1918,7 +2081,7 @@ impl TxBuffers for TxRun<'_> {
         if !buf.set_len(t.len) {
             self.spare.push(buf);
         } else if let Some(tag) = t.ring {
-            send_descriptor(
+            if send_descriptor(
                 self.link,
                 self.ring_tx,
                 self.spare,
@@ -1926,7 +2089,9 @@ impl TxBuffers for TxRun<'_> {
                 buf,
                 t.path,
                 tag,
-            );
+            ) {
+                Engine::ring_sent(self.ring_inflight, self.ring_asking, tag);
+            }
         } else {
             self.tx.push(Datagram { buf, path: t.path });
         }

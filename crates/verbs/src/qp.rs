@@ -211,7 +211,7 @@ impl QueuePair {
     /// ([`RemoteInfo::ring`](crate::cm::RemoteInfo::ring)), made before the QP leaves
     /// INIT, so no message is posted or received before the QP's mode is set.
     pub(crate) fn set_ring_mode(&mut self, on: bool) {
-        let set = self.ctx.shared().lock().ep.set_ring_mode(self.qpn, on);
+        let set = self.ctx.shared().lock().set_ring_mode(self.qpn, on);
         debug_assert!(
             set,
             "a QueuePair's QP is in its transport until it is dropped"
