@@ -386,7 +386,7 @@ struct Sched {
 /// list, taken from an owned request and copied from a borrowed one ([`PostWr`],
 /// [`SendQueue::post_from`]).
 #[inline]
-fn post_one<M: Memory, W: PostWr>(
+fn post_one<M: Memory, W: PostWr, const DIRECT: bool>(
     ctx: &mut Ctx<'_, M>,
     qp: &mut Qp,
     sched: &mut Sched,
@@ -473,7 +473,9 @@ fn post_one<M: Memory, W: PostWr>(
     if matches!(q.state, QpState::Err | QpState::Sqe) {
         qp.flush_sends(ctx);
         sched.touched(qp);
-    } else {
+    } else if !DIRECT {
+        // (A direct post, `SendQueue::post_ring`, files the QP itself if its output
+        // did not leave at once.)
         sched.posted(qp);
     }
     Ok(())
@@ -541,14 +543,14 @@ impl<M: Memory> SendQueue<'_, M> {
     /// Post a send work request ([`Endpoint::post_send`]).
     #[inline]
     pub fn post(&mut self, mut wr: SendWr) -> Result<(), PostError> {
-        post_one(&mut self.ctx, self.qp, self.sched, &mut wr, None)
+        post_one::<M, SendWr, false>(&mut self.ctx, self.qp, self.sched, &mut wr, None)
     }
 
     /// Post an inline send whose payload the caller gathered
     /// ([`Endpoint::post_send_inline`]).
     #[inline]
     pub fn post_inline(&mut self, mut wr: SendWr, data: &[u8]) -> Result<(), PostError> {
-        post_one(&mut self.ctx, self.qp, self.sched, &mut wr, Some(data))
+        post_one::<M, SendWr, false>(&mut self.ctx, self.qp, self.sched, &mut wr, Some(data))
     }
 
     /// [`SendQueue::post`] (`inline` `None`) or [`SendQueue::post_inline`] of the
@@ -567,7 +569,63 @@ impl<M: Memory> SendQueue<'_, M> {
         wr: &mut W,
         inline: Option<&[u8]>,
     ) -> Result<(), PostError> {
-        post_one(&mut self.ctx, self.qp, self.sched, wr, inline)
+        post_one::<M, W, false>(&mut self.ctx, self.qp, self.sched, wr, inline)
+    }
+
+    /// Whether the QP is in the shm ring mode ([`Endpoint::set_ring_mode`]).
+    #[inline]
+    pub fn ring_mode(&self) -> bool {
+        self.qp.common.ring_mode
+    }
+
+    /// Ring mode's doorbell ([`crate::ring`]): [`SendQueue::post_from`], and when the
+    /// request is the QP's next output and goes as a descriptor (a SEND or WRITE of up
+    /// to one MTU on a ring-mode QP in RTS, everything before it sent, the window and
+    /// the ordering rules letting it start), its descriptor written into `buf` at once:
+    /// `Ok(Some((len, tag)))`, which the driver sends as one tracked item, or queues
+    /// behind its own unsent descriptors. No turn of the transmit queue, no
+    /// [`Transmit`]: what the prototype of the mode measured as most of its gain
+    /// (docs/results/verbs-ring-proto-20261202s33). `Ok(None)`: posted, and its output
+    /// goes the usual way ([`Endpoint::poll_transmit`]). `buf` must hold an MTU and
+    /// [`MAX_OVERHEAD`].
+    pub fn post_ring<W: PostWr>(
+        &mut self,
+        wr: &mut W,
+        inline: Option<&[u8]>,
+        buf: &mut [u8],
+    ) -> Result<Option<(usize, RingTag)>, PostError> {
+        let q = &self.qp.common;
+        let direct = q.ring_mode
+            && q.state == QpState::Rts
+            && self.qp.req.nothing_to_send()
+            && buf.len() >= q.mtu() as usize + MAX_OVERHEAD;
+        if !direct {
+            return post_one::<M, W, false>(&mut self.ctx, self.qp, self.sched, wr, inline)
+                .map(|()| None);
+        }
+        post_one::<M, W, true>(&mut self.ctx, self.qp, self.sched, wr, inline)?;
+        let qp = &mut *self.qp;
+        if qp.common.state != QpState::Rts {
+            // The post found the QP in error and flushed it (and filed it).
+            return Ok(None);
+        }
+        match qp.req.start_ring_now(&qp.common, &mut self.ctx, buf) {
+            Ok(Some((e, tag))) => {
+                self.ctx.stats.tx_packets += 1;
+                self.ctx.stats.tx_bytes += e.len as u64;
+                self.sched.sync_timer(qp);
+                Ok(Some((e.len, tag)))
+            }
+            Ok(None) => {
+                self.sched.posted(qp);
+                Ok(None)
+            }
+            Err(f) => {
+                qp.fault(&mut self.ctx, f);
+                self.sched.touched(qp);
+                Ok(None)
+            }
+        }
     }
 }
 
@@ -1093,7 +1151,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     ) -> Result<(), PostError> {
         let (mut ctx, qps, sched) = self.split(Instant::ZERO);
         let qp = qps.get_mut(qpn).ok_or(PostError::UnknownQp(qpn))?;
-        post_one(&mut ctx, qp, sched, &mut wr, inline_src)
+        post_one::<M, SendWr, false>(&mut ctx, qp, sched, &mut wr, inline_src)
     }
 
     /// QP `qpn`'s send queue, borrowed for a batch of posts: one QP lookup for the

@@ -481,6 +481,7 @@ impl Requester {
                 if q.qp_type == QpType::Rc
                     && self.send_psn
                         >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref && ctx.sharing)
+                    && !(q.ring_mode && self.wqes[idx].ring)
                 {
                     return Ok(None);
                 }
@@ -527,17 +528,19 @@ impl Requester {
         if op.is_read_or_atomic() && self.rd_atomic >= u32::from(q.attrs().max_rd_atomic) {
             return Ok(false);
         }
-        if q.qp_type == QpType::Rc && self.next_psn >= self.una + cap {
+        let mtu = q.mtu();
+        let ring = goes_by_ring(q, w, mtu);
+        // A descriptor has no PSN window: the link's ring bounds what is in flight (a
+        // full ring holds the driver's sends back), and the send queue what waits.
+        if q.qp_type == QpType::Rc && !ring && self.next_psn >= self.una + cap {
             return Ok(false);
         }
-        let mtu = q.mtu();
         if q.qp_type == QpType::Ud && w.len > mtu {
             return Err(Fault {
                 idx,
                 status: WcStatus::LocLenErr,
             });
         }
-        let ring = goes_by_ring(q, w, mtu);
         // A QP never has messages of both kinds in flight ([`crate::ring`]): the peer's
         // responder takes a descriptor only between packet-path messages, and a
         // descriptor's release acknowledges nothing sent as packets.
@@ -1133,6 +1136,34 @@ impl Requester {
         let idx = self.idx_of(p).unwrap_or(0);
         let status = requester_status(code).unwrap_or(WcStatus::RemOpErr);
         Fault { idx, status }
+    }
+
+    /// Ring mode's direct post ([`crate::SendQueue::post_ring`]): when the newest WQE
+    /// is the only thing to send (everything before it sent, no hole), goes as a
+    /// descriptor, and the rules let it start now, start it and write its descriptor
+    /// into `buf`. `None`: it waits for the usual transmit.
+    pub fn start_ring_now<M: Memory>(
+        &mut self,
+        q: &QpCommon,
+        ctx: &mut Ctx<'_, M>,
+        buf: &mut [u8],
+    ) -> Result<Option<(Emitted, RingTag)>, Fault> {
+        let alone = q.state == QpState::Rts
+            && self.rnr_until.is_none()
+            && self.holes.is_empty()
+            && self.send_psn == self.next_psn
+            && self.started + 1 == self.wqes.len()
+            && self
+                .wqes
+                .back()
+                .is_some_and(|w| goes_by_ring(q, w, q.mtu()));
+        let cap = self.cap(q, ctx.config);
+        if !alone || !self.start_next(q, ctx, cap)? {
+            return Ok(None);
+        }
+        let (idx, p) = (self.started - 1, self.send_psn);
+        let e = self.emit_ring(q, ctx, buf, idx, p)?;
+        Ok(self.ring_tag.take().map(|t| (e, t)))
     }
 
     /// The tag of the descriptor just written, if the last output was one.

@@ -745,11 +745,10 @@ pub struct RemoteInfo {
     /// Whether the QP was put in the shm ring mode: both hellos asked for it
     /// ([`Hello::ring`]), both links are shm and the QP is RC. Its transport then
     /// takes the peer's ring-mode descriptors (`Endpoint::set_ring_mode`, set before
-    /// the QP left INIT). This says what was agreed, not yet how messages travel:
-    /// the engine's half of the mode (docs/verbs.md, the ring mode's build plan) is
-    /// being built, its messages still go as RoCEv2 packets, and no device asks for
-    /// the mode unless the environment variable `WEFT_RING` is `1` when it opens —
-    /// which exists so that tests can exercise the negotiation.
+    /// the QP left INIT): its SENDs and WRITEs of up to one MTU travel as descriptors
+    /// (docs/verbs.md, the ring mode). A device asks when its
+    /// [`crate::DeviceConfig::ring_mode`] says so (the default), overridden by the
+    /// environment variable `WEFT_RING` (`0` or `1`) when it opens.
     pub ring: bool,
 }
 

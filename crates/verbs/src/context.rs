@@ -105,6 +105,12 @@ pub struct DeviceConfig {
     /// `process_vm_readv` (default [`ONE_COPY_CMA_MIN`]). From shared memory the
     /// peer copies from its mapping, and [`Config::by_reference_min`] alone decides.
     pub one_copy_cma_min: u64,
+    /// shm: RC QPs whose two ends both ask for it carry their SENDs and WRITEs of up
+    /// to one MTU as compact descriptors, acknowledged by the peer's consumer index
+    /// instead of ACK packets (the ring mode, docs/verbs.md; default on). The
+    /// environment variable `WEFT_RING` overrides it when the device opens: `0` off,
+    /// `1` on.
+    pub ring_mode: bool,
     /// While several QPs of the device are sending, how long one progress pass may go
     /// on transmitting after a round of the deficit round robin (a quantum per active
     /// QP) before it receives again (default 16 µs; docs/verbs.md, "Sharing the
@@ -153,6 +159,7 @@ impl DeviceConfig {
             segmentation_offload: true,
             icrc_any_ipv4_id: false,
             one_copy: true,
+            ring_mode: true,
             one_copy_cma_min: ONE_COPY_CMA_MIN,
             shared_pass: engine::SHARED_PASS_DEFAULT,
             transport: Config {
@@ -206,13 +213,18 @@ struct ContextInner {
     next_pd: AtomicU32,
 }
 
-/// The environment variable that lets a device ask for the shm ring mode before its
-/// engine carries descriptors ([`Context::ring_capable`]).
+/// The environment variable that overrides [`DeviceConfig::ring_mode`] when a device
+/// opens ([`Context::ring_capable`]): `0` off, `1` on (an A/B switch for one binary).
 const RING_ENV: &str = "WEFT_RING";
 
-/// Whether the value of [`RING_ENV`] turns the ring mode's negotiation on: exactly `1`.
-fn ring_env(value: Option<&std::ffi::OsStr>) -> bool {
-    value.is_some_and(|v| v == "1")
+/// [`DeviceConfig::ring_mode`] as the value of [`RING_ENV`] leaves it: `0` turns it
+/// off, `1` on, anything else (or nothing) keeps `configured`.
+fn ring_env(value: Option<&std::ffi::OsStr>, configured: bool) -> bool {
+    match value.and_then(|v| v.to_str()) {
+        Some("0") => false,
+        Some("1") => true,
+        _ => configured,
+    }
 }
 
 impl Drop for ContextInner {
@@ -285,7 +297,10 @@ impl Context {
                 icrc,
                 max_mtu,
                 ack_delay_us,
-                ring_capable: AtomicBool::new(ring_env(std::env::var_os(RING_ENV).as_deref())),
+                ring_capable: AtomicBool::new(ring_env(
+                    std::env::var_os(RING_ENV).as_deref(),
+                    cfg.ring_mode,
+                )),
                 thread: Mutex::new(thread),
                 next_pd: AtomicU32::new(1),
             }),
@@ -329,13 +344,9 @@ impl Context {
     /// build plan); the connection manager asks for the mode in its hello only then
     /// (`cm::Hello::ring`).
     ///
-    /// Not yet: the engine's half (the requester's post and reap, the receive
-    /// visitor's hook; steps 3 and 4 of the plan) is being built, so this is false
-    /// unless the environment variable `WEFT_RING` was `1` when the device opened.
-    /// The variable exists so that tests can exercise the negotiation; it changes no
-    /// data path by itself, only which QPs the transport lets take descriptors
-    /// (`Endpoint::set_ring_mode`). The default becomes true when the engine carries
-    /// descriptors.
+    /// [`DeviceConfig::ring_mode`], or the environment variable `WEFT_RING` when it
+    /// was `0` or `1` as the device opened. Only the shm link carries descriptors;
+    /// over udp the hello never asks.
     pub(crate) fn ring_capable(&self) -> bool {
         self.inner.ring_capable.load(Ordering::Relaxed)
     }
@@ -568,17 +579,24 @@ mod tests {
     use std::ffi::OsStr;
 
     #[test]
-    fn only_weft_ring_1_turns_the_ring_negotiation_on() {
-        assert!(ring_env(Some(OsStr::new("1"))));
-        for off in [
-            None,
-            Some(""),
-            Some("0"),
-            Some("yes"),
-            Some("1 "),
-            Some("true"),
-        ] {
-            assert!(!ring_env(off.map(OsStr::new)), "{off:?}");
+    fn weft_ring_0_or_1_overrides_the_configured_ring_mode_and_nothing_else_does() {
+        for configured in [false, true] {
+            assert!(ring_env(Some(OsStr::new("1")), configured));
+            assert!(!ring_env(Some(OsStr::new("0")), configured));
+            for other in [
+                None,
+                Some(""),
+                Some("yes"),
+                Some("1 "),
+                Some("true"),
+                Some("00"),
+            ] {
+                assert_eq!(
+                    ring_env(other.map(OsStr::new), configured),
+                    configured,
+                    "{other:?}"
+                );
+            }
         }
     }
 }

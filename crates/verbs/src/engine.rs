@@ -1321,8 +1321,23 @@ impl Engine {
             ep,
             link,
             inline_scratch,
+            lone,
+            ring_tx,
+            spare,
+            ring_inflight,
+            ring_asking,
+            stats,
             ..
         } = self;
+        let mut ring = RingPost {
+            link: &mut **link,
+            buf: lone,
+            ring_tx,
+            spare,
+            inflight: ring_inflight,
+            asking: ring_asking,
+            stats,
+        };
         let mut out = ListPost {
             room: 0,
             posted: 0,
@@ -1341,7 +1356,7 @@ impl Engine {
             // were ~25 instructions a call (callgrind, `msg_rate`).
             if out.room > 0 {
                 if let Some(wr) = first {
-                    let r = post_now(&mut sq, &**link, inline_scratch, qpn, pd, &check, wr);
+                    let r = post_now(&mut sq, &mut ring, inline_scratch, qpn, pd, &check, wr);
                     // Taken either way: a request its checks refuse ends the list,
                     // taken but not posted.
                     *first = None;
@@ -1361,7 +1376,7 @@ impl Engine {
                     out.exhausted = true;
                     break;
                 };
-                match post_now(&mut sq, &**link, inline_scratch, qpn, pd, &check, wr) {
+                match post_now(&mut sq, &mut ring, inline_scratch, qpn, pd, &check, wr) {
                     Ok(c) => {
                         refused.extend(c);
                         out.posted += 1;
@@ -2179,7 +2194,7 @@ impl ListRefusal {
 #[inline]
 fn post_now<W: PostWr>(
     sq: &mut SendQueue<'_, MrTable>,
-    link: &dyn DatagramLink,
+    ring: &mut RingPost<'_>,
     scratch: &mut [u8],
     qpn: u32,
     pd: u32,
@@ -2195,14 +2210,82 @@ fn post_now<W: PostWr>(
         0
     };
     if !wr.inline && matches!(wr.op, WrOp::Write { .. }) {
-        allow_by_reference_sq(sq, link, wr);
+        allow_by_reference_sq(sq, &*ring.link, wr);
     }
     let (wr_id, op) = (wr.wr_id, wr.op);
     let data = wr.inline.then(|| &scratch[..len]);
-    Ok(sq
-        .post_from(posting, data)
+    let posted = if sq.ring_mode() {
+        ring.post(sq, posting, data)
+    } else {
+        sq.post_from(posting, data)
+    };
+    Ok(posted
         .err()
         .map(|_| Completion::new(wr_id, WcStatus::LocQpOpErr, op.wc_opcode(), qpn)))
+}
+
+/// What the doorbell path needs to send a ring-mode descriptor at once
+/// ([`SendQueue::post_ring`]): the link, a buffer to write it in (the engine's
+/// `lone`), and the engine's queue and counters of descriptors.
+struct RingPost<'a> {
+    link: &'a mut dyn DatagramLink,
+    buf: &'a mut Vec<u8>,
+    ring_tx: &'a mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
+    spare: &'a mut Vec<PacketBuf>,
+    inflight: &'a mut usize,
+    asking: &'a mut usize,
+    stats: &'a mut EngineStats,
+}
+
+impl RingPost<'_> {
+    /// Post on a ring-mode QP: the descriptor, when the transport writes it at once,
+    /// goes onto the link as a tracked item (or, when the link does not take it, or
+    /// descriptors wait before it, into the engine's queue of them).
+    #[inline(never)]
+    fn post<W: PostWr>(
+        &mut self,
+        sq: &mut SendQueue<'_, MrTable>,
+        posting: &mut W,
+        data: Option<&[u8]>,
+    ) -> Result<(), PostError> {
+        if self.buf.is_empty() {
+            // Room for any descriptor (an MTU and the headers), once.
+            self.buf.resize(
+                self.link
+                    .max_datagram()
+                    .max(4096 + weft_transport::MAX_OVERHEAD),
+                0,
+            );
+        }
+        let Some((len, tag)) = sq.post_ring(posting, data, self.buf)? else {
+            return Ok(());
+        };
+        let Some(path) = sq.attrs().path else {
+            return Ok(());
+        };
+        let bytes = &self.buf[..len];
+        if self.ring_tx.is_empty() && self.link.send_tracked(bytes, &path, tag.raw()) {
+            Engine::ring_sent(self.inflight, self.asking, tag);
+            return Ok(());
+        }
+        if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
+            // No buffer to keep it in: the descriptor is lost, and the transport's
+            // timer fails its message (RetryExcErr), as for any send that never left.
+            self.stats.tx_no_buffer += 1;
+            return Ok(());
+        }
+        if let Some(mut buf) = self.spare.pop() {
+            buf.reset();
+            if buf.copy_from(bytes) {
+                self.stats.ring_queued += 1;
+                self.ring_tx.push_back((buf, path, tag));
+            } else {
+                self.spare.push(buf);
+                self.stats.tx_no_buffer += 1;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// [`allow_by_reference`] through a borrowed send queue, for a WRITE that is not

@@ -712,14 +712,16 @@ fn posts_of_several_qps_in_one_pass_flush_once() {
     ok_driving(&mut a.cq, 1, &[&b.ctx]);
 }
 
-/// Over shm (a link whose sends are memory writes), the ACK that a received request
-/// asks for leaves in the pass that received it: the receiver runs that one pass,
-/// and the sender's next pass already finds the ACK and completes its signaled SEND.
+/// Over shm (a link whose sends are memory writes) without the ring mode, the ACK
+/// that a received request asks for leaves in the pass that received it: the
+/// receiver runs that one pass, and the sender's next pass already finds the ACK and
+/// completes its signaled SEND.
 #[test]
 fn over_shm_the_ack_a_request_asks_for_leaves_in_the_pass_that_received_it() {
-    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
-    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let a = side_ring(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096, false);
+    let b = side_ring(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096, false);
     let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    assert!(!a.conn.as_ref().unwrap().remote().ring);
     b.qp.post_recv(slot_recvs(&b.mr, 8)).unwrap();
     let wr = |i: u64| {
         let s = inline_send(&a.mr, i);
@@ -746,6 +748,45 @@ fn over_shm_the_ack_a_request_asks_for_leaves_in_the_pass_that_received_it() {
         );
         assert_eq!(b.ctx.stats().engine.tx_after_rx, before + 1);
     }
+}
+
+/// The same in the ring mode (the default over shm): no ACK at all — the receiver's
+/// pass that took the SEND releases its ring item, and the sender's next pass reads
+/// the release (a signaled SEND's release is one the transport waits for) and
+/// completes it. Nothing travels back as a packet.
+#[test]
+fn over_shm_in_ring_mode_the_release_of_the_receiving_pass_completes_the_send() {
+    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
+    assert!(a.conn.as_ref().unwrap().remote().ring);
+    b.qp.post_recv(slot_recvs(&b.mr, 8)).unwrap();
+    let wr = |i: u64| {
+        let s = inline_send(&a.mr, i);
+        assert!(s.signaled);
+        s
+    };
+    a.qp.post_send([wr(0)]).unwrap();
+    ok_driving(&mut a.cq, 1, &[&b.ctx]);
+    ok_driving(&mut b.cq, 1, &[&a.ctx]);
+    let (tx_a, tx_b) = (
+        a.ctx.stats().transport.tx_packets,
+        b.ctx.stats().transport.tx_packets,
+    );
+    for i in 1..4 {
+        waits(&mut a.cq);
+        a.qp.post_send([wr(i)]).unwrap();
+        assert_eq!(one_without_driving(&mut b.cq, 10_000), Some(i));
+        assert_eq!(
+            one_without_driving(&mut a.cq, 1),
+            Some(i),
+            "the release of the receiving pass completes the SEND"
+        );
+    }
+    // Three descriptors from a, nothing from b: no ACK.
+    assert_eq!(a.ctx.stats().transport.ring_sent, 4);
+    assert_eq!(a.ctx.stats().transport.tx_packets - tx_a, 3);
+    assert_eq!(b.ctx.stats().transport.tx_packets, tx_b);
 }
 
 /// With nobody else in the engine and nothing in its receive ring, `post_recv` puts

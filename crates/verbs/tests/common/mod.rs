@@ -38,6 +38,21 @@ pub fn side(kind: LinkKind, progress: Progress, qp_type: QpType, mem: usize) -> 
     side_on(device(kind, progress), qp_type, mem)
 }
 
+/// [`side`] on a device whose shm ring mode is `ring` (`DeviceConfig::ring_mode`; the
+/// default is on).
+pub fn side_ring(
+    kind: LinkKind,
+    progress: Progress,
+    qp_type: QpType,
+    mem: usize,
+    ring: bool,
+) -> Side {
+    let mut cfg = DeviceConfig::local(kind);
+    cfg.progress = progress;
+    cfg.ring_mode = ring;
+    side_on(Context::open_with(cfg).expect("open device"), qp_type, mem)
+}
+
 /// A side on a device the caller opened.
 pub fn side_on(ctx: Context, qp_type: QpType, mem: usize) -> Side {
     let cq = CompletionQueue::new(&ctx, 1024, None);
