@@ -385,7 +385,10 @@ struct Sched {
 /// read where it lies, not moved; without an inline payload the WQE keeps its gather
 /// list, taken from an owned request and copied from a borrowed one ([`PostWr`],
 /// [`SendQueue::post_from`]).
-#[inline]
+// Always inlined: with two instances (`DIRECT`, ring mode's doorbell) the compiler
+// put it out of line, and a post paid the call and `Requester::push`'s with it
+// (~120 instructions a streamed message, callgrind).
+#[inline(always)]
 fn post_one<M: Memory, W: PostWr, const DIRECT: bool>(
     ctx: &mut Ctx<'_, M>,
     qp: &mut Qp,
@@ -970,7 +973,7 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 
     /// Let QP `qpn` take shm ring-mode descriptors ([`Endpoint::ring_request`]), or
     /// not: for an RC QP whose two ends agreed to the mode for one shm connection (the
-    /// connection manager's part; docs/verbs.md, the ring mode's build plan). Without
+    /// connection manager's part; docs/verbs.md, "The ring mode as built"). Without
     /// it every descriptor for the QP is refused. False when there is no such QP.
     pub fn set_ring_mode(&mut self, qpn: u32, on: bool) -> bool {
         match self.qps.get_mut(qpn) {

@@ -368,9 +368,9 @@ pub struct Hello {
     pub responder_resources: u8,
     /// The sender asks for selective recovery.
     pub selective: bool,
-    /// The sender asks for the shm ring mode on this QP (docs/verbs.md, the ring
-    /// mode's build plan, step 2): its QP is RC, its link shm, and its engine can
-    /// carry ring-mode descriptors (not yet by default; see [`RemoteInfo::ring`]).
+    /// The sender asks for the shm ring mode on this QP (docs/verbs.md, "The ring
+    /// mode as built"): its QP is RC, its link shm, and its device has the mode on
+    /// ([`crate::DeviceConfig::ring_mode`], the default; see [`RemoteInfo::ring`]).
     /// Bit 2 of the flags byte; a peer that predates it leaves it clear and never
     /// gets the mode. The mode is used only when both hellos set it.
     pub ring: bool,

@@ -629,7 +629,9 @@ pub(crate) struct Engine {
     /// ERROR descriptors answering refused ring-mode requests, until published.
     ring_replies: Vec<(RingDescriptor, IcrcPath)>,
     /// The link holds back the release of received items until the engine lets it
-    /// ([`DatagramLink::hold_releases`], shm): see [`Engine::release_rx`].
+    /// ([`DatagramLink::hold_releases`], shm): see [`Engine::release_rx`]. Set when
+    /// the first QP enters ring mode ([`Engine::set_ring_mode`]), and the gate of every
+    /// ring-mode step of a pass: only a ring-mode QP's descriptors are tracked.
     holds_rx: bool,
     /// Received items are held unreleased: an ERROR waits for room on the link.
     rx_held: bool,
@@ -908,11 +910,13 @@ impl Engine {
         } else {
             self.pass += 1;
         }
-        if self.ring_inflight > 0 {
+        // Ring mode's part (an engine none of whose QPs ever entered the mode reads
+        // one flag).
+        if self.holds_rx && self.ring_inflight > 0 {
             self.take_ring_releases(self.timer_look_due(self.stats.passes));
         }
         let received = self.receive(&mut now);
-        if !(self.ring_released.is_empty() && self.ring_lost.is_empty()) {
+        if self.holds_rx && !(self.ring_released.is_empty() && self.ring_lost.is_empty()) {
             work |= self.ring_hand_in(&mut now);
         }
         if received {
@@ -939,7 +943,7 @@ impl Engine {
                 let n = self.now_once(&mut now);
                 // A stale entry (a timer cancelled lazily) only re-files its QP: no
                 // work, so the engine thread does not spin on its account.
-                if t <= n && self.ep.handle_timeout(n) {
+                if t <= n && self.ring_timers_may_fire(&mut now) && self.ep.handle_timeout(n) {
                     work = true;
                 }
             }
@@ -1014,7 +1018,7 @@ impl Engine {
             || r.overflowed
             || !r.cq_touched.is_empty()
             || !self.link.rx_idle()
-            || self.ring_not_idle()
+            || (self.holds_rx && self.ring_not_idle())
         {
             return false;
         }
@@ -1061,6 +1065,20 @@ impl Engine {
             || (self.ring_asking > 0 && self.take_ring_releases(false))
     }
 
+    /// Before a transport timer fires: with ring-mode descriptors in flight, their
+    /// releases, read lazily, are read now and handed in (a release the engine has not
+    /// read is no lost message: a timeout for it would spend one of `retry_cnt`, and
+    /// enough of them fail a QP whose peer took everything). False while releases
+    /// read wait for the link to be drained: the timers wait a pass too.
+    #[inline]
+    fn ring_timers_may_fire(&mut self, now: &mut Option<Instant>) -> bool {
+        if !self.holds_rx || self.ring_inflight == 0 && self.ring_released.is_empty() {
+            return true;
+        }
+        self.take_ring_releases(true);
+        self.ring_released.is_empty() && self.ring_lost.is_empty() || self.ring_hand_in(now)
+    }
+
     /// A descriptor went onto the link as a tracked item.
     #[inline]
     fn ring_sent(inflight: &mut usize, asking: &mut usize, tag: RingTag) {
@@ -1078,6 +1096,8 @@ impl Engine {
         if on && !self.holds_rx && self.visits_rx && self.send_after_receive {
             self.holds_rx = self.link.hold_releases(true);
         }
+        // Only the shm link is asked for the mode (`cm::Hello::ring`), and it holds.
+        debug_assert!(!on || self.holds_rx, "ring mode on a link that cannot hold");
         self.ep.set_ring_mode(qpn, on)
     }
 
@@ -1705,7 +1725,7 @@ impl Engine {
             self.stats.tx_bursts += 1;
             self.link.tx_flush();
         }
-        if !self.ring_tx.is_empty() || self.rx_held {
+        if self.holds_rx && (!self.ring_tx.is_empty() || self.rx_held) {
             self.flush_ring();
         }
     }

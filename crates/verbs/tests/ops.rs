@@ -750,14 +750,14 @@ fn over_shm_the_ack_a_request_asks_for_leaves_in_the_pass_that_received_it() {
     }
 }
 
-/// The same in the ring mode (the default over shm): no ACK at all — the receiver's
+/// The same in the ring mode: no ACK at all — the receiver's
 /// pass that took the SEND releases its ring item, and the sender's next pass reads
 /// the release (a signaled SEND's release is one the transport waits for) and
 /// completes it. Nothing travels back as a packet.
 #[test]
 fn over_shm_in_ring_mode_the_release_of_the_receiving_pass_completes_the_send() {
-    let a = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
-    let b = side(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096);
+    let a = side_ring(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096, true);
+    let b = side_ring(LinkKind::Shm, Progress::Inline, QpType::Rc, 4096, true);
     let (mut a, mut b) = connect_sides(a, b, &weft_verbs::cm::ConnParam::default());
     assert!(a.conn.as_ref().unwrap().remote().ring);
     b.qp.post_recv(slot_recvs(&b.mr, 8)).unwrap();

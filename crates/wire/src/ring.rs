@@ -1,6 +1,6 @@
 //! The shm ring mode's descriptor: what a QP whose two ends share one shm connection
 //! carries instead of a RoCEv2 packet (design: docs/verbs.md, "What 1 500
-//! instructions a message would take", and its build plan; a prototype measured the
+//! instructions a message would take", and "The ring mode as built"; a prototype measured the
 //! mode in docs/results/verbs-ring-proto-20261202s33). weft's own format, never on a
 //! wire: the ring already delivers in order and uncorrupted, so there is no PSN
 //! window, no ACK and no ICRC. What stays is what a verbs decision needs.
