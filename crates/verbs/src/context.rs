@@ -108,10 +108,12 @@ pub struct DeviceConfig {
     /// shm: RC QPs whose two ends both ask for it carry their SENDs and WRITEs of up
     /// to one MTU as compact descriptors, acknowledged by the peer's consumer index
     /// instead of ACK packets (the ring mode, docs/verbs.md, "The ring mode as
-    /// built"). Default off: on, it is correct (the whole verbs suite passes with
-    /// it) but changes what a pass does in ways the engine's sharing of a pass
-    /// between flows was not tuned for (see docs/verbs.md). The environment variable
-    /// `WEFT_RING` overrides it when the device opens: `0` off, `1` on.
+    /// built"). Default off: its descriptors leave from `post_send` itself, past the
+    /// engine's sharing of a pass between flows (a bulk flow beside a small one is
+    /// not served as with packets), and it has not yet bought the wall-clock gain
+    /// its instruction count promises (docs/results/verbs-ring-20261202s34). The
+    /// environment variable `WEFT_RING` overrides it when the device opens: `0` off,
+    /// `1` on.
     pub ring_mode: bool,
     /// While several QPs of the device are sending, how long one progress pass may go
     /// on transmitting after a round of the deficit round robin (a quantum per active
