@@ -1087,10 +1087,6 @@ impl Requester {
         Ok(())
     }
 
-    /// An ACK through `upto` arrived and `acked` PSNs became delivered: if it answers
-    /// a probe (a first transmission that asked for it), that is an RTT sample for the
-    /// congestion window. Probes it passed without answering are dropped: their ACKs
-    /// were coalesced into this one, which says nothing about their own delay.
     /// The responder refused PSN `p` for want of a receive WQE (an RNR NAK, or a ring
     /// ERROR carrying one): everything before it arrived; `p` and what follows wait
     /// for the RNR timer `timer`, then go again, while `rnr_retry` lasts.
@@ -1267,6 +1263,10 @@ impl Requester {
         }
     }
 
+    /// An ACK through `upto` arrived and `acked` PSNs became delivered: if it answers
+    /// a probe (a first transmission that asked for it), that is an RTT sample for the
+    /// congestion window. Probes it passed without answering are dropped: their ACKs
+    /// were coalesced into this one, which says nothing about their own delay.
     fn sample_rtt<M: Memory>(&mut self, ctx: &mut Ctx<'_, M>, upto: u64, acked: u64) {
         let CongestionControl::Delay(c) = ctx.config.congestion else {
             return;
