@@ -591,12 +591,17 @@ impl<M: Memory> SendQueue<'_, M> {
     /// (docs/results/verbs-ring-proto-20261202s33). `Ok(None)`: posted, and its output
     /// goes the usual way ([`Endpoint::poll_transmit`]). `buf` must hold an MTU and
     /// [`MAX_OVERHEAD`].
+    ///
+    /// `now` is the driver's clock: the descriptor's local ACK timer starts from it
+    /// (a send queue's own clock is [`Instant::ZERO`]: the plain posts start no timer).
     pub fn post_ring<W: PostWr>(
         &mut self,
+        now: Instant,
         wr: &mut W,
         inline: Option<&[u8]>,
         buf: &mut [u8],
     ) -> Result<Option<(usize, RingTag)>, PostError> {
+        self.ctx.now = now;
         let q = &self.qp.common;
         let direct = q.ring_mode
             && q.state == QpState::Rts
@@ -1394,9 +1399,12 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
 
     /// A descriptor of the shm ring mode for QP `d.dest_qpn`, with its payload
     /// ([`weft_wire::ring`]; the responder's side: [`RingAnswer`] says what the caller
-    /// must do, and a fatal refusal has put the QP in ERR). `None`, counted: no such
-    /// QP, not an RC QP in ring mode ([`Endpoint::set_ring_mode`]), or not in a state
-    /// that receives (RTR or later).
+    /// must do, and a fatal refusal has put the QP in ERR). A QP that takes no
+    /// descriptor now — not an RC QP in ring mode ([`Endpoint::set_ring_mode`],
+    /// counted in `ring_refused`), not in a state that receives (RTR or later), or past
+    /// a fatal refusal — refuses it with a Remote Operational Error, so that its
+    /// release is never taken for an execution. `None`, counted: no such QP (the
+    /// descriptor names no QP to address an ERROR to: a hole, docs/verbs.md).
     pub fn ring_request(
         &mut self,
         now: Instant,
@@ -1410,14 +1418,14 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
         };
         if qp.common.qp_type != QpType::Rc || !qp.common.ring_mode {
             ctx.stats.ring_refused += 1;
-            return None;
+            return Some(crate::responder::refused_dead());
         }
         if !matches!(
             qp.common.state,
             QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
         ) {
             ctx.stats.dropped_state += 1;
-            return None;
+            return Some(crate::responder::refused_dead());
         }
         let answer = qp
             .resp

@@ -112,17 +112,30 @@ pub enum RingAnswer {
     /// Executed: its data placed, its receive (if any) completed.
     Executed,
     /// Refused: the caller sends an ERROR descriptor with this syndrome and the
-    /// descriptor's sequence number back before it releases the item. `fatal`: the QP
-    /// entered ERR (a NAK code); otherwise an RNR, which the requester retries.
+    /// descriptor's sequence number back before it releases the item (a release
+    /// without one would tell the requester that the message was executed). An RNR
+    /// the requester retries; a NAK code fails its message and its QP.
     Refused {
         /// The AETH syndrome (an RNR NAK with the QP's timer, or a NAK code).
         syndrome: Syndrome,
-        /// The QP is in ERR.
+        /// This descriptor put the local QP in ERR.
         fatal: bool,
     },
     /// Dropped without an answer: a later descriptor while an RNR is outstanding
-    /// (the requester sends it again after the refused one).
+    /// (the requester sends it again after the refused one, and its release names an
+    /// old epoch).
     Discarded,
+}
+
+/// A ring descriptor for a QP that takes none now (not in ring mode, not in a state
+/// that receives, or past a fatal refusal): refused, so that the requester, which
+/// would take the item's bare release for an execution, fails the message instead
+/// (a Remote Operational Error). The local QP is not changed.
+pub(crate) fn refused_dead() -> RingAnswer {
+    RingAnswer::Refused {
+        syndrome: Syndrome::Nak(NakCode::REMOTE_OPERATIONAL_ERROR),
+        fatal: false,
+    }
 }
 
 /// Outcome of one `poll_transmit` of the responder.
@@ -576,7 +589,7 @@ impl Responder {
         // by then and refuses the descriptor itself).
         if self.fatal {
             ctx.stats.dropped_state += 1;
-            return RingAnswer::Discarded;
+            return refused_dead();
         }
         // A descriptor takes one PSN, the next: the sequence number is its 24-bit
         // PSN, so descriptors and packets of one QP share one ordered stream.

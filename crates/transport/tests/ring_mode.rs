@@ -73,6 +73,12 @@ impl Setup {
     }
 }
 
+/// The answer of a QP that takes no descriptor now.
+const DEAD: RingAnswer = RingAnswer::Refused {
+    syndrome: Syndrome::Nak(NakCode::REMOTE_OPERATIONAL_ERROR),
+    fatal: false,
+};
+
 const FATAL_INVALID: RingAnswer = RingAnswer::Refused {
     syndrome: Syndrome::Nak(NakCode::INVALID_REQUEST),
     fatal: true,
@@ -137,7 +143,7 @@ fn a_sequence_number_out_of_turn_is_a_broken_peer_and_ends_the_qp() {
     // The receive is flushed, nothing was written, and the QP takes nothing more.
     let c = completions(&mut s.p, Side::B);
     assert_eq!((c.len(), c[0].status), (1, WcStatus::WrFlushErr));
-    assert_eq!(s.send(0, None, b"x"), None);
+    assert_eq!(s.send(0, None, b"x"), Some(DEAD));
     assert_no_stray_writes(s.p.b.mem());
 }
 
@@ -232,7 +238,8 @@ fn a_qp_not_in_ring_mode_takes_no_descriptor() {
     let mut s = setup();
     s.post_recv(1, 0, 8);
     s.p.b.set_ring_mode(s.qpn, false);
-    assert_eq!(s.send(0, None, b"x"), None);
+    // Refused, not dropped: a bare release would tell the requester it was executed.
+    assert_eq!(s.send(0, None, b"x"), Some(DEAD));
     assert_eq!(s.p.b.stats().ring_refused, 1);
     assert!(completions(&mut s.p, Side::B).is_empty());
     assert_eq!(s.p.b.qp_state(s.qpn), Some(QpState::Rts));

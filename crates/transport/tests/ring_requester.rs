@@ -284,6 +284,58 @@ fn reads_and_atomics_go_as_packets_between_descriptors_in_order() {
     assert!(s.p.ab.stats.sent >= 8);
 }
 
+/// A descriptor for a QP that takes none (here in ERR) is refused, not dropped: its
+/// release alone would have told A that B executed it (found by review, session 34).
+#[test]
+fn a_descriptor_for_a_qp_in_error_fails_instead_of_completing() {
+    let mut s = setup(&ConnectOptions::default(), 1, 0, 0.0, 9);
+    s.post_recv(100, 0, 64);
+    s.p.b
+        .modify_qp(
+            s.qb,
+            &weft_transport::QpAttr {
+                state: Some(QpState::Err),
+                ..weft_transport::QpAttr::default()
+            },
+        )
+        .unwrap();
+    s.post_send(1, 0, b"x", true);
+    let a = s.wait(Side::A, 1);
+    assert_eq!((a[0].wr_id, a[0].status), (1, WcStatus::RemOpErr));
+    assert_eq!(s.p.a.qp_state(s.qa), Some(QpState::Err));
+}
+
+/// The direct post (`SendQueue::post_ring`, the verbs engine's doorbell) writes the
+/// descriptor at once, and its ACK timer runs from the driver's clock, not from a
+/// send queue's time zero (found by review, session 34: every ping-pong message's
+/// timer had already run out).
+#[test]
+fn a_direct_post_writes_its_descriptor_and_times_it_from_now() {
+    let mut s = setup(&ConnectOptions::default(), 1, 0, 0.0, 10);
+    let addr = s.ra.addr;
+    s.p.a.mem_mut().fill(addr, b"direct");
+    let mut wr = send(7, vec![sge(&s.ra, addr, 6)]);
+    wr.inline = true;
+    let now = Instant(1_000_000);
+    let mut buf = vec![0u8; 4096 + weft_transport::MAX_OVERHEAD];
+    let (len, tag) =
+        s.p.a
+            .send_queue(s.qa)
+            .unwrap()
+            .post_ring(now, &mut wr, None, &mut buf)
+            .unwrap()
+            .expect("written at once");
+    assert_eq!(tag.qpn(), s.qa);
+    let (d, payload) = weft_wire::ring::RingDescriptor::parse(&buf[..len]).unwrap();
+    assert_eq!((d.dest_qpn, payload), (s.qb, &b"direct"[..]));
+    let t = s.p.a.poll_timeout().expect("its ACK timer");
+    assert!(t > now, "the timer runs from now: {t:?}");
+    // Released, it completes.
+    s.p.a.ring_released(now, tag);
+    let a = completions(&mut s.p, Side::A);
+    assert_eq!((a[0].wr_id, a[0].status), (7, WcStatus::Success));
+}
+
 #[test]
 fn a_dead_connection_fails_what_was_not_released() {
     let mut s = setup(&ConnectOptions::default(), 50, 0, 0.0, 6);

@@ -1347,10 +1347,12 @@ impl Engine {
             ring_inflight,
             ring_asking,
             stats,
+            origin,
             ..
         } = self;
         let mut ring = RingPost {
             link: &mut **link,
+            origin: *origin,
             buf: lone,
             ring_tx,
             spare,
@@ -1676,7 +1678,7 @@ impl Engine {
         if !self.tx.is_empty() {
             self.flush_tx();
         }
-        self.rx_held = !self.tx.is_empty();
+        self.rx_held = !self.tx.is_empty() || !self.ring_replies.is_empty();
         if !self.rx_held {
             self.link.release_received();
         }
@@ -1684,15 +1686,18 @@ impl Engine {
 
     /// The ERROR descriptors of the pass's refusals into the transmit queue.
     #[cold]
+    /// One without a buffer stays in `ring_replies`, and the releases stay held
+    /// until it is out (a release without its ERROR would read as an execution).
     fn queue_ring_replies(&mut self) {
-        for (d, path) in self.ring_replies.drain(..) {
+        while let Some(&(d, path)) = self.ring_replies.first() {
             if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, &mut self.spare) == 0 {
                 self.stats.tx_no_buffer += 1;
-                continue;
+                return;
             }
             let Some(mut buf) = self.spare.pop() else {
-                continue;
+                return;
             };
+            self.ring_replies.remove(0);
             buf.reset();
             if buf.set_len(weft_wire::ring::HEADER_LEN) && d.emit(&mut buf[..], 0).is_ok() {
                 self.tx.push(Datagram { buf, path });
@@ -1734,6 +1739,15 @@ impl Engine {
     /// before, and the release of received items held for an ERROR that is now out.
     #[inline(never)]
     fn flush_ring(&mut self) {
+        if !self.ring_replies.is_empty() {
+            self.queue_ring_replies();
+            flush_tx(
+                &mut *self.link,
+                &mut self.tx,
+                &mut self.spare,
+                &mut self.stats,
+            );
+        }
         flush_ring_tx(
             &mut *self.link,
             &mut self.ring_tx,
@@ -1741,7 +1755,7 @@ impl Engine {
             &mut self.ring_inflight,
             &mut self.ring_asking,
         );
-        if self.rx_held && self.tx.is_empty() {
+        if self.rx_held && self.tx.is_empty() && self.ring_replies.is_empty() {
             self.rx_held = false;
             self.link.release_received();
         }
@@ -2249,6 +2263,9 @@ fn post_now<W: PostWr>(
 /// `lone`), and the engine's queue and counters of descriptors.
 struct RingPost<'a> {
     link: &'a mut dyn DatagramLink,
+    /// The engine's time zero ([`Engine::origin`]): a descriptor's ACK timer starts
+    /// from the clock read at its post.
+    origin: u64,
     buf: &'a mut Vec<u8>,
     ring_tx: &'a mut VecDeque<(PacketBuf, IcrcPath, RingTag)>,
     spare: &'a mut Vec<PacketBuf>,
@@ -2277,7 +2294,15 @@ impl RingPost<'_> {
                 0,
             );
         }
-        let Some((len, tag)) = sq.post_ring(posting, data, self.buf)? else {
+        // A buffer to keep the descriptor in should the link not take it, before it is
+        // written: without one the post takes the ordinary path (the transport keeps
+        // the request and the pass sends it), never a descriptor written and lost.
+        if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
+            self.stats.tx_no_buffer += 1;
+            return sq.post_from(posting, data);
+        }
+        let now = Instant(weft_link::monotonic_micros().saturating_sub(self.origin));
+        let Some((len, tag)) = sq.post_ring(now, posting, data, self.buf)? else {
             return Ok(());
         };
         let Some(path) = sq.attrs().path else {
@@ -2288,21 +2313,14 @@ impl RingPost<'_> {
             Engine::ring_sent(self.inflight, self.asking, tag);
             return Ok(());
         }
-        if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
-            // No buffer to keep it in: the descriptor is lost, and the transport's
-            // timer fails its message (RetryExcErr), as for any send that never left.
-            self.stats.tx_no_buffer += 1;
-            return Ok(());
-        }
+        // A spare buffer is there (taken above), and a pool buffer holds any datagram
+        // the link carries.
         if let Some(mut buf) = self.spare.pop() {
             buf.reset();
-            if buf.copy_from(bytes) {
-                self.stats.ring_queued += 1;
-                self.ring_tx.push_back((buf, path, tag));
-            } else {
-                self.spare.push(buf);
-                self.stats.tx_no_buffer += 1;
-            }
+            let kept = buf.copy_from(bytes);
+            debug_assert!(kept, "a descriptor longer than a pool buffer");
+            self.stats.ring_queued += 1;
+            self.ring_tx.push_back((buf, path, tag));
         }
         Ok(())
     }

@@ -39,7 +39,7 @@ pub fn side(kind: LinkKind, progress: Progress, qp_type: QpType, mem: usize) -> 
 }
 
 /// [`side`] on a device whose shm ring mode is `ring` (`DeviceConfig::ring_mode`; the
-/// default is on).
+/// default is off).
 pub fn side_ring(
     kind: LinkKind,
     progress: Progress,
