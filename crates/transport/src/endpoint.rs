@@ -979,14 +979,17 @@ impl<M: Memory, S: CompletionSink> Endpoint<M, S> {
     /// Let QP `qpn` take shm ring-mode descriptors ([`Endpoint::ring_request`]), or
     /// not: for an RC QP whose two ends agreed to the mode for one shm connection (the
     /// connection manager's part; docs/verbs.md, "The ring mode as built"). Without
-    /// it every descriptor for the QP is refused. False when there is no such QP.
+    /// it every descriptor for the QP is refused. False, and nothing changed, when
+    /// there is no such QP, or when the mode would end while descriptors of the QP's
+    /// are in flight: the requester keeps the two kinds apart only in the mode (a
+    /// descriptor's release must not acknowledge packets sent after it).
     pub fn set_ring_mode(&mut self, qpn: u32, on: bool) -> bool {
         match self.qps.get_mut(qpn) {
-            Some(q) => {
+            Some(q) if on || !q.req.ring_in_flight() => {
                 q.common.ring_mode = on;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 

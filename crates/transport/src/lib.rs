@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod byref;
+mod bytering;
 pub mod cc;
 mod ctx;
 mod endpoint;

@@ -7,6 +7,7 @@
 //! `[una, next_psn)`.
 
 use crate::byref::{self, RemoteSpan};
+use crate::bytering::ByteRing;
 use crate::cc::{CongestionControl, CongestionState, Window};
 use crate::ctx::{gather, opcode_for, packet_len, packets_for, position, scatter, Ctx, QpCommon};
 use crate::memory::{Key, Memory};
@@ -147,7 +148,7 @@ pub(crate) struct Requester {
     /// The payloads of inline WQEs, in WQE order: a WQE's bytes join the back when it
     /// is posted and leave the front when it retires, so a stream of small inline
     /// SENDs allocates nothing per message and its payloads sit side by side.
-    inline: VecDeque<u8>,
+    inline: ByteRing,
     /// The position of `inline`'s front in the ring's byte stream (wrapping).
     inline_head: u32,
     /// The destinations of a UD QP's WQEs, one per WQE in the same order (empty on
@@ -199,7 +200,7 @@ impl Requester {
             rnr_left: 0,
             recovering_at: None,
             template: None,
-            inline: VecDeque::new(),
+            inline: ByteRing::default(),
             inline_head: 0,
             ud: VecDeque::new(),
             ud_sent: IcrcPath::v4(
@@ -260,6 +261,8 @@ impl Requester {
     /// post time. `ud`: its destination, on a UD QP.
     // Always inlined: since `post_one` has two instances (ring mode's doorbell), the
     // compiler put it out of line (~150 instructions a ping-pong round, callgrind).
+    // Its inline payload goes into a `ByteRing`, whose append inlines wherever it is
+    // used: a `VecDeque`'s `extend` did so only with a single caller.
     #[inline(always)]
     pub fn push(
         &mut self,
@@ -334,11 +337,7 @@ impl Requester {
         }
         if inline > 0 {
             let n = inline.min(self.inline.len());
-            if n == self.inline.len() {
-                self.inline.clear();
-            } else {
-                self.inline.drain(..n);
-            }
+            self.inline.consume(n);
             self.inline_head = self.inline_head.wrapping_add(n as u32);
         }
         if !self.ud.is_empty() {
@@ -480,16 +479,18 @@ impl Requester {
                     self.send_psn = self.next_psn;
                     continue;
                 };
-                if q.qp_type == QpType::Rc
-                    && self.send_psn
-                        >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref && ctx.sharing)
-                    && !(q.ring_mode && self.wqes[idx].ring)
-                {
-                    return Ok(None);
-                }
                 let p = self.send_psn;
+                // A descriptor has no PSN window ([`Requester::start_next`]). One test of
+                // the mode on the packet path: with the descriptor's tests folded into
+                // the window's, they cost a ping-pong round ~50 instructions (callgrind,
+                // docs/results/verbs-inline-20261202s35).
                 if q.ring_mode && self.wqes[idx].ring {
                     return self.emit_ring(q, ctx, buf, idx, p).map(Some);
+                }
+                if q.qp_type == QpType::Rc
+                    && p >= self.una + by_ref_cap(cap, self.wqes[idx].by_ref && ctx.sharing)
+                {
+                    return Ok(None);
                 }
                 return self.emit(q, ctx, buf, idx, p, false).map(Some);
             }
@@ -531,9 +532,22 @@ impl Requester {
             return Ok(false);
         }
         let mtu = q.mtu();
-        let ring = goes_by_ring(q, w, mtu);
-        // A descriptor has no PSN window: the link's ring bounds what is in flight (a
-        // full ring holds the driver's sends back), and the send queue what waits.
+        // Ring mode's rules, behind one test of the mode (the packet path's only cost
+        // of them). A descriptor has no PSN window: the link's ring bounds what is in
+        // flight (a full ring holds the driver's sends back), and the send queue what
+        // waits. A QP never has messages of both kinds in flight ([`crate::ring`]): the
+        // peer's responder takes a descriptor only between packet-path messages, and
+        // a descriptor's release acknowledges nothing sent as packets. (Off the mode
+        // no WQE is a descriptor: the mode is set before the QP leaves INIT.)
+        let ring = if q.ring_mode {
+            let ring = goes_by_ring(q, w, mtu);
+            if self.started > 0 && self.wqes[0].ring != ring {
+                return Ok(false);
+            }
+            ring
+        } else {
+            false
+        };
         if q.qp_type == QpType::Rc && !ring && self.next_psn >= self.una + cap {
             return Ok(false);
         }
@@ -542,12 +556,6 @@ impl Requester {
                 idx,
                 status: WcStatus::LocLenErr,
             });
-        }
-        // A QP never has messages of both kinds in flight ([`crate::ring`]): the peer's
-        // responder takes a descriptor only between packet-path messages, and a
-        // descriptor's release acknowledges nothing sent as packets.
-        if self.started > 0 && self.wqes[0].ring != ring {
-            return Ok(false);
         }
         let by_ref = !ring && goes_by_reference(q, ctx, w);
         let npsn = if by_ref {
@@ -1172,7 +1180,7 @@ impl Requester {
 
     /// Whether the messages in flight are ring descriptors ([`crate::ring`]; they are
     /// all of one kind).
-    fn ring_in_flight(&self) -> bool {
+    pub fn ring_in_flight(&self) -> bool {
         self.started > 0 && self.wqes.front().is_some_and(|w| w.ring)
     }
 
@@ -1694,7 +1702,7 @@ mod tests {
         // The last one too: nothing is left in the ring.
         r.board[0] = DELIVERED;
         advance!();
-        assert!(r.wqes.is_empty() && r.inline.is_empty());
+        assert!(r.wqes.is_empty() && r.inline.len() == 0);
         assert_eq!(cq.len(), 4);
     }
 }

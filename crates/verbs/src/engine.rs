@@ -1350,16 +1350,7 @@ impl Engine {
             origin,
             ..
         } = self;
-        let mut ring = RingPost {
-            link: &mut **link,
-            origin: *origin,
-            buf: lone,
-            ring_tx,
-            spare,
-            inflight: ring_inflight,
-            asking: ring_asking,
-            stats,
-        };
+        let link: &mut dyn DatagramLink = &mut **link;
         let mut out = ListPost {
             room: 0,
             posted: 0,
@@ -1369,6 +1360,21 @@ impl Engine {
         let mut refused = Vec::new();
         if let Some(mut sq) = ep.send_queue_at(slot, qpn) {
             out.room = sq.room();
+            // Ring mode's doorbell, set up only for a QP in the mode (opt-in): its set-up
+            // on every post of the packet path was ~14 instructions a post.
+            let mut ring = if sq.ring_mode() {
+                Some(RingPost {
+                    origin: *origin,
+                    buf: lone,
+                    ring_tx,
+                    spare,
+                    inflight: ring_inflight,
+                    asking: ring_asking,
+                    stats,
+                })
+            } else {
+                None
+            };
             // Each request is posted where it lies, in `first` or in `next` (the
             // iterator's slot), never moved again (`SendQueue::post_from`): the moves
             // of a freshly written request were the posting thread's store-forwarding
@@ -1378,7 +1384,16 @@ impl Engine {
             // were ~25 instructions a call (callgrind, `msg_rate`).
             if out.room > 0 {
                 if let Some(wr) = first {
-                    let r = post_now(&mut sq, &mut ring, inline_scratch, qpn, pd, &check, wr);
+                    let r = post_now(
+                        &mut sq,
+                        link,
+                        &mut ring,
+                        inline_scratch,
+                        qpn,
+                        pd,
+                        &check,
+                        wr,
+                    );
                     // Taken either way: a request its checks refuse ends the list,
                     // taken but not posted.
                     *first = None;
@@ -1398,7 +1413,16 @@ impl Engine {
                     out.exhausted = true;
                     break;
                 };
-                match post_now(&mut sq, &mut ring, inline_scratch, qpn, pd, &check, wr) {
+                match post_now(
+                    &mut sq,
+                    link,
+                    &mut ring,
+                    inline_scratch,
+                    qpn,
+                    pd,
+                    &check,
+                    wr,
+                ) {
                     Ok(c) => {
                         refused.extend(c);
                         out.posted += 1;
@@ -2225,10 +2249,12 @@ impl ListRefusal {
 /// inline payload gathered into `scratch`, and posted where it lies. A refusal of
 /// the checks or of the inline payload's memory is the error (the request is not
 /// posted); the transport's own refusal is the error completion it turns into.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 fn post_now<W: PostWr>(
     sq: &mut SendQueue<'_, MrTable>,
-    ring: &mut RingPost<'_>,
+    link: &mut dyn DatagramLink,
+    ring: &mut Option<RingPost<'_>>,
     scratch: &mut [u8],
     qpn: u32,
     pd: u32,
@@ -2244,12 +2270,12 @@ fn post_now<W: PostWr>(
         0
     };
     if !wr.inline && matches!(wr.op, WrOp::Write { .. }) {
-        allow_by_reference_sq(sq, &*ring.link, wr);
+        allow_by_reference_sq(sq, link, wr);
     }
     let (wr_id, op) = (wr.wr_id, wr.op);
     let data = wr.inline.then(|| &scratch[..len]);
-    let posted = if sq.ring_mode() {
-        ring.post(sq, posting, data)
+    let posted = if let Some(ring) = ring {
+        ring.post(sq, link, posting, data)
     } else {
         sq.post_from(posting, data)
     };
@@ -2259,10 +2285,9 @@ fn post_now<W: PostWr>(
 }
 
 /// What the doorbell path needs to send a ring-mode descriptor at once
-/// ([`SendQueue::post_ring`]): the link, a buffer to write it in (the engine's
-/// `lone`), and the engine's queue and counters of descriptors.
+/// ([`SendQueue::post_ring`]): a buffer to write it in (the engine's `lone`), and the
+/// engine's queue and counters of descriptors.
 struct RingPost<'a> {
-    link: &'a mut dyn DatagramLink,
     /// The engine's time zero ([`Engine::origin`]): a descriptor's ACK timer starts
     /// from the clock read at its post.
     origin: u64,
@@ -2278,26 +2303,33 @@ impl RingPost<'_> {
     /// Post on a ring-mode QP: the descriptor, when the transport writes it at once,
     /// goes onto the link as a tracked item (or, when the link does not take it, or
     /// descriptors wait before it, into the engine's queue of them).
+    ///
+    /// Cold while ring mode is opt-in: the call's block is then cold to the compiler,
+    /// which keeps the packet path's estimate of its own frequency, and with it the
+    /// inlining of the send queue's pushes into the post (without it, `push_back` of
+    /// the WQE went out of line: ~40 instructions a streamed message, callgrind,
+    /// docs/results/verbs-inline-20261202s35). Should ring mode become the default,
+    /// the packet path's post is the one to mark.
+    #[cold]
     #[inline(never)]
     fn post<W: PostWr>(
         &mut self,
         sq: &mut SendQueue<'_, MrTable>,
+        link: &mut dyn DatagramLink,
         posting: &mut W,
         data: Option<&[u8]>,
     ) -> Result<(), PostError> {
         if self.buf.is_empty() {
             // Room for any descriptor (an MTU and the headers), once.
             self.buf.resize(
-                self.link
-                    .max_datagram()
-                    .max(4096 + weft_transport::MAX_OVERHEAD),
+                link.max_datagram().max(4096 + weft_transport::MAX_OVERHEAD),
                 0,
             );
         }
         // A buffer to keep the descriptor in should the link not take it, before it is
         // written: without one the post takes the ordinary path (the transport keeps
         // the request and the pass sends it), never a descriptor written and lost.
-        if self.spare.is_empty() && self.link.pool().alloc_burst(BURST, self.spare) == 0 {
+        if self.spare.is_empty() && link.pool().alloc_burst(BURST, self.spare) == 0 {
             self.stats.tx_no_buffer += 1;
             return sq.post_from(posting, data);
         }
@@ -2309,7 +2341,7 @@ impl RingPost<'_> {
             return Ok(());
         };
         let bytes = &self.buf[..len];
-        if self.ring_tx.is_empty() && self.link.send_tracked(bytes, &path, tag.raw()) {
+        if self.ring_tx.is_empty() && link.send_tracked(bytes, &path, tag.raw()) {
             Engine::ring_sent(self.inflight, self.asking, tag);
             return Ok(());
         }
